@@ -1,0 +1,245 @@
+// Package config resolves each job type's settings: deployment defaults from the environment (set by
+// template parameters) and live overrides stored in DynamoDB, read through a short cache.
+package config
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sfnlimit/sfnlimit/internal/job"
+)
+
+// MaxInFlight is the SQS FIFO in-flight quota: at most this many lanes can be held at once per queue.
+const MaxInFlight = 120000
+
+// MaxCacheAge bounds how stale a live override may be when a function acts on it.
+const MaxCacheAge = 30 * time.Second
+
+// ErrUnknownType means a type has no limit and there is no default limit.
+var ErrUnknownType = errors.New("type has no limit and DEFAULT_LIMIT is 0")
+
+// TypeConfig is the effective configuration of one job type.
+type TypeConfig struct {
+	Type            string
+	Limit           int
+	MaxAttempts     int
+	StateMachineArn string
+	// Source says where the limit came from: "override", "default" (TYPE_LIMITS) or "fallback" (DEFAULT_LIMIT).
+	Source string
+}
+
+// Defaults is the deployment's configuration, from template parameters.
+type Defaults struct {
+	Limits             map[string]int
+	FallbackLimit      int // DEFAULT_LIMIT: limit of a type not in Limits; 0 refuses such types
+	MaxAttempts        map[string]int
+	DefaultMaxAttempts int
+	StateMachineArn    string
+}
+
+// Override is a live per-type change stored in the table; zero fields leave the default in force.
+type Override struct {
+	Type            string
+	Limit           int
+	MaxAttempts     int
+	StateMachineArn string
+}
+
+// Validate checks an override against the same rules as the defaults.
+func (o Override) Validate() error {
+	if err := job.ValidateType(o.Type); err != nil {
+		return err
+	}
+	if o.Limit < 0 || o.MaxAttempts < 0 {
+		return fmt.Errorf("type %s: limit and max attempts must not be negative", o.Type)
+	}
+	if o.Limit > MaxInFlight {
+		return fmt.Errorf("type %s: limit %d is more than the FIFO in-flight quota %d", o.Type, o.Limit, MaxInFlight)
+	}
+	return nil
+}
+
+// ParseLimits reads "payments=50,reports=5" (spaces allowed, empty allowed).
+func ParseLimits(s string) (map[string]int, error) {
+	out := map[string]int{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(part, "=")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if !ok {
+			return nil, fmt.Errorf("%q is not type=number", part)
+		}
+		if err := job.ValidateType(k); err != nil {
+			return nil, err
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("type %s: %q must be a whole number of at least 1", k, v)
+		}
+		if _, dup := out[k]; dup {
+			return nil, fmt.Errorf("type %s is listed twice", k)
+		}
+		out[k] = n
+	}
+	return out, nil
+}
+
+// Validate checks the defaults: every limit at least 1 and their sum within the FIFO in-flight quota.
+// The fallback limit counts once, as the most one unlisted type can hold.
+func (d Defaults) Validate() error {
+	if d.FallbackLimit < 0 {
+		return fmt.Errorf("DEFAULT_LIMIT %d must not be negative", d.FallbackLimit)
+	}
+	if d.DefaultMaxAttempts < 1 {
+		return fmt.Errorf("DEFAULT_MAX_ATTEMPTS %d must be at least 1", d.DefaultMaxAttempts)
+	}
+	sum := d.FallbackLimit
+	for t, n := range d.Limits {
+		if n < 1 {
+			return fmt.Errorf("type %s: limit %d must be at least 1", t, n)
+		}
+		sum += n
+	}
+	if sum >= MaxInFlight {
+		return fmt.Errorf("limits add up to %d lanes, at or over the SQS FIFO in-flight quota of %d: SQS would silently stop serving lanes", sum, MaxInFlight)
+	}
+	return nil
+}
+
+// Store reads and writes live overrides.
+type Store interface {
+	ListOverrides(ctx context.Context) ([]Override, error)
+}
+
+// Resolver answers "what is the configuration of this type", merging defaults and live overrides.
+// It is safe for concurrent use.
+type Resolver struct {
+	defaults Defaults
+	store    Store
+	maxAge   time.Duration
+	now      func() time.Time
+
+	mu        sync.Mutex
+	loadedAt  time.Time
+	overrides map[string]Override
+}
+
+// NewResolver returns a resolver that re-reads overrides once they are older than maxAge (at most
+// MaxCacheAge). A nil store means defaults only.
+func NewResolver(d Defaults, store Store, maxAge time.Duration) (*Resolver, error) {
+	if err := d.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid configuration: %w", err)
+	}
+	if maxAge <= 0 || maxAge > MaxCacheAge {
+		maxAge = MaxCacheAge
+	}
+	return &Resolver{defaults: d, store: store, maxAge: maxAge, now: time.Now}, nil
+}
+
+// SetClock replaces the clock, for tests and simulations.
+func (r *Resolver) SetClock(now func() time.Time) { r.now = now }
+
+// Defaults returns the deployment defaults.
+func (r *Resolver) Defaults() Defaults { return r.defaults }
+
+func (r *Resolver) load(ctx context.Context) (map[string]Override, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.store == nil {
+		return nil, nil
+	}
+	if r.overrides != nil && r.now().Sub(r.loadedAt) < r.maxAge {
+		return r.overrides, nil
+	}
+	list, err := r.store.ListOverrides(ctx)
+	if err != nil {
+		if r.overrides != nil {
+			// Keep serving the last known overrides rather than fail every job while the table is unreachable.
+			return r.overrides, nil
+		}
+		return nil, fmt.Errorf("read live config: %w", err)
+	}
+	m := make(map[string]Override, len(list))
+	for _, o := range list {
+		m[o.Type] = o
+	}
+	r.overrides, r.loadedAt = m, r.now()
+	return m, nil
+}
+
+// Get returns the effective configuration of a type, or an error wrapping ErrUnknownType.
+func (r *Resolver) Get(ctx context.Context, typ string) (TypeConfig, error) {
+	ov, err := r.load(ctx)
+	if err != nil {
+		return TypeConfig{}, err
+	}
+	return r.merge(typ, ov)
+}
+
+func (r *Resolver) merge(typ string, ov map[string]Override) (TypeConfig, error) {
+	d := r.defaults
+	c := TypeConfig{Type: typ, MaxAttempts: d.DefaultMaxAttempts, StateMachineArn: d.StateMachineArn}
+	switch n, ok := d.Limits[typ]; {
+	case ok:
+		c.Limit, c.Source = n, "default"
+	case d.FallbackLimit > 0:
+		c.Limit, c.Source = d.FallbackLimit, "fallback"
+	}
+	if n, ok := d.MaxAttempts[typ]; ok {
+		c.MaxAttempts = n
+	}
+	if o, ok := ov[typ]; ok {
+		if o.Limit > 0 {
+			c.Limit, c.Source = o.Limit, "override"
+		}
+		if o.MaxAttempts > 0 {
+			c.MaxAttempts = o.MaxAttempts
+		}
+		if o.StateMachineArn != "" {
+			c.StateMachineArn = o.StateMachineArn
+		}
+	}
+	if c.Limit == 0 {
+		return TypeConfig{}, fmt.Errorf("type %s: %w", typ, ErrUnknownType)
+	}
+	return c, nil
+}
+
+// All returns the effective configuration of every type that has a default or an override, sorted.
+func (r *Resolver) All(ctx context.Context) ([]TypeConfig, error) {
+	ov, err := r.load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for t := range r.defaults.Limits {
+		seen[t] = true
+	}
+	for t := range ov {
+		seen[t] = true
+	}
+	var out []TypeConfig
+	for t := range seen {
+		if c, err := r.merge(t, ov); err == nil {
+			out = append(out, c)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Type < out[j].Type })
+	return out, nil
+}
+
+// Invalidate forgets cached overrides, so the next Get reads the table.
+func (r *Resolver) Invalidate() {
+	r.mu.Lock()
+	r.overrides = nil
+	r.mu.Unlock()
+}

@@ -1,0 +1,104 @@
+package config
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+const (
+	configPK   = "CONFIG"
+	typePrefix = "TYPE#"
+)
+
+// dynamoAPI is the part of the DynamoDB client the override store uses.
+type dynamoAPI interface {
+	Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	DeleteItem(context.Context, *dynamodb.DeleteItemInput, ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+}
+
+// DynamoStore keeps live overrides as items (pk "CONFIG", sk "TYPE#{type}") in the limiter's table.
+type DynamoStore struct {
+	db    dynamoAPI
+	table string
+}
+
+// NewDynamoStore returns an override store on table.
+func NewDynamoStore(db dynamoAPI, table string) *DynamoStore {
+	return &DynamoStore{db: db, table: table}
+}
+
+type overrideItem struct {
+	PK              string `dynamodbav:"pk"`
+	SK              string `dynamodbav:"sk"`
+	Limit           int    `dynamodbav:"limit,omitempty"`
+	MaxAttempts     int    `dynamodbav:"maxAttempts,omitempty"`
+	StateMachineArn string `dynamodbav:"stateMachineArn,omitempty"`
+}
+
+// ListOverrides reads every live override (one Query).
+func (s *DynamoStore) ListOverrides(ctx context.Context) ([]Override, error) {
+	var out []Override
+	p := dynamodb.NewQueryPaginator(s.db, &dynamodb.QueryInput{
+		TableName:                 &s.table,
+		KeyConditionExpression:    aws.String("pk = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: configPK}},
+	})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("query config items in table %s: %w", s.table, err)
+		}
+		for _, it := range page.Items {
+			var oi overrideItem
+			if err := attributevalue.UnmarshalMap(it, &oi); err != nil {
+				return nil, fmt.Errorf("decode config item: %w", err)
+			}
+			out = append(out, Override{
+				Type:            strings.TrimPrefix(oi.SK, typePrefix),
+				Limit:           oi.Limit,
+				MaxAttempts:     oi.MaxAttempts,
+				StateMachineArn: oi.StateMachineArn,
+			})
+		}
+	}
+	return out, nil
+}
+
+// SetOverride validates and writes a type's live override, replacing any earlier one.
+func (s *DynamoStore) SetOverride(ctx context.Context, o Override) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	item, err := attributevalue.MarshalMap(overrideItem{
+		PK: configPK, SK: typePrefix + o.Type, Limit: o.Limit, MaxAttempts: o.MaxAttempts, StateMachineArn: o.StateMachineArn,
+	})
+	if err != nil {
+		return fmt.Errorf("encode override of type %s: %w", o.Type, err)
+	}
+	if _, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.table, Item: item}); err != nil {
+		return fmt.Errorf("write override of type %s: %w", o.Type, err)
+	}
+	return nil
+}
+
+// DeleteOverride removes a type's live override, so its defaults apply again.
+func (s *DynamoStore) DeleteOverride(ctx context.Context, typ string) error {
+	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName: &s.table,
+		Key: map[string]types.AttributeValue{
+			"pk": &types.AttributeValueMemberS{Value: configPK},
+			"sk": &types.AttributeValueMemberS{Value: typePrefix + typ},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("delete override of type %s: %w", typ, err)
+	}
+	return nil
+}

@@ -1,0 +1,61 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// FromEnv reads the deployment defaults and the cache age from the function's environment
+// (TYPE_LIMITS, DEFAULT_LIMIT, DEFAULT_MAX_ATTEMPTS, TYPE_MAX_ATTEMPTS, STATE_MACHINE_ARN,
+// CONFIG_CACHE_SECONDS), as the template sets them.
+func FromEnv(getenv func(string) string) (Defaults, time.Duration, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	limits, err := ParseLimits(getenv("TYPE_LIMITS"))
+	if err != nil {
+		return Defaults{}, 0, fmt.Errorf("TYPE_LIMITS: %w", err)
+	}
+	attempts, err := ParseLimits(getenv("TYPE_MAX_ATTEMPTS"))
+	if err != nil {
+		return Defaults{}, 0, fmt.Errorf("TYPE_MAX_ATTEMPTS: %w", err)
+	}
+	fallback, err := intEnv(getenv, "DEFAULT_LIMIT", 0)
+	if err != nil {
+		return Defaults{}, 0, err
+	}
+	maxAttempts, err := intEnv(getenv, "DEFAULT_MAX_ATTEMPTS", 3)
+	if err != nil {
+		return Defaults{}, 0, err
+	}
+	cache, err := intEnv(getenv, "CONFIG_CACHE_SECONDS", 30)
+	if err != nil {
+		return Defaults{}, 0, err
+	}
+	d := Defaults{
+		Limits:             limits,
+		FallbackLimit:      fallback,
+		MaxAttempts:        attempts,
+		DefaultMaxAttempts: maxAttempts,
+		StateMachineArn:    strings.TrimSpace(getenv("STATE_MACHINE_ARN")),
+	}
+	if err := d.Validate(); err != nil {
+		return Defaults{}, 0, err
+	}
+	return d, time.Duration(cache) * time.Second, nil
+}
+
+func intEnv(getenv func(string) string, name string, def int) (int, error) {
+	v := strings.TrimSpace(getenv(name))
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, fmt.Errorf("%s=%q is not a whole number", name, v)
+	}
+	return n, nil
+}

@@ -1,0 +1,91 @@
+// Package deadletter puts refused and exhausted jobs on the dead-letter queue. The body is the job as a
+// producer would submit it, so a redrive can send it back unchanged; why it is there travels in message
+// attributes (reason, source, type, jobId, attempt, error, cause).
+package deadletter
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+)
+
+// Attribute names on dead-letter messages.
+const (
+	AttrReason  = "reason"
+	AttrSource  = "source"
+	AttrType    = "type"
+	AttrJobID   = "jobId"
+	AttrAttempt = "attempt"
+	AttrError   = "error"
+	AttrCause   = "cause"
+)
+
+// Reasons set by the limiter itself (the router's refusals use job.Reason values).
+const (
+	ReasonAttemptsExhausted = "attempts_exhausted"
+)
+
+// maxAttr keeps a free-text attribute well inside SQS's message size.
+const maxAttr = 4096
+
+// Entry is one dead letter.
+type Entry struct {
+	Reason  string
+	Source  string // router, starter or releaser
+	Type    string
+	JobID   string
+	Attempt int
+	Error   string
+	Cause   string
+	Body    string
+}
+
+type sendAPI interface {
+	SendMessage(context.Context, *sqs.SendMessageInput, ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+}
+
+// Queue sends dead letters to one queue.
+type Queue struct {
+	client sendAPI
+	url    string
+}
+
+// New returns a dead-letter sender for the queue at url.
+func New(client sendAPI, url string) *Queue { return &Queue{client: client, url: url} }
+
+// Send puts e on the dead-letter queue.
+func (q *Queue) Send(ctx context.Context, e Entry) error {
+	attrs := map[string]types.MessageAttributeValue{}
+	add := func(k, v string) {
+		if v == "" {
+			return
+		}
+		if len(v) > maxAttr {
+			v = v[:maxAttr]
+		}
+		attrs[k] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
+	}
+	add(AttrReason, e.Reason)
+	add(AttrSource, e.Source)
+	add(AttrType, e.Type)
+	add(AttrJobID, e.JobID)
+	if e.Attempt > 0 {
+		add(AttrAttempt, strconv.Itoa(e.Attempt))
+	}
+	add(AttrError, e.Error)
+	add(AttrCause, e.Cause)
+	body := e.Body
+	if body == "" {
+		body = "{}" // SQS refuses an empty body; the attributes carry what is known
+	}
+	if _, err := q.client.SendMessage(ctx, &sqs.SendMessageInput{
+		QueueUrl: &q.url, MessageBody: &body, MessageAttributes: attrs,
+	}); err != nil {
+		return fmt.Errorf("dead-letter job %q (%s): %w", e.JobID, e.Reason, err)
+	}
+	return nil
+}

@@ -1,0 +1,233 @@
+// Package job defines the job contract: what a producer sends, the rules its fields follow, and the
+// names derived from it (message group, deduplication id, execution name). The router, the starter and
+// the command line all validate with this package, so a job is judged the same way everywhere.
+package job
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+const (
+	// MaxTypeLen is the longest job type.
+	MaxTypeLen = 40
+	// MaxIDLen is the longest job id.
+	MaxIDLen = 128
+	// MaxExecutionInput is Step Functions' limit on an execution's input, in bytes.
+	MaxExecutionInput = 256 * 1024
+	// maxExecutionName is Step Functions' limit on an execution's name.
+	maxExecutionName = 80
+	// maxDedupID is SQS's limit on a MessageDeduplicationId.
+	maxDedupID = 128
+)
+
+var (
+	typeRe   = regexp.MustCompile(`^[A-Za-z0-9_-]{1,40}$`)
+	idRe     = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,128}$`)
+	nameSafe = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+)
+
+// Reason says why a job was refused. It travels as the dead-letter message's "reason" attribute.
+type Reason string
+
+// Reasons a job is refused.
+const (
+	ReasonNotJSON      Reason = "not_json"
+	ReasonMissingType  Reason = "missing_type"
+	ReasonInvalidType  Reason = "invalid_type"
+	ReasonInvalidID    Reason = "invalid_id"
+	ReasonUnknownType  Reason = "unknown_type"
+	ReasonInputTooLong Reason = "input_too_large"
+)
+
+// Error is a job refused for a reason; it is never worth retrying.
+type Error struct {
+	Reason Reason
+	Detail string
+}
+
+func (e *Error) Error() string { return string(e.Reason) + ": " + e.Detail }
+
+// ReasonOf returns the reason of a refused job, or "" when err is not one.
+func ReasonOf(err error) Reason {
+	var je *Error
+	if errors.As(err, &je) {
+		return je.Reason
+	}
+	return ""
+}
+
+// Submission is the body a producer sends to the general queue.
+type Submission struct {
+	Type  string          `json:"type"`
+	ID    string          `json:"id,omitempty"`
+	Input json.RawMessage `json:"input,omitempty"`
+}
+
+// Job is a validated submission on its way to a lane; it is the body of a lanes-queue message.
+type Job struct {
+	Type        string          `json:"type"`
+	ID          string          `json:"id"`
+	Input       json.RawMessage `json:"input"`
+	SubmittedAt time.Time       `json:"submittedAt"`
+	// Attempts counts the executions already made for this job; it is carried when a job moves lanes.
+	Attempts int `json:"attempt,omitempty"`
+}
+
+// Meta is the job metadata an execution receives beside the job's input.
+type Meta struct {
+	ID          string    `json:"id"`
+	Type        string    `json:"type"`
+	Lane        int       `json:"lane"`
+	Attempt     int       `json:"attempt"`
+	SubmittedAt time.Time `json:"submittedAt"`
+}
+
+// ExecutionInput is what the workflow receives: the job's metadata and its input, never a receipt handle.
+type ExecutionInput struct {
+	Job   Meta            `json:"job"`
+	Input json.RawMessage `json:"input"`
+}
+
+// ValidateType checks a job type against the contract.
+func ValidateType(t string) error {
+	if t == "" {
+		return &Error{ReasonMissingType, `"type" is required`}
+	}
+	if !typeRe.MatchString(t) {
+		return &Error{ReasonInvalidType, fmt.Sprintf("type %q must be 1-%d characters of A-Z a-z 0-9 _ -", clip(t), MaxTypeLen)}
+	}
+	return nil
+}
+
+// ValidateID checks a job id against the contract.
+func ValidateID(id string) error {
+	if !idRe.MatchString(id) {
+		return &Error{ReasonInvalidID, fmt.Sprintf("id %q must be 1-%d characters of A-Z a-z 0-9 _ - . :", clip(id), MaxIDLen)}
+	}
+	return nil
+}
+
+// Parse validates a general-queue body. defaultID (the general-queue message id) is used when the body
+// has no id, and submitted is when the producer sent it. The type's limit is checked by the caller,
+// which knows the configuration.
+func Parse(body []byte, defaultID string, submitted time.Time) (Job, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	var s Submission
+	if err := dec.Decode(&s); err != nil {
+		return Job{}, &Error{ReasonNotJSON, "body is not a JSON object: " + err.Error()}
+	}
+	if dec.More() {
+		return Job{}, &Error{ReasonNotJSON, "body has data after its JSON object"}
+	}
+	if err := ValidateType(s.Type); err != nil {
+		return Job{}, err
+	}
+	if s.ID == "" {
+		s.ID = defaultID
+	}
+	if err := ValidateID(s.ID); err != nil {
+		return Job{}, err
+	}
+	in := s.Input
+	if len(bytes.TrimSpace(in)) == 0 || bytes.Equal(bytes.TrimSpace(in), []byte("null")) {
+		in = json.RawMessage(`{}`)
+	}
+	j := Job{Type: s.Type, ID: s.ID, Input: in, SubmittedAt: submitted.UTC()}
+	// The execution input adds metadata to the job input; check the whole against Step Functions' limit.
+	if n := len(j.ExecutionInput(maxLaneForSize, 99).MustJSON()); n > MaxExecutionInput {
+		return Job{}, &Error{ReasonInputTooLong, fmt.Sprintf("execution input would be %d bytes, more than Step Functions' %d", n, MaxExecutionInput)}
+	}
+	return j, nil
+}
+
+// maxLaneForSize is the widest lane number, used to size the execution input conservatively.
+const maxLaneForSize = 120000
+
+// ExecutionInput builds the workflow's input for a lane and attempt.
+func (j Job) ExecutionInput(lane, attempt int) ExecutionInput {
+	return ExecutionInput{
+		Job:   Meta{ID: j.ID, Type: j.Type, Lane: lane, Attempt: attempt, SubmittedAt: j.SubmittedAt},
+		Input: j.Input,
+	}
+}
+
+// MustJSON encodes the execution input; it cannot fail since Input is valid JSON.
+func (e ExecutionInput) MustJSON() []byte {
+	b, err := json.Marshal(e)
+	if err != nil {
+		panic(fmt.Sprintf("job: encode execution input: %v", err))
+	}
+	return b
+}
+
+// GroupID is the lanes-queue MessageGroupId of a type's lane.
+func GroupID(typ string, lane int) string { return typ + "-" + strconv.Itoa(lane) }
+
+// ParseGroupID splits a MessageGroupId into its type and lane.
+func ParseGroupID(g string) (typ string, lane int, err error) {
+	i := strings.LastIndexByte(g, '-')
+	if i <= 0 {
+		return "", 0, fmt.Errorf("message group %q is not {type}-{lane}", g)
+	}
+	lane, err = strconv.Atoi(g[i+1:])
+	if err != nil || lane < 1 {
+		return "", 0, fmt.Errorf("message group %q has no lane number", g)
+	}
+	return g[:i], lane, nil
+}
+
+// DedupID is the lanes-queue MessageDeduplicationId of a job, so a job sent twice within SQS's five
+// minute window is enqueued once.
+func DedupID(typ, id string) string {
+	d := typ + "-" + id
+	if len(d) <= maxDedupID {
+		return d
+	}
+	return typ + "-" + hash(id, 64)
+}
+
+// ExecutionName is the deterministic Step Functions execution name of a job's attempt, so that a
+// start that is retried or delivered twice finds the execution it already made.
+func ExecutionName(typ, id string, attempt int) string {
+	suffix := "-" + strconv.Itoa(attempt)
+	if n := typ + "-" + id + suffix; len(n) <= maxExecutionName && nameSafe.MatchString(id) {
+		return n
+	}
+	h := hash(id, 16)
+	room := maxExecutionName - len(typ) - 1 - len(suffix) - len(h) - 1
+	prefix := sanitize(id)
+	if len(prefix) > room {
+		prefix = prefix[:max(room, 0)]
+	}
+	return typ + "-" + prefix + "_" + h + suffix
+}
+
+func sanitize(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '_' || r == '-' || ('0' <= r && r <= '9') || ('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z') {
+			return r
+		}
+		return '_'
+	}, s)
+}
+
+func hash(s string, n int) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])[:n]
+}
+
+func clip(s string) string {
+	if len(s) > 60 {
+		return s[:60] + "..."
+	}
+	return s
+}

@@ -1,0 +1,233 @@
+// Package lease keeps each lane's lease in DynamoDB: which job holds the lane, the latest receipt
+// handle of its message, its execution and attempt. Every write is conditional on the version it
+// replaces, so a retried or racing writer can never apply a change twice or over a newer one.
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Status is where a lease is in its life.
+type Status string
+
+const (
+	// Starting: the lane is claimed and StartExecution is not yet confirmed.
+	Starting Status = "starting"
+	// Running: the execution was started (or found running).
+	Running Status = "running"
+	// Retrying: the attempt failed with attempts left; the message was made visible to run again.
+	Retrying Status = "retrying"
+)
+
+// ErrConflict means the lease changed since it was read (or exists when it should not).
+var ErrConflict = errors.New("lease changed since it was read")
+
+// Lease is one lane's claim.
+type Lease struct {
+	Type          string    `dynamodbav:"type"`
+	Lane          int       `dynamodbav:"lane"`
+	JobID         string    `dynamodbav:"jobId"`
+	MessageID     string    `dynamodbav:"messageId"`
+	ReceiptHandle string    `dynamodbav:"receiptHandle"`
+	ExecutionArn  string    `dynamodbav:"executionArn,omitempty"`
+	Attempt       int       `dynamodbav:"attempt"`
+	Status        Status    `dynamodbav:"status"`
+	StartedAt     time.Time `dynamodbav:"startedAt"`
+	UpdatedAt     time.Time `dynamodbav:"updatedAt"`
+	SubmittedAt   time.Time `dynamodbav:"submittedAt"`
+	Version       int64     `dynamodbav:"version"`
+}
+
+// Key names a lane.
+type Key struct {
+	Type string
+	Lane int
+}
+
+func (k Key) String() string { return k.Type + "-" + strconv.Itoa(k.Lane) }
+
+// Key returns the lane a lease is for.
+func (l Lease) Key() Key { return Key{l.Type, l.Lane} }
+
+const leasePrefix = "LEASE#"
+
+func pk(typ string) string { return leasePrefix + typ }
+func sk(lane int) string   { return fmt.Sprintf("LANE#%06d", lane) }
+
+func keyAttrs(k Key) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		"pk": &types.AttributeValueMemberS{Value: pk(k.Type)},
+		"sk": &types.AttributeValueMemberS{Value: sk(k.Lane)},
+	}
+}
+
+// dynamoAPI is the part of the DynamoDB client the store uses.
+type dynamoAPI interface {
+	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	DeleteItem(context.Context, *dynamodb.DeleteItemInput, ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+	Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	Scan(context.Context, *dynamodb.ScanInput, ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+}
+
+// Store reads and writes leases in one DynamoDB table.
+type Store struct {
+	db    dynamoAPI
+	table string
+	now   func() time.Time
+}
+
+// NewStore returns a lease store on table.
+func NewStore(db dynamoAPI, table string) *Store {
+	return &Store{db: db, table: table, now: time.Now}
+}
+
+// Get returns a lane's lease, or nil when the lane is free. Reads are strongly consistent.
+func (s *Store) Get(ctx context.Context, k Key) (*Lease, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: &s.table, Key: keyAttrs(k), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read lease of lane %s: %w", k, err)
+	}
+	if len(out.Item) == 0 {
+		return nil, nil
+	}
+	var l Lease
+	if err := attributevalue.UnmarshalMap(out.Item, &l); err != nil {
+		return nil, fmt.Errorf("decode lease of lane %s: %w", k, err)
+	}
+	return &l, nil
+}
+
+// Put writes next in place of prev: prev nil means the lane must be free. It returns the lease as
+// written (with its new version) or ErrConflict when the lane is no longer in state prev.
+func (s *Store) Put(ctx context.Context, next Lease, prev *Lease) (Lease, error) {
+	next.UpdatedAt = s.now().UTC()
+	in := &dynamodb.PutItemInput{TableName: &s.table}
+	if prev == nil {
+		next.Version = 1
+		in.ConditionExpression = aws.String("attribute_not_exists(pk)")
+	} else {
+		if prev.Key() != next.Key() {
+			return Lease{}, fmt.Errorf("lease of lane %s cannot replace lane %s", next.Key(), prev.Key())
+		}
+		next.Version = prev.Version + 1
+		in.ConditionExpression = aws.String("version = :v")
+		in.ExpressionAttributeValues = map[string]types.AttributeValue{
+			":v": &types.AttributeValueMemberN{Value: strconv.FormatInt(prev.Version, 10)},
+		}
+	}
+	item, err := attributevalue.MarshalMap(next)
+	if err != nil {
+		return Lease{}, fmt.Errorf("encode lease of lane %s: %w", next.Key(), err)
+	}
+	for k, v := range keyAttrs(next.Key()) {
+		item[k] = v
+	}
+	in.Item = item
+	if _, err := s.db.PutItem(ctx, in); err != nil {
+		if isConditionFailed(err) {
+			return Lease{}, fmt.Errorf("write lease of lane %s: %w", next.Key(), ErrConflict)
+		}
+		return Lease{}, fmt.Errorf("write lease of lane %s: %w", next.Key(), err)
+	}
+	return next, nil
+}
+
+// Delete removes prev, only if the lane still holds exactly that version.
+func (s *Store) Delete(ctx context.Context, prev Lease) error {
+	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName:           &s.table,
+		Key:                 keyAttrs(prev.Key()),
+		ConditionExpression: aws.String("version = :v"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":v": &types.AttributeValueMemberN{Value: strconv.FormatInt(prev.Version, 10)},
+		},
+	})
+	if err != nil {
+		if isConditionFailed(err) {
+			return fmt.Errorf("delete lease of lane %s: %w", prev.Key(), ErrConflict)
+		}
+		return fmt.Errorf("delete lease of lane %s: %w", prev.Key(), err)
+	}
+	return nil
+}
+
+// ListType returns every lease of a type, in lane order.
+func (s *Store) ListType(ctx context.Context, typ string) ([]Lease, error) {
+	var out []Lease
+	p := dynamodb.NewQueryPaginator(s.db, &dynamodb.QueryInput{
+		TableName:                 &s.table,
+		KeyConditionExpression:    aws.String("pk = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: pk(typ)}},
+		ConsistentRead:            aws.Bool(true),
+	})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("list leases of type %s: %w", typ, err)
+		}
+		ls, err := decodeAll(page.Items)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ls...)
+	}
+	return out, nil
+}
+
+// All returns every lease in the table (a paginated scan; used by the sweep and the status view).
+func (s *Store) All(ctx context.Context) ([]Lease, error) {
+	var out []Lease
+	p := dynamodb.NewScanPaginator(s.db, &dynamodb.ScanInput{
+		TableName:                 &s.table,
+		FilterExpression:          aws.String("begins_with(pk, :p)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: leasePrefix}},
+		ConsistentRead:            aws.Bool(true),
+	})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("scan leases: %w", err)
+		}
+		ls, err := decodeAll(page.Items)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ls...)
+	}
+	return out, nil
+}
+
+func decodeAll(items []map[string]types.AttributeValue) ([]Lease, error) {
+	out := make([]Lease, 0, len(items))
+	for _, it := range items {
+		var l Lease
+		if err := attributevalue.UnmarshalMap(it, &l); err != nil {
+			return nil, fmt.Errorf("decode lease %v: %w", it["pk"], err)
+		}
+		if l.Type == "" { // tolerate items written by hand: recover the key from pk/sk
+			if s, ok := it["pk"].(*types.AttributeValueMemberS); ok {
+				l.Type = strings.TrimPrefix(s.Value, leasePrefix)
+			}
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+func isConditionFailed(err error) bool {
+	var ccf *types.ConditionalCheckFailedException
+	return errors.As(err, &ccf)
+}

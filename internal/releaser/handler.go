@@ -1,0 +1,224 @@
+package releaser
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
+
+	"github.com/sfnlimit/sfnlimit/internal/job"
+	"github.com/sfnlimit/sfnlimit/internal/lease"
+)
+
+// WorkflowEvent is what a workflow's Release step sends.
+type WorkflowEvent struct {
+	Source       string   `json:"source"`
+	Outcome      Outcome  `json:"outcome"`
+	Job          job.Meta `json:"job"`
+	ExecutionArn string   `json:"executionArn"`
+	Error        string   `json:"error,omitempty"`
+	Cause        string   `json:"cause,omitempty"`
+}
+
+// StatusDetail is the detail of an EventBridge "Step Functions Execution Status Change" event.
+type StatusDetail struct {
+	ExecutionArn    string  `json:"executionArn"`
+	StateMachineArn string  `json:"stateMachineArn"`
+	Name            string  `json:"name"`
+	Status          string  `json:"status"`
+	Input           *string `json:"input"`
+	Error           *string `json:"error"`
+	Cause           *string `json:"cause"`
+}
+
+type envelope struct {
+	Source     string          `json:"source"`
+	DetailType string          `json:"detail-type"`
+	Detail     json.RawMessage `json:"detail"`
+}
+
+// Response is what the releaser function returns.
+type Response struct {
+	Result  Result `json:"result,omitempty"`
+	Swept   int    `json:"swept,omitempty"`
+	Checked int    `json:"checked,omitempty"`
+}
+
+// Handler is the releaser function: one entry point for the workflow's Release step, EventBridge
+// status-change events and the sweep schedule.
+type Handler struct {
+	Service *Service
+	Leases  interface {
+		All(ctx context.Context) ([]lease.Lease, error)
+	}
+	// SweepMinAge skips leases changed more recently than this (they are being worked on).
+	SweepMinAge time.Duration
+	// SweepMaxDescribes bounds DescribeExecution calls per sweep (Step Functions' quota is shared).
+	SweepMaxDescribes int
+	// SweepConcurrency bounds parallel DescribeExecution calls.
+	SweepConcurrency int
+	Now              func() time.Time
+	Log              *slog.Logger
+}
+
+// Handle dispatches on the event's shape.
+func (h *Handler) Handle(ctx context.Context, raw json.RawMessage) (Response, error) {
+	var env envelope
+	if err := json.Unmarshal(raw, &env); err != nil {
+		return Response{}, fmt.Errorf("releaser event is not a JSON object: %w", err)
+	}
+	switch {
+	case env.Source == "workflow":
+		var ev WorkflowEvent
+		if err := json.Unmarshal(raw, &ev); err != nil {
+			return Response{}, fmt.Errorf("decode workflow release event: %w", err)
+		}
+		return h.workflow(ctx, ev)
+	case env.DetailType == "Step Functions Execution Status Change":
+		var d StatusDetail
+		if err := json.Unmarshal(env.Detail, &d); err != nil {
+			return Response{}, fmt.Errorf("decode status change event: %w", err)
+		}
+		return h.statusChange(ctx, d)
+	case env.DetailType == "Scheduled Event":
+		return h.Sweep(ctx)
+	}
+	return Response{}, fmt.Errorf("releaser cannot tell what event this is (source %q, detail-type %q)", env.Source, env.DetailType)
+}
+
+func (h *Handler) workflow(ctx context.Context, ev WorkflowEvent) (Response, error) {
+	if ev.Outcome != Succeeded && ev.Outcome != Failed {
+		return Response{}, fmt.Errorf("workflow release event has outcome %q: want succeeded or failed", ev.Outcome)
+	}
+	if ev.Job.ID == "" || ev.Job.Type == "" || ev.Job.Lane < 1 || ev.Job.Attempt < 1 {
+		return Response{}, fmt.Errorf("workflow release event lacks job metadata (id, type, lane, attempt): pass $$.Execution.Input.job")
+	}
+	res, err := h.Service.Release(ctx, Request{
+		Key: lease.Key{Type: ev.Job.Type, Lane: ev.Job.Lane}, JobID: ev.Job.ID, Attempt: ev.Job.Attempt,
+		Outcome: ev.Outcome, Error: ev.Error, Cause: ev.Cause, Source: "workflow",
+	})
+	return Response{Result: res}, err
+}
+
+func (h *Handler) statusChange(ctx context.Context, d StatusDetail) (Response, error) {
+	outcome, closed := OutcomeOf(d.Status)
+	if !closed || outcome == Succeeded {
+		return Response{Result: Noop}, nil // a success always passes the workflow's own Release step
+	}
+	in, err := h.executionInput(ctx, d)
+	if err != nil {
+		return Response{}, err
+	}
+	if in == nil {
+		h.Log.InfoContext(ctx, "status change of an execution that is not a limiter job", "executionArn", d.ExecutionArn)
+		return Response{Result: Noop}, nil
+	}
+	res, err := h.Service.Release(ctx, Request{
+		Key: lease.Key{Type: in.Job.Type, Lane: in.Job.Lane}, JobID: in.Job.ID, Attempt: in.Job.Attempt,
+		Outcome: outcome, Error: orDefault(d.Error, "States."+d.Status), Cause: orDefault(d.Cause, ""), Source: "status-event",
+	})
+	return Response{Result: res}, err
+}
+
+// executionInput reads the job metadata from the event, or from the execution when the event left
+// its input out. It returns nil for executions that carry no job metadata.
+func (h *Handler) executionInput(ctx context.Context, d StatusDetail) (*job.ExecutionInput, error) {
+	raw := d.Input
+	if raw == nil {
+		out, err := h.Service.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: &d.ExecutionArn})
+		if err != nil {
+			return nil, fmt.Errorf("read input of execution %s: %w", d.ExecutionArn, err)
+		}
+		raw = out.Input
+	}
+	var in job.ExecutionInput
+	if raw == nil || json.Unmarshal([]byte(*raw), &in) != nil || in.Job.ID == "" || in.Job.Lane < 1 {
+		return nil, nil
+	}
+	return &in, nil
+}
+
+// Sweep releases the leases of executions that closed without a release (status events are best
+// effort). It checks running leases older than SweepMinAge, oldest first, at most SweepMaxDescribes.
+func (h *Handler) Sweep(ctx context.Context) (Response, error) {
+	all, err := h.Leases.All(ctx)
+	if err != nil {
+		return Response{}, err
+	}
+	now := time.Now
+	if h.Now != nil {
+		now = h.Now
+	}
+	var due []lease.Lease
+	for _, l := range all {
+		if l.Status == lease.Running && l.ExecutionArn != "" && now().Sub(l.UpdatedAt) >= h.SweepMinAge {
+			due = append(due, l)
+		}
+	}
+	sort.Slice(due, func(i, j int) bool { return due[i].UpdatedAt.Before(due[j].UpdatedAt) })
+	if h.SweepMaxDescribes > 0 && len(due) > h.SweepMaxDescribes {
+		h.Log.WarnContext(ctx, "sweep budget reached; the rest wait for the next sweep", "due", len(due), "budget", h.SweepMaxDescribes)
+		due = due[:h.SweepMaxDescribes]
+	}
+	var (
+		mu       sync.Mutex
+		swept    int
+		firstErr error
+		wg       sync.WaitGroup
+		sem      = make(chan struct{}, max(h.SweepConcurrency, 1))
+	)
+	for _, l := range due {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(l lease.Lease) {
+			defer func() { <-sem; wg.Done() }()
+			fixed, err := h.sweepOne(ctx, l)
+			mu.Lock()
+			defer mu.Unlock()
+			if fixed {
+				swept++
+			}
+			if err != nil && firstErr == nil {
+				firstErr = err
+			}
+		}(l)
+	}
+	wg.Wait()
+	h.Log.InfoContext(ctx, "sweep done", "leases", len(all), "checked", len(due), "released", swept)
+	return Response{Swept: swept, Checked: len(due)}, firstErr
+}
+
+func (h *Handler) sweepOne(ctx context.Context, l lease.Lease) (bool, error) {
+	out, err := h.Service.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: &l.ExecutionArn})
+	if err != nil {
+		return false, fmt.Errorf("sweep: describe execution %s of job %s: %w", l.ExecutionArn, l.JobID, err)
+	}
+	outcome, closed := OutcomeOf(string(out.Status))
+	if !closed {
+		return false, nil
+	}
+	res, err := h.Service.Release(ctx, Request{
+		Key: l.Key(), JobID: l.JobID, Attempt: l.Attempt, Outcome: outcome,
+		Error: orDefault(out.Error, "States."+string(out.Status)), Cause: orDefault(out.Cause, ""), Source: "sweep",
+	})
+	if err != nil {
+		return false, err
+	}
+	if res != Noop {
+		h.Log.WarnContext(ctx, "sweep released a lane its execution left behind",
+			"jobId", l.JobID, "type", l.Type, "lane", l.Lane, "attempt", l.Attempt, "status", out.Status, "result", res)
+	}
+	return res != Noop, nil
+}
+
+func orDefault(p *string, def string) string {
+	if p == nil || *p == "" {
+		return def
+	}
+	return *p
+}

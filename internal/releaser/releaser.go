@@ -1,0 +1,262 @@
+// Package releaser frees a lane when its job's execution ends: on success it deletes the job's message
+// with the latest receipt handle; on failure it makes the message visible again for another attempt,
+// or, when attempts are exhausted, dead-letters the job and deletes the message. The lease goes last.
+// A release is idempotent: a second release of the same job attempt finds nothing left to do.
+package releaser
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/smithy-go"
+
+	"github.com/sfnlimit/sfnlimit/internal/config"
+	"github.com/sfnlimit/sfnlimit/internal/deadletter"
+	"github.com/sfnlimit/sfnlimit/internal/job"
+	"github.com/sfnlimit/sfnlimit/internal/lease"
+)
+
+// Outcome is how an attempt ended.
+type Outcome string
+
+const (
+	Succeeded Outcome = "succeeded"
+	Failed    Outcome = "failed"
+	// Aborted is an execution stopped from outside: an operator's decision, so it is not retried.
+	Aborted Outcome = "aborted"
+)
+
+// Reasons on dead letters written by the releaser.
+const (
+	ReasonAborted = "aborted"
+)
+
+// Request asks to release one job attempt's lane.
+type Request struct {
+	Key     lease.Key
+	JobID   string
+	Attempt int
+	Outcome Outcome
+	Error   string
+	Cause   string
+	Source  string // workflow, status-event, sweep, starter
+}
+
+// Result says what a release did.
+type Result string
+
+const (
+	Deleted      Result = "deleted"       // succeeded: message and lease removed
+	Retried      Result = "retried"       // failed with attempts left: message visible again
+	DeadLettered Result = "dead-lettered" // failed for good: job on the dead-letter queue
+	Noop         Result = "noop"          // nothing to release (already released, or another attempt holds the lane)
+)
+
+type leaseStore interface {
+	Get(ctx context.Context, k lease.Key) (*lease.Lease, error)
+	Put(ctx context.Context, next lease.Lease, prev *lease.Lease) (lease.Lease, error)
+	Delete(ctx context.Context, prev lease.Lease) error
+}
+
+type queueAPI interface {
+	DeleteMessage(context.Context, *sqs.DeleteMessageInput, ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
+	ChangeMessageVisibility(context.Context, *sqs.ChangeMessageVisibilityInput, ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
+}
+
+type describer interface {
+	DescribeExecution(context.Context, *sfn.DescribeExecutionInput, ...func(*sfn.Options)) (*sfn.DescribeExecutionOutput, error)
+}
+
+type configGetter interface {
+	Get(ctx context.Context, typ string) (config.TypeConfig, error)
+	Defaults() config.Defaults
+}
+
+type deadLetterer interface {
+	Send(ctx context.Context, e deadletter.Entry) error
+}
+
+// Service releases lanes.
+type Service struct {
+	Leases   leaseStore
+	Queue    queueAPI
+	QueueURL string
+	SFN      describer
+	Config   configGetter
+	DLQ      deadLetterer
+	Log      *slog.Logger
+}
+
+// maxRounds bounds how often a release re-reads a lease that changed under it (the starter refreshing
+// the receipt handle of a redelivered message).
+const maxRounds = 5
+
+// Release carries out req. It returns an error only when the release could not be completed and
+// should be retried by its caller.
+func (s *Service) Release(ctx context.Context, req Request) (Result, error) {
+	log := s.Log.With("jobId", req.JobID, "type", req.Key.Type, "lane", req.Key.Lane, "attempt", req.Attempt, "source", req.Source)
+	dead := false // the dead letter is sent at most once per call, however often the lease moves under us
+	for round := 0; round < maxRounds; round++ {
+		l, err := s.Leases.Get(ctx, req.Key)
+		if err != nil {
+			return "", err
+		}
+		if l == nil || l.JobID != req.JobID || l.Attempt != req.Attempt {
+			log.InfoContext(ctx, "nothing to release")
+			return Noop, nil
+		}
+		res, err := s.releaseLease(ctx, log, req, *l, &dead)
+		if errors.Is(err, lease.ErrConflict) || errors.Is(err, errStaleHandle) {
+			log.InfoContext(ctx, "lease changed during release; reading it again", "round", round+1)
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		log.InfoContext(ctx, "released", "result", res, "outcome", req.Outcome)
+		return res, nil
+	}
+	return "", fmt.Errorf("release job %s in lane %s: lease kept changing after %d rounds", req.JobID, req.Key, maxRounds)
+}
+
+var errStaleHandle = errors.New("receipt handle is stale")
+
+func (s *Service) releaseLease(ctx context.Context, log *slog.Logger, req Request, l lease.Lease, dead *bool) (Result, error) {
+	if req.Outcome == Succeeded {
+		if l.Status == lease.Retrying {
+			return Noop, nil // a failure of this attempt was already acted on
+		}
+		if err := s.deleteMessage(ctx, l); err != nil {
+			return "", err
+		}
+		return Deleted, s.Leases.Delete(ctx, l)
+	}
+
+	if l.Status == lease.Retrying {
+		// Decided before, perhaps interrupted before the message was made visible: finish it.
+		return Retried, s.makeVisible(ctx, l)
+	}
+	maxAttempts := s.Config.Defaults().DefaultMaxAttempts
+	if cfg, err := s.Config.Get(ctx, req.Key.Type); err == nil {
+		maxAttempts = cfg.MaxAttempts
+	}
+	if req.Outcome == Failed && l.Attempt < maxAttempts {
+		next := l
+		next.Status = lease.Retrying
+		next.ExecutionArn = ""
+		written, err := s.Leases.Put(ctx, next, &l)
+		if err != nil {
+			return "", err
+		}
+		log.InfoContext(ctx, "attempt failed; job will run again", "error", req.Error, "maxAttempts", maxAttempts)
+		return Retried, s.makeVisible(ctx, written)
+	}
+
+	if !*dead {
+		reason := deadletter.ReasonAttemptsExhausted
+		if req.Outcome == Aborted {
+			reason = ReasonAborted
+		}
+		body, err := s.submission(ctx, l)
+		if err != nil {
+			return "", err
+		}
+		if err := s.DLQ.Send(ctx, deadletter.Entry{
+			Reason: reason, Source: "releaser", Type: l.Type, JobID: l.JobID, Attempt: l.Attempt,
+			Error: req.Error, Cause: req.Cause, Body: body,
+		}); err != nil {
+			return "", err
+		}
+		*dead = true
+		log.WarnContext(ctx, "job dead-lettered", "reason", reason, "error", req.Error)
+	}
+	if err := s.deleteMessage(ctx, l); err != nil {
+		return "", err
+	}
+	return DeadLettered, s.Leases.Delete(ctx, l)
+}
+
+// submission rebuilds the job as a producer sent it, from its execution's input, so that a redrive
+// from the dead-letter queue runs the same job again.
+func (s *Service) submission(ctx context.Context, l lease.Lease) (string, error) {
+	fallback, _ := json.Marshal(job.Submission{Type: l.Type, ID: l.JobID})
+	if l.ExecutionArn == "" {
+		return string(fallback), nil
+	}
+	out, err := s.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: &l.ExecutionArn})
+	if err != nil {
+		return "", fmt.Errorf("read input of execution %s to dead-letter job %s: %w", l.ExecutionArn, l.JobID, err)
+	}
+	var in job.ExecutionInput
+	if out.Input == nil || json.Unmarshal([]byte(*out.Input), &in) != nil {
+		return string(fallback), nil
+	}
+	b, err := json.Marshal(job.Submission{Type: l.Type, ID: l.JobID, Input: in.Input})
+	if err != nil {
+		return string(fallback), nil
+	}
+	return string(b), nil
+}
+
+func (s *Service) deleteMessage(ctx context.Context, l lease.Lease) error {
+	_, err := s.Queue.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &s.QueueURL, ReceiptHandle: &l.ReceiptHandle})
+	if err != nil && !isStaleHandle(err) {
+		return fmt.Errorf("delete message of job %s: %w", l.JobID, err)
+	}
+	// A stale handle: either the message is gone or it was received again, in which case the
+	// receiver refreshed the lease and the conditional lease delete that follows fails and we retry.
+	return nil
+}
+
+func (s *Service) makeVisible(ctx context.Context, l lease.Lease) error {
+	_, err := s.Queue.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
+		QueueUrl: &s.QueueURL, ReceiptHandle: &l.ReceiptHandle, VisibilityTimeout: 0,
+	})
+	if err == nil {
+		return nil
+	}
+	if isStaleHandle(err) {
+		// Not in flight with this handle: visible already, or received again (then the lease changed).
+		cur, gerr := s.Leases.Get(ctx, l.Key())
+		if gerr != nil {
+			return gerr
+		}
+		if cur != nil && cur.Version != l.Version && cur.JobID == l.JobID && cur.Status == lease.Retrying {
+			return errStaleHandle
+		}
+		return nil
+	}
+	return fmt.Errorf("make message of job %s visible again: %w", l.JobID, err)
+}
+
+// isStaleHandle reports SQS's answers to a receipt handle that is no longer the message's current one.
+func isStaleHandle(err error) bool {
+	var ae smithy.APIError
+	if !errors.As(err, &ae) {
+		return false
+	}
+	switch ae.ErrorCode() {
+	case "ReceiptHandleIsInvalid", "MessageNotInflight", "InvalidParameterValue",
+		"AWS.SimpleQueueService.MessageNotInflight", "AWS.SimpleQueueService.ReceiptHandleIsInvalid":
+		return true
+	}
+	return false
+}
+
+// OutcomeOf maps a closed execution's status to an outcome; ok is false while it still runs.
+func OutcomeOf(status string) (o Outcome, ok bool) {
+	switch status {
+	case "SUCCEEDED":
+		return Succeeded, true
+	case "FAILED", "TIMED_OUT":
+		return Failed, true
+	case "ABORTED":
+		return Aborted, true
+	}
+	return "", false
+}

@@ -1,0 +1,481 @@
+// Package starter turns lanes-queue messages into Step Functions executions. For each message group
+// in a batch it claims the lane's lease, starts the type's workflow under a deterministic name, and
+// reports the message as a batch item failure so it stays in flight and keeps its lane blocked until
+// the releaser deletes it.
+package starter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/smithy-go"
+
+	"github.com/sfnlimit/sfnlimit/internal/config"
+	"github.com/sfnlimit/sfnlimit/internal/deadletter"
+	"github.com/sfnlimit/sfnlimit/internal/job"
+	"github.com/sfnlimit/sfnlimit/internal/lane"
+	"github.com/sfnlimit/sfnlimit/internal/lease"
+	"github.com/sfnlimit/sfnlimit/internal/releaser"
+)
+
+// Reasons on dead letters written by the starter.
+const (
+	ReasonBadMessage   = "bad_lanes_message"
+	ReasonStartRefused = "start_refused"
+)
+
+type configGetter interface {
+	Get(ctx context.Context, typ string) (config.TypeConfig, error)
+}
+
+type leaseStore interface {
+	Get(ctx context.Context, k lease.Key) (*lease.Lease, error)
+	Put(ctx context.Context, next lease.Lease, prev *lease.Lease) (lease.Lease, error)
+	Delete(ctx context.Context, prev lease.Lease) error
+}
+
+type sfnAPI interface {
+	StartExecution(context.Context, *sfn.StartExecutionInput, ...func(*sfn.Options)) (*sfn.StartExecutionOutput, error)
+	DescribeExecution(context.Context, *sfn.DescribeExecutionInput, ...func(*sfn.Options)) (*sfn.DescribeExecutionOutput, error)
+}
+
+type queueAPI interface {
+	SendMessage(context.Context, *sqs.SendMessageInput, ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+	DeleteMessage(context.Context, *sqs.DeleteMessageInput, ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
+	ChangeMessageVisibility(context.Context, *sqs.ChangeMessageVisibilityInput, ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
+}
+
+type deadLetterer interface {
+	Send(ctx context.Context, e deadletter.Entry) error
+}
+
+type releaseFunc interface {
+	Release(ctx context.Context, req releaser.Request) (releaser.Result, error)
+}
+
+// Starter handles lanes-queue batches.
+type Starter struct {
+	Config   configGetter
+	Leases   leaseStore
+	SFN      sfnAPI
+	Queue    queueAPI
+	QueueURL string
+	DLQ      deadLetterer
+	Releaser releaseFunc
+	Lanes    lane.Chooser
+	// RetryDelay is how long a message whose start failed stays invisible (jittered up to 2x).
+	RetryDelay time.Duration
+	// StaleAfter is how long another job's unconfirmed lease may sit untouched before the lane is
+	// taken back: longer than the lanes queue's visibility timeout, after which its message, if it
+	// still existed, would have been delivered again and refreshed the lease.
+	StaleAfter time.Duration
+	// Concurrency bounds how many groups of one batch are worked on at once.
+	Concurrency int
+	Now         func() time.Time
+	Log         *slog.Logger
+}
+
+// verdict is what becomes of one message.
+type verdict int
+
+const (
+	hold verdict = iota // report as failure: stays in flight (or was made visible again)
+	ack                 // report as success: Lambda deletes it (or it was already moved or deleted)
+)
+
+// Handle processes a batch: one message per message group; the rest of a group go back at once.
+func (s *Starter) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	var resp events.SQSEventResponse
+	firsts := make([]events.SQSMessage, 0, len(ev.Records))
+	seen := map[string]bool{}
+	var extras []events.SQSMessage
+	for _, m := range ev.Records {
+		g := m.Attributes["MessageGroupId"]
+		if seen[g] {
+			extras = append(extras, m)
+			continue
+		}
+		seen[g] = true
+		firsts = append(firsts, m)
+	}
+
+	verdicts := make([]verdict, len(firsts))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, max(s.Concurrency, 1))
+	for i, m := range firsts {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			verdicts[i] = s.process(ctx, m)
+		}()
+	}
+	for _, m := range extras {
+		// A FIFO receive can return several messages of one group: only the first may start. The
+		// others go back at once; the group stays blocked by the first while it runs.
+		s.setVisibility(ctx, m, 0)
+		s.Log.InfoContext(ctx, "second message of a group in one batch; returned to the queue",
+			"messageId", m.MessageId, "group", m.Attributes["MessageGroupId"])
+	}
+	wg.Wait()
+	for i, m := range firsts {
+		if verdicts[i] == hold {
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
+		}
+	}
+	for _, m := range extras {
+		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
+	}
+	return resp, nil
+}
+
+// msg is one message being worked on.
+type msg struct {
+	events.SQSMessage
+	job job.Job
+	key lease.Key
+	log *slog.Logger
+}
+
+func (s *Starter) process(ctx context.Context, m events.SQSMessage) verdict {
+	typ, ln, gerr := job.ParseGroupID(m.Attributes["MessageGroupId"])
+	var j job.Job
+	jerr := json.Unmarshal([]byte(m.Body), &j)
+	if gerr != nil || jerr != nil || j.Type != typ || job.ValidateID(j.ID) != nil {
+		detail := fmt.Sprintf("group %q, body not a job for it", m.Attributes["MessageGroupId"])
+		s.Log.WarnContext(ctx, "lanes-queue message is not a job; dead-lettering it", "messageId", m.MessageId, "detail", detail)
+		if err := s.DLQ.Send(ctx, deadletter.Entry{Reason: ReasonBadMessage, Source: "starter", Type: typ, JobID: j.ID, Cause: detail, Body: m.Body}); err != nil {
+			s.Log.ErrorContext(ctx, "dead-letter failed", "messageId", m.MessageId, "error", err)
+			return s.backoff(ctx, m)
+		}
+		return ack
+	}
+	if len(j.Input) == 0 {
+		j.Input = json.RawMessage(`{}`)
+	}
+	x := &msg{SQSMessage: m, job: j, key: lease.Key{Type: typ, Lane: ln},
+		log: s.Log.With("jobId", j.ID, "type", typ, "lane", ln, "messageId", m.MessageId)}
+	v, err := s.claimAndStart(ctx, x)
+	if err != nil {
+		x.log.ErrorContext(ctx, "start failed; the job will be tried again shortly", "error", err)
+		return s.backoff(ctx, m)
+	}
+	return v
+}
+
+func (s *Starter) claimAndStart(ctx context.Context, x *msg) (verdict, error) {
+	for round := 0; round < 3; round++ {
+		l, err := s.Leases.Get(ctx, x.key)
+		if err != nil {
+			return hold, err
+		}
+		v, err := s.withLease(ctx, x, l)
+		if errors.Is(err, lease.ErrConflict) {
+			continue // someone changed the lane meanwhile: look again
+		}
+		return v, err
+	}
+	return hold, fmt.Errorf("lease of lane %s kept changing", x.key)
+}
+
+func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdict, error) {
+	if l != nil && l.JobID != x.job.ID {
+		return s.laneHeld(ctx, x, *l)
+	}
+	if l != nil && l.Status == lease.Running {
+		return s.redelivered(ctx, x, *l)
+	}
+
+	cfg, err := s.Config.Get(ctx, x.key.Type)
+	if errors.Is(err, config.ErrUnknownType) {
+		return s.refuse(ctx, x, l, string(job.ReasonUnknownType), err.Error())
+	}
+	if err != nil {
+		return hold, err
+	}
+	if x.key.Lane > cfg.Limit {
+		return s.move(ctx, x, l, cfg.Limit)
+	}
+
+	attempt := x.job.Attempts + 1
+	switch {
+	case l == nil:
+	case l.Status == lease.Starting: // an earlier start was not confirmed: try the same attempt again
+		attempt = l.Attempt
+	case l.Status == lease.Retrying:
+		attempt = l.Attempt + 1
+	}
+	claim := lease.Lease{
+		Type: x.key.Type, Lane: x.key.Lane, JobID: x.job.ID, MessageID: x.MessageId, ReceiptHandle: x.ReceiptHandle,
+		Attempt: attempt, Status: lease.Starting, StartedAt: s.now(), SubmittedAt: x.job.SubmittedAt,
+	}
+	claimed, err := s.Leases.Put(ctx, claim, l)
+	if err != nil {
+		return hold, err
+	}
+	return s.start(ctx, x, cfg, claimed, l)
+}
+
+// start starts the claimed attempt and records the execution in the lease.
+func (s *Starter) start(ctx context.Context, x *msg, cfg config.TypeConfig, claimed lease.Lease, prev *lease.Lease) (verdict, error) {
+	name := job.ExecutionName(x.key.Type, x.job.ID, claimed.Attempt)
+	input := string(x.job.ExecutionInput(x.key.Lane, claimed.Attempt).MustJSON())
+	log := x.log.With("attempt", claimed.Attempt, "execution", name)
+	out, err := s.SFN.StartExecution(ctx, &sfn.StartExecutionInput{StateMachineArn: &cfg.StateMachineArn, Name: &name, Input: &input})
+	var arn string
+	switch {
+	case err == nil:
+		arn = aws.ToString(out.ExecutionArn)
+	case isErr[*sfntypes.ExecutionAlreadyExists](err):
+		return s.alreadyExists(ctx, x, cfg, claimed, prev, name)
+	case permanentStartError(err):
+		log.ErrorContext(ctx, "state machine refused the start", "error", err)
+		return s.refuse(ctx, x, &claimed, ReasonStartRefused, err.Error())
+	default:
+		s.giveBack(ctx, x, claimed, prev)
+		return hold, fmt.Errorf("start execution %s: %w", name, err)
+	}
+	running := claimed
+	running.Status, running.ExecutionArn, running.StartedAt = lease.Running, arn, s.now()
+	if _, err := s.Leases.Put(ctx, running, &claimed); err != nil {
+		// The execution runs under its deterministic name; the next delivery finds it.
+		log.WarnContext(ctx, "execution started but its lease was not updated", "error", err)
+		return hold, nil
+	}
+	log.InfoContext(ctx, "started", "executionArn", arn, "waitedMs", s.now().Sub(x.job.SubmittedAt).Milliseconds())
+	return hold, nil
+}
+
+// alreadyExists handles a start whose name is taken: our own earlier start, or a duplicate job.
+func (s *Starter) alreadyExists(ctx context.Context, x *msg, cfg config.TypeConfig, claimed lease.Lease, prev *lease.Lease, name string) (verdict, error) {
+	arn := executionArn(cfg.StateMachineArn, name)
+	d, err := s.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: &arn})
+	if err != nil {
+		s.giveBack(ctx, x, claimed, prev)
+		return hold, fmt.Errorf("describe existing execution %s: %w", name, err)
+	}
+	var in job.ExecutionInput
+	_ = json.Unmarshal([]byte(aws.ToString(d.Input)), &in)
+	_, closed := releaser.OutcomeOf(string(d.Status))
+	sameLane := in.Job.Lane == x.key.Lane
+	// Ours: still running in this lane (a start that answered with an error but went through), or
+	// ended after a start this lane had claimed but not confirmed. Anything else is a duplicate.
+	ours := sameLane && (!closed || (prev != nil && prev.Status == lease.Starting))
+	if !ours {
+		// Another message already ran (or runs) this job attempt: this one is a duplicate.
+		x.log.WarnContext(ctx, "duplicate job: its execution already exists; dropping this copy",
+			"execution", name, "status", d.Status, "executionLane", in.Job.Lane)
+		if err := s.dropLease(ctx, claimed, prev); err != nil {
+			return hold, err
+		}
+		return ack, nil
+	}
+	running := claimed
+	running.Status, running.ExecutionArn = lease.Running, arn
+	written, err := s.Leases.Put(ctx, running, &claimed)
+	if err != nil {
+		return hold, err
+	}
+	if outcome, closed := releaser.OutcomeOf(string(d.Status)); closed {
+		return s.releaseEnded(ctx, x, written, outcome, d)
+	}
+	x.log.InfoContext(ctx, "execution was already running; holding the lane", "execution", name)
+	return hold, nil
+}
+
+// redelivered handles a message that came back while its execution runs (it outlived the
+// visibility timeout) or after it ended without a release.
+func (s *Starter) redelivered(ctx context.Context, x *msg, l lease.Lease) (verdict, error) {
+	fresh := l
+	fresh.ReceiptHandle, fresh.MessageID = x.ReceiptHandle, x.MessageId
+	written, err := s.Leases.Put(ctx, fresh, &l)
+	if err != nil {
+		return hold, err
+	}
+	d, err := s.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: &l.ExecutionArn})
+	if err != nil {
+		return hold, fmt.Errorf("describe execution %s: %w", l.ExecutionArn, err)
+	}
+	if outcome, closed := releaser.OutcomeOf(string(d.Status)); closed {
+		return s.releaseEnded(ctx, x, written, outcome, d)
+	}
+	x.log.InfoContext(ctx, "job still running; holding its lane again with the new receipt handle", "attempt", l.Attempt)
+	return hold, nil
+}
+
+func (s *Starter) releaseEnded(ctx context.Context, x *msg, l lease.Lease, outcome releaser.Outcome, d *sfn.DescribeExecutionOutput) (verdict, error) {
+	res, err := s.Releaser.Release(ctx, releaser.Request{
+		Key: l.Key(), JobID: l.JobID, Attempt: l.Attempt, Outcome: outcome,
+		Error: aws.ToString(d.Error), Cause: aws.ToString(d.Cause), Source: "starter",
+	})
+	if err != nil {
+		return hold, err
+	}
+	x.log.InfoContext(ctx, "execution had ended without a release; released it", "status", d.Status, "result", res)
+	if res == releaser.Retried {
+		return hold, nil // visible again already; reporting it keeps Lambda from deleting it
+	}
+	return ack, nil
+}
+
+// laneHeld handles a message whose lane another job's lease holds. On AWS the FIFO group makes this
+// rare (a release interrupted between deleting its message and its lease); the check is what keeps
+// the limit when a queue hands out two messages of one group.
+func (s *Starter) laneHeld(ctx context.Context, x *msg, other lease.Lease) (verdict, error) {
+	if other.Status == lease.Running && other.ExecutionArn != "" {
+		d, err := s.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: &other.ExecutionArn})
+		if err != nil {
+			return hold, fmt.Errorf("describe execution %s holding lane %s: %w", other.ExecutionArn, x.key, err)
+		}
+		if outcome, closed := releaser.OutcomeOf(string(d.Status)); closed {
+			if _, err := s.Releaser.Release(ctx, releaser.Request{
+				Key: other.Key(), JobID: other.JobID, Attempt: other.Attempt, Outcome: outcome,
+				Error: aws.ToString(d.Error), Cause: aws.ToString(d.Cause), Source: "starter",
+			}); err != nil {
+				return hold, err
+			}
+			return hold, lease.ErrConflict // look at the lane again
+		}
+	} else if s.StaleAfter > 0 && s.now().Sub(other.UpdatedAt) > s.StaleAfter {
+		x.log.WarnContext(ctx, "taking back a lane left by a job whose message is gone", "staleJobId", other.JobID, "status", other.Status)
+		if err := s.Leases.Delete(ctx, other); err != nil {
+			return hold, err
+		}
+		return hold, lease.ErrConflict
+	}
+	x.log.InfoContext(ctx, "lane held by another job; trying again shortly", "holder", other.JobID)
+	return s.backoff(ctx, x.SQSMessage), nil
+}
+
+// move sends a job waiting in a lane above its type's limit (the limit was lowered) to a lane within
+// the limit: the copy first, then the original, so the job is never lost.
+func (s *Starter) move(ctx context.Context, x *msg, l *lease.Lease, limit int) (verdict, error) {
+	j := x.job
+	if l != nil {
+		j.Attempts = l.Attempt // attempts made so far travel with the job
+	}
+	to, err := s.Lanes.Choose(ctx, j, limit)
+	if err != nil {
+		return hold, err
+	}
+	body, _ := json.Marshal(j)
+	// Its own deduplication id, so the copy is never taken for the original it replaces.
+	dedup := job.DedupID(j.Type, fmt.Sprintf("%s~moved~%d~%d", j.ID, to, j.Attempts))
+	if _, err := s.Queue.SendMessage(ctx, &sqs.SendMessageInput{
+		QueueUrl: &s.QueueURL, MessageBody: aws.String(string(body)),
+		MessageGroupId: aws.String(job.GroupID(j.Type, to)), MessageDeduplicationId: &dedup,
+	}); err != nil {
+		return hold, fmt.Errorf("move job to lane %d: %w", to, err)
+	}
+	if _, err := s.Queue.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &s.QueueURL, ReceiptHandle: &x.ReceiptHandle}); err != nil {
+		x.log.WarnContext(ctx, "moved job's original message not deleted; the copy is a duplicate the starter will drop", "error", err)
+	}
+	if l != nil {
+		if err := s.Leases.Delete(ctx, *l); err != nil && !errors.Is(err, lease.ErrConflict) {
+			return ack, err
+		}
+	}
+	x.log.InfoContext(ctx, "lane above the type's limit; job moved", "toLane", to, "limit", limit)
+	return ack, nil
+}
+
+// refuse dead-letters a job that can never start, then frees its lease.
+func (s *Starter) refuse(ctx context.Context, x *msg, l *lease.Lease, reason, cause string) (verdict, error) {
+	body, _ := json.Marshal(job.Submission{Type: x.job.Type, ID: x.job.ID, Input: x.job.Input})
+	if err := s.DLQ.Send(ctx, deadletter.Entry{Reason: reason, Source: "starter", Type: x.job.Type, JobID: x.job.ID, Cause: cause, Body: string(body)}); err != nil {
+		return hold, err
+	}
+	x.log.WarnContext(ctx, "job dead-lettered", "reason", reason, "cause", cause)
+	if l != nil {
+		if err := s.Leases.Delete(ctx, *l); err != nil && !errors.Is(err, lease.ErrConflict) {
+			return ack, err
+		}
+	}
+	return ack, nil
+}
+
+// giveBack undoes a claim after a failed start: a fresh claim is deleted, an earlier lease restored.
+func (s *Starter) giveBack(ctx context.Context, x *msg, claimed lease.Lease, prev *lease.Lease) {
+	var err error
+	if prev == nil {
+		err = s.Leases.Delete(ctx, claimed)
+	} else {
+		back := *prev
+		back.ReceiptHandle, back.MessageID = claimed.ReceiptHandle, claimed.MessageID
+		_, err = s.Leases.Put(ctx, back, &claimed)
+	}
+	if err != nil {
+		x.log.WarnContext(ctx, "could not give the lease back; the next delivery takes it over", "error", err)
+	}
+}
+
+// dropLease removes the claim of a duplicate message: a fresh claim goes; an earlier one of the same
+// job stays as it was.
+func (s *Starter) dropLease(ctx context.Context, claimed lease.Lease, prev *lease.Lease) error {
+	if prev != nil {
+		_, err := s.Leases.Put(ctx, *prev, &claimed)
+		return err
+	}
+	return s.Leases.Delete(ctx, claimed)
+}
+
+// backoff makes a message visible again after a short, jittered delay and holds it meanwhile.
+func (s *Starter) backoff(ctx context.Context, m events.SQSMessage) verdict {
+	d := s.RetryDelay
+	if d <= 0 {
+		d = 5 * time.Second
+	}
+	d += time.Duration(rand.Int64N(int64(d))) // jitter up to 2x, so throttled starts spread out
+	s.setVisibility(ctx, m, int32(d.Round(time.Second)/time.Second))
+	return hold
+}
+
+func (s *Starter) setVisibility(ctx context.Context, m events.SQSMessage, seconds int32) {
+	if _, err := s.Queue.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
+		QueueUrl: &s.QueueURL, ReceiptHandle: &m.ReceiptHandle, VisibilityTimeout: seconds,
+	}); err != nil {
+		s.Log.WarnContext(ctx, "could not change message visibility; it returns after the queue's visibility timeout",
+			"messageId", m.MessageId, "error", err)
+	}
+}
+
+func (s *Starter) now() time.Time {
+	if s.Now != nil {
+		return s.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+// executionArn builds the ARN of a named execution of a state machine.
+func executionArn(stateMachineArn, name string) string {
+	return strings.Replace(stateMachineArn, ":stateMachine:", ":execution:", 1) + ":" + name
+}
+
+func permanentStartError(err error) bool {
+	var ae smithy.APIError
+	if !errors.As(err, &ae) {
+		return false
+	}
+	switch ae.ErrorCode() {
+	case "InvalidArn", "InvalidName", "InvalidExecutionInput", "StateMachineDoesNotExist", "StateMachineDeleting":
+		return true
+	}
+	return false
+}
+
+func isErr[T error](err error) bool {
+	var t T
+	return errors.As(err, &t)
+}
