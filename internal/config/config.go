@@ -96,8 +96,8 @@ func ParseLimits(s string) (map[string]int, error) {
 // Validate checks the defaults: every limit at least 1 and their sum within the FIFO in-flight quota.
 // The fallback limit counts once, as the most one unlisted type can hold.
 func (d Defaults) Validate() error {
-	if d.FallbackLimit < 0 {
-		return fmt.Errorf("DEFAULT_LIMIT %d must not be negative", d.FallbackLimit)
+	if d.FallbackLimit < 0 || d.FallbackLimit >= MaxInFlight {
+		return fmt.Errorf("DEFAULT_LIMIT %d must be 0 or more and under the SQS FIFO in-flight quota of %d", d.FallbackLimit, MaxInFlight)
 	}
 	if d.DefaultMaxAttempts < 1 {
 		return fmt.Errorf("DEFAULT_MAX_ATTEMPTS %d must be at least 1", d.DefaultMaxAttempts)
@@ -106,6 +106,9 @@ func (d Defaults) Validate() error {
 	for t, n := range d.Limits {
 		if n < 1 {
 			return fmt.Errorf("type %s: limit %d must be at least 1", t, n)
+		}
+		if n >= MaxInFlight {
+			return fmt.Errorf("type %s: limit %d is at or over the SQS FIFO in-flight quota of %d", t, n, MaxInFlight)
 		}
 		sum += n
 	}
@@ -163,7 +166,9 @@ func (r *Resolver) load(ctx context.Context) (map[string]Override, error) {
 	list, err := r.store.ListOverrides(ctx)
 	if err != nil {
 		if r.overrides != nil {
-			// Keep serving the last known overrides rather than fail every job while the table is unreachable.
+			// Keep serving the last known overrides rather than fail every job while the table is
+			// unreachable, and ask again only after another cache period, not on every job.
+			r.loadedAt = r.now()
 			return r.overrides, nil
 		}
 		return nil, fmt.Errorf("read live config: %w", err)

@@ -7,6 +7,8 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -64,9 +66,7 @@ func (q *Queue) Send(ctx context.Context, e Entry) error {
 		if v == "" {
 			return
 		}
-		if len(v) > maxAttr {
-			v = v[:maxAttr]
-		}
+		v = clean(v, maxAttr)
 		attrs[k] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
 	}
 	add(AttrReason, e.Reason)
@@ -88,4 +88,24 @@ func (q *Queue) Send(ctx context.Context, e Entry) error {
 		return fmt.Errorf("dead-letter job %q (%s): %w", e.JobID, e.Reason, err)
 	}
 	return nil
+}
+
+// clean keeps what SQS accepts in a message attribute (#x9 #xA #xD #x20-#xD7FF #xE000-#xFFFD
+// #x10000-#x10FFFF), replacing anything else with U+FFFD, and cuts it to at most n bytes on a
+// character boundary.
+func clean(v string, n int) string {
+	v = strings.Map(func(r rune) rune {
+		switch {
+		case r == 0x9 || r == 0xA || r == 0xD, r >= 0x20 && r <= 0xD7FF, r >= 0xE000 && r <= 0xFFFD, r >= 0x10000 && r <= 0x10FFFF:
+			return r
+		}
+		return utf8.RuneError
+	}, strings.ToValidUTF8(v, string(utf8.RuneError)))
+	if len(v) <= n {
+		return v
+	}
+	for n > 0 && !utf8.RuneStart(v[n]) {
+		n--
+	}
+	return v[:n]
 }

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"strconv"
 	"strings"
@@ -30,7 +31,7 @@ const (
 )
 
 var (
-	typeRe   = regexp.MustCompile(`^[A-Za-z0-9_-]{1,40}$`)
+	typeRe   = regexp.MustCompile(`^[A-Za-z0-9_]{1,40}$`)
 	idRe     = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,128}$`)
 	nameSafe = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 )
@@ -103,7 +104,7 @@ func ValidateType(t string) error {
 		return &Error{ReasonMissingType, `"type" is required`}
 	}
 	if !typeRe.MatchString(t) {
-		return &Error{ReasonInvalidType, fmt.Sprintf("type %q must be 1-%d characters of A-Z a-z 0-9 _ -", clip(t), MaxTypeLen)}
+		return &Error{ReasonInvalidType, fmt.Sprintf("type %q must be 1-%d characters of A-Z a-z 0-9 _", clip(t), MaxTypeLen)}
 	}
 	return nil
 }
@@ -125,17 +126,19 @@ func Parse(body []byte, defaultID string, submitted time.Time) (Job, error) {
 	if err := dec.Decode(&s); err != nil {
 		return Job{}, &Error{ReasonNotJSON, "body is not a JSON object: " + err.Error()}
 	}
-	if dec.More() {
+	if _, err := dec.Token(); err != io.EOF {
 		return Job{}, &Error{ReasonNotJSON, "body has data after its JSON object"}
 	}
+	// What is known of a refused job travels with the refusal, so its dead letter names it.
+	known := Job{Type: s.Type, ID: s.ID}
 	if err := ValidateType(s.Type); err != nil {
-		return Job{}, err
+		return Job{ID: s.ID}, err
 	}
 	if s.ID == "" {
-		s.ID = defaultID
+		s.ID, known.ID = defaultID, defaultID
 	}
 	if err := ValidateID(s.ID); err != nil {
-		return Job{}, err
+		return known, err
 	}
 	in := s.Input
 	if len(bytes.TrimSpace(in)) == 0 || bytes.Equal(bytes.TrimSpace(in), []byte("null")) {
@@ -144,7 +147,7 @@ func Parse(body []byte, defaultID string, submitted time.Time) (Job, error) {
 	j := Job{Type: s.Type, ID: s.ID, Input: in, SubmittedAt: submitted.UTC()}
 	// The execution input adds metadata to the job input; check the whole against Step Functions' limit.
 	if n := len(j.ExecutionInput(maxLaneForSize, 99).MustJSON()); n > MaxExecutionInput {
-		return Job{}, &Error{ReasonInputTooLong, fmt.Sprintf("execution input would be %d bytes, more than Step Functions' %d", n, MaxExecutionInput)}
+		return known, &Error{ReasonInputTooLong, fmt.Sprintf("execution input would be %d bytes, more than Step Functions' %d", n, MaxExecutionInput)}
 	}
 	return j, nil
 }
@@ -197,18 +200,22 @@ func DedupID(typ, id string) string {
 
 // ExecutionName is the deterministic Step Functions execution name of a job's attempt, so that a
 // start that is retried or delivered twice finds the execution it already made.
+//
+// Names of different jobs never meet: a type has no "-", so the first "-" ends it; a plain name
+// "{type}-{id}-{attempt}" is used only for ids of name-safe characters without "__", and every
+// shortened name "{type}-{prefix}__{hash}-{attempt}" has "__" before its hash of the id.
 func ExecutionName(typ, id string, attempt int) string {
 	suffix := "-" + strconv.Itoa(attempt)
-	if n := typ + "-" + id + suffix; len(n) <= maxExecutionName && nameSafe.MatchString(id) {
+	if n := typ + "-" + id + suffix; len(n) <= maxExecutionName && nameSafe.MatchString(id) && !strings.Contains(id, "__") {
 		return n
 	}
 	h := hash(id, 16)
-	room := maxExecutionName - len(typ) - 1 - len(suffix) - len(h) - 1
+	room := maxExecutionName - len(typ) - 1 - len(suffix) - len(h) - 2
 	prefix := sanitize(id)
 	if len(prefix) > room {
 		prefix = prefix[:max(room, 0)]
 	}
-	return typ + "-" + prefix + "_" + h + suffix
+	return typ + "-" + prefix + "__" + h + suffix
 }
 
 func sanitize(s string) string {

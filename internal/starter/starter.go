@@ -34,6 +34,7 @@ import (
 const (
 	ReasonBadMessage   = "bad_lanes_message"
 	ReasonStartRefused = "start_refused"
+	ReasonNameTaken    = "execution_name_taken"
 )
 
 type configGetter interface {
@@ -268,6 +269,11 @@ func (s *Starter) alreadyExists(ctx context.Context, x *msg, cfg config.TypeConf
 	}
 	var in job.ExecutionInput
 	_ = json.Unmarshal([]byte(aws.ToString(d.Input)), &in)
+	if in.Job.ID != x.job.ID || in.Job.Type != x.key.Type {
+		// Job names are built so that different jobs never share one; never drop a job for another's.
+		x.log.ErrorContext(ctx, "execution name taken by another job", "execution", name, "holderJobId", in.Job.ID, "holderType", in.Job.Type)
+		return s.refuse(ctx, x, &claimed, ReasonNameTaken, "execution "+name+" belongs to job "+in.Job.Type+"/"+in.Job.ID)
+	}
 	_, closed := releaser.OutcomeOf(string(d.Status))
 	sameLane := in.Job.Lane == x.key.Lane
 	// Ours: still running in this lane (a start that answered with an error but went through), or

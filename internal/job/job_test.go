@@ -1,0 +1,499 @@
+package job_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sfnlimit/sfnlimit/internal/job"
+)
+
+// nameRe is what Step Functions accepts as an execution name.
+var nameRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,80}$`)
+
+const msgID = "059f36b4-87a3-44ab-83d2-661975830a7d"
+
+var sent = time.Date(2024, 3, 9, 10, 11, 12, 0, time.FixedZone("CET", 3600))
+
+// sha16 is the first 16 hex digits of sha256(s), as the design names the hash in execution names.
+func sha16(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])[:16]
+}
+
+// execInputSize is the length of the execution input the design documents,
+// {"job":{"id","type","lane","attempt","submittedAt"},"input":<input>}, for a compact input.
+func execInputSize(typ, id string, lane, attempt int, submitted time.Time, input string) int {
+	ts, err := submitted.UTC().MarshalJSON()
+	if err != nil {
+		panic(err)
+	}
+	return len(fmt.Sprintf(`{"job":{"id":%q,"type":%q,"lane":%d,"attempt":%d,"submittedAt":%s},"input":%s}`,
+		id, typ, lane, attempt, ts, input))
+}
+
+// inputOfSize returns a compact JSON object {"s":"xxx..."} of exactly n bytes (n >= 8).
+func inputOfSize(n int) string {
+	return `{"s":"` + strings.Repeat("x", n-8) + `"}`
+}
+
+func TestParse(t *testing.T) {
+	// The widest execution input: lane up to the FIFO in-flight quota (6 digits), attempt 2 digits.
+	const widestLane, widestAttempt = 120000, 99
+	overhead := execInputSize("big", "job-1", widestLane, widestAttempt, sent, "")
+	fitsWorstCase := inputOfSize(job.MaxExecutionInput - overhead)
+	// With the narrowest lane and attempt the execution input is one byte over: it can never fit.
+	narrow := execInputSize("big", "job-1", 1, 0, sent, "")
+	overByOne := inputOfSize(job.MaxExecutionInput - narrow + 1)
+
+	tests := []struct {
+		name       string
+		give       string
+		giveID     string
+		want       job.Job
+		wantReason job.Reason
+	}{
+		{
+			name:   "full job",
+			give:   `{"type":"payments","id":"order-1","input":{"amount":10,"currency":"EUR"}}`,
+			giveID: msgID,
+			want:   job.Job{Type: "payments", ID: "order-1", Input: json.RawMessage(`{"amount":10,"currency":"EUR"}`)},
+		},
+		{
+			name:   "id defaults to the message id",
+			give:   `{"type":"reports","input":{"month":"2024-02"}}`,
+			giveID: msgID,
+			want:   job.Job{Type: "reports", ID: msgID, Input: json.RawMessage(`{"month":"2024-02"}`)},
+		},
+		{
+			name:   "empty id defaults to the message id",
+			give:   `{"type":"reports","id":""}`,
+			giveID: msgID,
+			want:   job.Job{Type: "reports", ID: msgID, Input: json.RawMessage(`{}`)},
+		},
+		{
+			name:   "absent input becomes {}",
+			give:   `{"type":"reports","id":"r-1"}`,
+			giveID: msgID,
+			want:   job.Job{Type: "reports", ID: "r-1", Input: json.RawMessage(`{}`)},
+		},
+		{
+			name:   "null input becomes {}",
+			give:   `{"type":"reports","id":"r-1","input":null}`,
+			giveID: msgID,
+			want:   job.Job{Type: "reports", ID: "r-1", Input: json.RawMessage(`{}`)},
+		},
+		{
+			name:   "array input kept",
+			give:   `{"type":"reports","id":"r-1","input":[1,2,3]}`,
+			giveID: msgID,
+			want:   job.Job{Type: "reports", ID: "r-1", Input: json.RawMessage(`[1,2,3]`)},
+		},
+		{
+			name:   "scalar input kept",
+			give:   `{"type":"reports","id":"r-1","input":"hello"}`,
+			giveID: msgID,
+			want:   job.Job{Type: "reports", ID: "r-1", Input: json.RawMessage(`"hello"`)},
+		},
+		{
+			name:   "false input kept",
+			give:   `{"type":"reports","id":"r-1","input":false}`,
+			giveID: msgID,
+			want:   job.Job{Type: "reports", ID: "r-1", Input: json.RawMessage(`false`)},
+		},
+		{
+			name:   "unknown fields ignored, surrounding whitespace allowed",
+			give:   "\n {\"type\":\"reports\",\"id\":\"r-1\",\"priority\":3}\n\t ",
+			giveID: msgID,
+			want:   job.Job{Type: "reports", ID: "r-1", Input: json.RawMessage(`{}`)},
+		},
+		{
+			name:   "type of 40 characters with _",
+			give:   `{"type":"` + strings.Repeat("aB3_", 10) + `","id":"x"}`,
+			giveID: msgID,
+			want:   job.Job{Type: strings.Repeat("aB3_", 10), ID: "x", Input: json.RawMessage(`{}`)},
+		},
+		{
+			name:   "id of 128 characters with . and :",
+			give:   `{"type":"t","id":"` + strings.Repeat("a.b:c-d_e", 14) + `ab"}`,
+			giveID: msgID,
+			want:   job.Job{Type: "t", ID: strings.Repeat("a.b:c-d_e", 14) + "ab", Input: json.RawMessage(`{}`)},
+		},
+		{
+			name:   "input just under the limit at the widest lane and attempt",
+			give:   `{"type":"big","id":"job-1","input":` + fitsWorstCase + `}`,
+			giveID: msgID,
+			want:   job.Job{Type: "big", ID: "job-1", Input: json.RawMessage(fitsWorstCase)},
+		},
+
+		{name: "empty body", give: ``, giveID: msgID, wantReason: job.ReasonNotJSON},
+		{name: "plain text", give: `hello`, giveID: msgID, wantReason: job.ReasonNotJSON},
+		{name: "truncated object", give: `{"type":"payments"`, giveID: msgID, wantReason: job.ReasonNotJSON},
+		{name: "array body", give: `[{"type":"payments"}]`, giveID: msgID, wantReason: job.ReasonNotJSON},
+		{name: "string body", give: `"payments"`, giveID: msgID, wantReason: job.ReasonNotJSON},
+		{name: "trailing text", give: `{"type":"payments"} trailing`, giveID: msgID, wantReason: job.ReasonNotJSON},
+		{name: "two objects", give: `{"type":"payments"}{"type":"reports"}`, giveID: msgID, wantReason: job.ReasonNotJSON},
+		{name: "trailing number", give: `{"type":"payments"} 1`, giveID: msgID, wantReason: job.ReasonNotJSON},
+
+		{name: "missing type", give: `{"id":"x","input":{}}`, giveID: msgID, wantReason: job.ReasonMissingType},
+		{name: "empty type", give: `{"type":"","id":"x"}`, giveID: msgID, wantReason: job.ReasonMissingType},
+		{name: "null type", give: `{"type":null,"id":"x"}`, giveID: msgID, wantReason: job.ReasonMissingType},
+		{name: "empty object", give: `{}`, giveID: msgID, wantReason: job.ReasonMissingType},
+
+		{name: "type of 41 characters", give: `{"type":"` + strings.Repeat("a", 41) + `"}`, giveID: msgID, wantReason: job.ReasonInvalidType},
+		{name: "type with space", give: `{"type":"pay ments"}`, giveID: msgID, wantReason: job.ReasonInvalidType},
+		{name: "type with dot", give: `{"type":"pay.ments"}`, giveID: msgID, wantReason: job.ReasonInvalidType},
+		{name: "type with colon", give: `{"type":"pay:ments"}`, giveID: msgID, wantReason: job.ReasonInvalidType},
+		{name: "type with slash", give: `{"type":"pay/ments"}`, giveID: msgID, wantReason: job.ReasonInvalidType},
+		{name: "type with hash", give: `{"type":"pay#1"}`, giveID: msgID, wantReason: job.ReasonInvalidType},
+		{name: "type with non-ASCII letter", give: `{"type":"paiemént"}`, giveID: msgID, wantReason: job.ReasonInvalidType},
+		{name: "type with newline", give: `{"type":"pay\nments"}`, giveID: msgID, wantReason: job.ReasonInvalidType},
+
+		{name: "id of 129 characters", give: `{"type":"t","id":"` + strings.Repeat("a", 129) + `"}`, giveID: msgID, wantReason: job.ReasonInvalidID},
+		{name: "id with space", give: `{"type":"t","id":"order 1"}`, giveID: msgID, wantReason: job.ReasonInvalidID},
+		{name: "id with slash", give: `{"type":"t","id":"order/1"}`, giveID: msgID, wantReason: job.ReasonInvalidID},
+		{name: "id with hash", give: `{"type":"t","id":"order#1"}`, giveID: msgID, wantReason: job.ReasonInvalidID},
+		{name: "id with non-ASCII", give: `{"type":"t","id":"ordér"}`, giveID: msgID, wantReason: job.ReasonInvalidID},
+		{name: "no id and no message id", give: `{"type":"t"}`, giveID: "", wantReason: job.ReasonInvalidID},
+
+		{
+			name:       "input alone over 256 KiB",
+			give:       `{"type":"big","id":"job-1","input":` + inputOfSize(job.MaxExecutionInput+1) + `}`,
+			giveID:     msgID,
+			wantReason: job.ReasonInputTooLong,
+		},
+		{
+			name:       "execution input one byte over even at lane 1 attempt 0",
+			give:       `{"type":"big","id":"job-1","input":` + overByOne + `}`,
+			giveID:     msgID,
+			wantReason: job.ReasonInputTooLong,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := job.Parse([]byte(tt.give), tt.giveID, sent)
+			if tt.wantReason != "" {
+				if err == nil {
+					t.Fatalf("Parse(%.80q) = %+v, nil, want error with reason %s", tt.give, got, tt.wantReason)
+				}
+				if r := job.ReasonOf(err); r != tt.wantReason {
+					t.Fatalf("ReasonOf(Parse(%.80q)) = %q (%v), want %q", tt.give, r, err, tt.wantReason)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Parse(%.80q) error = %v, want nil", tt.give, err)
+			}
+			tt.want.SubmittedAt = sent.UTC()
+			if got.Type != tt.want.Type || got.ID != tt.want.ID || got.Attempts != 0 {
+				t.Errorf("Parse(%.80q) = type %q id %q attempts %d, want type %q id %q attempts 0",
+					tt.give, got.Type, got.ID, got.Attempts, tt.want.Type, tt.want.ID)
+			}
+			if string(got.Input) != string(tt.want.Input) {
+				t.Errorf("Parse(%.80q).Input = %.80s, want %.80s", tt.give, got.Input, tt.want.Input)
+			}
+			if !got.SubmittedAt.Equal(tt.want.SubmittedAt) || got.SubmittedAt.Location() != time.UTC {
+				t.Errorf("Parse(%.80q).SubmittedAt = %v, want %v in UTC", tt.give, got.SubmittedAt, tt.want.SubmittedAt)
+			}
+		})
+	}
+}
+
+// An accepted job's execution input fits Step Functions' limit at every lane and attempt the limiter uses.
+func TestParseAcceptedInputFits(t *testing.T) {
+	const widestLane, widestAttempt = 120000, 99
+	overhead := execInputSize("big", "job-1", widestLane, widestAttempt, sent, "")
+	for _, n := range []int{job.MaxExecutionInput - overhead, job.MaxExecutionInput - overhead - 1, 1000} {
+		in := inputOfSize(n)
+		j, err := job.Parse([]byte(`{"type":"big","id":"job-1","input":`+in+`}`), msgID, sent)
+		if err != nil {
+			t.Fatalf("Parse(input of %d bytes) error = %v, want nil", n, err)
+		}
+		for _, lane := range []int{1, 9, 10000, widestLane} {
+			for _, attempt := range []int{0, 1, widestAttempt} {
+				b := j.ExecutionInput(lane, attempt).MustJSON()
+				if len(b) > job.MaxExecutionInput {
+					t.Errorf("len(ExecutionInput(%d, %d)) = %d for input of %d bytes, want <= %d", lane, attempt, len(b), n, job.MaxExecutionInput)
+				}
+				if want := execInputSize("big", "job-1", lane, attempt, sent, in); len(b) != want {
+					t.Errorf("len(ExecutionInput(%d, %d)) = %d, want %d (the documented shape)", lane, attempt, len(b), want)
+				}
+			}
+		}
+	}
+}
+
+func TestExecutionInputShape(t *testing.T) {
+	j, err := job.Parse([]byte(`{"type":"payments","id":"order-1","input":{"amount":10}}`), msgID, sent)
+	if err != nil {
+		t.Fatalf("Parse error = %v", err)
+	}
+	got := string(j.ExecutionInput(3, 2).MustJSON())
+	want := `{"job":{"id":"order-1","type":"payments","lane":3,"attempt":2,"submittedAt":"2024-03-09T09:11:12Z"},"input":{"amount":10}}`
+	if got != want {
+		t.Errorf("ExecutionInput(3, 2).MustJSON() = %s, want %s", got, want)
+	}
+}
+
+func TestExecutionName(t *testing.T) {
+	id76 := strings.Repeat("a", 76)
+	id77 := strings.Repeat("a", 77)
+	long := strings.Repeat("x", 128)
+	tests := []struct {
+		name        string
+		giveType    string
+		giveID      string
+		giveAttempt int
+		want        string
+	}{
+		{name: "plain", giveType: "payments", giveID: "order-1", giveAttempt: 1, want: "payments-order-1-1"},
+		{name: "plain attempt 0", giveType: "payments", giveID: "order_1", giveAttempt: 0, want: "payments-order_1-0"},
+		{name: "plain uuid", giveType: "reports", giveID: msgID, giveAttempt: 3, want: "reports-" + msgID + "-3"},
+		{name: "plain exactly 80", giveType: "t", giveID: id76, giveAttempt: 0, want: "t-" + id76 + "-0"},
+		// 81 characters in plain form: room for the prefix is 80-len("t-")-len("__")-16-len("-0") = 58.
+		{name: "81 becomes hashed", giveType: "t", giveID: id77, giveAttempt: 0, want: "t-" + strings.Repeat("a", 58) + "__" + sha16(id77) + "-0"},
+		{name: "dot and colon replaced", giveType: "t", giveID: "a.b:c", giveAttempt: 2, want: "t-a_b_c__" + sha16("a.b:c") + "-2"},
+		{name: "double underscore is hashed", giveType: "t", giveID: "a__b", giveAttempt: 1, want: "t-a__b__" + sha16("a__b") + "-1"},
+		{
+			name: "longest type and id", giveType: strings.Repeat("T", 40), giveID: long, giveAttempt: 12,
+			// 80-40-1-2-16-3 = 18 characters of the id.
+			want: strings.Repeat("T", 40) + "-" + strings.Repeat("x", 18) + "__" + sha16(long) + "-12",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := job.ExecutionName(tt.giveType, tt.giveID, tt.giveAttempt)
+			if got != tt.want {
+				t.Errorf("ExecutionName(%q, %q, %d) = %q, want %q", tt.giveType, tt.giveID, tt.giveAttempt, got, tt.want)
+			}
+			if !nameRe.MatchString(got) {
+				t.Errorf("ExecutionName(%q, %q, %d) = %q (%d characters), want 1-80 of [A-Za-z0-9_-]", tt.giveType, tt.giveID, tt.giveAttempt, got, len(got))
+			}
+		})
+	}
+}
+
+func TestExecutionNameDistinct(t *testing.T) {
+	prefix := strings.Repeat("customer-42.invoice:", 6) // 120 characters: every id below is shortened
+	tests := []struct {
+		name     string
+		giveType string
+		giveA    string
+		giveB    string
+	}{
+		{name: "long ids sharing a prefix", giveType: "reports", giveA: prefix + "0001", giveB: prefix + "0002"},
+		{name: "long ids differing first", giveType: "reports", giveA: "a" + prefix, giveB: "b" + prefix},
+		{name: "same after sanitizing", giveType: "t", giveA: "a.b", giveB: "a:b"},
+		{name: "unsafe against its sanitized twin", giveType: "t", giveA: "a.b", giveB: "a_b"},
+		{name: "max length ids differing last", giveType: strings.Repeat("T", 40), giveA: strings.Repeat("i", 127) + "1", giveB: strings.Repeat("i", 127) + "2"},
+		{name: "plain ids", giveType: "t", giveA: "1", giveB: "2"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := job.ExecutionName(tt.giveType, tt.giveA, 1)
+			b := job.ExecutionName(tt.giveType, tt.giveB, 1)
+			if a == b {
+				t.Errorf("ExecutionName(%q, %q, 1) = ExecutionName(%q, %q, 1) = %q, want different names", tt.giveType, tt.giveA, tt.giveType, tt.giveB, a)
+			}
+			if again := job.ExecutionName(tt.giveType, tt.giveA, 1); again != a {
+				t.Errorf("ExecutionName(%q, %q, 1) = %q then %q, want the same name every time", tt.giveType, tt.giveA, a, again)
+			}
+			if next := job.ExecutionName(tt.giveType, tt.giveA, 2); next == a {
+				t.Errorf("ExecutionName(%q, %q, 2) = %q, the same as attempt 1; want a name per attempt", tt.giveType, tt.giveA, next)
+			}
+		})
+	}
+}
+
+func FuzzExecutionName(f *testing.F) {
+	f.Add("payments", "order-1", "order-2", 1)
+	f.Add("t", strings.Repeat("a", 77), strings.Repeat("a", 76), 0)
+	f.Add(strings.Repeat("T", 40), strings.Repeat("x.", 64), strings.Repeat("x:", 64), 99)
+	f.Add("a-b", "c.d", "c:d", -1)
+	f.Add("x", msgID, msgID+"1", math.MaxInt)
+	f.Fuzz(func(t *testing.T, typ, id, other string, attempt int) {
+		if job.ValidateType(typ) != nil || job.ValidateID(id) != nil {
+			return // only valid jobs get execution names
+		}
+		got := job.ExecutionName(typ, id, attempt)
+		if !nameRe.MatchString(got) {
+			t.Fatalf("ExecutionName(%q, %q, %d) = %q (%d characters), want 1-80 of [A-Za-z0-9_-]", typ, id, attempt, got, len(got))
+		}
+		if again := job.ExecutionName(typ, id, attempt); again != got {
+			t.Fatalf("ExecutionName(%q, %q, %d) = %q then %q, want stable", typ, id, attempt, got, again)
+		}
+		suffix := "-" + strconv.Itoa(attempt)
+		if !strings.HasPrefix(got, typ+"-") || !strings.HasSuffix(got, suffix) {
+			t.Fatalf("ExecutionName(%q, %q, %d) = %q, want %q...%q", typ, id, attempt, got, typ+"-", suffix)
+		}
+		plain := typ + "-" + id + suffix
+		if len(plain) <= 80 && nameRe.MatchString(plain) && got != plain {
+			t.Fatalf("ExecutionName(%q, %q, %d) = %q, want the plain form %q", typ, id, attempt, got, plain)
+		}
+		if other != id && job.ValidateID(other) == nil {
+			if o := job.ExecutionName(typ, other, attempt); o == got {
+				t.Fatalf("ExecutionName(%q, %q, %d) = ExecutionName(%q, %q, %d) = %q, want different names", typ, id, attempt, typ, other, attempt, got)
+			}
+		}
+	})
+}
+
+func TestDedupID(t *testing.T) {
+	id128 := strings.Repeat("d", 128)
+	sum := sha256.Sum256([]byte(id128))
+	tests := []struct {
+		name     string
+		giveType string
+		giveID   string
+		want     string
+	}{
+		{name: "plain", giveType: "payments", giveID: "order-1", want: "payments-order-1"},
+		{name: "plain with . and :", giveType: "payments", giveID: "a.b:c", want: "payments-a.b:c"},
+		{name: "exactly 128", giveType: "t", giveID: strings.Repeat("d", 126), want: "t-" + strings.Repeat("d", 126)},
+		{name: "129 becomes hashed", giveType: "t", giveID: id128[:127], want: "t-" + func() string { s := sha256.Sum256([]byte(id128[:127])); return hex.EncodeToString(s[:]) }()},
+		{name: "longest type and id", giveType: strings.Repeat("T", 40), giveID: id128, want: strings.Repeat("T", 40) + "-" + hex.EncodeToString(sum[:])},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := job.DedupID(tt.giveType, tt.giveID)
+			if got != tt.want {
+				t.Errorf("DedupID(%q, %q) = %q, want %q", tt.giveType, tt.giveID, got, tt.want)
+			}
+			if len(got) > 128 {
+				t.Errorf("len(DedupID(%q, %q)) = %d, want <= 128", tt.giveType, tt.giveID, len(got))
+			}
+		})
+	}
+}
+
+func TestDedupIDDistinct(t *testing.T) {
+	p := strings.Repeat("p", 120)
+	tests := []struct {
+		name  string
+		giveA string
+		giveB string
+	}{
+		{name: "long ids sharing a prefix", giveA: p + "1", giveB: p + "2"},
+		{name: "short ids", giveA: "1", giveB: "2"},
+		{name: "long and short", giveA: p + "1", giveB: "1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			typ := strings.Repeat("T", 40)
+			if a, b := job.DedupID(typ, tt.giveA), job.DedupID(typ, tt.giveB); a == b {
+				t.Errorf("DedupID(%q, %q) = DedupID(%q, %q) = %q, want different ids", typ, tt.giveA, typ, tt.giveB, a)
+			}
+		})
+	}
+}
+
+func TestGroupIDRoundTrip(t *testing.T) {
+	tests := []struct {
+		name     string
+		giveType string
+		giveLane int
+		want     string
+	}{
+		{name: "simple", giveType: "payments", giveLane: 1, want: "payments-1"},
+		{name: "type with hyphen", giveType: "monthly-reports", giveLane: 12, want: "monthly-reports-12"},
+		{name: "type ending in hyphen and digit", giveType: "v-2", giveLane: 3, want: "v-2-3"},
+		{name: "type ending in hyphen", giveType: "a-", giveLane: 5, want: "a--5"},
+		{name: "type of digits", giveType: "42", giveLane: 7, want: "42-7"},
+		{name: "widest lane", giveType: strings.Repeat("t", 40), giveLane: 120000, want: strings.Repeat("t", 40) + "-120000"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := job.GroupID(tt.giveType, tt.giveLane)
+			if g != tt.want {
+				t.Fatalf("GroupID(%q, %d) = %q, want %q", tt.giveType, tt.giveLane, g, tt.want)
+			}
+			if len(g) > 128 {
+				t.Errorf("len(GroupID(%q, %d)) = %d, want <= 128 (SQS MessageGroupId)", tt.giveType, tt.giveLane, len(g))
+			}
+			typ, lane, err := job.ParseGroupID(g)
+			if err != nil || typ != tt.giveType || lane != tt.giveLane {
+				t.Errorf("ParseGroupID(%q) = %q, %d, %v, want %q, %d, nil", g, typ, lane, err, tt.giveType, tt.giveLane)
+			}
+		})
+	}
+}
+
+func TestParseGroupIDBad(t *testing.T) {
+	for _, give := range []string{"", "payments", "-1", "payments-", "payments-x", "payments-0", "payments-1.5", "payments-1 ", "payments-1a"} {
+		t.Run(give, func(t *testing.T) {
+			typ, lane, err := job.ParseGroupID(give)
+			if err == nil {
+				t.Errorf("ParseGroupID(%q) = %q, %d, nil, want error", give, typ, lane)
+			}
+		})
+	}
+}
+
+func TestReasonOf(t *testing.T) {
+	refused := &job.Error{Reason: job.ReasonInvalidID, Detail: "bad id"}
+	tests := []struct {
+		name string
+		give error
+		want job.Reason
+	}{
+		{name: "nil", give: nil, want: ""},
+		{name: "other error", give: errors.New("timeout"), want: ""},
+		{name: "job error", give: refused, want: job.ReasonInvalidID},
+		{name: "wrapped job error", give: fmt.Errorf("route message 1: %w", refused), want: job.ReasonInvalidID},
+		{name: "from Parse", give: func() error { _, err := job.Parse([]byte(`{}`), msgID, sent); return err }(), want: job.ReasonMissingType},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := job.ReasonOf(tt.give); got != tt.want {
+				t.Errorf("ReasonOf(%v) = %q, want %q", tt.give, got, tt.want)
+			}
+		})
+	}
+}
+
+// Jobs of different types, or a plain id crafted to look like another id's shortened name, never
+// share an execution name (a shared name would make the starter take one job for the other).
+func TestExecutionNameDistinctAcrossTypes(t *testing.T) {
+	tests := []struct{ typeA, idA, typeB, idB string }{
+		{"report", "daily-1", "report_daily", "1"},
+		{"a", "b-c", "a_b", "c"},
+		{"a", "b.c", "a", "b_c__" + sha16("b.c")},
+		{"a", "b.c", "a", "b_c_" + sha16("b.c")},
+	}
+	for _, tt := range tests {
+		a, b := job.ExecutionName(tt.typeA, tt.idA, 1), job.ExecutionName(tt.typeB, tt.idB, 1)
+		if a == b {
+			t.Errorf("ExecutionName(%q, %q, 1) = ExecutionName(%q, %q, 1) = %q, want different names", tt.typeA, tt.idA, tt.typeB, tt.idB, a)
+		}
+	}
+}
+
+func TestParseRejectsTrailingClosers(t *testing.T) {
+	for _, give := range []string{`{"type":"payments"}}`, `{"type":"payments"}]`, `{"type":"payments"}]]} and more`} {
+		got, err := job.Parse([]byte(give), msgID, sent)
+		if r := job.ReasonOf(err); r != job.ReasonNotJSON {
+			t.Errorf("Parse(%q) = %+v, %v, want reason %s", give, got, err, job.ReasonNotJSON)
+		}
+	}
+}
+
+// A refused job keeps what is known of it, so its dead letter can name it.
+func TestParseRefusalKeepsTypeAndID(t *testing.T) {
+	big := `{"type":"reports","id":"r-1","input":{"b":"` + strings.Repeat("x", job.MaxExecutionInput) + `"}}`
+	got, err := job.Parse([]byte(big), msgID, sent)
+	if job.ReasonOf(err) != job.ReasonInputTooLong || got.Type != "reports" || got.ID != "r-1" {
+		t.Errorf("Parse(oversized) = type %q id %q, %v; want reports r-1, %s", got.Type, got.ID, err, job.ReasonInputTooLong)
+	}
+	got, err = job.Parse([]byte(`{"type":"reports","id":"bad id"}`), msgID, sent)
+	if job.ReasonOf(err) != job.ReasonInvalidID || got.Type != "reports" {
+		t.Errorf("Parse(bad id) = type %q, %v; want reports, %s", got.Type, err, job.ReasonInvalidID)
+	}
+}

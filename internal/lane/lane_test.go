@@ -1,0 +1,158 @@
+package lane_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/sfnlimit/sfnlimit/internal/job"
+	"github.com/sfnlimit/sfnlimit/internal/lane"
+)
+
+// idFamilies are shapes of job ids producers use.
+var idFamilies = map[string]func(i int) string{
+	"sequential": func(i int) string { return fmt.Sprintf("job-%d", i) },
+	"padded":     func(i int) string { return fmt.Sprintf("order-%08d", i) },
+	"even only":  func(i int) string { return fmt.Sprintf("order-%08d", 2*i) },
+	"decimal":    func(i int) string { return fmt.Sprintf("%d", i) },
+	"uuid-like":  func(i int) string { return fmt.Sprintf("%08x-87a3-44ab-83d2-%012x", uint32(i*2654435761), i) },
+}
+
+func TestHashedChooseInRange(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name      string
+		giveLimit int
+	}{
+		{name: "one lane", giveLimit: 1},
+		{name: "two lanes", giveLimit: 2},
+		{name: "seven lanes", giveLimit: 7},
+		{name: "fifty lanes", giveLimit: 50},
+		{name: "the in-flight quota", giveLimit: 120000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for fam, id := range idFamilies {
+				for i := range 2000 {
+					j := job.Job{Type: "payments", ID: id(i), Attempts: i % 3}
+					got, err := lane.Hashed{}.Choose(ctx, j, tt.giveLimit)
+					if err != nil || got < 1 || got > tt.giveLimit {
+						t.Fatalf("Choose(%s id %q, %d) = %d, %v, want 1..%d", fam, j.ID, tt.giveLimit, got, err, tt.giveLimit)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestHashedChooseSameJobSameLane(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name      string
+		give      job.Job
+		giveLimit int
+	}{
+		{name: "plain", give: job.Job{Type: "payments", ID: "order-1"}, giveLimit: 50},
+		{name: "uuid", give: job.Job{Type: "reports", ID: "059f36b4-87a3-44ab-83d2-661975830a7d"}, giveLimit: 5},
+		{name: "moved job", give: job.Job{Type: "reports", ID: "r-9", Attempts: 2}, giveLimit: 13},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			first, err := lane.Hashed{}.Choose(ctx, tt.give, tt.giveLimit)
+			if err != nil {
+				t.Fatalf("Choose(%+v, %d) error = %v", tt.give, tt.giveLimit, err)
+			}
+			for range 20 {
+				// The same job delivered again, perhaps with another input or time: same lane.
+				again := tt.give
+				again.Input = []byte(`{"retry":true}`)
+				if got, err := (lane.Hashed{}).Choose(ctx, again, tt.giveLimit); err != nil || got != first {
+					t.Fatalf("Choose(%+v, %d) = %d, %v, want %d as before", again, tt.giveLimit, got, err, first)
+				}
+			}
+		})
+	}
+}
+
+// Lanes spread jobs about evenly: a chi-square statistic far below what an uneven spread gives.
+func TestHashedChooseSpread(t *testing.T) {
+	ctx := context.Background()
+	const ids = 10000
+	for _, limit := range []int{2, 3, 7, 10, 16, 50} {
+		for fam, id := range idFamilies {
+			t.Run(fmt.Sprintf("%s over %d lanes", fam, limit), func(t *testing.T) {
+				counts := make([]int, limit+1)
+				for i := range ids {
+					ln, err := lane.Hashed{}.Choose(ctx, job.Job{Type: "payments", ID: id(i)}, limit)
+					if err != nil {
+						t.Fatalf("Choose error = %v", err)
+					}
+					counts[ln]++
+				}
+				want := float64(ids) / float64(limit)
+				chi2 := 0.0
+				for ln := 1; ln <= limit; ln++ {
+					d := float64(counts[ln]) - want
+					chi2 += d * d / want
+				}
+				// Degrees of freedom plus ten standard deviations: a uniform spread is far below it
+				// (p < 1e-9), while one lane with a quarter more jobs than its share is above it at 10 lanes.
+				df := float64(limit - 1)
+				if bound := df + 10*math.Sqrt(2*df); chi2 > bound {
+					t.Errorf("%d %s ids over %d lanes: chi-square %.1f > %.1f, counts %v", ids, fam, limit, chi2, bound, counts[1:])
+				}
+			})
+		}
+	}
+}
+
+func TestHashedChooseBadLimit(t *testing.T) {
+	for _, limit := range []int{0, -1, math.MinInt} {
+		t.Run(fmt.Sprint(limit), func(t *testing.T) {
+			got, err := lane.Hashed{}.Choose(context.Background(), job.Job{Type: "payments", ID: "order-1"}, limit)
+			if err == nil {
+				t.Errorf("Choose(payments/order-1, %d) = %d, nil, want error", limit, got)
+			}
+		})
+	}
+}
+
+func TestNew(t *testing.T) {
+	tests := []struct {
+		name    string
+		give    string
+		wantErr bool
+	}{
+		{name: "default", give: ""},
+		{name: "random", give: "random"},
+		{name: "bogus", give: "bogus", wantErr: true},
+		{name: "capitalised", give: "Random", wantErr: true},
+		{name: "round-robin is not known", give: "round-robin", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := lane.New(tt.give)
+			if tt.wantErr {
+				if err == nil {
+					t.Errorf("New(%q) = %T, nil, want error", tt.give, c)
+				}
+				return
+			}
+			if err != nil || c == nil {
+				t.Fatalf("New(%q) = %v, %v, want a chooser", tt.give, c, err)
+			}
+			seen := map[int]bool{}
+			for i := range 1000 {
+				ln, err := c.Choose(context.Background(), job.Job{Type: "t", ID: fmt.Sprint(i)}, 4)
+				if err != nil || ln < 1 || ln > 4 {
+					t.Fatalf("New(%q).Choose(t/%d, 4) = %d, %v, want 1..4", tt.give, i, ln, err)
+				}
+				seen[ln] = true
+			}
+			if len(seen) != 4 {
+				t.Errorf("New(%q).Choose over 1000 jobs used lanes %v, want all of 1..4", tt.give, seen)
+			}
+		})
+	}
+}
