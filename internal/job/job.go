@@ -71,6 +71,9 @@ type Submission struct {
 	Type  string          `json:"type"`
 	ID    string          `json:"id,omitempty"`
 	Input json.RawMessage `json:"input,omitempty"`
+	// Redrive counts how often the job came back from the dead-letter queue. Producers leave it
+	// out; dead letters carry the next value, so a redriven job runs under fresh execution names.
+	Redrive int `json:"redrive,omitempty"`
 }
 
 // Job is a validated submission on its way to a lane; it is the body of a lanes-queue message.
@@ -81,6 +84,7 @@ type Job struct {
 	SubmittedAt time.Time       `json:"submittedAt"`
 	// Attempts counts the executions already made for this job; it is carried when a job moves lanes.
 	Attempts int `json:"attempt,omitempty"`
+	Redrive  int `json:"redrive,omitempty"`
 }
 
 // Meta is the job metadata an execution receives beside the job's input.
@@ -89,8 +93,12 @@ type Meta struct {
 	Type        string    `json:"type"`
 	Lane        int       `json:"lane"`
 	Attempt     int       `json:"attempt"`
+	Redrive     int       `json:"redrive,omitempty"`
 	SubmittedAt time.Time `json:"submittedAt"`
 }
+
+// ExecutionName is the deterministic name of this attempt's execution.
+func (m Meta) ExecutionName() string { return RunName(m.Type, m.ID, m.Redrive, m.Attempt) }
 
 // ExecutionInput is what the workflow receives: the job's metadata and its input, never a receipt handle.
 type ExecutionInput struct {
@@ -131,6 +139,9 @@ func Parse(body []byte, defaultID string, submitted time.Time) (Job, error) {
 	}
 	// What is known of a refused job travels with the refusal, so its dead letter names it.
 	known := Job{Type: s.Type, ID: s.ID}
+	if s.Redrive < 0 || s.Redrive > 999 {
+		return known, &Error{ReasonInvalidID, fmt.Sprintf("redrive %d must be 0-999", s.Redrive)}
+	}
 	if err := ValidateType(s.Type); err != nil {
 		return Job{ID: s.ID}, err
 	}
@@ -144,7 +155,7 @@ func Parse(body []byte, defaultID string, submitted time.Time) (Job, error) {
 	if len(bytes.TrimSpace(in)) == 0 || bytes.Equal(bytes.TrimSpace(in), []byte("null")) {
 		in = json.RawMessage(`{}`)
 	}
-	j := Job{Type: s.Type, ID: s.ID, Input: in, SubmittedAt: submitted.UTC()}
+	j := Job{Type: s.Type, ID: s.ID, Input: in, SubmittedAt: submitted.UTC(), Redrive: s.Redrive}
 	// The execution input adds metadata to the job input; check the whole against Step Functions' limit.
 	if n := len(j.ExecutionInput(maxLaneForSize, 99).MustJSON()); n > MaxExecutionInput {
 		return known, &Error{ReasonInputTooLong, fmt.Sprintf("execution input would be %d bytes, more than Step Functions' %d", n, MaxExecutionInput)}
@@ -158,7 +169,7 @@ const maxLaneForSize = 120000
 // ExecutionInput builds the workflow's input for a lane and attempt.
 func (j Job) ExecutionInput(lane, attempt int) ExecutionInput {
 	return ExecutionInput{
-		Job:   Meta{ID: j.ID, Type: j.Type, Lane: lane, Attempt: attempt, SubmittedAt: j.SubmittedAt},
+		Job:   Meta{ID: j.ID, Type: j.Type, Lane: lane, Attempt: attempt, Redrive: j.Redrive, SubmittedAt: j.SubmittedAt},
 		Input: j.Input,
 	}
 }
@@ -204,18 +215,31 @@ func DedupID(typ, id string) string {
 // Names of different jobs never meet: a type has no "-", so the first "-" ends it; a plain name
 // "{type}-{id}-{attempt}" is used only for ids of name-safe characters without "__", and every
 // shortened name "{type}-{prefix}__{hash}-{attempt}" has "__" before its hash of the id.
-func ExecutionName(typ, id string, attempt int) string {
+func ExecutionName(typ, id string, attempt int) string { return RunName(typ, id, 0, attempt) }
+
+// RunName is ExecutionName for a job redriven from the dead-letter queue: redrive n > 0 adds "g{n}"
+// after a "__" ("{type}-{id}__g{n}-{attempt}", or "{type}-{prefix}__{hash}g{n}-{attempt}"), which
+// no plain name (no "__") and no first-run shortened name (16 hex digits after "__") can equal.
+func RunName(typ, id string, redrive, attempt int) string {
 	suffix := "-" + strconv.Itoa(attempt)
-	if n := typ + "-" + id + suffix; len(n) <= maxExecutionName && nameSafe.MatchString(id) && !strings.Contains(id, "__") {
+	gen := ""
+	if redrive > 0 {
+		gen = "g" + strconv.Itoa(redrive)
+	}
+	plainID := id
+	if gen != "" {
+		plainID = id + "__" + gen
+	}
+	if n := typ + "-" + plainID + suffix; len(n) <= maxExecutionName && nameSafe.MatchString(id) && !strings.Contains(id, "__") {
 		return n
 	}
 	h := hash(id, 16)
-	room := maxExecutionName - len(typ) - 1 - len(suffix) - len(h) - 2
+	room := maxExecutionName - len(typ) - 1 - len(suffix) - len(h) - len(gen) - 2
 	prefix := sanitize(id)
 	if len(prefix) > room {
 		prefix = prefix[:max(room, 0)]
 	}
-	return typ + "-" + prefix + "__" + h + suffix
+	return typ + "-" + prefix + "__" + h + gen + suffix
 }
 
 func sanitize(s string) string {

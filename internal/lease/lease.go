@@ -41,6 +41,7 @@ type Lease struct {
 	ReceiptHandle string    `dynamodbav:"receiptHandle"`
 	ExecutionArn  string    `dynamodbav:"executionArn,omitempty"`
 	Attempt       int       `dynamodbav:"attempt"`
+	Redrive       int       `dynamodbav:"redrive,omitempty"`
 	Status        Status    `dynamodbav:"status"`
 	StartedAt     time.Time `dynamodbav:"startedAt"`
 	UpdatedAt     time.Time `dynamodbav:"updatedAt"`
@@ -55,6 +56,9 @@ type Key struct {
 }
 
 func (k Key) String() string { return k.Type + "-" + strconv.Itoa(k.Lane) }
+
+// Holds reports whether the lease is of this job run (a job id and its redrive generation).
+func (l Lease) Holds(jobID string, redrive int) bool { return l.JobID == jobID && l.Redrive == redrive }
 
 // Key returns the lane a lease is for.
 func (l Lease) Key() Key { return Key{l.Type, l.Lane} }

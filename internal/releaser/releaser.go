@@ -40,6 +40,7 @@ const (
 type Request struct {
 	Key     lease.Key
 	JobID   string
+	Redrive int
 	Attempt int
 	Outcome Outcome
 	Error   string
@@ -106,7 +107,7 @@ func (s *Service) Release(ctx context.Context, req Request) (Result, error) {
 		if err != nil {
 			return "", err
 		}
-		if l == nil || l.JobID != req.JobID || l.Attempt != req.Attempt {
+		if l == nil || !l.Holds(req.JobID, req.Redrive) || l.Attempt != req.Attempt {
 			log.InfoContext(ctx, "nothing to release")
 			return Noop, nil
 		}
@@ -184,7 +185,8 @@ func (s *Service) releaseLease(ctx context.Context, log *slog.Logger, req Reques
 // submission rebuilds the job as a producer sent it, from its execution's input, so that a redrive
 // from the dead-letter queue runs the same job again.
 func (s *Service) submission(ctx context.Context, l lease.Lease) (string, error) {
-	fallback, _ := json.Marshal(job.Submission{Type: l.Type, ID: l.JobID})
+	// The next redrive generation: a redriven job runs under names its earlier runs did not take.
+	fallback, _ := json.Marshal(job.Submission{Type: l.Type, ID: l.JobID, Redrive: l.Redrive + 1})
 	if l.ExecutionArn == "" {
 		return string(fallback), nil
 	}
@@ -196,7 +198,7 @@ func (s *Service) submission(ctx context.Context, l lease.Lease) (string, error)
 	if out.Input == nil || json.Unmarshal([]byte(*out.Input), &in) != nil {
 		return string(fallback), nil
 	}
-	b, err := json.Marshal(job.Submission{Type: l.Type, ID: l.JobID, Input: in.Input})
+	b, err := json.Marshal(job.Submission{Type: l.Type, ID: l.JobID, Input: in.Input, Redrive: l.Redrive + 1})
 	if err != nil {
 		return string(fallback), nil
 	}

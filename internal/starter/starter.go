@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
 
 	"github.com/sfnlimit/sfnlimit/internal/config"
@@ -56,6 +58,7 @@ type queueAPI interface {
 	SendMessage(context.Context, *sqs.SendMessageInput, ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
 	DeleteMessage(context.Context, *sqs.DeleteMessageInput, ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
 	ChangeMessageVisibility(context.Context, *sqs.ChangeMessageVisibilityInput, ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
+	ChangeMessageVisibilityBatch(context.Context, *sqs.ChangeMessageVisibilityBatchInput, ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
 }
 
 type deadLetterer interface {
@@ -123,13 +126,9 @@ func (s *Starter) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 			verdicts[i] = s.process(ctx, m)
 		}()
 	}
-	for _, m := range extras {
-		// A FIFO receive can return several messages of one group: only the first may start. The
-		// others go back at once; the group stays blocked by the first while it runs.
-		s.setVisibility(ctx, m, 0)
-		s.Log.InfoContext(ctx, "second message of a group in one batch; returned to the queue",
-			"messageId", m.MessageId, "group", m.Attributes["MessageGroupId"])
-	}
+	// A FIFO receive can return several messages of one group: only the first may start. The others
+	// go back at once, in one call; the group stays blocked by the first while it runs.
+	s.returnAll(ctx, extras)
 	wg.Wait()
 	for i, m := range firsts {
 		if verdicts[i] == hold {
@@ -192,7 +191,7 @@ func (s *Starter) claimAndStart(ctx context.Context, x *msg) (verdict, error) {
 }
 
 func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdict, error) {
-	if l != nil && l.JobID != x.job.ID {
+	if l != nil && !l.Holds(x.job.ID, x.job.Redrive) {
 		return s.laneHeld(ctx, x, *l)
 	}
 	if l != nil && l.Status == lease.Running {
@@ -207,6 +206,12 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 		return hold, err
 	}
 	if x.key.Lane > cfg.Limit {
+		if l != nil && l.Status == lease.Starting {
+			// An unconfirmed start may have gone through: never move a job that may be running.
+			if v, err, decided := s.confirm(ctx, x, cfg, *l); decided {
+				return v, err
+			}
+		}
 		return s.move(ctx, x, l, cfg.Limit)
 	}
 
@@ -220,7 +225,7 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 	}
 	claim := lease.Lease{
 		Type: x.key.Type, Lane: x.key.Lane, JobID: x.job.ID, MessageID: x.MessageId, ReceiptHandle: x.ReceiptHandle,
-		Attempt: attempt, Status: lease.Starting, StartedAt: s.now(), SubmittedAt: x.job.SubmittedAt,
+		Attempt: attempt, Redrive: x.job.Redrive, Status: lease.Starting, StartedAt: s.now(), SubmittedAt: x.job.SubmittedAt,
 	}
 	claimed, err := s.Leases.Put(ctx, claim, l)
 	if err != nil {
@@ -231,8 +236,9 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 
 // start starts the claimed attempt and records the execution in the lease.
 func (s *Starter) start(ctx context.Context, x *msg, cfg config.TypeConfig, claimed lease.Lease, prev *lease.Lease) (verdict, error) {
-	name := job.ExecutionName(x.key.Type, x.job.ID, claimed.Attempt)
-	input := string(x.job.ExecutionInput(x.key.Lane, claimed.Attempt).MustJSON())
+	in := x.job.ExecutionInput(x.key.Lane, claimed.Attempt)
+	name := in.Job.ExecutionName()
+	input := string(in.MustJSON())
 	log := x.log.With("attempt", claimed.Attempt, "execution", name)
 	out, err := s.SFN.StartExecution(ctx, &sfn.StartExecutionInput{StateMachineArn: &cfg.StateMachineArn, Name: &name, Input: &input})
 	var arn string
@@ -244,9 +250,13 @@ func (s *Starter) start(ctx context.Context, x *msg, cfg config.TypeConfig, clai
 	case permanentStartError(err):
 		log.ErrorContext(ctx, "state machine refused the start", "error", err)
 		return s.refuse(ctx, x, &claimed, ReasonStartRefused, err.Error())
-	default:
+	case notStarted(err):
 		s.giveBack(ctx, x, claimed, prev)
 		return hold, fmt.Errorf("start execution %s: %w", name, err)
+	default:
+		// The start may have gone through (a timeout, a reset connection, a server error): keep the
+		// claim unconfirmed, so the next delivery starts the same name and finds the execution.
+		return hold, fmt.Errorf("start execution %s (outcome unknown; the claim is kept): %w", name, err)
 	}
 	running := claimed
 	running.Status, running.ExecutionArn, running.StartedAt = lease.Running, arn, s.now()
@@ -264,12 +274,12 @@ func (s *Starter) alreadyExists(ctx context.Context, x *msg, cfg config.TypeConf
 	arn := executionArn(cfg.StateMachineArn, name)
 	d, err := s.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: &arn})
 	if err != nil {
-		s.giveBack(ctx, x, claimed, prev)
+		// The claim stays unconfirmed: the next delivery looks again.
 		return hold, fmt.Errorf("describe existing execution %s: %w", name, err)
 	}
 	var in job.ExecutionInput
 	_ = json.Unmarshal([]byte(aws.ToString(d.Input)), &in)
-	if in.Job.ID != x.job.ID || in.Job.Type != x.key.Type {
+	if in.Job.ID != x.job.ID || in.Job.Type != x.key.Type || in.Job.Redrive != x.job.Redrive {
 		// Job names are built so that different jobs never share one; never drop a job for another's.
 		x.log.ErrorContext(ctx, "execution name taken by another job", "execution", name, "holderJobId", in.Job.ID, "holderType", in.Job.Type)
 		return s.refuse(ctx, x, &claimed, ReasonNameTaken, "execution "+name+" belongs to job "+in.Job.Type+"/"+in.Job.ID)
@@ -301,6 +311,33 @@ func (s *Starter) alreadyExists(ctx context.Context, x *msg, cfg config.TypeConf
 	return hold, nil
 }
 
+// confirm looks up the execution of an unconfirmed claim. decided is false when it does not exist
+// (the start never went through), so the caller may go on as if the lane were free of it.
+func (s *Starter) confirm(ctx context.Context, x *msg, cfg config.TypeConfig, l lease.Lease) (v verdict, err error, decided bool) {
+	name := job.RunName(l.Type, l.JobID, l.Redrive, l.Attempt)
+	arn := executionArn(cfg.StateMachineArn, name)
+	d, err := s.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: &arn})
+	if isErr[*sfntypes.ExecutionDoesNotExist](err) {
+		return hold, nil, false
+	}
+	if err != nil {
+		return hold, fmt.Errorf("describe unconfirmed execution %s: %w", name, err), true
+	}
+	running := l
+	running.Status, running.ExecutionArn = lease.Running, arn
+	running.ReceiptHandle, running.MessageID = x.ReceiptHandle, x.MessageId
+	written, err := s.Leases.Put(ctx, running, &l)
+	if err != nil {
+		return hold, err, true
+	}
+	if outcome, closed := releaser.OutcomeOf(string(d.Status)); closed {
+		v, err := s.releaseEnded(ctx, x, written, outcome, d)
+		return v, err, true
+	}
+	x.log.InfoContext(ctx, "unconfirmed start was running; holding its lane", "execution", name)
+	return hold, nil, true
+}
+
 // redelivered handles a message that came back while its execution runs (it outlived the
 // visibility timeout) or after it ended without a release.
 func (s *Starter) redelivered(ctx context.Context, x *msg, l lease.Lease) (verdict, error) {
@@ -323,7 +360,7 @@ func (s *Starter) redelivered(ctx context.Context, x *msg, l lease.Lease) (verdi
 
 func (s *Starter) releaseEnded(ctx context.Context, x *msg, l lease.Lease, outcome releaser.Outcome, d *sfn.DescribeExecutionOutput) (verdict, error) {
 	res, err := s.Releaser.Release(ctx, releaser.Request{
-		Key: l.Key(), JobID: l.JobID, Attempt: l.Attempt, Outcome: outcome,
+		Key: l.Key(), JobID: l.JobID, Redrive: l.Redrive, Attempt: l.Attempt, Outcome: outcome,
 		Error: aws.ToString(d.Error), Cause: aws.ToString(d.Cause), Source: "starter",
 	})
 	if err != nil {
@@ -347,7 +384,7 @@ func (s *Starter) laneHeld(ctx context.Context, x *msg, other lease.Lease) (verd
 		}
 		if outcome, closed := releaser.OutcomeOf(string(d.Status)); closed {
 			if _, err := s.Releaser.Release(ctx, releaser.Request{
-				Key: other.Key(), JobID: other.JobID, Attempt: other.Attempt, Outcome: outcome,
+				Key: other.Key(), JobID: other.JobID, Redrive: other.Redrive, Attempt: other.Attempt, Outcome: outcome,
 				Error: aws.ToString(d.Error), Cause: aws.ToString(d.Cause), Source: "starter",
 			}); err != nil {
 				return hold, err
@@ -448,6 +485,28 @@ func (s *Starter) backoff(ctx context.Context, m events.SQSMessage) verdict {
 	return hold
 }
 
+// returnAll makes messages visible again at once, ten to a call.
+func (s *Starter) returnAll(ctx context.Context, ms []events.SQSMessage) {
+	for start := 0; start < len(ms); start += 10 {
+		chunk := ms[start:min(start+10, len(ms))]
+		entries := make([]sqstypes.ChangeMessageVisibilityBatchRequestEntry, len(chunk))
+		for i, m := range chunk {
+			entries[i] = sqstypes.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(m.ReceiptHandle)}
+		}
+		out, err := s.Queue.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: &s.QueueURL, Entries: entries})
+		if err == nil && len(out.Failed) > 0 {
+			err = fmt.Errorf("%d of %d failed: %s", len(out.Failed), len(entries), aws.ToString(out.Failed[0].Message))
+		}
+		if err != nil {
+			s.Log.WarnContext(ctx, "could not return later messages of a group; they return after the queue's visibility timeout", "error", err)
+		}
+		for _, m := range chunk {
+			s.Log.InfoContext(ctx, "later message of a group in one batch; returned to the queue",
+				"messageId", m.MessageId, "group", m.Attributes["MessageGroupId"])
+		}
+	}
+}
+
 func (s *Starter) setVisibility(ctx context.Context, m events.SQSMessage, seconds int32) {
 	if _, err := s.Queue.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
 		QueueUrl: &s.QueueURL, ReceiptHandle: &m.ReceiptHandle, VisibilityTimeout: seconds,
@@ -467,6 +526,16 @@ func (s *Starter) now() time.Time {
 // executionArn builds the ARN of a named execution of a state machine.
 func executionArn(stateMachineArn, name string) string {
 	return strings.Replace(stateMachineArn, ":stateMachine:", ":execution:", 1) + ":" + name
+}
+
+// notStarted reports errors after which the execution certainly does not exist: throttling and
+// other requests refused as the caller's fault.
+func notStarted(err error) bool {
+	var ae smithy.APIError
+	if !errors.As(err, &ae) {
+		return false
+	}
+	return ae.ErrorFault() == smithy.FaultClient || ae.ErrorCode() == "ThrottlingException"
 }
 
 func permanentStartError(err error) bool {
