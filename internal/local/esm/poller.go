@@ -50,19 +50,24 @@ type Poller struct {
 	mu          sync.Mutex
 	invocations int
 	errors      int
+	messages    int
+	busy        time.Duration
 }
 
 // Stats are counts of what the poller did.
 type Stats struct {
 	Invocations int
 	Errors      int
+	Messages    int
+	// Busy is the handlers' total run time.
+	Busy time.Duration
 }
 
 // Stats returns the counts so far.
 func (p *Poller) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return Stats{Invocations: p.invocations, Errors: p.errors}
+	return Stats{Invocations: p.invocations, Errors: p.errors, Messages: p.messages, Busy: p.busy}
 }
 
 // Run polls until ctx is cancelled, then returns once every invocation in progress has finished.
@@ -116,10 +121,14 @@ func (p *Poller) invoke(ctx context.Context, msgs []types.Message) {
 	}
 	// An invocation in progress runs to its end on shutdown, as Lambda's would.
 	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.timeout())
+	began := time.Now()
 	resp, err := p.Handler(ictx, ev)
+	took := time.Since(began)
 	cancel()
 	p.mu.Lock()
 	p.invocations++
+	p.messages += len(msgs)
+	p.busy += took
 	if err != nil {
 		p.errors++
 	}

@@ -38,6 +38,9 @@ type Execution struct {
 	// zero while it still works.
 	WorkEnd time.Time
 	Stop    time.Time
+	// Transitions counts the states the execution entered (what Step Functions bills for);
+	// ReleaseTransitions counts those that were release states (the limiter's own overhead).
+	Transitions, ReleaseTransitions int
 }
 
 // Collect lists every execution of the state machines and reads when each entered its release state.
@@ -86,15 +89,21 @@ func describe(ctx context.Context, c sfnAPI, e sfntypes.ExecutionListItem) (Exec
 	_ = json.Unmarshal([]byte(aws.ToString(d.Input)), &in)
 	x.Job = in.Job
 	p := sfn.NewGetExecutionHistoryPaginator(c, &sfn.GetExecutionHistoryInput{ExecutionArn: &arn})
-	for p.HasMorePages() && x.WorkEnd.IsZero() {
+	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
 			return Execution{}, fmt.Errorf("history of %s: %w", arn, err)
 		}
 		for _, ev := range page.Events {
-			if ev.StateEnteredEventDetails != nil && ReleaseStates[aws.ToString(ev.StateEnteredEventDetails.Name)] {
-				x.WorkEnd = aws.ToTime(ev.Timestamp)
-				break
+			if ev.StateEnteredEventDetails == nil {
+				continue
+			}
+			x.Transitions++
+			if ReleaseStates[aws.ToString(ev.StateEnteredEventDetails.Name)] {
+				x.ReleaseTransitions++
+				if x.WorkEnd.IsZero() {
+					x.WorkEnd = aws.ToTime(ev.Timestamp)
+				}
 			}
 		}
 	}

@@ -20,6 +20,33 @@ type Runtime struct {
 	wg      sync.WaitGroup
 	Pollers map[string]*esm.Poller // by function name
 	Status  *eventbus.StatusEvents
+	// Invokes counts direct invocations (workflow tasks and events) by function kind.
+	Invokes map[string]*InvokeStats
+}
+
+// InvokeStats counts a function's direct invocations and their run time.
+type InvokeStats struct {
+	mu    sync.Mutex
+	n     int
+	busy  time.Duration
+	fails int
+}
+
+// Snapshot returns invocations, failed invocations and total run time.
+func (i *InvokeStats) Snapshot() (n, fails int, busy time.Duration) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.n, i.fails, i.busy
+}
+
+func (i *InvokeStats) record(d time.Duration, err error) {
+	i.mu.Lock()
+	i.n++
+	i.busy += d
+	if err != nil {
+		i.fails++
+	}
+	i.mu.Unlock()
 }
 
 // Runtime returns the running runtime, or nil.
@@ -38,7 +65,7 @@ func (s *Stack) StartRuntime(ctx context.Context) error {
 		return fmt.Errorf("the local runtime is already running")
 	}
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	rt := &Runtime{cancel: cancel, Pollers: map[string]*esm.Poller{}}
+	rt := &Runtime{cancel: cancel, Pollers: map[string]*esm.Poller{}, Invokes: map[string]*InvokeStats{}}
 	fail := func(err error) error {
 		cancel()
 		rt.wg.Wait()
@@ -78,8 +105,12 @@ func (s *Stack) StartRuntime(ctx context.Context) error {
 			if err != nil {
 				return fail(fmt.Errorf("configure %s: %w", cfg.LogicalID, err))
 			}
+			stats := &InvokeStats{}
+			rt.Invokes[kind] = stats
 			invoke := func(ctx context.Context, payload []byte) ([]byte, error) {
+				began := time.Now()
 				resp, err := h.Handle(ctx, payload)
+				stats.record(time.Since(began), err)
 				if err != nil {
 					return nil, err
 				}
@@ -174,6 +205,44 @@ func (s *Stack) StopRuntime() {
 	}
 	rt.cancel()
 	rt.wg.Wait()
+	s.mu.Lock()
+	s.lastRuntime = rt
+	s.mu.Unlock()
+}
+
+// FunctionStats are a function's invocations in a runtime.
+type FunctionStats struct {
+	Invocations int
+	Busy        time.Duration
+	// Receives counts receives that returned messages (one per invocation of a queue's function).
+	Receives int
+}
+
+// LastRuntimeStats returns, per function kind, the invocations of the running runtime, or of the
+// last one stopped.
+func (s *Stack) LastRuntimeStats() map[string]FunctionStats {
+	s.mu.Lock()
+	rt := s.runtime
+	if rt == nil {
+		rt = s.lastRuntime
+	}
+	s.mu.Unlock()
+	out := map[string]FunctionStats{}
+	if rt == nil {
+		return out
+	}
+	for kind, p := range rt.Pollers {
+		st := p.Stats()
+		out[kind] = FunctionStats{Invocations: st.Invocations, Busy: st.Busy, Receives: st.Invocations}
+	}
+	for kind, i := range rt.Invokes {
+		n, _, busy := i.Snapshot()
+		f := out[kind]
+		f.Invocations += n
+		f.Busy += busy
+		out[kind] = f
+	}
+	return out
 }
 
 func orDuration(d, def time.Duration) time.Duration {

@@ -87,8 +87,9 @@ type Stack struct {
 	counterMu sync.Mutex
 	log       *slog.Logger
 
-	mu      sync.Mutex
-	runtime *Runtime
+	mu          sync.Mutex
+	runtime     *Runtime
+	lastRuntime *Runtime
 }
 
 // Start brings up the emulators and creates the template's resources on them. The runtime (pollers,
