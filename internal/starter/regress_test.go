@@ -114,3 +114,27 @@ func TestRedrivenDeadLetterRunsAgain(t *testing.T) {
 		t.Errorf("redriven job: executions %d -> %d, want one new execution", before, got)
 	}
 }
+
+// When a batch holds several messages of one group and one of them is the job that holds the lane
+// (being retried), that one runs: the lane's holder never waits behind the jobs it blocks, even if
+// the queue hands the group out of order.
+func TestLaneHolderRunsFirstInItsGroup(t *testing.T) {
+	r := newRig(t, nil)
+	r.leases.Set(leaseOf("reports", 1, "r-1001", 1, lease.Retrying, 1))
+	ev := events.SQSEvent{Records: []events.SQSMessage{
+		jobMessage(t, "reports", 1, "r-2002", 0, 1),
+		jobMessage(t, "reports", 1, "r-1001", 0, 2),
+	}}
+	resp, err := r.st.Handle(context.Background(), ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.BatchItemFailures) != 2 {
+		t.Errorf("batch item failures = %d, want 2 (the holder held, the other returned)", len(resp.BatchItemFailures))
+	}
+	l, _ := r.leases.Lease(reports1)
+	if l.JobID != "r-1001" || l.Attempt != 2 || l.Status != lease.Running {
+		t.Errorf("lease = %s attempt %d %s, want r-1001 attempt 2 running", l.JobID, l.Attempt, l.Status)
+	}
+	checkVisibility(t, r.sqs, []visibility{{ev.Records[0].ReceiptHandle, 0, 0}})
+}

@@ -101,44 +101,80 @@ const (
 
 // Handle processes a batch: one message per message group; the rest of a group go back at once.
 func (s *Starter) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-	var resp events.SQSEventResponse
-	firsts := make([]events.SQSMessage, 0, len(ev.Records))
-	seen := map[string]bool{}
-	var extras []events.SQSMessage
+	var (
+		resp   events.SQSEventResponse
+		order  []string
+		groups = map[string][]events.SQSMessage{}
+	)
 	for _, m := range ev.Records {
 		g := m.Attributes["MessageGroupId"]
-		if seen[g] {
-			extras = append(extras, m)
-			continue
+		if _, ok := groups[g]; !ok {
+			order = append(order, g)
 		}
-		seen[g] = true
-		firsts = append(firsts, m)
+		groups[g] = append(groups[g], m)
 	}
-
-	verdicts := make([]verdict, len(firsts))
+	held := make([][]string, len(order))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, max(s.Concurrency, 1))
-	for i, m := range firsts {
+	for i, g := range order {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			verdicts[i] = s.process(ctx, m)
+			held[i] = s.processGroup(ctx, groups[g])
 		}()
 	}
-	// A FIFO receive can return several messages of one group: only the first may start. The others
-	// go back at once, in one call; the group stays blocked by the first while it runs.
-	s.returnAll(ctx, extras)
 	wg.Wait()
-	for i, m := range firsts {
-		if verdicts[i] == hold {
-			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
+	for _, ids := range held {
+		for _, id := range ids {
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: id})
 		}
 	}
-	for _, m := range extras {
-		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
-	}
 	return resp, nil
+}
+
+// processGroup works on one message of a group and returns the others to the queue at once (a FIFO
+// receive can return several messages of one group, and only one may start). It returns the ids of
+// the messages to report as failures.
+func (s *Starter) processGroup(ctx context.Context, ms []events.SQSMessage) []string {
+	first := s.pick(ctx, ms)
+	var rest []events.SQSMessage
+	var held []string
+	for i, m := range ms {
+		if i != first {
+			rest = append(rest, m)
+			held = append(held, m.MessageId)
+		}
+	}
+	s.returnAll(ctx, rest)
+	if s.process(ctx, ms[first]) == hold {
+		held = append(held, ms[first].MessageId)
+	}
+	return held
+}
+
+// pick chooses which message of a group to work on: the one whose job holds the lane's lease when
+// it is in the batch (a job being retried must not wait behind the jobs its lane blocks), else the
+// first, as FIFO order has it.
+func (s *Starter) pick(ctx context.Context, ms []events.SQSMessage) int {
+	if len(ms) < 2 {
+		return 0
+	}
+	typ, ln, err := job.ParseGroupID(ms[0].Attributes["MessageGroupId"])
+	if err != nil {
+		return 0
+	}
+	l, err := s.Leases.Get(ctx, lease.Key{Type: typ, Lane: ln})
+	if err != nil || l == nil {
+		return 0
+	}
+	for i, m := range ms {
+		var j job.Job
+		if json.Unmarshal([]byte(m.Body), &j) == nil && l.Holds(j.ID, j.Redrive) {
+			return i
+		}
+	}
+	return 0
 }
 
 // msg is one message being worked on.
