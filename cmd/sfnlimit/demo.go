@@ -1,0 +1,61 @@
+package main
+
+import (
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/sfnlimit/sfnlimit/internal/demo"
+)
+
+func newDemo() *cobra.Command {
+	var (
+		out     string
+		fauxqs  bool
+		timeout time.Duration
+		scale   float64
+	)
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Run a mixed workload on the local stack and report what the limiter did",
+		Long: `demo starts the local stack (moto, and fauxqs with --fauxqs), submits three job types with
+limits 2, 5 and 10 (varied durations, some failing, a few malformed), shows each type's running
+executions against its limit while they run, and ends with a report: peak concurrency per type,
+outcomes, utilization while backlogged, waits, API calls per job and cost per million jobs. It also
+writes report.md, report.json, concurrency.svg (a chart) and limiter.log to --out.`,
+		Example: `  sfnlimit demo
+  sfnlimit demo --out /tmp/demo --fauxqs
+  sfnlimit demo --scale 0.5   # half the jobs`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			w := demo.DefaultWorkload()
+			for i := range w.Types {
+				w.Types[i].Jobs = max(1, int(float64(w.Types[i].Jobs)*scale))
+			}
+			rep, err := demo.Run(cmd.Context(), demo.Options{
+				Workload: w, OutDir: out, Fauxqs: fauxqs, Timeout: timeout,
+				Out: cmd.OutOrStdout(), Live: term.IsTerminal(int(os.Stdout.Fd())),
+			})
+			if err != nil {
+				return err
+			}
+			if !rep.LimitHeld || len(rep.Mismatches) > 0 {
+				return errDemoFailed
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&out, "out", "out/demo", "directory for the report, chart and logs")
+	cmd.Flags().BoolVar(&fauxqs, "fauxqs", false, "run SQS on fauxqs (stricter about receipt handles) instead of moto")
+	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "give up after this long")
+	cmd.Flags().Float64Var(&scale, "scale", 1, "multiply the number of jobs of each type")
+	return cmd
+}
+
+type demoError string
+
+func (e demoError) Error() string { return string(e) }
+
+const errDemoFailed = demoError("the demo found a broken limit or a job that did not end as expected (see the report)")

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sfnlimit/sfnlimit/internal/local/stack"
+)
+
+func newLocal() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "local",
+		Short: "Run the limiter on local emulators",
+	}
+	cmd.AddCommand(newLocalUp())
+	return cmd
+}
+
+func newLocalUp() *cobra.Command {
+	var (
+		info     string
+		params   []string
+		limits   string
+		fauxqs   bool
+		verbose  bool
+		dropRate float64
+	)
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "Run the local stack in the foreground until interrupted",
+		Long: `up starts moto (and fauxqs with --fauxqs), creates template.yaml's queues, table and state
+machine on them, and runs the router, starter and releaser handlers with Lambda's event-source
+semantics and EventBridge's status events, until SIGINT or SIGTERM. It writes the endpoint, region and
+the template's Outputs as JSON to --info, so any AWS client can use the stack:
+
+  aws --endpoint-url "$(jq -r .endpoint local.json)" --region us-east-1 sqs send-message \
+    --queue-url "$(jq -r .outputs.GeneralQueueUrl local.json)" \
+    --message-body '{"type":"demo","id":"job-1","input":{"seconds":3}}'`,
+		Example: `  sfnlimit local up --info local.json
+  sfnlimit local up --info local.json --limits payments=2,reports=5 --fauxqs
+  sfnlimit local up --info local.json --param FifoVisibilityTimeout=60`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p := map[string]string{}
+			for _, kv := range params {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok {
+					return usageError{fmt.Errorf("--param %q is not Name=Value", kv)}
+				}
+				p[k] = v
+			}
+			if limits != "" {
+				p["TypeLimits"] = limits
+			}
+			level := slog.LevelWarn
+			if verbose {
+				level = slog.LevelInfo
+			}
+			log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			ctx := cmd.Context()
+			began := time.Now()
+			s, err := stack.Start(ctx, stack.Options{Parameters: p, Fauxqs: fauxqs, Log: log, EventDropRate: dropRate})
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			if err := s.StartRuntime(ctx); err != nil {
+				return err
+			}
+			if info != "" {
+				f, err := os.Create(info)
+				if err != nil {
+					return fmt.Errorf("write info file: %w", err)
+				}
+				if err := s.Info().WriteJSON(f); err != nil {
+					f.Close()
+					return fmt.Errorf("write info file: %w", err)
+				}
+				if err := f.Close(); err != nil {
+					return fmt.Errorf("write info file: %w", err)
+				}
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "sfnlimit local stack up in %.1fs at %s (region %s)\n", time.Since(began).Seconds(), s.Info().Endpoint, s.Info().Region)
+			fmt.Fprintf(out, "  general queue: %s\n  state machine: %s\n", s.Info().Output("GeneralQueueUrl"), s.Info().Output("SampleStateMachineArn"))
+			if info != "" {
+				fmt.Fprintf(out, "  info: %s\n", info)
+			}
+			fmt.Fprintln(out, "Press Ctrl-C to stop.")
+			<-ctx.Done()
+			fmt.Fprintln(out, "stopping: pollers stop, unhandled messages go back to their queues")
+			s.StopRuntime()
+			if info != "" {
+				_ = os.Remove(info)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&info, "info", "", "write the endpoint, region and Outputs as JSON to this file (removed on exit)")
+	cmd.Flags().StringArrayVar(&params, "param", nil, "override a template parameter, Name=Value (repeatable)")
+	cmd.Flags().StringVar(&limits, "limits", "", "per-type limits, as the TypeLimits parameter (type=n,...)")
+	cmd.Flags().BoolVar(&fauxqs, "fauxqs", false, "run SQS on fauxqs instead of moto")
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log every handler line (JSON) to stderr")
+	cmd.Flags().Float64Var(&dropRate, "drop-status-events", 0, "share of status-change events not delivered (exercises the sweep)")
+	return cmd
+}

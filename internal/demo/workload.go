@@ -1,0 +1,97 @@
+// Package demo runs the main job locally: it submits a mixed workload to a local stack, shows each
+// type's running executions against its limit while it runs, and ends with a report (peaks against
+// limits, outcomes, utilization while backlogged, API calls and cost per million jobs) and a chart.
+package demo
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+)
+
+// TypeSpec shapes one type's share of the workload.
+type TypeSpec struct {
+	Type  string
+	Limit int
+	Jobs  int
+	// MeanSeconds is the mean job duration; durations are lognormal around it, 1 s at least.
+	MeanSeconds float64
+	// FailOnce and FailAlways are shares of jobs that fail their first attempt (and then succeed)
+	// or every attempt (and are dead-lettered).
+	FailOnce, FailAlways float64
+}
+
+// Workload is what the demo submits.
+type Workload struct {
+	Types []TypeSpec
+	// Malformed adds one job of each kind the router refuses.
+	Malformed bool
+	Seed      uint64
+}
+
+// DefaultWorkload is three types with limits 2, 5 and 10, varied durations, some failures and
+// malformed jobs: about a minute of work at those limits.
+func DefaultWorkload() Workload {
+	return Workload{
+		Types: []TypeSpec{
+			{Type: "payments", Limit: 2, Jobs: 24, MeanSeconds: 3, FailOnce: 0.1, FailAlways: 0.05},
+			{Type: "reports", Limit: 5, Jobs: 60, MeanSeconds: 3, FailOnce: 0.05, FailAlways: 0.03},
+			{Type: "llm", Limit: 10, Jobs: 120, MeanSeconds: 4, FailOnce: 0.05, FailAlways: 0.02},
+		},
+		Malformed: true,
+		Seed:      42,
+	}
+}
+
+// TypeLimits renders the limits as the TypeLimits template parameter.
+func (w Workload) TypeLimits() string {
+	parts := make([]string, len(w.Types))
+	for i, t := range w.Types {
+		parts[i] = fmt.Sprintf("%s=%d", t.Type, t.Limit)
+	}
+	return strings.Join(parts, ",")
+}
+
+// Job is one submission, with what the demo expects of it.
+type Job struct {
+	Type, ID string
+	Body     string
+	// Expect is "succeeded", "dead-lettered" or a refusal reason.
+	Expect string
+}
+
+// Jobs returns the submissions in a shuffled, reproducible order.
+func (w Workload) Jobs() []Job {
+	r := rand.New(rand.NewPCG(w.Seed, w.Seed^0x5f1))
+	var out []Job
+	for _, t := range w.Types {
+		for i := range t.Jobs {
+			id := fmt.Sprintf("%s-%04d", t.Type, i+1)
+			secs := int(math.Max(1, math.Round(t.MeanSeconds*math.Exp(0.5*r.NormFloat64()-0.125))))
+			in := map[string]any{"seconds": secs}
+			expect := "succeeded"
+			switch u := r.Float64(); {
+			case u < t.FailAlways:
+				in["fail"], in["failCause"] = true, "demo: this job always fails"
+				expect = "dead-lettered"
+			case u < t.FailAlways+t.FailOnce:
+				in["failAttempts"] = 1
+			}
+			b, _ := json.Marshal(map[string]any{"type": t.Type, "id": id, "input": in})
+			out = append(out, Job{Type: t.Type, ID: id, Body: string(b), Expect: expect})
+		}
+	}
+	r.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	if w.Malformed {
+		big := strings.Repeat("x", 300*1024)
+		out = append(out,
+			Job{ID: "bad-json", Body: `{"type": "payments", "id": `, Expect: "not_json"},
+			Job{ID: "bad-notype", Body: `{"id": "bad-notype", "input": {}}`, Expect: "missing_type"},
+			Job{Type: "unknown", ID: "bad-unknown", Body: `{"type": "unknown", "id": "bad-unknown"}`, Expect: "unknown_type"},
+			Job{Type: "reports", ID: "bad-big", Body: `{"type": "reports", "id": "bad-big", "input": {"blob": "` + big + `"}}`, Expect: "input_too_large"},
+		)
+	}
+	return out
+}
