@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sfnlimit/sfnlimit/internal/local/stack"
+	"github.com/sfnlimit/sfnlimit/internal/samconfig"
 )
 
 func newLocal() *cobra.Command {
@@ -29,11 +30,14 @@ func newLocalUp() *cobra.Command {
 		fauxqs   bool
 		verbose  bool
 		dropRate float64
+		samcfg   string
+		cfgEnv   string
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run the local stack in the foreground until interrupted",
-		Long: `up starts moto (and fauxqs with --fauxqs), creates template.yaml's queues, table and state
+		Long: `up reads the template parameters samconfig.toml deploys with (--param and --limits override
+them), starts moto (and fauxqs with --fauxqs), creates template.yaml's queues, table and state
 machine on them, and runs the router, starter and releaser handlers with Lambda's event-source
 semantics and EventBridge's status events, until SIGINT or SIGTERM. It writes the endpoint, region and
 the template's Outputs as JSON to --info, so any AWS client can use the stack:
@@ -46,7 +50,11 @@ the template's Outputs as JSON to --info, so any AWS client can use the stack:
   sfnlimit local up --info local.json --param FifoVisibilityTimeout=60`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p := map[string]string{}
+			// Parameters as sam deploy would use them, then the flags.
+			p, err := samconfig.ParametersIfPresent(samcfg, cfgEnv)
+			if err != nil {
+				return err
+			}
 			for _, kv := range params {
 				k, v, ok := strings.Cut(kv, "=")
 				if !ok {
@@ -64,6 +72,11 @@ the template's Outputs as JSON to --info, so any AWS client can use the stack:
 			log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 			ctx := cmd.Context()
 			began := time.Now()
+			for _, k := range []string{"TypeLimits", "DefaultLimit"} {
+				if v, ok := p[k]; ok {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s=%s\n", k, v)
+				}
+			}
 			s, err := stack.Start(ctx, stack.Options{Parameters: p, Fauxqs: fauxqs, Log: log, EventDropRate: dropRate})
 			if err != nil {
 				return err
@@ -103,7 +116,9 @@ the template's Outputs as JSON to --info, so any AWS client can use the stack:
 	}
 	cmd.Flags().StringVar(&info, "info", "", "write the endpoint, region and Outputs as JSON to this file (removed on exit)")
 	cmd.Flags().StringArrayVar(&params, "param", nil, "override a template parameter, Name=Value (repeatable)")
-	cmd.Flags().StringVar(&limits, "limits", "", "per-type limits, as the TypeLimits parameter (type=n,...)")
+	cmd.Flags().StringVar(&limits, "limits", "", "per-type limits, as the TypeLimits parameter (type=n,...); overrides samconfig.toml")
+	cmd.Flags().StringVar(&samcfg, "samconfig", "samconfig.toml", "read parameter_overrides from this samconfig file (skipped if absent)")
+	cmd.Flags().StringVar(&cfgEnv, "config-env", "default", "samconfig environment to read")
 	cmd.Flags().BoolVar(&fauxqs, "fauxqs", false, "run SQS on fauxqs instead of moto")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log every handler line (JSON) to stderr")
 	cmd.Flags().Float64Var(&dropRate, "drop-status-events", 0, "share of status-change events not delivered (exercises the sweep)")
