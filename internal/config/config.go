@@ -175,10 +175,43 @@ func (r *Resolver) load(ctx context.Context) (map[string]Override, error) {
 	}
 	m := make(map[string]Override, len(list))
 	for _, o := range list {
-		m[o.Type] = o
+		if o.Validate() == nil { // an item no job could match, or a negative number, is ignored
+			m[o.Type] = o
+		}
+	}
+	if err := r.checkQuota(m); err != nil {
+		// Refuse the whole set rather than let SQS stop serving lanes without a word: keep the
+		// last good overrides (or the defaults) and say why.
+		if r.overrides != nil {
+			r.loadedAt = r.now()
+			return r.overrides, nil
+		}
+		return nil, fmt.Errorf("live config refused: %w", err)
 	}
 	r.overrides, r.loadedAt = m, r.now()
 	return m, nil
+}
+
+// checkQuota refuses overrides that would make the limits add up to the FIFO in-flight quota or more.
+func (r *Resolver) checkQuota(ov map[string]Override) error {
+	sum := r.defaults.FallbackLimit
+	seen := map[string]bool{}
+	for t, n := range r.defaults.Limits {
+		if o, ok := ov[t]; ok && o.Limit > 0 {
+			n = o.Limit
+		}
+		sum += n
+		seen[t] = true
+	}
+	for t, o := range ov {
+		if !seen[t] {
+			sum += o.Limit
+		}
+	}
+	if sum >= MaxInFlight {
+		return fmt.Errorf("limits with live overrides add up to %d lanes, at or over the SQS FIFO in-flight quota of %d", sum, MaxInFlight)
+	}
+	return nil
 }
 
 // Get returns the effective configuration of a type, or an error wrapping ErrUnknownType.

@@ -264,7 +264,7 @@ func testOverrides() []config.Override {
 		{Type: "reports", Limit: 7, MaxAttempts: 9, StateMachineArn: reportsArn},
 		{Type: "payments", StateMachineArn: reportsArn}, // no limit: the default limit stays
 		{Type: "adhoc", Limit: 4},                       // a type only the table knows
-		{Type: "attempts-only", MaxAttempts: 2},         // no limit anywhere
+		{Type: "attempts_only", MaxAttempts: 2},         // no limit anywhere
 	}
 }
 
@@ -303,10 +303,10 @@ func TestResolverGet(t *testing.T) {
 			want: config.TypeConfig{Type: "adhoc", Limit: 4, MaxAttempts: 3, StateMachineArn: defaultArn, Source: "override"},
 		},
 		{
-			name: "override without limit on fallback", giveFallback: 2, giveStore: true, give: "attempts-only",
-			want: config.TypeConfig{Type: "attempts-only", Limit: 2, MaxAttempts: 2, StateMachineArn: defaultArn, Source: "fallback"},
+			name: "override without limit on fallback", giveFallback: 2, giveStore: true, give: "attempts_only",
+			want: config.TypeConfig{Type: "attempts_only", Limit: 2, MaxAttempts: 2, StateMachineArn: defaultArn, Source: "fallback"},
 		},
-		{name: "override without limit, no fallback", giveFallback: 0, giveStore: true, give: "attempts-only", wantUnknown: true},
+		{name: "override without limit, no fallback", giveFallback: 0, giveStore: true, give: "attempts_only", wantUnknown: true},
 		{name: "unknown with store, no fallback", giveFallback: 0, giveStore: true, give: "other", wantUnknown: true},
 	}
 	for _, tt := range tests {
@@ -468,7 +468,7 @@ func TestResolverAll(t *testing.T) {
 			name: "with overrides and fallback", giveFallback: 2, giveStore: true,
 			want: []config.TypeConfig{
 				{Type: "adhoc", Limit: 4, MaxAttempts: 3, StateMachineArn: defaultArn, Source: "override"},
-				{Type: "attempts-only", Limit: 2, MaxAttempts: 2, StateMachineArn: defaultArn, Source: "fallback"},
+				{Type: "attempts_only", Limit: 2, MaxAttempts: 2, StateMachineArn: defaultArn, Source: "fallback"},
 				{Type: "payments", Limit: 50, MaxAttempts: 5, StateMachineArn: reportsArn, Source: "default"},
 				{Type: "reports", Limit: 7, MaxAttempts: 9, StateMachineArn: reportsArn, Source: "override"},
 			},
@@ -565,3 +565,35 @@ func TestDefaultsValidateOverflow(t *testing.T) {
 		t.Errorf("FromEnv(%v) = %+v, nil, want error", env, d)
 	}
 }
+
+// Live overrides that would push the lanes past the FIFO in-flight quota are refused as a set: the
+// last good configuration stays in force.
+func TestResolverRefusesOverridesOverQuota(t *testing.T) {
+	d := config.Defaults{Limits: map[string]int{"a": 60000}, DefaultMaxAttempts: 3}
+	store := &quotaStore{list: []config.Override{{Type: "a", Limit: 100}}}
+	r, err := config.NewResolver(d, store, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(0, 0)
+	r.SetClock(func() time.Time { return now })
+	if c, err := r.Get(context.Background(), "a"); err != nil || c.Limit != 100 {
+		t.Fatalf("Get(a) = %+v, %v; want limit 100", c, err)
+	}
+	store.list = []config.Override{{Type: "a", Limit: 100}, {Type: "b", Limit: 119950}}
+	now = now.Add(2 * time.Second)
+	if c, err := r.Get(context.Background(), "a"); err != nil || c.Limit != 100 {
+		t.Errorf("Get(a) after an over-quota override = %+v, %v; want the last good limit 100", c, err)
+	}
+	if _, err := r.Get(context.Background(), "b"); err == nil {
+		t.Errorf("Get(b) = nil error; want b unknown, its override refused")
+	}
+	fresh, _ := config.NewResolver(d, store, time.Second)
+	if _, err := fresh.Get(context.Background(), "a"); err == nil || !strings.Contains(err.Error(), "quota") {
+		t.Errorf("first load of over-quota overrides: error = %v, want one naming the quota", err)
+	}
+}
+
+type quotaStore struct{ list []config.Override }
+
+func (q *quotaStore) ListOverrides(context.Context) ([]config.Override, error) { return q.list, nil }
