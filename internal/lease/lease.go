@@ -27,6 +27,9 @@ const (
 	Running Status = "running"
 	// Retrying: the attempt failed with attempts left; the message was made visible to run again.
 	Retrying Status = "retrying"
+	// DeadLettering: the attempt ended for good (attempts exhausted, or aborted); the release that
+	// wrote this status sends the job's one dead letter, then deletes the message and the lease.
+	DeadLettering Status = "dead-lettering"
 )
 
 // ErrConflict means the lease changed since it was read (or exists when it should not).

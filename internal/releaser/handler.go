@@ -156,7 +156,9 @@ func (h *Handler) Sweep(ctx context.Context) (Response, error) {
 	}
 	var due []lease.Lease
 	for _, l := range all {
-		if l.Status == lease.Running && l.ExecutionArn != "" && now().Sub(l.UpdatedAt) >= h.SweepMinAge {
+		// A dead-lettering lease whose release stopped before it finished is taken over (Release).
+		busy := l.Status == lease.Running || l.Status == lease.DeadLettering
+		if busy && l.ExecutionArn != "" && now().Sub(l.UpdatedAt) >= h.SweepMinAge {
 			due = append(due, l)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -91,6 +92,8 @@ type Service struct {
 	Config   configGetter
 	DLQ      deadLetterer
 	Log      *slog.Logger
+	// Now is the clock leases are judged by (time.Now when nil).
+	Now func() time.Time
 }
 
 // maxRounds bounds how often a release re-reads a lease that changed under it (the starter refreshing
@@ -129,7 +132,7 @@ var errStaleHandle = errors.New("receipt handle is stale")
 
 func (s *Service) releaseLease(ctx context.Context, log *slog.Logger, req Request, l lease.Lease, dead *bool) (Result, error) {
 	if req.Outcome == Succeeded {
-		if l.Status == lease.Retrying {
+		if l.Status == lease.Retrying || l.Status == lease.DeadLettering {
 			return Noop, nil // a failure of this attempt was already acted on
 		}
 		if err := s.deleteMessage(ctx, l); err != nil {
@@ -141,6 +144,17 @@ func (s *Service) releaseLease(ctx context.Context, log *slog.Logger, req Reques
 	if l.Status == lease.Retrying {
 		// Decided before, perhaps interrupted before the message was made visible: finish it.
 		return Retried, s.makeVisible(ctx, l)
+	}
+	if l.Status == lease.DeadLettering {
+		if !*dead && s.now().Sub(l.UpdatedAt) < DeadLetterTakeover {
+			// Another release of this attempt (workflow, status event, sweep, starter) won the
+			// dead-lettering and sends the dead letter: one dead letter, not two.
+			log.InfoContext(ctx, "another release is dead-lettering this job")
+			return Noop, nil
+		}
+		// Ours, re-read after the lease moved under us; or left by a release that stopped before it
+		// finished, which may or may not have sent the dead letter: finish it (at least once).
+		return s.deadLetter(ctx, log, req, l, dead)
 	}
 	maxAttempts := s.Config.Defaults().DefaultMaxAttempts
 	if cfg, err := s.Config.Get(ctx, req.Key.Type); err == nil {
@@ -158,6 +172,33 @@ func (s *Service) releaseLease(ctx context.Context, log *slog.Logger, req Reques
 		return Retried, s.makeVisible(ctx, written)
 	}
 
+	// Attempts exhausted, or aborted. Several releases of one attempt may race (the workflow's step,
+	// the status event, the sweep, the starter): the conditional write elects the one that sends
+	// the dead letter; the others find the new status when they read the lease again.
+	next := l
+	next.Status = lease.DeadLettering
+	written, err := s.Leases.Put(ctx, next, &l)
+	if err != nil {
+		return "", err
+	}
+	return s.deadLetter(ctx, log, req, written, dead)
+}
+
+// DeadLetterTakeover is how long a dead-lettering lease belongs to the release that wrote it: the
+// releaser function's timeout (template.yaml, Mappings.Timeouts.ReleaserFunction), after which that
+// invocation cannot still be running.
+const DeadLetterTakeover = 120 * time.Second
+
+func (s *Service) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+// deadLetter sends the dead letter of a lease in status dead-lettering (unless this call sent it
+// already), then deletes the job's message and the lease.
+func (s *Service) deadLetter(ctx context.Context, log *slog.Logger, req Request, l lease.Lease, dead *bool) (Result, error) {
 	if !*dead {
 		reason := deadletter.ReasonAttemptsExhausted
 		if req.Outcome == Aborted {

@@ -230,7 +230,8 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 	if l != nil && !l.Holds(x.job.ID, x.job.Redrive) {
 		return s.laneHeld(ctx, x, *l)
 	}
-	if l != nil && l.Status == lease.Running {
+	if l != nil && (l.Status == lease.Running || l.Status == lease.DeadLettering) {
+		// Still running, or ended and being dead-lettered: never started again.
 		return s.redelivered(ctx, x, *l)
 	}
 
@@ -413,7 +414,7 @@ func (s *Starter) releaseEnded(ctx context.Context, x *msg, l lease.Lease, outco
 // rare (a release interrupted between deleting its message and its lease); the check is what keeps
 // the limit when a queue hands out two messages of one group.
 func (s *Starter) laneHeld(ctx context.Context, x *msg, other lease.Lease) (verdict, error) {
-	if other.Status == lease.Running && other.ExecutionArn != "" {
+	if (other.Status == lease.Running || other.Status == lease.DeadLettering) && other.ExecutionArn != "" {
 		d, err := s.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: &other.ExecutionArn})
 		if err != nil {
 			return hold, fmt.Errorf("describe execution %s holding lane %s: %w", other.ExecutionArn, x.key, err)
