@@ -95,6 +95,10 @@ func describe(ctx context.Context, c sfnAPI, e sfntypes.ExecutionListItem) (Exec
 			return Execution{}, fmt.Errorf("history of %s: %w", arn, err)
 		}
 		for _, ev := range page.Events {
+			if closing[ev.Type] && x.Stop.IsZero() {
+				// moto 5.2.1 gives a TIMED_OUT execution no stop date; its closing event has the time.
+				x.Stop = aws.ToTime(ev.Timestamp)
+			}
 			if ev.StateEnteredEventDetails == nil {
 				continue
 			}
@@ -111,6 +115,14 @@ func describe(ctx context.Context, c sfnAPI, e sfntypes.ExecutionListItem) (Exec
 		x.WorkEnd = x.Stop
 	}
 	return x, nil
+}
+
+// closing are the history events that end an execution.
+var closing = map[sfntypes.HistoryEventType]bool{
+	sfntypes.HistoryEventTypeExecutionSucceeded: true,
+	sfntypes.HistoryEventTypeExecutionFailed:    true,
+	sfntypes.HistoryEventTypeExecutionAborted:   true,
+	sfntypes.HistoryEventTypeExecutionTimedOut:  true,
 }
 
 // Peak is the highest overlap of one type's work intervals.

@@ -1,0 +1,915 @@
+// Package tests is sfnlimit's end-to-end suite: each scenario starts its own local stack (moto, and
+// fauxqs for the SQS-facing scenarios), drives it with real SDK clients as a producer would, and ends
+// by checking the invariants from what the emulators recorded, never from the limiter's own
+// bookkeeping:
+//
+//	(a) never more working executions of a type than its limit at any instant, and never two in one
+//	    lane (work intervals from Step Functions: start to entering the release state);
+//	(b) every submitted job either succeeded (an execution with its id SUCCEEDED) or was dead-lettered
+//	    with a reason, exactly one of the two, and none dead-lettered twice;
+//	(c) no lease left in the table (a raw scan for pk "LEASE#...");
+//	(d) the general and lanes queues drained (visible and in-flight counts 0).
+package tests
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sfnlimit/sfnlimit/internal/app"
+	"github.com/sfnlimit/sfnlimit/internal/local/observe"
+	"github.com/sfnlimit/sfnlimit/internal/local/stack"
+)
+
+// pollEvery is how often wait loops look again.
+const pollEvery = 500 * time.Millisecond
+
+// backend is the SQS emulator a scenario runs on.
+type backend struct {
+	name   string
+	fauxqs bool
+}
+
+var (
+	moto   = backend{name: "moto"}
+	fauxqs = backend{name: "fauxqs", fauxqs: true}
+	// sqsFacing are the backends of the scenarios whose point is SQS behaviour: fauxqs treats stale
+	// receipt handles as AWS does, moto does not.
+	sqsFacing = []backend{moto, fauxqs}
+)
+
+// forBackends runs one scenario per backend, each in parallel with the other scenarios.
+func forBackends(t *testing.T, bs []backend, run func(t *testing.T, b backend)) {
+	t.Parallel()
+	for _, b := range bs {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			run(t, b)
+		})
+	}
+}
+
+// rigOptions shape one scenario's stack.
+type rigOptions struct {
+	backend backend
+	// params are template parameters (TypeLimits, DefaultMaxAttempts, ...).
+	params map[string]string
+	// env overrides function environment variables on top of fastEnv.
+	env map[string]string
+	// noRuntime leaves the runtime stopped (the scenario starts it).
+	noRuntime bool
+	// eventDropRate is the share of status-change events never delivered (the sweep makes up for them).
+	eventDropRate float64
+}
+
+// fastEnv makes the limiter's waits short enough for a test.
+var fastEnv = map[string]string{"START_RETRY_SECONDS": "1", "SWEEP_MIN_AGE_SECONDS": "2"}
+
+// rig is one scenario's running stack and what the scenario submitted.
+type rig struct {
+	t       *testing.T
+	s       *stack.Stack
+	c       app.Clients
+	logs    *logSink
+	limits  map[string]int
+	began   time.Time
+	general string
+	lanes   string
+	dlq     string
+	table   string
+	sm      string
+	sms     []string // every state machine a scenario's jobs may run on: the sample first
+
+	mu   sync.Mutex
+	subs []*submission
+	byID map[string]*submission // by type+"/"+id, for jobs that have an id
+	dead []deadLetter           // drained from the dead-letter queue so far
+}
+
+// submission is one job a scenario sent, and what it expects of it.
+type submission struct {
+	Type, ID string
+	// Body is the raw message body when the job has no usable id (bad input); dead letters are
+	// matched to it by body.
+	Body string
+	// Want is "succeeded" or the reason of the dead letter the job must end with.
+	Want string
+	// Copies counts how often it was sent.
+	Copies int
+}
+
+func (s *submission) key() string {
+	if s.ID != "" {
+		return s.Type + "/" + s.ID
+	}
+	return "body:" + s.Body
+}
+
+func (s *submission) String() string {
+	if s.ID != "" {
+		return s.Type + "/" + s.ID
+	}
+	b := s.Body
+	if len(b) > 40 {
+		b = b[:40] + fmt.Sprintf("...(%d bytes)", len(s.Body))
+	}
+	return fmt.Sprintf("raw %q", b)
+}
+
+const wantSucceeded = "succeeded"
+
+// deadLetter is one message taken from the dead-letter queue.
+type deadLetter struct {
+	Body  string
+	Attrs map[string]string
+	At    time.Time
+}
+
+// newRig starts a stack for one scenario and, unless told otherwise, its runtime. Everything is torn
+// down when the test ends.
+func newRig(t *testing.T, o rigOptions) *rig {
+	t.Helper()
+	ctx := t.Context()
+	logs := newLogSink(t)
+	env := map[string]string{}
+	for k, v := range fastEnv {
+		env[k] = v
+	}
+	for k, v := range o.env {
+		env[k] = v
+	}
+	began := time.Now()
+	s, err := stack.Start(ctx, stack.Options{
+		Parameters: o.params, Log: logs.logger(), FunctionEnv: env,
+		SweepEvery: 2 * time.Second, Fauxqs: o.backend.fauxqs, EmulatorLog: logs.emulatorWriter(), EventDropRate: o.eventDropRate,
+	})
+	if err != nil {
+		t.Fatalf("stack.Start() = %v", err)
+	}
+	t.Cleanup(func() {
+		s.Close()
+		logs.close()
+	})
+	r := &rig{
+		t: t, s: s, c: s.Clients(), logs: logs, began: began, byID: map[string]*submission{},
+		general: s.Info().Output("GeneralQueueUrl"), lanes: s.Info().Output("LanesQueueUrl"),
+		dlq: s.Info().Output("DeadLetterQueueUrl"), table: s.Info().Output("TableName"),
+		sm: s.Info().Output("SampleStateMachineArn"),
+	}
+	r.sms = []string{r.sm}
+	for _, v := range []string{r.general, r.lanes, r.dlq, r.table, r.sm} {
+		if v == "" {
+			t.Fatalf("stack outputs lack a queue, table or state machine: %v", s.Info().Outputs)
+		}
+	}
+	if r.limits, err = parseLimits(o.params["TypeLimits"]); err != nil {
+		t.Fatalf("TypeLimits: %v", err)
+	}
+	t.Logf("%s: stack up in %v", o.backend.name, time.Since(began).Round(time.Millisecond))
+	if !o.noRuntime {
+		r.startRuntime()
+	}
+	return r
+}
+
+// parseLimits reads "a=2,b=3" (the test's own reading, not the limiter's).
+func parseLimits(s string) (map[string]int, error) {
+	out := map[string]int{}
+	for _, part := range strings.Split(s, ",") {
+		if part == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(part, "=")
+		n, err := strconv.Atoi(v)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("%q is not type=number", part)
+		}
+		out[k] = n
+	}
+	return out, nil
+}
+
+func (r *rig) startRuntime() {
+	r.t.Helper()
+	if err := r.s.StartRuntime(r.t.Context()); err != nil {
+		r.t.Fatalf("StartRuntime() = %v", err)
+	}
+}
+
+// job is a job a scenario submits through the general queue.
+type job struct {
+	Type  string
+	ID    string
+	Input any
+	// Want is the outcome the job must reach: wantSucceeded (default) or a dead-letter reason.
+	Want string
+}
+
+// work is the sample workflow's input: wait seconds, then succeed or fail.
+type work struct {
+	Seconds   int    `json:"seconds"`
+	Fail      bool   `json:"fail,omitempty"`
+	FailCause string `json:"failCause,omitempty"`
+}
+
+// record notes a job as submitted (once per copy).
+func (r *rig) record(typ, id, body, want string) {
+	if want == "" {
+		want = wantSucceeded
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := &submission{Type: typ, ID: id, Body: body, Want: want}
+	if prev, ok := r.byID[s.key()]; ok {
+		if prev.Want != want {
+			r.t.Fatalf("job %s submitted twice with different expectations (%s, %s)", s, prev.Want, want)
+		}
+		prev.Copies++
+		return
+	}
+	s.Copies = 1
+	r.subs = append(r.subs, s)
+	r.byID[s.key()] = s
+}
+
+// submit sends jobs to the general queue, ten per SendMessageBatch.
+func (r *rig) submit(ctx context.Context, jobs ...job) {
+	r.t.Helper()
+	var bodies []string
+	for _, j := range jobs {
+		body, err := json.Marshal(map[string]any{"type": j.Type, "id": j.ID, "input": j.Input})
+		if err != nil {
+			r.t.Fatalf("encode job %s: %v", j.ID, err)
+		}
+		bodies = append(bodies, string(body))
+		r.record(j.Type, j.ID, "", j.Want)
+	}
+	r.sendGeneral(ctx, bodies...)
+}
+
+// submitRaw sends one body as it is (bad input); the job must end dead-lettered with reason want,
+// matched by its body.
+func (r *rig) submitRaw(ctx context.Context, body, want string) {
+	r.t.Helper()
+	r.record("", "", body, want)
+	r.sendGeneral(ctx, body)
+}
+
+func (r *rig) sendGeneral(ctx context.Context, bodies ...string) {
+	r.t.Helper()
+	for start := 0; start < len(bodies); start += 10 {
+		var entries []sqstypes.SendMessageBatchRequestEntry
+		for i, b := range bodies[start:min(start+10, len(bodies))] {
+			entries = append(entries, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(b)})
+		}
+		out, err := r.c.SQS.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: &r.general, Entries: entries})
+		if err != nil {
+			r.t.Fatalf("SendMessageBatch(general queue) = %v", err)
+		}
+		if len(out.Failed) > 0 {
+			r.t.Fatalf("SendMessageBatch(general queue): %d entries failed, first: %s %s", len(out.Failed),
+				aws.ToString(out.Failed[0].Code), aws.ToString(out.Failed[0].Message))
+		}
+	}
+}
+
+// settled is what the emulators hold once a scenario is over.
+type settled struct {
+	xs    []observe.Execution
+	end   time.Time
+	byJob map[string][]observe.Execution // by type/id
+	dead  map[string][]deadLetter        // by submission key
+}
+
+// state is one look at the stack while waiting for it to settle.
+type state struct {
+	queues  map[string][2]int // queue -> visible, in flight
+	leases  []map[string]string
+	running int
+	pending []string // submissions with no outcome yet
+	out     *settled
+}
+
+func (st state) quiet() bool {
+	for _, q := range st.queues {
+		if q[0] != 0 || q[1] != 0 {
+			return false
+		}
+	}
+	return len(st.leases) == 0 && st.running == 0
+}
+
+func (st state) String() string {
+	var b strings.Builder
+	names := make([]string, 0, len(st.queues))
+	for n := range st.queues {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(&b, "%s queue: %d visible, %d in flight; ", n, st.queues[n][0], st.queues[n][1])
+	}
+	fmt.Fprintf(&b, "%d executions running; %d leases", st.running, len(st.leases))
+	for i, l := range st.leases {
+		if i == 10 {
+			fmt.Fprintf(&b, " ...")
+			break
+		}
+		fmt.Fprintf(&b, " [%s %s job %s attempt %s %s]", l["pk"], l["sk"], l["jobId"], l["attempt"], l["status"])
+	}
+	if st.out != nil {
+		fmt.Fprintf(&b, "; %d jobs without an outcome (no SUCCEEDED execution, no dead letter)", len(st.pending))
+		for i, p := range st.pending {
+			if i == 15 {
+				b.WriteString(" ...")
+				break
+			}
+			b.WriteString(" " + p)
+		}
+	}
+	return b.String()
+}
+
+// settle waits, at most within, until every submitted job has an outcome, nothing runs, no lease is
+// left and both queues are empty, seen twice in a row; then it returns what the emulators recorded.
+func (r *rig) settle(ctx context.Context, within time.Duration) *settled {
+	r.t.Helper()
+	deadline := time.Now().Add(within)
+	quietOnce := false
+	var last state
+	for {
+		last = r.look(ctx)
+		if last.quiet() && last.out != nil && len(last.pending) == 0 {
+			if quietOnce {
+				r.t.Logf("settled %v after the stack started", time.Since(r.began).Round(100*time.Millisecond))
+				return last.out
+			}
+			quietOnce = true
+		} else {
+			quietOnce = false
+		}
+		if time.Now().After(deadline) {
+			r.explain(ctx, &last)
+			r.t.Fatalf("not settled within %v: %s", within, last)
+		}
+		select {
+		case <-ctx.Done():
+			r.t.Fatalf("scenario cancelled before it settled (%v): %s", ctx.Err(), last)
+		case <-time.After(pollEvery):
+		}
+	}
+}
+
+// explain adds the jobs without an outcome to a snapshot that was not quiet enough to look for them.
+func (r *rig) explain(ctx context.Context, st *state) {
+	if st.out == nil {
+		st.out = r.outcome(ctx)
+		st.pending = r.pending(st.out)
+	}
+}
+
+// look takes one snapshot; the execution records are only read once the cheap checks are quiet.
+func (r *rig) look(ctx context.Context) state {
+	r.t.Helper()
+	st := state{queues: map[string][2]int{}}
+	for name, url := range map[string]string{"general": r.general, "lanes": r.lanes} {
+		st.queues[name] = r.queueCounts(ctx, url)
+	}
+	st.leases = r.leases(ctx)
+	st.running = r.running(ctx)
+	r.drainDLQ(ctx)
+	if st.quiet() {
+		st.out = r.outcome(ctx)
+		st.pending = r.pending(st.out)
+	}
+	return st
+}
+
+func (r *rig) queueCounts(ctx context.Context, url string) [2]int {
+	r.t.Helper()
+	out, err := r.c.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: &url, AttributeNames: []sqstypes.QueueAttributeName{
+		sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
+	}})
+	if err != nil {
+		r.t.Fatalf("GetQueueAttributes(%s) = %v", url, err)
+	}
+	n := func(k sqstypes.QueueAttributeName) int {
+		v, err := strconv.Atoi(out.Attributes[string(k)])
+		if err != nil {
+			r.t.Fatalf("queue %s attribute %s = %q", url, k, out.Attributes[string(k)])
+		}
+		return v
+	}
+	return [2]int{n(sqstypes.QueueAttributeNameApproximateNumberOfMessages), n(sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible)}
+}
+
+// leases scans the table for lease items itself (pk "LEASE#..."), as plain strings.
+func (r *rig) leases(ctx context.Context) []map[string]string {
+	r.t.Helper()
+	var out []map[string]string
+	p := dynamodb.NewScanPaginator(r.c.DDB, &dynamodb.ScanInput{
+		TableName: &r.table, ConsistentRead: aws.Bool(true), FilterExpression: aws.String("begins_with(pk, :p)"),
+		ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":p": &ddbtypes.AttributeValueMemberS{Value: "LEASE#"}},
+	})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			r.t.Fatalf("scan table %s for leases: %v", r.table, err)
+		}
+		for _, it := range page.Items {
+			m := map[string]string{}
+			for k, v := range it {
+				switch v := v.(type) {
+				case *ddbtypes.AttributeValueMemberS:
+					m[k] = v.Value
+				case *ddbtypes.AttributeValueMemberN:
+					m[k] = v.Value
+				}
+			}
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func (r *rig) running(ctx context.Context) int {
+	return len(r.runningArns(ctx))
+}
+
+func (r *rig) runningArns(ctx context.Context) []string {
+	r.t.Helper()
+	var arns []string
+	for _, sm := range r.sms {
+		p := sfn.NewListExecutionsPaginator(r.c.SFN, &sfn.ListExecutionsInput{StateMachineArn: aws.String(sm), StatusFilter: sfntypes.ExecutionStatusRunning})
+		for p.HasMorePages() {
+			page, err := p.NextPage(ctx)
+			if err != nil {
+				r.t.Fatalf("ListExecutions(RUNNING) = %v", err)
+			}
+			for _, e := range page.Executions {
+				arns = append(arns, aws.ToString(e.ExecutionArn))
+			}
+		}
+	}
+	return arns
+}
+
+// runningJob returns the ARN of a running execution whose input names job typ/id, or "".
+func (r *rig) runningJob(ctx context.Context, typ, id string) string {
+	r.t.Helper()
+	for _, arn := range r.runningArns(ctx) {
+		d, err := r.c.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: aws.String(arn)})
+		if err != nil {
+			r.t.Fatalf("DescribeExecution(%s) = %v", arn, err)
+		}
+		var in struct {
+			Job struct{ ID, Type string } `json:"job"`
+		}
+		_ = json.Unmarshal([]byte(aws.ToString(d.Input)), &in)
+		if in.Job.Type == typ && in.Job.ID == id && d.Status == sfntypes.ExecutionStatusRunning {
+			return arn
+		}
+	}
+	return ""
+}
+
+// drainDLQ takes every message off the dead-letter queue and keeps it.
+func (r *rig) drainDLQ(ctx context.Context) {
+	r.t.Helper()
+	for {
+		out, err := r.c.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: &r.dlq, MaxNumberOfMessages: 10, MessageAttributeNames: []string{"All"}, VisibilityTimeout: 30,
+		})
+		if err != nil {
+			r.t.Fatalf("ReceiveMessage(dead-letter queue) = %v", err)
+		}
+		if len(out.Messages) == 0 {
+			return
+		}
+		for _, m := range out.Messages {
+			d := deadLetter{Body: aws.ToString(m.Body), Attrs: map[string]string{}, At: time.Now()}
+			for k, v := range m.MessageAttributes {
+				d.Attrs[k] = aws.ToString(v.StringValue)
+			}
+			r.mu.Lock()
+			r.dead = append(r.dead, d)
+			r.mu.Unlock()
+			if _, err := r.c.SQS.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &r.dlq, ReceiptHandle: m.ReceiptHandle}); err != nil {
+				r.t.Fatalf("DeleteMessage(dead-letter queue) = %v", err)
+			}
+		}
+	}
+}
+
+// collect reads every execution as Step Functions recorded it.
+func (r *rig) collect(ctx context.Context) []observe.Execution {
+	r.t.Helper()
+	xs, err := observe.Collect(ctx, r.c.SFN, r.sms)
+	if err != nil {
+		r.t.Fatalf("observe.Collect() = %v", err)
+	}
+	return xs
+}
+
+// outcome gathers the executions and dead letters by submission.
+func (r *rig) outcome(ctx context.Context) *settled {
+	r.t.Helper()
+	out := &settled{xs: r.collect(ctx), end: time.Now(), byJob: map[string][]observe.Execution{}, dead: map[string][]deadLetter{}}
+	for _, x := range out.xs {
+		k := x.Job.Type + "/" + x.Job.ID
+		out.byJob[k] = append(out.byJob[k], x)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, d := range r.dead {
+		// A raw (bad) submission is known by its body, which its dead letter carries unchanged;
+		// any other by the type and id the dead letter names.
+		k := "body:" + d.Body
+		if _, raw := r.byID[k]; !raw {
+			k = d.Attrs["type"] + "/" + d.Attrs["jobId"]
+		}
+		out.dead[k] = append(out.dead[k], d)
+	}
+	return out
+}
+
+// pending lists the submissions with neither a SUCCEEDED execution nor a dead letter.
+func (r *rig) pending(out *settled) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var p []string
+	for _, s := range r.subs {
+		if !succeeded(out.byJob[s.key()]) && len(out.dead[s.key()]) == 0 {
+			p = append(p, s.String())
+		}
+	}
+	return p
+}
+
+func succeeded(xs []observe.Execution) bool {
+	for _, x := range xs {
+		if x.Status == string(sfntypes.ExecutionStatusSucceeded) {
+			return true
+		}
+	}
+	return false
+}
+
+// limitFunc gives a type's limit in force over [from, to): the most executions that may work at once
+// in that window.
+type limitFunc func(typ string) int
+
+// checkInvariants checks (a)-(d) on a settled stack; limit gives each type's limit (nil: TypeLimits).
+func (r *rig) checkInvariants(ctx context.Context, out *settled, limit limitFunc) {
+	r.t.Helper()
+	if limit == nil {
+		limit = func(typ string) int { return r.limits[typ] }
+	}
+	// (a) Concurrency from Step Functions' records.
+	peaks := observe.Peaks(out.xs, out.end)
+	types := make([]string, 0, len(peaks))
+	for typ := range peaks {
+		types = append(types, typ)
+	}
+	sort.Strings(types)
+	for _, typ := range types {
+		p := peaks[typ]
+		lim := limit(typ)
+		r.t.Logf("type %s: peak %d working at once (at %s), limit %d, %d executions", typ, p.Max,
+			p.At.Sub(r.began).Round(100*time.Millisecond), lim, count(out.xs, typ))
+		if lim <= 0 {
+			r.t.Errorf("type %s has executions but no limit: %d of them", typ, count(out.xs, typ))
+		} else if p.Max > lim {
+			r.t.Errorf("type %s: %d executions worked at once at %s, over its limit %d", typ, p.Max, p.At.Format(time.RFC3339Nano), lim)
+		}
+	}
+	for _, o := range laneOverlaps(out.xs) {
+		r.t.Errorf("two executions worked in one lane at once: %s", o)
+	}
+	for _, x := range out.xs {
+		if x.WorkEnd.IsZero() || x.Status == string(sfntypes.ExecutionStatusRunning) {
+			r.t.Errorf("execution %s is still %s after the stack settled", x.Name, x.Status)
+		}
+	}
+
+	// (b) Each job succeeded or was dead-lettered with a reason, exactly one of the two.
+	r.mu.Lock()
+	subs := append([]*submission(nil), r.subs...)
+	r.mu.Unlock()
+	known := map[string]bool{}
+	counts := map[string]int{}
+	for _, s := range subs {
+		k := s.key()
+		known[k] = true
+		ok, dead := succeeded(out.byJob[k]), out.dead[k]
+		switch {
+		case ok && len(dead) > 0:
+			r.t.Errorf("job %s both succeeded and was dead-lettered (reason %q)", s, dead[0].Attrs["reason"])
+		case !ok && len(dead) == 0:
+			r.t.Errorf("job %s neither succeeded nor was dead-lettered; executions: %s", s, names(out.byJob[k]))
+		case len(dead) > 1:
+			r.t.Errorf("job %s was dead-lettered %d times, reasons %s", s, len(dead), reasons(dead))
+		case len(dead) == 1 && dead[0].Attrs["reason"] == "":
+			r.t.Errorf("job %s was dead-lettered without a reason (attributes %v)", s, dead[0].Attrs)
+		}
+		got := wantSucceeded
+		if !ok && len(dead) > 0 {
+			got = dead[0].Attrs["reason"]
+		}
+		counts[got]++
+		if got != s.Want {
+			r.t.Errorf("job %s ended %q, want %q (executions: %s)", s, got, s.Want, names(out.byJob[k]))
+		}
+	}
+	for k, ds := range out.dead {
+		if !known[k] {
+			r.t.Errorf("dead letter for a job never submitted: key %.60q reasons %s", k, reasons(ds))
+		}
+	}
+	for k, xs := range out.byJob {
+		if !known[k] {
+			r.t.Errorf("executions of a job never submitted: %s: %s", k, names(xs))
+		}
+	}
+	r.t.Logf("%d jobs: %v; %d executions", len(subs), counts, len(out.xs))
+
+	// (c) No lease left; (d) both queues drained.
+	if ls := r.leases(ctx); len(ls) > 0 {
+		r.t.Errorf("%d leases left: %v", len(ls), ls)
+	}
+	for name, url := range map[string]string{"general": r.general, "lanes": r.lanes} {
+		if q := r.queueCounts(ctx, url); q != [2]int{} {
+			r.t.Errorf("%s queue not drained: %d visible, %d in flight", name, q[0], q[1])
+		}
+	}
+}
+
+func count(xs []observe.Execution, typ string) int {
+	n := 0
+	for _, x := range xs {
+		if x.Job.Type == typ {
+			n++
+		}
+	}
+	return n
+}
+
+func names(xs []observe.Execution) string {
+	if len(xs) == 0 {
+		return "none"
+	}
+	var s []string
+	for _, x := range xs {
+		s = append(s, x.Name+" "+x.Status)
+	}
+	return strings.Join(s, ", ")
+}
+
+func reasons(ds []deadLetter) string {
+	var s []string
+	for _, d := range ds {
+		s = append(s, strconv.Quote(d.Attrs["reason"]))
+	}
+	return strings.Join(s, ", ")
+}
+
+// laneOverlaps finds executions of one lane (type and lane from their input) whose work intervals
+// overlap.
+func laneOverlaps(xs []observe.Execution) []string {
+	byLane := map[string][]observe.Execution{}
+	for _, x := range xs {
+		k := fmt.Sprintf("%s-%d", x.Job.Type, x.Job.Lane)
+		byLane[k] = append(byLane[k], x)
+	}
+	var out []string
+	for lane, l := range byLane {
+		sort.Slice(l, func(i, j int) bool { return l[i].Start.Before(l[j].Start) })
+		var prev *observe.Execution
+		for i := range l {
+			x := &l[i]
+			if prev != nil && (prev.WorkEnd.IsZero() || x.Start.Before(prev.WorkEnd)) {
+				out = append(out, fmt.Sprintf("lane %s: %s [%s, %s) and %s [%s, %s)", lane,
+					prev.Name, stamp(prev.Start), stamp(prev.WorkEnd), x.Name, stamp(x.Start), stamp(x.WorkEnd)))
+			}
+			if prev == nil || (!prev.WorkEnd.IsZero() && (x.WorkEnd.IsZero() || x.WorkEnd.After(prev.WorkEnd))) {
+				prev = x
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Format("15:04:05.000")
+}
+
+// peakIn is the most executions of typ working at one instant within [from, to).
+func peakIn(xs []observe.Execution, typ string, from, to, now time.Time) (int, time.Time) {
+	var clipped []observe.Execution
+	for _, x := range xs {
+		if x.Job.Type != typ {
+			continue
+		}
+		end := x.WorkEnd
+		if end.IsZero() {
+			end = now
+		}
+		s, e := x.Start, end
+		if s.Before(from) {
+			s = from
+		}
+		if e.After(to) {
+			e = to
+		}
+		if s.Before(e) {
+			y := x
+			y.Start, y.WorkEnd = s, e
+			clipped = append(clipped, y)
+		}
+	}
+	p := observe.Peaks(clipped, now)[typ]
+	return p.Max, p.At
+}
+
+// waitFor polls cond every pollEvery until it holds, failing the test after within with what cond
+// says is still pending.
+func (r *rig) waitFor(ctx context.Context, within time.Duration, what string, cond func() (bool, string)) {
+	r.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		ok, pending := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("%s: not within %v; still pending: %s", what, within, pending)
+		}
+		select {
+		case <-ctx.Done():
+			r.t.Fatalf("%s: cancelled (%v); still pending: %s", what, ctx.Err(), pending)
+		case <-time.After(pollEvery):
+		}
+	}
+}
+
+// logSink keeps the stack's logs: the last lines for a failing test's report, counts of messages for
+// checks that a scenario exercised what it claims, and everything in a file when SFNLIMIT_E2E_LOGS
+// names a directory.
+type logSink struct {
+	t      *testing.T
+	mu     sync.Mutex
+	ring   []string
+	next   int
+	full   bool
+	counts map[string]int
+	file   *os.File
+}
+
+const ringLines = 400
+
+func newLogSink(t *testing.T) *logSink {
+	l := &logSink{t: t, ring: make([]string, ringLines), counts: map[string]int{}}
+	if dir := os.Getenv("SFNLIMIT_E2E_LOGS"); dir != "" {
+		name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()) + ".log"
+		if err := os.MkdirAll(dir, 0o755); err == nil {
+			if f, err := os.Create(filepath.Join(dir, name)); err == nil {
+				l.file = f
+			}
+		}
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("last lines of the stack's log:\n%s", l.tail())
+		}
+	})
+	return l
+}
+
+func (l *logSink) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, line := range strings.SplitAfter(string(p), "\n") {
+		if line == "" {
+			continue
+		}
+		l.ring[l.next] = line
+		l.next = (l.next + 1) % len(l.ring)
+		if l.next == 0 {
+			l.full = true
+		}
+	}
+	if l.file != nil {
+		_, _ = l.file.Write(p)
+	}
+	return len(p), nil
+}
+
+func (l *logSink) tail() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var b strings.Builder
+	if l.full {
+		for _, s := range l.ring[l.next:] {
+			b.WriteString(s)
+		}
+	}
+	for _, s := range l.ring[:l.next] {
+		b.WriteString(s)
+	}
+	return b.String()
+}
+
+// count returns how often a message containing part was logged. Only used for evidence that a
+// scenario exercised the path it is about, never for an invariant.
+func (l *logSink) count(part string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for msg, c := range l.counts {
+		if strings.Contains(msg, part) {
+			n += c
+		}
+	}
+	return n
+}
+
+func (l *logSink) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.file != nil {
+		_ = l.file.Close()
+		l.file = nil
+	}
+}
+
+func (l *logSink) logger() *slog.Logger {
+	return slog.New(countingHandler{sink: l, inner: slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelInfo})})
+}
+
+// emulatorWriter receives the emulators' output: only into the file, when there is one.
+func (l *logSink) emulatorWriter() io.Writer {
+	if l.file == nil {
+		return nil
+	}
+	return writerFunc(func(p []byte) (int, error) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.file != nil {
+			_, _ = l.file.Write(append([]byte("emulator: "), bytes.TrimRight(p, "\n")...))
+			_, _ = l.file.Write([]byte("\n"))
+		}
+		return len(p), nil
+	})
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// countingHandler counts each record's message before handing it on.
+type countingHandler struct {
+	sink  *logSink
+	inner slog.Handler
+}
+
+func (h countingHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return h.inner.Enabled(ctx, l)
+}
+
+func (h countingHandler) Handle(ctx context.Context, r slog.Record) error {
+	h.sink.mu.Lock()
+	h.sink.counts[r.Message]++
+	h.sink.mu.Unlock()
+	return h.inner.Handle(ctx, r)
+}
+
+func (h countingHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return countingHandler{sink: h.sink, inner: h.inner.WithAttrs(as)}
+}
+
+func (h countingHandler) WithGroup(name string) slog.Handler {
+	return countingHandler{sink: h.sink, inner: h.inner.WithGroup(name)}
+}
