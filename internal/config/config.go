@@ -137,12 +137,15 @@ type Resolver struct {
 }
 
 // NewResolver returns a resolver that re-reads overrides once they are older than maxAge (at most
-// MaxCacheAge). A nil store means defaults only.
+// MaxCacheAge; 0 reads them for every question). A nil store means defaults only.
 func NewResolver(d Defaults, store Store, maxAge time.Duration) (*Resolver, error) {
 	if err := d.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid configuration: %w", err)
 	}
-	if maxAge <= 0 || maxAge > MaxCacheAge {
+	if maxAge < 0 {
+		return nil, fmt.Errorf("config cache age %s must not be negative", maxAge)
+	}
+	if maxAge > MaxCacheAge {
 		maxAge = MaxCacheAge
 	}
 	return &Resolver{defaults: d, store: store, maxAge: maxAge, now: time.Now}, nil
@@ -250,6 +253,25 @@ func (r *Resolver) merge(typ string, ov map[string]Override) (TypeConfig, error)
 		return TypeConfig{}, fmt.Errorf("type %s: %w", typ, ErrUnknownType)
 	}
 	return c, nil
+}
+
+// MaxAttempts returns a type's attempts per job, whether or not the type has a limit (a type may
+// have lost its limit while its jobs still run).
+func (r *Resolver) MaxAttempts(ctx context.Context, typ string) int {
+	c, err := r.Get(ctx, typ)
+	if err == nil {
+		return c.MaxAttempts
+	}
+	n := r.defaults.DefaultMaxAttempts
+	if v, ok := r.defaults.MaxAttempts[typ]; ok {
+		n = v
+	}
+	if ov, err := r.load(ctx); err == nil {
+		if o, ok := ov[typ]; ok && o.MaxAttempts > 0 {
+			n = o.MaxAttempts
+		}
+	}
+	return n
 }
 
 // All returns the effective configuration of every type that has a default or an override, sorted.

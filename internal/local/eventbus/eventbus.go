@@ -75,10 +75,12 @@ func (s *StatusEvents) poll(ctx context.Context) {
 			for p.HasMorePages() {
 				page, err := p.NextPage(ctx)
 				if err != nil {
-					if ctx.Err() == nil {
-						s.Log.Warn("list executions failed", "error", err)
+					if ctx.Err() != nil {
+						return
 					}
-					return
+					// One state machine that cannot be listed must not stop events of the others.
+					s.Log.Warn("list executions failed", "stateMachineArn", sm, "error", err)
+					break
 				}
 				for _, e := range page.Executions {
 					s.deliver(ctx, sm, aws.ToString(e.ExecutionArn))

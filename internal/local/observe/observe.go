@@ -171,6 +171,9 @@ func Peaks(xs []Execution, now time.Time) map[string]Peak {
 // Series samples, per type, how many executions were working at each step from start to end.
 func Series(xs []Execution, start, end time.Time, step time.Duration) (times []time.Time, counts map[string][]int) {
 	counts = map[string][]int{}
+	if step <= 0 {
+		return nil, counts
+	}
 	for t := start; !t.After(end); t = t.Add(step) {
 		times = append(times, t)
 	}
