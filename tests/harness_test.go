@@ -38,6 +38,7 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/app"
 	"github.com/sfnlimit/sfnlimit/internal/local/observe"
 	"github.com/sfnlimit/sfnlimit/internal/local/stack"
+	"github.com/sfnlimit/sfnlimit/internal/metrics"
 )
 
 // pollEvery is how often wait loops look again.
@@ -652,6 +653,10 @@ func (r *rig) checkInvariants(ctx context.Context, out *settled, limit limitFunc
 	}
 	r.t.Logf("%d jobs: %v; %d executions", len(subs), counts, len(out.xs))
 
+	// (e) The metrics the functions published (CloudWatch embedded metric format, read back as
+	// CloudWatch would) agree with what Step Functions and the queues recorded.
+	r.checkMetrics(out, counts[wantSucceeded])
+
 	// (c) No lease left; (d) both queues drained.
 	if ls := r.leases(ctx); len(ls) > 0 {
 		r.t.Errorf("%d leases left: %v", len(ls), ls)
@@ -661,6 +666,44 @@ func (r *rig) checkInvariants(ctx context.Context, out *settled, limit limitFunc
 			r.t.Errorf("%s queue not drained: %d visible, %d in flight", name, q[0], q[1])
 		}
 	}
+}
+
+func (r *rig) checkMetrics(out *settled, succeededJobs int) {
+	r.t.Helper()
+	m := r.s.Metrics()
+	bySource := map[string]int{}
+	for _, ds := range out.dead {
+		for _, d := range ds {
+			bySource[d.Attrs["source"]]++
+		}
+	}
+	checks := []struct {
+		metric string
+		want   int
+	}{
+		{metrics.JobsSucceeded, succeededJobs},
+		{metrics.JobsDeadLettered, bySource["releaser"]},
+		{metrics.JobsRejected, bySource["router"]},
+		{metrics.JobsStarted, len(out.xs)},
+	}
+	for _, c := range checks {
+		if got := m.Sum("", c.metric); got != float64(c.want) {
+			r.t.Errorf("metric %s = %v, want %d (from the emulators' records)", c.metric, got, c.want)
+		}
+	}
+	var samples int
+	for typ := range r.limits {
+		for _, v := range m.Samples(typ, metrics.StartLatency) {
+			samples++
+			if v < 0 {
+				r.t.Errorf("metric StartLatency of type %s has a negative sample %v", typ, v)
+			}
+		}
+	}
+	if len(out.xs) > 0 && samples == 0 {
+		r.t.Errorf("metric StartLatency has no samples, want one per job's first start")
+	}
+	r.t.Logf("metrics: %v", m.Totals())
 }
 
 func count(xs []observe.Execution, typ string) int {

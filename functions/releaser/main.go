@@ -20,7 +20,7 @@ func main() {
 		log.Error("load AWS configuration", "error", err)
 		os.Exit(1)
 	}
-	h, err := app.Releaser(os.Getenv, app.NewClients(cfg), log)
+	h, err := app.Releaser(os.Getenv, app.NewClients(cfg), log, app.WithMetrics(os.Stdout))
 	if err != nil {
 		log.Error("configure releaser", "error", err)
 		os.Exit(1)

@@ -4,6 +4,7 @@ package app
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/deadletter"
 	"github.com/sfnlimit/sfnlimit/internal/lane"
 	"github.com/sfnlimit/sfnlimit/internal/lease"
+	"github.com/sfnlimit/sfnlimit/internal/metrics"
 	"github.com/sfnlimit/sfnlimit/internal/releaser"
 	"github.com/sfnlimit/sfnlimit/internal/router"
 	"github.com/sfnlimit/sfnlimit/internal/sqsbatch"
@@ -37,6 +39,28 @@ func NewClients(cfg aws.Config, opts ...func(*aws.Config)) Clients {
 		o(&cfg)
 	}
 	return Clients{SQS: sqs.NewFromConfig(cfg), SFN: sfn.NewFromConfig(cfg), DDB: dynamodb.NewFromConfig(cfg)}
+}
+
+// Option adjusts how handlers are built.
+type Option func(*options)
+
+type options struct{ metrics io.Writer }
+
+// WithMetrics sends the handlers' metrics (CloudWatch embedded metric format lines, namespace
+// METRICS_NAMESPACE) to w: os.Stdout in Lambda, a collector in the local stack. Without it metrics
+// are dropped.
+func WithMetrics(w io.Writer) Option { return func(o *options) { o.metrics = w } }
+
+func (e Env) recorder(opts []Option) *metrics.Recorder {
+	ns := e("METRICS_NAMESPACE")
+	o := options{}
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.metrics == nil {
+		return nil
+	}
+	return metrics.New(o.metrics, ns)
 }
 
 // Env reads a variable of the function's environment (os.Getenv, or a map for the local stack).
@@ -80,7 +104,7 @@ func (e Env) resolver(c Clients) (*config.Resolver, error) {
 }
 
 // Router builds the router from its environment.
-func Router(env Env, c Clients, log *slog.Logger) (*router.Router, error) {
+func Router(env Env, c Clients, log *slog.Logger, opts ...Option) (*router.Router, error) {
 	fifo, err := env.require("FIFO_QUEUE_URL")
 	if err != nil {
 		return nil, err
@@ -97,19 +121,19 @@ func Router(env Env, c Clients, log *slog.Logger) (*router.Router, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &router.Router{Config: res, Lanes: ch, Lanesq: sqsbatch.NewSender(c.SQS, fifo), DLQ: deadletter.New(c.SQS, dlq), Log: log}, nil
+	return &router.Router{Config: res, Lanes: ch, Lanesq: sqsbatch.NewSender(c.SQS, fifo), DLQ: deadletter.New(c.SQS, dlq), Log: log, Metrics: env.recorder(opts)}, nil
 }
 
 // Releaser builds the releaser (its service and event handler) from its environment.
-func Releaser(env Env, c Clients, log *slog.Logger) (*releaser.Handler, error) {
+func Releaser(env Env, c Clients, log *slog.Logger, opts ...Option) (*releaser.Handler, error) {
 	res, err := env.resolver(c)
 	if err != nil {
 		return nil, err
 	}
-	return releaserWith(env, c, res, log)
+	return releaserWith(env, c, res, log, env.recorder(opts))
 }
 
-func releaserWith(env Env, c Clients, res *config.Resolver, log *slog.Logger) (*releaser.Handler, error) {
+func releaserWith(env Env, c Clients, res *config.Resolver, log *slog.Logger, rec *metrics.Recorder) (*releaser.Handler, error) {
 	fifo, err := env.require("FIFO_QUEUE_URL")
 	if err != nil {
 		return nil, err
@@ -132,7 +156,7 @@ func releaserWith(env Env, c Clients, res *config.Resolver, log *slog.Logger) (*
 	}
 	leases := lease.NewStore(c.DDB, table)
 	svc := &releaser.Service{
-		Leases: leases, Queue: c.SQS, QueueURL: fifo, SFN: c.SFN, Config: res, DLQ: deadletter.New(c.SQS, dlq), Log: log,
+		Leases: leases, Queue: c.SQS, QueueURL: fifo, SFN: c.SFN, Config: res, DLQ: deadletter.New(c.SQS, dlq), Log: log, Metrics: rec,
 	}
 	return &releaser.Handler{
 		Service: svc, Leases: leases, SweepMinAge: minAge, SweepMaxDescribes: maxDescribes, SweepConcurrency: 8, Log: log,
@@ -141,12 +165,13 @@ func releaserWith(env Env, c Clients, res *config.Resolver, log *slog.Logger) (*
 
 // Starter builds the starter from its environment; it carries its own releaser service for jobs
 // whose executions ended without a release.
-func Starter(env Env, c Clients, log *slog.Logger) (*starter.Starter, error) {
+func Starter(env Env, c Clients, log *slog.Logger, opts ...Option) (*starter.Starter, error) {
 	res, err := env.resolver(c)
 	if err != nil {
 		return nil, err
 	}
-	rel, err := releaserWith(env, c, res, log)
+	rec := env.recorder(opts)
+	rel, err := releaserWith(env, c, res, log, rec)
 	if err != nil {
 		return nil, err
 	}
@@ -169,6 +194,6 @@ func Starter(env Env, c Clients, log *slog.Logger) (*starter.Starter, error) {
 	return &starter.Starter{
 		Config: res, Leases: svc.Leases, SFN: c.SFN, Queue: c.SQS, QueueURL: svc.QueueURL,
 		DLQ: svc.DLQ, Releaser: svc, Lanes: ch, RetryDelay: retry,
-		StaleAfter: vis + vis/2, Concurrency: 10, Log: log,
+		StaleAfter: vis + vis/2, Concurrency: 10, Log: log, Metrics: rec,
 	}, nil
 }

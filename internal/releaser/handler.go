@@ -13,6 +13,7 @@ import (
 
 	"github.com/sfnlimit/sfnlimit/internal/job"
 	"github.com/sfnlimit/sfnlimit/internal/lease"
+	"github.com/sfnlimit/sfnlimit/internal/metrics"
 )
 
 // WorkflowEvent is what a workflow's Release step sends.
@@ -68,6 +69,11 @@ type Handler struct {
 
 // Handle dispatches on the event's shape.
 func (h *Handler) Handle(ctx context.Context, raw json.RawMessage) (Response, error) {
+	defer func() {
+		if err := h.Service.Metrics.Flush(); err != nil {
+			h.Log.WarnContext(ctx, "metrics not written", "error", err)
+		}
+	}()
 	var env envelope
 	if err := json.Unmarshal(raw, &env); err != nil {
 		return Response{}, fmt.Errorf("releaser event is not a JSON object: %w", err)
@@ -154,6 +160,7 @@ func (h *Handler) Sweep(ctx context.Context) (Response, error) {
 	if h.Now != nil {
 		now = h.Now
 	}
+	h.gauges(ctx, all)
 	var due []lease.Lease
 	for _, l := range all {
 		// A dead-lettering lease whose release stopped before it finished is taken over (Release).
@@ -212,10 +219,35 @@ func (h *Handler) sweepOne(ctx context.Context, l lease.Lease) (bool, error) {
 		return false, err
 	}
 	if res != Noop {
+		h.Service.Metrics.Add(l.Type, metrics.LeasesSwept, 1)
 		h.Log.WarnContext(ctx, "sweep released a lane its execution left behind",
 			"jobId", l.JobID, "type", l.Type, "lane", l.Lane, "attempt", l.Attempt, "status", out.Status, "result", res)
 	}
 	return res != Noop, nil
+}
+
+// gauges records, per type with leases or a configured limit, the running leases and the share of
+// the type's lanes they hold.
+func (h *Handler) gauges(ctx context.Context, all []lease.Lease) {
+	running := map[string]int{}
+	for _, l := range all {
+		if l.Status == lease.Running {
+			running[l.Type]++
+		}
+	}
+	if cs, err := h.Service.Config.All(ctx); err == nil {
+		for _, c := range cs {
+			if _, ok := running[c.Type]; !ok {
+				running[c.Type] = 0
+			}
+		}
+	}
+	for typ, n := range running {
+		h.Service.Metrics.Observe(typ, metrics.RunningLeases, float64(n))
+		if c, err := h.Service.Config.Get(ctx, typ); err == nil && c.Limit > 0 {
+			h.Service.Metrics.Observe(typ, metrics.LaneOccupancy, 100*float64(n)/float64(c.Limit))
+		}
+	}
 }
 
 func orDefault(p *string, def string) string {

@@ -20,6 +20,7 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/deadletter"
 	"github.com/sfnlimit/sfnlimit/internal/job"
 	"github.com/sfnlimit/sfnlimit/internal/lease"
+	"github.com/sfnlimit/sfnlimit/internal/metrics"
 )
 
 // Outcome is how an attempt ended.
@@ -76,7 +77,8 @@ type describer interface {
 
 type configGetter interface {
 	Get(ctx context.Context, typ string) (config.TypeConfig, error)
-	Defaults() config.Defaults
+	All(ctx context.Context) ([]config.TypeConfig, error)
+	MaxAttempts(ctx context.Context, typ string) int
 }
 
 type deadLetterer interface {
@@ -94,6 +96,9 @@ type Service struct {
 	Log      *slog.Logger
 	// Now is the clock leases are judged by (time.Now when nil).
 	Now func() time.Time
+	// Metrics receives JobsSucceeded, JobsRetried and JobsDeadLettered per type (nil: none). Whoever
+	// invokes the service flushes it.
+	Metrics *metrics.Recorder
 }
 
 // maxRounds bounds how often a release re-reads a lease that changed under it (the starter refreshing
@@ -123,6 +128,7 @@ func (s *Service) Release(ctx context.Context, req Request) (Result, error) {
 			return "", err
 		}
 		log.InfoContext(ctx, "released", "result", res, "outcome", req.Outcome)
+
 		return res, nil
 	}
 	return "", fmt.Errorf("release job %s in lane %s: lease kept changing after %d rounds", req.JobID, req.Key, maxRounds)
@@ -138,7 +144,11 @@ func (s *Service) releaseLease(ctx context.Context, log *slog.Logger, req Reques
 		if err := s.deleteMessage(ctx, l); err != nil {
 			return "", err
 		}
-		return Deleted, s.Leases.Delete(ctx, l)
+		if err := s.Leases.Delete(ctx, l); err != nil {
+			return "", err
+		}
+		s.Metrics.Add(req.Key.Type, metrics.JobsSucceeded, 1)
+		return Deleted, nil
 	}
 
 	if l.Status == lease.Retrying {
@@ -156,10 +166,7 @@ func (s *Service) releaseLease(ctx context.Context, log *slog.Logger, req Reques
 		// finished, which may or may not have sent the dead letter: finish it (at least once).
 		return s.deadLetter(ctx, log, req, l, dead)
 	}
-	maxAttempts := s.Config.Defaults().DefaultMaxAttempts
-	if cfg, err := s.Config.Get(ctx, req.Key.Type); err == nil {
-		maxAttempts = cfg.MaxAttempts
-	}
+	maxAttempts := s.Config.MaxAttempts(ctx, req.Key.Type)
 	if req.Outcome == Failed && l.Attempt < maxAttempts {
 		next := l
 		next.Status = lease.Retrying
@@ -169,6 +176,7 @@ func (s *Service) releaseLease(ctx context.Context, log *slog.Logger, req Reques
 			return "", err
 		}
 		log.InfoContext(ctx, "attempt failed; job will run again", "error", req.Error, "maxAttempts", maxAttempts)
+		s.Metrics.Add(req.Key.Type, metrics.JobsRetried, 1)
 		return Retried, s.makeVisible(ctx, written)
 	}
 
@@ -215,6 +223,7 @@ func (s *Service) deadLetter(ctx context.Context, log *slog.Logger, req Request,
 			return "", err
 		}
 		*dead = true
+		s.Metrics.Add(l.Type, metrics.JobsDeadLettered, 1)
 		log.WarnContext(ctx, "job dead-lettered", "reason", reason, "error", req.Error)
 	}
 	if err := s.deleteMessage(ctx, l); err != nil {

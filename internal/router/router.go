@@ -21,6 +21,7 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/deadletter"
 	"github.com/sfnlimit/sfnlimit/internal/job"
 	"github.com/sfnlimit/sfnlimit/internal/lane"
+	"github.com/sfnlimit/sfnlimit/internal/metrics"
 	"github.com/sfnlimit/sfnlimit/internal/sqsbatch"
 )
 
@@ -43,14 +44,18 @@ type Router struct {
 	Lanesq batchSender
 	DLQ    deadLetterer
 	Log    *slog.Logger
+	// Metrics receives JobsRouted and JobsRejected per type (nil: none).
+	Metrics *metrics.Recorder
 }
 
 // Handle routes one batch of general-queue messages.
 func (r *Router) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	defer r.flush(ctx)
 	var (
 		resp    events.SQSEventResponse
 		entries []types.SendMessageBatchRequestEntry
 		byEntry = map[string]events.SQSMessage{}
+		typeOf  = map[string]string{}
 	)
 	fail := func(m events.SQSMessage) {
 		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
@@ -84,12 +89,17 @@ func (r *Router) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 		})
 		byEntry[id] = m
 		r.Log.InfoContext(ctx, "routed", "jobId", j.ID, "type", j.Type, "lane", ln)
+		typeOf[id] = j.Type
 	}
 	if len(entries) == 0 {
 		return resp, nil
 	}
 	failed, err := r.Lanesq.Send(ctx, entries)
+	for _, typ := range typeOf {
+		r.Metrics.Add(typ, metrics.JobsRouted, 1)
+	}
 	for _, f := range failed {
+		r.Metrics.Add(typeOf[f.ID], metrics.JobsRouted, -1)
 		m := byEntry[f.ID]
 		r.Log.ErrorContext(ctx, "send to lanes queue failed after retries; the general queue will deliver the job again",
 			"messageId", m.MessageId, "code", f.Code, "error", f.Message)
@@ -122,10 +132,17 @@ func (r *Router) route(ctx context.Context, m events.SQSMessage) (job.Job, int, 
 }
 
 func (r *Router) reject(ctx context.Context, m events.SQSMessage, j job.Job, reason job.Reason, cause error) error {
+	r.Metrics.Add(j.Type, metrics.JobsRejected, 1)
 	r.Log.WarnContext(ctx, "job refused", "messageId", m.MessageId, "type", j.Type, "jobId", j.ID, "reason", reason, "error", cause)
 	return r.DLQ.Send(ctx, deadletter.Entry{
 		Reason: string(reason), Source: "router", Type: j.Type, JobID: j.ID, Error: string(reason), Cause: cause.Error(), Body: m.Body,
 	})
+}
+
+func (r *Router) flush(ctx context.Context) {
+	if err := r.Metrics.Flush(); err != nil {
+		r.Log.WarnContext(ctx, "metrics not written", "error", err)
+	}
 }
 
 // sentAt is when the producer sent the message (SQS's SentTimestamp, milliseconds since the epoch).

@@ -29,6 +29,7 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/job"
 	"github.com/sfnlimit/sfnlimit/internal/lane"
 	"github.com/sfnlimit/sfnlimit/internal/lease"
+	"github.com/sfnlimit/sfnlimit/internal/metrics"
 	"github.com/sfnlimit/sfnlimit/internal/releaser"
 )
 
@@ -89,6 +90,8 @@ type Starter struct {
 	Concurrency int
 	Now         func() time.Time
 	Log         *slog.Logger
+	// Metrics receives the starter's counts per type (nil: none).
+	Metrics *metrics.Recorder
 }
 
 // verdict is what becomes of one message.
@@ -101,6 +104,11 @@ const (
 
 // Handle processes a batch: one message per message group; the rest of a group go back at once.
 func (s *Starter) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	defer func() {
+		if err := s.Metrics.Flush(); err != nil {
+			s.Log.WarnContext(ctx, "metrics not written", "error", err)
+		}
+	}()
 	var (
 		resp   events.SQSEventResponse
 		order  []string
@@ -206,6 +214,7 @@ func (s *Starter) process(ctx context.Context, m events.SQSMessage) verdict {
 	v, err := s.claimAndStart(ctx, x)
 	if err != nil {
 		x.log.ErrorContext(ctx, "start failed; the job will be tried again shortly", "error", err)
+		s.Metrics.Add(typ, metrics.StartsFailed, 1)
 		return s.backoff(ctx, m)
 	}
 	return v
@@ -302,7 +311,12 @@ func (s *Starter) start(ctx context.Context, x *msg, cfg config.TypeConfig, clai
 		log.WarnContext(ctx, "execution started but its lease was not updated", "error", err)
 		return hold, nil
 	}
-	log.InfoContext(ctx, "started", "executionArn", arn, "waitedMs", s.now().Sub(x.job.SubmittedAt).Milliseconds())
+	waited := s.now().Sub(x.job.SubmittedAt)
+	log.InfoContext(ctx, "started", "executionArn", arn, "waitedMs", waited.Milliseconds())
+	s.Metrics.Add(x.key.Type, metrics.JobsStarted, 1)
+	if claimed.Attempt == 1 { // from submission to the first start: the wait users feel
+		s.Metrics.Observe(x.key.Type, metrics.StartLatency, float64(waited.Milliseconds()))
+	}
 	return hold, nil
 }
 
@@ -328,6 +342,7 @@ func (s *Starter) alreadyExists(ctx context.Context, x *msg, cfg config.TypeConf
 	ours := sameLane && (!closed || (prev != nil && prev.Status == lease.Starting))
 	if !ours {
 		// Another message already ran (or runs) this job attempt: this one is a duplicate.
+		s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
 		x.log.WarnContext(ctx, "duplicate job: its execution already exists; dropping this copy",
 			"execution", name, "status", d.Status, "executionLane", in.Job.Lane)
 		if err := s.dropLease(ctx, claimed, prev); err != nil {
@@ -392,6 +407,7 @@ func (s *Starter) redelivered(ctx context.Context, x *msg, l lease.Lease) (verdi
 		return s.releaseEnded(ctx, x, written, outcome, d)
 	}
 	x.log.InfoContext(ctx, "job still running; holding its lane again with the new receipt handle", "attempt", l.Attempt)
+	s.Metrics.Add(x.key.Type, metrics.JobsHeldAgain, 1)
 	return hold, nil
 }
 
@@ -468,6 +484,7 @@ func (s *Starter) move(ctx context.Context, x *msg, l *lease.Lease, limit int) (
 		}
 	}
 	x.log.InfoContext(ctx, "lane above the type's limit; job moved", "toLane", to, "limit", limit)
+	s.Metrics.Add(x.key.Type, metrics.JobsMoved, 1)
 	return ack, nil
 }
 

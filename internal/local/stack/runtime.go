@@ -89,19 +89,19 @@ func (s *Stack) StartRuntime(ctx context.Context) error {
 		var eventHandler eventbus.Target
 		switch kind {
 		case "router":
-			h, err := app.Router(env, clients, log)
+			h, err := app.Router(env, clients, log, app.WithMetrics(s.Metrics()))
 			if err != nil {
 				return fail(fmt.Errorf("configure %s: %w", cfg.LogicalID, err))
 			}
 			sqsHandler = h.Handle
 		case "starter":
-			h, err := app.Starter(env, clients, log)
+			h, err := app.Starter(env, clients, log, app.WithMetrics(s.Metrics()))
 			if err != nil {
 				return fail(fmt.Errorf("configure %s: %w", cfg.LogicalID, err))
 			}
 			sqsHandler = h.Handle
 		case "releaser":
-			h, err := app.Releaser(env, clients, log)
+			h, err := app.Releaser(env, clients, log, app.WithMetrics(s.Metrics()))
 			if err != nil {
 				return fail(fmt.Errorf("configure %s: %w", cfg.LogicalID, err))
 			}

@@ -30,6 +30,7 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/emulator"
 	"github.com/sfnlimit/sfnlimit/internal/local/callcount"
 	"github.com/sfnlimit/sfnlimit/internal/local/gateway"
+	"github.com/sfnlimit/sfnlimit/internal/metrics"
 )
 
 // Region and account of the local stack (the emulators' defaults).
@@ -84,6 +85,7 @@ type Stack struct {
 	gw        *gateway.Gateway
 	info      Info
 	counters  map[string]*callcount.Counter
+	metrics   *metrics.Collector
 	counterMu sync.Mutex
 	log       *slog.Logger
 
@@ -104,7 +106,7 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 			return nil, err
 		}
 	}
-	s = &Stack{opts: opts, attrs: cfntemplate.Attributes{}, counters: map[string]*callcount.Counter{}, log: opts.Log}
+	s = &Stack{opts: opts, attrs: cfntemplate.Attributes{}, counters: map[string]*callcount.Counter{}, metrics: metrics.NewCollector(), log: opts.Log}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -146,6 +148,10 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 
 // Info returns the endpoint and outputs.
 func (s *Stack) Info() Info { return s.info }
+
+// Metrics returns what the functions published in CloudWatch embedded metric format, added up as
+// CloudWatch would, over the stack's life (runtime restarts included).
+func (s *Stack) Metrics() *metrics.Collector { return s.metrics }
 
 // Gateway gives access to fault injection and the gateway's call counts.
 func (s *Stack) Gateway() *gateway.Gateway { return s.gw }

@@ -1,0 +1,167 @@
+// Package metrics records the limiter's metrics in CloudWatch embedded metric format (EMF): JSON log
+// lines that CloudWatch Logs turns into metrics without an API call. Counts are added up during an
+// invocation and written once per type at Flush, each under the dimension Type and also without
+// dimensions (the total that alarms watch). The local stack reads the same lines back (Collector),
+// so the metrics the functions publish are the ones its tests assert.
+package metrics
+
+import (
+	"encoding/json"
+	"io"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Metric names.
+const (
+	JobsRouted        = "JobsRouted"
+	JobsRejected      = "JobsRejected"
+	JobsStarted       = "JobsStarted"
+	JobsHeldAgain     = "JobsHeldAgain"
+	JobsMoved         = "JobsMoved"
+	DuplicatesDropped = "DuplicatesDropped"
+	StartsFailed      = "StartsFailed"
+	JobsSucceeded     = "JobsSucceeded"
+	JobsRetried       = "JobsRetried"
+	JobsDeadLettered  = "JobsDeadLettered"
+	LeasesSwept       = "LeasesSwept"
+	RunningLeases     = "RunningLeases"
+	LaneOccupancy     = "LaneOccupancy"
+	StartLatency      = "StartLatency"
+)
+
+// Units of the metrics.
+var units = map[string]string{
+	StartLatency: "Milliseconds", LaneOccupancy: "Percent",
+}
+
+// NoType is the Type dimension of jobs whose type is not known (unreadable bodies).
+const NoType = "(none)"
+
+// Recorder accumulates metrics of one function; it is safe for concurrent use. A nil *Recorder
+// records nothing.
+type Recorder struct {
+	w         io.Writer
+	namespace string
+	now       func() time.Time
+
+	mu     sync.Mutex
+	counts map[string]map[string]float64   // type -> metric -> sum
+	values map[string]map[string][]float64 // type -> metric -> samples (latencies, gauges)
+}
+
+// New returns a recorder writing EMF lines to w under namespace.
+func New(w io.Writer, namespace string) *Recorder {
+	if namespace == "" {
+		namespace = "sfnlimit"
+	}
+	return &Recorder{w: w, namespace: namespace, now: time.Now, counts: map[string]map[string]float64{}, values: map[string]map[string][]float64{}}
+}
+
+// Add adds n to a count of a type.
+func (r *Recorder) Add(typ, metric string, n float64) {
+	if r == nil {
+		return
+	}
+	if typ == "" {
+		typ = NoType
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.counts[typ] == nil {
+		r.counts[typ] = map[string]float64{}
+	}
+	r.counts[typ][metric] += n
+}
+
+// Observe records one sample (a latency or a gauge) of a type.
+func (r *Recorder) Observe(typ, metric string, v float64) {
+	if r == nil {
+		return
+	}
+	if typ == "" {
+		typ = NoType
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.values[typ] == nil {
+		r.values[typ] = map[string][]float64{}
+	}
+	r.values[typ][metric] = append(r.values[typ][metric], v)
+}
+
+// Flush writes what was recorded since the last flush, one EMF line per type, and forgets it.
+func (r *Recorder) Flush() error {
+	if r == nil {
+		return nil
+	}
+	r.mu.Lock()
+	counts, values := r.counts, r.values
+	r.counts, r.values = map[string]map[string]float64{}, map[string]map[string][]float64{}
+	r.mu.Unlock()
+	types := map[string]bool{}
+	for t := range counts {
+		types[t] = true
+	}
+	for t := range values {
+		types[t] = true
+	}
+	sorted := make([]string, 0, len(types))
+	for t := range types {
+		sorted = append(sorted, t)
+	}
+	sort.Strings(sorted)
+	for _, t := range sorted {
+		if len(counts[t]) > 0 {
+			line := map[string]any{}
+			for m, v := range counts[t] {
+				line[m] = v
+			}
+			if err := r.write(t, line); err != nil {
+				return err
+			}
+		}
+		for m, vs := range values[t] {
+			// EMF takes at most 100 values of a metric in one line: each is one sample.
+			for i := 0; i < len(vs); i += 100 {
+				if err := r.write(t, map[string]any{m: vs[i:min(i+100, len(vs))]}); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// write puts one EMF line for a type with the given metric values.
+func (r *Recorder) write(typ string, line map[string]any) error {
+	names := make([]string, 0, len(line))
+	for m := range line {
+		names = append(names, m)
+	}
+	sort.Strings(names)
+	defs := make([]map[string]string, 0, len(names))
+	for _, m := range names {
+		unit := units[m]
+		if unit == "" {
+			unit = "Count"
+		}
+		defs = append(defs, map[string]string{"Name": m, "Unit": unit})
+	}
+	line["Type"] = typ
+	line["_aws"] = map[string]any{
+		"Timestamp": r.now().UnixMilli(),
+		"CloudWatchMetrics": []map[string]any{{
+			"Namespace":  r.namespace,
+			"Dimensions": [][]string{{"Type"}, {}},
+			"Metrics":    defs,
+		}},
+	}
+	b, err := json.Marshal(line)
+	if err != nil {
+		return err
+	}
+	_, err = r.w.Write(append(b, '\n'))
+	return err
+}
