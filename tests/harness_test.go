@@ -257,7 +257,7 @@ func (r *rig) submit(ctx context.Context, jobs ...job) {
 	r.t.Helper()
 	var bodies []string
 	for _, j := range jobs {
-		body, err := json.Marshal(map[string]any{"type": j.Type, "id": j.ID, "input": j.Input})
+		body, err := json.Marshal(map[string]any{"type": j.Type, "id": j.ID, "input": withCanary(j.Input)})
 		if err != nil {
 			r.t.Fatalf("encode job %s: %v", j.ID, err)
 		}
@@ -265,6 +265,23 @@ func (r *rig) submit(ctx context.Context, jobs ...job) {
 		r.record(j.Type, j.ID, "", j.Want)
 	}
 	r.sendGeneral(ctx, bodies...)
+}
+
+// inputCanary rides in every job's input; no log line of the limiter may ever contain it.
+const inputCanary = "sfnlimit-canary-input-7f3a"
+
+// withCanary adds the canary to a job input that is a JSON object.
+func withCanary(in any) any {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return in
+	}
+	var m map[string]any
+	if json.Unmarshal(b, &m) != nil || m == nil {
+		return in
+	}
+	m["canary"] = inputCanary
+	return m
 }
 
 // submitRaw sends one body as it is (bad input); the job must end dead-lettered with reason want,
@@ -657,6 +674,14 @@ func (r *rig) checkInvariants(ctx context.Context, out *settled, limit limitFunc
 	// CloudWatch would) agree with what Step Functions and the queues recorded.
 	r.checkMetrics(out, counts[wantSucceeded])
 
+	// Logs name jobs and never carry their input.
+	r.logs.mu.Lock()
+	leaks := append([]string(nil), r.logs.leaks...)
+	r.logs.mu.Unlock()
+	for _, l := range leaks[:min(len(leaks), 3)] {
+		r.t.Errorf("a log line carries a job's input: %s", l)
+	}
+
 	// (c) No lease left; (d) both queues drained.
 	if ls := r.leases(ctx); len(ls) > 0 {
 		r.t.Errorf("%d leases left: %v", len(ls), ls)
@@ -829,6 +854,8 @@ type logSink struct {
 	full   bool
 	counts map[string]int
 	file   *os.File
+	// leaks are log lines that carried a job's input (the canary).
+	leaks []string
 }
 
 const ringLines = 400
@@ -857,6 +884,9 @@ func (l *logSink) Write(p []byte) (int, error) {
 	for _, line := range strings.SplitAfter(string(p), "\n") {
 		if line == "" {
 			continue
+		}
+		if strings.Contains(line, inputCanary) {
+			l.leaks = append(l.leaks, line)
 		}
 		l.ring[l.next] = line
 		l.next = (l.next + 1) % len(l.ring)

@@ -1,0 +1,167 @@
+package cfntemplate
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// Security checks of template.yaml that fail on regression (issue: operate it with confidence).
+
+// ownAttr answers every attribute of a resource of the template with a marked ARN, so a resolved
+// policy shows which of its resources are the stack's own.
+func ownAttr(tpl *Template) AttrFunc {
+	return func(id, attr string) (string, bool) {
+		if _, ok := tpl.byID[id]; !ok {
+			return "", false
+		}
+		return fmt.Sprintf("arn:aws:own:us-east-1:123456789012:OWN-%s-%s", id, attr), true
+	}
+}
+
+// Every Allow statement names only the stack's own resources: resources of the template, the
+// sample state machine's executions (named from the stack), and the state machines the deployer
+// listed in ExtraStateMachineArns. The one exception is X-Ray, whose trace-writing actions have no
+// resource-level permissions (AWS forces "*").
+func TestEveryAllowIsScopedToTheStack(t *testing.T) {
+	const extra = "arn:aws:states:us-east-1:123456789012:stateMachine:USERS-own"
+	tpl := loadApp(t)
+	r, err := tpl.Resolver(Env{StackName: stack, Parameters: map[string]string{"ExtraStateMachineArns": extra}, Attr: ownAttr(tpl)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowed := func(res string) bool {
+		switch {
+		case strings.Contains(res, ":OWN-"):
+			return true
+		case strings.HasPrefix(res, "arn:aws:states:us-east-1:123456789012:execution:"+stack+"-sample:"),
+			strings.HasPrefix(res, "arn:aws:states:us-east-1:123456789012:stateMachine:"+stack+"-sample"):
+			return true
+		case res == extra || strings.HasPrefix(res, strings.Replace(extra, ":stateMachine:", ":execution:", 1)+":"):
+			return true
+		}
+		return false
+	}
+	statements := 0
+	for _, res := range tpl.resources {
+		var docs []any
+		switch res.Type {
+		case "AWS::IAM::Role":
+			for _, p := range asList(res.Properties["Policies"]) {
+				docs = append(docs, asMap(p)["PolicyDocument"])
+			}
+		case "AWS::IAM::ManagedPolicy":
+			docs = append(docs, res.Properties["PolicyDocument"])
+		}
+		for _, doc := range docs {
+			ev, err := r.Eval(doc)
+			if err != nil {
+				t.Fatalf("%s: resolve policy: %v", res.ID, err)
+			}
+			for _, st := range asList(asMap(ev)["Statement"]) {
+				m := asMap(st)
+				if m["Effect"] != "Allow" {
+					continue
+				}
+				statements++
+				actions := strings.Fields(fmt.Sprint(m["Action"]))
+				resources := asList(m["Resource"])
+				if s, ok := m["Resource"].(string); ok {
+					resources = []any{s}
+				}
+				for _, rr := range resources {
+					s := fmt.Sprint(rr)
+					if s == "*" && allXRay(actions) {
+						continue // X-Ray PutTraceSegments/PutTelemetryRecords take no resource ARN
+					}
+					if !allowed(s) {
+						t.Errorf("%s statement %v allows %v on %q, which is not the stack's own", res.ID, m["Sid"], m["Action"], s)
+					}
+				}
+			}
+		}
+	}
+	if statements < 10 {
+		t.Errorf("checked %d Allow statements, want the roles' and policies' (at least 10)", statements)
+	}
+}
+
+func allXRay(actions []string) bool {
+	for _, a := range actions {
+		if !strings.HasPrefix(strings.Trim(a, "[]"), "xray:") {
+			return false
+		}
+	}
+	return len(actions) > 0
+}
+
+// Every queue is encrypted and refuses access without TLS.
+func TestQueuesEncryptedAndTLSOnly(t *testing.T) {
+	tpl := loadApp(t)
+	queues := tpl.ResourceIDs(TypeQueue)
+	if len(queues) != 3 {
+		t.Fatalf("queues = %v, want 3", queues)
+	}
+	tlsOnly := map[string]bool{}
+	for _, res := range tpl.resources {
+		if res.Type != "AWS::SQS::QueuePolicy" {
+			continue
+		}
+		denies := false
+		for _, st := range asList(asMap(res.Properties["PolicyDocument"])["Statement"]) {
+			m := asMap(st)
+			cond := fmt.Sprint(asMap(asMap(m["Condition"])["Bool"])["aws:SecureTransport"])
+			if m["Effect"] == "Deny" && fmt.Sprint(m["Principal"]) == "*" && fmt.Sprint(m["Action"]) == "sqs:*" && cond == "false" {
+				denies = true
+			}
+		}
+		if !denies {
+			continue
+		}
+		for _, q := range asList(res.Properties["Queues"]) {
+			tlsOnly[fmt.Sprint(asMap(q)["Ref"])] = true
+		}
+	}
+	for _, id := range queues {
+		p := tpl.byID[id].Properties
+		if p["SqsManagedSseEnabled"] != true && p["KmsMasterKeyId"] == nil {
+			t.Errorf("queue %s is not encrypted (SqsManagedSseEnabled or KmsMasterKeyId)", id)
+		}
+		if !tlsOnly[id] {
+			t.Errorf("queue %s has no queue policy denying sqs:* without aws:SecureTransport", id)
+		}
+	}
+}
+
+// The table is encrypted and has point-in-time recovery, so a bad write can be undone.
+func TestTableEncryptedWithPointInTimeRecovery(t *testing.T) {
+	tpl := loadApp(t)
+	for _, id := range tpl.ResourceIDs(TypeTable) {
+		p := tpl.byID[id].Properties
+		if asMap(p["SSESpecification"])["SSEEnabled"] != true {
+			t.Errorf("table %s: SSESpecification.SSEEnabled is not true", id)
+		}
+		if asMap(p["PointInTimeRecoverySpecification"])["PointInTimeRecoveryEnabled"] != true {
+			t.Errorf("table %s: point-in-time recovery is not enabled", id)
+		}
+	}
+}
+
+// Every alarm tells the reader what to do, and notifies the topic when one is given.
+func TestAlarmsSayWhatToDo(t *testing.T) {
+	tpl := loadApp(t)
+	alarms := tpl.ResourceIDs("AWS::CloudWatch::Alarm")
+	if len(alarms) < 6 {
+		t.Fatalf("alarms = %v, want at least dead letters, queue ages, stalled, lease drift, executions failed", alarms)
+	}
+	for _, id := range alarms {
+		p := tpl.byID[id].Properties
+		desc, _ := p["AlarmDescription"].(string)
+		if len(desc) < 80 {
+			t.Errorf("alarm %s: description %q is too short to say what to do", id, desc)
+		}
+		if p["AlarmActions"] == nil || p["OKActions"] == nil {
+			t.Errorf("alarm %s has no AlarmActions/OKActions (AlarmTopicArn)", id)
+		}
+	}
+}
