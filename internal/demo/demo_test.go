@@ -50,6 +50,20 @@ func TestDemoSmallRun(t *testing.T) {
 			t.Errorf("type %s: %d succeeded + %d dead-lettered, want %d jobs", tr.Type, tr.Succeeded, tr.DeadLettered, tr.Jobs)
 		}
 	}
+	// The metrics the functions published agree with the outcomes.
+	var succeeded, dead float64
+	for _, m := range rep.Metrics {
+		succeeded += m["JobsSucceeded"]
+		dead += m["JobsDeadLettered"]
+	}
+	wantSucceeded, wantDead := 0, 0
+	for _, tr := range rep.Types {
+		wantSucceeded += tr.Succeeded
+		wantDead += tr.DeadLettered
+	}
+	if int(succeeded) != wantSucceeded || int(dead) != wantDead {
+		t.Errorf("metrics JobsSucceeded %v, JobsDeadLettered %v; want %d and %d", succeeded, dead, wantSucceeded, wantDead)
+	}
 	if rep.TotalPerMillion <= 0 || len(rep.Calls) == 0 {
 		t.Errorf("cost %v, %d call rows: want a priced report", rep.TotalPerMillion, len(rep.Calls))
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sfnlimit/sfnlimit/internal/local/observe"
 	"github.com/sfnlimit/sfnlimit/internal/local/stack"
+	"github.com/sfnlimit/sfnlimit/internal/metrics"
 )
 
 // AWS list prices (us-east-1), see the README's cost section.
@@ -70,6 +71,8 @@ type Report struct {
 	TotalPerMillion float64        `json:"totalDollarsPerMillionJobs"`
 	// WorkTransitionsPerJob are the sample work's own state transitions (the user's, not the limiter's).
 	WorkTransitionsPerJob float64 `json:"workTransitionsPerJob"`
+	// Metrics are the totals the functions published (CloudWatch embedded metric format), per type.
+	Metrics map[string]map[string]float64 `json:"metrics"`
 
 	execs []observe.Execution
 	start time.Time
@@ -167,6 +170,7 @@ func buildReport(w Workload, jobs []Job, xs []observe.Execution, dead []DeadLett
 		r.Types = append(r.Types, tr)
 	}
 	r.costs(s, xs, len(jobs), workTransitions)
+	r.Metrics = s.Metrics().Totals()
 	return r
 }
 
@@ -327,6 +331,30 @@ func (r *Report) Print(w io.Writer) {
 	}
 	for _, m := range r.Mismatches {
 		fmt.Fprintf(w, "UNEXPECTED: %s\n", m)
+	}
+	if len(r.Metrics) > 0 {
+		fmt.Fprintln(w, "\nMetrics the functions published (totals; CloudWatch embedded metric format):")
+		names := []string{metrics.JobsRouted, metrics.JobsRejected, metrics.JobsStarted, metrics.JobsHeldAgain, metrics.JobsMoved,
+			metrics.JobsSucceeded, metrics.JobsRetried, metrics.JobsDeadLettered, metrics.LeasesSwept}
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprint(tw, "type\t")
+		for _, n := range names {
+			fmt.Fprintf(tw, "%s\t", strings.TrimPrefix(n, "Jobs"))
+		}
+		fmt.Fprintln(tw)
+		types := make([]string, 0, len(r.Metrics))
+		for t := range r.Metrics {
+			types = append(types, t)
+		}
+		sort.Strings(types)
+		for _, t := range types {
+			fmt.Fprintf(tw, "%s\t", t)
+			for _, n := range names {
+				fmt.Fprintf(tw, "%.0f\t", r.Metrics[t][n])
+			}
+			fmt.Fprintln(tw)
+		}
+		tw.Flush()
 	}
 	fmt.Fprintln(w, "\nAPI calls per job (all submissions):")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
