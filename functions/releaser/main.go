@@ -1,29 +1,11 @@
-// Command releaser is the sfnlimit releaser Lambda function: configuration from the environment, clients, the
-// handler from internal/app, lambda.Start.
+// Command releaser is the sfnlimit releaser Lambda function; internal/app wires it.
 package main
 
 import (
-	"context"
-	"os"
-
-	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-lambda-go/lambdacontext"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-
 	"github.com/sfnlimit/sfnlimit/internal/app"
+	"github.com/sfnlimit/sfnlimit/internal/releaser"
 )
 
 func main() {
-	log := lambdacontext.NewLogger()
-	cfg, err := awsconfig.LoadDefaultConfig(context.Background())
-	if err != nil {
-		log.Error("load AWS configuration", "error", err)
-		os.Exit(1)
-	}
-	h, err := app.Releaser(os.Getenv, app.NewClients(cfg), log, app.WithMetrics(os.Stdout))
-	if err != nil {
-		log.Error("configure releaser", "error", err)
-		os.Exit(1)
-	}
-	lambda.Start(h.Handle)
+	app.StartLambda("releaser", app.Releaser, func(h *releaser.Handler) any { return h.Handle })
 }

@@ -1,29 +1,11 @@
-// Command router is the sfnlimit router Lambda function: configuration from the environment, clients, the
-// handler from internal/app, lambda.Start.
+// Command router is the sfnlimit router Lambda function; internal/app wires it.
 package main
 
 import (
-	"context"
-	"os"
-
-	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-lambda-go/lambdacontext"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-
 	"github.com/sfnlimit/sfnlimit/internal/app"
+	"github.com/sfnlimit/sfnlimit/internal/router"
 )
 
 func main() {
-	log := lambdacontext.NewLogger()
-	cfg, err := awsconfig.LoadDefaultConfig(context.Background())
-	if err != nil {
-		log.Error("load AWS configuration", "error", err)
-		os.Exit(1)
-	}
-	h, err := app.Router(os.Getenv, app.NewClients(cfg), log, app.WithMetrics(os.Stdout))
-	if err != nil {
-		log.Error("configure router", "error", err)
-		os.Exit(1)
-	}
-	lambda.Start(h.Handle)
+	app.StartLambda("router", app.Router, func(h *router.Router) any { return h.Handle })
 }
