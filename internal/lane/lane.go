@@ -33,7 +33,18 @@ func (Hashed) Choose(_ context.Context, j job.Job, limit int) (int, error) {
 	if j.Attempts > 0 {
 		fmt.Fprintf(h, "#%d", j.Attempts)
 	}
-	return 1 + int(h.Sum64()%uint64(limit)), nil
+	return 1 + int(mix(h.Sum64())%uint64(limit)), nil
+}
+
+// mix is MurmurHash3's 64-bit finalizer. FNV-1a's value alone is uneven modulo a few hundred lanes
+// for ids that differ only in their last characters (order-1, order-2, ...); mixing spreads them.
+func mix(x uint64) uint64 {
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	x *= 0xc4ceb9fe1a85ec53
+	x ^= x >> 33
+	return x
 }
 
 // New returns the chooser named by a LANE_STRATEGY value.
