@@ -81,5 +81,9 @@ test: tools ## go test -race ./..., then lint
 demo: ## run the demo against the local stack
 	$(GO) run ./cmd/sfnlimit demo
 
+.PHONY: bench
+bench: ## compare lane strategies with an ideal semaphore in virtual time (flags: go run ./cmd/bench --help)
+	$(GO) run ./cmd/bench $(BENCH_FLAGS)
+
 clean: ## remove build output
 	rm -rf bin .aws-sam

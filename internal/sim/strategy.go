@@ -1,0 +1,204 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+
+	"github.com/sfnlimit/sfnlimit/internal/job"
+	"github.com/sfnlimit/sfnlimit/internal/lane"
+)
+
+// FromChooser routes with the router's own lane choice: c.Choose(ctx, j, lanes). It sees the job,
+// never the occupancy, as the router does.
+func FromChooser(c lane.Chooser) Strategy { return chooser{c} }
+
+type chooser struct{ c lane.Chooser }
+
+func (s chooser) Lane(ctx context.Context, j job.Job, occ []int) (int, error) {
+	return s.c.Choose(ctx, j, len(occ))
+}
+
+// Uniform joins a lane drawn uniformly at random, each job on its own: Poisson arrivals split into
+// independent Poisson streams, so each lane is an M/G/1 queue. It is the textbook model of random
+// lanes, against which the router's hashed choice can be checked.
+func Uniform(rng *rand.Rand) Strategy { return uniform{rng: rng} }
+
+type uniform struct{ rng *rand.Rand }
+
+func (s uniform) Lane(_ context.Context, _ job.Job, occ []int) (int, error) {
+	if len(occ) == 0 {
+		return 0, fmt.Errorf("uniform: no lane to choose")
+	}
+	return 1 + s.rng.IntN(len(occ)), nil
+}
+
+// LeastLoaded joins the lane with the fewest jobs queued or running, breaking ties uniformly at
+// random (join-the-shortest-queue). The router would need every lane's exact count to do this.
+func LeastLoaded(rng *rand.Rand) Strategy { return &leastLoaded{rng: rng} }
+
+type leastLoaded struct {
+	rng  *rand.Rand
+	ties []int
+}
+
+func (s *leastLoaded) Lane(_ context.Context, _ job.Job, occ []int) (int, error) {
+	if len(occ) == 0 {
+		return 0, fmt.Errorf("least-loaded: no lane to choose")
+	}
+	s.ties = s.ties[:0]
+	least := occ[0]
+	for i, c := range occ {
+		switch {
+		case c < least:
+			least = c
+			s.ties = append(s.ties[:0], i)
+		case c == least:
+			s.ties = append(s.ties, i)
+		}
+	}
+	if len(s.ties) == 1 {
+		return s.ties[0] + 1, nil
+	}
+	return s.ties[s.rng.IntN(len(s.ties))] + 1, nil
+}
+
+// LeastLoadedFirst is LeastLoaded with ties broken by the lowest lane number instead of at random.
+func LeastLoadedFirst() Strategy { return leastLoadedFirst{} }
+
+type leastLoadedFirst struct{}
+
+func (leastLoadedFirst) Lane(_ context.Context, _ job.Job, occ []int) (int, error) {
+	if len(occ) == 0 {
+		return 0, fmt.Errorf("least-loaded-first: no lane to choose")
+	}
+	best := 0
+	for i, c := range occ {
+		if c < occ[best] {
+			best = i
+		}
+	}
+	return best + 1, nil
+}
+
+// TwoChoices looks at two distinct lanes drawn at random and joins the one with fewer jobs queued or
+// running, either of them at random on a tie (the power of two choices): two reads per job instead
+// of every lane's count.
+func TwoChoices(rng *rand.Rand) Strategy { return twoChoices{rng: rng} }
+
+type twoChoices struct{ rng *rand.Rand }
+
+func (s twoChoices) Lane(_ context.Context, _ job.Job, occ []int) (int, error) {
+	n := len(occ)
+	if n == 0 {
+		return 0, fmt.Errorf("two-choices: no lane to choose")
+	}
+	if n == 1 {
+		return 1, nil
+	}
+	a := s.rng.IntN(n)
+	b := s.rng.IntN(n - 1)
+	if b >= a {
+		b++
+	}
+	switch {
+	case occ[a] < occ[b]:
+		return a + 1, nil
+	case occ[b] < occ[a]:
+		return b + 1, nil
+	case s.rng.IntN(2) == 0:
+		return a + 1, nil
+	}
+	return b + 1, nil
+}
+
+// RoundRobin sends job k to lane 1 + k mod N, ignoring the occupancy: one shared counter per type
+// instead of per-lane counts.
+func RoundRobin() Strategy { return &roundRobin{} }
+
+type roundRobin struct{ next int }
+
+func (s *roundRobin) Lane(_ context.Context, _ job.Job, occ []int) (int, error) {
+	if len(occ) == 0 {
+		return 0, fmt.Errorf("round-robin: no lane to choose")
+	}
+	ln := s.next%len(occ) + 1
+	s.next++
+	return ln, nil
+}
+
+// Spec names a strategy and makes a fresh one for each run.
+type Spec struct {
+	Name string
+	// Real says the strategy is the router's own code (internal/lane), not a simulated one.
+	Real bool
+	// About says in a few words what the strategy needs or does.
+	About string
+	// Extra strategies are left out of the default comparison.
+	Extra bool
+	// New makes the strategy for one run; rng is seeded for that run.
+	New func(rng *rand.Rand) (Strategy, error)
+}
+
+// Specs lists the strategies the simulator knows, the router's own first.
+func Specs() []Spec {
+	return []Spec{
+		{
+			Name: "random", Real: true,
+			About: "the router's LANE_STRATEGY=random: lane.New(\"random\"), a hash of type and id",
+			New: func(*rand.Rand) (Strategy, error) {
+				c, err := lane.New("random")
+				if err != nil {
+					return nil, fmt.Errorf("the router's random strategy: %w", err)
+				}
+				return FromChooser(c), nil
+			},
+		},
+		{
+			Name:  "uniform",
+			About: "a lane drawn uniformly at random per job (the textbook model of random lanes)",
+			New:   func(rng *rand.Rand) (Strategy, error) { return Uniform(rng), nil },
+		},
+		{
+			Name:  "round-robin",
+			About: "lane 1 + k mod N for the k-th job (one counter per type)",
+			New:   func(*rand.Rand) (Strategy, error) { return RoundRobin(), nil },
+		},
+		{
+			Name:  "two-choices",
+			About: "the less occupied of two random lanes (two counts per job)",
+			New:   func(rng *rand.Rand) (Strategy, error) { return TwoChoices(rng), nil },
+		},
+		{
+			Name:  "least-loaded",
+			About: "the lane with the fewest jobs queued+running, random among ties (every count per job)",
+			New:   func(rng *rand.Rand) (Strategy, error) { return LeastLoaded(rng), nil },
+		},
+		{
+			Name:  "least-loaded-first",
+			About: "least-loaded with ties broken by the lowest lane number",
+			New:   func(*rand.Rand) (Strategy, error) { return LeastLoadedFirst(), nil },
+			Extra: true,
+		},
+	}
+}
+
+// SpecsNamed returns the strategies with the given names, in that order.
+func SpecsNamed(names []string) ([]Spec, error) {
+	all := Specs()
+	out := make([]Spec, 0, len(names))
+	for _, name := range names {
+		i := slices.IndexFunc(all, func(s Spec) bool { return s.Name == name })
+		if i < 0 {
+			known := make([]string, len(all))
+			for k, s := range all {
+				known[k] = s.Name
+			}
+			return nil, fmt.Errorf("unknown strategy %q (known: %s)", name, strings.Join(known, ", "))
+		}
+		out = append(out, all[i])
+	}
+	return out, nil
+}
