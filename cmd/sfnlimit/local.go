@@ -15,8 +15,9 @@ import (
 
 func newLocal() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "local",
-		Short: "Run the limiter on local emulators",
+		Use:     "local",
+		Short:   "Run the limiter on local emulators",
+		Example: "  sfnlimit local up --info local.json --limits payments=2,reports=5",
 	}
 	cmd.AddCommand(newLocalUp())
 	return cmd

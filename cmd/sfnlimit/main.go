@@ -6,11 +6,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sfnlimit/sfnlimit/internal/ops"
 )
 
 // Exit codes.
@@ -22,30 +25,87 @@ const (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run executes one command line and returns its exit code.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root := newRoot()
-	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "sfnlimit:", err)
-		var ue usageError
-		if errors.As(err, &ue) {
-			os.Exit(exitUsage)
-		}
-		os.Exit(exitError)
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return exitOK
 	}
+	fmt.Fprintln(stderr, "sfnlimit:", err)
+	if isUsage(err) {
+		if cmd == nil {
+			cmd = root
+		}
+		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
+		return exitUsage
+	}
+	return exitError
 }
 
 type usageError struct{ error }
+
+func (u usageError) Unwrap() error { return u.error }
+
+func isUsage(err error) bool {
+	var ue usageError
+	var oe ops.UsageError
+	return errors.As(err, &ue) || errors.As(err, &oe)
+}
 
 func newRoot() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "sfnlimit",
 		Short: "Cap how many Step Functions executions of each job type run at once",
 		Long: `sfnlimit caps how many AWS Step Functions executions of each job type run at once,
-with SQS FIFO message groups as lanes. This tool runs it locally on emulators.`,
+with SQS FIFO message groups as lanes. This tool runs it locally on emulators, and operates a
+deployed stack or the local one: submit jobs, watch the status, tune live limits, look at and
+redrive dead letters, and find a job.`,
+		Example: `  sfnlimit local up --info local.json            # a local stack, in another terminal
+  sfnlimit submit --local local.json --type demo --id job-1 --input '{"seconds":1}'
+  sfnlimit status --stack sfnlimit --region eu-west-1 --watch
+  sfnlimit completion bash > /etc/bash_completion.d/sfnlimit`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Args:          commandArgs,
+		RunE:          showHelp,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newDemo(), newLocal())
+	root.AddCommand(newSubmit(), newStatus(), newConfig(), newDLQ(), newJob())
 	return root
+}
+
+// commandArgs refuses arguments to a command that only groups others: they name no subcommand.
+func commandArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += fmt.Sprintf(" (did you mean %q?)", s[0])
+		}
+		return usageError{errors.New(msg)}
+	}
+	return nil
+}
+
+// showHelp is what a command that groups others does when given no subcommand.
+func showHelp(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+
+// usageArgs makes a positional-argument check's error a usage error (exit 2).
+func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := check(cmd, args); err != nil {
+			return usageError{err}
+		}
+		return nil
+	}
 }

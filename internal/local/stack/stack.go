@@ -69,6 +69,8 @@ type Info struct {
 	Endpoint string            `json:"endpoint"`
 	Region   string            `json:"region"`
 	Outputs  map[string]string `json:"outputs"`
+	// Parameters are the template parameters the stack runs with, beyond the template's defaults.
+	Parameters map[string]string `json:"parameters,omitempty"`
 }
 
 // Output returns one of the template's outputs.
@@ -139,7 +141,10 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 			return nil, err
 		}
 	}
-	s.info = Info{Endpoint: s.gw.URL(), Region: Region}
+	s.info = Info{Endpoint: s.gw.URL(), Region: Region, Parameters: map[string]string{}}
+	for k, v := range opts.Parameters {
+		s.info.Parameters[k] = v
+	}
 	if err = s.createResources(ctx); err != nil {
 		return nil, err
 	}

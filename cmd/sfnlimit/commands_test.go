@@ -1,0 +1,292 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// Every command has a short description, examples, and a --help that exits 0.
+func TestHelpOfEveryCommand(t *testing.T) {
+	t.Parallel()
+	var walk func(c *cobra.Command)
+	var paths [][]string
+	walk = func(c *cobra.Command) {
+		if c.Hidden || c.Name() == "help" || c.HasParent() && c.Parent().Name() == "completion" {
+			return
+		}
+		path := strings.Fields(c.CommandPath())[1:]
+		paths = append(paths, path)
+		if c.Short == "" {
+			t.Errorf("%q has no short description", c.CommandPath())
+		}
+		// completion is cobra's own command.
+		if c.Example == "" && c.Name() != "completion" {
+			t.Errorf("%q has no examples", c.CommandPath())
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	root := newRoot()
+	root.InitDefaultCompletionCmd()
+	walk(root)
+	for _, p := range paths {
+		r := sfnlimitIn(context.Background(), "", append(p, "--help")...)
+		if r.code != exitOK || !strings.Contains(r.stdout, "Usage:") {
+			t.Errorf("sfnlimit %s --help:\n%s", strings.Join(p, " "), r)
+		}
+	}
+	for _, want := range []string{"submit", "status", "config get", "config set", "config reset", "dlq list", "dlq redrive", "job show", "completion"} {
+		found := false
+		for _, p := range paths {
+			found = found || strings.Join(p, " ") == want
+		}
+		if !found {
+			t.Errorf("no command %q", want)
+		}
+	}
+}
+
+// Usage errors exit 2, other errors 1, and neither needs a stack.
+func TestExitCodes(t *testing.T) {
+	t.Parallel()
+	missing := filepath.Join(t.TempDir(), "nope.json")
+	tests := []struct {
+		name       string
+		give       []string
+		want       int
+		wantStderr string
+	}{
+		{name: "unknown command", give: []string{"bogus"}, want: exitUsage, wantStderr: `unknown command "bogus"`},
+		{name: "unknown subcommand", give: []string{"config", "bogus"}, want: exitUsage, wantStderr: `unknown command "bogus" for "sfnlimit config"`},
+		{name: "unknown flag", give: []string{"status", "--bogus"}, want: exitUsage, wantStderr: "unknown flag"},
+		{name: "bad flag value", give: []string{"config", "set", "a", "--limit", "x"}, want: exitUsage, wantStderr: "invalid argument"},
+		{name: "missing argument", give: []string{"job", "show"}, want: exitUsage, wantStderr: "accepts 1 arg"},
+		{name: "invalid type", give: []string{"config", "set", "pay-ments", "--limit", "2"}, want: exitUsage, wantStderr: "invalid_type"},
+		{name: "nothing to set", give: []string{"config", "set", "payments"}, want: exitUsage, wantStderr: "nothing to set"},
+		{name: "limit zero", give: []string{"config", "set", "payments", "--limit", "0"}, want: exitUsage, wantStderr: "at least 1"},
+		{name: "limit over quota", give: []string{"config", "set", "payments", "--limit", "120000"}, want: exitUsage, wantStderr: "quota"},
+		{name: "bad state machine", give: []string{"config", "set", "payments", "--state-machine", "sample"}, want: exitUsage, wantStderr: "not a state machine ARN"},
+		{name: "bad job id", give: []string{"job", "show", "a b"}, want: exitUsage, wantStderr: "invalid_id"},
+		{name: "bad input", give: []string{"submit", "--type", "a", "--input", "{"}, want: exitUsage, wantStderr: "not JSON"},
+		{name: "flags and file", give: []string{"submit", "--type", "a", "jobs.jsonl"}, want: exitUsage, wantStderr: "not both"},
+		{name: "bad param", give: []string{"status", "--param", "x", "--local", missing}, want: exitUsage, wantStderr: "Name=Value"},
+		{name: "no info file", give: []string{"status", "--local", missing}, want: exitError, wantStderr: "sfnlimit local up --info"},
+		{name: "help", give: []string{"dlq"}, want: exitOK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := sfnlimitIn(context.Background(), "", tt.give...)
+			if r.code != tt.want || !strings.Contains(r.stderr, tt.wantStderr) {
+				t.Errorf("sfnlimit %s = %s\nwant exit %d and stderr with %q", strings.Join(tt.give, " "), r, tt.want, tt.wantStderr)
+			}
+			if tt.want == exitUsage && !strings.Contains(r.stderr, "--help' for usage") {
+				t.Errorf("a usage error does not point to --help:\n%s", r)
+			}
+		})
+	}
+}
+
+// cobra's completion command writes scripts, and TYPE arguments complete with the limiter's types.
+func TestCompletion(t *testing.T) {
+	t.Parallel()
+	for _, sh := range []string{"bash", "zsh", "fish", "powershell"} {
+		r := must(t, sfnlimitIn(context.Background(), "", "completion", sh), exitOK)
+		if !strings.Contains(r.stdout, "sfnlimit") {
+			t.Errorf("completion %s: no script:\n%s", sh, r)
+		}
+	}
+	_, info := localStack(t)
+	args := append([]string{"__complete", "config", "set"}, localFlags(info)...)
+	r := must(t, sfnlimitIn(t.Context(), "", append(args, "")...), exitOK)
+	if !strings.Contains(r.stdout, "base\n") {
+		t.Errorf("config set TYPE does not complete with the type base:\n%s", r)
+	}
+}
+
+// A single job from flags is sent, runs, and is found by job show with its lane and execution.
+func TestSubmitOneAndShow(t *testing.T) {
+	t.Parallel()
+	r := must(t, local(t, "submit", "--type", "base", "--id", "one-1", "--input", `{"seconds":1}`), exitOK)
+	if !strings.Contains(r.stdout, "sent 1 of 1 jobs from flags") {
+		t.Errorf("submit summary:\n%s", r)
+	}
+	j := waitJob(t, "base", "one-1", "succeeded")
+	if len(j.Executions) != 1 || j.Executions[0].Status != "SUCCEEDED" || j.Executions[0].Attempt != 1 {
+		t.Fatalf("job show executions = %+v, want one SUCCEEDED attempt 1", j.Executions)
+	}
+	if j.Lane < 1 || j.Lane > 2 || j.Executions[0].Lane != j.Lane {
+		t.Errorf("job show lane = %d (execution's %d), want 1 or 2", j.Lane, j.Executions[0].Lane)
+	}
+	if want := ":execution:sfnlimit-sample:base-one-1-1"; !strings.HasSuffix(j.Executions[0].Arn, want) {
+		t.Errorf("execution ARN = %s, want it to end with %s", j.Executions[0].Arn, want)
+	}
+	// Without --type, every type is searched.
+	r = must(t, local(t, "job", "show", "one-1"), exitOK)
+	if !strings.Contains(r.stdout, "job one-1 of type base: succeeded") || !strings.Contains(r.stdout, "base-one-1-1") {
+		t.Errorf("job show without --type:\n%s", r)
+	}
+	// An unknown job is an error, with advice.
+	r = must(t, local(t, "job", "show", "never-sent", "--type", "base"), exitError)
+	if !strings.Contains(r.stderr, "job not found") {
+		t.Errorf("job show of an unknown job:\n%s", r)
+	}
+}
+
+// A JSON Lines file: invalid lines are reported by number and not sent, the valid ones are sent and
+// run; a job that fails once is retried and found with both attempts.
+func TestSubmitFile(t *testing.T) {
+	t.Parallel()
+	typ := newType(t, "file", 3)
+	lines := []string{
+		fmt.Sprintf(`{"type":%q,"id":"f-1","input":{"seconds":1}}`, typ),
+		`{"type":"bad-type","id":"x"}`,
+		`not json`,
+		"",
+		`{"type":"nolimit","id":"x"}`,
+		fmt.Sprintf(`{"type":%q,"id":"f 2"}`, typ),
+		fmt.Sprintf(`{"type":%q,"id":"f-3","input":{"seconds":1,"failAttempts":1}}`, typ),
+		fmt.Sprintf(`{"type":%q,"id":"f-1","input":{"seconds":1}}`, typ),
+		fmt.Sprintf(`{"type":%q,"input":{"seconds":1}}`, typ),
+	}
+	path := filepath.Join(t.TempDir(), "jobs.jsonl")
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// --dry-run and --strict send nothing.
+	r := must(t, local(t, "submit", path, "--dry-run"), exitError)
+	if !strings.Contains(r.stdout, "dry run: 4 of 8 jobs") {
+		t.Errorf("dry run:\n%s", r)
+	}
+	r = must(t, local(t, "submit", path, "--strict", "--json"), exitError)
+	if s := decode[submitSummary](t, r); s.Sent != 0 || s.Held != 4 || len(s.Invalid) != 4 {
+		t.Errorf("--strict summary = %+v, want nothing sent, 4 held, 4 invalid", s)
+	}
+
+	r = must(t, local(t, "submit", path), exitError)
+	for _, want := range []string{
+		"sent 4 of 8 jobs from " + path,
+		"line 2: invalid_type",
+		"line 3: not_json",
+		"line 5: unknown_type",
+		"line 6: invalid_id",
+		"note: 1 line repeats the type and id of an earlier line",
+		"note: 1 job has no id",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("submit summary lacks %q:\n%s", want, r)
+		}
+	}
+	if !strings.Contains(r.stderr, "4 of 8 jobs not sent (4 invalid)") {
+		t.Errorf("submit error:\n%s", r)
+	}
+	waitJob(t, typ, "f-1", "succeeded")
+	j := waitJob(t, typ, "f-3", "succeeded")
+	if len(j.Executions) != 2 || j.Executions[0].Status != "FAILED" || j.Executions[1].Status != "SUCCEEDED" || j.Attempt != 2 {
+		t.Errorf("job f-3 = %+v, want a FAILED attempt 1 and a SUCCEEDED attempt 2", j)
+	}
+}
+
+// Jobs from standard input, with a JSON summary.
+func TestSubmitStdin(t *testing.T) {
+	t.Parallel()
+	typ := newType(t, "stdin", 2)
+	var in strings.Builder
+	for i := range 25 {
+		fmt.Fprintf(&in, `{"type":%q,"id":"s-%d","input":{"seconds":0}}`+"\n", typ, i)
+	}
+	r := must(t, localIn(t, in.String(), "submit", "-", "--json", "--parallel", "3"), exitOK)
+	s := decode[submitSummary](t, r)
+	if s.Sent != 25 || s.Jobs != 25 || len(s.Failed) != 0 || len(s.Invalid) != 0 || s.Source != "standard input" {
+		t.Errorf("summary = %+v, want 25 of 25 sent from standard input", s)
+	}
+	waitJob(t, typ, "s-24", "succeeded")
+}
+
+// status shows the limit and its source, the leases of running jobs, the oldest one, and the
+// queues; --watch refreshes until interrupted.
+func TestStatus(t *testing.T) {
+	t.Parallel()
+	typ := newType(t, "st", 2)
+	var in strings.Builder
+	for i := range 4 {
+		fmt.Fprintf(&in, `{"type":%q,"id":"w-%d","input":{"seconds":4}}`+"\n", typ, i)
+	}
+	must(t, localIn(t, in.String(), "submit", "-"), exitOK)
+
+	type status struct {
+		Target string `json:"target"`
+		Types  []struct {
+			Type     string         `json:"type"`
+			Limit    int            `json:"limit"`
+			Source   string         `json:"source"`
+			Running  int            `json:"running"`
+			ByStatus map[string]int `json:"byStatus"`
+			Oldest   *struct {
+				ID      string `json:"id"`
+				Lane    int    `json:"lane"`
+				Attempt int    `json:"attempt"`
+			} `json:"oldest"`
+		} `json:"types"`
+		Queues struct {
+			Lanes struct {
+				Waiting, InFlight int
+			} `json:"lanes"`
+		} `json:"queues"`
+	}
+	eventually(t, 30*time.Second, func() error {
+		st := decode[status](t, must(t, local(t, "status", "--json"), exitOK))
+		for _, ts := range st.Types {
+			if ts.Type == "base" && (ts.Limit != 2 || ts.Source != "default") {
+				return fmt.Errorf("base: limit %d from %s, want 2 from default", ts.Limit, ts.Source)
+			}
+			if ts.Type != typ {
+				continue
+			}
+			if ts.Limit != 2 || ts.Source != "override" {
+				return fmt.Errorf("%s: limit %d from %s, want 2 from override", typ, ts.Limit, ts.Source)
+			}
+			if ts.Running > 2 {
+				t.Fatalf("%s: %d running, over its limit 2", typ, ts.Running)
+			}
+			if ts.Running != 2 || ts.ByStatus["running"] != 2 {
+				return fmt.Errorf("%s: %d running (%v), want 2 running\n%s", typ, ts.Running, ts.ByStatus, local(t, "status"))
+			}
+			if ts.Oldest == nil || !strings.HasPrefix(ts.Oldest.ID, "w-") || ts.Oldest.Attempt != 1 || ts.Oldest.Lane < 1 {
+				return fmt.Errorf("%s: oldest = %+v", typ, ts.Oldest)
+			}
+			if st.Queues.Lanes.InFlight < 2 {
+				return fmt.Errorf("lanes queue in flight %d, want at least 2", st.Queues.Lanes.InFlight)
+			}
+			return nil
+		}
+		return fmt.Errorf("no type %s in status", typ)
+	})
+
+	r := must(t, local(t, "status"), exitOK)
+	for _, want := range []string{"TYPE", "OLDEST RUNNING JOB", typ + "  ", "override", "lanes (FIFO)", "dead-letter", "FIFO in-flight quota of 120000"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("status table lacks %q:\n%s", want, r)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
+	defer cancel()
+	_, info := localStack(t)
+	r = sfnlimitIn(ctx, "", append([]string{"status", "--watch", "--interval", "200ms", "--json"}, localFlags(info)...)...)
+	if r.code != exitOK {
+		t.Fatalf("status --watch ended with:\n%s", r)
+	}
+	if frames := strings.Count(r.stdout, "\n"); frames < 2 {
+		t.Errorf("status --watch printed %d frames in 1.5s at 200ms, want several:\n%s", frames, r)
+	}
+	waitJob(t, typ, "w-3", "succeeded")
+}

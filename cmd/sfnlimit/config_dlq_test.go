@@ -1,0 +1,170 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sfnlimit/sfnlimit/internal/ops"
+)
+
+// config get, set and reset show and change live overrides with the limiter's rules, and the
+// router acts on them.
+func TestConfig(t *testing.T) {
+	t.Parallel()
+	s, _ := localStack(t)
+	typ := fmt.Sprintf("cfg%d", typeSeq.Add(1))
+
+	v := decode[ops.ConfigView](t, must(t, local(t, "config", "get", "--json"), exitOK))
+	if v.FallbackLimit != 0 || v.DefaultMaxAttempts != 2 || v.CacheSeconds != 1 || v.Quota != 120000 {
+		t.Errorf("config get = %+v, want fallback 0, 2 attempts, cache 1s", v)
+	}
+	if base := find(v.Types, "base"); base == nil || base.Limit != 2 || base.Source != "default" || base.Override != nil {
+		t.Errorf("config get base = %+v, want limit 2 from default", base)
+	}
+
+	res := decode[ops.SetResult](t, must(t, local(t, "config", "set", typ, "--limit", "3", "--json"), exitOK))
+	if res.Before.Limit != 0 || res.After.Limit != 3 || res.After.Source != "override" || res.After.MaxAttempts != 2 {
+		t.Errorf("config set --limit 3 = %+v", res)
+	}
+	// Only the fields given change.
+	res = decode[ops.SetResult](t, must(t, local(t, "config", "set", typ, "--max-attempts", "4", "--json"), exitOK))
+	if res.After.Limit != 3 || res.After.MaxAttempts != 4 || *res.After.Override != (ops.OverrideView{Limit: 3, MaxAttempts: 4}) {
+		t.Errorf("config set --max-attempts 4 = %+v, want limit 3 kept", res.After)
+	}
+	sm := s.Info().Output("SampleStateMachineArn")
+	must(t, local(t, "config", "set", typ, "--state-machine", sm), exitOK)
+	r := must(t, local(t, "config", "set", typ, "--state-machine", strings.Replace(sm, "sfnlimit-sample", "nope", 1)), exitError)
+	if !strings.Contains(r.stderr, "does not exist") {
+		t.Errorf("config set with a missing state machine:\n%s", r)
+	}
+	// The quota counts every limit: base's 2 and this one's.
+	r = must(t, local(t, "config", "set", typ, "--limit", "119999"), exitError)
+	if !strings.Contains(r.stderr, "in-flight quota") {
+		t.Errorf("config set over the quota:\n%s", r)
+	}
+	r = must(t, local(t, "config", "get", typ), exitOK)
+	if !strings.Contains(r.stdout, typ+"  3") || !strings.Contains(r.stdout, "limit=3 maxAttempts=4") {
+		t.Errorf("config get %s:\n%s", typ, r)
+	}
+
+	// The router takes the new type within the cache time: a job of it runs.
+	waitCache()
+	must(t, local(t, "submit", "--type", typ, "--id", "c-1", "--input", `{"seconds":0}`), exitOK)
+	waitJob(t, typ, "c-1", "succeeded")
+
+	res = decode[ops.SetResult](t, must(t, local(t, "config", "reset", typ, "--json"), exitOK))
+	if res.Before.Limit != 3 || res.After.Limit != 0 || res.After.Override != nil || len(res.Warnings) == 0 {
+		t.Errorf("config reset = %+v, want no limit left and a warning", res)
+	}
+	if v := decode[ops.ConfigView](t, must(t, local(t, "config", "get", "--json"), exitOK)); find(v.Types, typ) != nil {
+		t.Errorf("config get after reset still lists %s: %+v", typ, v.Types)
+	}
+	// Submitting to it now is refused before anything is sent.
+	r = must(t, local(t, "submit", "--type", typ, "--id", "c-2"), exitError)
+	if !strings.Contains(r.stdout, "unknown_type") {
+		t.Errorf("submit to a reset type:\n%s", r)
+	}
+}
+
+func find(ts []ops.TypeView, typ string) *ops.TypeView {
+	for i := range ts {
+		if ts[i].Type == typ {
+			return &ts[i]
+		}
+	}
+	return nil
+}
+
+type deadLetters struct {
+	Seen        int              `json:"seen"`
+	DeadLetters []ops.DeadLetter `json:"deadLetters"`
+}
+
+// dlq list shows dead letters without consuming them; dlq redrive sends the chosen ones back, leaves
+// those the router would refuse again, and a redriven job runs under a fresh name.
+func TestDLQ(t *testing.T) {
+	t.Parallel()
+	failing := newType(t, "dl", 1)
+	ghost := fmt.Sprintf("ghost%d", typeSeq.Add(1)) // no limit: the router refuses its jobs
+	must(t, local(t, "submit", "--type", failing, "--id", "d-1", "--input", `{"fail":true}`), exitOK)
+	must(t, local(t, "submit", "--type", ghost, "--id", "g-1", "--skip-type-check"), exitOK)
+
+	filter := []string{"--type", failing + "," + ghost}
+	var list deadLetters
+	eventually(t, 60*time.Second, func() error {
+		list = decode[deadLetters](t, must(t, local(t, append([]string{"dlq", "list", "--json"}, filter...)...), exitOK))
+		if len(list.DeadLetters) != 2 {
+			return fmt.Errorf("%d dead letters of %s and %s, want 2", len(list.DeadLetters), failing, ghost)
+		}
+		return nil
+	})
+	byType := map[string]ops.DeadLetter{}
+	for _, d := range list.DeadLetters {
+		byType[d.Type] = d
+	}
+	if d := byType[failing]; d.Reason != "attempts_exhausted" || d.JobID != "d-1" || d.Attempt != 2 || d.Source != "releaser" || !strings.Contains(d.Body, `"redrive":1`) {
+		t.Errorf("dead letter of %s = %+v", failing, d)
+	}
+	if d := byType[ghost]; d.Reason != "unknown_type" || d.JobID != "g-1" || d.Source != "router" {
+		t.Errorf("dead letter of %s = %+v", ghost, d)
+	}
+	// Listing again finds the same messages: nothing was consumed.
+	again := decode[deadLetters](t, must(t, local(t, append([]string{"dlq", "list", "--json"}, filter...)...), exitOK))
+	if len(again.DeadLetters) != 2 || again.DeadLetters[0].MessageID != list.DeadLetters[0].MessageID || again.DeadLetters[0].Received <= list.DeadLetters[0].Received {
+		t.Errorf("second list = %+v, want the same 2 messages received again", again.DeadLetters)
+	}
+	r := must(t, local(t, append([]string{"dlq", "list"}, filter...)...), exitOK)
+	for _, want := range []string{"REASON", "attempts_exhausted", "unknown_type", "d-1", "g-1"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("dlq list lacks %q:\n%s", want, r)
+		}
+	}
+
+	// The ghost's type still has no limit: the redrive leaves it.
+	r = must(t, local(t, "dlq", "redrive", "--type", ghost), exitError)
+	if !strings.Contains(r.stdout, "the router would refuse them again: 1") {
+		t.Errorf("redrive of a type with no limit:\n%s", r)
+	}
+	r = must(t, local(t, "dlq", "redrive", "--type", ghost, "--dry-run"), exitOK)
+	if !strings.Contains(r.stdout, "would redrive 1") {
+		t.Errorf("redrive --dry-run:\n%s", r)
+	}
+	// Give it a limit, and the redrive sends it back; it then runs and succeeds.
+	must(t, local(t, "config", "set", ghost, "--limit", "1"), exitOK)
+	waitCache()
+	res := decode[ops.RedriveResult](t, must(t, local(t, "dlq", "redrive", "--type", ghost, "--reason", "unknown_type", "--json"), exitOK))
+	if res.Redriven != 1 || len(res.SendFailed)+len(res.DeleteFailed)+len(res.Refused) != 0 {
+		t.Errorf("redrive = %+v, want 1 redriven\n%s", res, local(t, "dlq", "list", "--type", ghost))
+	}
+	waitJob(t, ghost, "g-1", "succeeded")
+
+	// The failing job is redriven once per run even though it fails again while the run goes on;
+	// its second run has fresh execution names.
+	res = decode[ops.RedriveResult](t, must(t, local(t, "dlq", "redrive", "--type", failing, "--json"), exitOK))
+	if res.Redriven != 1 {
+		t.Errorf("redrive of %s = %+v, want 1 redriven", failing, res)
+	}
+	eventually(t, 60*time.Second, func() error {
+		r := must(t, local(t, "job", "show", "d-1", "--type", failing, "--json"), exitOK)
+		j := decode[[]jobState](t, r)[0]
+		if len(j.Executions) != 4 || j.Executions[3].Redrive != 1 || j.State != "dead-lettered" {
+			return fmt.Errorf("job d-1 = %+v, want 4 executions, the last two of redrive 1", j)
+		}
+		if !strings.HasSuffix(j.Executions[3].Arn, failing+"-d-1__g1-2") {
+			return fmt.Errorf("redriven execution %s, want the name %s-d-1__g1-2", j.Executions[3].Arn, failing)
+		}
+		return nil
+	})
+	eventually(t, 30*time.Second, func() error {
+		l := decode[deadLetters](t, must(t, local(t, "dlq", "list", "--json", "--type", failing), exitOK))
+		if len(l.DeadLetters) != 1 || !strings.Contains(l.DeadLetters[0].Body, `"redrive":2`) {
+			return fmt.Errorf("dead letters of %s = %+v, want the one of the redriven run", failing, l.DeadLetters)
+		}
+		return nil
+	})
+	if l := decode[deadLetters](t, must(t, local(t, "dlq", "list", "--json", "--type", ghost), exitOK)); len(l.DeadLetters) != 0 {
+		t.Errorf("dead letters of %s after its redrive = %+v, want none", ghost, l.DeadLetters)
+	}
+}

@@ -1,0 +1,218 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sfnlimit/sfnlimit/internal/config"
+	"github.com/sfnlimit/sfnlimit/internal/ops"
+	"github.com/sfnlimit/sfnlimit/internal/resources"
+)
+
+func newConfig() *cobra.Command {
+	var tgt target
+	cmd := &cobra.Command{
+		Use:   "config",
+		Short: "Show and change the live per-type configuration",
+		Long: `config shows each type's effective configuration (the deployment defaults, from the template
+parameters, merged with live overrides stored in the table) and changes the overrides. A change is
+checked with the limiter's own rules first (the type's name, every limit at least 1, and all limits
+together under the SQS FIFO in-flight quota of 120,000), and the functions pick it up within
+ConfigCacheSeconds.
+` + targetHelp,
+		Example: `  sfnlimit config get
+  sfnlimit config set payments --limit 20
+  sfnlimit config reset payments`,
+		Args: commandArgs,
+		RunE: showHelp,
+	}
+	registerTarget(cmd, &tgt)
+	cmd.AddCommand(newConfigGet(&tgt), newConfigSet(&tgt), newConfigReset(&tgt))
+	return cmd
+}
+
+// editor opens the target and builds a config editor on it.
+func (t *target) editor(ctx context.Context) (*session, ops.ConfigEditor, error) {
+	s, err := t.session(ctx)
+	if err != nil {
+		return nil, ops.ConfigEditor{}, err
+	}
+	d, age, err := s.t.Defaults(ctx)
+	if err != nil {
+		return nil, ops.ConfigEditor{}, s.explain(err)
+	}
+	table, err := s.t.Output(ctx, resources.TableName)
+	if err != nil {
+		return nil, ops.ConfigEditor{}, s.explain(err)
+	}
+	return s, ops.ConfigEditor{Store: config.NewDynamoStore(s.ddb, table), Defaults: d, CacheAge: age, SFN: s.sfn}, nil
+}
+
+func newConfigGet(tgt *target) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "get [TYPE]",
+		Short: "Show the effective configuration of every type, or of one",
+		Long: `get shows, per type, the limit and its source (default: TypeLimits; fallback: DefaultLimit;
+override: a live config item), the attempts per job, the state machine, and the stored override.
+` + targetHelp,
+		Example: `  sfnlimit config get
+  sfnlimit config get payments --json`,
+		Args:              usageArgs(cobra.MaximumNArgs(1)),
+		ValidArgsFunction: completeTypeArg(tgt),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			s, e, err := tgt.editor(ctx)
+			if err != nil {
+				return err
+			}
+			typ := ""
+			if len(args) == 1 {
+				typ = args[0]
+				if err := ops.ValidateTypeArg(typ); err != nil {
+					return err
+				}
+			}
+			v, err := e.Get(ctx, typ)
+			if err != nil {
+				return s.explain(err)
+			}
+			return print(cmd.OutOrStdout(), asJSON, v, v.WriteTable)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newConfigSet(tgt *target) *cobra.Command {
+	var (
+		limit, attempts int
+		machine         string
+		asJSON          bool
+	)
+	cmd := &cobra.Command{
+		Use:   "set TYPE [--limit N] [--max-attempts K] [--state-machine ARN]",
+		Short: "Set a type's live limit, attempts or state machine",
+		Long: `set writes a type's live override. Only the fields given change; the others keep their stored
+value. A type not in the defaults can be added this way (with --limit). The new set of overrides is
+checked as the functions check it, and refused as a whole if the limits would add up to the SQS
+FIFO in-flight quota or more. A state machine is checked to exist; the starter starts only the
+sample and those in the ExtraStateMachineArns parameter. Shows the effective configuration after.
+` + targetHelp,
+		Example: `  sfnlimit config set payments --limit 20
+  sfnlimit config set llm --limit 10 --max-attempts 5
+  sfnlimit config set reports --state-machine arn:aws:states:us-east-1:123456789012:stateMachine:reports`,
+		Args:              usageArgs(cobra.ExactArgs(1)),
+		ValidArgsFunction: completeTypeArg(tgt),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c := ops.Change{Type: args[0]}
+			if cmd.Flags().Changed("limit") {
+				c.Limit = &limit
+			}
+			if cmd.Flags().Changed("max-attempts") {
+				c.MaxAttempts = &attempts
+			}
+			if cmd.Flags().Changed("state-machine") {
+				c.StateMachineArn = &machine
+			}
+			if err := c.Validate(); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			s, e, err := tgt.editor(ctx)
+			if err != nil {
+				return err
+			}
+			res, err := e.Set(ctx, c)
+			if err != nil {
+				return s.explain(err)
+			}
+			return print(cmd.OutOrStdout(), asJSON, res, res.WriteTable)
+		},
+	}
+	cmd.Flags().IntVar(&limit, "limit", 0, "lanes: executions of the type at once")
+	cmd.Flags().IntVar(&attempts, "max-attempts", 0, "executions per job before it is dead-lettered")
+	cmd.Flags().StringVar(&machine, "state-machine", "", "ARN of the state machine the type's jobs run")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newConfigReset(tgt *target) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "reset TYPE",
+		Short: "Remove a type's live override, so its defaults apply again",
+		Long: `reset deletes a type's live override. Its defaults apply again within ConfigCacheSeconds; a type
+with no default limit is then refused (unknown_type), unless DefaultLimit gives it one.
+` + targetHelp,
+		Example:           `  sfnlimit config reset payments`,
+		Args:              usageArgs(cobra.ExactArgs(1)),
+		ValidArgsFunction: completeTypeArg(tgt),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := ops.ValidateTypeArg(args[0]); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			s, e, err := tgt.editor(ctx)
+			if err != nil {
+				return err
+			}
+			res, err := e.Reset(ctx, args[0])
+			if err != nil {
+				return s.explain(err)
+			}
+			return print(cmd.OutOrStdout(), asJSON, res, res.WriteTable)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// print writes v as indented JSON, or with its table writer.
+func print(w io.Writer, asJSON bool, v any, table func(io.Writer) error) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	return table(w)
+}
+
+// completeTypeArg completes a TYPE argument with the limiter's types.
+func completeTypeArg(tgt *target) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		return completeTypes(tgt)(cmd, args, "")
+	}
+}
+
+// completeTypes completes a type with those the limiter has a limit for.
+func completeTypes(tgt *target) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, _ []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
+		defer cancel()
+		s, err := tgt.session(ctx)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		r, _, _, err := s.resolver(ctx)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		all, err := r.All(ctx)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		var out []cobra.Completion
+		for _, c := range all {
+			out = append(out, c.Type)
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}

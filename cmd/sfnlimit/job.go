@@ -1,0 +1,90 @@
+package main
+
+import (
+	"errors"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sfnlimit/sfnlimit/internal/job"
+	"github.com/sfnlimit/sfnlimit/internal/lease"
+	"github.com/sfnlimit/sfnlimit/internal/ops"
+	"github.com/sfnlimit/sfnlimit/internal/resources"
+)
+
+func newJob() *cobra.Command {
+	var tgt target
+	cmd := &cobra.Command{
+		Use:   "job",
+		Short: "Find a job",
+		Long: `job finds a job from its lease and its executions.
+` + targetHelp,
+		Example: `  sfnlimit job show order-1234 --type payments`,
+		Args:    commandArgs,
+		RunE:    showHelp,
+	}
+	registerTarget(cmd, &tgt)
+	cmd.AddCommand(newJobShow(&tgt))
+	return cmd
+}
+
+func newJobShow(tgt *target) *cobra.Command {
+	var (
+		typ    string
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "show ID [--type TYPE]",
+		Short: "Show a job's lane, attempts, executions and state",
+		Long: `show finds a job by its id: the lease of the lane it holds (lane, status, attempt, execution),
+and its executions, found by their deterministic names ({type}-{id}-{attempt}, and the redriven
+runs' names) with DescribeExecution: status, start and stop, error. It works out the job's state:
+starting, running, retrying, dead-lettering (it holds a lane), succeeded, dead-lettered, or
+not-started (no lease, no execution: it waits in a queue, was refused, or was never sent). Without
+--type, every type with a limit or a lease is searched. Exit 1 if the job is not found.
+` + targetHelp,
+		Example: `  sfnlimit job show order-1234 --type payments
+  sfnlimit job show order-1234
+  sfnlimit job show order-1234 --type payments --json | jq -r '.[0].executions[-1].status'`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if typ != "" {
+				if err := ops.ValidateTypeArg(typ); err != nil {
+					return err
+				}
+			}
+			if err := job.ValidateID(args[0]); err != nil {
+				return usageError{err}
+			}
+			ctx := cmd.Context()
+			s, err := tgt.session(ctx)
+			if err != nil {
+				return err
+			}
+			r, d, _, err := s.resolver(ctx)
+			if err != nil {
+				return s.explain(err)
+			}
+			table, err := s.t.Output(ctx, resources.TableName)
+			if err != nil {
+				return s.explain(err)
+			}
+			f := ops.JobFinder{Leases: lease.NewStore(s.ddb, table), SFN: s.sfn, Config: r, Defaults: d}
+			views, err := f.Show(ctx, typ, args[0])
+			if err != nil && !errors.Is(err, ops.ErrJobNotFound) {
+				return s.explain(err)
+			}
+			if views == nil {
+				views = []ops.JobView{}
+			}
+			if perr := print(cmd.OutOrStdout(), asJSON, views, func(w io.Writer) error { return ops.WriteJobs(w, views) }); perr != nil {
+				return perr
+			}
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&typ, "type", "", "the job's type (default: search every type)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	_ = cmd.RegisterFlagCompletionFunc("type", completeTypes(tgt))
+	return cmd
+}

@@ -1,0 +1,284 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/sfnlimit/sfnlimit/internal/job"
+	"github.com/sfnlimit/sfnlimit/internal/ops"
+	"github.com/sfnlimit/sfnlimit/internal/resources"
+)
+
+// maxListed is how many invalid or failed lines a summary lists (--json lists all).
+const maxListed = 20
+
+func newSubmit() *cobra.Command {
+	var (
+		tgt                      target
+		typ, id, input           string
+		parallel                 int
+		strict, dryRun, skipType bool
+		asJSON, noProgress       bool
+	)
+	cmd := &cobra.Command{
+		Use:   "submit [FILE | -]",
+		Short: "Send jobs to the general queue, validated as the router validates them",
+		Long: `submit sends one job given by flags, or many from a JSON Lines file (one job a line, as
+{"type": "...", "id": "...", "input": {...}}), or from standard input ("-", or when it is not a
+terminal). Every line is first checked with the router's own rules (type, id, input size) and
+against the limits (a type with no limit is refused as unknown_type); invalid lines are reported
+with their line numbers and not sent, the others are sent (--strict: nothing is sent if any line is
+invalid). Jobs go out with SendMessageBatch in tens, several batches at once; entries SQS fails are
+retried with exponential back-off and jitter. A progress bar is shown on a terminal. The summary
+counts what was sent and what failed, with SQS's reasons. Exit 1 if any line was not sent.
+` + targetHelp,
+		Example: `  sfnlimit submit --type payments --id order-1 --input '{"amount":42}'
+  sfnlimit submit jobs.jsonl
+  generate-jobs | sfnlimit submit - --parallel 32
+  sfnlimit submit jobs.jsonl --dry-run        # validate only
+  sfnlimit submit --local local.json --type demo --id job-1 --input '{"seconds":1}'`,
+		Args: usageArgs(cobra.MaximumNArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			byFlags := cmd.Flags().Changed("type") || cmd.Flags().Changed("id") || cmd.Flags().Changed("input")
+			var in io.Reader
+			source := ""
+			switch {
+			case byFlags && len(args) > 0:
+				return usageError{fmt.Errorf("give a job by --type/--id/--input or a file %q, not both", args[0])}
+			case byFlags:
+				if typ == "" {
+					return usageError{fmt.Errorf("--type is required for a job given by flags")}
+				}
+				if !json.Valid([]byte(input)) {
+					return usageError{fmt.Errorf("--input %q is not JSON", input)}
+				}
+			case len(args) == 1 && args[0] != "-":
+				f, err := os.Open(args[0])
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				in, source = f, args[0]
+			default:
+				if len(args) == 0 && isTerminal(cmd.InOrStdin()) {
+					return usageError{fmt.Errorf("give a job (--type, --id, --input), a JSON Lines file, or - for standard input")}
+				}
+				in, source = cmd.InOrStdin(), "standard input"
+			}
+			if parallel < 1 {
+				return usageError{fmt.Errorf("--parallel %d must be at least 1", parallel)}
+			}
+			s, err := tgt.session(ctx)
+			if err != nil {
+				return err
+			}
+			queue, err := s.t.Output(ctx, resources.GeneralQueueURL)
+			if err != nil {
+				return s.explain(err)
+			}
+			var check ops.TypeChecker
+			if !skipType {
+				r, _, _, err := s.resolver(ctx)
+				if err != nil {
+					return s.explain(fmt.Errorf("%w (--skip-type-check sends without checking the types' limits)", err))
+				}
+				check = ops.ResolverCheck(r)
+			}
+			var parsed ops.Parsed
+			if byFlags {
+				body, _ := json.Marshal(job.Submission{Type: typ, ID: id, Input: json.RawMessage(input)})
+				parsed, err = ops.ParseJob(ctx, body, check)
+				source = "flags"
+			} else {
+				parsed, err = ops.ParseJobs(ctx, in, check)
+			}
+			if err != nil {
+				return s.explain(err)
+			}
+			out := cmd.OutOrStdout()
+			sum := submitSummary{Source: source, Target: s.t.String(), Jobs: len(parsed.Jobs) + len(parsed.Invalid), Invalid: parsed.Invalid, Duplicates: parsed.Duplicates, NoID: parsed.NoID}
+			send := parsed.Jobs
+			switch {
+			case dryRun:
+				send = nil
+				sum.DryRun = true
+			case strict && len(parsed.Invalid) > 0:
+				send = nil
+				sum.Held = len(parsed.Jobs)
+			}
+			if len(send) > 0 {
+				progress := newProgress(cmd.ErrOrStderr(), len(send), noProgress || asJSON && !isTerminal(cmd.ErrOrStderr()))
+				res := ops.Submitter{SQS: s.sqs, QueueURL: queue, Parallel: parallel}.Send(ctx, send, progress.update)
+				progress.finish()
+				sum.Sent, sum.Failed, sum.Seconds = res.Sent, res.Failed, res.Elapsed.Seconds()
+			}
+			if asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(sum); err != nil {
+					return err
+				}
+			} else {
+				sum.write(out)
+			}
+			if notSent := sum.Jobs - sum.Sent; notSent > 0 && !dryRun {
+				if len(sum.Failed) > 0 {
+					return s.explain(fmt.Errorf("%d of %d jobs not sent (%d invalid, %d failed: %s)", notSent, sum.Jobs, len(sum.Invalid), len(sum.Failed), sum.Failed[0].Message))
+				}
+				return fmt.Errorf("%d of %d jobs not sent (%d invalid)", notSent, sum.Jobs, len(sum.Invalid))
+			}
+			if dryRun && len(sum.Invalid) > 0 {
+				return fmt.Errorf("%d of %d jobs invalid", len(sum.Invalid), sum.Jobs)
+			}
+			return nil
+		},
+	}
+	registerTarget(cmd, &tgt)
+	f := cmd.Flags()
+	f.StringVar(&typ, "type", "", "type of a single job")
+	f.StringVar(&id, "id", "", "id of a single job (default: the SQS message id; give one so that a resubmission is a no-op)")
+	f.StringVar(&input, "input", "{}", "input of a single job, JSON")
+	f.IntVar(&parallel, "parallel", 16, "batches of ten in flight at once")
+	f.BoolVar(&strict, "strict", false, "send nothing if any line is invalid")
+	f.BoolVar(&dryRun, "dry-run", false, "validate only; send nothing")
+	f.BoolVar(&skipType, "skip-type-check", false, "do not check that each type has a limit (needs no access to the defaults or the table)")
+	f.BoolVar(&asJSON, "json", false, "print the summary as JSON")
+	f.BoolVar(&noProgress, "no-progress", false, "show no progress")
+	_ = cmd.RegisterFlagCompletionFunc("type", completeTypes(&tgt))
+	return cmd
+}
+
+// submitSummary is what submit reports.
+type submitSummary struct {
+	Source     string        `json:"source"`
+	Target     string        `json:"target"`
+	Jobs       int           `json:"jobs"`
+	Sent       int           `json:"sent"`
+	Invalid    []ops.Invalid `json:"invalid"`
+	Failed     []ops.Failed  `json:"failed"`
+	Duplicates int           `json:"duplicates"`
+	NoID       int           `json:"withoutId"`
+	Seconds    float64       `json:"seconds"`
+	DryRun     bool          `json:"dryRun,omitempty"`
+	// Held counts valid jobs not sent because --strict found invalid ones.
+	Held int `json:"heldByStrict,omitempty"`
+}
+
+func (s submitSummary) write(w io.Writer) {
+	switch {
+	case s.DryRun:
+		fmt.Fprintf(w, "dry run: %d of %d jobs from %s are valid; nothing sent\n", s.Jobs-len(s.Invalid), s.Jobs, s.Source)
+	case s.Held > 0:
+		fmt.Fprintf(w, "sent nothing: --strict and %d of %d jobs from %s are invalid\n", len(s.Invalid), s.Jobs, s.Source)
+	default:
+		rate := ""
+		if s.Seconds > 0 && s.Sent > 0 {
+			rate = fmt.Sprintf(" (%.0f jobs/s)", float64(s.Sent)/s.Seconds)
+		}
+		fmt.Fprintf(w, "sent %d of %d jobs from %s to %s in %s%s\n", s.Sent, s.Jobs, s.Source, s.Target, time.Duration(s.Seconds*float64(time.Second)).Round(time.Millisecond), rate)
+	}
+	if len(s.Invalid) > 0 {
+		fmt.Fprintf(w, "invalid, not sent: %d\n", len(s.Invalid))
+		for i, x := range s.Invalid {
+			if i == maxListed {
+				fmt.Fprintf(w, "  ... and %d more (--json lists all)\n", len(s.Invalid)-maxListed)
+				break
+			}
+			fmt.Fprintf(w, "  %s: %s: %s\n", lineName(x.No), x.Reason, x.Detail)
+		}
+	}
+	if len(s.Failed) > 0 {
+		fmt.Fprintf(w, "failed after retries, not sent: %d\n", len(s.Failed))
+		for i, x := range s.Failed {
+			if i == maxListed {
+				fmt.Fprintf(w, "  ... and %d more (--json lists all)\n", len(s.Failed)-maxListed)
+				break
+			}
+			fmt.Fprintf(w, "  %s (%s/%s): %s: %s\n", lineName(x.No), x.Type, x.ID, x.Code, x.Message)
+		}
+	}
+	if s.Duplicates > 0 {
+		fmt.Fprintf(w, "note: %s the type and id of an earlier line; the limiter runs such a job once\n", plural(s.Duplicates, "line repeats", "lines repeat"))
+	}
+	if s.NoID > 0 {
+		fmt.Fprintf(w, "note: %s no id; each takes its SQS message id, so sending one again runs it again\n", plural(s.NoID, "job has", "jobs have"))
+	}
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+func lineName(no int) string {
+	if no == 0 {
+		return "job"
+	}
+	return fmt.Sprintf("line %d", no)
+}
+
+// progress shows how many jobs are done: a bar on a terminal, a line per tenth otherwise.
+type progress struct {
+	bar   *progressbar.ProgressBar
+	w     io.Writer
+	total int
+	next  int // the count at which the next plain line is due
+	off   bool
+}
+
+func newProgress(w io.Writer, total int, off bool) *progress {
+	p := &progress{w: w, total: total, off: off || total <= 100}
+	if p.off {
+		return p
+	}
+	if isTerminal(w) {
+		p.bar = progressbar.NewOptions(total,
+			progressbar.OptionSetWriter(w),
+			progressbar.OptionSetDescription("sending"),
+			progressbar.OptionShowCount(),
+			progressbar.OptionShowIts(),
+			progressbar.OptionSetItsString("jobs"),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionClearOnFinish(),
+		)
+		return p
+	}
+	p.next = max(total/10, 1)
+	return p
+}
+
+// update is called with the number of jobs done, never concurrently.
+func (p *progress) update(done int) {
+	switch {
+	case p.off:
+	case p.bar != nil:
+		_ = p.bar.Set(done)
+	case done >= p.next && done < p.total:
+		fmt.Fprintf(p.w, "sent %d/%d\n", done, p.total)
+		for p.next <= done {
+			p.next += max(p.total/10, 1)
+		}
+	}
+}
+
+func (p *progress) finish() {
+	if p.bar != nil {
+		_ = p.bar.Finish()
+	}
+}
+
+// isTerminal reports whether a reader or writer is a terminal.
+func isTerminal(v any) bool {
+	f, ok := v.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}

@@ -1,0 +1,447 @@
+package ops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+
+	"github.com/sfnlimit/sfnlimit/internal/config"
+	"github.com/sfnlimit/sfnlimit/internal/job"
+)
+
+// overrideStore reads and writes live overrides (config.DynamoStore).
+type overrideStore interface {
+	ListOverrides(ctx context.Context) ([]config.Override, error)
+	SetOverride(ctx context.Context, o config.Override) error
+	DeleteOverride(ctx context.Context, typ string) error
+}
+
+// describeStateMachineAPI checks that a state machine exists.
+type describeStateMachineAPI interface {
+	DescribeStateMachine(context.Context, *sfn.DescribeStateMachineInput, ...func(*sfn.Options)) (*sfn.DescribeStateMachineOutput, error)
+}
+
+// ConfigEditor reads and changes live per-type configuration, with the limiter's own rules.
+type ConfigEditor struct {
+	Store    overrideStore
+	Defaults config.Defaults
+	// CacheAge is how long the functions cache overrides (ConfigCacheSeconds).
+	CacheAge time.Duration
+	// SFN, if not nil, checks that a state machine named by --state-machine exists.
+	SFN describeStateMachineAPI
+}
+
+// TypeView is a type's effective configuration and its live override, if any.
+type TypeView struct {
+	Type string `json:"type"`
+	// Limit is 0 when the type has none: its jobs are refused (unknown_type).
+	Limit           int    `json:"limit"`
+	Source          string `json:"source"` // override, default, fallback or none
+	MaxAttempts     int    `json:"maxAttempts"`
+	StateMachineArn string `json:"stateMachineArn"`
+	// Override is the live item as stored; nil when the type has none.
+	Override *OverrideView `json:"override,omitempty"`
+}
+
+// OverrideView is a stored live override (zero fields are not set).
+type OverrideView struct {
+	Limit           int    `json:"limit,omitempty"`
+	MaxAttempts     int    `json:"maxAttempts,omitempty"`
+	StateMachineArn string `json:"stateMachineArn,omitempty"`
+}
+
+// ConfigView is the whole configuration.
+type ConfigView struct {
+	Types []TypeView `json:"types"`
+	// FallbackLimit is DefaultLimit: the limit of types not listed (0: refused).
+	FallbackLimit      int    `json:"fallbackLimit"`
+	DefaultMaxAttempts int    `json:"defaultMaxAttempts"`
+	StateMachineArn    string `json:"stateMachineArn"`
+	// Lanes is what the limits add up to, counted as the limiter counts them against the quota.
+	Lanes        int     `json:"lanes"`
+	Quota        int     `json:"quota"`
+	CacheSeconds float64 `json:"cacheSeconds"`
+	// Warning says the stored overrides are refused as a whole (the functions keep the last good
+	// set or the defaults).
+	Warning string `json:"warning,omitempty"`
+}
+
+// staticStore serves a fixed set of overrides to a config.Resolver.
+type staticStore []config.Override
+
+func (s staticStore) ListOverrides(context.Context) ([]config.Override, error) { return s, nil }
+
+// Get returns the configuration of every type (typ "") or of one type.
+func (e ConfigEditor) Get(ctx context.Context, typ string) (ConfigView, error) {
+	ovs, err := e.Store.ListOverrides(ctx)
+	if err != nil {
+		return ConfigView{}, err
+	}
+	v, err := e.view(ctx, ovs)
+	if err != nil {
+		return ConfigView{}, err
+	}
+	if typ != "" {
+		v.Types = []TypeView{v.typeView(typ, e.Defaults, ovs)}
+	}
+	return v, nil
+}
+
+// view resolves a set of overrides as the functions would.
+func (e ConfigEditor) view(ctx context.Context, ovs []config.Override) (ConfigView, error) {
+	v := ConfigView{
+		FallbackLimit: e.Defaults.FallbackLimit, DefaultMaxAttempts: e.Defaults.DefaultMaxAttempts,
+		StateMachineArn: e.Defaults.StateMachineArn, Quota: config.MaxInFlight, CacheSeconds: e.CacheAge.Seconds(),
+	}
+	r, err := config.NewResolver(e.Defaults, staticStore(ovs), time.Second)
+	if err != nil {
+		return ConfigView{}, err
+	}
+	all, err := r.All(ctx)
+	if err != nil {
+		// The functions refuse such a set and keep the last good one; show what the defaults give.
+		v.Warning = err.Error()
+		if r, err = config.NewResolver(e.Defaults, nil, time.Second); err != nil {
+			return ConfigView{}, err
+		}
+		if all, err = r.All(ctx); err != nil {
+			return ConfigView{}, err
+		}
+		ovs = nil
+	}
+	byType := map[string]config.Override{}
+	for _, o := range ovs {
+		byType[o.Type] = o
+	}
+	seen := map[string]bool{}
+	for _, c := range all {
+		tv := TypeView{Type: c.Type, Limit: c.Limit, Source: c.Source, MaxAttempts: c.MaxAttempts, StateMachineArn: c.StateMachineArn}
+		if o, ok := byType[c.Type]; ok {
+			tv.Override = &OverrideView{Limit: o.Limit, MaxAttempts: o.MaxAttempts, StateMachineArn: o.StateMachineArn}
+		}
+		v.Types = append(v.Types, tv)
+		seen[c.Type] = true
+	}
+	// Overrides that give no limit to a type without one still exist; show them.
+	for _, o := range ovs {
+		if !seen[o.Type] && o.Validate() == nil {
+			v.Types = append(v.Types, v.typeView(o.Type, e.Defaults, ovs))
+		}
+	}
+	sort.Slice(v.Types, func(i, j int) bool { return v.Types[i].Type < v.Types[j].Type })
+	v.Lanes = lanes(e.Defaults, ovs)
+	return v, nil
+}
+
+// typeView is one type's view, also for a type with no limit at all.
+func (v ConfigView) typeView(typ string, d config.Defaults, ovs []config.Override) TypeView {
+	for _, t := range v.Types {
+		if t.Type == typ {
+			return t
+		}
+	}
+	tv := TypeView{Type: typ, Source: "none", MaxAttempts: d.DefaultMaxAttempts, StateMachineArn: d.StateMachineArn}
+	if n, ok := d.MaxAttempts[typ]; ok {
+		tv.MaxAttempts = n
+	}
+	for _, o := range ovs {
+		if o.Type == typ {
+			tv.Override = &OverrideView{Limit: o.Limit, MaxAttempts: o.MaxAttempts, StateMachineArn: o.StateMachineArn}
+			if o.MaxAttempts > 0 {
+				tv.MaxAttempts = o.MaxAttempts
+			}
+			if o.StateMachineArn != "" {
+				tv.StateMachineArn = o.StateMachineArn
+			}
+		}
+	}
+	return tv
+}
+
+// lanes adds the limits up as the limiter does against the quota: every default or overriding
+// limit, and the fallback limit once.
+func lanes(d config.Defaults, ovs []config.Override) int {
+	eff := map[string]int{}
+	for t, n := range d.Limits {
+		eff[t] = n
+	}
+	for _, o := range ovs {
+		if o.Limit > 0 {
+			eff[o.Type] = o.Limit
+		}
+	}
+	sum := d.FallbackLimit
+	for _, n := range eff {
+		sum += n
+	}
+	return sum
+}
+
+// Change is what `config set` asks for; nil fields are left as they are.
+type Change struct {
+	Type            string
+	Limit           *int
+	MaxAttempts     *int
+	StateMachineArn *string
+}
+
+var stateMachineArnRe = regexp.MustCompile(`^arn:aws[a-z-]*:states:[a-z0-9-]+:[0-9]{12}:stateMachine:[A-Za-z0-9_-]{1,80}$`)
+
+// UsageError is a request that breaks the command's rules; the command line exits 2 for it.
+type UsageError struct{ Err error }
+
+func (e UsageError) Error() string { return e.Err.Error() }
+func (e UsageError) Unwrap() error { return e.Err }
+
+func usagef(format string, a ...any) error { return UsageError{fmt.Errorf(format, a...)} }
+
+// Validate checks a change with the limiter's rules, before anything is read or written.
+func (c Change) Validate() error {
+	if err := job.ValidateType(c.Type); err != nil {
+		return UsageError{err}
+	}
+	if c.Limit == nil && c.MaxAttempts == nil && c.StateMachineArn == nil {
+		return usagef("nothing to set: give --limit, --max-attempts or --state-machine")
+	}
+	if c.Limit != nil && (*c.Limit < 1 || *c.Limit >= config.MaxInFlight) {
+		return usagef("--limit %d must be at least 1 and under the SQS FIFO in-flight quota of %d (to drop an override: config reset)", *c.Limit, config.MaxInFlight)
+	}
+	if c.MaxAttempts != nil && *c.MaxAttempts < 1 {
+		return usagef("--max-attempts %d must be at least 1", *c.MaxAttempts)
+	}
+	if c.StateMachineArn != nil && !stateMachineArnRe.MatchString(*c.StateMachineArn) {
+		return usagef("--state-machine %q is not a state machine ARN (arn:aws:states:REGION:ACCOUNT:stateMachine:NAME)", *c.StateMachineArn)
+	}
+	return nil
+}
+
+// SetResult is the effective configuration after a change, and what to know about it.
+type SetResult struct {
+	Before   TypeView   `json:"before"`
+	After    TypeView   `json:"after"`
+	Config   ConfigView `json:"config"`
+	Warnings []string   `json:"warnings,omitempty"`
+}
+
+// Set changes a type's live override: the fields given replace the stored ones, the others stay.
+// The whole set of overrides must pass the checks the functions make (every limit within the
+// quota, and all limits together under it), or nothing is written.
+func (e ConfigEditor) Set(ctx context.Context, c Change) (SetResult, error) {
+	if err := c.Validate(); err != nil {
+		return SetResult{}, err
+	}
+	ovs, err := e.Store.ListOverrides(ctx)
+	if err != nil {
+		return SetResult{}, err
+	}
+	before, err := e.view(ctx, ovs)
+	if err != nil {
+		return SetResult{}, err
+	}
+	o := config.Override{Type: c.Type}
+	var rest []config.Override
+	for _, x := range ovs {
+		if x.Type == c.Type {
+			o = x
+		} else {
+			rest = append(rest, x)
+		}
+	}
+	if c.Limit != nil {
+		o.Limit = *c.Limit
+	}
+	if c.MaxAttempts != nil {
+		o.MaxAttempts = *c.MaxAttempts
+	}
+	var warnings []string
+	if c.StateMachineArn != nil {
+		o.StateMachineArn = *c.StateMachineArn
+		if w, err := e.checkStateMachine(ctx, o.StateMachineArn); err != nil {
+			return SetResult{}, err
+		} else if w != "" {
+			warnings = append(warnings, w)
+		}
+	}
+	next := append(rest, o)
+	if err := e.checkSet(ctx, next); err != nil {
+		return SetResult{}, err
+	}
+	if err := e.Store.SetOverride(ctx, o); err != nil {
+		return SetResult{}, err
+	}
+	return e.result(ctx, c.Type, before, warnings)
+}
+
+// Reset removes a type's live override, so its defaults apply again.
+func (e ConfigEditor) Reset(ctx context.Context, typ string) (SetResult, error) {
+	if err := job.ValidateType(typ); err != nil {
+		return SetResult{}, UsageError{err}
+	}
+	ovs, err := e.Store.ListOverrides(ctx)
+	if err != nil {
+		return SetResult{}, err
+	}
+	before, err := e.view(ctx, ovs)
+	if err != nil {
+		return SetResult{}, err
+	}
+	var rest []config.Override
+	found := false
+	for _, x := range ovs {
+		if x.Type == typ {
+			found = true
+		} else {
+			rest = append(rest, x)
+		}
+	}
+	var warnings []string
+	if !found {
+		warnings = append(warnings, fmt.Sprintf("type %s had no live override: nothing changed", typ))
+	} else {
+		if err := e.checkSet(ctx, rest); err != nil {
+			return SetResult{}, fmt.Errorf("reset refused: %w", err)
+		}
+		if err := e.Store.DeleteOverride(ctx, typ); err != nil {
+			return SetResult{}, err
+		}
+	}
+	return e.result(ctx, typ, before, warnings)
+}
+
+// checkSet runs a set of overrides through the functions' own checks (config.Resolver): one that
+// would be refused there is refused here.
+func (e ConfigEditor) checkSet(ctx context.Context, ovs []config.Override) error {
+	r, err := config.NewResolver(e.Defaults, staticStore(ovs), time.Second)
+	if err != nil {
+		return err
+	}
+	if _, err := r.All(ctx); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (e ConfigEditor) checkStateMachine(ctx context.Context, arn string) (warning string, err error) {
+	if arn == e.Defaults.StateMachineArn {
+		return "", nil
+	}
+	const extra = "the starter starts only the sample and the state machines in the ExtraStateMachineArns parameter: make sure it is listed there"
+	if e.SFN == nil {
+		return extra, nil
+	}
+	_, err = e.SFN.DescribeStateMachine(ctx, &sfn.DescribeStateMachineInput{StateMachineArn: aws.String(arn)})
+	var missing *sfntypes.StateMachineDoesNotExist
+	if errors.As(err, &missing) {
+		return "", fmt.Errorf("state machine %s does not exist", arn)
+	}
+	if err != nil {
+		return fmt.Sprintf("could not check that state machine %s exists (%v); %s", arn, err, extra), nil
+	}
+	return extra, nil
+}
+
+func (e ConfigEditor) result(ctx context.Context, typ string, before ConfigView, warnings []string) (SetResult, error) {
+	ovs, err := e.Store.ListOverrides(ctx)
+	if err != nil {
+		return SetResult{}, err
+	}
+	after, err := e.view(ctx, ovs)
+	if err != nil {
+		return SetResult{}, err
+	}
+	res := SetResult{
+		Before: before.typeView(typ, e.Defaults, nil), After: after.typeView(typ, e.Defaults, ovs),
+		Config: after, Warnings: warnings,
+	}
+	if res.Before.Limit == 0 && res.After.Limit > 0 {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("type %s is new: wait %s before sending its jobs, or a function that read the config earlier may still refuse them (unknown_type)", typ, e.CacheAge))
+	}
+	if res.After.Limit == 0 {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("type %s has no limit: the router refuses its jobs (unknown_type) until one is set with --limit", typ))
+	}
+	return res, nil
+}
+
+// WriteTable prints the configuration for people.
+func (v ConfigView) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TYPE\tLIMIT\tSOURCE\tMAX ATTEMPTS\tSTATE MACHINE\tLIVE OVERRIDE")
+	for _, t := range v.Types {
+		limit := strconv.Itoa(t.Limit)
+		if t.Limit == 0 {
+			limit = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", t.Type, limit, t.Source, t.MaxAttempts, shortArn(t.StateMachineArn), t.Override.String())
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	other := "refused (unknown_type)"
+	if v.FallbackLimit > 0 {
+		other = fmt.Sprintf("limit %d each (DefaultLimit)", v.FallbackLimit)
+	}
+	fmt.Fprintf(w, "\nTypes not listed: %s. Limits add up to %d lanes of the SQS FIFO in-flight quota of %d.\n", other, v.Lanes, v.Quota)
+	fmt.Fprintf(w, "Live overrides take effect within %s (ConfigCacheSeconds).\n", time.Duration(v.CacheSeconds*float64(time.Second)))
+	if v.Warning != "" {
+		fmt.Fprintf(w, "WARNING: the stored overrides are refused by the functions, which keep the last good set or the defaults: %s\n", v.Warning)
+	}
+	return nil
+}
+
+func (o *OverrideView) String() string {
+	if o == nil {
+		return "-"
+	}
+	var parts []string
+	if o.Limit > 0 {
+		parts = append(parts, fmt.Sprintf("limit=%d", o.Limit))
+	}
+	if o.MaxAttempts > 0 {
+		parts = append(parts, fmt.Sprintf("maxAttempts=%d", o.MaxAttempts))
+	}
+	if o.StateMachineArn != "" {
+		parts = append(parts, "stateMachine="+shortArn(o.StateMachineArn))
+	}
+	if len(parts) == 0 {
+		return "(empty)"
+	}
+	return strings.Join(parts, " ")
+}
+
+// WriteTable prints the result of a change.
+func (r SetResult) WriteTable(w io.Writer) error {
+	fmt.Fprintf(w, "type %s: limit %s -> %s (%s), max attempts %d -> %d, state machine %s\n",
+		r.After.Type, limitText(r.Before.Limit), limitText(r.After.Limit), r.After.Source,
+		r.Before.MaxAttempts, r.After.MaxAttempts, shortArn(r.After.StateMachineArn))
+	for _, x := range r.Warnings {
+		fmt.Fprintln(w, "note:", x)
+	}
+	fmt.Fprintln(w)
+	return r.Config.WriteTable(w)
+}
+
+func limitText(n int) string {
+	if n == 0 {
+		return "none"
+	}
+	return strconv.Itoa(n)
+}
+
+// ValidateTypeArg checks a TYPE argument with the router's rules; a bad one is a usage error.
+func ValidateTypeArg(typ string) error {
+	if err := job.ValidateType(typ); err != nil {
+		return UsageError{err}
+	}
+	return nil
+}

@@ -1,0 +1,259 @@
+package ops
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+
+	"github.com/sfnlimit/sfnlimit/internal/config"
+)
+
+// memStore is an in-memory override store.
+type memStore struct {
+	mu     sync.Mutex
+	items  map[string]config.Override
+	writes int
+}
+
+func newMemStore(ovs ...config.Override) *memStore {
+	m := &memStore{items: map[string]config.Override{}}
+	for _, o := range ovs {
+		m.items[o.Type] = o
+	}
+	return m
+}
+
+func (m *memStore) ListOverrides(context.Context) ([]config.Override, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []config.Override
+	for _, o := range m.items {
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+func (m *memStore) SetOverride(_ context.Context, o config.Override) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.writes++
+	m.items[o.Type] = o
+	return nil
+}
+
+func (m *memStore) DeleteOverride(_ context.Context, typ string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.writes++
+	delete(m.items, typ)
+	return nil
+}
+
+const sampleArn = "arn:aws:states:us-east-1:123456789012:stateMachine:sfnlimit-sample"
+
+func defaults() config.Defaults {
+	return config.Defaults{
+		Limits: map[string]int{"payments": 2, "reports": 5}, MaxAttempts: map[string]int{"reports": 4},
+		DefaultMaxAttempts: 3, StateMachineArn: sampleArn,
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestChangeValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		give    Change
+		wantErr string
+	}{
+		{name: "limit", give: Change{Type: "payments", Limit: ptr(20)}},
+		{name: "all", give: Change{Type: "a_1", Limit: ptr(1), MaxAttempts: ptr(5), StateMachineArn: ptr(sampleArn)}},
+		{name: "bad type", give: Change{Type: "a-b", Limit: ptr(1)}, wantErr: "invalid_type"},
+		{name: "no type", give: Change{Limit: ptr(1)}, wantErr: "missing_type"},
+		{name: "nothing", give: Change{Type: "a"}, wantErr: "nothing to set"},
+		{name: "zero limit", give: Change{Type: "a", Limit: ptr(0)}, wantErr: "at least 1"},
+		{name: "limit at quota", give: Change{Type: "a", Limit: ptr(config.MaxInFlight)}, wantErr: "quota"},
+		{name: "zero attempts", give: Change{Type: "a", MaxAttempts: ptr(0)}, wantErr: "at least 1"},
+		{name: "not an ARN", give: Change{Type: "a", StateMachineArn: ptr("sample")}, wantErr: "not a state machine ARN"},
+		{name: "an execution ARN", give: Change{Type: "a", StateMachineArn: ptr("arn:aws:states:us-east-1:123456789012:execution:x:y")}, wantErr: "not a state machine ARN"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.give.Validate()
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Errorf("Validate() = %v, want nil", err)
+				}
+				return
+			}
+			var ue UsageError
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.As(err, &ue) {
+				t.Errorf("Validate() = %v, want a usage error with %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// describeFunc is a function-type fake of DescribeStateMachine.
+type describeFunc func(arn string) error
+
+func (f describeFunc) DescribeStateMachine(_ context.Context, in *sfn.DescribeStateMachineInput, _ ...func(*sfn.Options)) (*sfn.DescribeStateMachineOutput, error) {
+	if err := f(aws.ToString(in.StateMachineArn)); err != nil {
+		return nil, err
+	}
+	return &sfn.DescribeStateMachineOutput{}, nil
+}
+
+func TestConfigSet(t *testing.T) {
+	ctx := context.Background()
+	other := strings.Replace(sampleArn, "sfnlimit-sample", "mine", 1)
+	machines := describeFunc(func(arn string) error {
+		if arn == other || arn == sampleArn {
+			return nil
+		}
+		return &sfntypes.StateMachineDoesNotExist{Message: aws.String("no")}
+	})
+
+	t.Run("only the fields given change", func(t *testing.T) {
+		store := newMemStore(config.Override{Type: "payments", Limit: 10, MaxAttempts: 7})
+		e := ConfigEditor{Store: store, Defaults: defaults(), CacheAge: 30 * time.Second, SFN: machines}
+		res, err := e.Set(ctx, Change{Type: "payments", StateMachineArn: ptr(other)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := store.items["payments"]; got != (config.Override{Type: "payments", Limit: 10, MaxAttempts: 7, StateMachineArn: other}) {
+			t.Errorf("stored override = %+v", got)
+		}
+		if res.Before.Limit != 10 || res.After.Limit != 10 || res.After.StateMachineArn != other || res.After.Source != "override" {
+			t.Errorf("Set() = %+v", res)
+		}
+		if len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "ExtraStateMachineArns") {
+			t.Errorf("Set() warnings = %v, want the ExtraStateMachineArns reminder", res.Warnings)
+		}
+	})
+	t.Run("a new type", func(t *testing.T) {
+		store := newMemStore()
+		e := ConfigEditor{Store: store, Defaults: defaults(), CacheAge: time.Second}
+		res, err := e.Set(ctx, Change{Type: "llm", Limit: ptr(10)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Before.Limit != 0 || res.Before.Source != "none" || res.After.Limit != 10 || res.Config.Lanes != 17 {
+			t.Errorf("Set() = %+v, want llm from none to 10 and 17 lanes in all", res)
+		}
+		if len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "is new: wait 1s") {
+			t.Errorf("Set() warnings = %v", res.Warnings)
+		}
+	})
+	t.Run("attempts without a limit leave the type refused", func(t *testing.T) {
+		e := ConfigEditor{Store: newMemStore(), Defaults: defaults()}
+		res, err := e.Set(ctx, Change{Type: "llm", MaxAttempts: ptr(2)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.After.Limit != 0 || res.After.MaxAttempts != 2 || res.After.Override == nil || !strings.Contains(strings.Join(res.Warnings, " "), "unknown_type") {
+			t.Errorf("Set() = %+v", res)
+		}
+		v, err := e.Get(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tv := find(v.Types, "llm"); tv == nil || tv.Source != "none" || tv.Override.MaxAttempts != 2 {
+			t.Errorf("Get() llm = %+v, want it listed with its override and no limit", tv)
+		}
+	})
+	t.Run("the quota counts defaults, overrides and the fallback", func(t *testing.T) {
+		d := defaults()
+		d.FallbackLimit = 3
+		store := newMemStore(config.Override{Type: "big", Limit: 100000})
+		e := ConfigEditor{Store: store, Defaults: d}
+		// 100000 + 2 + 5 + 3 + 19990 = 120000: at the quota.
+		if _, err := e.Set(ctx, Change{Type: "other", Limit: ptr(19990)}); err == nil || !strings.Contains(err.Error(), "quota") {
+			t.Errorf("Set() over the quota = %v", err)
+		}
+		// Overriding an existing limit replaces it rather than adds to it.
+		if _, err := e.Set(ctx, Change{Type: "big", Limit: ptr(119990)}); err == nil {
+			t.Errorf("Set() big to 119990 = nil, want the quota error")
+		}
+		if _, err := e.Set(ctx, Change{Type: "big", Limit: ptr(110000)}); err != nil {
+			t.Errorf("Set() big to 110000 = %v", err)
+		}
+		if store.writes != 1 {
+			t.Errorf("%d writes, want 1 (refused changes write nothing)", store.writes)
+		}
+	})
+	t.Run("a missing state machine", func(t *testing.T) {
+		store := newMemStore()
+		e := ConfigEditor{Store: store, Defaults: defaults(), SFN: machines}
+		_, err := e.Set(ctx, Change{Type: "payments", StateMachineArn: ptr(strings.Replace(sampleArn, "sfnlimit-sample", "gone", 1))})
+		if err == nil || !strings.Contains(err.Error(), "does not exist") || store.writes != 0 {
+			t.Errorf("Set() = %v with %d writes, want does not exist and none", err, store.writes)
+		}
+	})
+}
+
+func TestConfigReset(t *testing.T) {
+	ctx := context.Background()
+	store := newMemStore(config.Override{Type: "payments", Limit: 20}, config.Override{Type: "llm", Limit: 4})
+	e := ConfigEditor{Store: store, Defaults: defaults()}
+	res, err := e.Reset(ctx, "payments")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Before.Limit != 20 || res.After.Limit != 2 || res.After.Source != "default" || len(res.Warnings) != 0 {
+		t.Errorf("Reset(payments) = %+v, want 20 -> 2 from default", res)
+	}
+	res, err = e.Reset(ctx, "llm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.After.Limit != 0 || !strings.Contains(strings.Join(res.Warnings, " "), "unknown_type") {
+		t.Errorf("Reset(llm) = %+v, want no limit and a warning", res)
+	}
+	res, err = e.Reset(ctx, "reports")
+	if err != nil || !strings.Contains(strings.Join(res.Warnings, " "), "no live override") {
+		t.Errorf("Reset(reports) = %+v, %v; want a no-op with a note", res, err)
+	}
+	if _, err := e.Reset(ctx, "a-b"); err == nil {
+		t.Error("Reset(a-b) = nil, want invalid_type")
+	}
+	if len(store.items) != 0 {
+		t.Errorf("overrides left: %v", store.items)
+	}
+}
+
+// Overrides that break the quota together (written by hand) are shown as the functions treat
+// them: refused as a whole, the defaults in force.
+func TestConfigGetRefusedSet(t *testing.T) {
+	store := newMemStore(config.Override{Type: "a", Limit: 60000}, config.Override{Type: "b", Limit: 60000})
+	v, err := ConfigEditor{Store: store, Defaults: defaults()}.Get(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Warning == "" || v.Lanes != 7 || find(v.Types, "a") != nil {
+		t.Errorf("Get() = %+v, want a warning and the defaults' 7 lanes", v)
+	}
+	var b strings.Builder
+	if err := v.WriteTable(&b); err != nil || !strings.Contains(b.String(), "WARNING") {
+		t.Errorf("WriteTable() = %v:\n%s", err, b.String())
+	}
+}
+
+func find(ts []TypeView, typ string) *TypeView {
+	for i := range ts {
+		if ts[i].Type == typ {
+			return &ts[i]
+		}
+	}
+	return nil
+}

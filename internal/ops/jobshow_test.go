@@ -1,0 +1,138 @@
+package ops
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+
+	"github.com/sfnlimit/sfnlimit/internal/config"
+	"github.com/sfnlimit/sfnlimit/internal/fakes"
+	"github.com/sfnlimit/sfnlimit/internal/job"
+	"github.com/sfnlimit/sfnlimit/internal/lease"
+)
+
+func TestJobShow(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	submitted := now.Add(-10 * time.Minute)
+	mine := strings.Replace(sampleArn, "sfnlimit-sample", "mine", 1)
+	put := func(f *fakes.SFN, sm, typ, id string, redrive, attempt, lane int, status sfntypes.ExecutionStatus) {
+		in := job.Job{Type: typ, ID: id, Input: []byte(`{}`), SubmittedAt: submitted, Redrive: redrive}.ExecutionInput(lane, attempt).MustJSON()
+		f.Put(fakes.Execution{StateMachineArn: sm, Name: job.RunName(typ, id, redrive, attempt), Status: status, Input: string(in), StartDate: now})
+	}
+	tests := []struct {
+		name      string
+		typ       string
+		setup     func(f *fakes.SFN, l *fakes.LeaseStore)
+		wantState string
+		wantExecs int
+		wantLane  int
+		wantErr   error
+	}{
+		{
+			name: "succeeded after a retry",
+			typ:  "payments",
+			setup: func(f *fakes.SFN, _ *fakes.LeaseStore) {
+				put(f, sampleArn, "payments", "o-1", 0, 1, 2, sfntypes.ExecutionStatusFailed)
+				put(f, sampleArn, "payments", "o-1", 0, 2, 2, sfntypes.ExecutionStatusSucceeded)
+			},
+			wantState: "succeeded", wantExecs: 2, wantLane: 2,
+		},
+		{
+			name: "running, from its lease",
+			typ:  "payments",
+			setup: func(f *fakes.SFN, l *fakes.LeaseStore) {
+				put(f, sampleArn, "payments", "o-1", 0, 1, 1, sfntypes.ExecutionStatusRunning)
+				l.Set(lease.Lease{Type: "payments", Lane: 1, JobID: "o-1", Attempt: 1, Status: lease.Running, StartedAt: now, SubmittedAt: submitted})
+			},
+			wantState: "running", wantExecs: 1, wantLane: 1,
+		},
+		{
+			name: "starting: a lease and no execution yet",
+			typ:  "payments",
+			setup: func(_ *fakes.SFN, l *fakes.LeaseStore) {
+				l.Set(lease.Lease{Type: "payments", Lane: 2, JobID: "o-1", Attempt: 1, Status: lease.Starting, StartedAt: now})
+			},
+			wantState: "starting", wantExecs: 0, wantLane: 2,
+		},
+		{
+			name: "attempts exhausted, redriven, and its redrive running on the type's own state machine",
+			typ:  "reports", // 4 attempts; its override names another state machine
+			setup: func(f *fakes.SFN, l *fakes.LeaseStore) {
+				for a := 1; a <= 4; a++ {
+					put(f, sampleArn, "reports", "o-1", 0, a, 3, sfntypes.ExecutionStatusFailed)
+				}
+				put(f, mine, "reports", "o-1", 1, 1, 1, sfntypes.ExecutionStatusRunning)
+				l.Set(lease.Lease{Type: "reports", Lane: 1, JobID: "o-1", Attempt: 1, Redrive: 1, Status: lease.Running, StartedAt: now})
+			},
+			wantState: "running", wantExecs: 5, wantLane: 1,
+		},
+		{
+			name: "dead-lettered",
+			typ:  "payments",
+			setup: func(f *fakes.SFN, _ *fakes.LeaseStore) {
+				for a := 1; a <= 3; a++ {
+					put(f, sampleArn, "payments", "o-1", 0, a, 1, sfntypes.ExecutionStatusTimedOut)
+				}
+			},
+			wantState: "dead-lettered", wantExecs: 3, wantLane: 1,
+		},
+		{
+			name: "aborted",
+			typ:  "payments",
+			setup: func(f *fakes.SFN, _ *fakes.LeaseStore) {
+				put(f, sampleArn, "payments", "o-1", 0, 1, 1, sfntypes.ExecutionStatusAborted)
+			},
+			wantState: "dead-lettered", wantExecs: 1, wantLane: 1,
+		},
+		{name: "not found", typ: "payments", setup: func(*fakes.SFN, *fakes.LeaseStore) {}, wantState: "not-started", wantErr: ErrJobNotFound},
+		{
+			name: "any type",
+			setup: func(f *fakes.SFN, _ *fakes.LeaseStore) {
+				put(f, sampleArn, "payments", "o-1", 0, 1, 2, sfntypes.ExecutionStatusSucceeded)
+			},
+			wantState: "succeeded", wantExecs: 1, wantLane: 2,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, l := fakes.NewSFN(nil), fakes.NewLeaseStore(nil)
+			tt.setup(f, l)
+			r, err := config.NewResolver(defaults(), staticStore{{Type: "reports", StateMachineArn: mine}}, time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			views, err := JobFinder{Leases: l, SFN: f, Config: r, Defaults: defaults()}.Show(context.Background(), tt.typ, "o-1")
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("Show() error = %v, want %v", err, tt.wantErr)
+			}
+			if len(views) != 1 {
+				t.Fatalf("Show() = %d views, want 1", len(views))
+			}
+			v := views[0]
+			if v.State != tt.wantState || len(v.Executions) != tt.wantExecs || v.Lane != tt.wantLane || v.Detail == "" {
+				t.Errorf("Show() = %s (%s), %d executions, lane %d; want %s, %d, lane %d", v.State, v.Detail, len(v.Executions), v.Lane, tt.wantState, tt.wantExecs, tt.wantLane)
+			}
+			if tt.wantExecs > 0 && (v.SubmittedAt == nil || !v.SubmittedAt.Equal(submitted)) {
+				t.Errorf("Show() submitted = %v, want %v", v.SubmittedAt, submitted)
+			}
+			var b strings.Builder
+			if err := WriteJobs(&b, views); err != nil || !strings.Contains(b.String(), "job o-1 of type") {
+				t.Errorf("WriteJobs() = %v:\n%s", err, b.String())
+			}
+		})
+	}
+}
+
+func TestExecutionArn(t *testing.T) {
+	arn := executionArn(sampleArn, "payments-o-1-2")
+	if want := "arn:aws:states:us-east-1:123456789012:execution:sfnlimit-sample:payments-o-1-2"; arn != want {
+		t.Errorf("executionArn() = %s, want %s", arn, want)
+	}
+	if got := stateMachineOf(arn); got != sampleArn {
+		t.Errorf("stateMachineOf() = %s, want %s", got, sampleArn)
+	}
+}
