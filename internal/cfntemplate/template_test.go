@@ -12,6 +12,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/sfnlimit/sfnlimit/internal/releaser"
 )
 
 // The application's own files: these tests hold template.yaml to the contract of docs/design.md.
@@ -772,4 +775,19 @@ func toAny(s []string) []any {
 		out[i] = v
 	}
 	return out
+}
+
+// A dead-lettering lease belongs to the release that wrote it for as long as a releaser invocation
+// can run; after that another release finishes it. The constant must be the releaser's timeout.
+func TestDeadLetterTakeoverIsTheReleasersTimeout(t *testing.T) {
+	s := newLocalStack(t, nil)
+	releaserTimeout := time.Duration(s.fns["ReleaserFunction"].Timeout) * time.Second
+	if releaser.DeadLetterTakeover != releaserTimeout {
+		t.Errorf("releaser.DeadLetterTakeover = %s, want the ReleaserFunction timeout %s", releaser.DeadLetterTakeover, releaserTimeout)
+	}
+	for id, f := range s.fns {
+		if d := time.Duration(f.Timeout) * time.Second; d > releaser.DeadLetterTakeover {
+			t.Errorf("%s timeout %s > DeadLetterTakeover %s: a slower release could be taken over while it runs", id, d, releaser.DeadLetterTakeover)
+		}
+	}
 }
