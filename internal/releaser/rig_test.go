@@ -3,12 +3,10 @@ package releaser_test
 import (
 	"bytes"
 	"encoding/json"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -55,7 +53,7 @@ func newRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	r := &rig{leases: fakes.NewLeaseStore(clock.Now), sqs: &fakes.SQS{}, sfn: fakes.NewSFN(clock.Now), clock: clock}
-	log := testLogger(t)
+	log := fakes.Logger(t)
 	r.svc = &releaser.Service{
 		Leases: r.leases, Queue: r.sqs, QueueURL: lanesURL, SFN: r.sfn, Config: res, DLQ: deadletter.New(r.sqs, dlqURL), Log: log,
 	}
@@ -64,23 +62,6 @@ func newRig(t *testing.T) *rig {
 		Now: clock.Now, Log: log,
 	}
 	return r
-}
-
-// testLogger logs through t, so a failing test shows what the releaser said.
-func testLogger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(&tWriter{t: t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type tWriter struct {
-	mu sync.Mutex
-	t  *testing.T
-}
-
-func (w *tWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
 }
 
 func fixture(t *testing.T, name string) []byte {

@@ -4,13 +4,11 @@ import (
 	"crypto/md5"
 	"encoding/hex"
 	"encoding/json"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -63,7 +61,7 @@ func newRig(t *testing.T, limits map[string]int) *rig {
 		t.Fatal(err)
 	}
 	r := &rig{leases: fakes.NewLeaseStore(clock.Now), sqs: &fakes.SQS{}, sfn: fakes.NewSFN(clock.Now), clock: clock}
-	log := testLogger(t)
+	log := fakes.Logger(t)
 	dlq := deadletter.New(r.sqs, dlqURL)
 	rel := &releaser.Service{Leases: r.leases, Queue: r.sqs, QueueURL: lanesURL, SFN: r.sfn, Config: res, DLQ: dlq, Log: log}
 	r.st = &starter.Starter{
@@ -71,22 +69,6 @@ func newRig(t *testing.T, limits map[string]int) *rig {
 		Lanes: lane.Hashed{}, RetryDelay: retryDelay, StaleAfter: staleAfter, Concurrency: 10, Now: clock.Now, Log: log,
 	}
 	return r
-}
-
-func testLogger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(&tWriter{t: t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type tWriter struct {
-	mu sync.Mutex
-	t  *testing.T
-}
-
-func (w *tWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
 }
 
 func loadEvent(t *testing.T, name string) events.SQSEvent {
