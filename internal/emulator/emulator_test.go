@@ -11,12 +11,16 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -157,6 +161,75 @@ func TestMoto(t *testing.T) {
 			}
 		}
 	})
+}
+
+// moto serves requests on threads, and a cancelled transaction restores the whole table from a copy
+// taken when it began, erasing what other threads wrote meanwhile; the launcher serialises DynamoDB
+// requests so racing transactions behave as on DynamoDB: one wins and its writes stay.
+func TestMotoConditionalWritesAreAtomic(t *testing.T) {
+	t.Parallel()
+	moto := startMoto(t, MotoOptions{})
+	c := dynamodb.New(dynamodb.Options{
+		Region: "us-east-1", BaseEndpoint: aws.String(moto.Endpoint()),
+		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),
+	})
+	ctx := context.Background()
+	if _, err := c.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName: aws.String("race"), BillingMode: ddbtypes.BillingModePayPerRequest,
+		AttributeDefinitions: []ddbtypes.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: ddbtypes.ScalarAttributeTypeS}},
+		KeySchema:            []ddbtypes.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: ddbtypes.KeyTypeHash}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// A cancelled transaction copies the table when it begins: a fuller table widens moto's window.
+	for i := range 300 {
+		if _, err := c.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("race"), Item: map[string]ddbtypes.AttributeValue{
+			"pk": &ddbtypes.AttributeValueMemberS{Value: "filler-" + strconv.Itoa(i)},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for round := range 60 {
+		var won atomic.Int64
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				key := strconv.Itoa(round)
+				_, err := c.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []ddbtypes.TransactWriteItem{
+					{Put: &ddbtypes.Put{
+						TableName:           aws.String("race"),
+						Item:                map[string]ddbtypes.AttributeValue{"pk": &ddbtypes.AttributeValueMemberS{Value: key}},
+						ConditionExpression: aws.String("attribute_not_exists(pk)"),
+					}},
+					{Update: &ddbtypes.Update{
+						TableName:                 aws.String("race"),
+						Key:                       map[string]ddbtypes.AttributeValue{"pk": &ddbtypes.AttributeValueMemberS{Value: "count-" + key}},
+						UpdateExpression:          aws.String("ADD n :one"),
+						ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":one": &ddbtypes.AttributeValueMemberN{Value: "1"}},
+					}},
+				}})
+				if err == nil {
+					won.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		if won.Load() != 1 {
+			t.Fatalf("round %d: %d of 8 racing transactions (Put attribute_not_exists + ADD) succeeded, want exactly 1", round, won.Load())
+		}
+		out, err := c.GetItem(ctx, &dynamodb.GetItemInput{
+			TableName: aws.String("race"), ConsistentRead: aws.Bool(true),
+			Key: map[string]ddbtypes.AttributeValue{"pk": &ddbtypes.AttributeValueMemberS{Value: "count-" + strconv.Itoa(round)}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := out.Item["n"].(*ddbtypes.AttributeValueMemberN); n == nil || n.Value != "1" {
+			t.Fatalf("round %d: the winner's counter is %v after the losers were cancelled, want 1", round, out.Item["n"])
+		}
+	}
 }
 
 func compactJSON(t *testing.T, s string) string {

@@ -11,6 +11,10 @@ Written to a temporary directory and run by internal/emulator. It differs from `
 3. The interpreter's service calls (Lambda invoke, SQS, DynamoDB tasks) go to
    http://localhost:$MOTO_PORT (moto.settings.moto_server_port, read at each call). --interpreter-port sets
    MOTO_PORT independently of the port served, so that a gateway can sit in front of moto.
+4. DynamoDB requests are served one at a time. moto serves each request on its own thread and checks a
+   condition (attribute_not_exists, version = :v, a transaction's conditions) apart from the write it
+   guards, so two racing conditional writes can both succeed; DynamoDB never lets them. Serialising
+   DynamoDB's requests makes every conditional write and transaction atomic, as on AWS.
 
 It serves on an inherited listening socket (--fd) or on --host/--port, and answers GET /_sfnlimit/health
 with what it set up, so that the caller can check it.
@@ -22,6 +26,7 @@ import json
 import os
 import signal
 import sys
+import threading
 
 EXPECTED_MOTO_VERSION = "5.2.1"
 HEALTH_PATH = "/_sfnlimit/health"
@@ -86,9 +91,16 @@ def health_app(app, info):
                 [("Content-Type", "application/json"), ("Content-Length", str(len(body)))],
             )
             return [body]
+        if environ.get("HTTP_X_AMZ_TARGET", "").startswith("DynamoDB_"):
+            # Consume the whole response under the lock: the write happens while it is built.
+            with DYNAMODB_LOCK:
+                return list(app(environ, start_response))
         return app(environ, start_response)
 
     return wrapped
+
+
+DYNAMODB_LOCK = threading.Lock()
 
 
 def main(argv=None):
