@@ -20,6 +20,7 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/lane"
 	"github.com/sfnlimit/sfnlimit/internal/lease"
 	"github.com/sfnlimit/sfnlimit/internal/metrics"
+	"github.com/sfnlimit/sfnlimit/internal/occupancy"
 	"github.com/sfnlimit/sfnlimit/internal/releaser"
 	"github.com/sfnlimit/sfnlimit/internal/router"
 	"github.com/sfnlimit/sfnlimit/internal/sqsbatch"
@@ -117,11 +118,16 @@ func Router(env Env, c Clients, log *slog.Logger, opts ...Option) (*router.Route
 	if err != nil {
 		return nil, err
 	}
-	ch, err := lane.New(env("LANE_STRATEGY"))
+	table, err := env.require("TABLE_NAME")
 	if err != nil {
 		return nil, err
 	}
-	return &router.Router{Config: res, Lanes: ch, Lanesq: sqsbatch.NewSender(c.SQS, fifo), DLQ: deadletter.New(c.SQS, dlq), Log: log, Metrics: env.recorder(opts)}, nil
+	// LANE_STRATEGY is read (and checked) with the rest of the configuration: each type's strategy
+	// is its override's, else the deployment's.
+	return &router.Router{
+		Config: res, Lanes: lane.Hashed{}, Occupancy: occupancy.NewStore(c.DDB, table),
+		Lanesq: sqsbatch.NewSender(c.SQS, fifo), DLQ: deadletter.New(c.SQS, dlq), Log: log, Metrics: env.recorder(opts),
+	}, nil
 }
 
 // Releaser builds the releaser (its service and event handler) from its environment.
@@ -156,7 +162,8 @@ func releaserWith(env Env, c Clients, res *config.Resolver, log *slog.Logger, re
 	}
 	leases := lease.NewStore(c.DDB, table)
 	svc := &releaser.Service{
-		Leases: leases, Queue: c.SQS, QueueURL: fifo, SFN: c.SFN, Config: res, DLQ: deadletter.New(c.SQS, dlq), Log: log, Metrics: rec,
+		Leases: leases, Queue: c.SQS, QueueURL: fifo, SFN: c.SFN, Config: res, DLQ: deadletter.New(c.SQS, dlq),
+		Occupancy: occupancy.NewStore(c.DDB, table), Log: log, Metrics: rec,
 	}
 	return &releaser.Handler{
 		Service: svc, Leases: leases, SweepMinAge: minAge, SweepMaxDescribes: maxDescribes, SweepConcurrency: 8, Log: log,
@@ -186,14 +193,14 @@ func Starter(env Env, c Clients, log *slog.Logger, opts ...Option) (*starter.Sta
 	if err != nil {
 		return nil, err
 	}
-	ch, err := lane.New(env("LANE_STRATEGY"))
+	table, err := env.require("TABLE_NAME")
 	if err != nil {
 		return nil, err
 	}
 	svc := rel.Service
 	return &starter.Starter{
 		Config: res, Leases: svc.Leases, SFN: c.SFN, Queue: c.SQS, QueueURL: svc.QueueURL,
-		DLQ: svc.DLQ, Releaser: svc, Lanes: ch, RetryDelay: retry,
+		DLQ: svc.DLQ, Releaser: svc, Lanes: lane.Hashed{}, Occupancy: occupancy.NewStore(c.DDB, table), RetryDelay: retry,
 		StaleAfter: vis + vis/2, Concurrency: 10, Log: log, Metrics: rec,
 	}, nil
 }

@@ -337,9 +337,9 @@ func TestLaneStrategy(t *testing.T) {
 			})
 		}
 	}
-	// The releaser never chooses a lane: a strategy it does not know is not its concern.
-	if _, err := app.Releaser(envOf(with(fullEnv(), map[string]string{"LANE_STRATEGY": "roundrobin"})), clients(), discard()); err != nil {
-		t.Errorf("Releaser(LANE_STRATEGY=roundrobin) error: %v, want none (the releaser has no lanes to choose)", err)
+	// The releaser reads the same configuration, strategy included, and refuses the same mistakes.
+	if _, err := app.Releaser(envOf(with(fullEnv(), map[string]string{"LANE_STRATEGY": "roundrobin"})), clients(), discard()); err == nil || !strings.Contains(err.Error(), "roundrobin") {
+		t.Errorf("Releaser(LANE_STRATEGY=roundrobin) error: %v, want one naming the strategy", err)
 	}
 }
 

@@ -130,7 +130,7 @@ func TestParametersAreSortedDescribedAndDefaulted(t *testing.T) {
 		"ExecutionTimeoutSeconds": "3600",
 		"ExtraStateMachineArns":   "",
 		"FifoVisibilityTimeout":   "900",
-		"LaneStrategy":            "random",
+		"LaneStrategy":            "least-loaded",
 		"StartRetrySeconds":       "5",
 		"StarterMaxConcurrency":   "50",
 		"SweepMaxDescribes":       "500",
@@ -382,7 +382,7 @@ func TestFunctionEnvironmentValues(t *testing.T) {
 		{"RouterFunction", "TABLE_NAME", table},
 		{"RouterFunction", "TYPE_LIMITS", "demo=5"},
 		{"RouterFunction", "DEFAULT_LIMIT", "0"},
-		{"RouterFunction", "LANE_STRATEGY", "random"},
+		{"RouterFunction", "LANE_STRATEGY", "least-loaded"},
 		{"RouterFunction", "CONFIG_CACHE_SECONDS", "30"},
 		{"StarterFunction", "STATE_MACHINE_ARN", sampleArn},
 		{"StarterFunction", "FIFO_QUEUE_URL", lanesURL},
@@ -390,11 +390,12 @@ func TestFunctionEnvironmentValues(t *testing.T) {
 		{"StarterFunction", "TYPE_MAX_ATTEMPTS", ""},
 		{"StarterFunction", "START_RETRY_SECONDS", "5"},
 		{"StarterFunction", "FIFO_VISIBILITY_TIMEOUT", "900"},
-		{"StarterFunction", "LANE_STRATEGY", "random"},
+		{"StarterFunction", "LANE_STRATEGY", "least-loaded"},
 		{"ReleaserFunction", "FIFO_QUEUE_URL", lanesURL},
 		{"ReleaserFunction", "DLQ_URL", dlqURL},
 		{"ReleaserFunction", "SWEEP_MIN_AGE_SECONDS", "60"},
 		{"ReleaserFunction", "SWEEP_MAX_DESCRIBES", "500"},
+		{"ReleaserFunction", "LANE_STRATEGY", "least-loaded"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.fn+"/"+tt.name, func(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sfnlimit/sfnlimit/internal/job"
+	"github.com/sfnlimit/sfnlimit/internal/lane"
 )
 
 // MaxInFlight is the SQS FIFO in-flight quota: at most this many lanes can be held at once per queue.
@@ -30,6 +31,8 @@ type TypeConfig struct {
 	Limit           int
 	MaxAttempts     int
 	StateMachineArn string
+	// Strategy is how the router picks a lane: lane.LeastLoaded or lane.Random.
+	Strategy string
 	// Source says where the limit came from: "override", "default" (TYPE_LIMITS) or "fallback" (DEFAULT_LIMIT).
 	Source string
 }
@@ -41,6 +44,9 @@ type Defaults struct {
 	MaxAttempts        map[string]int
 	DefaultMaxAttempts int
 	StateMachineArn    string
+	// Strategy is the lane strategy of every type without an override (LANE_STRATEGY; "" is
+	// lane.DefaultStrategy).
+	Strategy string
 }
 
 // Override is a live per-type change stored in the table; zero fields leave the default in force.
@@ -49,12 +55,18 @@ type Override struct {
 	Limit           int
 	MaxAttempts     int
 	StateMachineArn string
+	Strategy        string
 }
 
 // Validate checks an override against the same rules as the defaults.
 func (o Override) Validate() error {
 	if err := job.ValidateType(o.Type); err != nil {
 		return err
+	}
+	if o.Strategy != "" {
+		if _, err := lane.ParseStrategy(o.Strategy); err != nil {
+			return fmt.Errorf("type %s: %w", o.Type, err)
+		}
 	}
 	if o.Limit < 0 || o.MaxAttempts < 0 {
 		return fmt.Errorf("type %s: limit and max attempts must not be negative", o.Type)
@@ -98,6 +110,9 @@ func ParseLimits(s string) (map[string]int, error) {
 func (d Defaults) Validate() error {
 	if d.FallbackLimit < 0 || d.FallbackLimit >= MaxInFlight {
 		return fmt.Errorf("DEFAULT_LIMIT %d must be 0 or more and under the SQS FIFO in-flight quota of %d", d.FallbackLimit, MaxInFlight)
+	}
+	if _, err := lane.ParseStrategy(d.Strategy); err != nil {
+		return fmt.Errorf("LANE_STRATEGY: %w", err)
 	}
 	if d.DefaultMaxAttempts < 1 {
 		return fmt.Errorf("DEFAULT_MAX_ATTEMPTS %d must be at least 1", d.DefaultMaxAttempts)
@@ -229,6 +244,7 @@ func (r *Resolver) Get(ctx context.Context, typ string) (TypeConfig, error) {
 func (r *Resolver) merge(typ string, ov map[string]Override) (TypeConfig, error) {
 	d := r.defaults
 	c := TypeConfig{Type: typ, MaxAttempts: d.DefaultMaxAttempts, StateMachineArn: d.StateMachineArn}
+	c.Strategy, _ = lane.ParseStrategy(d.Strategy) // checked by Validate
 	switch n, ok := d.Limits[typ]; {
 	case ok:
 		c.Limit, c.Source = n, "default"
@@ -247,6 +263,9 @@ func (r *Resolver) merge(typ string, ov map[string]Override) (TypeConfig, error)
 		}
 		if o.StateMachineArn != "" {
 			c.StateMachineArn = o.StateMachineArn
+		}
+		if o.Strategy != "" {
+			c.Strategy, _ = lane.ParseStrategy(o.Strategy) // checked by Validate
 		}
 	}
 	if c.Limit == 0 {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sfnlimit/sfnlimit/internal/config"
+	"github.com/sfnlimit/sfnlimit/internal/lane"
 )
 
 func TestParseLimits(t *testing.T) {
@@ -147,6 +148,7 @@ func TestFromEnv(t *testing.T) {
 				"TYPE_MAX_ATTEMPTS":    "payments=5",
 				"STATE_MACHINE_ARN":    " arn:aws:states:us-east-1:123456789012:stateMachine:work ",
 				"CONFIG_CACHE_SECONDS": "10",
+				"LANE_STRATEGY":        "random",
 			},
 			want: config.Defaults{
 				Limits:             map[string]int{"payments": 50, "reports": 5},
@@ -154,6 +156,7 @@ func TestFromEnv(t *testing.T) {
 				MaxAttempts:        map[string]int{"payments": 5},
 				DefaultMaxAttempts: 4,
 				StateMachineArn:    "arn:aws:states:us-east-1:123456789012:stateMachine:work",
+				Strategy:           "random",
 			},
 			wantCache: 10 * time.Second,
 		},
@@ -171,6 +174,7 @@ func TestFromEnv(t *testing.T) {
 		{name: "zero DEFAULT_MAX_ATTEMPTS", give: map[string]string{"DEFAULT_MAX_ATTEMPTS": "0"}, wantErr: "DEFAULT_MAX_ATTEMPTS"},
 		{name: "bad DEFAULT_MAX_ATTEMPTS", give: map[string]string{"DEFAULT_MAX_ATTEMPTS": "3x"}, wantErr: "DEFAULT_MAX_ATTEMPTS"},
 		{name: "bad CONFIG_CACHE_SECONDS", give: map[string]string{"CONFIG_CACHE_SECONDS": "30s"}, wantErr: "CONFIG_CACHE_SECONDS"},
+		{name: "unknown LANE_STRATEGY", give: map[string]string{"LANE_STRATEGY": "shortest"}, wantErr: "LANE_STRATEGY"},
 		{name: "sum over the quota", give: map[string]string{"TYPE_LIMITS": "a=60000,b=60000"}, wantErr: "quota"},
 	}
 	for _, tt := range tests {
@@ -256,15 +260,16 @@ func testDefaults(fallback int) config.Defaults {
 		MaxAttempts:        map[string]int{"payments": 5},
 		DefaultMaxAttempts: 3,
 		StateMachineArn:    defaultArn,
+		Strategy:           "random",
 	}
 }
 
 func testOverrides() []config.Override {
 	return []config.Override{
-		{Type: "reports", Limit: 7, MaxAttempts: 9, StateMachineArn: reportsArn},
+		{Type: "reports", Limit: 7, MaxAttempts: 9, StateMachineArn: reportsArn, Strategy: "least-loaded"},
 		{Type: "payments", StateMachineArn: reportsArn}, // no limit: the default limit stays
-		{Type: "adhoc", Limit: 4},                       // a type only the table knows
-		{Type: "attempts_only", MaxAttempts: 2},         // no limit anywhere
+		{Type: "adhoc", Limit: 4},               // a type only the table knows
+		{Type: "attempts_only", MaxAttempts: 2}, // no limit anywhere
 	}
 }
 
@@ -279,32 +284,32 @@ func TestResolverGet(t *testing.T) {
 	}{
 		{
 			name: "default", giveFallback: 2, give: "payments",
-			want: config.TypeConfig{Type: "payments", Limit: 50, MaxAttempts: 5, StateMachineArn: defaultArn, Source: "default"},
+			want: config.TypeConfig{Type: "payments", Limit: 50, MaxAttempts: 5, StateMachineArn: defaultArn, Strategy: "random", Source: "default"},
 		},
 		{
 			name: "fallback", giveFallback: 2, give: "other",
-			want: config.TypeConfig{Type: "other", Limit: 2, MaxAttempts: 3, StateMachineArn: defaultArn, Source: "fallback"},
+			want: config.TypeConfig{Type: "other", Limit: 2, MaxAttempts: 3, StateMachineArn: defaultArn, Strategy: "random", Source: "fallback"},
 		},
 		{name: "unknown without fallback", giveFallback: 0, give: "other", wantUnknown: true},
 		{
 			name: "override beats default", giveFallback: 2, giveStore: true, give: "reports",
-			want: config.TypeConfig{Type: "reports", Limit: 7, MaxAttempts: 9, StateMachineArn: reportsArn, Source: "override"},
+			want: config.TypeConfig{Type: "reports", Limit: 7, MaxAttempts: 9, StateMachineArn: reportsArn, Strategy: "least-loaded", Source: "override"},
 		},
 		{
 			name: "override without limit keeps the default limit", giveFallback: 2, giveStore: true, give: "payments",
-			want: config.TypeConfig{Type: "payments", Limit: 50, MaxAttempts: 5, StateMachineArn: reportsArn, Source: "default"},
+			want: config.TypeConfig{Type: "payments", Limit: 50, MaxAttempts: 5, StateMachineArn: reportsArn, Strategy: "random", Source: "default"},
 		},
 		{
 			name: "override of a type without default", giveFallback: 0, giveStore: true, give: "adhoc",
-			want: config.TypeConfig{Type: "adhoc", Limit: 4, MaxAttempts: 3, StateMachineArn: defaultArn, Source: "override"},
+			want: config.TypeConfig{Type: "adhoc", Limit: 4, MaxAttempts: 3, StateMachineArn: defaultArn, Strategy: "random", Source: "override"},
 		},
 		{
 			name: "override beats fallback", giveFallback: 2, giveStore: true, give: "adhoc",
-			want: config.TypeConfig{Type: "adhoc", Limit: 4, MaxAttempts: 3, StateMachineArn: defaultArn, Source: "override"},
+			want: config.TypeConfig{Type: "adhoc", Limit: 4, MaxAttempts: 3, StateMachineArn: defaultArn, Strategy: "random", Source: "override"},
 		},
 		{
 			name: "override without limit on fallback", giveFallback: 2, giveStore: true, give: "attempts_only",
-			want: config.TypeConfig{Type: "attempts_only", Limit: 2, MaxAttempts: 2, StateMachineArn: defaultArn, Source: "fallback"},
+			want: config.TypeConfig{Type: "attempts_only", Limit: 2, MaxAttempts: 2, StateMachineArn: defaultArn, Strategy: "random", Source: "fallback"},
 		},
 		{name: "override without limit, no fallback", giveFallback: 0, giveStore: true, give: "attempts_only", wantUnknown: true},
 		{name: "unknown with store, no fallback", giveFallback: 0, giveStore: true, give: "other", wantUnknown: true},
@@ -442,6 +447,30 @@ func TestResolverStoreErrors(t *testing.T) {
 	})
 }
 
+// A deployment that names no strategy gets lane.DefaultStrategy; an override naming an unknown one
+// is ignored like any invalid override, so the type keeps working on the deployment's strategy.
+func TestResolverStrategy(t *testing.T) {
+	d := testDefaults(2)
+	d.Strategy = ""
+	store := &fakeStore{list: []config.Override{
+		{Type: "reports", Strategy: "random"},
+		{Type: "payments", Strategy: "shortest-queue"},
+	}}
+	r, err := config.NewResolver(d, store, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for typ, want := range map[string]string{"other": lane.DefaultStrategy, "reports": lane.Random, "payments": lane.DefaultStrategy} {
+		got, err := r.Get(context.Background(), typ)
+		if err != nil || got.Strategy != want {
+			t.Errorf("Get(%s).Strategy = %q, %v; want %q", typ, got.Strategy, err, want)
+		}
+	}
+	if err := (config.Override{Type: "payments", Strategy: "shortest-queue"}).Validate(); err == nil || !strings.Contains(err.Error(), "least-loaded") {
+		t.Errorf("Validate(unknown strategy) = %v, want an error listing the known ones", err)
+	}
+}
+
 func TestResolverAll(t *testing.T) {
 	tests := []struct {
 		name         string
@@ -452,25 +481,25 @@ func TestResolverAll(t *testing.T) {
 		{
 			name: "defaults only",
 			want: []config.TypeConfig{
-				{Type: "payments", Limit: 50, MaxAttempts: 5, StateMachineArn: defaultArn, Source: "default"},
-				{Type: "reports", Limit: 5, MaxAttempts: 3, StateMachineArn: defaultArn, Source: "default"},
+				{Type: "payments", Limit: 50, MaxAttempts: 5, StateMachineArn: defaultArn, Strategy: "random", Source: "default"},
+				{Type: "reports", Limit: 5, MaxAttempts: 3, StateMachineArn: defaultArn, Strategy: "random", Source: "default"},
 			},
 		},
 		{
 			name: "with overrides, no fallback", giveStore: true,
 			want: []config.TypeConfig{
-				{Type: "adhoc", Limit: 4, MaxAttempts: 3, StateMachineArn: defaultArn, Source: "override"},
-				{Type: "payments", Limit: 50, MaxAttempts: 5, StateMachineArn: reportsArn, Source: "default"},
-				{Type: "reports", Limit: 7, MaxAttempts: 9, StateMachineArn: reportsArn, Source: "override"},
+				{Type: "adhoc", Limit: 4, MaxAttempts: 3, StateMachineArn: defaultArn, Strategy: "random", Source: "override"},
+				{Type: "payments", Limit: 50, MaxAttempts: 5, StateMachineArn: reportsArn, Strategy: "random", Source: "default"},
+				{Type: "reports", Limit: 7, MaxAttempts: 9, StateMachineArn: reportsArn, Strategy: "least-loaded", Source: "override"},
 			},
 		},
 		{
 			name: "with overrides and fallback", giveFallback: 2, giveStore: true,
 			want: []config.TypeConfig{
-				{Type: "adhoc", Limit: 4, MaxAttempts: 3, StateMachineArn: defaultArn, Source: "override"},
-				{Type: "attempts_only", Limit: 2, MaxAttempts: 2, StateMachineArn: defaultArn, Source: "fallback"},
-				{Type: "payments", Limit: 50, MaxAttempts: 5, StateMachineArn: reportsArn, Source: "default"},
-				{Type: "reports", Limit: 7, MaxAttempts: 9, StateMachineArn: reportsArn, Source: "override"},
+				{Type: "adhoc", Limit: 4, MaxAttempts: 3, StateMachineArn: defaultArn, Strategy: "random", Source: "override"},
+				{Type: "attempts_only", Limit: 2, MaxAttempts: 2, StateMachineArn: defaultArn, Strategy: "random", Source: "fallback"},
+				{Type: "payments", Limit: 50, MaxAttempts: 5, StateMachineArn: reportsArn, Strategy: "random", Source: "default"},
+				{Type: "reports", Limit: 7, MaxAttempts: 9, StateMachineArn: reportsArn, Strategy: "least-loaded", Source: "override"},
 			},
 		},
 	}

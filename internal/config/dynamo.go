@@ -40,6 +40,7 @@ type overrideItem struct {
 	Limit           int    `dynamodbav:"limit,omitempty"`
 	MaxAttempts     int    `dynamodbav:"maxAttempts,omitempty"`
 	StateMachineArn string `dynamodbav:"stateMachineArn,omitempty"`
+	Strategy        string `dynamodbav:"strategy,omitempty"`
 }
 
 // ListOverrides reads every live override (one Query).
@@ -65,6 +66,7 @@ func (s *DynamoStore) ListOverrides(ctx context.Context) ([]Override, error) {
 				Limit:           oi.Limit,
 				MaxAttempts:     oi.MaxAttempts,
 				StateMachineArn: oi.StateMachineArn,
+				Strategy:        oi.Strategy,
 			})
 		}
 	}
@@ -78,6 +80,7 @@ func (s *DynamoStore) SetOverride(ctx context.Context, o Override) error {
 	}
 	item, err := attributevalue.MarshalMap(overrideItem{
 		PK: configPK, SK: typePrefix + o.Type, Limit: o.Limit, MaxAttempts: o.MaxAttempts, StateMachineArn: o.StateMachineArn,
+		Strategy: o.Strategy,
 	})
 	if err != nil {
 		return fmt.Errorf("encode override of type %s: %w", o.Type, err)

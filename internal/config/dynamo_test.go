@@ -155,9 +155,10 @@ func TestDynamoStoreSetOverride(t *testing.T) {
 		},
 		{
 			name: "every field",
-			give: config.Override{Type: "monthly_reports", Limit: 3, MaxAttempts: 6, StateMachineArn: reportsArn},
+			give: config.Override{Type: "monthly_reports", Limit: 3, MaxAttempts: 6, StateMachineArn: reportsArn, Strategy: "random"},
 			wantItem: map[string]av{
 				"pk": s("CONFIG"), "sk": s("TYPE#monthly_reports"), "limit": n("3"), "maxAttempts": n("6"), "stateMachineArn": s(reportsArn),
+				"strategy": s("random"),
 			},
 		},
 		{
@@ -174,6 +175,7 @@ func TestDynamoStoreSetOverride(t *testing.T) {
 		{name: "invalid type", give: config.Override{Type: "pay ments", Limit: 1}, wantErr: true},
 		{name: "negative limit", give: config.Override{Type: "payments", Limit: -1}, wantErr: true},
 		{name: "negative max attempts", give: config.Override{Type: "payments", MaxAttempts: -1}, wantErr: true},
+		{name: "unknown strategy", give: config.Override{Type: "payments", Strategy: "fastest"}, wantErr: true},
 		{name: "limit over the quota", give: config.Override{Type: "payments", Limit: 120001}, wantErr: true},
 	}
 	for _, tt := range tests {

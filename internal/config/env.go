@@ -10,7 +10,7 @@ import (
 
 // FromEnv reads the deployment defaults and the cache age from the function's environment
 // (TYPE_LIMITS, DEFAULT_LIMIT, DEFAULT_MAX_ATTEMPTS, TYPE_MAX_ATTEMPTS, STATE_MACHINE_ARN,
-// CONFIG_CACHE_SECONDS), as the template sets them.
+// CONFIG_CACHE_SECONDS, LANE_STRATEGY), as the template sets them.
 func FromEnv(getenv func(string) string) (Defaults, time.Duration, error) {
 	if getenv == nil {
 		getenv = os.Getenv
@@ -41,6 +41,7 @@ func FromEnv(getenv func(string) string) (Defaults, time.Duration, error) {
 		MaxAttempts:        attempts,
 		DefaultMaxAttempts: maxAttempts,
 		StateMachineArn:    strings.TrimSpace(getenv("STATE_MACHINE_ARN")),
+		Strategy:           strings.TrimSpace(getenv("LANE_STRATEGY")),
 	}
 	if err := d.Validate(); err != nil {
 		return Defaults{}, 0, err

@@ -85,6 +85,9 @@ type Job struct {
 	// Attempts counts the executions already made for this job; it is carried when a job moves lanes.
 	Attempts int `json:"attempt,omitempty"`
 	Redrive  int `json:"redrive,omitempty"`
+	// Counted says the router counted the job in its lane's occupancy (least-loaded), so whatever
+	// takes it out of the lane must uncount it. The router sets it; a producer's value is ignored.
+	Counted bool `json:"counted,omitempty"`
 }
 
 // Meta is the job metadata an execution receives beside the job's input.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/sfnlimit/sfnlimit/internal/job"
@@ -124,8 +126,9 @@ func TestNew(t *testing.T) {
 		give    string
 		wantErr bool
 	}{
-		{name: "default", give: ""},
 		{name: "random", give: "random"},
+		{name: "least-loaded needs counts: no chooser", give: "least-loaded", wantErr: true},
+		{name: "the default is least-loaded: no chooser", give: "", wantErr: true},
 		{name: "bogus", give: "bogus", wantErr: true},
 		{name: "capitalised", give: "Random", wantErr: true},
 		{name: "round-robin is not known", give: "round-robin", wantErr: true},
@@ -180,5 +183,63 @@ func TestHashedSpreadsSequentialIDsOverManyLanes(t *testing.T) {
 		if bound := float64(limit-1) + 6*math.Sqrt(2*float64(limit-1)); chi > bound {
 			t.Errorf("limit %d: chi-square %.0f over %d lanes, want at most %.0f (uneven lanes)", limit, chi, limit, bound)
 		}
+	}
+}
+
+func TestLeast(t *testing.T) {
+	tests := []struct {
+		name   string
+		counts []int
+		// want: the lanes Least may return over many jobs
+		want []int
+	}{
+		{name: "one lane", counts: []int{7}, want: []int{1}},
+		{name: "the single emptiest lane", counts: []int{3, 0, 2, 1}, want: []int{2}},
+		{name: "ties among the least", counts: []int{2, 1, 5, 1, 1}, want: []int{2, 4, 5}},
+		{name: "all equal", counts: []int{4, 4, 4}, want: []int{1, 2, 3}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			hits := map[int]int{}
+			const jobs = 3000
+			for i := range jobs {
+				j := job.Job{Type: "pay", ID: fmt.Sprintf("order-%d", i)}
+				ln, err := lane.Least(j, tt.counts)
+				if err != nil {
+					t.Fatalf("Least(%s, %v) error = %v", j.ID, tt.counts, err)
+				}
+				again, _ := lane.Least(j, tt.counts)
+				if again != ln {
+					t.Fatalf("Least(%s, %v) = %d then %d, want the same lane for the same job and counts", j.ID, tt.counts, ln, again)
+				}
+				hits[ln]++
+			}
+			for ln := range hits {
+				if !slices.Contains(tt.want, ln) {
+					t.Errorf("Least chose lane %d (counts %v), want one of %v", ln, tt.counts, tt.want)
+				}
+			}
+			// Ties are spread evenly: each tied lane within 20% of its share.
+			for _, ln := range tt.want {
+				share := float64(jobs) / float64(len(tt.want))
+				if got := float64(hits[ln]); got < 0.8*share || got > 1.2*share {
+					t.Errorf("lane %d got %d of %d jobs among %d tied lanes, want about %.0f", ln, hits[ln], jobs, len(tt.want), share)
+				}
+			}
+		})
+	}
+	if _, err := lane.Least(job.Job{Type: "pay", ID: "x"}, nil); err == nil {
+		t.Error("Least(no lanes) = nil error, want one")
+	}
+}
+
+func TestParseStrategy(t *testing.T) {
+	for give, want := range map[string]string{"": lane.DefaultStrategy, "random": "random", "hashed": "random", "least-loaded": "least-loaded"} {
+		if got, err := lane.ParseStrategy(give); err != nil || got != want {
+			t.Errorf("ParseStrategy(%q) = %q, %v; want %q", give, got, err, want)
+		}
+	}
+	if _, err := lane.ParseStrategy("shortest"); err == nil || !strings.Contains(err.Error(), "least-loaded") {
+		t.Errorf("ParseStrategy(shortest) error = %v, want one listing the strategies", err)
 	}
 }

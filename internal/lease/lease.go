@@ -49,7 +49,10 @@ type Lease struct {
 	StartedAt     time.Time `dynamodbav:"startedAt"`
 	UpdatedAt     time.Time `dynamodbav:"updatedAt"`
 	SubmittedAt   time.Time `dynamodbav:"submittedAt"`
-	Version       int64     `dynamodbav:"version"`
+	// Counted says the job is counted in its lane's occupancy (the least-loaded strategy): whatever
+	// takes it out of the lane uncounts it.
+	Counted bool  `dynamodbav:"counted,omitempty"`
+	Version int64 `dynamodbav:"version"`
 }
 
 // Key names a lane.

@@ -21,6 +21,7 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/job"
 	"github.com/sfnlimit/sfnlimit/internal/lease"
 	"github.com/sfnlimit/sfnlimit/internal/metrics"
+	"github.com/sfnlimit/sfnlimit/internal/occupancy"
 )
 
 // Outcome is how an attempt ended.
@@ -93,12 +94,20 @@ type Service struct {
 	SFN      describer
 	Config   configGetter
 	DLQ      deadLetterer
-	Log      *slog.Logger
+	// Occupancy uncounts jobs of the least-loaded strategy when they leave their lane.
+	Occupancy occupancyLeaver
+	Log       *slog.Logger
 	// Now is the clock leases are judged by (time.Now when nil).
 	Now func() time.Time
 	// Metrics receives JobsSucceeded, JobsRetried and JobsDeadLettered per type (nil: none). Whoever
 	// invokes the service flushes it.
 	Metrics *metrics.Recorder
+}
+
+// occupancyLeaver uncounts a job from its lane (internal/occupancy); it does nothing when the job
+// is not counted there.
+type occupancyLeaver interface {
+	Leave(ctx context.Context, j occupancy.Job, lane int) (bool, error)
 }
 
 // maxRounds bounds how often a release re-reads a lease that changed under it (the starter refreshing
@@ -142,6 +151,9 @@ func (s *Service) releaseLease(ctx context.Context, log *slog.Logger, req Reques
 			return Noop, nil // a failure of this attempt was already acted on
 		}
 		if err := s.deleteMessage(ctx, l); err != nil {
+			return "", err
+		}
+		if err := s.uncount(ctx, l); err != nil {
 			return "", err
 		}
 		if err := s.Leases.Delete(ctx, l); err != nil {
@@ -229,7 +241,26 @@ func (s *Service) deadLetter(ctx context.Context, log *slog.Logger, req Request,
 	if err := s.deleteMessage(ctx, l); err != nil {
 		return "", err
 	}
+	if err := s.uncount(ctx, l); err != nil {
+		return "", err
+	}
 	return DeadLettered, s.Leases.Delete(ctx, l)
+}
+
+// uncount takes a job whose message was deleted out of its lane's occupancy. It runs before the
+// lease goes, so a release that fails here is retried with the lease still there; the count changes
+// once however often it runs.
+func (s *Service) uncount(ctx context.Context, l lease.Lease) error {
+	if !l.Counted {
+		return nil
+	}
+	if s.Occupancy == nil {
+		return fmt.Errorf("job %s is counted in lane %s but the releaser has no occupancy store", l.JobID, l.Key())
+	}
+	if _, err := s.Occupancy.Leave(ctx, occupancy.Job{Type: l.Type, ID: l.JobID, Redrive: l.Redrive}, l.Lane); err != nil {
+		return fmt.Errorf("release job %s: %w", l.JobID, err)
+	}
+	return nil
 }
 
 // submission rebuilds the job as a producer sent it, from its execution's input, so that a redrive

@@ -22,6 +22,7 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/job"
 	"github.com/sfnlimit/sfnlimit/internal/lane"
 	"github.com/sfnlimit/sfnlimit/internal/metrics"
+	"github.com/sfnlimit/sfnlimit/internal/occupancy"
 	"github.com/sfnlimit/sfnlimit/internal/sqsbatch"
 )
 
@@ -37,34 +38,55 @@ type deadLetterer interface {
 	Send(ctx context.Context, e deadletter.Entry) error
 }
 
+// occupancyStore keeps each lane's count of jobs queued or running (internal/occupancy).
+type occupancyStore interface {
+	Counts(ctx context.Context, typ string, limit int) ([]int, error)
+	Join(ctx context.Context, j occupancy.Job, lane int) (occupancy.Joined, error)
+	Leave(ctx context.Context, j occupancy.Job, lane int) (bool, error)
+}
+
 // Router handles general-queue batches.
 type Router struct {
 	Config configGetter
-	Lanes  lane.Chooser
-	Lanesq batchSender
-	DLQ    deadLetterer
-	Log    *slog.Logger
+	// Lanes is the choice of types on the random strategy.
+	Lanes lane.Chooser
+	// Occupancy is the lane counts of types on the least-loaded strategy.
+	Occupancy occupancyStore
+	Lanesq    batchSender
+	DLQ       deadLetterer
+	Log       *slog.Logger
 	// Metrics receives JobsRouted and JobsRejected per type (nil: none).
 	Metrics *metrics.Recorder
 }
 
-// Handle routes one batch of general-queue messages.
+// routed is a job of the batch on its way to a lane.
+type routed struct {
+	m    events.SQSMessage
+	j    job.Job
+	cfg  config.TypeConfig
+	lane int
+	// fresh: this batch counted the job in its lane, so a failed send uncounts it.
+	fresh bool
+}
+
+// Handle routes one batch of general-queue messages. Types on the least-loaded strategy read their
+// lane counts once per batch (one query per type) and count each job as it is routed.
 func (r *Router) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 	defer r.flush(ctx)
 	var (
-		resp    events.SQSEventResponse
-		entries []types.SendMessageBatchRequestEntry
-		byEntry = map[string]events.SQSMessage{}
-		typeOf  = map[string]string{}
+		resp  events.SQSEventResponse
+		jobs  []*routed
+		byTyp = map[string][]*routed{} // least-loaded jobs by type, in arrival order
+		order []string
 	)
 	fail := func(m events.SQSMessage) {
 		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
 	}
-	for i, m := range ev.Records {
-		j, ln, err := r.route(ctx, m)
+	for _, m := range ev.Records {
+		x, err := r.check(ctx, m)
 		if err != nil {
 			if reason := job.ReasonOf(err); reason != "" {
-				if dlErr := r.reject(ctx, m, j, reason, err); dlErr != nil {
+				if dlErr := r.reject(ctx, m, x.j, reason, err); dlErr != nil {
 					r.Log.ErrorContext(ctx, "dead-letter failed; the general queue will deliver the job again",
 						"messageId", m.MessageId, "reason", reason, "error", dlErr)
 					fail(m)
@@ -72,38 +94,67 @@ func (r *Router) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 				continue
 			}
 			r.Log.ErrorContext(ctx, "route failed; the general queue will deliver the job again",
-				"messageId", m.MessageId, "type", j.Type, "jobId", j.ID, "error", err)
+				"messageId", m.MessageId, "type", x.j.Type, "jobId", x.j.ID, "error", err)
 			fail(m)
 			continue
 		}
-		body, err := json.Marshal(j)
+		if x.cfg.Strategy == lane.LeastLoaded {
+			if _, seen := byTyp[x.j.Type]; !seen {
+				order = append(order, x.j.Type)
+			}
+			byTyp[x.j.Type] = append(byTyp[x.j.Type], x)
+		} else {
+			ln, err := r.Lanes.Choose(ctx, x.j, x.cfg.Limit)
+			if err != nil {
+				r.Log.ErrorContext(ctx, "choose lane failed; the general queue will deliver the job again",
+					"messageId", m.MessageId, "type", x.j.Type, "jobId", x.j.ID, "error", err)
+				fail(m)
+				continue
+			}
+			x.lane = ln
+		}
+		jobs = append(jobs, x)
+	}
+	for _, typ := range order {
+		r.leastLoaded(ctx, byTyp[typ])
+	}
+	var (
+		entries []types.SendMessageBatchRequestEntry
+		byEntry = map[string]*routed{}
+	)
+	for i, x := range jobs {
+		if x.lane == 0 {
+			fail(x.m) // counting failed; logged
+			continue
+		}
+		body, err := json.Marshal(x.j)
 		if err != nil {
-			return resp, fmt.Errorf("encode job %s: %w", j.ID, err)
+			return resp, fmt.Errorf("encode job %s: %w", x.j.ID, err)
 		}
 		id := strconv.Itoa(i)
 		entries = append(entries, types.SendMessageBatchRequestEntry{
 			Id:                     aws.String(id),
 			MessageBody:            aws.String(string(body)),
-			MessageGroupId:         aws.String(job.GroupID(j.Type, ln)),
-			MessageDeduplicationId: aws.String(job.DedupID(j.Type, j.ID)),
+			MessageGroupId:         aws.String(job.GroupID(x.j.Type, x.lane)),
+			MessageDeduplicationId: aws.String(job.DedupID(x.j.Type, x.j.ID)),
 		})
-		byEntry[id] = m
-		r.Log.InfoContext(ctx, "routed", "jobId", j.ID, "type", j.Type, "lane", ln)
-		typeOf[id] = j.Type
+		byEntry[id] = x
+		r.Log.InfoContext(ctx, "routed", "jobId", x.j.ID, "type", x.j.Type, "lane", x.lane, "strategy", x.cfg.Strategy)
 	}
 	if len(entries) == 0 {
 		return resp, nil
 	}
 	failed, err := r.Lanesq.Send(ctx, entries)
-	for _, typ := range typeOf {
-		r.Metrics.Add(typ, metrics.JobsRouted, 1)
+	for _, x := range byEntry {
+		r.Metrics.Add(x.j.Type, metrics.JobsRouted, 1)
 	}
 	for _, f := range failed {
-		r.Metrics.Add(typeOf[f.ID], metrics.JobsRouted, -1)
-		m := byEntry[f.ID]
+		x := byEntry[f.ID]
+		r.Metrics.Add(x.j.Type, metrics.JobsRouted, -1)
 		r.Log.ErrorContext(ctx, "send to lanes queue failed after retries; the general queue will deliver the job again",
-			"messageId", m.MessageId, "code", f.Code, "error", f.Message)
-		fail(m)
+			"messageId", x.m.MessageId, "jobId", x.j.ID, "type", x.j.Type, "lane", x.lane, "code", f.Code, "error", f.Message)
+		r.uncount(ctx, x)
+		fail(x.m)
 	}
 	if err != nil && len(failed) == 0 {
 		return resp, fmt.Errorf("send to lanes queue: %w", err)
@@ -111,24 +162,72 @@ func (r *Router) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 	return resp, nil
 }
 
-// route validates a message and chooses its lane. A job.Error means the job is refused for good.
-func (r *Router) route(ctx context.Context, m events.SQSMessage) (job.Job, int, error) {
-	j, err := job.Parse([]byte(m.Body), m.MessageId, sentAt(m))
+// leastLoaded picks and counts the lanes of one type's jobs: the counts are read once, and each job
+// joins the least-loaded lane as the counts stand after the jobs before it. A job counted before
+// (the general queue delivered it again) keeps its earlier lane, where SQS deduplicates it.
+func (r *Router) leastLoaded(ctx context.Context, xs []*routed) {
+	typ, limit := xs[0].j.Type, xs[0].cfg.Limit
+	counts, err := r.Occupancy.Counts(ctx, typ, limit)
 	if err != nil {
-		return j, 0, err
+		r.Log.ErrorContext(ctx, "lane counts not read; the general queue will deliver the type's jobs again",
+			"type", typ, "jobs", len(xs), "error", err)
+		return
+	}
+	for _, x := range xs {
+		ln, err := lane.Least(x.j, counts)
+		if err == nil {
+			var got occupancy.Joined
+			got, err = r.Occupancy.Join(ctx, occJob(x.j), ln)
+			if err == nil {
+				x.lane, x.fresh, x.j.Counted = got.Lane, got.Fresh, got.Counted
+				if got.Fresh && got.Lane <= len(counts) {
+					counts[got.Lane-1]++
+				}
+				if got.Lane != ln {
+					r.Log.InfoContext(ctx, "job routed before; sending it to its lane again",
+						"jobId", x.j.ID, "type", typ, "lane", got.Lane, "counted", got.Counted)
+				}
+				continue
+			}
+		}
+		r.Log.ErrorContext(ctx, "job not counted in a lane; the general queue will deliver it again",
+			"messageId", x.m.MessageId, "jobId", x.j.ID, "type", typ, "error", err)
+	}
+}
+
+// uncount takes back the count of a job whose send failed: the general queue delivers it again and
+// the next routing counts it afresh (or, if the send went through after all, finds it left).
+func (r *Router) uncount(ctx context.Context, x *routed) {
+	if !x.fresh {
+		return
+	}
+	if _, err := r.Occupancy.Leave(ctx, occJob(x.j), x.lane); err != nil {
+		r.Log.WarnContext(ctx, "count of an unsent job not taken back; its lane looks one job busier until the job leaves it",
+			"jobId", x.j.ID, "type", x.j.Type, "lane", x.lane, "error", err)
+	}
+}
+
+func occJob(j job.Job) occupancy.Job {
+	return occupancy.Job{Type: j.Type, ID: j.ID, Redrive: j.Redrive}
+}
+
+// check validates a message and reads its type's configuration. A job.Error means the job is
+// refused for good.
+func (r *Router) check(ctx context.Context, m events.SQSMessage) (*routed, error) {
+	j, err := job.Parse([]byte(m.Body), m.MessageId, sentAt(m))
+	x := &routed{m: m, j: j}
+	if err != nil {
+		return x, err
 	}
 	cfg, err := r.Config.Get(ctx, j.Type)
 	if errors.Is(err, config.ErrUnknownType) {
-		return j, 0, &job.Error{Reason: job.ReasonUnknownType, Detail: err.Error()}
+		return x, &job.Error{Reason: job.ReasonUnknownType, Detail: err.Error()}
 	}
 	if err != nil {
-		return j, 0, err
+		return x, err
 	}
-	ln, err := r.Lanes.Choose(ctx, j, cfg.Limit)
-	if err != nil {
-		return j, 0, fmt.Errorf("choose lane for type %s: %w", j.Type, err)
-	}
-	return j, ln, nil
+	x.cfg = cfg
+	return x, nil
 }
 
 func (r *Router) reject(ctx context.Context, m events.SQSMessage, j job.Job, reason job.Reason, cause error) error {

@@ -61,6 +61,8 @@ func loadEvent(t *testing.T, name string) events.SQSEvent {
 type fakeConfig struct {
 	limits map[string]int
 	broken map[string]bool
+	// strategy of each type ("" is random for the router)
+	strategy map[string]string
 }
 
 var errStoreDown = errors.New("read live config: dynamodb unreachable")
@@ -73,7 +75,7 @@ func (f *fakeConfig) Get(_ context.Context, typ string) (config.TypeConfig, erro
 	if !ok {
 		return config.TypeConfig{}, fmt.Errorf("type %s: %w", typ, config.ErrUnknownType)
 	}
-	return config.TypeConfig{Type: typ, Limit: n, MaxAttempts: 3, Source: "default"}, nil
+	return config.TypeConfig{Type: typ, Limit: n, MaxAttempts: 3, Source: "default", Strategy: f.strategy[typ]}, nil
 }
 
 var limits = map[string]int{"payments": 3, "reports": 1, "adhoc": 5}

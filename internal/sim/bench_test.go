@@ -241,9 +241,10 @@ func TestRoundRobinCycles(t *testing.T) {
 }
 
 func TestSpecsNamed(t *testing.T) {
-	got, err := sim.SpecsNamed([]string{"least-loaded", "random"})
-	if err != nil || len(got) != 2 || got[0].Name != "least-loaded" || got[1].Name != "random" || !got[1].Real || got[0].Real {
-		t.Errorf("SpecsNamed(least-loaded, random) = %+v, %v, want those two in order, random the real one", got, err)
+	got, err := sim.SpecsNamed([]string{"least-loaded", "uniform", "random"})
+	if err != nil || len(got) != 3 || got[0].Name != "least-loaded" || got[1].Name != "uniform" || got[2].Name != "random" ||
+		!got[0].Real || got[1].Real || !got[2].Real {
+		t.Errorf("SpecsNamed(least-loaded, uniform, random) = %+v, %v, want those in order, the router's two real", got, err)
 	}
 	if _, err := sim.SpecsNamed([]string{"random", "fastest"}); err == nil {
 		t.Errorf("SpecsNamed(random, fastest) = nil error, want one")

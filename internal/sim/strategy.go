@@ -35,8 +35,17 @@ func (s uniform) Lane(_ context.Context, _ job.Job, occ []int) (int, error) {
 	return 1 + s.rng.IntN(len(occ)), nil
 }
 
+// FromLeast routes with the router's own least-loaded choice, lane.Least, on the exact occupancy:
+// what the router sees when its lane counts (internal/occupancy) are up to date.
+func FromLeast() Strategy { return least{} }
+
+type least struct{}
+
+func (least) Lane(_ context.Context, j job.Job, occ []int) (int, error) { return lane.Least(j, occ) }
+
 // LeastLoaded joins the lane with the fewest jobs queued or running, breaking ties uniformly at
-// random (join-the-shortest-queue). The router would need every lane's exact count to do this.
+// random (join-the-shortest-queue): the textbook model, against which lane.Least's hashed tie-break
+// can be checked.
 func LeastLoaded(rng *rand.Rand) Strategy { return &leastLoaded{rng: rng} }
 
 type leastLoaded struct {
@@ -172,9 +181,15 @@ func Specs() []Spec {
 			New:   func(rng *rand.Rand) (Strategy, error) { return TwoChoices(rng), nil },
 		},
 		{
-			Name:  "least-loaded",
-			About: "the lane with the fewest jobs queued+running, random among ties (every count per job)",
+			Name: "least-loaded", Real: true,
+			About: "the router's LANE_STRATEGY=least-loaded: lane.Least on every lane's count, ties by a hash of the job",
+			New:   func(*rand.Rand) (Strategy, error) { return FromLeast(), nil },
+		},
+		{
+			Name:  "jsq",
+			About: "join-the-shortest-queue, random among ties (the textbook model of least-loaded)",
 			New:   func(rng *rand.Rand) (Strategy, error) { return LeastLoaded(rng), nil },
+			Extra: true,
 		},
 		{
 			Name:  "least-loaded-first",

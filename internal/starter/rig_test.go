@@ -45,7 +45,9 @@ type rig struct {
 	leases *fakes.LeaseStore
 	sqs    *fakes.SQS
 	sfn    *fakes.SFN
+	occ    *fakes.Occupancy
 	clock  *fakes.Clock
+	rel    *releaser.Service
 }
 
 func newRig(t *testing.T, limits map[string]int) *rig {
@@ -60,13 +62,14 @@ func newRig(t *testing.T, limits map[string]int) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{leases: fakes.NewLeaseStore(clock.Now), sqs: &fakes.SQS{}, sfn: fakes.NewSFN(clock.Now), clock: clock}
+	r := &rig{leases: fakes.NewLeaseStore(clock.Now), sqs: &fakes.SQS{}, sfn: fakes.NewSFN(clock.Now), occ: fakes.NewOccupancy(clock.Now), clock: clock}
 	log := fakes.Logger(t)
 	dlq := deadletter.New(r.sqs, dlqURL)
-	rel := &releaser.Service{Leases: r.leases, Queue: r.sqs, QueueURL: lanesURL, SFN: r.sfn, Config: res, DLQ: dlq, Log: log}
+	rel := &releaser.Service{Leases: r.leases, Queue: r.sqs, QueueURL: lanesURL, SFN: r.sfn, Config: res, DLQ: dlq, Occupancy: r.occ, Log: log}
+	r.rel = rel
 	r.st = &starter.Starter{
 		Config: res, Leases: r.leases, SFN: r.sfn, Queue: r.sqs, QueueURL: lanesURL, DLQ: dlq, Releaser: rel,
-		Lanes: lane.Hashed{}, RetryDelay: retryDelay, StaleAfter: staleAfter, Concurrency: 10, Now: clock.Now, Log: log,
+		Lanes: lane.Hashed{}, Occupancy: r.occ, RetryDelay: retryDelay, StaleAfter: staleAfter, Concurrency: 10, Now: clock.Now, Log: log,
 	}
 	return r
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/lane"
 	"github.com/sfnlimit/sfnlimit/internal/lease"
 	"github.com/sfnlimit/sfnlimit/internal/metrics"
+	"github.com/sfnlimit/sfnlimit/internal/occupancy"
 	"github.com/sfnlimit/sfnlimit/internal/releaser"
 )
 
@@ -66,6 +67,15 @@ type deadLetterer interface {
 	Send(ctx context.Context, e deadletter.Entry) error
 }
 
+// occupancyStore keeps each lane's count of jobs (internal/occupancy): the starter uncounts jobs it
+// takes out of a lane, and moves the counts of jobs it moves.
+type occupancyStore interface {
+	Counts(ctx context.Context, typ string, limit int) ([]int, error)
+	Get(ctx context.Context, j occupancy.Job) (*occupancy.Marker, error)
+	Leave(ctx context.Context, j occupancy.Job, lane int) (bool, error)
+	Move(ctx context.Context, j occupancy.Job, from, to int) (bool, error)
+}
+
 type releaseFunc interface {
 	Release(ctx context.Context, req releaser.Request) (releaser.Result, error)
 }
@@ -79,7 +89,9 @@ type Starter struct {
 	QueueURL string
 	DLQ      deadLetterer
 	Releaser releaseFunc
-	Lanes    lane.Chooser
+	// Lanes moves jobs of types on the random strategy; Occupancy counts those on least-loaded.
+	Lanes     lane.Chooser
+	Occupancy occupancyStore
 	// RetryDelay is how long a message whose start failed stays invisible (jittered up to 2x).
 	RetryDelay time.Duration
 	// StaleAfter is how long another job's unconfirmed lease may sit untouched before the lane is
@@ -258,7 +270,7 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 				return v, err
 			}
 		}
-		return s.move(ctx, x, l, cfg.Limit)
+		return s.move(ctx, x, l, cfg)
 	}
 
 	attempt := x.job.Attempts + 1
@@ -272,6 +284,7 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 	claim := lease.Lease{
 		Type: x.key.Type, Lane: x.key.Lane, JobID: x.job.ID, MessageID: x.MessageId, ReceiptHandle: x.ReceiptHandle,
 		Attempt: attempt, Redrive: x.job.Redrive, Status: lease.Starting, StartedAt: s.now(), SubmittedAt: x.job.SubmittedAt,
+		Counted: x.job.Counted,
 	}
 	claimed, err := s.Leases.Put(ctx, claim, l)
 	if err != nil {
@@ -346,6 +359,9 @@ func (s *Starter) alreadyExists(ctx context.Context, x *msg, cfg config.TypeConf
 		x.log.WarnContext(ctx, "duplicate job: its execution already exists; dropping this copy",
 			"execution", name, "status", d.Status, "executionLane", in.Job.Lane)
 		if err := s.dropLease(ctx, claimed, prev); err != nil {
+			return hold, err
+		}
+		if err := s.uncount(ctx, x); err != nil {
 			return hold, err
 		}
 		return ack, nil
@@ -446,6 +462,11 @@ func (s *Starter) laneHeld(ctx context.Context, x *msg, other lease.Lease) (verd
 		}
 	} else if s.StaleAfter > 0 && s.now().Sub(other.UpdatedAt) > s.StaleAfter {
 		x.log.WarnContext(ctx, "taking back a lane left by a job whose message is gone", "staleJobId", other.JobID, "status", other.Status)
+		if other.Counted && s.Occupancy != nil {
+			if _, err := s.Occupancy.Leave(ctx, occupancy.Job{Type: other.Type, ID: other.JobID, Redrive: other.Redrive}, other.Lane); err != nil {
+				return hold, fmt.Errorf("uncount stale job %s: %w", other.JobID, err)
+			}
+		}
 		if err := s.Leases.Delete(ctx, other); err != nil {
 			return hold, err
 		}
@@ -456,13 +477,14 @@ func (s *Starter) laneHeld(ctx context.Context, x *msg, other lease.Lease) (verd
 }
 
 // move sends a job waiting in a lane above its type's limit (the limit was lowered) to a lane within
-// the limit: the copy first, then the original, so the job is never lost.
-func (s *Starter) move(ctx context.Context, x *msg, l *lease.Lease, limit int) (verdict, error) {
+// the limit: the copy first, then the original, so the job is never lost. A counted job's count
+// moves first, and a move retried after that goes to the lane the count names.
+func (s *Starter) move(ctx context.Context, x *msg, l *lease.Lease, cfg config.TypeConfig) (verdict, error) {
 	j := x.job
 	if l != nil {
 		j.Attempts = l.Attempt // attempts made so far travel with the job
 	}
-	to, err := s.Lanes.Choose(ctx, j, limit)
+	to, err := s.moveTarget(ctx, x, j, cfg)
 	if err != nil {
 		return hold, err
 	}
@@ -483,14 +505,63 @@ func (s *Starter) move(ctx context.Context, x *msg, l *lease.Lease, limit int) (
 			return ack, err
 		}
 	}
-	x.log.InfoContext(ctx, "lane above the type's limit; job moved", "toLane", to, "limit", limit)
+	x.log.InfoContext(ctx, "lane above the type's limit; job moved", "toLane", to, "limit", cfg.Limit)
 	s.Metrics.Add(x.key.Type, metrics.JobsMoved, 1)
 	return ack, nil
+}
+
+// moveTarget chooses the lane a job above the limit moves to: for a counted job the least-loaded
+// lane, whose count it takes at once (or the lane an earlier try of this move took); for others the
+// type's random choice.
+func (s *Starter) moveTarget(ctx context.Context, x *msg, j job.Job, cfg config.TypeConfig) (int, error) {
+	if !j.Counted || s.Occupancy == nil {
+		return s.Lanes.Choose(ctx, j, cfg.Limit)
+	}
+	oj := occJob(x.job)
+	m, err := s.Occupancy.Get(ctx, oj)
+	if err != nil {
+		return 0, err
+	}
+	if m != nil && !m.Left && m.Lane != x.key.Lane && m.Lane <= cfg.Limit {
+		return m.Lane, nil // an earlier try of this move counted the job there
+	}
+	counts, err := s.Occupancy.Counts(ctx, x.key.Type, cfg.Limit)
+	if err != nil {
+		return 0, err
+	}
+	to, err := lane.Least(x.job, counts)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := s.Occupancy.Move(ctx, oj, x.key.Lane, to); err != nil {
+		return 0, err
+	}
+	return to, nil
+}
+
+// uncount takes a job the starter removes from its lane (dead-lettered, or a duplicate dropped) out
+// of the lane's count; it changes nothing for a job not counted there.
+func (s *Starter) uncount(ctx context.Context, x *msg) error {
+	if !x.job.Counted || s.Occupancy == nil {
+		return nil
+	}
+	if _, err := s.Occupancy.Leave(ctx, occJob(x.job), x.key.Lane); err != nil {
+		return fmt.Errorf("uncount job from lane %s: %w", x.key, err)
+	}
+	return nil
+}
+
+func occJob(j job.Job) occupancy.Job {
+	return occupancy.Job{Type: j.Type, ID: j.ID, Redrive: j.Redrive}
 }
 
 // refuse dead-letters a job that can never start, then frees its lease.
 func (s *Starter) refuse(ctx context.Context, x *msg, l *lease.Lease, reason, cause string) (verdict, error) {
 	body, _ := json.Marshal(job.Submission{Type: x.job.Type, ID: x.job.ID, Input: x.job.Input})
+	// Uncounted first: a dead letter sent twice is worse than a count taken back a moment early.
+	if err := s.uncount(ctx, x); err != nil {
+		return hold, err
+	}
 	if err := s.DLQ.Send(ctx, deadletter.Entry{Reason: reason, Source: "starter", Type: x.job.Type, JobID: x.job.ID, Cause: cause, Body: string(body)}); err != nil {
 		return hold, err
 	}
