@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -22,6 +23,7 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/lane"
 	"github.com/sfnlimit/sfnlimit/internal/local/gateway"
 	"github.com/sfnlimit/sfnlimit/internal/local/observe"
+	"github.com/sfnlimit/sfnlimit/internal/occupancy"
 )
 
 // settleWithin bounds every wait for a scenario's jobs to finish; the scenarios take 10-80 s.
@@ -37,7 +39,10 @@ func TestJobsOutliveVisibilityTimeout(t *testing.T) {
 	forBackends(t, sqsFacing, func(t *testing.T, b backend) {
 		ctx := t.Context()
 		const visibility = 30
-		r := newRig(t, rigOptions{backend: b, params: map[string]string{"TypeLimits": "long=2,short=2", "FifoVisibilityTimeout": fmt.Sprint(visibility)}})
+		// Random lanes: the ids are placed with the router's hashed choice.
+		r := newRig(t, rigOptions{backend: b, params: map[string]string{
+			"TypeLimits": "long=2,short=2", "FifoVisibilityTimeout": fmt.Sprint(visibility), "LaneStrategy": "random",
+		}})
 		// Two long jobs per lane, so each lane must be released for its second job to run. Ids are
 		// picked with the router's lane choice only so the run takes two rounds, not four.
 		ids := idsPerLane(t, "long", 2, 2)
@@ -96,9 +101,9 @@ func idsPerLane(t *testing.T, typ string, lanes, perLane int) []string {
 	return ids
 }
 
-// routerLanes is the router's lane choice with the template's default LaneStrategy. It derives the
-// lane from the job's type and id, so a test can place jobs; placement only shapes a scenario's
-// timing, never what it checks.
+// routerLanes is the router's lane choice with LaneStrategy random, which scenarios that place jobs
+// ask for. It derives the lane from the job's type and id, so a test can place jobs; placement only
+// shapes a scenario's timing, never what it checks.
 func routerLanes(t *testing.T) lane.Chooser {
 	t.Helper()
 	c, err := lane.New("random")
@@ -271,7 +276,10 @@ func TestStoppedExecutions(t *testing.T) {
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			t.Parallel()
-			stoppedExecutions(t, rigOptions{backend: v.b, eventDropRate: v.drop, params: map[string]string{"TypeLimits": "s=2", "DefaultMaxAttempts": "3"}})
+			// Random lanes: the ids are placed with the router's hashed choice.
+			stoppedExecutions(t, rigOptions{backend: v.b, eventDropRate: v.drop, params: map[string]string{
+				"TypeLimits": "s=2", "DefaultMaxAttempts": "3", "LaneStrategy": "random",
+			}})
 		})
 	}
 }
@@ -627,10 +635,74 @@ func oversized(t *testing.T, size int) string {
 // Jobs waiting in lanes above the lowered limit move into it; none is lost; the concurrency follows
 // the limit in force.
 func TestLimitLoweredThenRaised(t *testing.T) {
-	ctx := t.Context()
 	t.Parallel()
+	// least-loaded moves a job's lane count with the job; random moves the job alone.
+	for _, strategy := range []string{lane.LeastLoaded, lane.Random} {
+		t.Run(strategy, func(t *testing.T) {
+			t.Parallel()
+			limitLoweredThenRaised(t, strategy)
+		})
+	}
+}
+
+// placeInLanes returns ids of jobs of typ (limit lanes) that the router sends to the given lanes
+// (one id per lane, at most two lanes), and a function to call once they are routed. With random
+// lanes the ids are picked with the router's hash. With least-loaded the other lanes get a phantom
+// count each, so that the lanes asked for are the least loaded, and the ids are picked with the
+// router's own choice (lane.Least) on those counts, whichever of them is routed first; the
+// function takes the phantoms back.
+func placeInLanes(t *testing.T, r *rig, strategy, typ string, limit int, lanes []int, prefix string) ([]string, func()) {
+	t.Helper()
+	if strategy == lane.Random {
+		var ids []string
+		for _, l := range lanes {
+			ids = append(ids, idInLane(t, typ, limit, l, prefix))
+		}
+		return ids, func() {}
+	}
+	if len(lanes) > 2 {
+		t.Fatalf("placeInLanes places at most 2 jobs under least-loaded, got %v", lanes)
+	}
+	store := occupancy.NewStore(r.c.DDB, r.table)
+	counts := make([]int, limit)
+	var phantoms []int
+	for l := 1; l <= limit; l++ {
+		if !slices.Contains(lanes, l) {
+			counts[l-1] = 1
+			phantoms = append(phantoms, l)
+			if _, err := store.Join(t.Context(), occupancy.Job{Type: typ, ID: fmt.Sprintf("phantom-%d", l)}, l); err != nil {
+				t.Fatalf("phantom count in lane %d: %v", l, err)
+			}
+		}
+	}
+	var ids []string
+	for _, want := range lanes {
+		for i := 0; ; i++ {
+			id := fmt.Sprintf("%s-%03d", prefix, i)
+			if got, err := lane.Least(sfnjob.Job{Type: typ, ID: id}, counts); err == nil && got == want && !slices.Contains(ids, id) {
+				ids = append(ids, id)
+				break
+			}
+			if i > 10000 {
+				t.Fatalf("no id for lane %d of %v", want, counts)
+			}
+		}
+	}
+	return ids, func() {
+		for _, l := range phantoms {
+			if ok, err := store.Leave(context.Background(), occupancy.Job{Type: typ, ID: fmt.Sprintf("phantom-%d", l)}, l); !ok || err != nil {
+				t.Errorf("take back the phantom count of lane %d: %v, %v", l, ok, err)
+			}
+		}
+	}
+}
+
+func limitLoweredThenRaised(t *testing.T, strategy string) {
+	ctx := t.Context()
 	const cache = 1 // ConfigCacheSeconds
-	r := newRig(t, rigOptions{backend: moto, params: map[string]string{"TypeLimits": "v=4,w=2", "ConfigCacheSeconds": fmt.Sprint(cache)}})
+	r := newRig(t, rigOptions{backend: moto, params: map[string]string{
+		"TypeLimits": "v=4,w=2", "ConfigCacheSeconds": fmt.Sprint(cache), "LaneStrategy": strategy,
+	}})
 	store := config.NewDynamoStore(r.c.DDB, r.table)
 	const seconds = 2
 	n := 0
@@ -645,8 +717,9 @@ func TestLimitLoweredThenRaised(t *testing.T) {
 	// Two jobs in lanes 3 and 4 start before the limit is lowered and fail after it: their retry
 	// finds its lane above the limit, moves, and must run as attempt 2 in lane 1 or 2.
 	var flaky []job
-	for _, l := range []int{3, 4} {
-		flaky = append(flaky, job{Type: "v", ID: idInLane(t, "v", 4, l, "flaky"), Input: map[string]any{"seconds": 6, "failAttempts": 1}})
+	flakyIDs, placed := placeInLanes(t, r, strategy, "v", 4, []int{3, 4}, "flaky")
+	for _, id := range flakyIDs {
+		flaky = append(flaky, job{Type: "v", ID: id, Input: map[string]any{"seconds": 6, "failAttempts": 1}})
 	}
 	began := time.Now()
 	r.submit(ctx, flaky...)
@@ -659,6 +732,7 @@ func TestLimitLoweredThenRaised(t *testing.T) {
 		}
 		return len(pending) == 0, strings.Join(pending, ", ")
 	})
+	placed()
 	r.submit(ctx, append(batch("v", 24), batch("w", 6)...)...)
 	time.Sleep(3 * time.Second) // all four lanes busy; the failing-once jobs fail about 3 s from now
 	lowered := time.Now()
@@ -724,6 +798,9 @@ func TestLimitLoweredThenRaised(t *testing.T) {
 			if x.Job.Attempt == 1 && x.Start.After(lowered) {
 				t.Errorf("job %s/%s started its first attempt at %s, after the limit was lowered: the scenario's timing is off", j.Type, j.ID, stamp(x.Start))
 			}
+			if x.Job.Attempt == 1 && x.Job.Lane < 3 {
+				t.Errorf("job %s/%s ran its first attempt in lane %d, want 3 or 4: the scenario's placement is off", j.Type, j.ID, x.Job.Lane)
+			}
 			if x.Job.Attempt == 2 && x.Job.Lane > 2 {
 				t.Errorf("job %s/%s ran its retry in lane %d, above the lowered limit 2", j.Type, j.ID, x.Job.Lane)
 			}
@@ -784,5 +861,61 @@ func TestRuntimeRestart(t *testing.T) {
 		if xs := out.byJob[j.Type+"/"+j.ID]; len(xs) != want {
 			t.Errorf("job %s/%s: executions %s, want %d", j.Type, j.ID, names(xs), want)
 		}
+	}
+}
+
+// Scenario 11: least-loaded keeps short jobs out of the lane a long job holds. A long job runs in
+// one of three lanes; short jobs then arrive one at a time. Random lanes would put about a third of
+// them behind the long job (the hash ignores it); least-loaded sends each to a lane with fewer jobs,
+// so none waits for the long job. Run for both strategies, the comparison is the point: random
+// must show the problem in this very run, or the scenario proves nothing.
+func TestLeastLoadedAvoidsTheBusyLane(t *testing.T) {
+	t.Parallel()
+	for _, strategy := range []string{lane.LeastLoaded, lane.Random} {
+		t.Run(strategy, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			r := newRig(t, rigOptions{backend: moto, params: map[string]string{"TypeLimits": "q=3", "LaneStrategy": strategy}})
+			const longSeconds, shorts = 36, 9
+			long := job{Type: "q", ID: "long-1", Input: work{Seconds: longSeconds}}
+			r.submit(ctx, long)
+			r.waitFor(ctx, time.Minute, "the long job to start", func() (bool, string) {
+				return r.runningJob(ctx, long.Type, long.ID) != "", long.ID
+			})
+			var jobs []job
+			for i := range shorts {
+				// Ids the hash spreads over all three lanes, so random lanes put some behind the long job.
+				j := job{Type: "q", ID: fmt.Sprintf("short-%02d", i), Input: work{Seconds: 1}}
+				jobs = append(jobs, j)
+				r.submit(ctx, j)
+				time.Sleep(3 * time.Second) // each short job is done before the next arrives
+			}
+			out := r.settle(ctx, settleWithin)
+			r.checkInvariants(ctx, out, nil)
+			lx := out.byJob["q/"+long.ID]
+			if len(lx) != 1 {
+				t.Fatalf("long job: executions %s, want one", names(lx))
+			}
+			behind := 0
+			for _, j := range jobs {
+				xs := out.byJob["q/"+j.ID]
+				if len(xs) != 1 {
+					t.Errorf("job %s: executions %s, want one", j.ID, names(xs))
+					continue
+				}
+				if xs[0].Job.Lane == lx[0].Job.Lane {
+					behind++
+					t.Logf("%s: job %s ran in the long job's lane %d, starting %v after the long job (which runs %d s)",
+						strategy, j.ID, xs[0].Job.Lane, xs[0].Start.Sub(lx[0].Start).Round(100*time.Millisecond), longSeconds)
+				}
+			}
+			t.Logf("%s: %d of %d short jobs ran in the long job's lane", strategy, behind, shorts)
+			switch {
+			case strategy == lane.LeastLoaded && behind > 0:
+				t.Errorf("least-loaded sent %d short jobs behind the long job while other lanes were free", behind)
+			case strategy == lane.Random && behind == 0:
+				t.Errorf("random lanes sent no short job behind the long job: the scenario shows nothing (pick other ids)")
+			}
+		})
 	}
 }

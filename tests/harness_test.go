@@ -8,7 +8,9 @@
 //	(b) every submitted job either succeeded (an execution with its id SUCCEEDED) or was dead-lettered
 //	    with a reason, exactly one of the two, and none dead-lettered twice;
 //	(c) no lease left in the table (a raw scan for pk "LEASE#...");
-//	(d) the general and lanes queues drained (visible and in-flight counts 0).
+//	(d) the general and lanes queues drained (visible and in-flight counts 0);
+//	(e) no job left counted in a lane (a raw scan for pk "OCC#...": every lane count 0, every job
+//	    marker left).
 package tests
 
 import (
@@ -441,17 +443,36 @@ func (r *rig) queueCounts(ctx context.Context, url string) [2]int {
 }
 
 // leases scans the table for lease items itself (pk "LEASE#..."), as plain strings.
-func (r *rig) leases(ctx context.Context) []map[string]string {
+func (r *rig) leases(ctx context.Context) []map[string]string { return r.scan(ctx, "LEASE#") }
+
+// counted scans the table for lane counts above 0 and job markers still counted in a lane (pk
+// "OCC#..."; the least-loaded strategy's bookkeeping), as plain strings.
+func (r *rig) counted(ctx context.Context) []map[string]string {
+	var out []map[string]string
+	for _, it := range r.scan(ctx, "OCC#") {
+		_, left := it["leftAt"]
+		switch {
+		case strings.HasPrefix(it["sk"], "LANE#") && it["n"] != "0":
+			out = append(out, it)
+		case strings.HasPrefix(it["sk"], "JOB#") && !left:
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// scan reads the table's items whose pk starts with prefix, as plain strings.
+func (r *rig) scan(ctx context.Context, prefix string) []map[string]string {
 	r.t.Helper()
 	var out []map[string]string
 	p := dynamodb.NewScanPaginator(r.c.DDB, &dynamodb.ScanInput{
 		TableName: &r.table, ConsistentRead: aws.Bool(true), FilterExpression: aws.String("begins_with(pk, :p)"),
-		ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":p": &ddbtypes.AttributeValueMemberS{Value: "LEASE#"}},
+		ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":p": &ddbtypes.AttributeValueMemberS{Value: prefix}},
 	})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			r.t.Fatalf("scan table %s for leases: %v", r.table, err)
+			r.t.Fatalf("scan table %s for %s items: %v", r.table, prefix, err)
 		}
 		for _, it := range page.Items {
 			m := map[string]string{}
@@ -682,9 +703,12 @@ func (r *rig) checkInvariants(ctx context.Context, out *settled, limit limitFunc
 		r.t.Errorf("a log line carries a job's input: %s", l)
 	}
 
-	// (c) No lease left; (d) both queues drained.
+	// (c) No lease left; (d) both queues drained; (e) no job left counted in a lane.
 	if ls := r.leases(ctx); len(ls) > 0 {
 		r.t.Errorf("%d leases left: %v", len(ls), ls)
+	}
+	if cs := r.counted(ctx); len(cs) > 0 {
+		r.t.Errorf("%d lane counts or job markers left counted after every job ended: %v", len(cs), cs)
 	}
 	for name, url := range map[string]string{"general": r.general, "lanes": r.lanes} {
 		if q := r.queueCounts(ctx, url); q != [2]int{} {
