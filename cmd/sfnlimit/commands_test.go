@@ -5,11 +5,16 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/spf13/cobra"
+
+	"github.com/sfnlimit/sfnlimit/internal/occupancy"
+	"github.com/sfnlimit/sfnlimit/internal/resources"
 )
 
 // Every command has a short description, examples, and a --help that exits 0.
@@ -74,6 +79,8 @@ func TestExitCodes(t *testing.T) {
 		{name: "limit zero", give: []string{"config", "set", "payments", "--limit", "0"}, want: exitUsage, wantStderr: "at least 1"},
 		{name: "limit over quota", give: []string{"config", "set", "payments", "--limit", "120000"}, want: exitUsage, wantStderr: "quota"},
 		{name: "bad state machine", give: []string{"config", "set", "payments", "--state-machine", "sample"}, want: exitUsage, wantStderr: "not a state machine ARN"},
+		{name: "unknown strategy", give: []string{"config", "set", "payments", "--strategy", "fastest"}, want: exitUsage, wantStderr: `unknown lane strategy "fastest" (known: least-loaded, random)`},
+		{name: "strategy without a value", give: []string{"config", "set", "payments", "--strategy"}, want: exitUsage, wantStderr: "flag needs an argument: --strategy"},
 		{name: "bad job id", give: []string{"job", "show", "a b"}, want: exitUsage, wantStderr: "invalid_id"},
 		{name: "bad input", give: []string{"submit", "--type", "a", "--input", "{"}, want: exitUsage, wantStderr: "not JSON"},
 		{name: "flags and file", give: []string{"submit", "--type", "a", "jobs.jsonl"}, want: exitUsage, wantStderr: "not both"},
@@ -108,6 +115,19 @@ func TestCompletion(t *testing.T) {
 	r := must(t, sfnlimitIn(t.Context(), "", append(args, "")...), exitOK)
 	if !strings.Contains(r.stdout, "base\n") {
 		t.Errorf("config set TYPE does not complete with the type base:\n%s", r)
+	}
+	// --strategy completes with the strategies, without a stack.
+	r = must(t, sfnlimitIn(t.Context(), "", "__complete", "config", "set", "base", "--strategy", ""), exitOK)
+	if !strings.HasPrefix(r.stdout, "least-loaded\tthe lane with the fewest jobs, counted in the table\nrandom\ta lane from a hash of the job, no counts kept\n:4\n") {
+		t.Errorf("config set --strategy does not complete with least-loaded and random (no files):\n%s", r)
+	}
+	r = must(t, sfnlimitIn(t.Context(), "", "__complete", "config", "set", "base", "--strategy", "r"), exitOK)
+	if !strings.HasPrefix(r.stdout, "random\t") || strings.Contains(r.stdout, "least-loaded") || !strings.Contains(r.stdout, "\n:4\n") {
+		t.Errorf("config set --strategy r does not complete with random:\n%s", r)
+	}
+	r = must(t, sfnlimitIn(t.Context(), "", "completion", "bash"), exitOK)
+	if !strings.Contains(r.stdout, "__complete") {
+		t.Errorf("the bash script does not ask the command for its completions:\n%.400s", r.stdout)
 	}
 }
 
@@ -289,4 +309,136 @@ func TestStatus(t *testing.T) {
 		t.Errorf("status --watch printed %d frames in 1.5s at 200ms, want several:\n%s", frames, r)
 	}
 	waitJob(t, typ, "w-3", "succeeded")
+}
+
+// laneStatus is the part of `status --json` the lane-count tests read.
+type laneStatus struct {
+	Types []struct {
+		Type       string `json:"type"`
+		Strategy   string `json:"strategy"`
+		Running    int    `json:"running"`
+		LaneCounts *struct {
+			Counts []int `json:"counts"`
+			Jobs   int   `json:"jobs"`
+		} `json:"laneCounts"`
+	} `json:"types"`
+}
+
+// status shows, for a type on least-loaded, the jobs queued or running in each lane as the router
+// counted them (the stack's router, on the template's LaneStrategy least-loaded, routes real jobs
+// here), and that the counts go back to zero as the jobs end; a type on random shows none.
+func TestStatusLaneCounts(t *testing.T) {
+	t.Parallel()
+	typ := newType(t, "lc", 3)
+	rnd := fmt.Sprintf("lcr%d", typeSeq.Add(1))
+	must(t, local(t, "config", "set", rnd, "--limit", "2", "--strategy", "random"), exitOK)
+	waitCache()
+	var in strings.Builder
+	for i := range 6 {
+		fmt.Fprintf(&in, `{"type":%q,"id":"lc-%d","input":{"seconds":8}}`+"\n", typ, i)
+	}
+	fmt.Fprintf(&in, `{"type":%q,"id":"lr-1","input":{"seconds":1}}`+"\n", rnd)
+	must(t, localIn(t, in.String(), "submit", "-"), exitOK)
+
+	find := func(st laneStatus, typ string) (counts []int, jobs int, strategy string, ok bool) {
+		for _, ts := range st.Types {
+			if ts.Type == typ {
+				if ts.LaneCounts != nil {
+					counts, jobs = ts.LaneCounts.Counts, ts.LaneCounts.Jobs
+				}
+				return counts, jobs, ts.Strategy, true
+			}
+		}
+		return nil, 0, "", false
+	}
+	// Six 8-second jobs on 3 lanes: all six are counted until the first ones end, 8 s after they
+	// started.
+	var counts []int
+	eventually(t, 8*time.Second, func() error {
+		st := decode[laneStatus](t, must(t, local(t, "status", "--json"), exitOK))
+		c, jobs, strategy, ok := find(st, typ)
+		if !ok || strategy != "least-loaded" || len(c) != 3 {
+			return fmt.Errorf("%s: strategy %q, lane counts %v, want least-loaded and 3 lanes", typ, strategy, c)
+		}
+		if jobs != 6 || c[0]+c[1]+c[2] != 6 {
+			return fmt.Errorf("%s: lane counts %v (%d jobs), want 6 jobs counted", typ, c, jobs)
+		}
+		if c, _, strategy, ok := find(st, rnd); !ok || strategy != "random" || c != nil {
+			t.Fatalf("%s: strategy %q, lane counts %v, want random and none", rnd, strategy, c)
+		}
+		counts = c
+		return nil
+	})
+	// The table shows the same counts, lane 1 first. (They may have moved on since the JSON; read
+	// both once more until they agree.)
+	eventually(t, 5*time.Second, func() error {
+		r := must(t, local(t, "status"), exitOK)
+		for _, want := range []string{
+			"JOBS PER LANE (queued or running; lane 1 first)",
+			rnd + "  ",
+			"not counted: the random strategy keeps no lane counts",
+		} {
+			if !strings.Contains(r.stdout, want) {
+				t.Fatalf("status lacks %q:\n%s", want, r)
+			}
+		}
+		row := fmt.Sprintf("%d %d %d\n", counts[0], counts[1], counts[2])
+		for _, line := range strings.Split(r.stdout, "\n") {
+			if f := strings.Fields(line); len(f) == 5 && f[0] == typ && f[1] == "6" && strings.HasSuffix(line+"\n", row) {
+				return nil
+			}
+		}
+		st := decode[laneStatus](t, must(t, local(t, "status", "--json"), exitOK))
+		counts, _, _, _ = find(st, typ)
+		return fmt.Errorf("status has no row %q with 6 jobs and lane counts %v:\n%s", typ, counts, r.stdout)
+	})
+	// Every job leaves its lane's count when it ends.
+	for i := range 6 {
+		waitJob(t, typ, fmt.Sprint("lc-", i), "succeeded")
+	}
+	eventually(t, 10*time.Second, func() error {
+		st := decode[laneStatus](t, must(t, local(t, "status", "--json"), exitOK))
+		if c, jobs, _, _ := find(st, typ); jobs != 0 || len(c) != 3 {
+			return fmt.Errorf("%s: lane counts %v after every job ended, want 0 0 0", typ, c)
+		}
+		return nil
+	})
+	waitJob(t, rnd, "lr-1", "succeeded")
+}
+
+// Past 20 lanes, status summarises a type's lane counts: min, mean, max, empty lanes and the
+// busiest lanes. The counts are written here with occupancy.Store.Join, as the router writes them,
+// so they are exactly known.
+func TestStatusLaneCountsSummary(t *testing.T) {
+	t.Parallel()
+	s, _ := localStack(t)
+	typ := newType(t, "lcs", 40)
+	occ := occupancy.NewStore(dynamodb.NewFromConfig(s.AWSConfig(nil)), s.Info().Output(resources.TableName))
+	joins := map[int]int{7: 3, 2: 2, 40: 2, 13: 1} // lane: jobs
+	n := 0
+	for ln, jobs := range joins {
+		for range jobs {
+			n++
+			if _, err := occ.Join(t.Context(), occupancy.Job{Type: typ, ID: fmt.Sprint("j-", n)}, ln); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	r := must(t, local(t, "status"), exitOK)
+	// The columns are as wide as the longest type name of the stack: match the spaces loosely.
+	want := regexp.MustCompile(`(?m)^` + typ + ` +8 +40 lanes: min 0, mean 0\.2, max 3, 36 empty; busiest \(lane:jobs\) 7:3 2:2 40:2 13:1$`)
+	if !want.MatchString(r.stdout) {
+		t.Errorf("status lacks a line matching %s:\n%s", want, r)
+	}
+	st := decode[laneStatus](t, must(t, local(t, "status", "--json"), exitOK))
+	for _, ts := range st.Types {
+		if ts.Type != typ {
+			continue
+		}
+		if ts.LaneCounts == nil || len(ts.LaneCounts.Counts) != 40 || ts.LaneCounts.Jobs != 8 || ts.LaneCounts.Counts[6] != 3 || ts.LaneCounts.Counts[39] != 2 {
+			t.Errorf("status --json %s lane counts = %+v, want all 40 lanes, 3 in lane 7", typ, ts.LaneCounts)
+		}
+		return
+	}
+	t.Errorf("status --json has no type %s", typ)
 }

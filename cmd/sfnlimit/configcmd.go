@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sfnlimit/sfnlimit/internal/config"
+	"github.com/sfnlimit/sfnlimit/internal/lane"
 	"github.com/sfnlimit/sfnlimit/internal/ops"
 	"github.com/sfnlimit/sfnlimit/internal/resources"
 )
@@ -26,6 +28,7 @@ ConfigCacheSeconds.
 ` + targetHelp,
 		Example: `  sfnlimit config get
   sfnlimit config set payments --limit 20
+  sfnlimit config set reports --strategy random
   sfnlimit config reset payments`,
 		Args: commandArgs,
 		RunE: showHelp,
@@ -58,7 +61,8 @@ func newConfigGet(tgt *target) *cobra.Command {
 		Use:   "get [TYPE]",
 		Short: "Show the effective configuration of every type, or of one",
 		Long: `get shows, per type, the limit and its source (default: TypeLimits; fallback: DefaultLimit;
-override: a live config item), the attempts per job, the state machine, and the stored override.
+override: a live config item), the attempts per job, the state machine, the lane strategy and its
+source (default: the LaneStrategy parameter; override: the live item), and the stored override.
 ` + targetHelp,
 		Example: `  sfnlimit config get
   sfnlimit config get payments --json`,
@@ -90,21 +94,24 @@ override: a live config item), the attempts per job, the state machine, and the 
 
 func newConfigSet(tgt *target) *cobra.Command {
 	var (
-		limit, attempts int
-		machine         string
-		asJSON          bool
+		limit, attempts   int
+		machine, strategy string
+		asJSON            bool
 	)
 	cmd := &cobra.Command{
-		Use:   "set TYPE [--limit N] [--max-attempts K] [--state-machine ARN]",
-		Short: "Set a type's live limit, attempts or state machine",
+		Use:   "set TYPE [--limit N] [--max-attempts K] [--state-machine ARN] [--strategy NAME]",
+		Short: "Set a type's live limit, attempts, state machine or lane strategy",
 		Long: `set writes a type's live override. Only the fields given change; the others keep their stored
-value. A type not in the defaults can be added this way (with --limit). The new set of overrides is
-checked as the functions check it, and refused as a whole if the limits would add up to the SQS
-FIFO in-flight quota or more. A state machine is checked to exist; the starter starts only the
-sample and those in the ExtraStateMachineArns parameter. Shows the effective configuration after.
+value (config reset drops the whole override). A type not in the defaults can be added this way
+(with --limit). The new set of overrides is checked as the functions check it, and refused as a
+whole if the limits would add up to the SQS FIFO in-flight quota or more. A state machine is
+checked to exist; the starter starts only the sample and those in the ExtraStateMachineArns
+parameter. --strategy is how the router picks a lane for the type's new jobs: ` + strings.Join(lane.Strategies, " or ") + `
+(jobs already routed stay in their lanes). Shows the effective configuration after.
 ` + targetHelp,
 		Example: `  sfnlimit config set payments --limit 20
   sfnlimit config set llm --limit 10 --max-attempts 5
+  sfnlimit config set reports --strategy random
   sfnlimit config set reports --state-machine arn:aws:states:us-east-1:123456789012:stateMachine:reports`,
 		Args:              usageArgs(cobra.ExactArgs(1)),
 		ValidArgsFunction: completeTypeArg(tgt),
@@ -118,6 +125,9 @@ sample and those in the ExtraStateMachineArns parameter. Shows the effective con
 			}
 			if cmd.Flags().Changed("state-machine") {
 				c.StateMachineArn = &machine
+			}
+			if cmd.Flags().Changed("strategy") {
+				c.Strategy = &strategy
 			}
 			if err := c.Validate(); err != nil {
 				return err
@@ -137,6 +147,8 @@ sample and those in the ExtraStateMachineArns parameter. Shows the effective con
 	cmd.Flags().IntVar(&limit, "limit", 0, "lanes: executions of the type at once")
 	cmd.Flags().IntVar(&attempts, "max-attempts", 0, "executions per job before it is dead-lettered")
 	cmd.Flags().StringVar(&machine, "state-machine", "", "ARN of the state machine the type's jobs run")
+	cmd.Flags().StringVar(&strategy, "strategy", "", "how the router picks the type's lanes: "+strings.Join(lane.Strategies, " or "))
+	_ = cmd.RegisterFlagCompletionFunc("strategy", completeStrategies)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
@@ -180,6 +192,27 @@ func print(w io.Writer, asJSON bool, v any, table func(io.Writer) error) error {
 		return enc.Encode(v)
 	}
 	return table(w)
+}
+
+// strategyHelp describes each lane strategy for completion.
+var strategyHelp = map[string]string{
+	lane.LeastLoaded: "the lane with the fewest jobs, counted in the table",
+	lane.Random:      "a lane from a hash of the job, no counts kept",
+}
+
+// completeStrategies completes --strategy with the strategy names (lane.Strategies).
+func completeStrategies(_ *cobra.Command, _ []string, prefix string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	var out []cobra.Completion
+	for _, s := range lane.Strategies {
+		if strings.HasPrefix(s, prefix) {
+			if d := strategyHelp[s]; d != "" {
+				out = append(out, cobra.CompletionWithDesc(s, d))
+			} else {
+				out = append(out, s)
+			}
+		}
+	}
+	return out, cobra.ShellCompDirectiveNoFileComp
 }
 
 // completeTypeArg completes a TYPE argument with the limiter's types.

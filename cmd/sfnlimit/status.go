@@ -10,6 +10,7 @@ import (
 
 	"github.com/sfnlimit/sfnlimit/internal/config"
 	"github.com/sfnlimit/sfnlimit/internal/lease"
+	"github.com/sfnlimit/sfnlimit/internal/occupancy"
 	"github.com/sfnlimit/sfnlimit/internal/ops"
 	"github.com/sfnlimit/sfnlimit/internal/resources"
 )
@@ -23,17 +24,21 @@ func newStatus() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Show each type's limit and running jobs, and the queues",
+		Short: "Show each type's limit, running jobs and lane counts, and the queues",
 		Long: `status shows, per job type, its limit and where it comes from (default: the TypeLimits
-parameter; fallback: DefaultLimit; override: a live config item), how many lanes its jobs hold now
-(their leases, whatever their state) and its oldest running job; then the queues: the general
-queue (jobs not yet routed), the lanes queue (waiting for a lane, and in flight: started and holding
-their lane) and the dead-letter queue. Queue counts are SQS's approximate ones.
+parameter; fallback: DefaultLimit; override: a live config item), its lane strategy, how many lanes
+its jobs hold now (their leases, whatever their state) and its oldest running job. For a type on
+the least-loaded strategy it then shows the jobs queued or running in each lane, as the router
+counts them (one DynamoDB query per type); past 20 lanes, their min, mean and max and the busiest
+lanes. The random strategy keeps no counts. Then the queues: the general queue (jobs not yet
+routed), the lanes queue (waiting for a lane, and in flight: started and holding their lane) and
+the dead-letter queue. Queue counts are SQS's approximate ones.
 With --watch it refreshes every --interval until interrupted (--json then prints one object a line).
 ` + targetHelp,
 		Example: `  sfnlimit status
   sfnlimit status --watch --interval 5s
   sfnlimit status --json | jq '.types[] | select(.running == .limit)'
+  sfnlimit status --json | jq '.types[] | {type, lanes: .laneCounts.counts}'
   sfnlimit status --local local.json`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -56,6 +61,7 @@ With --watch it refreshes every --interval until interrupted (--json then prints
 			store := config.NewDynamoStore(s.ddb, outs[resources.TableName])
 			reader := ops.StatusReader{
 				SQS: s.sqs, Leases: lease.NewStore(s.ddb, outs[resources.TableName]),
+				Occupancy: occupancy.NewStore(s.ddb, outs[resources.TableName]),
 				// A fresh resolver each time: status shows the overrides as stored now.
 				Config: func(ctx context.Context) ([]config.TypeConfig, error) {
 					r, err := config.NewResolver(d, store, time.Second)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sfnlimit/sfnlimit/internal/config"
 	"github.com/sfnlimit/sfnlimit/internal/job"
+	"github.com/sfnlimit/sfnlimit/internal/lane"
 )
 
 // overrideStore reads and writes live overrides (config.DynamoStore).
@@ -50,6 +51,11 @@ type TypeView struct {
 	Source          string `json:"source"` // override, default, fallback or none
 	MaxAttempts     int    `json:"maxAttempts"`
 	StateMachineArn string `json:"stateMachineArn"`
+	// Strategy is how the router picks the type's lanes (lane.LeastLoaded or lane.Random), and
+	// StrategySource where that comes from: "override" (the live item) or "default" (the
+	// deployment's LaneStrategy).
+	Strategy       string `json:"strategy"`
+	StrategySource string `json:"strategySource"`
 	// Override is the live item as stored; nil when the type has none.
 	Override *OverrideView `json:"override,omitempty"`
 }
@@ -59,6 +65,11 @@ type OverrideView struct {
 	Limit           int    `json:"limit,omitempty"`
 	MaxAttempts     int    `json:"maxAttempts,omitempty"`
 	StateMachineArn string `json:"stateMachineArn,omitempty"`
+	Strategy        string `json:"strategy,omitempty"`
+}
+
+func overrideView(o config.Override) *OverrideView {
+	return &OverrideView{Limit: o.Limit, MaxAttempts: o.MaxAttempts, StateMachineArn: o.StateMachineArn, Strategy: o.Strategy}
 }
 
 // ConfigView is the whole configuration.
@@ -68,6 +79,9 @@ type ConfigView struct {
 	FallbackLimit      int    `json:"fallbackLimit"`
 	DefaultMaxAttempts int    `json:"defaultMaxAttempts"`
 	StateMachineArn    string `json:"stateMachineArn"`
+	// Strategy is the deployment's lane strategy (LaneStrategy): that of every type without one in
+	// its override.
+	Strategy string `json:"strategy"`
 	// Lanes is what the limits add up to, counted as the limiter counts them against the quota.
 	Lanes        int     `json:"lanes"`
 	Quota        int     `json:"quota"`
@@ -75,6 +89,9 @@ type ConfigView struct {
 	// Warning says the stored overrides are refused as a whole (the functions keep the last good
 	// set or the defaults).
 	Warning string `json:"warning,omitempty"`
+	// Ignored lists stored overrides the functions ignore one by one (an item written by hand
+	// with, say, an unknown strategy), and why.
+	Ignored []string `json:"ignored,omitempty"`
 }
 
 // staticStore serves a fixed set of overrides to a config.Resolver.
@@ -102,8 +119,20 @@ func (e ConfigEditor) Get(ctx context.Context, typ string) (ConfigView, error) {
 func (e ConfigEditor) view(ctx context.Context, ovs []config.Override) (ConfigView, error) {
 	v := ConfigView{
 		FallbackLimit: e.Defaults.FallbackLimit, DefaultMaxAttempts: e.Defaults.DefaultMaxAttempts,
-		StateMachineArn: e.Defaults.StateMachineArn, Quota: config.MaxInFlight, CacheSeconds: e.CacheAge.Seconds(),
+		StateMachineArn: e.Defaults.StateMachineArn, Strategy: defaultStrategy(e.Defaults),
+		Quota: config.MaxInFlight, CacheSeconds: e.CacheAge.Seconds(),
 	}
+	// The functions drop an override that breaks the rules on its own (config.Resolver); say so
+	// rather than leave it out without a word.
+	var valid []config.Override
+	for _, o := range ovs {
+		if err := o.Validate(); err != nil {
+			v.Ignored = append(v.Ignored, fmt.Sprintf("the live override of type %s is ignored by the functions: %v", o.Type, err))
+			continue
+		}
+		valid = append(valid, o)
+	}
+	ovs = valid
 	r, err := config.NewResolver(e.Defaults, staticStore(ovs), time.Second)
 	if err != nil {
 		return ConfigView{}, err
@@ -126,16 +155,22 @@ func (e ConfigEditor) view(ctx context.Context, ovs []config.Override) (ConfigVi
 	}
 	seen := map[string]bool{}
 	for _, c := range all {
-		tv := TypeView{Type: c.Type, Limit: c.Limit, Source: c.Source, MaxAttempts: c.MaxAttempts, StateMachineArn: c.StateMachineArn}
+		tv := TypeView{
+			Type: c.Type, Limit: c.Limit, Source: c.Source, MaxAttempts: c.MaxAttempts, StateMachineArn: c.StateMachineArn,
+			Strategy: c.Strategy, StrategySource: "default",
+		}
 		if o, ok := byType[c.Type]; ok {
-			tv.Override = &OverrideView{Limit: o.Limit, MaxAttempts: o.MaxAttempts, StateMachineArn: o.StateMachineArn}
+			tv.Override = overrideView(o)
+			if o.Strategy != "" {
+				tv.StrategySource = "override"
+			}
 		}
 		v.Types = append(v.Types, tv)
 		seen[c.Type] = true
 	}
 	// Overrides that give no limit to a type without one still exist; show them.
 	for _, o := range ovs {
-		if !seen[o.Type] && o.Validate() == nil {
+		if !seen[o.Type] {
 			v.Types = append(v.Types, v.typeView(o.Type, e.Defaults, ovs))
 		}
 	}
@@ -151,22 +186,38 @@ func (v ConfigView) typeView(typ string, d config.Defaults, ovs []config.Overrid
 			return t
 		}
 	}
-	tv := TypeView{Type: typ, Source: "none", MaxAttempts: d.DefaultMaxAttempts, StateMachineArn: d.StateMachineArn}
+	tv := TypeView{
+		Type: typ, Source: "none", MaxAttempts: d.DefaultMaxAttempts, StateMachineArn: d.StateMachineArn,
+		Strategy: defaultStrategy(d), StrategySource: "default",
+	}
 	if n, ok := d.MaxAttempts[typ]; ok {
 		tv.MaxAttempts = n
 	}
 	for _, o := range ovs {
-		if o.Type == typ {
-			tv.Override = &OverrideView{Limit: o.Limit, MaxAttempts: o.MaxAttempts, StateMachineArn: o.StateMachineArn}
+		if o.Type == typ && o.Validate() == nil {
+			tv.Override = overrideView(o)
 			if o.MaxAttempts > 0 {
 				tv.MaxAttempts = o.MaxAttempts
 			}
 			if o.StateMachineArn != "" {
 				tv.StateMachineArn = o.StateMachineArn
 			}
+			if o.Strategy != "" {
+				tv.Strategy, _ = lane.ParseStrategy(o.Strategy) // checked by Validate
+				tv.StrategySource = "override"
+			}
 		}
 	}
 	return tv
+}
+
+// defaultStrategy is the deployment's lane strategy (LaneStrategy; "" is lane.DefaultStrategy).
+func defaultStrategy(d config.Defaults) string {
+	s, err := lane.ParseStrategy(d.Strategy)
+	if err != nil {
+		return d.Strategy // config.NewResolver refuses such defaults before anything is shown
+	}
+	return s
 }
 
 // lanes adds the limits up as the limiter does against the quota: every default or overriding
@@ -194,6 +245,8 @@ type Change struct {
 	Limit           *int
 	MaxAttempts     *int
 	StateMachineArn *string
+	// Strategy is a lane strategy name (lane.Strategies); Validate makes it the canonical one.
+	Strategy *string
 }
 
 var stateMachineArnRe = regexp.MustCompile(`^arn:aws[a-z-]*:states:[a-z0-9-]+:[0-9]{12}:stateMachine:[A-Za-z0-9_-]{1,80}$`)
@@ -211,8 +264,13 @@ func (c Change) Validate() error {
 	if err := job.ValidateType(c.Type); err != nil {
 		return UsageError{err}
 	}
-	if c.Limit == nil && c.MaxAttempts == nil && c.StateMachineArn == nil {
-		return usagef("nothing to set: give --limit, --max-attempts or --state-machine")
+	if c.Limit == nil && c.MaxAttempts == nil && c.StateMachineArn == nil && c.Strategy == nil {
+		return usagef("nothing to set: give --limit, --max-attempts, --state-machine or --strategy")
+	}
+	if c.Strategy != nil {
+		if _, err := parseStrategyFlag(*c.Strategy); err != nil {
+			return err
+		}
 	}
 	if c.Limit != nil && (*c.Limit < 1 || *c.Limit >= config.MaxInFlight) {
 		return usagef("--limit %d must be at least 1 and under the SQS FIFO in-flight quota of %d (to drop an override: config reset)", *c.Limit, config.MaxInFlight)
@@ -224,6 +282,20 @@ func (c Change) Validate() error {
 		return usagef("--state-machine %q is not a state machine ARN (arn:aws:states:REGION:ACCOUNT:stateMachine:NAME)", *c.StateMachineArn)
 	}
 	return nil
+}
+
+// parseStrategyFlag checks a --strategy value with the router's own rule (lane.ParseStrategy) and
+// returns its canonical name. An empty one, which lane.ParseStrategy reads as the built-in
+// default, is refused: like the other fields, a strategy once set is not unset by `config set`.
+func parseStrategyFlag(name string) (string, error) {
+	if name == "" {
+		return "", usagef("--strategy needs a name (known: %s); to drop a type's whole override, use config reset", strings.Join(lane.Strategies, ", "))
+	}
+	s, err := lane.ParseStrategy(name)
+	if err != nil {
+		return "", usagef("--strategy: %v", err)
+	}
+	return s, nil
 }
 
 // SetResult is the effective configuration after a change, and what to know about it.
@@ -264,6 +336,10 @@ func (e ConfigEditor) Set(ctx context.Context, c Change) (SetResult, error) {
 	if c.MaxAttempts != nil {
 		o.MaxAttempts = *c.MaxAttempts
 	}
+	if c.Strategy != nil {
+		// Stored by its canonical name, whatever alias lane.ParseStrategy took.
+		o.Strategy, _ = parseStrategyFlag(*c.Strategy) // checked by Validate
+	}
 	var warnings []string
 	if c.StateMachineArn != nil {
 		o.StateMachineArn = *c.StateMachineArn
@@ -272,6 +348,10 @@ func (e ConfigEditor) Set(ctx context.Context, c Change) (SetResult, error) {
 		} else if w != "" {
 			warnings = append(warnings, w)
 		}
+	}
+	if err := o.Validate(); err != nil {
+		// Only a stored item written by hand gets here: the change itself was checked.
+		return SetResult{}, fmt.Errorf("%w (the stored override of type %s keeps the fields not given: set them too, or config reset it)", err, c.Type)
 	}
 	next := append(rest, o)
 	if err := e.checkSet(ctx, next); err != nil {
@@ -376,13 +456,14 @@ func (e ConfigEditor) result(ctx context.Context, typ string, before ConfigView,
 // WriteTable prints the configuration for people.
 func (v ConfigView) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TYPE\tLIMIT\tSOURCE\tMAX ATTEMPTS\tSTATE MACHINE\tLIVE OVERRIDE")
+	fmt.Fprintln(tw, "TYPE\tLIMIT\tSOURCE\tMAX ATTEMPTS\tSTATE MACHINE\tSTRATEGY\tLIVE OVERRIDE")
 	for _, t := range v.Types {
 		limit := strconv.Itoa(t.Limit)
 		if t.Limit == 0 {
 			limit = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", t.Type, limit, t.Source, t.MaxAttempts, shortArn(t.StateMachineArn), t.Override.String())
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s (%s)\t%s\n", t.Type, limit, t.Source, t.MaxAttempts, shortArn(t.StateMachineArn),
+			t.Strategy, t.StrategySource, t.Override.String())
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -392,9 +473,13 @@ func (v ConfigView) WriteTable(w io.Writer) error {
 		other = fmt.Sprintf("limit %d each (DefaultLimit)", v.FallbackLimit)
 	}
 	fmt.Fprintf(w, "\nTypes not listed: %s. Limits add up to %d lanes of the SQS FIFO in-flight quota of %d.\n", other, v.Lanes, v.Quota)
+	fmt.Fprintf(w, "Lane strategy without an override: %s (LaneStrategy). ", v.Strategy)
 	fmt.Fprintf(w, "Live overrides take effect within %s (ConfigCacheSeconds).\n", time.Duration(v.CacheSeconds*float64(time.Second)))
 	if v.Warning != "" {
 		fmt.Fprintf(w, "WARNING: the stored overrides are refused by the functions, which keep the last good set or the defaults: %s\n", v.Warning)
+	}
+	for _, x := range v.Ignored {
+		fmt.Fprintf(w, "WARNING: %s\n", x)
 	}
 	return nil
 }
@@ -413,6 +498,9 @@ func (o *OverrideView) String() string {
 	if o.StateMachineArn != "" {
 		parts = append(parts, "stateMachine="+shortArn(o.StateMachineArn))
 	}
+	if o.Strategy != "" {
+		parts = append(parts, "strategy="+o.Strategy)
+	}
 	if len(parts) == 0 {
 		return "(empty)"
 	}
@@ -421,9 +509,10 @@ func (o *OverrideView) String() string {
 
 // WriteTable prints the result of a change.
 func (r SetResult) WriteTable(w io.Writer) error {
-	fmt.Fprintf(w, "type %s: limit %s -> %s (%s), max attempts %d -> %d, state machine %s\n",
+	fmt.Fprintf(w, "type %s: limit %s -> %s (%s), max attempts %d -> %d, state machine %s, strategy %s -> %s (%s)\n",
 		r.After.Type, limitText(r.Before.Limit), limitText(r.After.Limit), r.After.Source,
-		r.Before.MaxAttempts, r.After.MaxAttempts, shortArn(r.After.StateMachineArn))
+		r.Before.MaxAttempts, r.After.MaxAttempts, shortArn(r.After.StateMachineArn),
+		r.Before.Strategy, r.After.Strategy, r.After.StrategySource)
 	for _, x := range r.Warnings {
 		fmt.Fprintln(w, "note:", x)
 	}

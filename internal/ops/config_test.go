@@ -3,6 +3,7 @@ package ops
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -86,6 +87,13 @@ func TestChangeValidate(t *testing.T) {
 		{name: "zero attempts", give: Change{Type: "a", MaxAttempts: ptr(0)}, wantErr: "at least 1"},
 		{name: "not an ARN", give: Change{Type: "a", StateMachineArn: ptr("sample")}, wantErr: "not a state machine ARN"},
 		{name: "an execution ARN", give: Change{Type: "a", StateMachineArn: ptr("arn:aws:states:us-east-1:123456789012:execution:x:y")}, wantErr: "not a state machine ARN"},
+		{name: "strategy alone", give: Change{Type: "a", Strategy: ptr("random")}},
+		{name: "least-loaded", give: Change{Type: "a", Limit: ptr(3), Strategy: ptr("least-loaded")}},
+		{name: "an alias of random", give: Change{Type: "a", Strategy: ptr("hashed")}},
+		{name: "unknown strategy", give: Change{Type: "a", Strategy: ptr("fastest")}, wantErr: `--strategy: unknown lane strategy "fastest" (known: least-loaded, random)`},
+		{name: "strategy in capitals", give: Change{Type: "a", Strategy: ptr("Random")}, wantErr: `unknown lane strategy "Random" (known: least-loaded, random)`},
+		{name: "empty strategy", give: Change{Type: "a", Strategy: ptr("")}, wantErr: "--strategy needs a name (known: least-loaded, random)"},
+		{name: "bad strategy beside a good limit", give: Change{Type: "a", Limit: ptr(3), Strategy: ptr("fastest")}, wantErr: "known: least-loaded, random"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -202,9 +210,155 @@ func TestConfigSet(t *testing.T) {
 	})
 }
 
+// --strategy follows the rule of the other fields: it changes the stored strategy and nothing else,
+// the others keep it, and a name lane.ParseStrategy refuses writes nothing.
+func TestConfigSetStrategy(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name     string
+		defaults string // the deployment's LaneStrategy
+		stored   []config.Override
+		give     Change
+		wantErr  string
+		want     config.Override // the stored override after
+		// the type's strategy before and after, and where it comes from after
+		wantBefore, wantAfter, wantSource string
+	}{
+		{
+			name: "strategy alone keeps the stored fields", stored: []config.Override{{Type: "payments", Limit: 10, MaxAttempts: 7}},
+			give:       Change{Type: "payments", Strategy: ptr("random")},
+			want:       config.Override{Type: "payments", Limit: 10, MaxAttempts: 7, Strategy: "random"},
+			wantBefore: "least-loaded", wantAfter: "random", wantSource: "override",
+		},
+		{
+			name: "the other fields keep the strategy", stored: []config.Override{{Type: "payments", Strategy: "random"}},
+			give:       Change{Type: "payments", Limit: ptr(4)},
+			want:       config.Override{Type: "payments", Limit: 4, Strategy: "random"},
+			wantBefore: "random", wantAfter: "random", wantSource: "override",
+		},
+		{
+			name: "a type with no override", give: Change{Type: "reports", Strategy: ptr("random")},
+			want:       config.Override{Type: "reports", Strategy: "random"},
+			wantBefore: "least-loaded", wantAfter: "random", wantSource: "override",
+		},
+		{
+			name: "the deployment's default shown before", defaults: "random", give: Change{Type: "reports", Strategy: ptr("least-loaded")},
+			want:       config.Override{Type: "reports", Strategy: "least-loaded"},
+			wantBefore: "random", wantAfter: "least-loaded", wantSource: "override",
+		},
+		{
+			name: "an alias is stored by its name", give: Change{Type: "reports", Strategy: ptr("hashed")},
+			want:       config.Override{Type: "reports", Strategy: "random"},
+			wantBefore: "least-loaded", wantAfter: "random", wantSource: "override",
+		},
+		{
+			name: "limit only: the default strategy stays", give: Change{Type: "reports", Limit: ptr(6)},
+			want:       config.Override{Type: "reports", Limit: 6},
+			wantBefore: "least-loaded", wantAfter: "least-loaded", wantSource: "default",
+		},
+		{
+			name: "unknown strategy", stored: []config.Override{{Type: "payments", Limit: 10, Strategy: "random"}},
+			give:    Change{Type: "payments", Limit: ptr(3), Strategy: ptr("fastest")},
+			wantErr: `unknown lane strategy "fastest" (known: least-loaded, random)`,
+		},
+		{
+			name: "empty strategy", stored: []config.Override{{Type: "payments", Strategy: "random"}},
+			give: Change{Type: "payments", Strategy: ptr("")}, wantErr: "--strategy needs a name",
+		},
+		{
+			name: "unknown strategy of a type with no override", give: Change{Type: "llm", Limit: ptr(3), Strategy: ptr("round-robin")},
+			wantErr: `unknown lane strategy "round-robin"`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store := newMemStore(tt.stored...)
+			d := defaults()
+			d.Strategy = tt.defaults
+			e := ConfigEditor{Store: store, Defaults: d, CacheAge: time.Second}
+			res, err := e.Set(ctx, tt.give)
+			if tt.wantErr != "" {
+				var ue UsageError
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.As(err, &ue) {
+					t.Errorf("Set() = %v, want a usage error with %q", err, tt.wantErr)
+				}
+				if store.writes != 0 || len(store.items) != len(tt.stored) || len(tt.stored) > 0 && store.items[tt.stored[0].Type] != tt.stored[0] {
+					t.Errorf("a refused change wrote: %d writes, overrides %v, want %v", store.writes, store.items, tt.stored)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := store.items[tt.give.Type]; got != tt.want || store.writes != 1 {
+				t.Errorf("stored override = %+v after %d writes, want %+v after 1", got, store.writes, tt.want)
+			}
+			if res.Before.Strategy != tt.wantBefore || res.After.Strategy != tt.wantAfter || res.After.StrategySource != tt.wantSource {
+				t.Errorf("Set() strategy %s -> %s (%s), want %s -> %s (%s)", res.Before.Strategy, res.After.Strategy, res.After.StrategySource,
+					tt.wantBefore, tt.wantAfter, tt.wantSource)
+			}
+			if res.After.Override == nil || res.After.Override.Strategy != tt.want.Strategy {
+				t.Errorf("Set() override = %+v, want strategy %q", res.After.Override, tt.want.Strategy)
+			}
+			// What get shows afterwards is what set said.
+			v, err := e.Get(ctx, tt.give.Type)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(v.Types) != 1 || v.Types[0].Strategy != tt.wantAfter || v.Types[0].StrategySource != tt.wantSource {
+				t.Errorf("Get(%s) = %+v, want strategy %s from %s", tt.give.Type, v.Types, tt.wantAfter, tt.wantSource)
+			}
+			var b strings.Builder
+			if err := res.WriteTable(&b); err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range []string{
+				fmt.Sprintf("strategy %s -> %s (%s)\n", tt.wantBefore, tt.wantAfter, tt.wantSource),
+				fmt.Sprintf("%s (%s)", tt.wantAfter, tt.wantSource),
+				fmt.Sprintf("Lane strategy without an override: %s (LaneStrategy)", defaultStrategy(d)),
+			} {
+				if !strings.Contains(b.String(), want) {
+					t.Errorf("WriteTable() lacks %q:\n%s", want, b.String())
+				}
+			}
+		})
+	}
+}
+
+// An override written by hand with a strategy the functions do not know is ignored by them: get
+// says so instead of leaving it out, and set does not carry the bad name along.
+func TestConfigUnknownStoredStrategy(t *testing.T) {
+	ctx := context.Background()
+	store := newMemStore(config.Override{Type: "payments", Limit: 9, Strategy: "fastest"})
+	e := ConfigEditor{Store: store, Defaults: defaults()}
+	v, err := e.Get(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := find(v.Types, "payments"); p == nil || p.Limit != 2 || p.Source != "default" || p.Strategy != "least-loaded" || p.Override != nil {
+		t.Errorf("Get() payments = %+v, want the defaults the functions fall back to", p)
+	}
+	if len(v.Ignored) != 1 || !strings.Contains(v.Ignored[0], `type payments is ignored by the functions: type payments: unknown lane strategy "fastest"`) {
+		t.Errorf("Get() ignored = %q", v.Ignored)
+	}
+	var b strings.Builder
+	if err := v.WriteTable(&b); err != nil || !strings.Contains(b.String(), "WARNING: the live override of type payments is ignored") {
+		t.Errorf("WriteTable() = %v:\n%s", err, b.String())
+	}
+	if _, err := e.Set(ctx, Change{Type: "payments", Limit: ptr(3)}); err == nil || !strings.Contains(err.Error(), "unknown lane strategy") || store.writes != 0 {
+		t.Errorf("Set(--limit) over a bad stored strategy = %v with %d writes, want the strategy named and none", err, store.writes)
+	}
+	if _, err := e.Set(ctx, Change{Type: "payments", Strategy: ptr("random")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := store.items["payments"]; got != (config.Override{Type: "payments", Limit: 9, Strategy: "random"}) {
+		t.Errorf("stored after --strategy random = %+v", got)
+	}
+}
+
 func TestConfigReset(t *testing.T) {
 	ctx := context.Background()
-	store := newMemStore(config.Override{Type: "payments", Limit: 20}, config.Override{Type: "llm", Limit: 4})
+	store := newMemStore(config.Override{Type: "payments", Limit: 20, Strategy: "random"}, config.Override{Type: "llm", Limit: 4})
 	e := ConfigEditor{Store: store, Defaults: defaults()}
 	res, err := e.Reset(ctx, "payments")
 	if err != nil {
@@ -212,6 +366,9 @@ func TestConfigReset(t *testing.T) {
 	}
 	if res.Before.Limit != 20 || res.After.Limit != 2 || res.After.Source != "default" || len(res.Warnings) != 0 {
 		t.Errorf("Reset(payments) = %+v, want 20 -> 2 from default", res)
+	}
+	if res.Before.Strategy != "random" || res.After.Strategy != "least-loaded" || res.After.StrategySource != "default" {
+		t.Errorf("Reset(payments) strategy %s -> %s (%s), want random -> least-loaded (default)", res.Before.Strategy, res.After.Strategy, res.After.StrategySource)
 	}
 	res, err = e.Reset(ctx, "llm")
 	if err != nil {

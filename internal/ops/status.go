@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sfnlimit/sfnlimit/internal/config"
+	"github.com/sfnlimit/sfnlimit/internal/lane"
 	"github.com/sfnlimit/sfnlimit/internal/lease"
 )
 
@@ -27,10 +28,18 @@ type leaseLister interface {
 	All(ctx context.Context) ([]lease.Lease, error)
 }
 
+// laneCounter reads a type's per-lane job counts (occupancy.Store).
+type laneCounter interface {
+	Counts(ctx context.Context, typ string, limit int) ([]int, error)
+}
+
 // StatusReader reads what the limiter is doing.
 type StatusReader struct {
 	SQS    queueAttrsAPI
 	Leases leaseLister
+	// Occupancy, if not nil, gives the lane counts of the types on lane.LeastLoaded: one Counts
+	// call (one query) per such type and reading.
+	Occupancy laneCounter
 	// Config gives every type's effective configuration (a config.Resolver's All).
 	Config    func(ctx context.Context) ([]config.TypeConfig, error)
 	General   string // queue URLs
@@ -55,10 +64,81 @@ type TypeStatus struct {
 	// Limit is 0 for a type that has leases but no limit any more.
 	Limit  int    `json:"limit"`
 	Source string `json:"source"` // override, default, fallback, or none
+	// Strategy is how the router picks the type's lanes (empty for a type with no limit).
+	Strategy string `json:"strategy,omitempty"`
+	// LaneCounts are the jobs queued or running in each lane, as the least-loaded strategy counts
+	// them; nil for a type on another strategy (its jobs are not counted) or with no limit.
+	LaneCounts *LaneCounts `json:"laneCounts,omitempty"`
 	// Running counts the type's leases: every lane a job holds, whatever its state.
 	Running  int            `json:"running"`
 	ByStatus map[string]int `json:"byStatus,omitempty"`
 	Oldest   *RunningJob    `json:"oldest,omitempty"`
+}
+
+// LaneCounts are one type's jobs queued or running, per lane (internal/occupancy).
+type LaneCounts struct {
+	// Counts[i] is lane i+1's jobs.
+	Counts []int `json:"counts"`
+	// Jobs is their sum: the type's jobs routed and not yet done.
+	Jobs  int     `json:"jobs"`
+	Min   int     `json:"min"`
+	Max   int     `json:"max"`
+	Mean  float64 `json:"mean"`
+	Empty int     `json:"empty"` // lanes with no job
+}
+
+func newLaneCounts(counts []int) *LaneCounts {
+	lc := &LaneCounts{Counts: counts}
+	for i, n := range counts {
+		lc.Jobs += n
+		if i == 0 || n < lc.Min {
+			lc.Min = n
+		}
+		if n > lc.Max {
+			lc.Max = n
+		}
+		if n == 0 {
+			lc.Empty++
+		}
+	}
+	if len(counts) > 0 {
+		lc.Mean = float64(lc.Jobs) / float64(len(counts))
+	}
+	return lc
+}
+
+// laneListMax is the most lanes the table lists one by one; more are summarised.
+const laneListMax = 20
+
+// busiestShown is how many of the busiest lanes a summary names.
+const busiestShown = 5
+
+// String is the counts for people: every lane's count (lane 1 first) up to laneListMax lanes, else
+// min, mean and max and the busiest lanes.
+func (lc *LaneCounts) String() string {
+	if len(lc.Counts) <= laneListMax {
+		parts := make([]string, len(lc.Counts))
+		for i, n := range lc.Counts {
+			parts[i] = strconv.Itoa(n)
+		}
+		return strings.Join(parts, " ")
+	}
+	s := fmt.Sprintf("%d lanes: min %d, mean %.1f, max %d, %d empty", len(lc.Counts), lc.Min, lc.Mean, lc.Max, lc.Empty)
+	lanes := make([]int, 0, len(lc.Counts))
+	for i, n := range lc.Counts {
+		if n > 0 {
+			lanes = append(lanes, i+1)
+		}
+	}
+	if len(lanes) == 0 {
+		return s
+	}
+	sort.SliceStable(lanes, func(i, j int) bool { return lc.Counts[lanes[i]-1] > lc.Counts[lanes[j]-1] })
+	var busiest []string
+	for _, l := range lanes[:min(len(lanes), busiestShown)] {
+		busiest = append(busiest, fmt.Sprintf("%d:%d", l, lc.Counts[l-1]))
+	}
+	return s + "; busiest (lane:jobs) " + strings.Join(busiest, " ")
 }
 
 // RunningJob is a job holding a lane.
@@ -104,7 +184,14 @@ func (r StatusReader) Read(ctx context.Context) (Status, error) {
 	st := Status{At: now().UTC()}
 	byType := map[string]*TypeStatus{}
 	for _, c := range cfgs {
-		ts := &TypeStatus{Type: c.Type, Limit: c.Limit, Source: c.Source}
+		ts := &TypeStatus{Type: c.Type, Limit: c.Limit, Source: c.Source, Strategy: c.Strategy}
+		if c.Strategy == lane.LeastLoaded && c.Limit > 0 && r.Occupancy != nil {
+			counts, err := r.Occupancy.Counts(ctx, c.Type, c.Limit)
+			if err != nil {
+				return Status{}, err
+			}
+			ts.LaneCounts = newLaneCounts(counts)
+		}
 		byType[c.Type] = ts
 		st.Lanes += c.Limit
 	}
@@ -168,7 +255,7 @@ func depth(ctx context.Context, api queueAttrsAPI, url string) (QueueDepth, erro
 // WriteTable prints a status for people.
 func (s Status) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TYPE\tLIMIT\tSOURCE\tRUNNING\tOLDEST RUNNING JOB")
+	fmt.Fprintln(tw, "TYPE\tLIMIT\tSOURCE\tSTRATEGY\tRUNNING\tOLDEST RUNNING JOB")
 	for _, t := range s.Types {
 		limit := strconv.Itoa(t.Limit)
 		if t.Limit == 0 {
@@ -178,12 +265,28 @@ func (s Status) WriteTable(w io.Writer) error {
 		if o := t.Oldest; o != nil {
 			oldest = fmt.Sprintf("%s (lane %d, attempt %d, %s, %s)", o.ID, o.Lane, o.Attempt, o.Status, Age(time.Duration(o.AgeSeconds*float64(time.Second))))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", t.Type, limit, t.Source, t.Running, oldest)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", t.Type, limit, t.Source, dash(t.Strategy), t.Running, oldest)
 	}
 	if len(s.Types) == 0 {
 		fmt.Fprintln(tw, "(no types: no limits are set and no job is running)")
 	}
 	fmt.Fprintln(tw)
+	if len(s.Types) > 0 {
+		fmt.Fprintln(tw, "TYPE\tJOBS\tJOBS PER LANE (queued or running; lane 1 first)")
+		for _, t := range s.Types {
+			switch {
+			case t.LaneCounts != nil:
+				fmt.Fprintf(tw, "%s\t%d\t%s\n", t.Type, t.LaneCounts.Jobs, t.LaneCounts)
+			case t.Limit == 0:
+				fmt.Fprintf(tw, "%s\t-\tno limit: no lanes\n", t.Type)
+			case t.Strategy == lane.LeastLoaded:
+				fmt.Fprintf(tw, "%s\t-\tnot read\n", t.Type)
+			default:
+				fmt.Fprintf(tw, "%s\t-\tnot counted: the %s strategy keeps no lane counts\n", t.Type, t.Strategy)
+			}
+		}
+		fmt.Fprintln(tw)
+	}
 	fmt.Fprintln(tw, "QUEUE\tWAITING\tIN FLIGHT\t")
 	fmt.Fprintf(tw, "general\t%d\t%d\tjobs not yet routed to a lane\n", s.Queues.General.Waiting+s.Queues.General.Delayed, s.Queues.General.InFlight)
 	fmt.Fprintf(tw, "lanes (FIFO)\t%d\t%d\tin flight: started and holding their lane\n", s.Queues.Lanes.Waiting+s.Queues.Lanes.Delayed, s.Queues.Lanes.InFlight)

@@ -2,6 +2,8 @@ package ops
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/config"
 	"github.com/sfnlimit/sfnlimit/internal/fakes"
 	"github.com/sfnlimit/sfnlimit/internal/lease"
+	"github.com/sfnlimit/sfnlimit/internal/occupancy"
 )
 
 type attrsFunc func(url string) map[string]string
@@ -30,7 +33,7 @@ func TestStatusRead(t *testing.T) {
 	} {
 		leases.Set(l)
 	}
-	r, err := config.NewResolver(defaults(), staticStore{{Type: "reports", Limit: 8}}, time.Second)
+	r, err := config.NewResolver(defaults(), staticStore{{Type: "reports", Limit: 8, Strategy: "random"}}, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,8 +47,22 @@ func TestStatusRead(t *testing.T) {
 			return map[string]string{"ApproximateNumberOfMessages": "2"}
 		}
 	})
+	// payments is on the deployment's strategy, least-loaded: three jobs routed, one done. reports is
+	// on random: counts left from an earlier least-loaded spell are not shown as if kept.
+	occ := fakes.NewOccupancy(func() time.Time { return now })
+	for _, j := range []struct {
+		typ, id string
+		lane    int
+	}{{"payments", "p-old", 2}, {"payments", "p-new", 1}, {"payments", "p-next", 2}, {"payments", "p-done", 1}, {"reports", "r-1", 3}} {
+		if _, err := occ.Join(context.Background(), occupancy.Job{Type: j.typ, ID: j.id}, j.lane); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ok, err := occ.Leave(context.Background(), occupancy.Job{Type: "payments", ID: "p-done"}, 1); !ok || err != nil {
+		t.Fatalf("Leave() = %v, %v", ok, err)
+	}
 	st, err := StatusReader{
-		SQS: sqsAttrs, Leases: leases, Config: r.All, General: "general", Lanes: "lanes", DeadQueue: "dlq",
+		SQS: sqsAttrs, Leases: leases, Occupancy: occ, Config: r.All, General: "general", Lanes: "lanes", DeadQueue: "dlq",
 		Now: func() time.Time { return now },
 	}.Read(context.Background())
 	if err != nil {
@@ -55,8 +72,17 @@ func TestStatusRead(t *testing.T) {
 		t.Fatalf("Read() types = %+v, want gone, payments, reports", st.Types)
 	}
 	gone, payments, reports := st.Types[0], st.Types[1], st.Types[2]
-	if gone.Type != "gone" || gone.Limit != 0 || gone.Source != "none" || gone.Running != 1 {
+	if gone.Type != "gone" || gone.Limit != 0 || gone.Source != "none" || gone.Running != 1 || gone.Strategy != "" || gone.LaneCounts != nil {
 		t.Errorf("gone = %+v, want a lease of a type with no limit", gone)
+	}
+	if lc := payments.LaneCounts; payments.Strategy != "least-loaded" || lc == nil || !slices.Equal(lc.Counts, []int{1, 2}) || lc.Jobs != 3 || lc.Min != 1 || lc.Max != 2 {
+		t.Errorf("payments strategy %q, lane counts %+v, want least-loaded and [1 2]", payments.Strategy, payments.LaneCounts)
+	}
+	if reports.Strategy != "random" || reports.LaneCounts != nil {
+		t.Errorf("reports strategy %q, lane counts %+v, want random and none", reports.Strategy, reports.LaneCounts)
+	}
+	if n := occ.Calls("Counts"); n != 1 {
+		t.Errorf("%d Counts calls, want 1: one per least-loaded type", n)
 	}
 	if payments.Limit != 2 || payments.Source != "default" || payments.Running != 2 || payments.ByStatus["retrying"] != 1 {
 		t.Errorf("payments = %+v", payments)
@@ -78,14 +104,74 @@ func TestStatusRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"payments  2      default   2        p-old (lane 2, attempt 2, retrying, 3m12s)",
-		"gone      -      none      1",
+		"payments  2      default   least-loaded  2        p-old (lane 2, attempt 2, retrying, 3m12s)",
+		"gone      -      none      -             1",
+		"reports   8      override  random        0        -",
+		"TYPE      JOBS  JOBS PER LANE (queued or running; lane 1 first)\n",
+		"gone      -     no limit: no lanes\n",
+		"payments  3     1 2\n",
+		"reports   -     not counted: the random strategy keeps no lane counts\n",
 		"lanes (FIFO)  31       3",
 		"3 of 10 lanes in use",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("WriteTable() lacks %q:\n%s", want, b.String())
 		}
+	}
+}
+
+// A status fails when lane counts cannot be read, as it does for the leases and the queues.
+func TestStatusCountsError(t *testing.T) {
+	r, err := config.NewResolver(defaults(), nil, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	occ := fakes.NewOccupancy(nil)
+	occ.Err = errors.New("throttled")
+	_, err = StatusReader{
+		SQS: attrsFunc(func(string) map[string]string { return nil }), Leases: fakes.NewLeaseStore(time.Now), Occupancy: occ, Config: r.All,
+	}.Read(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "throttled") {
+		t.Errorf("Read() = %v, want the counts' error", err)
+	}
+}
+
+func TestLaneCountsString(t *testing.T) {
+	seq := func(n int, f func(i int) int) []int {
+		out := make([]int, n)
+		for i := range out {
+			out[i] = f(i)
+		}
+		return out
+	}
+	tests := []struct {
+		name string
+		give []int
+		want string
+	}{
+		{name: "one lane", give: []int{0}, want: "0"},
+		{name: "a few lanes, lane 1 first", give: []int{3, 0, 1}, want: "3 0 1"},
+		{
+			name: "20 lanes are listed", give: seq(20, func(i int) int { return i % 3 }),
+			want: "0 1 2 0 1 2 0 1 2 0 1 2 0 1 2 0 1 2 0 1",
+		},
+		{
+			name: "21 lanes are summarised", give: seq(21, func(i int) int { return i % 3 }),
+			want: "21 lanes: min 0, mean 1.0, max 2, 7 empty; busiest (lane:jobs) 3:2 6:2 9:2 12:2 15:2",
+		},
+		{
+			name: "busiest first, ties by lane", give: seq(500, func(i int) int { return map[int]int{499: 9, 6: 4, 0: 4, 250: 7}[i] }),
+			want: "500 lanes: min 0, mean 0.0, max 9, 496 empty; busiest (lane:jobs) 500:9 251:7 1:4 7:4",
+		},
+		{name: "all empty", give: make([]int, 64), want: "64 lanes: min 0, mean 0.0, max 0, 64 empty"},
+		{name: "none empty", give: seq(30, func(i int) int { return 2 + i%2 }), want: "30 lanes: min 2, mean 2.5, max 3, 0 empty; busiest (lane:jobs) 2:3 4:3 6:3 8:3 10:3"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := newLaneCounts(tt.give).String(); got != tt.want {
+				t.Errorf("String() = %q\nwant       %q", got, tt.want)
+			}
+		})
 	}
 }
 
