@@ -864,14 +864,15 @@ func TestRuntimeRestart(t *testing.T) {
 	}
 }
 
-// Scenario 11: least-loaded keeps short jobs out of the lane a long job holds. A long job runs in
-// one of three lanes; short jobs then arrive one at a time. Random lanes would put about a third of
-// them behind the long job (the hash ignores it); least-loaded sends each to a lane with fewer jobs,
-// so none waits for the long job. Run for both strategies, the comparison is the point: random
-// must show the problem in this very run, or the scenario proves nothing.
-func TestLeastLoadedAvoidsTheBusyLane(t *testing.T) {
+// Scenario 11: least-loaded and first-free keep short jobs out of the lane a long job holds. A long
+// job runs in one of three lanes; short jobs then arrive one at a time. Random lanes would put about
+// a third of them behind the long job (the hash ignores it); least-loaded sends each to a lane with
+// fewer jobs, first-free to a free lane, so none waits for the long job. Run for every strategy,
+// the comparison is the point: random must show the problem in this very run, or the scenario
+// proves nothing.
+func TestShortJobsAvoidTheBusyLane(t *testing.T) {
 	t.Parallel()
-	for _, strategy := range []string{lane.LeastLoaded, lane.Random} {
+	for _, strategy := range lane.Strategies {
 		t.Run(strategy, func(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()
@@ -911,10 +912,68 @@ func TestLeastLoadedAvoidsTheBusyLane(t *testing.T) {
 			}
 			t.Logf("%s: %d of %d short jobs ran in the long job's lane", strategy, behind, shorts)
 			switch {
-			case strategy == lane.LeastLoaded && behind > 0:
-				t.Errorf("least-loaded sent %d short jobs behind the long job while other lanes were free", behind)
+			case strategy != lane.Random && behind > 0:
+				t.Errorf("%s sent %d short jobs behind the long job while other lanes were free", strategy, behind)
 			case strategy == lane.Random && behind == 0:
 				t.Errorf("random lanes sent no short job behind the long job: the scenario shows nothing (pick other ids)")
+			}
+		})
+	}
+}
+
+// Scenario 12: a burst while a long job holds one of two lanes. least-loaded counts the long job as
+// one job like any other, so once the free lane has one queued job it ties with the long job's lane
+// and some of the burst queue behind the long job. first-free keeps the burst in the type's queue and
+// binds each job to the lane that frees, so none waits for the long job; the waiting jobs are parked
+// and woken by releases. Both run, first-free is checked, least-loaded's figure is logged beside it.
+func TestFirstFreeBurstBesideALongJob(t *testing.T) {
+	t.Parallel()
+	for _, strategy := range []string{lane.FirstFree, lane.LeastLoaded} {
+		t.Run(strategy, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			r := newRig(t, rigOptions{backend: moto, params: map[string]string{"TypeLimits": "f=2", "LaneStrategy": strategy}})
+			const longSeconds, shorts = 40, 6
+			long := job{Type: "f", ID: "long-1", Input: work{Seconds: longSeconds}}
+			r.submit(ctx, long)
+			r.waitFor(ctx, time.Minute, "the long job to start", func() (bool, string) {
+				return r.runningJob(ctx, long.Type, long.ID) != "", long.ID
+			})
+			var jobs []job
+			for i := range shorts {
+				jobs = append(jobs, job{Type: "f", ID: fmt.Sprintf("burst-%02d", i), Input: work{Seconds: 2}})
+			}
+			r.submit(ctx, jobs...)
+			out := r.settle(ctx, settleWithin)
+			r.checkInvariants(ctx, out, nil)
+			lx := out.byJob["f/"+long.ID]
+			if len(lx) != 1 {
+				t.Fatalf("long job: executions %s, want one", names(lx))
+			}
+			behind, last := 0, time.Time{}
+			for _, j := range jobs {
+				xs := out.byJob["f/"+j.ID]
+				if len(xs) != 1 {
+					t.Errorf("job %s: executions %s, want one", j.ID, names(xs))
+					continue
+				}
+				if xs[0].Job.Lane == lx[0].Job.Lane {
+					behind++
+				}
+				if xs[0].WorkEnd.After(last) {
+					last = xs[0].WorkEnd
+				}
+			}
+			t.Logf("%s: %d of %d burst jobs ran in the long job's lane; the burst was done %v after the long job started (it runs %d s); parked %d, woken %d",
+				strategy, behind, shorts, last.Sub(lx[0].Start).Round(100*time.Millisecond), longSeconds,
+				r.logs.count("job parked until a release wakes it"), r.logs.count("woke a parked job"))
+			if strategy == lane.FirstFree {
+				if behind > 0 {
+					t.Errorf("first-free ran %d burst jobs in the long job's lane, want none", behind)
+				}
+				if r.logs.count("job parked until a release wakes it") == 0 || r.logs.count("woke a parked job") == 0 {
+					t.Errorf("no job was parked and woken: the scenario did not test the wait room")
+				}
 			}
 		})
 	}

@@ -79,7 +79,7 @@ func TestExitCodes(t *testing.T) {
 		{name: "limit zero", give: []string{"config", "set", "payments", "--limit", "0"}, want: exitUsage, wantStderr: "at least 1"},
 		{name: "limit over quota", give: []string{"config", "set", "payments", "--limit", "120000"}, want: exitUsage, wantStderr: "quota"},
 		{name: "bad state machine", give: []string{"config", "set", "payments", "--state-machine", "sample"}, want: exitUsage, wantStderr: "not a state machine ARN"},
-		{name: "unknown strategy", give: []string{"config", "set", "payments", "--strategy", "fastest"}, want: exitUsage, wantStderr: `unknown lane strategy "fastest" (known: least-loaded, random)`},
+		{name: "unknown strategy", give: []string{"config", "set", "payments", "--strategy", "fastest"}, want: exitUsage, wantStderr: `unknown lane strategy "fastest" (known: least-loaded, first-free, random)`},
 		{name: "strategy without a value", give: []string{"config", "set", "payments", "--strategy"}, want: exitUsage, wantStderr: "flag needs an argument: --strategy"},
 		{name: "bad job id", give: []string{"job", "show", "a b"}, want: exitUsage, wantStderr: "invalid_id"},
 		{name: "bad input", give: []string{"submit", "--type", "a", "--input", "{"}, want: exitUsage, wantStderr: "not JSON"},
@@ -118,8 +118,8 @@ func TestCompletion(t *testing.T) {
 	}
 	// --strategy completes with the strategies, without a stack.
 	r = must(t, sfnlimitIn(t.Context(), "", "__complete", "config", "set", "base", "--strategy", ""), exitOK)
-	if !strings.HasPrefix(r.stdout, "least-loaded\tthe lane with the fewest jobs, counted in the table\nrandom\ta lane from a hash of the job, no counts kept\n:4\n") {
-		t.Errorf("config set --strategy does not complete with least-loaded and random (no files):\n%s", r)
+	if !strings.HasPrefix(r.stdout, "least-loaded\tthe lane with the fewest jobs, counted in the table\nfirst-free\twaits in the type's queue for the first free lane\nrandom\ta lane from a hash of the job, no counts kept\n:4\n") {
+		t.Errorf("config set --strategy does not complete with least-loaded, first-free and random (no files):\n%s", r)
 	}
 	r = must(t, sfnlimitIn(t.Context(), "", "__complete", "config", "set", "base", "--strategy", "r"), exitOK)
 	if !strings.HasPrefix(r.stdout, "random\t") || strings.Contains(r.stdout, "least-loaded") || !strings.Contains(r.stdout, "\n:4\n") {

@@ -126,11 +126,11 @@ func TestConfigStrategy(t *testing.T) {
 	for _, tt := range []struct {
 		typ, strategy, want string
 	}{
-		{typ, "fastest", `--strategy: unknown lane strategy "fastest" (known: least-loaded, random)`},
-		{typ, "Least-Loaded", `unknown lane strategy "Least-Loaded" (known: least-loaded, random)`},
-		{typ, "", "--strategy needs a name (known: least-loaded, random)"},
-		{"base", "round-robin", `unknown lane strategy "round-robin" (known: least-loaded, random)`},
-		{fresh, "least_loaded", `unknown lane strategy "least_loaded" (known: least-loaded, random)`},
+		{typ, "fastest", `--strategy: unknown lane strategy "fastest" (known: least-loaded, first-free, random)`},
+		{typ, "Least-Loaded", `unknown lane strategy "Least-Loaded" (known: least-loaded, first-free, random)`},
+		{typ, "", "--strategy needs a name (known: least-loaded, first-free, random)"},
+		{"base", "round-robin", `unknown lane strategy "round-robin" (known: least-loaded, first-free, random)`},
+		{fresh, "least_loaded", `unknown lane strategy "least_loaded" (known: least-loaded, first-free, random)`},
 	} {
 		before := get(tt.typ)
 		r := must(t, local(t, "config", "set", tt.typ, "--limit", "2", "--strategy", tt.strategy), exitUsage)

@@ -197,6 +197,7 @@ func print(w io.Writer, asJSON bool, v any, table func(io.Writer) error) error {
 // strategyHelp describes each lane strategy for completion.
 var strategyHelp = map[string]string{
 	lane.LeastLoaded: "the lane with the fewest jobs, counted in the table",
+	lane.FirstFree:   "waits in the type's queue for the first free lane",
 	lane.Random:      "a lane from a hash of the job, no counts kept",
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/router"
 	"github.com/sfnlimit/sfnlimit/internal/sqsbatch"
 	"github.com/sfnlimit/sfnlimit/internal/starter"
+	"github.com/sfnlimit/sfnlimit/internal/waitroom"
 )
 
 // Clients are the AWS clients the handlers use, built once per process.
@@ -163,7 +164,7 @@ func releaserWith(env Env, c Clients, res *config.Resolver, log *slog.Logger, re
 	leases := lease.NewStore(c.DDB, table)
 	svc := &releaser.Service{
 		Leases: leases, Queue: c.SQS, QueueURL: fifo, SFN: c.SFN, Config: res, DLQ: deadletter.New(c.SQS, dlq),
-		Occupancy: occupancy.NewStore(c.DDB, table), Log: log, Metrics: rec,
+		Occupancy: occupancy.NewStore(c.DDB, table), WaitRoom: waitroom.NewStore(c.DDB, table), Log: log, Metrics: rec,
 	}
 	return &releaser.Handler{
 		Service: svc, Leases: leases, SweepMinAge: minAge, SweepMaxDescribes: maxDescribes, SweepConcurrency: 8, Log: log,
@@ -200,7 +201,7 @@ func Starter(env Env, c Clients, log *slog.Logger, opts ...Option) (*starter.Sta
 	svc := rel.Service
 	return &starter.Starter{
 		Config: res, Leases: svc.Leases, SFN: c.SFN, Queue: c.SQS, QueueURL: svc.QueueURL,
-		DLQ: svc.DLQ, Releaser: svc, Lanes: lane.Hashed{}, Occupancy: occupancy.NewStore(c.DDB, table), RetryDelay: retry,
+		DLQ: svc.DLQ, Releaser: svc, Lanes: lane.Hashed{}, Occupancy: occupancy.NewStore(c.DDB, table), WaitRoom: waitroom.NewStore(c.DDB, table), RetryDelay: retry,
 		StaleAfter: vis + vis/2, Concurrency: 10, Log: log, Metrics: rec,
 	}, nil
 }

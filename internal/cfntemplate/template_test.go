@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sfnlimit/sfnlimit/internal/lane"
 	"github.com/sfnlimit/sfnlimit/internal/releaser"
 )
 
@@ -301,6 +302,20 @@ func TestTimeoutsAgree(t *testing.T) {
 			t.Errorf("%s timeout %d outside Lambda's 1..900", id, f.Timeout)
 		}
 	}
+}
+
+// The template offers exactly the lane strategies the code knows, the code's default first.
+func TestLaneStrategyValuesAreTheCodes(t *testing.T) {
+	for _, p := range loadApp(t).Parameters() {
+		if p.Name != "LaneStrategy" {
+			continue
+		}
+		if !slices.Equal(p.AllowedValues, lane.Strategies) || p.Default != lane.DefaultStrategy {
+			t.Errorf("LaneStrategy allows %q (default %q), want lane.Strategies %q (default %q)", p.AllowedValues, p.Default, lane.Strategies, lane.DefaultStrategy)
+		}
+		return
+	}
+	t.Fatal("template.yaml has no LaneStrategy parameter")
 }
 
 func TestTable(t *testing.T) {

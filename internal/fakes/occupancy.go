@@ -93,6 +93,28 @@ func (o *Occupancy) Join(_ context.Context, j occupancy.Job, lane int) (occupanc
 	return occupancy.Joined{Lane: lane, Counted: true, Fresh: true}, nil
 }
 
+// JoinEmpty counts j in lane only if no job is counted there.
+func (o *Occupancy) JoinEmpty(_ context.Context, j occupancy.Job, lane int) (occupancy.Joined, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if err := o.begin("JoinEmpty"); err != nil {
+		return occupancy.Joined{}, err
+	}
+	if lane < 1 {
+		return occupancy.Joined{}, fmt.Errorf("bind job %s to lane %d: no such lane", j, lane)
+	}
+	m, ok := o.markers[j]
+	if ok && (m.leftAt.IsZero() || m.leftAt.Unix() >= o.now().Add(-occupancy.DedupWindow).Unix()) {
+		return occupancy.Joined{Lane: m.lane, Counted: m.leftAt.IsZero()}, nil
+	}
+	if o.counts[j.Type][lane] >= 1 {
+		return occupancy.Joined{}, fmt.Errorf("bind job %s to lane %d: %w", j, lane, occupancy.ErrLaneBusy)
+	}
+	o.markers[j] = occMarker{lane: lane}
+	o.add(j.Type, lane, 1)
+	return occupancy.Joined{Lane: lane, Counted: true, Fresh: true}, nil
+}
+
 // Leave uncounts j from lane once.
 func (o *Occupancy) Leave(_ context.Context, j occupancy.Job, lane int) (bool, error) {
 	o.mu.Lock()

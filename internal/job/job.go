@@ -186,17 +186,21 @@ func (e ExecutionInput) MustJSON() []byte {
 	return b
 }
 
+// WaitingLane is the lane number of a type's waiting group, "{type}-0": jobs of a first-free type
+// wait there until the starter binds them to a free lane. It never runs a job.
+const WaitingLane = 0
+
 // GroupID is the lanes-queue MessageGroupId of a type's lane.
 func GroupID(typ string, lane int) string { return typ + "-" + strconv.Itoa(lane) }
 
-// ParseGroupID splits a MessageGroupId into its type and lane.
+// ParseGroupID splits a MessageGroupId into its type and lane (WaitingLane for a waiting group).
 func ParseGroupID(g string) (typ string, lane int, err error) {
 	i := strings.LastIndexByte(g, '-')
 	if i <= 0 {
 		return "", 0, fmt.Errorf("message group %q is not {type}-{lane}", g)
 	}
 	lane, err = strconv.Atoi(g[i+1:])
-	if err != nil || lane < 1 {
+	if err != nil || lane < WaitingLane || strconv.Itoa(lane) != g[i+1:] {
 		return "", 0, fmt.Errorf("message group %q has no lane number", g)
 	}
 	return g[:i], lane, nil

@@ -407,6 +407,7 @@ func TestGroupIDRoundTrip(t *testing.T) {
 		{name: "type ending in hyphen and digit", giveType: "v-2", giveLane: 3, want: "v-2-3"},
 		{name: "type ending in hyphen", giveType: "a-", giveLane: 5, want: "a--5"},
 		{name: "type of digits", giveType: "42", giveLane: 7, want: "42-7"},
+		{name: "waiting group", giveType: "payments", giveLane: job.WaitingLane, want: "payments-0"},
 		{name: "widest lane", giveType: strings.Repeat("t", 40), giveLane: 120000, want: strings.Repeat("t", 40) + "-120000"},
 	}
 	for _, tt := range tests {
@@ -427,7 +428,7 @@ func TestGroupIDRoundTrip(t *testing.T) {
 }
 
 func TestParseGroupIDBad(t *testing.T) {
-	for _, give := range []string{"", "payments", "-1", "payments-", "payments-x", "payments-0", "payments-1.5", "payments-1 ", "payments-1a"} {
+	for _, give := range []string{"", "payments", "-1", "payments-", "payments-x", "payments-00", "payments-01", "payments-1.5", "payments-1 ", "payments-1a"} {
 		t.Run(give, func(t *testing.T) {
 			typ, lane, err := job.ParseGroupID(give)
 			if err == nil {

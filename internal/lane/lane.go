@@ -56,6 +56,10 @@ const (
 	// LeastLoaded sends each job to the lane with the fewest jobs queued or running (Least), from
 	// counts kept in DynamoDB (internal/occupancy).
 	LeastLoaded = "least-loaded"
+	// FirstFree keeps each job in its type's waiting group (lane 0, job.WaitingLane) until a lane is
+	// free, then binds it to that lane: no job waits behind another while a lane is idle. The starter
+	// binds (occupancy.Store.JoinEmpty); a release wakes the parked head of the queue (internal/waitroom).
+	FirstFree = "first-free"
 )
 
 // DefaultStrategy is the strategy of a deployment that names none: least-loaded, whose p99 wait is
@@ -63,23 +67,23 @@ const (
 const DefaultStrategy = LeastLoaded
 
 // Strategies lists the strategy names, the default first.
-var Strategies = []string{LeastLoaded, Random}
+var Strategies = []string{LeastLoaded, FirstFree, Random}
 
 // ParseStrategy checks a strategy name; "" is DefaultStrategy.
 func ParseStrategy(name string) (string, error) {
 	switch name {
 	case "":
 		return DefaultStrategy, nil
-	case Random, LeastLoaded:
+	case Random, LeastLoaded, FirstFree:
 		return name, nil
 	case "hashed":
 		return Random, nil
 	}
-	return "", fmt.Errorf("unknown lane strategy %q (known: %s, %s)", name, LeastLoaded, Random)
+	return "", fmt.Errorf("unknown lane strategy %q (known: %s, %s, %s)", name, LeastLoaded, FirstFree, Random)
 }
 
 // New returns the chooser of a strategy that needs no lane counts (random). least-loaded needs the
-// counts: the router calls Least with them.
+// counts (the router calls Least with them) and first-free binds in the starter.
 func New(name string) (Chooser, error) {
 	s, err := ParseStrategy(name)
 	if err != nil {

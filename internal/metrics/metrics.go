@@ -20,6 +20,9 @@ const (
 	JobsStarted       = "JobsStarted"
 	JobsHeldAgain     = "JobsHeldAgain"
 	JobsMoved         = "JobsMoved"
+	JobsBound         = "JobsBound"  // first-free: jobs bound from the waiting group to a free lane
+	JobsParked        = "JobsParked" // first-free: waiting jobs parked because every lane was taken
+	JobsWoken         = "JobsWoken"  // first-free: parked jobs a release woke
 	DuplicatesDropped = "DuplicatesDropped"
 	StartsFailed      = "StartsFailed"
 	JobsSucceeded     = "JobsSucceeded"

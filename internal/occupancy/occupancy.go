@@ -191,6 +191,52 @@ func (s *Store) Join(ctx context.Context, j Job, lane int) (Joined, error) {
 	return Joined{}, fmt.Errorf("count job %s in lane %d: its marker changed twice during the join", j, lane)
 }
 
+// ErrLaneBusy means JoinEmpty found the lane with a job counted in it.
+var ErrLaneBusy = errors.New("lane has a job")
+
+// JoinEmpty counts j in lane only if no job is counted there: the first-free strategy's way to bind
+// a waiting job to a free lane, so two binders never take one lane. If j joined before, nothing
+// changes and the earlier lane is returned; if the lane is not empty it returns ErrLaneBusy.
+func (s *Store) JoinEmpty(ctx context.Context, j Job, lane int) (Joined, error) {
+	if lane < 1 {
+		return Joined{}, fmt.Errorf("bind job %s to lane %d: no such lane", j, lane)
+	}
+	now := s.now().UTC()
+	upd := s.add(j.Type, lane, 1, now)
+	upd.ConditionExpression = aws.String("attribute_not_exists(n) OR n < :one")
+	upd.ExpressionAttributeValues[":one"] = num(1)
+	_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{Put: &types.Put{
+			TableName: &s.table,
+			Item: map[string]types.AttributeValue{
+				"pk":   &types.AttributeValueMemberS{Value: pk(j.Type)},
+				"sk":   &types.AttributeValueMemberS{Value: jobSK(j)},
+				"lane": num(int64(lane)),
+				"at":   &types.AttributeValueMemberS{Value: now.Format(time.RFC3339Nano)},
+			},
+			ConditionExpression:       aws.String("attribute_not_exists(pk) OR leftAt < :stale"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":stale": num(now.Add(-DedupWindow).Unix())},
+		}},
+		{Update: upd},
+	}})
+	switch {
+	case err == nil:
+		return Joined{Lane: lane, Counted: true, Fresh: true}, nil
+	case cancelledBy(err, 0):
+		m, err := s.marker(ctx, j)
+		if err != nil {
+			return Joined{}, err
+		}
+		if m == nil {
+			return Joined{}, fmt.Errorf("bind job %s to lane %d: its marker changed during the bind", j, lane)
+		}
+		return Joined{Lane: m.lane, Counted: !m.left}, nil
+	case cancelledBy(err, 1):
+		return Joined{}, fmt.Errorf("bind job %s to lane %d: %w", j, lane, ErrLaneBusy)
+	}
+	return Joined{}, fmt.Errorf("bind job %s to lane %d: %w", j, lane, err)
+}
+
 // Leave uncounts j from lane, once: it returns false, changing nothing, when j is not counted there
 // (it never joined, left already, or moved to another lane).
 func (s *Store) Leave(ctx context.Context, j Job, lane int) (bool, error) {

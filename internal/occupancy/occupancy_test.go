@@ -2,6 +2,7 @@ package occupancy_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -26,6 +27,7 @@ type store interface {
 	Join(ctx context.Context, j occupancy.Job, lane int) (occupancy.Joined, error)
 	Leave(ctx context.Context, j occupancy.Job, lane int) (bool, error)
 	Move(ctx context.Context, j occupancy.Job, from, to int) (bool, error)
+	JoinEmpty(ctx context.Context, j occupancy.Job, lane int) (occupancy.Joined, error)
 	Get(ctx context.Context, j occupancy.Job) (*occupancy.Marker, error)
 }
 
@@ -124,6 +126,8 @@ type step struct {
 	wantLane             int
 	wantCounted, wantNew bool
 	wantOK               bool
+	// For bind: the lane must be refused as busy.
+	wantBusy bool
 	// wantCounts is lanes 1..len(wantCounts) of type "pay" after the step (nil: not checked).
 	wantCounts []int
 }
@@ -133,6 +137,7 @@ func TestCountsChangeExactlyOncePerJob(t *testing.T) {
 	b := occupancy.Job{Type: "pay", ID: "b"}
 	aRedriven := occupancy.Job{Type: "pay", ID: "a", Redrive: 1}
 	other := occupancy.Job{Type: "mail", ID: "a"}
+	c := occupancy.Job{Type: "pay", ID: "c"}
 	cases := []struct {
 		name  string
 		steps []step
@@ -177,6 +182,16 @@ func TestCountsChangeExactlyOncePerJob(t *testing.T) {
 			{op: "join", job: other, lane: 3, wantLane: 3, wantCounted: true, wantNew: true, wantCounts: []int{1, 1, 0}},
 			{op: "leave", job: a, lane: 1, wantOK: true, wantCounts: []int{0, 1, 0}},
 		}},
+		{"a bind takes an empty lane only, once per job", []step{
+			{op: "join", job: a, lane: 1, wantLane: 1, wantCounted: true, wantNew: true},
+			{op: "bind", job: b, lane: 1, wantBusy: true, wantCounts: []int{1, 0, 0}},
+			{op: "bind", job: b, lane: 2, wantLane: 2, wantCounted: true, wantNew: true, wantCounts: []int{1, 1, 0}},
+			{op: "bind", job: b, lane: 3, wantLane: 2, wantCounted: true, wantCounts: []int{1, 1, 0}},
+			{op: "leave", job: a, lane: 1, wantOK: true},
+			{op: "bind", job: other, lane: 1, wantLane: 1, wantCounted: true, wantNew: true, wantCounts: []int{0, 1, 0}},
+			{op: "bind", job: aRedriven, lane: 1, wantLane: 1, wantCounted: true, wantNew: true, wantCounts: []int{1, 1, 0}},
+			{op: "bind", job: c, lane: 1, wantBusy: true, wantCounts: []int{1, 1, 0}},
+		}},
 		{"lanes above the limit are not read", []step{
 			{op: "join", job: a, lane: 5, wantLane: 5, wantCounted: true, wantNew: true, wantCounts: []int{0, 0, 0}},
 			{op: "join", job: b, lane: 3, wantLane: 3, wantCounted: true, wantNew: true, wantCounts: []int{0, 0, 1}},
@@ -195,6 +210,18 @@ func TestCountsChangeExactlyOncePerJob(t *testing.T) {
 						want := occupancy.Joined{Lane: st.wantLane, Counted: st.wantCounted, Fresh: st.wantNew}
 						if err != nil || got != want {
 							t.Fatalf("step %d: Join(%s, %d) = %+v, %v; want %+v", i, st.job, st.lane, got, err, want)
+						}
+					case "bind":
+						got, err := s.JoinEmpty(ctx, st.job, st.lane)
+						if st.wantBusy {
+							if !errors.Is(err, occupancy.ErrLaneBusy) {
+								t.Fatalf("step %d: JoinEmpty(%s, %d) = %+v, %v; want ErrLaneBusy", i, st.job, st.lane, got, err)
+							}
+							break
+						}
+						want := occupancy.Joined{Lane: st.wantLane, Counted: st.wantCounted, Fresh: st.wantNew}
+						if err != nil || got != want {
+							t.Fatalf("step %d: JoinEmpty(%s, %d) = %+v, %v; want %+v", i, st.job, st.lane, got, err, want)
 						}
 					case "leave":
 						ok, err := s.Leave(ctx, st.job, st.lane)
@@ -288,6 +315,50 @@ func TestRacingRetriesCountEachJobOnce(t *testing.T) {
 		}
 		if got := counts(t, s, "pay", limit); !equal(got, make([]int, limit)) {
 			t.Fatalf("counts after every job left = %v, want all 0 (moved %d)", got, moved.Load())
+		}
+	})
+}
+
+// Binders racing for the lanes of one type: each lane is taken by exactly one job.
+func TestRacingBindsTakeEachLaneOnce(t *testing.T) {
+	forBoth(t, func(t *testing.T, s store, _ *fakes.Clock) {
+		ctx := context.Background()
+		const jobs, limit = 12, 4
+		var mu sync.Mutex
+		byLane := map[int][]string{}
+		var wg sync.WaitGroup
+		for i := range jobs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				j := occupancy.Job{Type: "pay", ID: fmt.Sprintf("job-%d", i)}
+				for ln := 1; ln <= limit; ln++ {
+					got, err := s.JoinEmpty(ctx, j, ln)
+					if errors.Is(err, occupancy.ErrLaneBusy) {
+						continue
+					}
+					if err != nil {
+						t.Errorf("JoinEmpty(%s, %d) = %v", j, ln, err)
+						return
+					}
+					mu.Lock()
+					byLane[got.Lane] = append(byLane[got.Lane], j.ID)
+					mu.Unlock()
+					return
+				}
+			}()
+		}
+		wg.Wait()
+		if len(byLane) != limit {
+			t.Errorf("lanes bound: %v, want each of %d lanes once", byLane, limit)
+		}
+		for ln, ids := range byLane {
+			if len(ids) != 1 {
+				t.Errorf("lane %d bound to %v, want one job", ln, ids)
+			}
+		}
+		if got := counts(t, s, "pay", limit); !equal(got, []int{1, 1, 1, 1}) {
+			t.Errorf("counts = %v, want one job per lane", got)
 		}
 	})
 }

@@ -90,10 +90,10 @@ func TestChangeValidate(t *testing.T) {
 		{name: "strategy alone", give: Change{Type: "a", Strategy: ptr("random")}},
 		{name: "least-loaded", give: Change{Type: "a", Limit: ptr(3), Strategy: ptr("least-loaded")}},
 		{name: "an alias of random", give: Change{Type: "a", Strategy: ptr("hashed")}},
-		{name: "unknown strategy", give: Change{Type: "a", Strategy: ptr("fastest")}, wantErr: `--strategy: unknown lane strategy "fastest" (known: least-loaded, random)`},
-		{name: "strategy in capitals", give: Change{Type: "a", Strategy: ptr("Random")}, wantErr: `unknown lane strategy "Random" (known: least-loaded, random)`},
-		{name: "empty strategy", give: Change{Type: "a", Strategy: ptr("")}, wantErr: "--strategy needs a name (known: least-loaded, random)"},
-		{name: "bad strategy beside a good limit", give: Change{Type: "a", Limit: ptr(3), Strategy: ptr("fastest")}, wantErr: "known: least-loaded, random"},
+		{name: "unknown strategy", give: Change{Type: "a", Strategy: ptr("fastest")}, wantErr: `--strategy: unknown lane strategy "fastest" (known: least-loaded, first-free, random)`},
+		{name: "strategy in capitals", give: Change{Type: "a", Strategy: ptr("Random")}, wantErr: `unknown lane strategy "Random" (known: least-loaded, first-free, random)`},
+		{name: "empty strategy", give: Change{Type: "a", Strategy: ptr("")}, wantErr: "--strategy needs a name (known: least-loaded, first-free, random)"},
+		{name: "bad strategy beside a good limit", give: Change{Type: "a", Limit: ptr(3), Strategy: ptr("fastest")}, wantErr: "known: least-loaded, first-free, random"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -259,7 +259,7 @@ func TestConfigSetStrategy(t *testing.T) {
 		{
 			name: "unknown strategy", stored: []config.Override{{Type: "payments", Limit: 10, Strategy: "random"}},
 			give:    Change{Type: "payments", Limit: ptr(3), Strategy: ptr("fastest")},
-			wantErr: `unknown lane strategy "fastest" (known: least-loaded, random)`,
+			wantErr: `unknown lane strategy "fastest" (known: least-loaded, first-free, random)`,
 		},
 		{
 			name: "empty strategy", stored: []config.Override{{Type: "payments", Strategy: "random"}},

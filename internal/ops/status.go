@@ -37,7 +37,7 @@ type laneCounter interface {
 type StatusReader struct {
 	SQS    queueAttrsAPI
 	Leases leaseLister
-	// Occupancy, if not nil, gives the lane counts of the types on lane.LeastLoaded: one Counts
+	// Occupancy, if not nil, gives the lane counts of the types on lane.LeastLoaded or lane.FirstFree: one Counts
 	// call (one query) per such type and reading.
 	Occupancy laneCounter
 	// Config gives every type's effective configuration (a config.Resolver's All).
@@ -185,7 +185,7 @@ func (r StatusReader) Read(ctx context.Context) (Status, error) {
 	byType := map[string]*TypeStatus{}
 	for _, c := range cfgs {
 		ts := &TypeStatus{Type: c.Type, Limit: c.Limit, Source: c.Source, Strategy: c.Strategy}
-		if c.Strategy == lane.LeastLoaded && c.Limit > 0 && r.Occupancy != nil {
+		if counted(c.Strategy) && c.Limit > 0 && r.Occupancy != nil {
 			counts, err := r.Occupancy.Counts(ctx, c.Type, c.Limit)
 			if err != nil {
 				return Status{}, err
@@ -279,7 +279,7 @@ func (s Status) WriteTable(w io.Writer) error {
 				fmt.Fprintf(tw, "%s\t%d\t%s\n", t.Type, t.LaneCounts.Jobs, t.LaneCounts)
 			case t.Limit == 0:
 				fmt.Fprintf(tw, "%s\t-\tno limit: no lanes\n", t.Type)
-			case t.Strategy == lane.LeastLoaded:
+			case counted(t.Strategy):
 				fmt.Fprintf(tw, "%s\t-\tnot read\n", t.Type)
 			default:
 				fmt.Fprintf(tw, "%s\t-\tnot counted: the %s strategy keeps no lane counts\n", t.Type, t.Strategy)
@@ -327,3 +327,6 @@ func shortArn(arn string) string {
 	}
 	return arn
 }
+
+// counted reports whether a strategy keeps lane counts (internal/occupancy).
+func counted(strategy string) bool { return strategy == lane.LeastLoaded || strategy == lane.FirstFree }

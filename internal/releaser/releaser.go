@@ -22,6 +22,7 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/lease"
 	"github.com/sfnlimit/sfnlimit/internal/metrics"
 	"github.com/sfnlimit/sfnlimit/internal/occupancy"
+	"github.com/sfnlimit/sfnlimit/internal/waitroom"
 )
 
 // Outcome is how an attempt ended.
@@ -96,7 +97,10 @@ type Service struct {
 	DLQ      deadLetterer
 	// Occupancy uncounts jobs of the least-loaded strategy when they leave their lane.
 	Occupancy occupancyLeaver
-	Log       *slog.Logger
+	// WaitRoom holds first-free jobs parked while every lane was taken: a release that frees a
+	// lane wakes the oldest.
+	WaitRoom parkedJobs
+	Log      *slog.Logger
 	// Now is the clock leases are judged by (time.Now when nil).
 	Now func() time.Time
 	// Metrics receives JobsSucceeded, JobsRetried and JobsDeadLettered per type (nil: none). Whoever
@@ -108,6 +112,11 @@ type Service struct {
 // is not counted there.
 type occupancyLeaver interface {
 	Leave(ctx context.Context, j occupancy.Job, lane int) (bool, error)
+}
+
+// parkedJobs hands out the oldest parked job of a type (internal/waitroom), removing its record.
+type parkedJobs interface {
+	Take(ctx context.Context, typ string) (*waitroom.Waiter, error)
 }
 
 // maxRounds bounds how often a release re-reads a lease that changed under it (the starter refreshing
@@ -137,6 +146,9 @@ func (s *Service) Release(ctx context.Context, req Request) (Result, error) {
 			return "", err
 		}
 		log.InfoContext(ctx, "released", "result", res, "outcome", req.Outcome)
+		if res == Deleted || res == DeadLettered {
+			s.wake(ctx, log, req.Key.Type)
+		}
 
 		return res, nil
 	}
@@ -144,6 +156,38 @@ func (s *Service) Release(ctx context.Context, req Request) (Result, error) {
 }
 
 var errStaleHandle = errors.New("receipt handle is stale")
+
+// wake makes the oldest parked job of a type visible again, so the starter binds it to the lane
+// this release freed. A failure only delays that job: it looks again by itself after
+// waitroom.ParkFor.
+func (s *Service) wake(ctx context.Context, log *slog.Logger, typ string) {
+	if s.WaitRoom == nil {
+		return
+	}
+	for range 3 {
+		w, err := s.WaitRoom.Take(ctx, typ)
+		if err != nil {
+			log.WarnContext(ctx, "parked jobs not read; a parked job looks again within a minute", "error", err)
+			return
+		}
+		if w == nil {
+			return
+		}
+		_, err = s.Queue.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
+			QueueUrl: &s.QueueURL, ReceiptHandle: &w.ReceiptHandle, VisibilityTimeout: 0,
+		})
+		if err == nil {
+			log.InfoContext(ctx, "woke a parked job for the freed lane", "parkedJobId", w.JobID, "parkedMs", s.now().Sub(w.ParkedAt).Milliseconds())
+			s.Metrics.Add(typ, metrics.JobsWoken, 1)
+			return
+		}
+		if !isStaleHandle(err) {
+			log.WarnContext(ctx, "parked job not woken; it looks again within a minute", "parkedJobId", w.JobID, "error", err)
+			return
+		}
+		// Its message was received again (it is being bound, or parked anew): the next one.
+	}
+}
 
 func (s *Service) releaseLease(ctx context.Context, log *slog.Logger, req Request, l lease.Lease, dead *bool) (Result, error) {
 	if req.Outcome == Succeeded {

@@ -206,3 +206,30 @@ func TestLeastLoadedRedeliveryCountsNothingTwice(t *testing.T) {
 		}
 	}
 }
+
+// A first-free type's jobs wait in its waiting group, uncounted: the starter binds them to lanes.
+func TestFirstFreeJobsGoToTheWaitingGroup(t *testing.T) {
+	ctx := context.Background()
+	burst := loadEvent(t, "sqs-payments-burst.json")
+	occ := fakes.NewOccupancy(nil)
+	cfg := &fakeConfig{limits: limits, strategy: map[string]string{"payments": lane.FirstFree}}
+	sender := &fakeSender{}
+	r := newRouter(cfg, sender, &fakeDLQ{}, nil)
+	r.Occupancy = occ
+	resp, err := r.Handle(ctx, burst)
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("Handle() = %+v, %v", resp, err)
+	}
+	sent := sentJobs(t, sender, "payments")
+	if len(sent) != 6 {
+		t.Fatalf("sent %d payments jobs, want 6", len(sent))
+	}
+	for _, sj := range sent {
+		if sj.lane != job.WaitingLane || sj.counted {
+			t.Errorf("job %s sent to lane %d (counted %v), want the waiting group payments-0, uncounted", sj.id, sj.lane, sj.counted)
+		}
+	}
+	if occ.Calls("Join") != 0 || occ.Calls("Counts") != 0 {
+		t.Errorf("the router counted first-free jobs (%d joins, %d count reads), want none", occ.Calls("Join"), occ.Calls("Counts"))
+	}
+}

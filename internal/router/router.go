@@ -65,6 +65,8 @@ type routed struct {
 	j    job.Job
 	cfg  config.TypeConfig
 	lane int
+	// chosen: lane holds the job's lane (a least-loaded job whose counting failed has none)
+	chosen bool
 	// fresh: this batch counted the job in its lane, so a failed send uncounts it.
 	fresh bool
 }
@@ -98,12 +100,16 @@ func (r *Router) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 			fail(m)
 			continue
 		}
-		if x.cfg.Strategy == lane.LeastLoaded {
+		switch x.cfg.Strategy {
+		case lane.LeastLoaded:
 			if _, seen := byTyp[x.j.Type]; !seen {
 				order = append(order, x.j.Type)
 			}
 			byTyp[x.j.Type] = append(byTyp[x.j.Type], x)
-		} else {
+		case lane.FirstFree:
+			// The job waits in its type's waiting group; the starter binds it to the first free lane.
+			x.lane, x.chosen = job.WaitingLane, true
+		default:
 			ln, err := r.Lanes.Choose(ctx, x.j, x.cfg.Limit)
 			if err != nil {
 				r.Log.ErrorContext(ctx, "choose lane failed; the general queue will deliver the job again",
@@ -111,7 +117,7 @@ func (r *Router) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 				fail(m)
 				continue
 			}
-			x.lane = ln
+			x.lane, x.chosen = ln, true
 		}
 		jobs = append(jobs, x)
 	}
@@ -123,7 +129,7 @@ func (r *Router) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 		byEntry = map[string]*routed{}
 	)
 	for i, x := range jobs {
-		if x.lane == 0 {
+		if !x.chosen {
 			fail(x.m) // counting failed; logged
 			continue
 		}
@@ -179,7 +185,7 @@ func (r *Router) leastLoaded(ctx context.Context, xs []*routed) {
 			var got occupancy.Joined
 			got, err = r.Occupancy.Join(ctx, occJob(x.j), ln)
 			if err == nil {
-				x.lane, x.fresh, x.j.Counted = got.Lane, got.Fresh, got.Counted
+				x.lane, x.chosen, x.fresh, x.j.Counted = got.Lane, true, got.Fresh, got.Counted
 				if got.Fresh && got.Lane <= len(counts) {
 					counts[got.Lane-1]++
 				}

@@ -115,6 +115,10 @@ func RunCell(ctx context.Context, c Cell, seed uint64, specs []Spec) (CellResult
 		}
 		ideal.add(w, res)
 		for k, spec := range specs {
+			if spec.BindOnFree {
+				pools[k].add(w, res) // the semaphore's run: binding on a free lane is the ideal
+				continue
+			}
 			st, err := spec.New(strategyRand(seed, r, spec.Name))
 			if err != nil {
 				return CellResult{}, fmt.Errorf("cell %s: %w", c, err)

@@ -166,6 +166,9 @@ func TestOneLaneIsASingleServerQueue(t *testing.T) {
 			t.Errorf("sigma %g: RunSemaphore(1 slot) waits differ from a single-server queue's", sigma)
 		}
 		for _, spec := range sim.Specs() {
+			if spec.BindOnFree {
+				continue // the semaphore itself
+			}
 			s, err := spec.New(rand.New(rand.NewPCG(3, 4)))
 			if err != nil {
 				t.Fatalf("%s: New error = %v", spec.Name, err)
@@ -260,6 +263,9 @@ func TestStrategiesStayInRange(t *testing.T) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(11, 12))
 	for _, spec := range sim.Specs() {
+		if spec.BindOnFree {
+			continue // chooses no lane on arrival
+		}
 		for _, n := range []int{1, 2, 3, 7, 50} {
 			s, err := spec.New(rand.New(rand.NewPCG(13, uint64(n))))
 			if err != nil {

@@ -147,6 +147,9 @@ type Spec struct {
 	About string
 	// Extra strategies are left out of the default comparison.
 	Extra bool
+	// BindOnFree strategies bind a job to a lane only when one is free, in arrival order: in virtual
+	// time, with the latency of the bind left out, that is the ideal semaphore itself.
+	BindOnFree bool
 	// New makes the strategy for one run; rng is seeded for that run.
 	New func(rng *rand.Rand) (Strategy, error)
 }
@@ -184,6 +187,10 @@ func Specs() []Spec {
 			Name: "least-loaded", Real: true,
 			About: "the router's LANE_STRATEGY=least-loaded: lane.Least on every lane's count, ties by a hash of the job",
 			New:   func(*rand.Rand) (Strategy, error) { return FromLeast(), nil },
+		},
+		{
+			Name: "first-free", BindOnFree: true,
+			About: "the router's LANE_STRATEGY=first-free: jobs wait in their type's queue and take the first free lane (the ideal in virtual time; its bind latency is measured on the local stack)",
 		},
 		{
 			Name:  "jsq",

@@ -23,6 +23,7 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/lease"
 	"github.com/sfnlimit/sfnlimit/internal/releaser"
 	"github.com/sfnlimit/sfnlimit/internal/starter"
+	"github.com/sfnlimit/sfnlimit/internal/waitroom"
 )
 
 const (
@@ -46,30 +47,38 @@ type rig struct {
 	sqs    *fakes.SQS
 	sfn    *fakes.SFN
 	occ    *fakes.Occupancy
+	room   *waitroom.Store
 	clock  *fakes.Clock
 	rel    *releaser.Service
 }
 
 func newRig(t *testing.T, limits map[string]int) *rig {
 	t.Helper()
+	return newRigStrategy(t, limits, "")
+}
+
+// newRigStrategy is newRig with every type on a lane strategy ("" is the default).
+func newRigStrategy(t *testing.T, limits map[string]int, strategy string) *rig {
+	t.Helper()
 	if limits == nil {
 		limits = map[string]int{"reports": 3, "payments": 50}
 	}
 	clock := fakes.NewClock(t0)
 	res, err := config.NewResolver(config.Defaults{
-		Limits: limits, MaxAttempts: map[string]int{"payments": 5}, DefaultMaxAttempts: 3, StateMachineArn: smArn,
+		Limits: limits, MaxAttempts: map[string]int{"payments": 5}, DefaultMaxAttempts: 3, StateMachineArn: smArn, Strategy: strategy,
 	}, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := &rig{leases: fakes.NewLeaseStore(clock.Now), sqs: &fakes.SQS{}, sfn: fakes.NewSFN(clock.Now), occ: fakes.NewOccupancy(clock.Now), clock: clock}
+	r.room = waitroom.NewStore(fakes.NewDynamoDB("table"), "table")
 	log := fakes.Logger(t)
 	dlq := deadletter.New(r.sqs, dlqURL)
-	rel := &releaser.Service{Leases: r.leases, Queue: r.sqs, QueueURL: lanesURL, SFN: r.sfn, Config: res, DLQ: dlq, Occupancy: r.occ, Log: log}
+	rel := &releaser.Service{Leases: r.leases, Queue: r.sqs, QueueURL: lanesURL, SFN: r.sfn, Config: res, DLQ: dlq, Occupancy: r.occ, WaitRoom: r.room, Log: log}
 	r.rel = rel
 	r.st = &starter.Starter{
 		Config: res, Leases: r.leases, SFN: r.sfn, Queue: r.sqs, QueueURL: lanesURL, DLQ: dlq, Releaser: rel,
-		Lanes: lane.Hashed{}, Occupancy: r.occ, RetryDelay: retryDelay, StaleAfter: staleAfter, Concurrency: 10, Now: clock.Now, Log: log,
+		Lanes: lane.Hashed{}, Occupancy: r.occ, WaitRoom: r.room, RetryDelay: retryDelay, StaleAfter: staleAfter, Concurrency: 10, Now: clock.Now, Log: log,
 	}
 	return r
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/metrics"
 	"github.com/sfnlimit/sfnlimit/internal/occupancy"
 	"github.com/sfnlimit/sfnlimit/internal/releaser"
+	"github.com/sfnlimit/sfnlimit/internal/waitroom"
 )
 
 // Reasons on dead letters written by the starter.
@@ -74,6 +75,14 @@ type occupancyStore interface {
 	Get(ctx context.Context, j occupancy.Job) (*occupancy.Marker, error)
 	Leave(ctx context.Context, j occupancy.Job, lane int) (bool, error)
 	Move(ctx context.Context, j occupancy.Job, from, to int) (bool, error)
+	Join(ctx context.Context, j occupancy.Job, lane int) (occupancy.Joined, error)
+	JoinEmpty(ctx context.Context, j occupancy.Job, lane int) (occupancy.Joined, error)
+}
+
+// waitRoom records jobs of first-free types parked while every lane is taken (internal/waitroom).
+type waitRoom interface {
+	Park(ctx context.Context, w waitroom.Waiter) error
+	Unpark(ctx context.Context, w waitroom.Waiter) error
 }
 
 type releaseFunc interface {
@@ -92,6 +101,8 @@ type Starter struct {
 	// Lanes moves jobs of types on the random strategy; Occupancy counts those on least-loaded.
 	Lanes     lane.Chooser
 	Occupancy occupancyStore
+	// WaitRoom parks first-free jobs that find no free lane, for a release to wake.
+	WaitRoom waitRoom
 	// RetryDelay is how long a message whose start failed stays invisible (jittered up to 2x).
 	RetryDelay time.Duration
 	// StaleAfter is how long another job's unconfirmed lease may sit untouched before the lane is
@@ -157,6 +168,9 @@ func (s *Starter) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 // receive can return several messages of one group, and only one may start). It returns the ids of
 // the messages to report as failures.
 func (s *Starter) processGroup(ctx context.Context, ms []events.SQSMessage) []string {
+	if _, ln, err := job.ParseGroupID(ms[0].Attributes["MessageGroupId"]); err == nil && ln == job.WaitingLane {
+		return s.processWaiting(ctx, ms)
+	}
 	first := s.pick(ctx, ms)
 	var rest []events.SQSMessage
 	var held []string
@@ -171,6 +185,23 @@ func (s *Starter) processGroup(ctx context.Context, ms []events.SQSMessage) []st
 		held = append(held, ms[first].MessageId)
 	}
 	return held
+}
+
+// processWaiting binds the jobs of a waiting group to free lanes in FIFO order, and stops at the
+// first that must wait: it stays parked (or backs off) and the ones after it go back at once, to be
+// delivered after it.
+func (s *Starter) processWaiting(ctx context.Context, ms []events.SQSMessage) []string {
+	for i, m := range ms {
+		if s.process(ctx, m) == hold {
+			var held []string
+			for _, r := range ms[i:] {
+				held = append(held, r.MessageId)
+			}
+			s.returnAll(ctx, ms[i+1:])
+			return held
+		}
+	}
+	return nil
 }
 
 // pick chooses which message of a group to work on: the one whose job holds the lane's lease when
@@ -223,7 +254,13 @@ func (s *Starter) process(ctx context.Context, m events.SQSMessage) verdict {
 	}
 	x := &msg{SQSMessage: m, job: j, key: lease.Key{Type: typ, Lane: ln},
 		log: s.Log.With("jobId", j.ID, "type", typ, "lane", ln, "messageId", m.MessageId)}
-	v, err := s.claimAndStart(ctx, x)
+	var v verdict
+	var err error
+	if ln == job.WaitingLane {
+		v, err = s.bind(ctx, x)
+	} else {
+		v, err = s.claimAndStart(ctx, x)
+	}
 	if err != nil {
 		x.log.ErrorContext(ctx, "start failed; the job will be tried again shortly", "error", err)
 		s.Metrics.Add(typ, metrics.StartsFailed, 1)
