@@ -1,21 +1,25 @@
 package main
 
 import (
+	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
 	"github.com/sfnlimit/sfnlimit/internal/demo"
+	"github.com/sfnlimit/sfnlimit/internal/lane"
 )
 
 func newDemo() *cobra.Command {
 	var (
-		out     string
-		fauxqs  bool
-		timeout time.Duration
-		scale   float64
+		out      string
+		fauxqs   bool
+		timeout  time.Duration
+		scale    float64
+		strategy string
 	)
 	cmd := &cobra.Command{
 		Use:   "demo",
@@ -27,16 +31,22 @@ outcomes, utilization while backlogged, waits, API calls per job and cost per mi
 writes report.md, report.json, concurrency.svg (a chart) and limiter.log to --out.`,
 		Example: `  sfnlimit demo
   sfnlimit demo --out /tmp/demo --fauxqs
-  sfnlimit demo --scale 0.5   # half the jobs`,
+  sfnlimit demo --scale 0.5   # half the jobs
+  sfnlimit demo --strategy random   # the same jobs on another lane strategy`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if strategy != "" {
+				if _, err := lane.ParseStrategy(strategy); err != nil {
+					return usageError{fmt.Errorf("--strategy: %w", err)}
+				}
+			}
 			w := demo.DefaultWorkload()
 			for i := range w.Types {
 				w.Types[i].Jobs = max(1, int(float64(w.Types[i].Jobs)*scale))
 			}
 			rep, err := demo.Run(cmd.Context(), demo.Options{
 				Workload: w, OutDir: out, Fauxqs: fauxqs, Timeout: timeout,
-				Out: cmd.OutOrStdout(), Live: term.IsTerminal(int(os.Stdout.Fd())),
+				Out: cmd.OutOrStdout(), Live: term.IsTerminal(int(os.Stdout.Fd())), Strategy: strategy,
 			})
 			if err != nil {
 				return err
@@ -51,6 +61,8 @@ writes report.md, report.json, concurrency.svg (a chart) and limiter.log to --ou
 	cmd.Flags().BoolVar(&fauxqs, "fauxqs", false, "run SQS on fauxqs (stricter about receipt handles) instead of moto")
 	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "give up after this long")
 	cmd.Flags().Float64Var(&scale, "scale", 1, "multiply the number of jobs of each type")
+	cmd.Flags().StringVar(&strategy, "strategy", "", "lane strategy of every type: "+strings.Join(lane.Strategies, ", ")+" (default: the template's)")
+	_ = cmd.RegisterFlagCompletionFunc("strategy", completeStrategies)
 	return cmd
 }
 

@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sfnlimit/sfnlimit/internal/lane"
 	"github.com/sfnlimit/sfnlimit/internal/local/observe"
 	"github.com/sfnlimit/sfnlimit/internal/local/stack"
 	"github.com/sfnlimit/sfnlimit/internal/metrics"
@@ -59,6 +60,8 @@ type CostRow struct {
 
 // Report is what the demo measured.
 type Report struct {
+	// Strategy is the lane strategy every type ran on.
+	Strategy        string         `json:"strategy"`
 	WallSeconds     float64        `json:"wallSeconds"`
 	Jobs            int            `json:"jobs"`
 	Refused         map[string]int `json:"refused"`
@@ -81,6 +84,10 @@ type Report struct {
 
 func buildReport(w Workload, jobs []Job, xs []observe.Execution, dead []DeadLetter, wall time.Duration, s *stack.Stack) *Report {
 	r := &Report{WallSeconds: wall.Seconds(), Jobs: len(jobs), Refused: map[string]int{}, execs: xs, LimitHeld: true}
+	r.Strategy = s.Info().Parameters["LaneStrategy"]
+	if r.Strategy == "" {
+		r.Strategy = lane.DefaultStrategy
+	}
 	byJob := map[string][]observe.Execution{}
 	for _, x := range xs {
 		k := x.Job.Type + "/" + x.Job.ID
@@ -313,7 +320,7 @@ func (r *Report) Print(w io.Writer) {
 	if !r.LimitHeld {
 		verdict = "BROKEN"
 	}
-	fmt.Fprintf(w, "sfnlimit demo: %d jobs in %.1fs; every type's limit %s; %d/%d jobs ended as expected\n\n", r.Jobs, r.WallSeconds, verdict, r.Verified, r.Jobs)
+	fmt.Fprintf(w, "sfnlimit demo (%s lanes): %d jobs in %.1fs; every type's limit %s; %d/%d jobs ended as expected\n\n", r.Strategy, r.Jobs, r.WallSeconds, verdict, r.Verified, r.Jobs)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "type\tlimit\tpeak running\tjobs\tsucceeded\tretried\tdead-lettered\texecutions\tutilization*\twait p50\twait p99\t")
 	for _, t := range r.Types {

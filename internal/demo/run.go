@@ -39,6 +39,8 @@ type Options struct {
 	// Out receives the live view and the report; Live redraws in place (a terminal).
 	Out  io.Writer
 	Live bool
+	// Strategy is the lane strategy of every type ("" is the template's default).
+	Strategy string
 }
 
 // Run starts a local stack, runs the workload on it and writes the report.
@@ -59,10 +61,16 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	log := slog.New(slog.NewJSONHandler(logf, &slog.HandlerOptions{Level: slog.LevelInfo}))
 
 	w := o.Workload
-	fmt.Fprintf(o.Out, "Starting the local stack (moto%s) with limits %s ...\n", map[bool]string{true: " + fauxqs", false: ""}[o.Fauxqs], w.TypeLimits())
+	params := map[string]string{"TypeLimits": w.TypeLimits(), "DefaultLimit": "0", "DefaultMaxAttempts": "3"}
+	strategy := "the default lane strategy"
+	if o.Strategy != "" {
+		params["LaneStrategy"] = o.Strategy
+		strategy = "lane strategy " + o.Strategy
+	}
+	fmt.Fprintf(o.Out, "Starting the local stack (moto%s) with limits %s, %s ...\n", map[bool]string{true: " + fauxqs", false: ""}[o.Fauxqs], w.TypeLimits(), strategy)
 	began := time.Now()
 	s, err := stack.Start(ctx, stack.Options{
-		Parameters: map[string]string{"TypeLimits": w.TypeLimits(), "DefaultLimit": "0", "DefaultMaxAttempts": "3"},
+		Parameters: params,
 		FunctionEnv: map[string]string{
 			"START_RETRY_SECONDS": "1", "SWEEP_MIN_AGE_SECONDS": "5",
 		},
