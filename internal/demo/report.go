@@ -262,6 +262,8 @@ func (r *Report) costs(s *stack.Stack, xs []observe.Execution, jobs, workTransit
 				switch row.Operation {
 				case "PutItem", "DeleteItem", "UpdateItem":
 					ddbWrites += float64(row.Calls)
+				case "TransactWriteItems":
+					ddbWrites += 2 * float64(row.Items) // a transactional write costs two units per item
 				default:
 					ddbReads += float64(row.Calls)
 				}

@@ -114,6 +114,15 @@ var (
 		})
 		return err
 	}
+	transact = func(ctx context.Context, c clients) error {
+		put := func(k string) ddbtypes.TransactWriteItem {
+			return ddbtypes.TransactWriteItem{Put: &ddbtypes.Put{TableName: aws.String("t"), Item: map[string]ddbtypes.AttributeValue{
+				"pk": &ddbtypes.AttributeValueMemberS{Value: k},
+			}}}
+		}
+		_, err := c.ddb.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []ddbtypes.TransactWriteItem{put("a"), put("b")}})
+		return err
+	}
 )
 
 func TestCounterCountsCalls(t *testing.T) {
@@ -154,6 +163,15 @@ func TestCounterCountsCalls(t *testing.T) {
 			},
 		},
 		{
+			name: "transactions count their items",
+			give: map[string]int{"TransactWriteItems": 3, "DeleteItem": 1},
+			wantRows: []callcount.Row{
+				{Key: callcount.Key{Service: "DynamoDB", Operation: "DeleteItem"}, Calls: 1},
+				{Key: callcount.Key{Service: "DynamoDB", Operation: "TransactWriteItems"}, Calls: 3, Items: 6},
+			},
+			wantSeen: map[string]int64{"DynamoDB_20120810.DeleteItem": 1, "DynamoDB_20120810.TransactWriteItems": 3},
+		},
+		{
 			name:      "failed calls count too",
 			give:      map[string]int{"GetQueueUrl": 2, "DeleteMessage": 1},
 			giveFails: []string{"GetQueueUrl"},
@@ -166,7 +184,7 @@ func TestCounterCountsCalls(t *testing.T) {
 	}
 	calls := map[string]call{
 		"DeleteMessage": deleteMessage, "ChangeMessageVisibility": changeVisibility, "GetQueueUrl": getQueueURL,
-		"ListExecutions": listExecutions, "DeleteItem": deleteItem,
+		"ListExecutions": listExecutions, "DeleteItem": deleteItem, "TransactWriteItems": transact,
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
