@@ -202,6 +202,6 @@ func Starter(env Env, c Clients, log *slog.Logger, opts ...Option) (*starter.Sta
 	return &starter.Starter{
 		Config: res, Leases: svc.Leases, SFN: c.SFN, Queue: c.SQS, QueueURL: svc.QueueURL,
 		DLQ: svc.DLQ, Releaser: svc, Lanes: lane.Hashed{}, Occupancy: occupancy.NewStore(c.DDB, table), WaitRoom: waitroom.NewStore(c.DDB, table), RetryDelay: retry,
-		StaleAfter: vis + vis/2, Concurrency: 10, Log: log, Metrics: rec,
+		StaleAfter: vis + vis/2, HandoverWait: 500 * time.Millisecond, Concurrency: 10, Log: log, Metrics: rec,
 	}, nil
 }

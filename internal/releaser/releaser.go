@@ -194,10 +194,12 @@ func (s *Service) releaseLease(ctx context.Context, log *slog.Logger, req Reques
 		if l.Status == lease.Retrying || l.Status == lease.DeadLettering {
 			return Noop, nil // a failure of this attempt was already acted on
 		}
-		if err := s.deleteMessage(ctx, l); err != nil {
+		// Uncounted before the message goes: deleting it lets the lane's next message be delivered,
+		// and the lease should follow at once, not after another round trip.
+		if err := s.uncount(ctx, l); err != nil {
 			return "", err
 		}
-		if err := s.uncount(ctx, l); err != nil {
+		if err := s.deleteMessage(ctx, l); err != nil {
 			return "", err
 		}
 		if err := s.Leases.Delete(ctx, l); err != nil {
@@ -282,18 +284,18 @@ func (s *Service) deadLetter(ctx context.Context, log *slog.Logger, req Request,
 		s.Metrics.Add(l.Type, metrics.JobsDeadLettered, 1)
 		log.WarnContext(ctx, "job dead-lettered", "reason", reason, "error", req.Error)
 	}
-	if err := s.deleteMessage(ctx, l); err != nil {
+	if err := s.uncount(ctx, l); err != nil {
 		return "", err
 	}
-	if err := s.uncount(ctx, l); err != nil {
+	if err := s.deleteMessage(ctx, l); err != nil {
 		return "", err
 	}
 	return DeadLettered, s.Leases.Delete(ctx, l)
 }
 
-// uncount takes a job whose message was deleted out of its lane's occupancy. It runs before the
-// lease goes, so a release that fails here is retried with the lease still there; the count changes
-// once however often it runs.
+// uncount takes a job that is leaving its lane out of the lane's occupancy. It runs before the
+// message and the lease go, so a release that fails here is retried with the lease still there; the
+// count changes once however often it runs.
 func (s *Service) uncount(ctx context.Context, l lease.Lease) error {
 	if !l.Counted {
 		return nil

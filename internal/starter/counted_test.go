@@ -3,8 +3,10 @@ package starter_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
@@ -180,5 +182,39 @@ func TestCountedJobMovesItsCount(t *testing.T) {
 		if c.MessageGroupID != "reports-2" || !j.Counted || c.MessageDeduplicationID != sent[0].MessageDeduplicationID {
 			t.Errorf("copy to %s counted=%v dedup %s; want reports-2, counted, one deduplication id", c.MessageGroupID, j.Counted, c.MessageDeduplicationID)
 		}
+	}
+}
+
+// The lane's next message arrives while the release that deleted the message before it has not yet
+// deleted that job's lease: with HandoverWait the starter waits for the lease to go and starts at
+// once; without it, it backs off for RetryDelay.
+func TestHandoverWaitsForTheReleasesLease(t *testing.T) {
+	for _, wait := range []time.Duration{0, 300 * time.Millisecond} {
+		t.Run(fmt.Sprint("HandoverWait ", wait), func(t *testing.T) {
+			ctx := context.Background()
+			r := newRig(t, nil)
+			r.st.HandoverWait = wait
+			prev := leaseOf("reports", 1, "r-0", 1, lease.Running, 1)
+			r.leases.Set(prev)
+			r.sfn.Put(execution("reports", 1, "r-0", 1, sfntypes.ExecutionStatusRunning, "", ""))
+			gets := 0
+			r.leases.BeforeGet = func(lease.Key) error {
+				if gets++; gets == 3 { // the release's lease delete lands during the wait
+					r.leases.Remove(prev.Key())
+				}
+				return nil
+			}
+			resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 1, "r-1", 0, 1)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			started := slices.Contains(startNames(r.sfn), execName("reports", "r-1", 1))
+			if wait > 0 && !started {
+				t.Errorf("with HandoverWait %v: starts %v, want r-1 started once the lease went (failures %v)", wait, startNames(r.sfn), failures(resp))
+			}
+			if wait == 0 && started {
+				t.Errorf("without HandoverWait: r-1 started, want it backed off")
+			}
+		})
 	}
 }

@@ -109,6 +109,9 @@ type Starter struct {
 	// taken back: longer than the lanes queue's visibility timeout, after which its message, if it
 	// still existed, would have been delivered again and refreshed the lease.
 	StaleAfter time.Duration
+	// HandoverWait is how long a message whose lane is still leased by a running job waits for
+	// that lease to go before backing off (0: back off at once).
+	HandoverWait time.Duration
 	// Concurrency bounds how many groups of one batch are worked on at once.
 	Concurrency int
 	Now         func() time.Time
@@ -509,8 +512,40 @@ func (s *Starter) laneHeld(ctx context.Context, x *msg, other lease.Lease) (verd
 		}
 		return hold, lease.ErrConflict
 	}
+	if s.HandoverWait > 0 && other.Status == lease.Running {
+		// On AWS the lane's next message is delivered the moment the release deletes the message
+		// before it, and the release deletes that job's lease a round trip later: wait for it
+		// briefly rather than back off for seconds.
+		if s.awaitHandover(ctx, x, other) {
+			return hold, lease.ErrConflict // look at the lane again
+		}
+	}
 	x.log.InfoContext(ctx, "lane held by another job; trying again shortly", "holder", other.JobID)
 	return s.backoff(ctx, x.SQSMessage), nil
+}
+
+// awaitHandover re-reads a lane's lease for up to HandoverWait and reports whether it changed.
+func (s *Starter) awaitHandover(ctx context.Context, x *msg, other lease.Lease) bool {
+	deadline := time.Now().Add(s.HandoverWait)
+	for {
+		wait := min(50*time.Millisecond, time.Until(deadline))
+		if wait <= 0 {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(wait):
+		}
+		cur, err := s.Leases.Get(ctx, x.key)
+		if err != nil {
+			return false
+		}
+		if cur == nil || cur.Version != other.Version {
+			x.log.InfoContext(ctx, "the lane's holder released it while we waited", "holder", other.JobID)
+			return true
+		}
+	}
 }
 
 // move sends a job waiting in a lane above its type's limit (the limit was lowered) to a lane within
