@@ -85,5 +85,9 @@ demo: ## run the demo against the local stack
 bench: ## compare lane strategies with an ideal semaphore in virtual time (flags: go run ./cmd/bench --help)
 	$(GO) run ./cmd/bench $(BENCH_FLAGS)
 
+.PHONY: bench-local
+bench-local: ## check the simulator against the local stack: measured vs predicted waits (~90 s per strategy; BENCH_FLAGS)
+	$(GO) run ./cmd/bench --local $(BENCH_FLAGS)
+
 clean: ## remove build output
 	rm -rf bin .aws-sam

@@ -50,6 +50,9 @@ type options struct {
 	workers       int
 	json          bool
 	headline      bool
+	// local runs the workload on the local stack instead (localbench); set, the flags it does not
+	// use are refused.
+	local *localOptions
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -60,6 +63,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "bench:", err)
 		return exitUsage
+	}
+	if opts.local != nil {
+		return runLocal(ctx, opts, stdout, stderr)
 	}
 	specs, err := sim.SpecsNamed(opts.strategies)
 	if err != nil {
@@ -116,6 +122,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&opts.workers, "workers", runtime.GOMAXPROCS(0), "cells simulated at once")
 	fs.BoolVar(&opts.json, "json", false, "print JSON instead of tables")
 	fs.BoolVar(&opts.headline, "headline", false, "simulate and print only the headline cells: Poisson, sigma 1, loads 0.8 and 0.9 (overrides --loads, --sigmas, --workloads)")
+	local := fs.Bool("local", false, "run the workload on the local stack (moto) in seconds of wall time and compare the measured waits with the simulator's prediction for the same jobs; minutes per strategy (see below)")
+	lf := localFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: go run ./cmd/bench [flags]
 
@@ -132,7 +140,7 @@ Strategies:
 			}
 			fmt.Fprintf(fs.Output(), "  %-18s %s%s\n", s.Name, s.About, real)
 		}
-		fmt.Fprintf(fs.Output(), "\nFlags:\n")
+		fmt.Fprintf(fs.Output(), "%s\nFlags:\n", localUsage)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -140,6 +148,15 @@ Strategies:
 	}
 	if fs.NArg() > 0 {
 		return opts, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if !*local {
+		for _, name := range localOnly {
+			if set[name] {
+				return opts, fmt.Errorf("--%s needs --local", name)
+			}
+		}
 	}
 	var err error
 	if opts.loads, err = floats("loads", *loads); err != nil {
@@ -195,6 +212,11 @@ Strategies:
 		return opts, fmt.Errorf("--warmup: %g is not in [0, 1)", opts.warmup)
 	case opts.workers < 1:
 		return opts, errors.New("--workers must be at least 1")
+	}
+	if *local {
+		if opts.local, err = lf.resolve(opts, set); err != nil {
+			return opts, err
+		}
 	}
 	return opts, nil
 }

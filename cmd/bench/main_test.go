@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/sfnlimit/sfnlimit/internal/localbench"
 )
 
 var headlineRow = regexp.MustCompile(`(?m)^ +0\.[89] +1 +(5|10) `)
@@ -99,6 +102,82 @@ func TestRunRefusesBadFlags(t *testing.T) {
 			}
 			if errs.Len() == 0 {
 				t.Errorf("run(%v) said nothing on stderr", tt.give)
+			}
+		})
+	}
+}
+
+func TestParseLocalFlags(t *testing.T) {
+	available, err := localbench.Strategies("")
+	if err != nil {
+		t.Fatalf("localbench.Strategies() error = %v", err)
+	}
+	tests := []struct {
+		name string
+		give []string
+		// want is each run's strategy, lanes, jobs, load and sigma.
+		want []string
+	}{
+		{name: "defaults: every strategy of the template, 5 lanes, 72 jobs, load 0.8, sigma 1", give: []string{"--local"}, want: func() []string {
+			var out []string
+			for _, s := range available {
+				out = append(out, s+" 5 72 0.8 1")
+			}
+			return out
+		}()},
+		{
+			name: "one strategy over two lane counts",
+			give: []string{"--local", "--strategies", "random", "--lanes", "5,10", "--jobs", "30", "--loads", "0.7"},
+			want: []string{"random 5 30 0.7 1", "random 10 30 0.7 1"},
+		},
+		{name: "sigma 0 is kept, not taken for unset", give: []string{"--local", "--strategies", "random", "--sigmas", "0"}, want: []string{"random 5 72 0.8 0"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var errs bytes.Buffer
+			opts, err := parseFlags(tt.give, &errs)
+			if err != nil {
+				t.Fatalf("parseFlags(%v) error = %v", tt.give, err)
+			}
+			if opts.local == nil {
+				t.Fatalf("parseFlags(%v) did not select the local run", tt.give)
+			}
+			var got []string
+			for _, c := range opts.local.configs {
+				got = append(got, fmt.Sprintf("%s %d %d %g %g", c.Strategy, c.Lanes, c.Jobs, c.Load, c.Sigma))
+			}
+			if strings.Join(got, "|") != strings.Join(tt.want, "|") {
+				t.Errorf("parseFlags(%v) runs %q, want %q", tt.give, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestRunLocalRefusesBadFlags(t *testing.T) {
+	tests := []struct {
+		name string
+		give []string
+	}{
+		{name: "a simulator-only flag", give: []string{"--local", "--headline"}},
+		{name: "workers", give: []string{"--local", "--workers", "2"}},
+		{name: "a local-only flag without --local", give: []string{"--mean-seconds", "5"}},
+		{name: "a strategy the simulator does not know", give: []string{"--local", "--strategies", "fastest"}},
+		{name: "a strategy the template does not offer", give: []string{"--local", "--strategies", "two-choices"}},
+		{name: "sub-second durations", give: []string{"--local", "--mean-seconds", "0.2"}},
+		{name: "no time to run", give: []string{"--local", "--timeout", "0s"}},
+		{name: "one job", give: []string{"--local", "--jobs", "1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errs bytes.Buffer
+			if code := run(context.Background(), tt.give, &out, &errs); code != exitUsage {
+				t.Errorf("run(%v) = %d, want %d; stderr %s", tt.give, code, exitUsage, errs.String())
+			}
+			if errs.Len() == 0 {
+				t.Errorf("run(%v) said nothing on stderr", tt.give)
+			}
+			if out.Len() > 0 {
+				t.Errorf("run(%v) printed %q, want nothing on stdout", tt.give, out.String())
 			}
 		})
 	}

@@ -48,7 +48,9 @@ func writeText(w io.Writer, o options, specs []sim.Spec, results []sim.CellResul
 		}
 		fmt.Fprintf(&b, "  %s%-*s  %s\n", mark, width, s.Name, s.About)
 	}
-	b.WriteString("  * drives the router's own lane choice (internal/lane); the others are simulated with exact per-lane counts.\n")
+	b.WriteString("  * drives the router's own lane choice (internal/lane) with exact lane counts. first-free binds jobs in arrival order\n" +
+		"    to free lanes, which in virtual time is the ideal itself: its cost is latency, measured by make bench-local.\n" +
+		"    The others are models.\n")
 	if o.ids == sim.RandomIDs {
 		b.WriteString("Job ids are random (32 hex digits, like UUIDs); --ids sequential for ids like order numbers.\n")
 	} else {

@@ -154,7 +154,7 @@ type Spec struct {
 	New func(rng *rand.Rand) (Strategy, error)
 }
 
-// Specs lists the strategies the simulator knows, the router's own first.
+// Specs lists the strategies the simulator knows: the router's own (LANE_STRATEGY) first, then models.
 func Specs() []Spec {
 	return []Spec{
 		{
@@ -167,6 +167,15 @@ func Specs() []Spec {
 				}
 				return FromChooser(c), nil
 			},
+		},
+		{
+			Name: "least-loaded", Real: true,
+			About: "the router's LANE_STRATEGY=least-loaded: lane.Least on every lane's count, ties by a hash of the job",
+			New:   func(*rand.Rand) (Strategy, error) { return FromLeast(), nil },
+		},
+		{
+			Name: "first-free", BindOnFree: true,
+			About: "the router's LANE_STRATEGY=first-free: jobs wait in their type's queue and take the first free lane (the ideal in virtual time; its bind latency is measured on the local stack)",
 		},
 		{
 			Name:  "uniform",
@@ -182,15 +191,6 @@ func Specs() []Spec {
 			Name:  "two-choices",
 			About: "the less occupied of two random lanes (two counts per job)",
 			New:   func(rng *rand.Rand) (Strategy, error) { return TwoChoices(rng), nil },
-		},
-		{
-			Name: "least-loaded", Real: true,
-			About: "the router's LANE_STRATEGY=least-loaded: lane.Least on every lane's count, ties by a hash of the job",
-			New:   func(*rand.Rand) (Strategy, error) { return FromLeast(), nil },
-		},
-		{
-			Name: "first-free", BindOnFree: true,
-			About: "the router's LANE_STRATEGY=first-free: jobs wait in their type's queue and take the first free lane (the ideal in virtual time; its bind latency is measured on the local stack)",
 		},
 		{
 			Name:  "jsq",

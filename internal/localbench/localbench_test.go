@@ -1,0 +1,83 @@
+package localbench_test
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sfnlimit/sfnlimit/internal/localbench"
+)
+
+// The simulator's lanes are the stack's: a small time-scaled run on the local stack, for each lane
+// strategy the template offers that the simulator knows, must wait as the simulator predicts for the
+// same jobs (within the noise the run's own latencies give the prediction), put each job in the lane
+// the simulator chose wherever that choice does not depend on timing, and never run more executions
+// of the type at once than its limit.
+func TestLocalStackAgreesWithSimulator(t *testing.T) {
+	strategies, err := localbench.Strategies("")
+	if err != nil {
+		t.Fatalf("Strategies() error = %v", err)
+	}
+	// Each strategy's run takes 30-40 s: 32 jobs of 2 s on average at load 0.8 over 5 lanes,
+	// submitted over about 16 s. They run one after another, so that one does not slow another on a
+	// small machine.
+	for _, s := range strategies {
+		t.Run(s, func(t *testing.T) {
+			ctx := t.Context()
+			c := localbench.Config{Strategy: s, Lanes: 5, Jobs: 32, MeanSeconds: 2, Seed: 7}.WithDefaults()
+			began := time.Now()
+			m, err := localbench.Measure(ctx, c, localbench.RunOptions{Progress: logWriter{t}, ProgressEvery: 10 * time.Second, Timeout: 3 * time.Minute})
+			if err != nil {
+				t.Fatalf("Measure(%s) error = %v", c, err)
+			}
+			cmp, err := localbench.Compare(ctx, m)
+			if err != nil {
+				t.Fatalf("Compare() error = %v", err)
+			}
+			var buf bytes.Buffer
+			if err := localbench.WriteText(&buf, []localbench.Result{{Measurement: m, Comparison: cmp}}); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s in %v:\n%s", s, time.Since(began).Round(time.Second), buf.String())
+
+			if m.Peak > c.Lanes {
+				t.Errorf("%d executions of the type worked at once, over its limit %d", m.Peak, c.Lanes)
+			}
+			if m.Peak < 2 {
+				t.Errorf("at most %d execution worked at once: the run never loaded the lanes it is meant to measure", m.Peak)
+			}
+			if !cmp.LanesAgree() {
+				var off []string
+				for i, j := range m.Jobs {
+					if j.Lane != cmp.SimLanes[i] && len(off) < 5 {
+						off = append(off, fmt.Sprintf("%s in lane %d, simulated %d", j.ID, j.Lane, cmp.SimLanes[i]))
+					}
+				}
+				t.Errorf("%d of %d jobs ran in the lane the simulator chose, want all (the choice does not depend on timing): %s",
+					cmp.LaneMatches, cmp.Jobs, strings.Join(off, "; "))
+			}
+			if cmp.LatencyProblem != "" {
+				t.Errorf("the stack's latencies do not fit the model (the simulator plus small latencies): %s", cmp.LatencyProblem)
+			}
+			for _, r := range cmp.Rows {
+				if !r.Agree {
+					t.Errorf("%s wait measured %.2fs, predicted %.2fs ± %.2fs: z %+.1f, beyond the tolerance of %g noise",
+						r.Figure, r.Measured, r.Predicted, r.Noise, r.Z, c.Tolerance)
+				}
+			}
+			if !strings.HasPrefix(cmp.Verdict(), "AGREE") && !t.Failed() {
+				t.Errorf("Verdict() = %q, but no check failed", cmp.Verdict())
+			}
+		})
+	}
+}
+
+// logWriter sends progress lines to the test's log.
+type logWriter struct{ t *testing.T }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
