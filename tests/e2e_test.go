@@ -878,11 +878,7 @@ func TestShortJobsAvoidTheBusyLane(t *testing.T) {
 			ctx := t.Context()
 			r := newRig(t, rigOptions{backend: moto, params: map[string]string{"TypeLimits": "q=3", "LaneStrategy": strategy}})
 			const longSeconds, shorts = 36, 9
-			long := job{Type: "q", ID: "long-1", Input: work{Seconds: longSeconds}}
-			r.submit(ctx, long)
-			r.waitFor(ctx, time.Minute, "the long job to start", func() (bool, string) {
-				return r.runningJob(ctx, long.Type, long.ID) != "", long.ID
-			})
+			long := r.startLong(ctx, "q", longSeconds)
 			var jobs []job
 			for i := range shorts {
 				// Ids the hash spreads over all three lanes, so random lanes put some behind the long job.
@@ -921,6 +917,17 @@ func TestShortJobsAvoidTheBusyLane(t *testing.T) {
 	}
 }
 
+// startLong submits job long-1 of typ, lasting seconds, and returns once it runs.
+func (r *rig) startLong(ctx context.Context, typ string, seconds int) job {
+	r.t.Helper()
+	long := job{Type: typ, ID: "long-1", Input: work{Seconds: seconds}}
+	r.submit(ctx, long)
+	r.waitFor(ctx, time.Minute, "the long job to start", func() (bool, string) {
+		return r.runningJob(ctx, long.Type, long.ID) != "", long.ID
+	})
+	return long
+}
+
 // Scenario 12: a burst while a long job holds one of two lanes. least-loaded counts the long job as
 // one job like any other, so once the free lane has one queued job it ties with the long job's lane
 // and some of the burst queue behind the long job. first-free keeps the burst in the type's queue and
@@ -934,11 +941,7 @@ func TestFirstFreeBurstBesideALongJob(t *testing.T) {
 			ctx := t.Context()
 			r := newRig(t, rigOptions{backend: moto, params: map[string]string{"TypeLimits": "f=2", "LaneStrategy": strategy}})
 			const longSeconds, shorts = 40, 6
-			long := job{Type: "f", ID: "long-1", Input: work{Seconds: longSeconds}}
-			r.submit(ctx, long)
-			r.waitFor(ctx, time.Minute, "the long job to start", func() (bool, string) {
-				return r.runningJob(ctx, long.Type, long.ID) != "", long.ID
-			})
+			long := r.startLong(ctx, "f", longSeconds)
 			var jobs []job
 			for i := range shorts {
 				jobs = append(jobs, job{Type: "f", ID: fmt.Sprintf("burst-%02d", i), Input: work{Seconds: 2}})

@@ -12,14 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 
 	"github.com/sfnlimit/sfnlimit/internal/fakes"
 	"github.com/sfnlimit/sfnlimit/internal/lease"
+	"github.com/sfnlimit/sfnlimit/internal/testmoto"
 )
 
 // endpointEnv names a loopback DynamoDB (moto, for example) to run these tests against as well as
@@ -56,12 +55,9 @@ func backends(t *testing.T) []backend {
 	if err != nil || !isLoopback(u.Hostname()) {
 		t.Fatalf("%s=%q: only a loopback endpoint is allowed", endpointEnv, ep)
 	}
-	client := dynamodb.New(dynamodb.Options{
-		Region: "us-east-1", BaseEndpoint: aws.String(ep),
-		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),
-	})
+	client := testmoto.Client(ep)
 	return append(bs, backend{"dynamodb", func(t *testing.T) (table, string) {
-		return client, createTable(t, client)
+		return client, testmoto.Table(t, client, "lease-test")
 	}})
 }
 
@@ -71,30 +67,6 @@ func isLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-func createTable(t *testing.T, c *dynamodb.Client) string {
-	t.Helper()
-	ctx := context.Background()
-	name := fmt.Sprintf("lease-test-%d", time.Now().UnixNano())
-	_, err := c.CreateTable(ctx, &dynamodb.CreateTableInput{
-		TableName: aws.String(name), BillingMode: types.BillingModePayPerRequest,
-		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String("sk"), AttributeType: types.ScalarAttributeTypeS},
-		},
-		KeySchema: []types.KeySchemaElement{
-			{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash},
-			{AttributeName: aws.String("sk"), KeyType: types.KeyTypeRange},
-		},
-	})
-	if err != nil {
-		t.Fatalf("CreateTable(%s) = %v", name, err)
-	}
-	t.Cleanup(func() {
-		_, _ = c.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(name)})
-	})
-	return name
 }
 
 // forEachBackend runs f as a subtest on every backend.

@@ -152,11 +152,32 @@ type Joined struct {
 
 // Join counts j in lane, once: if j joined before, nothing changes and the earlier lane is returned.
 func (s *Store) Join(ctx context.Context, j Job, lane int) (Joined, error) {
+	return s.join(ctx, j, lane, false)
+}
+
+// ErrLaneBusy means JoinEmpty found the lane with a job counted in it.
+var ErrLaneBusy = errors.New("lane has a job")
+
+// JoinEmpty counts j in lane only if no job is counted there: the first-free strategy's way to bind
+// a waiting job to a free lane, so two binders never take one lane. If j joined before, nothing
+// changes and the earlier lane is returned; if the lane is not empty it returns ErrLaneBusy.
+func (s *Store) JoinEmpty(ctx context.Context, j Job, lane int) (Joined, error) {
+	return s.join(ctx, j, lane, true)
+}
+
+// join is Join, or JoinEmpty when onlyEmpty: the marker's put and the count's update in one
+// transaction, the put conditional on the marker, the update (onlyEmpty) on the count being 0.
+func (s *Store) join(ctx context.Context, j Job, lane int, onlyEmpty bool) (Joined, error) {
 	if lane < 1 {
 		return Joined{}, fmt.Errorf("count job %s in lane %d: no such lane", j, lane)
 	}
 	for range 2 {
 		now := s.now().UTC()
+		upd := s.add(j.Type, lane, 1, now)
+		if onlyEmpty {
+			upd.ConditionExpression = aws.String("attribute_not_exists(n) OR n < :one")
+			upd.ExpressionAttributeValues[":one"] = num(1)
+		}
 		_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 			{Put: &types.Put{
 				TableName: &s.table,
@@ -171,12 +192,16 @@ func (s *Store) Join(ctx context.Context, j Job, lane int) (Joined, error) {
 				ConditionExpression:       aws.String("attribute_not_exists(pk) OR leftAt < :stale"),
 				ExpressionAttributeValues: map[string]types.AttributeValue{":stale": num(now.Add(-DedupWindow).Unix())},
 			}},
-			{Update: s.add(j.Type, lane, 1, now)},
+			{Update: upd},
 		}})
-		if err == nil {
+		switch {
+		case err == nil:
 			return Joined{Lane: lane, Counted: true, Fresh: true}, nil
-		}
-		if !cancelledBy(err, 0) {
+		case cancelledBy(err, 0):
+			// Joined before (whether or not the lane is busy too): answer with the earlier lane.
+		case cancelledBy(err, 1):
+			return Joined{}, fmt.Errorf("count job %s in lane %d: %w", j, lane, ErrLaneBusy)
+		default:
 			return Joined{}, fmt.Errorf("count job %s in lane %d: %w", j, lane, err)
 		}
 		m, err := s.marker(ctx, j)
@@ -189,52 +214,6 @@ func (s *Store) Join(ctx context.Context, j Job, lane int) (Joined, error) {
 		// The marker went between the transaction and the read (its TTL, or an operator): again.
 	}
 	return Joined{}, fmt.Errorf("count job %s in lane %d: its marker changed twice during the join", j, lane)
-}
-
-// ErrLaneBusy means JoinEmpty found the lane with a job counted in it.
-var ErrLaneBusy = errors.New("lane has a job")
-
-// JoinEmpty counts j in lane only if no job is counted there: the first-free strategy's way to bind
-// a waiting job to a free lane, so two binders never take one lane. If j joined before, nothing
-// changes and the earlier lane is returned; if the lane is not empty it returns ErrLaneBusy.
-func (s *Store) JoinEmpty(ctx context.Context, j Job, lane int) (Joined, error) {
-	if lane < 1 {
-		return Joined{}, fmt.Errorf("bind job %s to lane %d: no such lane", j, lane)
-	}
-	now := s.now().UTC()
-	upd := s.add(j.Type, lane, 1, now)
-	upd.ConditionExpression = aws.String("attribute_not_exists(n) OR n < :one")
-	upd.ExpressionAttributeValues[":one"] = num(1)
-	_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-		{Put: &types.Put{
-			TableName: &s.table,
-			Item: map[string]types.AttributeValue{
-				"pk":   &types.AttributeValueMemberS{Value: pk(j.Type)},
-				"sk":   &types.AttributeValueMemberS{Value: jobSK(j)},
-				"lane": num(int64(lane)),
-				"at":   &types.AttributeValueMemberS{Value: now.Format(time.RFC3339Nano)},
-			},
-			ConditionExpression:       aws.String("attribute_not_exists(pk) OR leftAt < :stale"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":stale": num(now.Add(-DedupWindow).Unix())},
-		}},
-		{Update: upd},
-	}})
-	switch {
-	case err == nil:
-		return Joined{Lane: lane, Counted: true, Fresh: true}, nil
-	case cancelledBy(err, 0):
-		m, err := s.marker(ctx, j)
-		if err != nil {
-			return Joined{}, err
-		}
-		if m == nil {
-			return Joined{}, fmt.Errorf("bind job %s to lane %d: its marker changed during the bind", j, lane)
-		}
-		return Joined{Lane: m.lane, Counted: !m.left}, nil
-	case cancelledBy(err, 1):
-		return Joined{}, fmt.Errorf("bind job %s to lane %d: %w", j, lane, ErrLaneBusy)
-	}
-	return Joined{}, fmt.Errorf("bind job %s to lane %d: %w", j, lane, err)
 }
 
 // Leave uncounts j from lane, once: it returns false, changing nothing, when j is not counted there

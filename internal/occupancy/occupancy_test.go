@@ -10,14 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/sfnlimit/sfnlimit/internal/emulator"
 	"github.com/sfnlimit/sfnlimit/internal/fakes"
 	"github.com/sfnlimit/sfnlimit/internal/occupancy"
+	"github.com/sfnlimit/sfnlimit/internal/testmoto"
 )
 
 // store is what the scenarios use: occupancy.Store on moto, and fakes.Occupancy, which the
@@ -33,24 +30,7 @@ type store interface {
 
 var moto *dynamodb.Client
 
-func TestMain(m *testing.M) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	p, err := emulator.StartMoto(ctx, emulator.MotoOptions{})
-	cancel()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "StartMoto() = %v (moto %s is preinstalled on these machines)\n", err, emulator.MotoVersion)
-		os.Exit(1)
-	}
-	moto = dynamodb.New(dynamodb.Options{
-		Region: "us-east-1", BaseEndpoint: aws.String(p.Endpoint()),
-		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),
-	})
-	code := m.Run()
-	_ = p.Stop()
-	os.Exit(code)
-}
-
-var tables atomic.Int64
+func TestMain(m *testing.M) { os.Exit(testmoto.RunDynamoDB(m, &moto)) }
 
 // countingDB counts the store's calls to DynamoDB.
 type countingDB struct {
@@ -73,25 +53,7 @@ func (c *countingDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o .
 	return c.Client.GetItem(ctx, in, o...)
 }
 
-func newTable(t *testing.T) string {
-	t.Helper()
-	name := fmt.Sprintf("occupancy-%d", tables.Add(1))
-	_, err := moto.CreateTable(context.Background(), &dynamodb.CreateTableInput{
-		TableName: aws.String(name), BillingMode: types.BillingModePayPerRequest,
-		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String("sk"), AttributeType: types.ScalarAttributeTypeS},
-		},
-		KeySchema: []types.KeySchemaElement{
-			{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash},
-			{AttributeName: aws.String("sk"), KeyType: types.KeyTypeRange},
-		},
-	})
-	if err != nil {
-		t.Fatalf("CreateTable(%s) = %v", name, err)
-	}
-	return name
-}
+func newTable(t *testing.T) string { return testmoto.Table(t, moto, "occupancy") }
 
 // forBoth runs f on the DynamoDB store (on moto) and on the fake, each with its own clock.
 func forBoth(t *testing.T, f func(t *testing.T, s store, clock *fakes.Clock)) {
@@ -187,6 +149,7 @@ func TestCountsChangeExactlyOncePerJob(t *testing.T) {
 			{op: "bind", job: b, lane: 1, wantBusy: true, wantCounts: []int{1, 0, 0}},
 			{op: "bind", job: b, lane: 2, wantLane: 2, wantCounted: true, wantNew: true, wantCounts: []int{1, 1, 0}},
 			{op: "bind", job: b, lane: 3, wantLane: 2, wantCounted: true, wantCounts: []int{1, 1, 0}},
+			{op: "bind", job: b, lane: 2, wantLane: 2, wantCounted: true, wantCounts: []int{1, 1, 0}},
 			{op: "leave", job: a, lane: 1, wantOK: true},
 			{op: "bind", job: other, lane: 1, wantLane: 1, wantCounted: true, wantNew: true, wantCounts: []int{0, 1, 0}},
 			{op: "bind", job: aRedriven, lane: 1, wantLane: 1, wantCounted: true, wantNew: true, wantCounts: []int{1, 1, 0}},

@@ -8,34 +8,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/sfnlimit/sfnlimit/internal/emulator"
 	"github.com/sfnlimit/sfnlimit/internal/fakes"
+	"github.com/sfnlimit/sfnlimit/internal/testmoto"
 	"github.com/sfnlimit/sfnlimit/internal/waitroom"
 )
 
 var moto *dynamodb.Client
 
-func TestMain(m *testing.M) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	p, err := emulator.StartMoto(ctx, emulator.MotoOptions{})
-	cancel()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "StartMoto() = %v (moto %s is preinstalled on these machines)\n", err, emulator.MotoVersion)
-		os.Exit(1)
-	}
-	moto = dynamodb.New(dynamodb.Options{
-		Region: "us-east-1", BaseEndpoint: aws.String(p.Endpoint()),
-		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),
-	})
-	code := m.Run()
-	_ = p.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testmoto.RunDynamoDB(m, &moto)) }
 
 type db interface {
 	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
@@ -46,20 +28,7 @@ type db interface {
 // forBoth runs f on moto and on the in-memory table the starter's and releaser's tests use.
 func forBoth(t *testing.T, f func(t *testing.T, s *waitroom.Store)) {
 	t.Run("dynamodb", func(t *testing.T) {
-		name := fmt.Sprintf("waitroom-%d", time.Now().UnixNano())
-		if _, err := moto.CreateTable(context.Background(), &dynamodb.CreateTableInput{
-			TableName: aws.String(name), BillingMode: types.BillingModePayPerRequest,
-			AttributeDefinitions: []types.AttributeDefinition{
-				{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS},
-				{AttributeName: aws.String("sk"), AttributeType: types.ScalarAttributeTypeS},
-			},
-			KeySchema: []types.KeySchemaElement{
-				{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash},
-				{AttributeName: aws.String("sk"), KeyType: types.KeyTypeRange},
-			},
-		}); err != nil {
-			t.Fatal(err)
-		}
+		name := testmoto.Table(t, moto, "waitroom")
 		f(t, waitroom.NewStore(moto, name))
 	})
 	t.Run("fake", func(t *testing.T) {
