@@ -318,16 +318,7 @@ func TestCompare(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := tt.model.measure(t, c, 11)
-			got, err := Compare(context.Background(), m)
-			if err != nil {
-				t.Fatalf("Compare() error = %v", err)
-			}
-			var buf bytes.Buffer
-			if err := WriteText(&buf, []Result{{Measurement: m, Comparison: got}}); err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("\n%s", buf.String())
+			got, report := compareAndLog(t, tt.model.measure(t, c, 11))
 			if got.Agree != tt.wantAgree {
 				t.Errorf("Agree = %v, want %v", got.Agree, tt.wantAgree)
 			}
@@ -360,7 +351,7 @@ func TestCompare(t *testing.T) {
 						t.Errorf("figure %s: seed spread %g, want it above the noise %g (the same jobs are compared)", r.Figure, r.SeedSpread, r.Noise)
 					}
 				}
-				if !strings.Contains(buf.String(), "AGREE, every figure within") {
+				if !strings.Contains(report, "AGREE, every figure within") {
 					t.Errorf("the report does not say the run agrees")
 				}
 			}
@@ -441,16 +432,7 @@ func TestCompareBindOnFree(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := tt.model.measure(t, c, 11)
-			got, err := Compare(context.Background(), m)
-			if err != nil {
-				t.Fatalf("Compare() error = %v", err)
-			}
-			var buf bytes.Buffer
-			if err := WriteText(&buf, []Result{{Measurement: m, Comparison: got}}); err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("\n%s", buf.String())
+			got, _ := compareAndLog(t, tt.model.measure(t, c, 11))
 			if got.Agree != tt.wantAgree {
 				t.Errorf("Agree = %v, want %v: %s", got.Agree, tt.wantAgree, got.Verdict())
 			}
@@ -464,4 +446,19 @@ func TestCompareBindOnFree(t *testing.T) {
 			}
 		})
 	}
+}
+
+// compareAndLog compares a measurement with its prediction, logs the report and returns both.
+func compareAndLog(t *testing.T, m Measurement) (Comparison, string) {
+	t.Helper()
+	got, err := Compare(context.Background(), m)
+	if err != nil {
+		t.Fatalf("Compare() error = %v", err)
+	}
+	var buf bytes.Buffer
+	if err := WriteText(&buf, []Result{{Measurement: m, Comparison: got}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", buf.String())
+	return got, buf.String()
 }
