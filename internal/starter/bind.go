@@ -47,17 +47,19 @@ func (s *Starter) bind(ctx context.Context, x *msg) (verdict, error) {
 	}
 	w := waitroom.Waiter{Type: x.key.Type, MessageID: x.MessageId, ReceiptHandle: x.ReceiptHandle, JobID: x.job.ID, ParkedAt: s.now()}
 	for look := range 2 {
-		ln, err := s.bindFree(ctx, x, cfg)
+		got, err := s.bindFree(ctx, x, cfg)
 		if err != nil {
 			return hold, err
 		}
-		if ln > 0 {
+		if got.Lane > 0 {
 			if look == 1 {
 				if err := s.WaitRoom.Unpark(ctx, w); err != nil {
 					x.log.WarnContext(ctx, "parked record not removed; a release may wake this message for nothing", "error", err)
 				}
 			}
-			return s.sendBound(ctx, x, ln, true)
+			// Counted is false only for a copy of a job that left its lane moments ago (SQS drops
+			// the copy within five minutes of the first): it goes where the first went, uncounted.
+			return s.sendBound(ctx, x, got.Lane, got.Counted)
 		}
 		if look == 0 {
 			// Park first, then look again: a release that freed a lane after the first look either
@@ -74,15 +76,15 @@ func (s *Starter) bind(ctx context.Context, x *msg) (verdict, error) {
 }
 
 // bindFree binds the job to a lane of count 0, starting from the one lane.Least picks (ties by a
-// hash of the job, so concurrent binders spread); 0 when every lane is taken.
-func (s *Starter) bindFree(ctx context.Context, x *msg, cfg config.TypeConfig) (int, error) {
+// hash of the job, so concurrent binders spread); lane 0 when every lane is taken.
+func (s *Starter) bindFree(ctx context.Context, x *msg, cfg config.TypeConfig) (occupancy.Joined, error) {
 	counts, err := s.Occupancy.Counts(ctx, x.key.Type, cfg.Limit)
 	if err != nil {
-		return 0, err
+		return occupancy.Joined{}, err
 	}
 	first, err := lane.Least(x.job, counts)
 	if err != nil || counts[first-1] > 0 {
-		return 0, err
+		return occupancy.Joined{}, err
 	}
 	order := []int{first}
 	for i, c := range counts {
@@ -95,12 +97,9 @@ func (s *Starter) bindFree(ctx context.Context, x *msg, cfg config.TypeConfig) (
 		if errors.Is(err, occupancy.ErrLaneBusy) {
 			continue // taken since the counts were read
 		}
-		if err != nil {
-			return 0, err
-		}
-		return got.Lane, nil
+		return got, err
 	}
-	return 0, nil
+	return occupancy.Joined{}, nil
 }
 
 // reroute sends a waiting job of a type no longer on first-free to a lane as the type's strategy

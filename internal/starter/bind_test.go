@@ -227,3 +227,27 @@ func TestWaitingJobOfAnotherStrategy(t *testing.T) {
 		})
 	}
 }
+
+// A copy of a job that left its lane moments ago (resubmitted within SQS's deduplication window)
+// goes where the first went, uncounted: SQS drops it, and no lane is taken for it.
+func TestBindCopyOfAJobThatJustLeft(t *testing.T) {
+	ctx := context.Background()
+	r := newRigStrategy(t, nil, lane.FirstFree)
+	oj := occupancy.Job{Type: "reports", ID: "w-1"}
+	if _, err := r.occ.JoinEmpty(ctx, oj, 2); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := r.occ.Leave(ctx, oj, 2); !ok || err != nil {
+		t.Fatalf("Leave = %v, %v", ok, err)
+	}
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{waiting(t, "reports", "w-1", 1)}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("Handle = %+v, %v", resp, err)
+	}
+	if c := boundCopies(t, r); len(c) != 1 || c[0].lane != 2 || c[0].counted {
+		t.Errorf("copies = %+v, want one to lane 2, uncounted", c)
+	}
+	if got := r.counts(t, "reports", 3); !slices.Equal(got, []int{0, 0, 0}) {
+		t.Errorf("counts = %v, want none taken", got)
+	}
+}
