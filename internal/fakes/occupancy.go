@@ -132,6 +132,22 @@ func (o *Occupancy) Leave(_ context.Context, j occupancy.Job, lane int) (bool, e
 	return true, nil
 }
 
+// Cancel takes back a join whose job never reached its lane, leaving no tombstone.
+func (o *Occupancy) Cancel(_ context.Context, j occupancy.Job, lane int) (bool, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if err := o.begin("Cancel"); err != nil {
+		return false, err
+	}
+	m, ok := o.markers[j]
+	if !ok || m.lane != lane || !m.leftAt.IsZero() {
+		return false, nil
+	}
+	delete(o.markers, j)
+	o.add(j.Type, lane, -1)
+	return true, nil
+}
+
 // Move counts j in to instead of from, once.
 func (o *Occupancy) Move(_ context.Context, j occupancy.Job, from, to int) (bool, error) {
 	o.mu.Lock()

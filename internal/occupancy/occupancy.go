@@ -241,6 +241,29 @@ func (s *Store) Leave(ctx context.Context, j Job, lane int) (bool, error) {
 	return false, fmt.Errorf("uncount job %s from lane %d: %w", j, lane, err)
 }
 
+// Cancel takes back a join whose job never reached its lane (the router's send failed): the marker
+// goes with its count, leaving no tombstone, so the job's next routing counts it afresh. It returns
+// false, changing nothing, when j is not counted in lane.
+func (s *Store) Cancel(ctx context.Context, j Job, lane int) (bool, error) {
+	now := s.now().UTC()
+	_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{Delete: &types.Delete{
+			TableName:                 &s.table,
+			Key:                       key(pk(j.Type), jobSK(j)),
+			ConditionExpression:       aws.String("attribute_exists(pk) AND lane = :lane AND attribute_not_exists(leftAt)"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":lane": num(int64(lane))},
+		}},
+		{Update: s.add(j.Type, lane, -1, now)},
+	}})
+	if err == nil {
+		return true, nil
+	}
+	if cancelledBy(err, 0) {
+		return false, nil
+	}
+	return false, fmt.Errorf("cancel the count of job %s in lane %d: %w", j, lane, err)
+}
+
 // Move counts j in lane to instead of lane from, once: it returns false, changing nothing, when j is
 // not counted in from.
 func (s *Store) Move(ctx context.Context, j Job, from, to int) (bool, error) {

@@ -26,6 +26,7 @@ type store interface {
 	Move(ctx context.Context, j occupancy.Job, from, to int) (bool, error)
 	JoinEmpty(ctx context.Context, j occupancy.Job, lane int) (occupancy.Joined, error)
 	Get(ctx context.Context, j occupancy.Job) (*occupancy.Marker, error)
+	Cancel(ctx context.Context, j occupancy.Job, lane int) (bool, error)
 }
 
 var moto *dynamodb.Client
@@ -130,6 +131,15 @@ func TestCountsChangeExactlyOncePerJob(t *testing.T) {
 			{op: "join", job: a, lane: 1, wantLane: 1, wantCounted: true, wantNew: true, wantCounts: []int{1, 0, 0}},
 			{op: "leave", job: a, lane: 1, wantOK: true, wantCounts: []int{0, 0, 0}},
 		}},
+		{"a cancelled join leaves no tombstone: the job's next routing counts it", []step{
+			{op: "join", job: a, lane: 3, wantLane: 3, wantCounted: true, wantNew: true},
+			{op: "cancel", job: a, lane: 2, wantOK: false, wantCounts: []int{0, 0, 1}},
+			{op: "cancel", job: a, lane: 3, wantOK: true, wantCounts: []int{0, 0, 0}},
+			{op: "cancel", job: a, lane: 3, wantOK: false, wantCounts: []int{0, 0, 0}},
+			{op: "join", job: a, lane: 1, wantLane: 1, wantCounted: true, wantNew: true, wantCounts: []int{1, 0, 0}},
+			{op: "leave", job: a, lane: 1, wantOK: true},
+			{op: "cancel", job: a, lane: 1, wantOK: false, wantCounts: []int{0, 0, 0}},
+		}},
 		{"a job moves once, from the lane it is counted in", []step{
 			{op: "join", job: a, lane: 3, wantLane: 3, wantCounted: true, wantNew: true},
 			{op: "move", job: a, lane: 3, to: 1, wantOK: true, wantCounts: []int{1, 0, 0}},
@@ -190,6 +200,11 @@ func TestCountsChangeExactlyOncePerJob(t *testing.T) {
 						ok, err := s.Leave(ctx, st.job, st.lane)
 						if err != nil || ok != st.wantOK {
 							t.Fatalf("step %d: Leave(%s, %d) = %v, %v; want %v", i, st.job, st.lane, ok, err, st.wantOK)
+						}
+					case "cancel":
+						ok, err := s.Cancel(ctx, st.job, st.lane)
+						if err != nil || ok != st.wantOK {
+							t.Fatalf("step %d: Cancel(%s, %d) = %v, %v; want %v", i, st.job, st.lane, ok, err, st.wantOK)
 						}
 					case "move":
 						ok, err := s.Move(ctx, st.job, st.lane, st.to)

@@ -154,6 +154,13 @@ func TestLeastLoadedRouting(t *testing.T) {
 			// Every payments job sent is counted, in the lane it was sent to.
 			for _, sj := range sentJobs(t, sender, "payments") {
 				m, err := occ.Get(ctx, occupancy.Job{Type: "payments", ID: sj.id})
+				if tt.sendFails[sj.id] {
+					// Its count taken back without a tombstone: the redelivery counts it afresh.
+					if m != nil || err != nil {
+						t.Errorf("job %s whose send failed has count marker %+v, %v; want none", sj.id, m, err)
+					}
+					continue
+				}
 				if err != nil || m == nil || m.Lane != sj.lane || !sj.counted {
 					t.Errorf("job %s sent to lane %d (counted %v), its count marker is %+v, %v", sj.id, sj.lane, sj.counted, m, err)
 				}

@@ -42,7 +42,7 @@ type deadLetterer interface {
 type occupancyStore interface {
 	Counts(ctx context.Context, typ string, limit int) ([]int, error)
 	Join(ctx context.Context, j occupancy.Job, lane int) (occupancy.Joined, error)
-	Leave(ctx context.Context, j occupancy.Job, lane int) (bool, error)
+	Cancel(ctx context.Context, j occupancy.Job, lane int) (bool, error)
 }
 
 // Router handles general-queue batches.
@@ -202,12 +202,13 @@ func (r *Router) leastLoaded(ctx context.Context, xs []*routed) {
 }
 
 // uncount takes back the count of a job whose send failed: the general queue delivers it again and
-// the next routing counts it afresh (or, if the send went through after all, finds it left).
+// the next routing counts it afresh. (Had the send gone through after all, the job would run in a
+// lane that does not count it, and its leaving would change nothing: the count stays exact.)
 func (r *Router) uncount(ctx context.Context, x *routed) {
 	if !x.fresh {
 		return
 	}
-	if _, err := r.Occupancy.Leave(ctx, occJob(x.j), x.lane); err != nil {
+	if _, err := r.Occupancy.Cancel(ctx, occJob(x.j), x.lane); err != nil {
 		r.Log.WarnContext(ctx, "count of an unsent job not taken back; its lane looks one job busier until the job leaves it",
 			"jobId", x.j.ID, "type", x.j.Type, "lane", x.lane, "error", err)
 	}

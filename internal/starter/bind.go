@@ -20,16 +20,22 @@ import (
 // bind moves a job from its type's waiting group to a free lane (the first-free strategy): it takes
 // a lane whose count is 0 with a conditional join, sends the job there and acknowledges the waiting
 // message. When every lane is taken it parks the message, in flight, for a release to wake.
-func (s *Starter) bind(ctx context.Context, x *msg) (verdict, error) {
-	cfg, err := s.Config.Get(ctx, x.key.Type)
-	if errors.Is(err, config.ErrUnknownType) {
-		return s.refuse(ctx, x, nil, string(job.ReasonUnknownType), err.Error())
-	}
-	if err != nil {
-		return hold, err
-	}
+func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 	if s.Occupancy == nil || s.WaitRoom == nil {
 		return hold, errors.New("the starter has no occupancy store or wait room to bind first-free jobs")
+	}
+	w := waitroom.Waiter{Type: x.key.Type, MessageID: x.MessageId, ReceiptHandle: x.ReceiptHandle, JobID: x.job.ID, ParkedAt: s.now()}
+	parked := false
+	if x.Attributes["ApproximateReceiveCount"] != "1" {
+		// Parked on an earlier receive, perhaps: unless it parks again, its record goes, so no
+		// release spends a wake-up on it.
+		defer func() {
+			if !parked {
+				if err := s.WaitRoom.Unpark(ctx, w); err != nil {
+					x.log.WarnContext(ctx, "parked record not removed; a release may wake this message for nothing", "error", err)
+				}
+			}
+		}()
 	}
 	oj := occJob(x.job)
 	m, err := s.Occupancy.Get(ctx, oj)
@@ -37,15 +43,22 @@ func (s *Starter) bind(ctx context.Context, x *msg) (verdict, error) {
 		return hold, err
 	}
 	if m != nil && !m.Left && m.Lane >= 1 {
-		// Bound before: this message came back after the bind (its acknowledgement was lost). The
-		// copy goes again with the same deduplication id, which SQS drops within five minutes.
+		// Bound before: this message came back after the bind (its send failed, or its
+		// acknowledgement was lost). The copy goes again with the same deduplication id, which SQS
+		// drops within five minutes; whatever becomes of the job happens in its lane.
 		return s.sendBound(ctx, x, m.Lane, true)
+	}
+	cfg, err := s.Config.Get(ctx, x.key.Type)
+	if errors.Is(err, config.ErrUnknownType) {
+		return s.refuse(ctx, x, nil, string(job.ReasonUnknownType), err.Error())
+	}
+	if err != nil {
+		return hold, err
 	}
 	if cfg.Strategy != lane.FirstFree {
 		// The type left first-free while the job waited: route it as its strategy does now.
 		return s.reroute(ctx, x, cfg)
 	}
-	w := waitroom.Waiter{Type: x.key.Type, MessageID: x.MessageId, ReceiptHandle: x.ReceiptHandle, JobID: x.job.ID, ParkedAt: s.now()}
 	for look := range 2 {
 		got, err := s.bindFree(ctx, x, cfg)
 		if err != nil {
@@ -69,6 +82,7 @@ func (s *Starter) bind(ctx context.Context, x *msg) (verdict, error) {
 			}
 		}
 	}
+	parked = true
 	s.setVisibility(ctx, x.SQSMessage, int32(waitroom.ParkFor.Seconds()))
 	x.log.InfoContext(ctx, "every lane taken; job parked until a release wakes it", "limit", cfg.Limit)
 	s.Metrics.Add(x.key.Type, metrics.JobsParked, 1)

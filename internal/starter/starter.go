@@ -556,10 +556,11 @@ func (s *Starter) move(ctx context.Context, x *msg, l *lease.Lease, cfg config.T
 	if l != nil {
 		j.Attempts = l.Attempt // attempts made so far travel with the job
 	}
-	to, err := s.moveTarget(ctx, x, j, cfg)
+	to, counted, err := s.moveTarget(ctx, x, j, cfg)
 	if err != nil {
 		return hold, err
 	}
+	j.Counted = counted
 	body, _ := json.Marshal(j)
 	// Its own deduplication id, so the copy is never taken for the original it replaces.
 	dedup := job.DedupID(j.Type, fmt.Sprintf("%s~moved~%d~%d", j.ID, to, j.Attempts))
@@ -582,33 +583,39 @@ func (s *Starter) move(ctx context.Context, x *msg, l *lease.Lease, cfg config.T
 	return ack, nil
 }
 
-// moveTarget chooses the lane a job above the limit moves to: for a counted job the least-loaded
-// lane, whose count it takes at once (or the lane an earlier try of this move took); for others the
-// type's random choice.
-func (s *Starter) moveTarget(ctx context.Context, x *msg, j job.Job, cfg config.TypeConfig) (int, error) {
+// moveTarget chooses the lane a job above the limit moves to, and whether the job is counted there:
+// for a counted job the least-loaded lane, whose count it takes at once from wherever the job is
+// counted (or the lane an earlier try of this move took); for others the type's random choice.
+func (s *Starter) moveTarget(ctx context.Context, x *msg, j job.Job, cfg config.TypeConfig) (int, bool, error) {
 	if !j.Counted || s.Occupancy == nil {
-		return s.Lanes.Choose(ctx, j, cfg.Limit)
+		to, err := s.Lanes.Choose(ctx, j, cfg.Limit)
+		return to, false, err
 	}
 	oj := occJob(x.job)
 	m, err := s.Occupancy.Get(ctx, oj)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	if m != nil && !m.Left && m.Lane != x.key.Lane && m.Lane <= cfg.Limit {
-		return m.Lane, nil // an earlier try of this move counted the job there
+		return m.Lane, true, nil // an earlier try of this move counted the job there
 	}
 	counts, err := s.Occupancy.Counts(ctx, x.key.Type, cfg.Limit)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	to, err := lane.Least(x.job, counts)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	if _, err := s.Occupancy.Move(ctx, oj, x.key.Lane, to); err != nil {
-		return 0, err
+	from := x.key.Lane
+	if m != nil && !m.Left {
+		from = m.Lane // an earlier try moved the count to a lane the limit has since dropped
 	}
-	return to, nil
+	moved, err := s.Occupancy.Move(ctx, oj, from, to)
+	if err != nil {
+		return 0, false, err
+	}
+	return to, moved, nil // not moved: the job was not counted (anymore), and its copy is not either
 }
 
 // uncount takes a job the starter removes from its lane (dead-lettered, or a duplicate dropped) out
