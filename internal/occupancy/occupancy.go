@@ -32,6 +32,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/sfnlimit/sfnlimit/internal/job"
 )
 
 // DedupWindow is SQS FIFO's deduplication interval: a copy of a job sent again within it is dropped.
@@ -47,6 +49,9 @@ type Job struct {
 	ID      string
 	Redrive int
 }
+
+// JobOf names a routed job's run.
+func JobOf(j job.Job) Job { return Job{Type: j.Type, ID: j.ID, Redrive: j.Redrive} }
 
 func (j Job) String() string {
 	if j.Redrive > 0 {

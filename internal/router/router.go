@@ -183,7 +183,7 @@ func (r *Router) leastLoaded(ctx context.Context, xs []*routed) {
 		ln, err := lane.Least(x.j, counts)
 		if err == nil {
 			var got occupancy.Joined
-			got, err = r.Occupancy.Join(ctx, occJob(x.j), ln)
+			got, err = r.Occupancy.Join(ctx, occupancy.JobOf(x.j), ln)
 			if err == nil {
 				x.lane, x.chosen, x.fresh, x.j.Counted = got.Lane, true, got.Fresh, got.Counted
 				if got.Fresh && got.Lane <= len(counts) {
@@ -208,14 +208,10 @@ func (r *Router) uncount(ctx context.Context, x *routed) {
 	if !x.fresh {
 		return
 	}
-	if _, err := r.Occupancy.Cancel(ctx, occJob(x.j), x.lane); err != nil {
+	if _, err := r.Occupancy.Cancel(ctx, occupancy.JobOf(x.j), x.lane); err != nil {
 		r.Log.WarnContext(ctx, "count of an unsent job not taken back; its lane looks one job busier until the job leaves it",
 			"jobId", x.j.ID, "type", x.j.Type, "lane", x.lane, "error", err)
 	}
-}
-
-func occJob(j job.Job) occupancy.Job {
-	return occupancy.Job{Type: j.Type, ID: j.ID, Redrive: j.Redrive}
 }
 
 // check validates a message and reads its type's configuration. A job.Error means the job is

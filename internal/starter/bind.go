@@ -37,7 +37,7 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 			}
 		}()
 	}
-	oj := occJob(x.job)
+	oj := occupancy.JobOf(x.job)
 	m, err := s.Occupancy.Get(ctx, oj)
 	if err != nil {
 		return hold, err
@@ -107,7 +107,7 @@ func (s *Starter) bindFree(ctx context.Context, x *msg, cfg config.TypeConfig) (
 		}
 	}
 	for _, ln := range order {
-		got, err := s.Occupancy.JoinEmpty(ctx, occJob(x.job), ln)
+		got, err := s.Occupancy.JoinEmpty(ctx, occupancy.JobOf(x.job), ln)
 		if errors.Is(err, occupancy.ErrLaneBusy) {
 			continue // taken since the counts were read
 		}
@@ -134,7 +134,7 @@ func (s *Starter) reroute(ctx context.Context, x *msg, cfg config.TypeConfig) (v
 	if err != nil {
 		return hold, err
 	}
-	got, err := s.Occupancy.Join(ctx, occJob(x.job), to)
+	got, err := s.Occupancy.Join(ctx, occupancy.JobOf(x.job), to)
 	if err != nil {
 		return hold, err
 	}

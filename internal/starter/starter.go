@@ -591,7 +591,7 @@ func (s *Starter) moveTarget(ctx context.Context, x *msg, j job.Job, cfg config.
 		to, err := s.Lanes.Choose(ctx, j, cfg.Limit)
 		return to, false, err
 	}
-	oj := occJob(x.job)
+	oj := occupancy.JobOf(x.job)
 	m, err := s.Occupancy.Get(ctx, oj)
 	if err != nil {
 		return 0, false, err
@@ -624,14 +624,10 @@ func (s *Starter) uncount(ctx context.Context, x *msg) error {
 	if !x.job.Counted || s.Occupancy == nil {
 		return nil
 	}
-	if _, err := s.Occupancy.Leave(ctx, occJob(x.job), x.key.Lane); err != nil {
+	if _, err := s.Occupancy.Leave(ctx, occupancy.JobOf(x.job), x.key.Lane); err != nil {
 		return fmt.Errorf("uncount job from lane %s: %w", x.key, err)
 	}
 	return nil
-}
-
-func occJob(j job.Job) occupancy.Job {
-	return occupancy.Job{Type: j.Type, ID: j.ID, Redrive: j.Redrive}
 }
 
 // refuse dead-letters a job that can never start, then frees its lease.
