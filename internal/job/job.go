@@ -98,6 +98,11 @@ type Meta struct {
 	Attempt     int       `json:"attempt"`
 	Redrive     int       `json:"redrive,omitempty"`
 	SubmittedAt time.Time `json:"submittedAt"`
+	// MessageID is the lanes-queue message that started the execution. Step Functions keeps it
+	// with the execution, so a delivery that finds its attempt's execution already closed can tell
+	// its own ended attempt (go on from its outcome) from a duplicate message's (drop the copy),
+	// even when the lane's lease was deleted.
+	MessageID string `json:"messageId,omitempty"`
 }
 
 // ExecutionName is the deterministic name of this attempt's execution.
@@ -214,6 +219,12 @@ func DedupID(typ, id string) string {
 		return d
 	}
 	return typ + "-" + hash(id, 64)
+}
+
+// ExecutionArn is the ARN of the execution named name of a state machine. It keeps the state
+// machine's partition, region and account.
+func ExecutionArn(stateMachineArn, name string) string {
+	return strings.Replace(stateMachineArn, ":stateMachine:", ":execution:", 1) + ":" + name
 }
 
 // ExecutionName is the deterministic Step Functions execution name of a job's attempt, so that a

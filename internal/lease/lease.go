@@ -37,18 +37,24 @@ var ErrConflict = errors.New("lease changed since it was read")
 
 // Lease is one lane's claim.
 type Lease struct {
-	Type          string    `dynamodbav:"type"`
-	Lane          int       `dynamodbav:"lane"`
-	JobID         string    `dynamodbav:"jobId"`
-	MessageID     string    `dynamodbav:"messageId"`
-	ReceiptHandle string    `dynamodbav:"receiptHandle"`
-	ExecutionArn  string    `dynamodbav:"executionArn,omitempty"`
-	Attempt       int       `dynamodbav:"attempt"`
-	Redrive       int       `dynamodbav:"redrive,omitempty"`
-	Status        Status    `dynamodbav:"status"`
-	StartedAt     time.Time `dynamodbav:"startedAt"`
-	UpdatedAt     time.Time `dynamodbav:"updatedAt"`
-	SubmittedAt   time.Time `dynamodbav:"submittedAt"`
+	Type          string `dynamodbav:"type"`
+	Lane          int    `dynamodbav:"lane"`
+	JobID         string `dynamodbav:"jobId"`
+	MessageID     string `dynamodbav:"messageId"`
+	ReceiptHandle string `dynamodbav:"receiptHandle"`
+	// ExecutionArn is the attempt's execution, written with the claim (before StartExecution is
+	// called): the name is deterministic, so every reader (release, sweep, dead letter) can find the
+	// execution even when the start was never confirmed.
+	ExecutionArn string `dynamodbav:"executionArn,omitempty"`
+	// StateMachineArn is the state machine the claim starts. A retried start uses it rather than the
+	// type's current config, so a config change mid-flight cannot start the same attempt twice.
+	StateMachineArn string    `dynamodbav:"stateMachineArn,omitempty"`
+	Attempt         int       `dynamodbav:"attempt"`
+	Redrive         int       `dynamodbav:"redrive,omitempty"`
+	Status          Status    `dynamodbav:"status"`
+	StartedAt       time.Time `dynamodbav:"startedAt"`
+	UpdatedAt       time.Time `dynamodbav:"updatedAt"`
+	SubmittedAt     time.Time `dynamodbav:"submittedAt"`
 	// Counted says the job is counted in its lane's occupancy (the least-loaded strategy): whatever
 	// takes it out of the lane uncounts it.
 	Counted bool  `dynamodbav:"counted,omitempty"`

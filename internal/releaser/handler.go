@@ -3,6 +3,7 @@ package releaser
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
 	"github.com/sfnlimit/sfnlimit/internal/job"
 	"github.com/sfnlimit/sfnlimit/internal/lease"
@@ -113,9 +115,12 @@ func (h *Handler) workflow(ctx context.Context, ev WorkflowEvent) (Response, err
 
 func (h *Handler) statusChange(ctx context.Context, d StatusDetail) (Response, error) {
 	outcome, closed := OutcomeOf(d.Status)
-	if !closed || outcome == Succeeded {
-		return Response{Result: Noop}, nil // a success always passes the workflow's own Release step
+	if !closed {
+		return Response{Result: Noop}, nil
 	}
+	// A success normally passed the workflow's own Release step, and this release finds nothing
+	// left to do. When that step failed (its Catch ends the execution in success), this releases
+	// the lane as the success it was.
 	in, err := h.executionInput(ctx, d)
 	if err != nil {
 		return Response{}, err
@@ -163,9 +168,10 @@ func (h *Handler) Sweep(ctx context.Context) (Response, error) {
 	h.gauges(ctx, all)
 	var due []lease.Lease
 	for _, l := range all {
-		// A dead-lettering lease whose release stopped before it finished is taken over (Release).
-		busy := l.Status == lease.Running || l.Status == lease.DeadLettering
-		if busy && l.ExecutionArn != "" && now().Sub(l.UpdatedAt) >= h.SweepMinAge {
+		// A dead-lettering lease whose release stopped before it finished is taken over (Release),
+		// and an unconfirmed claim whose execution ran and ended is released like a running one.
+		busy := l.Status == lease.Running || l.Status == lease.DeadLettering || l.Status == lease.Starting
+		if busy && now().Sub(l.UpdatedAt) >= h.SweepMinAge {
 			due = append(due, l)
 		}
 	}
@@ -203,9 +209,20 @@ func (h *Handler) Sweep(ctx context.Context) (Response, error) {
 }
 
 func (h *Handler) sweepOne(ctx context.Context, l lease.Lease) (bool, error) {
-	out, err := h.Service.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: &l.ExecutionArn})
+	arn := h.Service.ExecutionArnOf(ctx, l)
+	if arn == "" {
+		h.Log.WarnContext(ctx, "sweep: no state machine known for the lease's type; its message's next delivery releases it",
+			"jobId", l.JobID, "type", l.Type, "lane", l.Lane, "status", l.Status)
+		return false, nil
+	}
+	out, err := h.Service.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: &arn})
+	if l.Status == lease.Starting && isErr[*sfntypes.ExecutionDoesNotExist](err) {
+		// The start never went through (or is not visible yet): the claim's message comes back and
+		// the starter tries again or takes the lane back; there is nothing to release.
+		return false, nil
+	}
 	if err != nil {
-		return false, fmt.Errorf("sweep: describe execution %s of job %s: %w", l.ExecutionArn, l.JobID, err)
+		return false, fmt.Errorf("sweep: describe execution %s of job %s: %w", arn, l.JobID, err)
 	}
 	outcome, closed := OutcomeOf(string(out.Status))
 	if !closed {
@@ -255,4 +272,9 @@ func orDefault(p *string, def string) string {
 		return def
 	}
 	return *p
+}
+
+func isErr[T error](err error) bool {
+	var t T
+	return errors.As(err, &t)
 }

@@ -76,12 +76,13 @@ func TestHandlerDispatch(t *testing.T) {
 			wantLease:   &wantLease{JobID: "r-1001", Status: lease.Retrying, Attempt: 1, Handle: handle("r-1001", 2)},
 		},
 		{
-			name:  "status change: SUCCEEDED is left to the workflow's release",
-			give:  fixture(t, "status_change_succeeded.json"),
-			lease: &running,
-			want:  releaser.Response{Result: releaser.Noop},
-			wantLease: &wantLease{JobID: "r-1001", Status: lease.Running, Attempt: 1, Handle: handle("r-1001", 2),
-				Arn: execArn("reports", "r-1001", 1), Version: 4},
+			// The work succeeded and the workflow's Release step failed (its Catch ends the
+			// execution in success): the status event releases the lane as a success.
+			name:        "status change: SUCCEEDED with the lane still held is released as a success",
+			give:        fixture(t, "status_change_succeeded.json"),
+			lease:       &running,
+			want:        releaser.Response{Result: releaser.Deleted},
+			wantDeleted: []string{handle("r-1001", 2)},
 		},
 		{
 			name: "status change: execution without job metadata",
@@ -212,6 +213,13 @@ func TestHandlerSweep(t *testing.T) {
 			lease: lanes("payments", 2, "p-2", 1, lease.Running), age: 3 * time.Minute, execution: "FAILED",
 			want: &wantLease{JobID: "p-2", Status: lease.Retrying, Attempt: 1, Handle: handle("p-2", 2)},
 		},
+		{ // an unconfirmed claim (no ARN of its own) whose execution ran and ended: released
+			lease: lanes("payments", 3, "p-3", 1, lease.Starting), age: 10 * time.Minute, execution: "SUCCEEDED",
+		},
+		{ // an unconfirmed claim whose start never went through: described, nothing to release
+			lease: lanes("payments", 4, "p-4", 2, lease.Starting), age: 10 * time.Minute,
+			want: &wantLease{JobID: "p-4", Status: lease.Starting, Attempt: 2, Handle: handle("p-4", 2), Version: 4},
+		},
 	}
 	r := newRig(t)
 	for _, x := range rows {
@@ -226,17 +234,18 @@ func TestHandlerSweep(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Handle(scheduled event) = %v", err)
 	}
-	if want := (releaser.Response{Swept: 2, Checked: 3}); got != want {
+	if want := (releaser.Response{Swept: 3, Checked: 5}); got != want {
 		t.Errorf("Handle(scheduled event) = %+v, want %+v", got, want)
 	}
-	wantDescribed := sorted([]string{execArn("reports", "r-1001", 1), execArn("reports", "r-1002", 1), execArn("payments", "p-2", 1)})
+	wantDescribed := sorted([]string{execArn("reports", "r-1001", 1), execArn("reports", "r-1002", 1), execArn("payments", "p-2", 1),
+		execArn("payments", "p-3", 1), execArn("payments", "p-4", 2)})
 	if d := sorted(r.sfn.Describes()); !equal(d, wantDescribed) {
 		t.Errorf("described = %q, want %q", d, wantDescribed)
 	}
 	for _, x := range rows {
 		checkLease(t, r.leases, x.lease.Key(), x.want)
 	}
-	if d := deletedHandles(r.sqs); !equal(d, []string{handle("r-1001", 2)}) {
+	if d := deletedHandles(r.sqs); !equal(d, sorted([]string{handle("r-1001", 2), handle("p-3", 2)})) {
 		t.Errorf("DeleteMessage handles = %q, want the released job's", d)
 	}
 	if v := visibleHandles(r.sqs); !equal(v, []string{handle("p-2", 2)}) {

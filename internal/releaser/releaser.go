@@ -309,17 +309,41 @@ func (s *Service) uncount(ctx context.Context, l lease.Lease) error {
 	return nil
 }
 
+// ExecutionArnOf returns the ARN of the execution a lease's attempt runs (or ran, or would run):
+// the lease's own, or, for a lease written before claims recorded it, the one its deterministic
+// name gives on the state machine of the claim or else of the type's config. It is "" only when
+// neither is known (the type is no longer configured).
+func (s *Service) ExecutionArnOf(ctx context.Context, l lease.Lease) string {
+	if l.ExecutionArn != "" {
+		return l.ExecutionArn
+	}
+	sm := l.StateMachineArn
+	if sm == "" {
+		c, err := s.Config.Get(ctx, l.Type)
+		if err != nil {
+			return ""
+		}
+		sm = c.StateMachineArn
+	}
+	return job.ExecutionArn(sm, job.RunName(l.Type, l.JobID, l.Redrive, l.Attempt))
+}
+
 // submission rebuilds the job as a producer sent it, from its execution's input, so that a redrive
 // from the dead-letter queue runs the same job again.
 func (s *Service) submission(ctx context.Context, l lease.Lease) (string, error) {
+	arn := s.ExecutionArnOf(ctx, l)
+	if arn == "" {
+		// No state machine is known for the type any more: the dead letter names the job, and its
+		// input is lost. Only a lease of a type removed from config, written before claims recorded
+		// their execution, can get here.
+		b, _ := json.Marshal(job.Submission{Type: l.Type, ID: l.JobID, Redrive: l.Redrive + 1})
+		return string(b), nil
+	}
 	// The next redrive generation: a redriven job runs under names its earlier runs did not take.
 	fallback, _ := json.Marshal(job.Submission{Type: l.Type, ID: l.JobID, Redrive: l.Redrive + 1})
-	if l.ExecutionArn == "" {
-		return string(fallback), nil
-	}
-	out, err := s.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: &l.ExecutionArn})
+	out, err := s.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: &arn})
 	if err != nil {
-		return "", fmt.Errorf("read input of execution %s to dead-letter job %s: %w", l.ExecutionArn, l.JobID, err)
+		return "", fmt.Errorf("read input of execution %s to dead-letter job %s: %w", arn, l.JobID, err)
 	}
 	var in job.ExecutionInput
 	if out.Input == nil || json.Unmarshal([]byte(*out.Input), &in) != nil {

@@ -119,12 +119,16 @@ func TestRelease(t *testing.T) {
 			}},
 		},
 		{
-			name:        "attempts exhausted before the start was confirmed: body from the lease",
+			// The last attempt's release arrives before the starter confirmed its start: the lease
+			// has no execution ARN of its own, yet the dead letter keeps the job's input (the ARN
+			// comes from the attempt's deterministic name).
+			name:        "attempts exhausted before the start was confirmed: input kept",
 			lease:       ptr(held("reports", 1, "r-1001", 3, lease.Starting)),
+			exec:        ptr(execution("reports", 1, "r-1001", 3, `{"seconds":3}`, "FAILED", "States.Timeout", "")),
 			give:        req("reports", 1, "r-1001", 3, releaser.Failed, "States.Timeout", ""),
 			want:        releaser.DeadLettered,
 			wantDeleted: []string{handle("r-1001", 2)},
-			wantDLQ:     []dead{{Reason: deadletter.ReasonAttemptsExhausted, JobID: "r-1001", Error: "States.Timeout", Body: `{"type":"reports","id":"r-1001","redrive":1}`}},
+			wantDLQ:     []dead{{Reason: deadletter.ReasonAttemptsExhausted, JobID: "r-1001", Attempt: "3", Error: "States.Timeout", Body: `{"type":"reports","id":"r-1001","input":{"seconds":3},"redrive":1}`}},
 		},
 		{
 			name:        "aborted with attempts left: dead-lettered as aborted",

@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -87,7 +86,13 @@ type waitRoom interface {
 
 type releaseFunc interface {
 	Release(ctx context.Context, req releaser.Request) (releaser.Result, error)
+	ExecutionArnOf(ctx context.Context, l lease.Lease) string
 }
+
+// DescribeSettle is how long after a claim a DescribeExecution that does not find its execution is
+// not believed: DescribeExecution is eventually consistent ("may not reflect very recent updates"),
+// so an execution just started can briefly look as if it did not exist.
+const DescribeSettle = 60 * time.Second
 
 // Starter handles lanes-queue batches.
 type Starter struct {
@@ -306,7 +311,7 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 	if x.key.Lane > cfg.Limit {
 		if l != nil && l.Status == lease.Starting {
 			// An unconfirmed start may have gone through: never move a job that may be running.
-			if v, err, decided := s.confirm(ctx, x, cfg, *l); decided {
+			if v, err, decided := s.confirm(ctx, x, *l); decided {
 				return v, err
 			}
 		}
@@ -314,16 +319,25 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 	}
 
 	attempt := x.job.Attempts + 1
+	stateMachine := cfg.StateMachineArn
 	switch {
 	case l == nil:
 	case l.Status == lease.Starting: // an earlier start was not confirmed: try the same attempt again
 		attempt = l.Attempt
+		if l.StateMachineArn != "" {
+			// ...on the state machine it was tried on: a config change since then must not start
+			// the same attempt a second time on another one.
+			stateMachine = l.StateMachineArn
+		}
 	case l.Status == lease.Retrying:
 		attempt = l.Attempt + 1
 	}
+	// The execution's ARN goes in the claim before the start is tried: its name is deterministic,
+	// so whoever reads the lease next (a release, the sweep, a dead letter) finds the execution.
 	claim := lease.Lease{
 		Type: x.key.Type, Lane: x.key.Lane, JobID: x.job.ID, MessageID: x.MessageId, ReceiptHandle: x.ReceiptHandle,
 		Attempt: attempt, Redrive: x.job.Redrive, Status: lease.Starting, StartedAt: s.now(), SubmittedAt: x.job.SubmittedAt,
+		StateMachineArn: stateMachine, ExecutionArn: job.ExecutionArn(stateMachine, job.RunName(x.key.Type, x.job.ID, x.job.Redrive, attempt)),
 		Counted: x.job.Counted,
 	}
 	claimed, err := s.Leases.Put(ctx, claim, l)
@@ -336,16 +350,17 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 // start starts the claimed attempt and records the execution in the lease.
 func (s *Starter) start(ctx context.Context, x *msg, cfg config.TypeConfig, claimed lease.Lease, prev *lease.Lease) (verdict, error) {
 	in := x.job.ExecutionInput(x.key.Lane, claimed.Attempt)
+	in.Job.MessageID = x.MessageId
 	name := in.Job.ExecutionName()
 	input := string(in.MustJSON())
 	log := x.log.With("attempt", claimed.Attempt, "execution", name)
-	out, err := s.SFN.StartExecution(ctx, &sfn.StartExecutionInput{StateMachineArn: &cfg.StateMachineArn, Name: &name, Input: &input})
+	out, err := s.SFN.StartExecution(ctx, &sfn.StartExecutionInput{StateMachineArn: &claimed.StateMachineArn, Name: &name, Input: &input})
 	var arn string
 	switch {
 	case err == nil:
 		arn = aws.ToString(out.ExecutionArn)
 	case isErr[*sfntypes.ExecutionAlreadyExists](err):
-		return s.alreadyExists(ctx, x, cfg, claimed, prev, name)
+		return s.alreadyExists(ctx, x, claimed, prev, name)
 	case permanentStartError(err):
 		log.ErrorContext(ctx, "state machine refused the start", "error", err)
 		return s.refuse(ctx, x, &claimed, ReasonStartRefused, err.Error())
@@ -374,8 +389,8 @@ func (s *Starter) start(ctx context.Context, x *msg, cfg config.TypeConfig, clai
 }
 
 // alreadyExists handles a start whose name is taken: our own earlier start, or a duplicate job.
-func (s *Starter) alreadyExists(ctx context.Context, x *msg, cfg config.TypeConfig, claimed lease.Lease, prev *lease.Lease, name string) (verdict, error) {
-	arn := executionArn(cfg.StateMachineArn, name)
+func (s *Starter) alreadyExists(ctx context.Context, x *msg, claimed lease.Lease, prev *lease.Lease, name string) (verdict, error) {
+	arn := job.ExecutionArn(claimed.StateMachineArn, name)
 	d, err := s.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: &arn})
 	if err != nil {
 		// The claim stays unconfirmed: the next delivery looks again.
@@ -390,9 +405,13 @@ func (s *Starter) alreadyExists(ctx context.Context, x *msg, cfg config.TypeConf
 	}
 	_, closed := releaser.OutcomeOf(string(d.Status))
 	sameLane := in.Job.Lane == x.key.Lane
+	// This message's own attempt: Step Functions keeps which message started it, so this holds
+	// even when the lane's lease was deleted by hand after the attempt ended.
+	sameMessage := in.Job.MessageID != "" && in.Job.MessageID == x.MessageId
 	// Ours: still running in this lane (a start that answered with an error but went through), or
-	// ended after a start this lane had claimed but not confirmed. Anything else is a duplicate.
-	ours := sameLane && (!closed || (prev != nil && prev.Status == lease.Starting))
+	// ended after a start this lane had claimed but not confirmed, or started by this very message.
+	// Anything else is a duplicate.
+	ours := sameLane && (!closed || sameMessage || (prev != nil && prev.Status == lease.Starting))
 	if !ours {
 		// Another message already ran (or runs) this job attempt: this one is a duplicate.
 		s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
@@ -421,11 +440,17 @@ func (s *Starter) alreadyExists(ctx context.Context, x *msg, cfg config.TypeConf
 
 // confirm looks up the execution of an unconfirmed claim. decided is false when it does not exist
 // (the start never went through), so the caller may go on as if the lane were free of it.
-func (s *Starter) confirm(ctx context.Context, x *msg, cfg config.TypeConfig, l lease.Lease) (v verdict, err error, decided bool) {
+func (s *Starter) confirm(ctx context.Context, x *msg, l lease.Lease) (v verdict, err error, decided bool) {
 	name := job.RunName(l.Type, l.JobID, l.Redrive, l.Attempt)
-	arn := executionArn(cfg.StateMachineArn, name)
+	arn := s.Releaser.ExecutionArnOf(ctx, l)
 	d, err := s.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: &arn})
 	if isErr[*sfntypes.ExecutionDoesNotExist](err) {
+		if age := s.now().Sub(l.UpdatedAt); age < DescribeSettle {
+			// DescribeExecution is eventually consistent: an execution started a moment ago may not
+			// be found yet. Look again later rather than take it for a start that never happened.
+			x.log.InfoContext(ctx, "unconfirmed start not found yet; looking again shortly", "execution", name, "claimAgeMs", age.Milliseconds())
+			return s.backoff(ctx, x.SQSMessage), nil, true
+		}
 		return hold, nil, false
 	}
 	if err != nil {
@@ -455,9 +480,10 @@ func (s *Starter) redelivered(ctx context.Context, x *msg, l lease.Lease) (verdi
 	if err != nil {
 		return hold, err
 	}
-	d, err := s.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: &l.ExecutionArn})
+	arn := s.Releaser.ExecutionArnOf(ctx, l)
+	d, err := s.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: &arn})
 	if err != nil {
-		return hold, fmt.Errorf("describe execution %s: %w", l.ExecutionArn, err)
+		return hold, fmt.Errorf("describe execution %s: %w", arn, err)
 	}
 	if outcome, closed := releaser.OutcomeOf(string(d.Status)); closed {
 		return s.releaseEnded(ctx, x, written, outcome, d)
@@ -555,6 +581,10 @@ func (s *Starter) move(ctx context.Context, x *msg, l *lease.Lease, cfg config.T
 	j := x.job
 	if l != nil {
 		j.Attempts = l.Attempt // attempts made so far travel with the job
+		if l.Status == lease.Starting {
+			// confirm found no execution of this claim: the attempt was never made.
+			j.Attempts = l.Attempt - 1
+		}
 	}
 	to, counted, err := s.moveTarget(ctx, x, j, cfg)
 	if err != nil {
@@ -721,11 +751,6 @@ func (s *Starter) now() time.Time {
 		return s.Now().UTC()
 	}
 	return time.Now().UTC()
-}
-
-// executionArn builds the ARN of a named execution of a state machine.
-func executionArn(stateMachineArn, name string) string {
-	return strings.Replace(stateMachineArn, ":stateMachine:", ":execution:", 1) + ":" + name
 }
 
 // notStarted reports errors after which the execution certainly does not exist: throttling and

@@ -1,0 +1,190 @@
+package starter_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+
+	"github.com/sfnlimit/sfnlimit/internal/deadletter"
+	"github.com/sfnlimit/sfnlimit/internal/fakes"
+	"github.com/sfnlimit/sfnlimit/internal/job"
+	"github.com/sfnlimit/sfnlimit/internal/lease"
+	"github.com/sfnlimit/sfnlimit/internal/starter"
+)
+
+// startedBy is an execution as the starter starts it for the lanes-queue message messageID.
+func startedBy(t *testing.T, e fakes.Execution, messageID string) fakes.Execution {
+	t.Helper()
+	var in job.ExecutionInput
+	if err := json.Unmarshal([]byte(e.Input), &in); err != nil {
+		t.Fatal(err)
+	}
+	in.Job.MessageID = messageID
+	e.Input = string(in.MustJSON())
+	return e
+}
+
+// deliver hands the receive-th delivery of job r-1001 (reports, lane 1) to the starter and reports
+// whether it was acknowledged (not a batch item failure).
+func deliver(t *testing.T, r *rig, receive int) bool {
+	t.Helper()
+	resp, err := r.st.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 1, "r-1001", 0, receive)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.clock.Advance(2 * retryDelay)
+	return len(resp.BatchItemFailures) == 0
+}
+
+// An operator deletes a stuck lease, as the README advises. The job's attempts are not lost with it:
+// Step Functions keeps which message started each attempt, so the message's next deliveries go on
+// from the last attempt's outcome instead of taking the job for a duplicate and dropping it.
+func TestDeletedLeaseKeepsTheJobsAttempts(t *testing.T) {
+	const self = "msg-r-1001" // the message id jobMessage gives job r-1001
+	tests := []struct {
+		name string
+		// ended lists the statuses of the attempts that ran before the lease was deleted.
+		ended []sfntypes.ExecutionStatus
+		// by is the message that started them: this job's message, or a duplicate's.
+		by            string
+		wantNewStart  string // the execution the job goes on with ("" for none)
+		wantDeadLeter string // the dead letter's reason ("" for none)
+		wantAcked     bool
+	}{
+		{name: "first attempt failed: the second runs", ended: []sfntypes.ExecutionStatus{"FAILED"}, by: self,
+			wantNewStart: execName("reports", "r-1001", 2)},
+		{name: "two attempts failed: the third runs", ended: []sfntypes.ExecutionStatus{"FAILED", "TIMED_OUT"}, by: self,
+			wantNewStart: execName("reports", "r-1001", 3)},
+		{name: "last attempt failed: dead-lettered", ended: []sfntypes.ExecutionStatus{"FAILED", "FAILED", "FAILED"}, by: self,
+			wantDeadLeter: deadletter.ReasonAttemptsExhausted, wantAcked: true},
+		{name: "first attempt succeeded: done", ended: []sfntypes.ExecutionStatus{"SUCCEEDED"}, by: self, wantAcked: true},
+		{name: "second attempt aborted: dead-lettered", ended: []sfntypes.ExecutionStatus{"FAILED", "ABORTED"}, by: self,
+			wantDeadLeter: "aborted", wantAcked: true},
+		{name: "a duplicate message ran the job: this copy is dropped", ended: []sfntypes.ExecutionStatus{"SUCCEEDED"}, by: "msg-another-copy",
+			wantAcked: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t, nil)
+			for i, st := range tt.ended {
+				r.sfn.Put(startedBy(t, execution("reports", 1, "r-1001", i+1, st, "JobFailed", "boom"), tt.by))
+			}
+			before := len(r.sfn.Executions())
+			acked := false
+			for receive := 2; receive < 2+len(tt.ended)+1 && !acked; receive++ {
+				acked = deliver(t, r, receive)
+			}
+			if acked != tt.wantAcked {
+				t.Errorf("message acknowledged = %v, want %v", acked, tt.wantAcked)
+			}
+			var started []string
+			for _, e := range r.sfn.Executions() {
+				if e.Status == sfntypes.ExecutionStatusRunning {
+					started = append(started, e.Name)
+				}
+			}
+			switch {
+			case tt.wantNewStart == "" && len(r.sfn.Executions()) != before:
+				t.Errorf("executions %d -> %d, want no new one", before, len(r.sfn.Executions()))
+			case tt.wantNewStart != "" && !equal(started, []string{tt.wantNewStart}):
+				t.Errorf("running executions = %q, want [%s]", started, tt.wantNewStart)
+			}
+			dead := r.sqs.Sent(dlqURL)
+			switch {
+			case tt.wantDeadLeter == "" && len(dead) != 0:
+				t.Errorf("dead letters = %+v, want none", dead)
+			case tt.wantDeadLeter != "" && (len(dead) != 1 || dead[0].Attributes["reason"] != tt.wantDeadLeter):
+				t.Errorf("dead letters = %+v, want one with reason %s", dead, tt.wantDeadLeter)
+			case tt.wantDeadLeter != "":
+				var sub job.Submission
+				if err := json.Unmarshal([]byte(dead[0].Body), &sub); err != nil || string(sub.Input) != `{"seconds":3}` {
+					t.Errorf("dead letter body %s lost the job's input", dead[0].Body)
+				}
+			}
+			if tt.wantAcked {
+				if l, ok := r.leases.Lease(reports1); ok {
+					t.Errorf("job ended, yet its lane keeps lease %+v", l)
+				}
+			}
+		})
+	}
+}
+
+// A dead-lettering lease written without an execution ARN (the last attempt's release came while
+// the claim was unconfirmed) whose release died: the message's next delivery finishes the dead
+// letter, with the job's input, instead of failing to describe an execution with no ARN forever.
+func TestDeadLetteringLeaseWithoutArnIsFinished(t *testing.T) {
+	r := newRig(t, nil)
+	for a := 1; a <= 3; a++ {
+		r.sfn.Put(execution("reports", 1, "r-1001", a, sfntypes.ExecutionStatusFailed, "JobFailed", "boom"))
+	}
+	l := leaseOf("reports", 1, "r-1001", 3, lease.DeadLettering, 3)
+	l.ExecutionArn = ""
+	r.leases.Set(l) // last changed 20 minutes ago: its release is long gone
+	if acked := deliver(t, r, 4); !acked {
+		t.Errorf("message held, want it acknowledged after the dead letter")
+	}
+	dead := r.sqs.Sent(dlqURL)
+	if len(dead) != 1 {
+		t.Fatalf("dead letters = %d, want 1", len(dead))
+	}
+	if want := `{"type":"reports","id":"r-1001","input":{"seconds":3},"redrive":1}`; dead[0].Body != want {
+		t.Errorf("dead letter body = %s, want %s", dead[0].Body, want)
+	}
+	if l, ok := r.leases.Lease(reports1); ok {
+		t.Errorf("lane keeps lease %+v, want it free", l)
+	}
+}
+
+// DescribeExecution is eventually consistent: right after an ambiguous start it may not find the
+// execution. A lane above a lowered limit whose claim is that recent is not moved (the job may be
+// running); once the claim is older than starter.DescribeSettle and still no execution exists, the
+// job moves without having used an attempt.
+func TestUnconfirmedStartIsNotMovedWhileDescribeMayLag(t *testing.T) {
+	r := newRig(t, nil) // reports=3
+	l := leaseOf("reports", 7, "r-1001", 1, lease.Starting, 1)
+	l.UpdatedAt = t0.Add(-5 * time.Second)
+	l.StateMachineArn = smArn
+	r.leases.Set(l)
+	ctx := context.Background()
+	msg := func(receive int) events.SQSEvent {
+		return events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 7, "r-1001", 0, receive)}}
+	}
+	resp, _ := r.st.Handle(ctx, msg(2))
+	if len(resp.BatchItemFailures) != 1 || len(r.sqs.Sent(lanesURL)) != 0 {
+		t.Fatalf("claim 5 s old, execution not found: held %d, moved %d; want held and not moved",
+			len(resp.BatchItemFailures), len(r.sqs.Sent(lanesURL)))
+	}
+	r.clock.Advance(starter.DescribeSettle)
+	r.st.Handle(ctx, msg(3))
+	moved := r.sqs.Sent(lanesURL)
+	if len(moved) != 1 {
+		t.Fatalf("claim older than DescribeSettle, no execution: moved %d, want 1", len(moved))
+	}
+	var j job.Job
+	if err := json.Unmarshal([]byte(moved[0].Body), &j); err != nil {
+		t.Fatal(err)
+	}
+	if j.Attempts != 0 {
+		t.Errorf("moved job carries %d attempts, want 0: its unconfirmed start never ran", j.Attempts)
+	}
+}
+
+// A start retried after an ambiguous error goes to the state machine the claim named, even when the
+// type's config has since moved to another: one attempt, one execution.
+func TestRetriedStartKeepsTheClaimsStateMachine(t *testing.T) {
+	r := newRig(t, nil)
+	const before = "arn:aws:states:us-east-1:123456789012:stateMachine:reports-v1"
+	l := leaseOf("reports", 1, "r-1001", 1, lease.Starting, 1)
+	l.StateMachineArn = before
+	r.leases.Set(l)
+	deliver(t, r, 2)
+	starts := r.sfn.Starts()
+	if len(starts) != 1 || starts[0].StateMachineArn != before {
+		t.Errorf("starts = %+v, want one on %s (the claim's), not the config's %s", starts, before, smArn)
+	}
+}
