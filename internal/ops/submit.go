@@ -31,9 +31,6 @@ import (
 // 36 characters), so the size check counts it.
 const placeholderID = "00000000-0000-0000-0000-000000000000"
 
-// maxBatchBytes is SQS's limit on the total size of the messages of one SendMessageBatch.
-const maxBatchBytes = 256 * 1024
-
 // Line is one job to send: its body and where it came from.
 type Line struct {
 	// No is the line number in the input (1-based); 0 for a job given by flags.
@@ -150,12 +147,15 @@ func detail(err error) string {
 	return err.Error()
 }
 
-// sendBatchAPI is the SQS call a Submitter makes.
+// sendBatchAPI is the SQS calls a Submitter makes: SendMessage for the entries of a batch SQS
+// refuses as too long (see sqsbatch).
 type sendBatchAPI interface {
 	SendMessageBatch(context.Context, *sqs.SendMessageBatchInput, ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
+	SendMessage(context.Context, *sqs.SendMessageInput, ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
 }
 
-// Submitter sends jobs to the general queue in batches of ten, several batches at once.
+// Submitter sends jobs to the general queue in batches SQS accepts (sqsbatch.Split: at most ten
+// entries and 1 MiB in all), several batches at once.
 type Submitter struct {
 	SQS      sendBatchAPI
 	QueueURL string
@@ -247,29 +247,21 @@ type sendBatch struct {
 	lines   map[string]Line // by entry id
 }
 
-// batch groups jobs in order into batches SQS accepts: at most ten entries and 256 KiB in all.
+// batch groups jobs in order into the batches sqsbatch.Split makes, each with its lines by entry id.
 func batch(jobs []Line) []sendBatch {
-	var out []sendBatch
-	var cur sendBatch
-	size := 0
-	flush := func() {
-		if len(cur.entries) > 0 {
-			out = append(out, cur)
-		}
-		cur, size = sendBatch{}, 0
-	}
+	entries := make([]types.SendMessageBatchRequestEntry, len(jobs))
 	for i, l := range jobs {
-		if len(cur.entries) == sqsbatch.MaxBatch || (len(cur.entries) > 0 && size+len(l.Body) > maxBatchBytes) {
-			flush()
-		}
-		if cur.lines == nil {
-			cur.lines = map[string]Line{}
-		}
-		id := strconv.Itoa(i)
-		cur.entries = append(cur.entries, types.SendMessageBatchRequestEntry{Id: aws.String(id), MessageBody: aws.String(string(l.Body))})
-		cur.lines[id] = l
-		size += len(l.Body)
+		entries[i] = types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(string(l.Body))}
 	}
-	flush()
+	var out []sendBatch
+	i := 0
+	for _, es := range sqsbatch.Split(entries, sqsbatch.MaxBatchBytes) {
+		b := sendBatch{entries: es, lines: make(map[string]Line, len(es))}
+		for _, e := range es {
+			b.lines[*e.Id] = jobs[i]
+			i++
+		}
+		out = append(out, b)
+	}
 	return out
 }

@@ -105,8 +105,10 @@ func TestBatch(t *testing.T) {
 	}{
 		{name: "none", give: nil, want: nil},
 		{name: "tens", give: repeat(25, func(i int) Line { return line(i, 10) }), want: []int{10, 10, 5}},
-		{name: "by size", give: repeat(5, func(i int) Line { return line(i, 100*1024) }), want: []int{2, 2, 1}},
-		{name: "one at the limit", give: []Line{line(1, 256*1024), line(2, 1)}, want: []int{1, 1}},
+		// SQS's total per batch is 1 MiB since August 2025 (sqsbatch): ten jobs of 100 KiB fit one.
+		{name: "ten of 100 KiB", give: repeat(10, func(i int) Line { return line(i, 100*1024) }), want: []int{10}},
+		{name: "by size", give: repeat(5, func(i int) Line { return line(i, 300*1024) }), want: []int{3, 2}},
+		{name: "one at the limit", give: []Line{line(1, sqsbatch.MaxBatchBytes), line(2, 1)}, want: []int{1, 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -116,12 +118,12 @@ func TestBatch(t *testing.T) {
 				got = append(got, len(b.entries))
 				size := 0
 				for _, e := range b.entries {
-					size += len(*e.MessageBody)
+					size += sqsbatch.Size(e)
 					if l := b.lines[*e.Id]; string(l.Body) != *e.MessageBody {
 						t.Errorf("entry %s is not its line", *e.Id)
 					}
 				}
-				if size > maxBatchBytes && len(b.entries) > 1 {
+				if size > sqsbatch.MaxBatchBytes && len(b.entries) > 1 {
 					t.Errorf("batch of %d bytes", size)
 				}
 				total += len(b.entries)
@@ -146,6 +148,11 @@ type sendFunc func(*sqs.SendMessageBatchInput) (*sqs.SendMessageBatchOutput, err
 
 func (f sendFunc) SendMessageBatch(_ context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
 	return f(in)
+}
+
+// SendMessage is for a batch SQS refuses as too long, which these fakes never do.
+func (f sendFunc) SendMessage(context.Context, *sqs.SendMessageInput, ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	return nil, errors.New("unexpected SendMessage: the fake never refuses a batch as too long")
 }
 
 func noWait(s *sqsbatch.Sender) {

@@ -39,6 +39,55 @@ type fakeSQS struct {
 	accepted map[string]int
 	callErr  func(call int) error
 	decide   func(call int, id string) verdict
+	// maxBatchBytes, if not 0, refuses a whole SendMessageBatch whose messages add up to more, as
+	// SQS does (BatchRequestTooLong).
+	maxBatchBytes int
+	// singles records the entry ids of SendMessage calls, in order; singleErr fails some.
+	singles   []string
+	singleErr func(try int, id string) error
+}
+
+// awsSize is a message's size as the SQS docs count it: the body and each message attribute's name,
+// type and value.
+func awsSize(body string, attrs map[string]types.MessageAttributeValue) int {
+	n := len(body)
+	for k, v := range attrs {
+		n += len(k) + len(aws.ToString(v.DataType)) + len(aws.ToString(v.StringValue)) + len(v.BinaryValue)
+	}
+	return n
+}
+
+// SendMessage accepts one message; the fake knows it by its body's entry id, passed as the
+// deduplication id's suffix or the body itself (see entries and bigEntries).
+func (f *fakeSQS) SendMessage(ctx context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	id := idOf(aws.ToString(in.MessageDeduplicationId))
+	try := 0
+	for _, s := range f.singles {
+		if s == id {
+			try++
+		}
+	}
+	f.singles = append(f.singles, id)
+	if f.singleErr != nil {
+		if err := f.singleErr(try, id); err != nil {
+			return nil, err
+		}
+	}
+	if f.accepted == nil {
+		f.accepted = map[string]int{}
+	}
+	f.accepted[id]++
+	return &sqs.SendMessageOutput{MessageId: aws.String("m-" + id)}, nil
+}
+
+// idOf is the entry id at the end of a deduplication id ("payments-job-7" is entry 7).
+func idOf(dedup string) string {
+	return dedup[strings.LastIndex(dedup, "-")+1:]
 }
 
 func (f *fakeSQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
@@ -55,10 +104,16 @@ func (f *fakeSQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatch
 	}
 	call := len(f.calls)
 	var ids []string
+	total := 0
 	for _, e := range in.Entries {
 		ids = append(ids, aws.ToString(e.Id))
+		total += awsSize(aws.ToString(e.MessageBody), e.MessageAttributes)
 	}
 	f.calls = append(f.calls, ids)
+	if f.maxBatchBytes > 0 && total > f.maxBatchBytes {
+		return nil, &types.BatchRequestTooLong{Message: aws.String(fmt.Sprintf(
+			"Batch requests cannot be longer than %d bytes. You have sent %d bytes.", f.maxBatchBytes, total))}
+	}
 	if f.callErr != nil {
 		if err := f.callErr(call); err != nil {
 			return nil, err
