@@ -6,7 +6,8 @@
 //   - SQS calls go to a configurable SQS emulator (moto or fauxqs);
 //   - everything else goes to moto.
 //
-// It also injects faults (an AWS error instead of forwarding) and counts calls per service and operation.
+// It also injects faults (an AWS error instead of forwarding), refuses SQS sends over SQS's size
+// limits as SQS does (sqslimits.go), and counts calls per service and operation.
 package gateway
 
 import (
@@ -72,6 +73,8 @@ type Gateway struct {
 	sqs  atomic.Pointer[upstream] // nil: use moto
 
 	faults atomic.Pointer[FaultFunc]
+
+	sqsLimits atomic.Pointer[SQSLimits] // nil: AWSSQSLimits (sqslimits.go)
 
 	funcsMu sync.RWMutex
 	funcs   map[string]Func
@@ -256,6 +259,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	g.count(Call{Service: req.service, Operation: req.operation})
 	if req.target != "" && g.fault(w, req.target, req.protocol) {
+		return
+	}
+	if req.service == "sqs" && g.sqsLimit(w, r, req) { // SQS's request sizes (sqslimits.go)
 		return
 	}
 	up := g.moto.Load()
