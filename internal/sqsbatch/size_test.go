@@ -205,3 +205,35 @@ func TestSplit(t *testing.T) {
 		})
 	}
 }
+
+// A context cancelled while the entries of a refused batch go one at a time: the entries not sent
+// are reported as Cancelled, with the error; none is lost or sent twice.
+func TestSingleSendsCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fake := &fakeSQS{maxBatchBytes: 256 * 1024, singleErr: func(try int, id string) error {
+		if id == "1" {
+			cancel()
+			return context.Canceled
+		}
+		return nil
+	}}
+	s := sqsbatch.NewSender(fake, queueURL)
+	s.Sleep = (&sleeps{}).Sleep
+	failed, err := s.Send(ctx, bigEntries(4, 200*1024))
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Send() error = %v, want context.Canceled", err)
+	}
+	if got := failureIDs(failed); !slices.Equal(got, []string{"1", "2", "3"}) {
+		t.Errorf("failed %v, want 1, 2 and 3", got)
+	}
+	for _, f := range failed[1:] {
+		if f.Code != "Cancelled" {
+			t.Errorf("entry %s failed with %s, want Cancelled", f.ID, f.Code)
+		}
+	}
+	if !slices.Equal(fake.singles, []string{"0", "1"}) {
+		t.Errorf("sent alone %v, want 0 and 1", fake.singles)
+	}
+	checkNoLossNoDouble(t, 4, fake, failed)
+}
