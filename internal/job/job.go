@@ -211,14 +211,54 @@ func ParseGroupID(g string) (typ string, lane int, err error) {
 	return g[:i], lane, nil
 }
 
-// DedupID is the lanes-queue MessageDeduplicationId of a job, so a job sent twice within SQS's five
-// minute window is enqueued once.
-func DedupID(typ, id string) string {
-	d := typ + "-" + id
+// DedupID is the lanes-queue MessageDeduplicationId of a job's run (generation redrive: how often it
+// came back from the dead-letter queue), so a job sent twice within SQS's five-minute deduplication
+// interval is enqueued once, and a redriven job, sent again on purpose, is not taken for its earlier
+// run. SQS keeps an id for five minutes even after its message was deleted ("Amazon SQS continues
+// tracking the deduplication ID even after the message has been received and deleted", SQS
+// Developer Guide, FIFO queue key terms), so anything sent again on purpose needs a new id.
+//
+// Generation 0 keeps the form used before redrive generations were part of it: "{type}-{id}".
+func DedupID(typ, id string, redrive int) string { return dedupID(typ, id, generation(redrive)) }
+
+// MovedDedupID is the MessageDeduplicationId of the copy the starter sends when it moves a job from a
+// lane above its type's limit to lane to, after attempts attempts: its own id, so the copy is never
+// taken for the original it replaces, and a move retried to the same lane is dropped by SQS.
+func MovedDedupID(typ, id string, redrive, to, attempts int) string {
+	return dedupID(typ, id, "~moved~"+strconv.Itoa(to)+"~"+strconv.Itoa(attempts)+generation(redrive))
+}
+
+// BoundDedupID is the MessageDeduplicationId of the copy the starter sends when it binds a job of a
+// first-free type from its waiting group to lane to: a bind retried to the same lane is dropped.
+func BoundDedupID(typ, id string, redrive, to int) string {
+	return dedupID(typ, id, "~bound~"+strconv.Itoa(to)+"~g"+strconv.Itoa(redrive))
+}
+
+func generation(redrive int) string {
+	if redrive <= 0 {
+		return ""
+	}
+	return "~g" + strconv.Itoa(redrive)
+}
+
+// dedupID is "{type}-{id}{suffix}" when it fits SQS's 128 characters, else "{type}#" and the sha256
+// hex digest of that whole string. No two jobs, generations or copies share one:
+//   - a plain form splits back into its parts: a type has no "-", so the first "-" ends it; an id has
+//     no "~", so the first "~" after it ends the id; the suffix is "", "~g{n}" (n > 0),
+//     "~moved~{lane}~{attempts}" with an optional "~g{n}", or "~bound~{lane}~g{n}", with canonical
+//     decimal numbers;
+//   - a hashed form has a "#", which neither types, ids nor suffixes contain, so it never equals a
+//     plain form (a bare digest would: 64 hex digits are a valid id), and two hashed forms are equal
+//     only if their plain strings are (sha256).
+//
+// A MessageDeduplicationId may hold up to 128 alphanumerics and punctuation
+// (!"#$%&'()*+,-./:;<=>?@[\]^_`{|}~) (SQS API reference, SendMessage).
+func dedupID(typ, id, suffix string) string {
+	d := typ + "-" + id + suffix
 	if len(d) <= maxDedupID {
 		return d
 	}
-	return typ + "-" + hash(id, 64)
+	return typ + "#" + hash(d, 64)
 }
 
 // ExecutionArn is the ARN of the execution named name of a state machine. It keeps the state

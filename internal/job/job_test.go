@@ -348,51 +348,159 @@ func FuzzExecutionName(f *testing.F) {
 
 func TestDedupID(t *testing.T) {
 	id128 := strings.Repeat("d", 128)
-	sum := sha256.Sum256([]byte(id128))
+	digest := func(s string) string { sum := sha256.Sum256([]byte(s)); return hex.EncodeToString(sum[:]) }
 	tests := []struct {
-		name     string
-		giveType string
-		giveID   string
-		want     string
+		name        string
+		giveType    string
+		giveID      string
+		giveRedrive int
+		want        string
 	}{
 		{name: "plain", giveType: "payments", giveID: "order-1", want: "payments-order-1"},
 		{name: "plain with . and :", giveType: "payments", giveID: "a.b:c", want: "payments-a.b:c"},
+		{name: "redriven", giveType: "payments", giveID: "order-1", giveRedrive: 1, want: "payments-order-1~g1"},
+		{name: "redriven often", giveType: "payments", giveID: "order-1", giveRedrive: 999, want: "payments-order-1~g999"},
 		{name: "exactly 128", giveType: "t", giveID: strings.Repeat("d", 126), want: "t-" + strings.Repeat("d", 126)},
-		{name: "129 becomes hashed", giveType: "t", giveID: id128[:127], want: "t-" + func() string { s := sha256.Sum256([]byte(id128[:127])); return hex.EncodeToString(s[:]) }()},
-		{name: "longest type and id", giveType: strings.Repeat("T", 40), giveID: id128, want: strings.Repeat("T", 40) + "-" + hex.EncodeToString(sum[:])},
+		{name: "129 becomes hashed", giveType: "t", giveID: id128[:127], want: "t#" + digest("t-"+id128[:127])},
+		{name: "redrive makes it 129", giveType: "t", giveID: strings.Repeat("d", 124), giveRedrive: 1, want: "t#" + digest("t-"+strings.Repeat("d", 124)+"~g1")},
+		{name: "longest type and id", giveType: strings.Repeat("T", 40), giveID: id128, want: strings.Repeat("T", 40) + "#" + digest(strings.Repeat("T", 40)+"-"+id128)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := job.DedupID(tt.giveType, tt.giveID)
+			got := job.DedupID(tt.giveType, tt.giveID, tt.giveRedrive)
 			if got != tt.want {
-				t.Errorf("DedupID(%q, %q) = %q, want %q", tt.giveType, tt.giveID, got, tt.want)
+				t.Errorf("DedupID(%q, %q, %d) = %q, want %q", tt.giveType, tt.giveID, tt.giveRedrive, got, tt.want)
 			}
 			if len(got) > 128 {
-				t.Errorf("len(DedupID(%q, %q)) = %d, want <= 128", tt.giveType, tt.giveID, len(got))
+				t.Errorf("len(DedupID(%q, %q, %d)) = %d, want <= 128", tt.giveType, tt.giveID, tt.giveRedrive, len(got))
 			}
 		})
 	}
 }
 
-func TestDedupIDDistinct(t *testing.T) {
-	p := strings.Repeat("p", 120)
+// The copies the starter sends keep the forms they had before redrive generations were added, for
+// generation 0.
+func TestCopyDedupIDs(t *testing.T) {
 	tests := []struct {
-		name  string
-		giveA string
-		giveB string
+		name string
+		got  string
+		want string
 	}{
-		{name: "long ids sharing a prefix", giveA: p + "1", giveB: p + "2"},
-		{name: "short ids", giveA: "1", giveB: "2"},
-		{name: "long and short", giveA: p + "1", giveB: "1"},
+		{name: "moved", got: job.MovedDedupID("payments", "order-1", 0, 3, 2), want: "payments-order-1~moved~3~2"},
+		{name: "moved, redriven", got: job.MovedDedupID("payments", "order-1", 4, 3, 2), want: "payments-order-1~moved~3~2~g4"},
+		{name: "bound", got: job.BoundDedupID("payments", "order-1", 0, 7), want: "payments-order-1~bound~7~g0"},
+		{name: "bound, redriven", got: job.BoundDedupID("payments", "order-1", 2, 7), want: "payments-order-1~bound~7~g2"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			typ := strings.Repeat("T", 40)
-			if a, b := job.DedupID(typ, tt.giveA), job.DedupID(typ, tt.giveB); a == b {
-				t.Errorf("DedupID(%q, %q) = DedupID(%q, %q) = %q, want different ids", typ, tt.giveA, typ, tt.giveB, a)
-			}
-		})
+		if tt.got != tt.want {
+			t.Errorf("%s: got %q, want %q", tt.name, tt.got, tt.want)
+		}
 	}
+}
+
+// dedupCase is one id derived from a job: its run (kind 0), a moved copy (1) or a bound copy (2).
+type dedupCase struct {
+	typ, id                     string
+	redrive, kind, to, attempts int
+}
+
+func (c dedupCase) dedupID() string {
+	switch c.kind {
+	case 1:
+		return job.MovedDedupID(c.typ, c.id, c.redrive, c.to, c.attempts)
+	case 2:
+		return job.BoundDedupID(c.typ, c.id, c.redrive, c.to)
+	}
+	return job.DedupID(c.typ, c.id, c.redrive)
+}
+
+// same says whether two cases name the same thing (a run has no lane or attempts; a bind no attempts).
+func (c dedupCase) same(o dedupCase) bool {
+	if c.typ != o.typ || c.id != o.id || c.redrive != o.redrive || c.kind != o.kind {
+		return false
+	}
+	switch c.kind {
+	case 1:
+		return c.to == o.to && c.attempts == o.attempts
+	case 2:
+		return c.to == o.to
+	}
+	return true
+}
+
+func (c dedupCase) valid() bool {
+	return job.ValidateType(c.typ) == nil && job.ValidateID(c.id) == nil && c.redrive >= 0 && c.redrive <= 999 &&
+		c.kind >= 0 && c.kind <= 2 && c.to >= 0 && c.to <= 120000 && c.attempts >= 0 && c.attempts <= 1000
+}
+
+// No two distinct (type, id, redrive) share a deduplication id, and no copy shares one with a run or
+// another copy: among ids of every length around the hashing threshold, ids that are the digests of
+// other ids, and every generation and copy of each.
+func TestDedupIDNeverShared(t *testing.T) {
+	digest := func(s string) string { sum := sha256.Sum256([]byte(s)); return hex.EncodeToString(sum[:]) }
+	types := []string{"t", "payments", strings.Repeat("T", 40)}
+	var ids []string
+	for _, n := range []int{1, 60, 80, 86, 87, 88, 100, 119, 120, 121, 124, 125, 126, 127, 128} {
+		ids = append(ids, strings.Repeat("d", n), strings.Repeat("d", n-1)+"e")
+	}
+	for _, typ := range types {
+		for _, id := range []string{strings.Repeat("d", 127), strings.Repeat("d", 128), strings.Repeat("x", 128)} {
+			// The digests this package ever hashed such ids to, old and new forms: all valid ids.
+			ids = append(ids, digest(id), digest(typ+"-"+id), digest(typ+"-"+id+"~g1"))
+		}
+	}
+	ids = append(ids, "a.b:c", "a-b", "a_b", "g1", "a-g1", "1")
+	seen := map[string]dedupCase{}
+	for _, typ := range types {
+		for _, id := range ids {
+			for _, redrive := range []int{0, 1, 2, 10, 999} {
+				for _, c := range []dedupCase{
+					{typ: typ, id: id, redrive: redrive},
+					{typ: typ, id: id, redrive: redrive, kind: 1, to: 1, attempts: 0},
+					{typ: typ, id: id, redrive: redrive, kind: 1, to: 12, attempts: 3},
+					{typ: typ, id: id, redrive: redrive, kind: 1, to: 1, attempts: 23},
+					{typ: typ, id: id, redrive: redrive, kind: 2, to: 1},
+					{typ: typ, id: id, redrive: redrive, kind: 2, to: 120000},
+				} {
+					if !c.valid() {
+						t.Fatalf("case %+v is not valid", c)
+					}
+					d := c.dedupID()
+					if len(d) > 128 || len(d) == 0 {
+						t.Errorf("%+v: dedup id %q has %d characters, want 1-128", c, d, len(d))
+					}
+					if prev, ok := seen[d]; ok && !prev.same(c) {
+						t.Fatalf("%+v and %+v share the deduplication id %q", prev, c, d)
+					}
+					seen[d] = c
+				}
+			}
+		}
+	}
+}
+
+func FuzzDedupIDNeverShared(f *testing.F) {
+	long := strings.Repeat("x", 128)
+	sum := sha256.Sum256([]byte(long))
+	f.Add("t", long, 0, 0, 0, 0, "t", hex.EncodeToString(sum[:]), 0, 0, 0, 0)
+	f.Add("payments", "order-1", 0, 0, 0, 0, "payments", "order-1", 1, 0, 0, 0)
+	f.Add("payments", "order-1", 1, 1, 3, 2, "payments", "order-1", 0, 1, 3, 2)
+	f.Add("payments", "order-1", 0, 1, 3, 2, "payments", "order-1", 0, 2, 3, 0)
+	f.Add("a", "b-c", 0, 0, 0, 0, "a", "b-c", 0, 0, 0, 0)
+	f.Fuzz(func(t *testing.T, typA, idA string, rA, kA, toA, atA int, typB, idB string, rB, kB, toB, atB int) {
+		a := dedupCase{typ: typA, id: idA, redrive: rA, kind: kA, to: toA, attempts: atA}
+		b := dedupCase{typ: typB, id: idB, redrive: rB, kind: kB, to: toB, attempts: atB}
+		if !a.valid() || !b.valid() {
+			return
+		}
+		da, db := a.dedupID(), b.dedupID()
+		if len(da) > 128 || len(db) > 128 {
+			t.Fatalf("dedup ids %q, %q: over 128 characters", da, db)
+		}
+		if da == db && !a.same(b) {
+			t.Fatalf("%+v and %+v share the deduplication id %q", a, b, da)
+		}
+	})
 }
 
 func TestGroupIDRoundTrip(t *testing.T) {
@@ -496,5 +604,19 @@ func TestParseRefusalKeepsTypeAndID(t *testing.T) {
 	got, err = job.Parse([]byte(`{"type":"reports","id":"bad id"}`), msgID, sent)
 	if job.ReasonOf(err) != job.ReasonInvalidID || got.Type != "reports" {
 		t.Errorf("Parse(bad id) = type %q, %v; want reports, %s", got.Type, err, job.ReasonInvalidID)
+	}
+}
+
+// An id too long for its deduplication id is hashed; the hashed form must never equal the
+// deduplication id of another valid id (for example the hex digest itself, a valid id).
+func TestDedupIDHashedFormIsNoOtherIDs(t *testing.T) {
+	long := strings.Repeat("x", 128)
+	sum := sha256.Sum256([]byte(long))
+	digest := hex.EncodeToString(sum[:])
+	if err := job.ValidateID(digest); err != nil {
+		t.Fatalf("the digest %q is not a valid id (%v): the test would prove nothing", digest, err)
+	}
+	if a, b := job.DedupID("t", long, 0), job.DedupID("t", digest, 0); a == b {
+		t.Errorf("DedupID(t, %q...) = DedupID(t, %q) = %q, want different ids", long[:10], digest, a)
 	}
 }

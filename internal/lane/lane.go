@@ -16,24 +16,34 @@ type Chooser interface {
 }
 
 // Hashed spreads jobs uniformly over the lanes like a random choice, but derives the lane from the
-// job's type and id: a job sent twice lands in the same lane, where SQS deduplicates it (the lanes
-// queue deduplicates per message group in high-throughput mode).
+// job's type, id and redrive generation: a job sent twice lands in the same lane, where SQS
+// deduplicates it (the lanes queue deduplicates per message group in high-throughput mode).
 type Hashed struct{}
 
-// Choose returns 1 + hash(type, id) mod limit.
+// Choose returns 1 + hash(type, id, attempts, redrive) mod limit.
 func (Hashed) Choose(_ context.Context, j job.Job, limit int) (int, error) {
 	if limit < 1 {
 		return 0, fmt.Errorf("type %s has limit %d: no lane to choose", j.Type, limit)
 	}
+	// Attempts differ when a job moves lanes; mixing them in sends a moved job to a fresh lane choice.
+	return 1 + int(jobHash(j, true)%uint64(limit)), nil
+}
+
+// jobHash hashes a job's type, id and redrive generation (and its attempts, if asked): a redriven job
+// is a new run, whose choice owes nothing to its earlier run's. Generation 0 hashes as it did before
+// generations were part of it.
+func jobHash(j job.Job, attempts bool) uint64 {
 	h := fnv.New64a()
 	h.Write([]byte(j.Type))
 	h.Write([]byte{0})
 	h.Write([]byte(j.ID))
-	// Attempts differ when a job moves lanes; mixing them in sends a moved job to a fresh lane choice.
-	if j.Attempts > 0 {
+	if attempts && j.Attempts > 0 {
 		fmt.Fprintf(h, "#%d", j.Attempts)
 	}
-	return 1 + int(mix(h.Sum64())%uint64(limit)), nil
+	if j.Redrive > 0 {
+		fmt.Fprintf(h, "~g%d", j.Redrive)
+	}
+	return mix(h.Sum64())
 }
 
 // mix is MurmurHash3's 64-bit finalizer. FNV-1a's value alone is uneven modulo a few hundred lanes
@@ -96,9 +106,9 @@ func New(name string) (Chooser, error) {
 }
 
 // Least returns the lane with the fewest jobs in counts (counts[i] is lane i+1's jobs queued or
-// running). Among lanes tied for the fewest it picks one uniformly by a hash of the job's type and
-// id, so concurrent routers seldom pile onto the same lane and a job routed twice from the same
-// counts lands in the same lane.
+// running). Among lanes tied for the fewest it picks one uniformly by a hash of the job's type, id
+// and redrive generation, so concurrent routers seldom pile onto the same lane and a job routed
+// twice from the same counts lands in the same lane.
 func Least(j job.Job, counts []int) (int, error) {
 	if len(counts) == 0 {
 		return 0, fmt.Errorf("type %s has no lane to choose", j.Type)
@@ -119,11 +129,7 @@ func Least(j job.Job, counts []int) (int, error) {
 			}
 		}
 	}
-	h := fnv.New64a()
-	h.Write([]byte(j.Type))
-	h.Write([]byte{0})
-	h.Write([]byte(j.ID))
-	k := int(mix(h.Sum64()) % uint64(ties))
+	k := int(jobHash(j, false) % uint64(ties))
 	for i, c := range counts {
 		if c == least {
 			if k == 0 {

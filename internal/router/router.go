@@ -142,7 +142,7 @@ func (r *Router) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 			Id:                     aws.String(id),
 			MessageBody:            aws.String(string(body)),
 			MessageGroupId:         aws.String(job.GroupID(x.j.Type, x.lane)),
-			MessageDeduplicationId: aws.String(job.DedupID(x.j.Type, x.j.ID)),
+			MessageDeduplicationId: aws.String(job.DedupID(x.j.Type, x.j.ID, x.j.Redrive)),
 		})
 		byEntry[id] = x
 		r.Log.InfoContext(ctx, "routed", "jobId", x.j.ID, "type", x.j.Type, "lane", x.lane, "strategy", x.cfg.Strategy)

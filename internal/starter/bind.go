@@ -150,7 +150,7 @@ func (s *Starter) sendBound(ctx context.Context, x *msg, to int, counted bool) (
 	if err != nil {
 		return hold, fmt.Errorf("encode job: %w", err)
 	}
-	dedup := job.DedupID(j.Type, fmt.Sprintf("%s~bound~%d~g%d", j.ID, to, j.Redrive))
+	dedup := job.BoundDedupID(j.Type, j.ID, j.Redrive, to)
 	if _, err := s.Queue.SendMessage(ctx, &sqs.SendMessageInput{
 		QueueUrl: &s.QueueURL, MessageBody: aws.String(string(body)),
 		MessageGroupId: aws.String(job.GroupID(j.Type, to)), MessageDeduplicationId: &dedup,

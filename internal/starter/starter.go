@@ -593,7 +593,7 @@ func (s *Starter) move(ctx context.Context, x *msg, l *lease.Lease, cfg config.T
 	j.Counted = counted
 	body, _ := json.Marshal(j)
 	// Its own deduplication id, so the copy is never taken for the original it replaces.
-	dedup := job.DedupID(j.Type, fmt.Sprintf("%s~moved~%d~%d", j.ID, to, j.Attempts))
+	dedup := job.MovedDedupID(j.Type, j.ID, j.Redrive, to, j.Attempts)
 	if _, err := s.Queue.SendMessage(ctx, &sqs.SendMessageInput{
 		QueueUrl: &s.QueueURL, MessageBody: aws.String(string(body)),
 		MessageGroupId: aws.String(job.GroupID(j.Type, to)), MessageDeduplicationId: &dedup,
@@ -660,9 +660,12 @@ func (s *Starter) uncount(ctx context.Context, x *msg) error {
 	return nil
 }
 
-// refuse dead-letters a job that can never start, then frees its lease.
+// refuse dead-letters a job that can never start, then frees its lease. The dead letter carries the
+// next redrive generation, as the releaser's do: the job may have started executions under this
+// generation's names (attempts before a config reset, a start whose answer was lost), and a redrive
+// must neither find them nor be dropped by SQS as a copy of this run (docs/design.md, "Redrive").
 func (s *Starter) refuse(ctx context.Context, x *msg, l *lease.Lease, reason, cause string) (verdict, error) {
-	body, _ := json.Marshal(job.Submission{Type: x.job.Type, ID: x.job.ID, Input: x.job.Input})
+	body, _ := json.Marshal(job.Submission{Type: x.job.Type, ID: x.job.ID, Input: x.job.Input, Redrive: x.job.Redrive + 1})
 	// Uncounted first: a dead letter sent twice is worse than a count taken back a moment early.
 	if err := s.uncount(ctx, x); err != nil {
 		return hold, err
