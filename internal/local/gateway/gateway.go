@@ -76,6 +76,8 @@ type Gateway struct {
 
 	sqsLimits atomic.Pointer[SQSLimits] // nil: AWSSQSLimits (sqslimits.go)
 
+	dedup fifoDedup // SQS FIFO deduplication as AWS applies it (fifodedup.go)
+
 	funcsMu sync.RWMutex
 	funcs   map[string]Func
 
@@ -272,6 +274,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if up == nil {
 		writeJSONError(w, http.StatusServiceUnavailable, "ServiceUnavailable", "gateway has no moto URL yet", "application/x-amz-json-1.0")
+		return
+	}
+	if req.service == "sqs" && req.protocol == jsonProtocol && g.dedup.serve(w, r, req.operation, up) {
 		return
 	}
 	up.proxy.ServeHTTP(w, r)
