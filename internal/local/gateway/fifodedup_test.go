@@ -2,9 +2,13 @@ package gateway
 
 import (
 	"context"
+	"crypto/md5"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -239,4 +243,75 @@ func TestFIFODeduplicationWindow(t *testing.T) {
 		})
 	}
 	_ = gw.SetSQSURL("")
+}
+
+// Copies sent at the same moment are one send: exactly one reaches the emulator, and every copy is
+// answered with its MessageId. A failed first send lets the next copy through.
+func TestFIFODeduplicationConcurrentCopies(t *testing.T) {
+	var (
+		mu        sync.Mutex
+		forwarded int
+		failNext  bool
+	)
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if failNext {
+			failNext = false
+			writeJSONError(w, http.StatusInternalServerError, "InternalError", "try again", jsonType)
+			return
+		}
+		forwarded++
+		time.Sleep(20 * time.Millisecond) // the copies arrive while the first is in flight
+		fmt.Fprintf(w, `{"MessageId":"m-%d","MD5OfMessageBody":"%x"}`, forwarded, md5.Sum([]byte("body")))
+	}))
+	t.Cleanup(upstream.Close)
+	gw, err := New(Options{MotoURL: upstream.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gw.Start(context.Background(), ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = gw.Close() })
+	c := sqsClient(gw.URL())
+	url := "http://" + strings.TrimPrefix(gw.URL(), "http://") + "/123456789012/q.fifo"
+
+	const copies = 16
+	ids := make([]string, copies)
+	var wg sync.WaitGroup
+	for i := range copies {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := c.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: &url, MessageBody: aws.String("body"),
+				MessageGroupId: aws.String("g"), MessageDeduplicationId: aws.String("same")})
+			if err != nil {
+				t.Errorf("copy %d: SendMessage = %v", i, err)
+				return
+			}
+			ids[i] = aws.ToString(out.MessageId)
+		}()
+	}
+	wg.Wait()
+	if forwarded != 1 {
+		t.Errorf("%d copies reached the emulator, want 1", forwarded)
+	}
+	for i, id := range ids {
+		if id != "m-1" {
+			t.Errorf("copy %d answered MessageId %q, want the first's m-1", i, id)
+		}
+	}
+
+	mu.Lock()
+	failNext = true
+	mu.Unlock()
+	in := &sqs.SendMessageInput{QueueUrl: &url, MessageBody: aws.String("body"), MessageGroupId: aws.String("g"), MessageDeduplicationId: aws.String("other")}
+	if _, err := c.SendMessage(context.Background(), in); err == nil {
+		t.Fatal("SendMessage = nil, want the emulator's error")
+	}
+	out, err := c.SendMessage(context.Background(), in)
+	if err != nil || aws.ToString(out.MessageId) != "m-2" || forwarded != 2 {
+		t.Errorf("copy after a failed send: %v, %v, %d forwarded; want it sent (m-2, 2 forwarded)", out, err, forwarded)
+	}
 }
