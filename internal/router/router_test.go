@@ -240,6 +240,34 @@ func TestHandleRedeliveryIsDeduplicated(t *testing.T) {
 	}
 }
 
+// A redriven job (a dead letter's body, with its generation) goes to the lanes queue under a
+// deduplication id of its own: SQS keeps its first run's id five minutes even after that message
+// was deleted, and would drop the redrive as a copy of it.
+func TestHandleRedrivenJobHasItsOwnDedupID(t *testing.T) {
+	sender := &fakeSender{}
+	r := newRouter(&fakeConfig{limits: limits}, sender, &fakeDLQ{}, nil)
+	for i, body := range []string{
+		`{"type":"payments","id":"order-1","input":{}}`,
+		`{"type":"payments","id":"order-1","input":{},"redrive":1}`,
+		`{"type":"payments","id":"order-1","input":{},"redrive":2}`,
+	} {
+		ev := events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m-" + strconv.Itoa(i), Body: body}}}
+		if resp, err := r.Handle(context.Background(), ev); err != nil || len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("Handle(%s) = %+v, %v, want no failures", body, resp, err)
+		}
+	}
+	want := []string{"payments-order-1", "payments-order-1~g1", "payments-order-1~g2"}
+	got := sender.entries()
+	if len(got) != len(want) {
+		t.Fatalf("sent %d entries, want %d", len(got), len(want))
+	}
+	for i, e := range got {
+		if d := aws.ToString(e.MessageDeduplicationId); d != want[i] {
+			t.Errorf("generation %d: MessageDeduplicationId = %q, want %q", i, d, want[i])
+		}
+	}
+}
+
 type wantDead struct {
 	messageID, reason, typ, jobID string
 }
