@@ -138,7 +138,7 @@ func (d *fifoDedup) serve(w http.ResponseWriter, r *http.Request, operation stri
 	if rec.Code == http.StatusOK {
 		d.learn(operation, body, rec.Body.Bytes())
 	}
-	replay(w, rec, nil)
+	replay(w, rec)
 	return true
 }
 
@@ -370,7 +370,7 @@ func (d *fifoDedup) sendMessage(w http.ResponseWriter, r *http.Request, body []b
 	} else {
 		d.release(key, m)
 	}
-	replay(w, rec, nil)
+	replay(w, rec)
 	return true
 }
 
@@ -433,7 +433,7 @@ func (d *fifoDedup) sendMessageBatch(w http.ResponseWriter, r *http.Request, bod
 			for k, m := range mine {
 				d.release(k, m)
 			}
-			replay(w, rec, nil)
+			replay(w, rec)
 			return true
 		}
 	}
@@ -548,19 +548,16 @@ func forward(up *upstream, r *http.Request) *httptest.ResponseRecorder {
 	return rec
 }
 
-// replay writes a kept answer, or body instead of its own when body is not nil.
-func replay(w http.ResponseWriter, rec *httptest.ResponseRecorder, body []byte) {
+// replay writes a kept answer.
+func replay(w http.ResponseWriter, rec *httptest.ResponseRecorder) {
 	for k, vs := range rec.Header() {
 		if k == "Content-Length" {
 			continue
 		}
 		w.Header()[k] = vs
 	}
-	if body == nil {
-		body = rec.Body.Bytes()
-	}
 	w.WriteHeader(rec.Code)
-	_, _ = w.Write(body)
+	_, _ = w.Write(rec.Body.Bytes())
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
