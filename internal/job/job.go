@@ -24,6 +24,11 @@ const (
 	MaxIDLen = 128
 	// MaxExecutionInput is Step Functions' limit on an execution's input, in bytes.
 	MaxExecutionInput = 256 * 1024
+	// MaxMessageIDLen is the longest SQS message id: the starter puts the lanes-queue message's id in
+	// the execution input (Meta.MessageID). SQS documents message ids as up to 100 characters ("Queue
+	// and message identifiers", Amazon SQS Developer Guide); today they are 36-character UUIDs, and
+	// AWS support advises not to rely on that.
+	MaxMessageIDLen = 100
 	// maxExecutionName is Step Functions' limit on an execution's name.
 	maxExecutionName = 80
 	// maxDedupID is SQS's limit on a MessageDeduplicationId.
@@ -164,8 +169,11 @@ func Parse(body []byte, defaultID string, submitted time.Time) (Job, error) {
 		in = json.RawMessage(`{}`)
 	}
 	j := Job{Type: s.Type, ID: s.ID, Input: in, SubmittedAt: submitted.UTC(), Redrive: s.Redrive}
-	// The execution input adds metadata to the job input; check the whole against Step Functions' limit.
-	if n := len(j.ExecutionInput(maxLaneForSize, 99).MustJSON()); n > MaxExecutionInput {
+	// The execution input adds metadata to the job input; check the whole against Step Functions' limit,
+	// at the widest lane, attempt and lanes-queue message id the starter may put in it.
+	widest := j.ExecutionInput(maxLaneForSize, 99)
+	widest.Job.MessageID = strings.Repeat("0", MaxMessageIDLen)
+	if n := len(widest.MustJSON()); n > MaxExecutionInput {
 		return known, &Error{ReasonInputTooLong, fmt.Sprintf("execution input would be %d bytes, more than Step Functions' %d", n, MaxExecutionInput)}
 	}
 	return j, nil

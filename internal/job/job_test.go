@@ -32,12 +32,22 @@ func sha16(s string) string {
 // execInputSize is the length of the execution input the design documents,
 // {"job":{"id","type","lane","attempt","submittedAt"},"input":<input>}, for a compact input.
 func execInputSize(typ, id string, lane, attempt int, submitted time.Time, input string) int {
+	return execInputSizeFrom(typ, id, lane, attempt, submitted, "", input)
+}
+
+// execInputSizeFrom is execInputSize with the lanes-queue message id the starter adds
+// ("messageId" after "submittedAt"; none when "").
+func execInputSizeFrom(typ, id string, lane, attempt int, submitted time.Time, messageID, input string) int {
 	ts, err := submitted.UTC().MarshalJSON()
 	if err != nil {
 		panic(err)
 	}
-	return len(fmt.Sprintf(`{"job":{"id":%q,"type":%q,"lane":%d,"attempt":%d,"submittedAt":%s},"input":%s}`,
-		id, typ, lane, attempt, ts, input))
+	mid := ""
+	if messageID != "" {
+		mid = fmt.Sprintf(`,"messageId":%q`, messageID)
+	}
+	return len(fmt.Sprintf(`{"job":{"id":%q,"type":%q,"lane":%d,"attempt":%d,"submittedAt":%s%s},"input":%s}`,
+		id, typ, lane, attempt, ts, mid, input))
 }
 
 // inputOfSize returns a compact JSON object {"s":"xxx..."} of exactly n bytes (n >= 8).
@@ -46,9 +56,10 @@ func inputOfSize(n int) string {
 }
 
 func TestParse(t *testing.T) {
-	// The widest execution input: lane up to the FIFO in-flight quota (6 digits), attempt 2 digits.
+	// The widest execution input: lane up to the FIFO in-flight quota (6 digits), attempt 2 digits,
+	// and the longest SQS message id.
 	const widestLane, widestAttempt = 120000, 99
-	overhead := execInputSize("big", "job-1", widestLane, widestAttempt, sent, "")
+	overhead := execInputSizeFrom("big", "job-1", widestLane, widestAttempt, sent, widestMessageID, "")
 	fitsWorstCase := inputOfSize(job.MaxExecutionInput - overhead)
 	// With the narrowest lane and attempt the execution input is one byte over: it can never fit.
 	narrow := execInputSize("big", "job-1", 1, 0, sent, "")
@@ -207,10 +218,14 @@ func TestParse(t *testing.T) {
 	}
 }
 
-// An accepted job's execution input fits Step Functions' limit at every lane and attempt the limiter uses.
+// widestMessageID is as long as an SQS message id may be.
+var widestMessageID = strings.Repeat("f", job.MaxMessageIDLen)
+
+// An accepted job's execution input fits Step Functions' limit at every lane and attempt the
+// limiter uses, with the lanes-queue message id the starter adds.
 func TestParseAcceptedInputFits(t *testing.T) {
 	const widestLane, widestAttempt = 120000, 99
-	overhead := execInputSize("big", "job-1", widestLane, widestAttempt, sent, "")
+	overhead := execInputSizeFrom("big", "job-1", widestLane, widestAttempt, sent, widestMessageID, "")
 	for _, n := range []int{job.MaxExecutionInput - overhead, job.MaxExecutionInput - overhead - 1, 1000} {
 		in := inputOfSize(n)
 		j, err := job.Parse([]byte(`{"type":"big","id":"job-1","input":`+in+`}`), msgID, sent)
@@ -219,11 +234,13 @@ func TestParseAcceptedInputFits(t *testing.T) {
 		}
 		for _, lane := range []int{1, 9, 10000, widestLane} {
 			for _, attempt := range []int{0, 1, widestAttempt} {
-				b := j.ExecutionInput(lane, attempt).MustJSON()
+				x := j.ExecutionInput(lane, attempt)
+				x.Job.MessageID = widestMessageID
+				b := x.MustJSON()
 				if len(b) > job.MaxExecutionInput {
 					t.Errorf("len(ExecutionInput(%d, %d)) = %d for input of %d bytes, want <= %d", lane, attempt, len(b), n, job.MaxExecutionInput)
 				}
-				if want := execInputSize("big", "job-1", lane, attempt, sent, in); len(b) != want {
+				if want := execInputSizeFrom("big", "job-1", lane, attempt, sent, widestMessageID, in); len(b) != want {
 					t.Errorf("len(ExecutionInput(%d, %d)) = %d, want %d (the documented shape)", lane, attempt, len(b), want)
 				}
 			}
