@@ -315,6 +315,13 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 				return v, err
 			}
 		}
+		if l == nil || l.Status == lease.Retrying {
+			// The lease may have been deleted by hand: an attempt this message already made goes on
+			// here, not in a copy that would take it for a duplicate's.
+			if v, err, decided := s.ownAttempt(ctx, x, l, cfg); decided {
+				return v, err
+			}
+		}
 		return s.move(ctx, x, l, cfg)
 	}
 
@@ -469,6 +476,44 @@ func (s *Starter) confirm(ctx context.Context, x *msg, l lease.Lease) (v verdict
 	}
 	x.log.InfoContext(ctx, "unconfirmed start was running; holding its lane", "execution", name)
 	return hold, nil, true
+}
+
+// ownAttempt looks, before a job above its type's limit moves, for the execution of its next attempt
+// started by this very message in this lane. A lease deleted by hand leaves the job's attempts only in
+// Step Functions (and the message's body counts none of them): a moved copy, a new message in
+// another lane, would find that attempt and drop itself as a duplicate, so the job would be neither
+// retried nor dead-lettered. Such an attempt is claimed again here and goes on from its outcome, one
+// attempt per delivery, as in the job's own lane. decided is false when there is none: move the job.
+func (s *Starter) ownAttempt(ctx context.Context, x *msg, l *lease.Lease, cfg config.TypeConfig) (v verdict, err error, decided bool) {
+	attempt := x.job.Attempts + 1
+	if l != nil {
+		attempt = l.Attempt + 1
+	}
+	arn := job.ExecutionArn(cfg.StateMachineArn, job.RunName(x.key.Type, x.job.ID, x.job.Redrive, attempt))
+	d, err := s.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: &arn})
+	if isErr[*sfntypes.ExecutionDoesNotExist](err) {
+		return hold, nil, false
+	}
+	if err != nil {
+		return hold, fmt.Errorf("describe execution %s before moving the job: %w", arn, err), true
+	}
+	var in job.ExecutionInput
+	_ = json.Unmarshal([]byte(aws.ToString(d.Input)), &in)
+	if in.Job.MessageID == "" || in.Job.MessageID != x.MessageId || in.Job.Lane != x.key.Lane ||
+		in.Job.ID != x.job.ID || in.Job.Type != x.key.Type || in.Job.Redrive != x.job.Redrive {
+		return hold, nil, false // another message's: the moved copy drops itself as its duplicate
+	}
+	claim := lease.Lease{
+		Type: x.key.Type, Lane: x.key.Lane, JobID: x.job.ID, MessageID: x.MessageId, ReceiptHandle: x.ReceiptHandle,
+		Attempt: attempt, Redrive: x.job.Redrive, Status: lease.Starting, StartedAt: s.now(), SubmittedAt: x.job.SubmittedAt,
+		StateMachineArn: cfg.StateMachineArn, ExecutionArn: arn, Counted: x.job.Counted,
+	}
+	claimed, err := s.Leases.Put(ctx, claim, l)
+	if err != nil {
+		return hold, err, true
+	}
+	x.log.InfoContext(ctx, "lane above the type's limit holds an attempt of this message; going on from it", "attempt", attempt)
+	return s.confirm(ctx, x, claimed)
 }
 
 // redelivered handles a message that came back while its execution runs (it outlived the
