@@ -162,3 +162,16 @@ func TestDeletedLeaseAboveLoweredLimitKeepsTheJobsAttempts(t *testing.T) {
 		})
 	}
 }
+
+// A lowered limit moves every job queued above it; a message received for the first time has made
+// no attempt, so its move costs no DescribeExecution (Step Functions' quota is shared).
+func TestFirstReceiveMovesWithoutLookingForAttempts(t *testing.T) {
+	r := newRig(t, nil) // reports=3
+	drain(t, r, []queued{{group: "reports-7", id: "msg-r-1001", body: jobBody("reports", "r-1001", 0), receive: 1}}, 1)
+	if n := len(r.sqs.Sent(lanesURL)); n != 1 {
+		t.Fatalf("copies sent = %d, want 1 (moved)", n)
+	}
+	if d := r.sfn.Describes(); len(d) != 0 {
+		t.Errorf("describes = %q, want none", d)
+	}
+}

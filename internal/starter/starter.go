@@ -315,9 +315,10 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 				return v, err
 			}
 		}
-		if l == nil || l.Status == lease.Retrying {
+		if (l == nil && x.Attributes["ApproximateReceiveCount"] != "1") || (l != nil && l.Status == lease.Retrying) {
 			// The lease may have been deleted by hand: an attempt this message already made goes on
-			// here, not in a copy that would take it for a duplicate's.
+			// here, not in a copy that would take it for a duplicate's. (A message received for the
+			// first time has made none: no look-up for the many fresh jobs a lowered limit moves.)
 			if v, err, decided := s.ownAttempt(ctx, x, l, cfg); decided {
 				return v, err
 			}
