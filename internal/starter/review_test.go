@@ -175,3 +175,40 @@ func TestFirstReceiveMovesWithoutLookingForAttempts(t *testing.T) {
 		t.Errorf("describes = %q, want none", d)
 	}
 }
+
+// The type's maxAttempts was lowered (5 -> 3) while attempt 4 of a job ran, and the operator then
+// deleted the job's lease. Walking the message's attempts from the first, the starter found attempt 3
+// exhausted and dead-lettered the job, deleted its message and freed the lane, while attempt 4 still
+// ran with no lease: the lane took another job beside it, and attempt 4's outcome went nowhere. The
+// last attempt the message started decides, in its own lane and in one above a lowered limit.
+func TestDeletedLeaseGoesOnFromTheLastAttempt(t *testing.T) {
+	const self = "msg-r-1001"
+	for _, ln := range []int{1, 7} { // reports=3: lane 7 is above the limit
+		t.Run("lane "+strconv.Itoa(ln), func(t *testing.T) {
+			r := newRig(t, nil) // reports: maxAttempts 3
+			for a, st := range []sfntypes.ExecutionStatus{"FAILED", "FAILED", "FAILED", "RUNNING"} {
+				r.sfn.Put(startedBy(t, execution("reports", ln, "r-1001", a+1, st, "JobFailed", "boom"), self))
+			}
+			drain(t, r, []queued{{group: job.GroupID("reports", ln), id: self, body: jobBody("reports", "r-1001", 0), receive: 2}}, 8)
+			if dead := r.sqs.Sent(dlqURL); len(dead) != 0 {
+				t.Errorf("dead letters = %d while attempt 4 runs, want none", len(dead))
+			}
+			if n := len(r.sqs.Sent(lanesURL)); n != 0 {
+				t.Errorf("copies sent = %d while attempt 4 runs, want none", n)
+			}
+			l, ok := r.leases.Lease(lease.Key{Type: "reports", Lane: ln})
+			if !ok || l.Status != lease.Running || l.Attempt != 4 || l.ExecutionArn != execArn("reports", "r-1001", 4) {
+				t.Errorf("lease = %+v (held %v), want attempt 4 running", l, ok)
+			}
+			// When attempt 4 ends in failure, the job is dead-lettered (4 >= 3), once.
+			r.sfn.Close(execArn("reports", "r-1001", 4), sfntypes.ExecutionStatusFailed, "JobFailed", "boom")
+			drain(t, r, []queued{{group: job.GroupID("reports", ln), id: self, body: jobBody("reports", "r-1001", 0), receive: 20}}, 4)
+			if dead := r.sqs.Sent(dlqURL); len(dead) != 1 || dead[0].Attributes[deadletter.AttrAttempt] != "4" {
+				t.Errorf("dead letters = %+v, want one, of attempt 4", dead)
+			}
+			if ls := r.leases.Leases(); len(ls) != 0 {
+				t.Errorf("leases = %+v, want none", ls)
+			}
+		})
+	}
+}

@@ -433,6 +433,27 @@ func (s *Starter) alreadyExists(ctx context.Context, x *msg, claimed lease.Lease
 		}
 		return ack, nil
 	}
+	if closed && sameMessage {
+		// This message's attempt ended without its lease (deleted by hand): later attempts of this
+		// message may have run since, and the last of them decides, not this one (with maxAttempts
+		// lowered meanwhile, this one could dead-letter the job while a later one still runs).
+		last, err := s.lastOwnAttempt(ctx, x, claimed.StateMachineArn, claimed.Attempt+1)
+		if err != nil {
+			return hold, err
+		}
+		if last > 0 {
+			later := claimed
+			later.Attempt = last
+			later.ExecutionArn = job.ExecutionArn(claimed.StateMachineArn, job.RunName(x.key.Type, x.job.ID, x.job.Redrive, last))
+			written, err := s.Leases.Put(ctx, later, &claimed)
+			if err != nil {
+				return hold, err
+			}
+			x.log.InfoContext(ctx, "later attempts of this message ran; going on from the last", "attempt", last)
+			v, err, _ := s.confirm(ctx, x, written)
+			return v, err
+		}
+	}
 	running := claimed
 	running.Status, running.ExecutionArn = lease.Running, arn
 	written, err := s.Leases.Put(ctx, running, &claimed)
@@ -444,6 +465,33 @@ func (s *Starter) alreadyExists(ctx context.Context, x *msg, claimed lease.Lease
 	}
 	x.log.InfoContext(ctx, "execution was already running; holding the lane", "execution", name)
 	return hold, nil
+}
+
+// maxOwnAttempts bounds how many attempts lastOwnAttempt looks at.
+const maxOwnAttempts = 100
+
+// lastOwnAttempt returns the last of the attempts from, from+1, ... whose executions on the state
+// machine sm this message started in this lane, one after another; 0 when from has none.
+func (s *Starter) lastOwnAttempt(ctx context.Context, x *msg, sm string, from int) (int, error) {
+	last := 0
+	for a := from; a < from+maxOwnAttempts; a++ {
+		arn := job.ExecutionArn(sm, job.RunName(x.key.Type, x.job.ID, x.job.Redrive, a))
+		d, err := s.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: &arn})
+		if isErr[*sfntypes.ExecutionDoesNotExist](err) {
+			return last, nil
+		}
+		if err != nil {
+			return 0, fmt.Errorf("describe execution %s of an earlier attempt: %w", arn, err)
+		}
+		var in job.ExecutionInput
+		_ = json.Unmarshal([]byte(aws.ToString(d.Input)), &in)
+		if in.Job.MessageID == "" || in.Job.MessageID != x.MessageId || in.Job.Lane != x.key.Lane ||
+			in.Job.ID != x.job.ID || in.Job.Type != x.key.Type || in.Job.Redrive != x.job.Redrive {
+			return last, nil
+		}
+		last = a
+	}
+	return last, nil
 }
 
 // confirm looks up the execution of an unconfirmed claim. decided is false when it does not exist
@@ -486,24 +534,20 @@ func (s *Starter) confirm(ctx context.Context, x *msg, l lease.Lease) (v verdict
 // retried nor dead-lettered. Such an attempt is claimed again here and goes on from its outcome, one
 // attempt per delivery, as in the job's own lane. decided is false when there is none: move the job.
 func (s *Starter) ownAttempt(ctx context.Context, x *msg, l *lease.Lease, cfg config.TypeConfig) (v verdict, err error, decided bool) {
-	attempt := x.job.Attempts + 1
+	next := x.job.Attempts + 1
 	if l != nil {
-		attempt = l.Attempt + 1
+		next = l.Attempt + 1
+	}
+	// The last of them decides: with maxAttempts lowered meanwhile, an earlier one could dead-letter
+	// the job while a later one still runs.
+	attempt, err := s.lastOwnAttempt(ctx, x, cfg.StateMachineArn, next)
+	if err != nil {
+		return hold, err, true
+	}
+	if attempt == 0 {
+		return hold, nil, false // none (another message's is the moved copy's duplicate): move
 	}
 	arn := job.ExecutionArn(cfg.StateMachineArn, job.RunName(x.key.Type, x.job.ID, x.job.Redrive, attempt))
-	d, err := s.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: &arn})
-	if isErr[*sfntypes.ExecutionDoesNotExist](err) {
-		return hold, nil, false
-	}
-	if err != nil {
-		return hold, fmt.Errorf("describe execution %s before moving the job: %w", arn, err), true
-	}
-	var in job.ExecutionInput
-	_ = json.Unmarshal([]byte(aws.ToString(d.Input)), &in)
-	if in.Job.MessageID == "" || in.Job.MessageID != x.MessageId || in.Job.Lane != x.key.Lane ||
-		in.Job.ID != x.job.ID || in.Job.Type != x.key.Type || in.Job.Redrive != x.job.Redrive {
-		return hold, nil, false // another message's: the moved copy drops itself as its duplicate
-	}
 	claim := lease.Lease{
 		Type: x.key.Type, Lane: x.key.Lane, JobID: x.job.ID, MessageID: x.MessageId, ReceiptHandle: x.ReceiptHandle,
 		Attempt: attempt, Redrive: x.job.Redrive, Status: lease.Starting, StartedAt: s.now(), SubmittedAt: x.job.SubmittedAt,
