@@ -862,7 +862,9 @@ func permanentStartError(err error) bool {
 		return false
 	}
 	switch ae.ErrorCode() {
-	case "InvalidArn", "InvalidName", "InvalidExecutionInput", "StateMachineDoesNotExist", "StateMachineDeleting":
+	// ValidationException: a field failed its constraints (the input over 256 KiB, say); the same
+	// request is refused the same way on every try.
+	case "InvalidArn", "InvalidName", "InvalidExecutionInput", "StateMachineDoesNotExist", "StateMachineDeleting", "ValidationException":
 		return true
 	}
 	return false

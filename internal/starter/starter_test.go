@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/sfnlimit/sfnlimit/internal/deadletter"
 	"github.com/sfnlimit/sfnlimit/internal/fakes"
@@ -311,6 +312,20 @@ func TestHandle(t *testing.T) {
 			name: "state machine does not exist: dead-lettered as start_refused",
 			onStart: func(*sfn.StartExecutionInput) error {
 				return &sfntypes.StateMachineDoesNotExist{Message: aws.String("State Machine Does Not Exist: '" + smArn + "'")}
+			},
+			give: func(t *testing.T) []events.SQSMessage {
+				return []events.SQSMessage{jobMessage(t, "reports", 1, "r-1001", 0, 1)}
+			},
+			wantStarts: []string{"reports-r-1001-1"},
+			wantDLQ:    []dead{{starter.ReasonStartRefused, "r-1001"}},
+		},
+		{
+			// Step Functions checks a request's fields (the input's length among them) with a
+			// ValidationException: the same request is refused again on every delivery, so the job
+			// is dead-lettered rather than retried forever with its lane blocked.
+			name: "start refused by validation: dead-lettered as start_refused",
+			onStart: func(*sfn.StartExecutionInput) error {
+				return &smithy.GenericAPIError{Code: "ValidationException", Message: "1 validation error detected: Value at 'input' failed to satisfy constraint: Member must have length less than or equal to 262144", Fault: smithy.FaultClient}
 			},
 			give: func(t *testing.T) []events.SQSMessage {
 				return []events.SQSMessage{jobMessage(t, "reports", 1, "r-1001", 0, 1)}
