@@ -10,7 +10,8 @@
 // marker leaves: a job joins a lane once (the marker must not exist), leaves it once (the marker must
 // still be in that lane and not have left) and moves once (same). A retried send, start or release
 // finds the marker already changed, its transaction is cancelled, and the count is untouched: no
-// double increment, no double decrement.
+// double increment, no double decrement. A transaction that DynamoDB cancels because it met another
+// one on the same item (TransactionConflict) changed nothing and is sent again (internal/txretry).
 //
 // A marker that left stays as a tombstone for DedupWindow, because a router that routes the job again
 // within SQS's deduplication window sends a copy that SQS drops: counting it would leave the lane one
@@ -34,6 +35,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/sfnlimit/sfnlimit/internal/job"
+	"github.com/sfnlimit/sfnlimit/internal/txretry"
 )
 
 // DedupWindow is SQS FIFO's deduplication interval: a copy of a job sent again within it is dropped.
@@ -183,7 +185,7 @@ func (s *Store) join(ctx context.Context, j Job, lane int, onlyEmpty bool) (Join
 			upd.ConditionExpression = aws.String("attribute_not_exists(n) OR n < :one")
 			upd.ExpressionAttributeValues[":one"] = num(1)
 		}
-		_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		_, err := s.transact(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 			{Put: &types.Put{
 				TableName: &s.table,
 				Item: map[string]types.AttributeValue{
@@ -225,7 +227,7 @@ func (s *Store) join(ctx context.Context, j Job, lane int, onlyEmpty bool) (Join
 // (it never joined, left already, or moved to another lane).
 func (s *Store) Leave(ctx context.Context, j Job, lane int) (bool, error) {
 	now := s.now().UTC()
-	_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+	_, err := s.transact(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 		{Update: &types.Update{
 			TableName:           &s.table,
 			Key:                 key(pk(j.Type), jobSK(j)),
@@ -251,7 +253,7 @@ func (s *Store) Leave(ctx context.Context, j Job, lane int) (bool, error) {
 // false, changing nothing, when j is not counted in lane.
 func (s *Store) Cancel(ctx context.Context, j Job, lane int) (bool, error) {
 	now := s.now().UTC()
-	_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+	_, err := s.transact(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 		{Delete: &types.Delete{
 			TableName:                 &s.table,
 			Key:                       key(pk(j.Type), jobSK(j)),
@@ -279,7 +281,7 @@ func (s *Store) Move(ctx context.Context, j Job, from, to int) (bool, error) {
 		return true, nil
 	}
 	now := s.now().UTC()
-	_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+	_, err := s.transact(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 		{Update: &types.Update{
 			TableName:           &s.table,
 			Key:                 key(pk(j.Type), jobSK(j)),
@@ -342,6 +344,14 @@ func (s *Store) marker(ctx context.Context, j Job) (*marker, error) {
 	}
 	_, left := out.Item["leftAt"]
 	return &marker{lane: lane, left: left}, nil
+}
+
+// transact applies one transaction, sending it again while DynamoDB cancels it for a conflict with
+// another transaction (every join, leave, move and cancel of a lane's jobs updates the lane's
+// counter, so jobs of one lane conflict), within txretry's bounds. A failed condition is returned at
+// once.
+func (s *Store) transact(ctx context.Context, in *dynamodb.TransactWriteItemsInput) (*dynamodb.TransactWriteItemsOutput, error) {
+	return txretry.Write(ctx, s.db, in)
 }
 
 // add is the counter update of one lane by delta.

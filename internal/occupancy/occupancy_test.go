@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/sfnlimit/sfnlimit/internal/fakes"
 	"github.com/sfnlimit/sfnlimit/internal/occupancy"
@@ -382,4 +384,96 @@ func TestCountsRefusesNoLanes(t *testing.T) {
 			t.Fatal("Join(lane 0) = nil error, want one")
 		}
 	})
+}
+
+// conflictingDB cancels the next conflicts transactions as DynamoDB does when another transaction
+// holds one of their items (reason TransactionConflict on that item, None on the others), without
+// applying them, and counts every transaction.
+type conflictingDB struct {
+	*dynamodb.Client
+	conflicts    atomic.Int64
+	transactions atomic.Int64
+}
+
+func (c *conflictingDB) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	c.transactions.Add(1)
+	if c.conflicts.Add(-1) >= 0 {
+		reasons := make([]types.CancellationReason, len(in.TransactItems))
+		for i := range reasons {
+			reasons[i].Code = aws.String("None")
+		}
+		reasons[len(reasons)-1].Code = aws.String("TransactionConflict") // the lane counter: the shared item
+		return nil, &types.TransactionCanceledException{Message: aws.String("Transaction cancelled"), CancellationReasons: reasons}
+	}
+	return c.Client.TransactWriteItems(ctx, in, o...)
+}
+
+// Regression (issue 10, defect 6): DynamoDB cancels a transaction that meets another one on the lane
+// counter, which every join, leave, move and cancel of a lane's jobs updates; the SDK does not retry
+// that. Each operation must go through after a few conflicts, counting exactly once.
+func TestTransactionConflictsAreRetried(t *testing.T) {
+	db := &conflictingDB{Client: moto}
+	s := occupancy.NewStore(db, newTable(t))
+	ctx := context.Background()
+	a, b := occupancy.Job{Type: "pay", ID: "a"}, occupancy.Job{Type: "pay", ID: "b"}
+	ops := []struct {
+		name string
+		do   func() (bool, error)
+		want []int
+	}{
+		{"join", func() (bool, error) { j, err := s.Join(ctx, a, 1); return j.Fresh, err }, []int{1, 0, 0}},
+		{"join empty", func() (bool, error) { j, err := s.JoinEmpty(ctx, b, 2); return j.Fresh, err }, []int{1, 1, 0}},
+		{"move", func() (bool, error) { return s.Move(ctx, a, 1, 3) }, []int{0, 1, 1}},
+		{"leave", func() (bool, error) { return s.Leave(ctx, a, 3) }, []int{0, 1, 0}},
+		{"cancel", func() (bool, error) { return s.Cancel(ctx, b, 2) }, []int{0, 0, 0}},
+	}
+	for _, op := range ops {
+		db.conflicts.Store(3)
+		before := db.transactions.Load()
+		ok, err := op.do()
+		if err != nil || !ok {
+			t.Fatalf("%s after 3 transaction conflicts = %v, %v; want it done", op.name, ok, err)
+		}
+		if n := db.transactions.Load() - before; n != 4 {
+			t.Errorf("%s made %d transactions, want 4 (3 cancelled by conflicts, 1 applied)", op.name, n)
+		}
+		if got := counts(t, s, "pay", 3); !equal(got, op.want) {
+			t.Errorf("after %s: counts %v, want %v", op.name, got, op.want)
+		}
+	}
+}
+
+// A failed condition is the store's answer (already counted, lane busy, not in that lane): it is
+// acted on after one transaction, never retried.
+func TestFailedConditionsAreNotRetried(t *testing.T) {
+	db := &countingDB{Client: moto}
+	s := occupancy.NewStore(db, newTable(t))
+	ctx := context.Background()
+	a, b := occupancy.Job{Type: "pay", ID: "a"}, occupancy.Job{Type: "pay", ID: "b"}
+	if _, err := s.Join(ctx, a, 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range []struct {
+		name string
+		do   func() error
+	}{
+		{"join again", func() error { _, err := s.Join(ctx, a, 2); return err }},
+		{"bind a busy lane", func() error {
+			if _, err := s.JoinEmpty(ctx, b, 1); !errors.Is(err, occupancy.ErrLaneBusy) {
+				return fmt.Errorf("JoinEmpty(busy lane) = %v, want ErrLaneBusy", err)
+			}
+			return nil
+		}},
+		{"leave the wrong lane", func() error { _, err := s.Leave(ctx, a, 2); return err }},
+		{"move from the wrong lane", func() error { _, err := s.Move(ctx, a, 2, 3); return err }},
+		{"cancel in the wrong lane", func() error { _, err := s.Cancel(ctx, a, 3); return err }},
+	} {
+		before := db.transactions.Load()
+		if err := op.do(); err != nil {
+			t.Fatalf("%s: %v", op.name, err)
+		}
+		if n := db.transactions.Load() - before; n != 1 {
+			t.Errorf("%s made %d transactions, want 1 (a failed condition is an answer)", op.name, n)
+		}
+	}
 }
