@@ -6,8 +6,9 @@
 //   - SQS calls go to a configurable SQS emulator (moto or fauxqs);
 //   - everything else goes to moto.
 //
-// It also injects faults (an AWS error instead of forwarding), refuses SQS sends over SQS's size
-// limits as SQS does (sqslimits.go), and counts calls per service and operation.
+// It also injects faults (an AWS error instead of forwarding: SetFaults for a test's own rule,
+// InjectFaults for AWS's occasional failures at random rates, inject.go), refuses SQS sends over
+// SQS's size limits as SQS does (sqslimits.go), and counts calls per service and operation.
 package gateway
 
 import (
@@ -73,6 +74,7 @@ type Gateway struct {
 	sqs  atomic.Pointer[upstream] // nil: use moto
 
 	faults atomic.Pointer[FaultFunc]
+	inject injector // inject.go
 
 	sqsLimits atomic.Pointer[SQSLimits] // nil: AWSSQSLimits (sqslimits.go)
 
@@ -247,7 +249,7 @@ func (g *Gateway) Close() error {
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if name, ok := invokePath(r); ok {
 		g.count(Call{Service: "lambda", Operation: "Invoke"})
-		if g.fault(w, "Lambda.Invoke", lambdaProtocol) {
+		if g.fault(w, "Lambda.Invoke", lambdaProtocol) || g.injectFault(w, r, "Lambda.Invoke", functionName(name)) {
 			return
 		}
 		g.invoke(w, r, name)
@@ -260,7 +262,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.count(Call{Service: req.service, Operation: req.operation})
-	if req.target != "" && g.fault(w, req.target, req.protocol) {
+	if req.target != "" && (g.fault(w, req.target, req.protocol) || g.injectFault(w, r, req.target, "")) {
 		return
 	}
 	if req.service == "sqs" && g.sqsLimit(w, r, req) { // SQS's request sizes (sqslimits.go)
