@@ -3,12 +3,18 @@
 // ReportBatchItemFailures (reported messages stay in flight, the others are deleted; a handler error
 // leaves the whole batch in flight). On shutdown it stops receiving at once and makes messages it
 // received but did not hand to a handler visible again immediately.
+//
+// It can also deliver batches twice (SetDuplicates), as Lambda's event source mappings may: "Lambda
+// event source mappings process each event at least once, and duplicate processing of records can
+// occur" (Lambda developer guide, "How Lambda processes records from stream and queue-based event
+// sources").
 package esm
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strconv"
 	"sync"
 	"time"
@@ -52,6 +58,10 @@ type Poller struct {
 	errors      int
 	messages    int
 	busy        time.Duration
+	dupRate     float64
+	dupDelay    time.Duration
+	duplicates  int
+	dupWG       sync.WaitGroup
 }
 
 // Stats are counts of what the poller did.
@@ -61,13 +71,28 @@ type Stats struct {
 	Messages    int
 	// Busy is the handlers' total run time.
 	Busy time.Duration
+	// Duplicates counts batches delivered a second time (SetDuplicates); their invocations are
+	// counted in Invocations too.
+	Duplicates int
 }
 
 // Stats returns the counts so far.
 func (p *Poller) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return Stats{Invocations: p.invocations, Errors: p.errors, Messages: p.messages, Busy: p.busy}
+	return Stats{Invocations: p.invocations, Errors: p.errors, Messages: p.messages, Busy: p.busy, Duplicates: p.duplicates}
+}
+
+// SetDuplicates makes the poller hand a share rate of its batches to the handler a second time: the
+// same records, receipt handles included, after a random delay in [0, within), so the copy may run
+// while the first invocation still does or after it settled. Each invocation is settled as any other
+// (the records it does not report as failures are deleted). This stands in for the at-least-once
+// delivery of Lambda's event source mappings (a batch whose first invocation Lambda lost track of is
+// invoked again). A rate of 0 turns it off; it may be changed while the poller runs.
+func (p *Poller) SetDuplicates(rate float64, within time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.dupRate, p.dupDelay = rate, within
 }
 
 // Run polls until ctx is cancelled, then returns once every invocation in progress has finished.
@@ -81,6 +106,7 @@ func (p *Poller) Run(ctx context.Context) {
 		}()
 	}
 	wg.Wait()
+	p.dupWG.Wait()
 }
 
 func (p *Poller) loop(ctx context.Context) {
@@ -113,8 +139,46 @@ func (p *Poller) loop(ctx context.Context) {
 	}
 }
 
-// invoke runs the handler on one batch and settles the batch as Lambda does.
+// invoke runs the handler on one batch and settles the batch as Lambda does; it delivers the batch
+// again as SetDuplicates asks.
 func (p *Poller) invoke(ctx context.Context, msgs []types.Message) {
+	p.duplicate(ctx, msgs)
+	p.handle(ctx, msgs)
+}
+
+// duplicate delivers msgs again, after a random delay, when the duplicate rate draws it. The copy
+// is not delivered if the poller stops before its delay is over.
+func (p *Poller) duplicate(ctx context.Context, msgs []types.Message) {
+	p.mu.Lock()
+	rate, within := p.dupRate, p.dupDelay
+	if rate <= 0 || rand.Float64() >= rate {
+		p.mu.Unlock()
+		return
+	}
+	p.duplicates++
+	p.dupWG.Add(1)
+	p.mu.Unlock()
+	delay := time.Duration(0)
+	if within > 0 {
+		delay = rand.N(within)
+	}
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		ids[i] = aws.ToString(m.MessageId)
+	}
+	go func() {
+		defer p.dupWG.Done()
+		sleep(ctx, delay)
+		if ctx.Err() != nil {
+			return
+		}
+		p.Log.Info("delivering a batch again (injected duplicate delivery)", "queue", p.QueueURL, "messageIds", ids, "delayMs", delay.Milliseconds())
+		p.handle(ctx, msgs)
+	}()
+}
+
+// handle runs the handler on one batch and settles the batch as Lambda does.
+func (p *Poller) handle(ctx context.Context, msgs []types.Message) {
 	ev := events.SQSEvent{Records: make([]events.SQSMessage, len(msgs))}
 	for i, m := range msgs {
 		ev.Records[i] = p.toEvent(m)

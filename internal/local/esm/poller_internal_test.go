@@ -370,3 +370,93 @@ func TestInvocationTimeout(t *testing.T) {
 		})
 	}
 }
+
+// TestDuplicateDelivery: with SetDuplicates a batch reaches the handler twice, records and receipt
+// handles alike, and each invocation is settled; without it, once. A copy still waiting for its
+// delay when the poller stops is never delivered, and Run does not wait for the delay.
+func TestDuplicateDelivery(t *testing.T) {
+	tests := []struct {
+		name        string
+		rate        float64
+		within      time.Duration
+		stopAfter   int // handler calls to wait for before stopping
+		wantCalls   int
+		wantDups    int
+		wantDeletes int
+	}{
+		{name: "off", rate: 0, stopAfter: 1, wantCalls: 1, wantDeletes: 1},
+		{name: "every batch twice", rate: 1, within: 50 * time.Millisecond, stopAfter: 2, wantCalls: 2, wantDups: 1, wantDeletes: 2},
+		{name: "copy pending at shutdown", rate: 1, within: time.Hour, stopAfter: 1, wantCalls: 1, wantDups: 1, wantDeletes: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			msgs := messages("d", 3)
+			f := &fakeSQS{script: []receive{{msgs: msgs}}}
+			var (
+				mu    sync.Mutex
+				seen  []events.SQSEvent
+				calls = make(chan struct{}, 4)
+			)
+			p := &Poller{
+				Client: f, QueueURL: fakeURL, QueueARN: "arn:aws:sqs:us-east-1:123456789012:lanes.fifo", Region: "us-east-1",
+				BatchSize: 10, Concurrency: 1, Log: quiet(),
+				Handler: func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+					mu.Lock()
+					seen = append(seen, ev)
+					mu.Unlock()
+					calls <- struct{}{}
+					return events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{{ItemIdentifier: ev.Records[1].MessageId}}}, nil
+				},
+			}
+			p.SetDuplicates(tt.rate, tt.within)
+			ctx, cancel := context.WithCancel(context.Background())
+			returned := make(chan struct{})
+			go func() {
+				defer close(returned)
+				p.Run(ctx)
+			}()
+			for i := range tt.stopAfter {
+				select {
+				case <-calls:
+				case <-time.After(10 * time.Second):
+					t.Fatalf("handler called %d times, want %d", i, tt.stopAfter)
+				}
+			}
+			cancel()
+			select {
+			case <-returned:
+			case <-time.After(5 * time.Second):
+				t.Fatal("Run did not return within 5 s of cancel")
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(seen) != tt.wantCalls {
+				t.Fatalf("handler calls = %d, want %d", len(seen), tt.wantCalls)
+			}
+			for _, ev := range seen {
+				for i, r := range ev.Records {
+					if r.MessageId != aws.ToString(msgs[i].MessageId) || r.ReceiptHandle != aws.ToString(msgs[i].ReceiptHandle) {
+						t.Errorf("record %d = %s/%s, want message %s with its receipt handle", i, r.MessageId, r.ReceiptHandle, aws.ToString(msgs[i].MessageId))
+					}
+				}
+			}
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if len(f.deletes) != tt.wantDeletes {
+				t.Errorf("DeleteMessageBatch calls = %d, want %d (each invocation settled)", len(f.deletes), tt.wantDeletes)
+			}
+			for _, d := range f.deletes {
+				var got []string
+				for _, e := range d.Entries {
+					got = append(got, aws.ToString(e.ReceiptHandle))
+				}
+				if want := []string{"d-rh-0", "d-rh-2"}; !slices.Equal(got, want) {
+					t.Errorf("deleted %v, want %v (the reported record stays in flight)", got, want)
+				}
+			}
+			if st := p.Stats(); st.Duplicates != tt.wantDups || st.Invocations != tt.wantCalls {
+				t.Errorf("Stats() = %+v, want %d duplicates, %d invocations", st, tt.wantDups, tt.wantCalls)
+			}
+		})
+	}
+}
