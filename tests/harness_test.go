@@ -38,6 +38,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sfnlimit/sfnlimit/internal/app"
+	"github.com/sfnlimit/sfnlimit/internal/local/gateway"
 	"github.com/sfnlimit/sfnlimit/internal/local/observe"
 	"github.com/sfnlimit/sfnlimit/internal/local/stack"
 	"github.com/sfnlimit/sfnlimit/internal/metrics"
@@ -82,6 +83,13 @@ type rigOptions struct {
 	noRuntime bool
 	// eventDropRate is the share of status-change events never delivered (the sweep makes up for them).
 	eventDropRate float64
+	// faults are AWS's occasional faults that the gateway injects (nil: none). The rig's own clients,
+	// which observe the stack from outside, are exempt (gateway.ObserverAppID).
+	faults *gateway.Faults
+	// duplicates is the share of event-source batches delivered a second time within dupWithin
+	// (esm.Poller.SetDuplicates), on every poller.
+	duplicates float64
+	dupWithin  time.Duration
 }
 
 // fastEnv makes the limiter's waits short enough for a test.
@@ -90,6 +98,7 @@ var fastEnv = map[string]string{"START_RETRY_SECONDS": "1", "SWEEP_MIN_AGE_SECON
 // rig is one scenario's running stack and what the scenario submitted.
 type rig struct {
 	t       *testing.T
+	o       rigOptions
 	s       *stack.Stack
 	c       app.Clients
 	logs    *logSink
@@ -173,7 +182,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 		logs.close()
 	})
 	r := &rig{
-		t: t, s: s, c: s.Clients(), logs: logs, began: began, byID: map[string]*submission{},
+		t: t, o: o, s: s, c: s.Clients(), logs: logs, began: began, byID: map[string]*submission{},
 		general: s.Info().Output("GeneralQueueUrl"), lanes: s.Info().Output("LanesQueueUrl"),
 		dlq: s.Info().Output("DeadLetterQueueUrl"), table: s.Info().Output("TableName"),
 		sm: s.Info().Output("SampleStateMachineArn"),
@@ -183,6 +192,12 @@ func newRig(t *testing.T, o rigOptions) *rig {
 		if v == "" {
 			t.Fatalf("stack outputs lack a queue, table or state machine: %v", s.Info().Outputs)
 		}
+	}
+	if o.faults != nil {
+		cfg := s.AWSConfig(nil)
+		cfg.AppID = gateway.ObserverAppID
+		r.c = app.NewClients(cfg)
+		s.Gateway().InjectFaults(o.faults)
 	}
 	if r.limits, err = parseLimits(o.params["TypeLimits"]); err != nil {
 		t.Fatalf("TypeLimits: %v", err)
@@ -215,6 +230,11 @@ func (r *rig) startRuntime() {
 	r.t.Helper()
 	if err := r.s.StartRuntime(r.t.Context()); err != nil {
 		r.t.Fatalf("StartRuntime() = %v", err)
+	}
+	if r.o.duplicates > 0 {
+		for _, p := range r.s.Runtime().Pollers {
+			p.SetDuplicates(r.o.duplicates, r.o.dupWithin)
+		}
 	}
 }
 
