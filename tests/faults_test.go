@@ -23,7 +23,7 @@ import (
 //     retries;
 //   - a fifth of the event-source batches (general and lanes queue) are delivered twice, within 3 s;
 //   - large jobs (180 KiB inputs, sent while nothing polls) make the router's batches bigger than
-//     SQS's limit on one request, where the gateway enforces it.
+//     SQS's limit on one request (1 MiB), which both SQS emulators enforce.
 //
 // Every invariant must still hold, and every job runs as many executions as its own outcome needs:
 // one, two for a job that fails once, DefaultMaxAttempts for one that always fails.
