@@ -63,6 +63,7 @@ func injectedFaults(t *testing.T, b backend, strategy string) {
 	r := newRig(t, rigOptions{backend: b, noRuntime: true, faults: faults, duplicates: 0.2, dupWithin: 3 * time.Second,
 		params: map[string]string{"TypeLimits": "x=3,y=2", "LaneStrategy": strategy, "DefaultMaxAttempts": fmt.Sprint(attempts)}})
 	t.Logf("fault seed %d", seed)
+	t.Cleanup(func() { injectedFaultCounts(r) }) // logged whether the scenario settles or not
 
 	want := map[string]int{} // executions per job
 	var jobs []job
@@ -136,19 +137,7 @@ func injectedFaults(t *testing.T, b backend, strategy string) {
 	}
 
 	// Evidence, not invariants: every fault was injected.
-	injected := r.s.Gateway().Injected()
-	dups := 0
-	for kind, p := range r.s.Runtime().Pollers {
-		st := p.Stats()
-		dups += st.Duplicates
-		t.Logf("poller %s: %d invocations, %d batches delivered twice", kind, st.Invocations, st.Duplicates)
-	}
-	calls := r.s.Gateway().Calls()
-	t.Logf("faults injected: %s %d of %d transactions, %s %d of %d describes, %s %d of %d invokes; duplicate batches %d; SendMessageBatch calls %d",
-		gateway.InjectedTransactionConflict, injected[gateway.InjectedTransactionConflict], calls[gateway.Call{Service: "dynamodb", Operation: "TransactWriteItems"}],
-		gateway.InjectedStaleDescribe, injected[gateway.InjectedStaleDescribe], calls[gateway.Call{Service: "states", Operation: "DescribeExecution"}],
-		gateway.InjectedInvokeThrottle, injected[gateway.InjectedInvokeThrottle], calls[gateway.Call{Service: "lambda", Operation: "Invoke"}],
-		dups, calls[gateway.Call{Service: "sqs", Operation: "SendMessageBatch"}])
+	injected, dups := injectedFaultCounts(r)
 	for _, kind := range []string{gateway.InjectedTransactionConflict, gateway.InjectedStaleDescribe, gateway.InjectedInvokeThrottle} {
 		if injected[kind] == 0 {
 			t.Errorf("no %s fault was injected: the scenario did not test it", kind)
@@ -157,4 +146,25 @@ func injectedFaults(t *testing.T, b backend, strategy string) {
 	if dups == 0 {
 		t.Errorf("no batch was delivered twice: the scenario did not test duplicate deliveries")
 	}
+}
+
+// injectedFaultCounts logs and returns the faults injected so far, by kind, and the batches the
+// pollers delivered twice.
+func injectedFaultCounts(r *rig) (map[string]int64, int) {
+	injected := r.s.Gateway().Injected()
+	dups := 0
+	if rt := r.s.Runtime(); rt != nil {
+		for kind, p := range rt.Pollers {
+			st := p.Stats()
+			dups += st.Duplicates
+			r.t.Logf("poller %s: %d invocations, %d batches delivered twice", kind, st.Invocations, st.Duplicates)
+		}
+	}
+	calls := r.s.Gateway().Calls()
+	r.t.Logf("faults injected: %s %d of %d transactions, %s %d of %d describes, %s %d of %d invokes; duplicate batches %d; SendMessageBatch calls %d",
+		gateway.InjectedTransactionConflict, injected[gateway.InjectedTransactionConflict], calls[gateway.Call{Service: "dynamodb", Operation: "TransactWriteItems"}],
+		gateway.InjectedStaleDescribe, injected[gateway.InjectedStaleDescribe], calls[gateway.Call{Service: "states", Operation: "DescribeExecution"}],
+		gateway.InjectedInvokeThrottle, injected[gateway.InjectedInvokeThrottle], calls[gateway.Call{Service: "lambda", Operation: "Invoke"}],
+		dups, calls[gateway.Call{Service: "sqs", Operation: "SendMessageBatch"}])
+	return injected, dups
 }
