@@ -60,6 +60,7 @@ type Poller struct {
 	busy        time.Duration
 	dupRate     float64
 	dupDelay    time.Duration
+	dupJitter   func(within time.Duration) time.Duration // the copy's delay (tests set it)
 	duplicates  int
 	dupWG       sync.WaitGroup
 }
@@ -159,7 +160,10 @@ func (p *Poller) duplicate(ctx context.Context, msgs []types.Message) {
 	p.dupWG.Add(1)
 	p.mu.Unlock()
 	delay := time.Duration(0)
-	if within > 0 {
+	switch {
+	case p.dupJitter != nil:
+		delay = p.dupJitter(within)
+	case within > 0:
 		delay = rand.N(within)
 	}
 	ids := make([]string, len(msgs))

@@ -409,6 +409,7 @@ func TestDuplicateDelivery(t *testing.T) {
 				},
 			}
 			p.SetDuplicates(tt.rate, tt.within)
+			p.dupJitter = func(within time.Duration) time.Duration { return within } // the longest delay
 			ctx, cancel := context.WithCancel(context.Background())
 			returned := make(chan struct{})
 			go func() {
