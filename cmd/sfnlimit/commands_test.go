@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -298,15 +300,27 @@ func TestStatus(t *testing.T) {
 		}
 	}
 
-	ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
+	// --watch keeps printing frames until it is interrupted, then exits 0. How many frames fit in a
+	// given time depends on the machine, so the test interrupts it after the third frame instead
+	// (the deadline only bounds a watch that stopped refreshing).
+	const wantFrames = 3
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	_, info := localStack(t)
-	r = sfnlimitIn(ctx, "", append([]string{"status", "--watch", "--interval", "200ms", "--json"}, localFlags(info)...)...)
+	frames := &frameCounter{after: wantFrames, cancel: cancel}
+	var errb bytes.Buffer
+	code := run(ctx, append([]string{"status", "--watch", "--interval", "200ms", "--json"}, localFlags(info)...), strings.NewReader(""), frames, &errb)
+	r = result{code: code, stdout: frames.String(), stderr: errb.String()}
 	if r.code != exitOK {
 		t.Fatalf("status --watch ended with:\n%s", r)
 	}
-	if frames := strings.Count(r.stdout, "\n"); frames < 2 {
-		t.Errorf("status --watch printed %d frames in 1.5s at 200ms, want several:\n%s", frames, r)
+	if n := strings.Count(r.stdout, "\n"); n < wantFrames {
+		t.Errorf("status --watch printed %d frames before its 2-minute deadline, want %d:\n%s", n, wantFrames, r)
+	}
+	for i, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		if !json.Valid([]byte(line)) {
+			t.Errorf("status --watch --json frame %d is not one JSON object a line: %q", i, line)
+		}
 	}
 	waitJob(t, typ, "w-3", "succeeded")
 }
@@ -441,4 +455,20 @@ func TestStatusLaneCountsSummary(t *testing.T) {
 		return
 	}
 	t.Errorf("status --json has no type %s", typ)
+}
+
+// frameCounter is the output of `status --watch --json`: it keeps what is written and cancels the
+// command once it has seen after lines (one frame a line).
+type frameCounter struct {
+	bytes.Buffer
+	after  int
+	cancel context.CancelFunc
+}
+
+func (f *frameCounter) Write(p []byte) (int, error) {
+	n, err := f.Buffer.Write(p)
+	if strings.Count(f.Buffer.String(), "\n") >= f.after {
+		f.cancel()
+	}
+	return n, err
 }
