@@ -16,12 +16,12 @@ NODE_BIN  := node_modules/.bin
 GO_LAMBDA_ENV   := GOOS=linux GOARCH=arm64 CGO_ENABLED=0
 GO_LAMBDA_FLAGS := -tags lambda.norpc -trimpath -ldflags "-s -w"
 
-.PHONY: help build lint tools test demo clean \
+.PHONY: help build lint tools test test-unit test-e2e demo clean \
 	build-RouterFunction build-StarterFunction build-ReleaserFunction
 
 help: ## list the targets
 	@echo "sfnlimit: make <target>"
-	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | \
+	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | \
 		awk 'BEGIN {FS = ":.*## "}; {printf "  %-22s %s\n", $$1, $$2}'
 
 build: ## cross-compile every functions/<name> to bin/<name>/bootstrap (linux/arm64)
@@ -74,9 +74,27 @@ node_modules/.package-lock.json: package.json $(wildcard package-lock.json)
 	@if [ -f package-lock.json ]; then npm ci --no-audit --no-fund; else npm install --no-audit --no-fund; fi
 	@touch $@
 
-test: tools ## go test -race ./..., then lint
-	$(GO) test -race -count=1 ./...
+# Test timeouts, per test binary (go test's own default of 10 minutes is too short for ./tests/
+# on a busy machine). UNIT_TIMEOUT bounds each package but ./tests/; E2E_TIMEOUT the end-to-end
+# suite, about 4.5 minutes on a quiet 2-core machine and several times that on a busy one.
+# GOTEST_FLAGS adds go test flags to both steps (for example -p 1 or -run).
+UNIT_TIMEOUT ?= 20m
+E2E_TIMEOUT  ?= 45m
+GOTEST_FLAGS ?=
+
+test: tools ## test-unit, then test-e2e, then lint
+	$(MAKE) --no-print-directory test-unit
+	$(MAKE) --no-print-directory test-e2e
 	$(MAKE) --no-print-directory lint
+
+# The packages run as go test runs them (as many at once as there are CPUs). The end-to-end suite
+# is a step of its own, so that its stacks (two at a time on 2 cores) never share the machine with
+# another package's emulators.
+test-unit: tools ## go test -race every package but the end-to-end suite (UNIT_TIMEOUT each)
+	$(GO) test -race -count=1 -timeout $(UNIT_TIMEOUT) $(GOTEST_FLAGS) $$($(GO) list ./... | grep -v '/tests$$')
+
+test-e2e: tools ## go test -race ./tests/, the end-to-end suite on the local stack (E2E_TIMEOUT)
+	$(GO) test -race -count=1 -timeout $(E2E_TIMEOUT) $(GOTEST_FLAGS) ./tests/
 
 demo: ## run the demo against the local stack
 	$(GO) run ./cmd/sfnlimit demo
