@@ -140,6 +140,11 @@ type Comparison struct {
 	// Without this check a stack that is not the simulator's model at all would be absorbed into
 	// large, widely spread "latencies" and a noise to match.
 	LatencyProblem string `json:"latencyProblem,omitempty"`
+	// MedianLatency is the larger of the entry latency's and the handover's medians: what
+	// Config.MaxLatency bounds. A run on a busy machine can exceed it with a stack that is the
+	// model; a longer time scale (Config.MeanSeconds) makes such latencies small beside the jobs
+	// again.
+	MedianLatency float64 `json:"medianLatency"`
 	// EntryMean and HandoverMean are the latencies' means, the constant-latency model.
 	EntryMean    float64 `json:"entryMean"`
 	HandoverMean float64 `json:"handoverMean"`
@@ -262,6 +267,7 @@ func Compare(ctx context.Context, m Measurement) (Comparison, error) {
 	}
 
 	cmp.LatencyProblem = latencyProblem(o, c.MaxLatency)
+	cmp.MedianLatency = medianLatency(o)
 	trials := float64(c.Trials)
 	cmp.Agree = cmp.LanesAgree() && cmp.LatencyProblem == ""
 	bareF, meas := figuresOf(bare.waits).values(), figuresOf(measured).values()
@@ -304,6 +310,20 @@ func latencyProblem(o Overheads, maxLatency float64) string {
 		}
 	}
 	return strings.Join(out, "; ")
+}
+
+// medianLatency is the larger of the entry latency's and the handover's medians.
+func medianLatency(o Overheads) float64 {
+	var m float64
+	for _, xs := range [][]float64{o.Entry, o.Handover} {
+		if len(xs) == 0 {
+			continue
+		}
+		s := slices.Clone(xs)
+		sort.Float64s(s)
+		m = max(m, quantile(s, 0.5))
+	}
+	return m
 }
 
 // newStrategy makes spec's strategy for one run; nil for a strategy that binds a job to a lane only
