@@ -26,8 +26,14 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/occupancy"
 )
 
-// settleWithin bounds every wait for a scenario's jobs to finish; the scenarios take 10-80 s.
-const settleWithin = 4 * time.Minute
+// settleWithin bounds every wait for a scenario's jobs to finish; the scenarios take 10-80 s on a
+// quiet machine and several times that on a busy one. progressWithin bounds a wait for one step
+// of a scenario (a job to start, a run to finish). Both only bound a stack that stopped making
+// progress: a passing run never waits for them.
+const (
+	settleWithin   = 12 * time.Minute
+	progressWithin = 4 * time.Minute
+)
 
 // Scenario 2: jobs that outlive the lanes queue's visibility timeout. The template refuses a
 // FifoVisibilityTimeout below 30 s (Lambda wants it at least the starter's 30 s timeout), so the
@@ -170,7 +176,10 @@ func TestFailingJobs(t *testing.T) {
 
 func failingJobs(t *testing.T, b backend) {
 	ctx := t.Context()
-	const timeout = 4 // ExecutionTimeoutSeconds: jobs of type slow outlive it
+	// ExecutionTimeoutSeconds: jobs of type slow outlive it; every other job must end well within
+	// it, its 1 s of work and the Release step included, on however busy a machine (a 4 s timeout
+	// around 1 s jobs timed them out on a loaded 2-core machine).
+	const timeout = 20
 	r := newRig(t, rigOptions{backend: b, params: map[string]string{
 		"TypeLimits": "f=2,ok=2,flaky=1,slow=2", "DefaultMaxAttempts": "2", "ExecutionTimeoutSeconds": fmt.Sprint(timeout),
 	}})
@@ -228,8 +237,9 @@ func failingJobs(t *testing.T, b backend) {
 		var got []string
 		for _, x := range out.byJob["slow/"+id] {
 			got = append(got, x.Name+"/"+x.Status)
-			if d := x.WorkEnd.Sub(x.Start); d < timeout*time.Second || d > (timeout+2)*time.Second {
-				t.Errorf("execution %s worked %v, want about its %d s timeout", x.Name, d, timeout)
+			// Cut by the timeout: not before it, and long before its work (3 timeouts) would end.
+			if d := x.WorkEnd.Sub(x.Start); d < timeout*time.Second || d >= 3*timeout*time.Second {
+				t.Errorf("execution %s worked %v, want it stopped by its %d s timeout (its work takes %d s)", x.Name, d, timeout, 3*timeout)
 			}
 		}
 		sort.Strings(got)
@@ -297,7 +307,7 @@ func stoppedExecutions(t *testing.T, o rigOptions) {
 
 	// Stop the first execution that runs in each lane.
 	stopped := map[string]bool{}
-	r.waitFor(ctx, time.Minute, "two executions to stop", func() (bool, string) {
+	r.waitFor(ctx, progressWithin, "two executions to stop", func() (bool, string) {
 		for _, id := range ids {
 			if stopped[id] {
 				continue
@@ -320,7 +330,9 @@ func stoppedExecutions(t *testing.T, o rigOptions) {
 	// Each stopped job: one execution, ABORTED; the lane it held ran a later job soon after.
 	// Status events are looked for every 1 s and the sweep runs every 2 s (leases 2 s old); then the
 	// release and the next start.
-	const freedWithin = 10 * time.Second
+	// The fixed part is those periods; the run's own overrun (how far behind the stack was) is
+	// added, so a busy machine moves the bound with it. A lane never freed fails either way.
+	freedWithin := 10*time.Second + overrun(out.xs, func(x observe.Execution) (int, bool) { return 4, x.Job.Type == "s" })
 	for id := range stopped {
 		xs := out.byJob["s/"+id]
 		if len(xs) != 1 || xs[0].Status != string(sfntypes.ExecutionStatusAborted) {
@@ -379,7 +391,7 @@ func TestDuplicateSubmissions(t *testing.T) {
 	}
 
 	var first observe.Execution
-	r.waitFor(ctx, time.Minute, "the first run of d/dup-a to finish", func() (bool, string) {
+	r.waitFor(ctx, progressWithin, "the first run of d/dup-a to finish", func() (bool, string) {
 		for _, x := range r.collect(ctx) {
 			if x.Job.ID == "dup-a" && x.Status == string(sfntypes.ExecutionStatusSucceeded) {
 				first = x
@@ -499,12 +511,15 @@ func TestStartThrottled(t *testing.T) {
 		// backoff of up to 4 s (its 3rd attempt) when the fault ends; the rest is polling and
 		// scheduling on a loaded 2-core machine. Without the short retry the lane would wait out the
 		// 30 s+ visibility timeout.
-		bound := 2*retry*time.Second + 4*time.Second + 4*time.Second
+		// The fixed part is 2 x START_RETRY_SECONDS and the SDK's backoff; the slack is the run's
+		// own overrun (how far behind the stack was, measured on its 2 s jobs) on top of 4 s.
+		lag := overrun(out.xs, func(observe.Execution) (int, bool) { return 2, true })
+		bound := 2*retry*time.Second + 4*time.Second + 4*time.Second + lag
 		worst, where := laneIdleAfter(out.xs, faultEnd)
-		t.Logf("longest idle lane after the fault ended: %v (%s); bound %v; last job ended %v after the fault",
-			worst.Round(10*time.Millisecond), where, bound, lastWorkEnd(out.xs).Sub(faultEnd).Round(100*time.Millisecond))
+		t.Logf("longest idle lane after the fault ended: %v (%s); bound %v (overrun %v); last job ended %v after the fault",
+			worst.Round(10*time.Millisecond), where, bound, lag.Round(10*time.Millisecond), lastWorkEnd(out.xs).Sub(faultEnd).Round(100*time.Millisecond))
 		if worst > bound {
-			t.Errorf("lane %s sat idle %v with jobs waiting after the fault ended, want at most %v (2 x START_RETRY_SECONDS + SDK retry backoff + slack)", where, worst, bound)
+			t.Errorf("lane %s sat idle %v with jobs waiting after the fault ended, want at most %v (2 x START_RETRY_SECONDS + SDK retry backoff + slack + the run's overrun)", where, worst, bound)
 		}
 	})
 }
@@ -723,7 +738,7 @@ func limitLoweredThenRaised(t *testing.T, strategy string) {
 	}
 	began := time.Now()
 	r.submit(ctx, flaky...)
-	r.waitFor(ctx, time.Minute, "the failing-once jobs to start in lanes 3 and 4", func() (bool, string) {
+	r.waitFor(ctx, progressWithin, "the failing-once jobs to start in lanes 3 and 4", func() (bool, string) {
 		var pending []string
 		for _, j := range flaky {
 			if r.runningJob(ctx, j.Type, j.ID) == "" {
@@ -760,8 +775,14 @@ func limitLoweredThenRaised(t *testing.T, strategy string) {
 	})
 
 	// The limit in force over time. A function acts on a change within the cache age; an execution
-	// started just before runs its full length; the rest is slack for polling.
-	settleLow := lowered.Add(cache*time.Second + seconds*time.Second + 2*time.Second)
+	// started just before runs its full length; the rest is slack for polling, and the run's own
+	// overrun (how far behind the stack was, measured on the v jobs of 2 s), which is also how late
+	// a starter that read the limit just before it changed may still start an execution.
+	lag := overrun(out.xs, func(x observe.Execution) (int, bool) {
+		return seconds, x.Job.Type == "v" && strings.HasPrefix(x.Job.ID, "lim-")
+	})
+	t.Logf("overrun of the stack in this run: %v", lag.Round(10*time.Millisecond))
+	settleLow := lowered.Add(cache*time.Second + seconds*time.Second + 2*time.Second + lag)
 	windows := []struct {
 		name     string
 		from, to time.Time
@@ -782,13 +803,13 @@ func limitLoweredThenRaised(t *testing.T, strategy string) {
 		}
 	}
 	// Independently of the limiter's records: once the lowered limit reached the starter (cache age
-	// plus slack), every execution of v started in lanes 1-2 until the limit was raised.
+	// plus slack plus the run's overrun), every execution of v started in lanes 1-2 until the limit was raised.
 	for _, x := range out.xs {
-		if x.Job.Type == "v" && x.Start.After(lowered.Add(cache*time.Second+1500*time.Millisecond)) && x.Start.Before(raised) && x.Job.Lane > 2 {
+		if x.Job.Type == "v" && x.Start.After(lowered.Add(cache*time.Second+1500*time.Millisecond+lag)) && x.Start.Before(raised) && x.Job.Lane > 2 {
 			t.Errorf("execution %s started in lane %d at %s, after the limit was lowered to 2", x.Name, x.Job.Lane, stamp(x.Start))
 		}
 	}
-	if p, _ := peakIn(out.xs, "v", raised.Add(3*time.Second), out.end, out.end); p <= 2 {
+	if p, _ := peakIn(out.xs, "v", raised.Add(3*time.Second+lag), out.end, out.end); p <= 2 {
 		t.Errorf("type v after raising to 5: peak %d, want more than the lowered 2 (the raise took no effect)", p)
 	}
 	for _, j := range flaky {
@@ -885,7 +906,16 @@ func TestShortJobsAvoidTheBusyLane(t *testing.T) {
 				j := job{Type: "q", ID: fmt.Sprintf("short-%02d", i), Input: work{Seconds: 1}}
 				jobs = append(jobs, j)
 				r.submit(ctx, j)
-				time.Sleep(3 * time.Second) // each short job is done before the next arrives
+				// Each short job is done before the next arrives (waited for, not slept: on a busy
+				// machine a 1 s job can take longer than any fixed pause).
+				r.waitFor(ctx, progressWithin, "short job "+j.ID+" to finish", func() (bool, string) {
+					for _, x := range r.collect(ctx) {
+						if x.Job.ID == j.ID && x.Status == string(sfntypes.ExecutionStatusSucceeded) {
+							return true, ""
+						}
+					}
+					return false, j.ID + " has no SUCCEEDED execution"
+				})
 			}
 			out := r.settle(ctx, settleWithin)
 			r.checkInvariants(ctx, out, nil)
@@ -922,7 +952,7 @@ func (r *rig) startLong(ctx context.Context, typ string, seconds int) job {
 	r.t.Helper()
 	long := job{Type: typ, ID: "long-1", Input: work{Seconds: seconds}}
 	r.submit(ctx, long)
-	r.waitFor(ctx, time.Minute, "the long job to start", func() (bool, string) {
+	r.waitFor(ctx, progressWithin, "the long job to start", func() (bool, string) {
 		return r.runningJob(ctx, long.Type, long.ID) != "", long.ID
 	})
 	return long

@@ -866,6 +866,24 @@ func peakIn(xs []observe.Execution, typ string, from, to, now time.Time) (int, t
 	return p.Max, p.At
 }
 
+// overrun is how far behind this run's stack was, measured on the run itself: the longest time an
+// execution that succeeded worked beyond its seconds of work (its Wait state's overrun and the way
+// into its Release state), over the executions pick selects with the seconds of work each was
+// given. On a quiet machine it is a fraction of a second; on a busy one seconds. Timing bounds
+// that must exist add it to their fixed part, so that they move with the machine, not with a
+// guess of its load.
+func overrun(xs []observe.Execution, pick func(observe.Execution) (seconds int, ok bool)) time.Duration {
+	var worst time.Duration
+	for _, x := range xs {
+		secs, ok := pick(x)
+		if !ok || x.Status != string(sfntypes.ExecutionStatusSucceeded) || x.WorkEnd.IsZero() {
+			continue
+		}
+		worst = max(worst, x.WorkEnd.Sub(x.Start)-time.Duration(secs)*time.Second)
+	}
+	return worst
+}
+
 // waitFor polls cond every pollEvery until it holds, failing the test after within with what cond
 // says is still pending.
 func (r *rig) waitFor(ctx context.Context, within time.Duration, what string, cond func() (bool, string)) {
