@@ -212,13 +212,23 @@ func TestDLQ(t *testing.T) {
 	if !strings.Contains(r.stdout, "the router would refuse them again: 1") {
 		t.Errorf("redrive of a type with no limit:\n%s", r)
 	}
-	r = must(t, local(t, "dlq", "redrive", "--type", ghost, "--dry-run"), exitOK)
-	if !strings.Contains(r.stdout, "would redrive 1") {
-		t.Errorf("redrive --dry-run:\n%s", r)
+	// A dry run applies the same rules: it would not send the ghost's job either.
+	r = must(t, local(t, "dlq", "redrive", "--type", ghost, "--dry-run"), exitError)
+	if !strings.Contains(r.stdout, "would redrive to the general queue: 0") || !strings.Contains(r.stdout, "the router would refuse them again: 1") {
+		t.Errorf("redrive --dry-run of a type with no limit, want 0 to redrive and 1 refused:\n%s", r)
+	}
+	// An unknown reason is a usage error, not an empty list.
+	r = must(t, local(t, "dlq", "list", "--reason", "nonsense"), exitUsage)
+	if !strings.Contains(r.stderr, "nonsense") || !strings.Contains(r.stderr, "attempts_exhausted") {
+		t.Errorf("dlq list --reason nonsense, want the known reasons named:\n%s", r)
 	}
 	// Give it a limit, and the redrive sends it back; it then runs and succeeds.
 	must(t, local(t, "config", "set", ghost, "--limit", "1"), exitOK)
 	waitCache()
+	dry := decode[ops.RedriveResult](t, must(t, local(t, "dlq", "redrive", "--type", ghost, "--dry-run", "--json"), exitOK))
+	if !dry.DryRun || dry.Redriven != 0 || len(dry.WouldRedrive) != 1 || dry.WouldRedrive[0].JobID != "g-1" || len(dry.Refused) != 0 {
+		t.Errorf("redrive --dry-run once the type has a limit = %+v, want g-1 to redrive and nothing moved", dry)
+	}
 	res := decode[ops.RedriveResult](t, must(t, local(t, "dlq", "redrive", "--type", ghost, "--reason", "unknown_type", "--json"), exitOK))
 	if res.Redriven != 1 || len(res.SendFailed)+len(res.DeleteFailed)+len(res.Refused) != 0 {
 		t.Errorf("redrive = %+v, want 1 redriven\n%s", res, local(t, "dlq", "list", "--type", ghost))

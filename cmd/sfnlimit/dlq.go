@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"io"
 	"time"
 
@@ -39,7 +40,7 @@ type dlqFilter struct {
 
 func (f *dlqFilter) register(fs *pflag.FlagSet, maxDefault int, maxHelp string) {
 	fs.StringSliceVar(&f.types, "type", nil, "only dead letters of these types (repeatable, or comma separated)")
-	fs.StringSliceVar(&f.reasons, "reason", nil, "only dead letters with these reasons, e.g. attempts_exhausted, aborted, unknown_type, receive_count_exceeded")
+	fs.StringSliceVar(&f.reasons, "reason", nil, "only dead letters with these reasons: "+strings.Join(ops.Reasons, ", "))
 	fs.StringSliceVar(&f.ids, "id", nil, "only dead letters of these job ids")
 	fs.IntVar(&f.max, "max", maxDefault, maxHelp)
 }
@@ -52,6 +53,9 @@ func (f *dlqFilter) filter() (ops.Filter, error) {
 		if err := ops.ValidateTypeArg(t); err != nil {
 			return ops.Filter{}, err
 		}
+	}
+	if err := ops.ValidateReasons(f.reasons); err != nil {
+		return ops.Filter{}, err
 	}
 	return ops.Filter{Types: f.types, Reasons: f.reasons, IDs: f.ids}, nil
 }
@@ -133,7 +137,8 @@ its send succeeded; one whose send fails stays there, and one sent but not delet
 (redriving it again finds the same executions). Nothing is lost on a partial failure. Dead letters
 whose body the router would refuse again (not JSON, bad type or id, a type with no limit) are left
 and listed, and a job that fails again while the redrive runs is not sent a second time. Exit 1 if
-any matching dead letter was not moved.
+any matching dead letter was not moved. --dry-run makes the same decisions, the router's refusals
+included, and moves nothing (exit 1 if any matching dead letter would not be moved).
 ` + targetHelp,
 		Example: `  sfnlimit dlq redrive --dry-run
   sfnlimit dlq redrive --reason attempts_exhausted --type payments
@@ -150,14 +155,9 @@ any matching dead letter was not moved.
 				return err
 			}
 			out := cmd.OutOrStdout()
-			if dryRun {
-				list, total, err := d.List(ctx, flt, f.max)
-				if err != nil {
-					return s.explain(err)
-				}
-				fmt.Fprintf(out, "dry run: would redrive %d of %d dead letters (less any the router would refuse again):\n", len(list), total)
-				return ops.WriteDeadLetters(out, list, total, time.Now())
-			}
+			// A dry run goes through the same decisions as a redrive (filter, --max, the router's
+			// refusals, once per run) and moves nothing.
+			d.DryRun = dryRun
 			if !skipType {
 				r, _, _, err := s.resolver(ctx)
 				if err != nil {
@@ -178,13 +178,16 @@ any matching dead letter was not moved.
 				return err
 			}
 			if n := len(res.SendFailed) + len(res.DeleteFailed) + len(res.Refused); n > 0 {
+				if dryRun {
+					return fmt.Errorf("dry run: %d matching dead letters would not be moved (see above)", n)
+				}
 				return fmt.Errorf("%d matching dead letters were not moved (see above)", n)
 			}
 			return nil
 		},
 	}
 	f.register(cmd.Flags(), 0, "redrive at most this many (0: all)")
-	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list what would be redriven; move nothing")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "decide as a redrive would (refusals included) and list what it would send; move nothing")
 	cmd.Flags().BoolVar(&skipType, "skip-type-check", false, "redrive jobs even of types with no limit (the router refuses them again)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd

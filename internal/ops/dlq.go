@@ -48,6 +48,9 @@ type DLQ struct {
 	CheckType TypeChecker
 	// Sender adjusts the batch sender of a redrive (tests use it).
 	Sender func(*sqsbatch.Sender)
+	// DryRun makes Redrive decide every dead letter as it would (filter, limit, once per run, the
+	// router's refusals) and move none: those it would send are in RedriveResult.WouldRedrive.
+	DryRun bool
 }
 
 // DeadLetter is one message of the dead-letter queue and what its attributes say.
@@ -228,6 +231,9 @@ func (d DLQ) List(ctx context.Context, f Filter, limit int) (list []DeadLetter, 
 // RedriveResult is what a redrive did.
 type RedriveResult struct {
 	Redriven int `json:"redriven"`
+	// DryRun says nothing was moved: WouldRedrive are the dead letters a redrive would send.
+	DryRun       bool         `json:"dryRun,omitempty"`
+	WouldRedrive []DeadLetter `json:"wouldRedrive,omitempty"`
 	// Skipped counts dead letters that do not match the filter, left where they are.
 	Skipped int `json:"skipped"`
 	// Returned counts dead letters of jobs this redrive already sent back, which failed again while
@@ -271,7 +277,10 @@ func (d DLQ) Redrive(ctx context.Context, f Filter, limit int, progress func(red
 	}
 	seen := map[string]bool{}
 	moved := map[string]bool{} // jobs sent back by this run, by type and id, and by body
-	for (limit == 0 || res.Redriven < limit) && ctx.Err() == nil {
+	res.DryRun = d.DryRun
+	// chosen counts the dead letters sent, or in a dry run those that would be.
+	chosen := func() int { return res.Redriven + len(res.WouldRedrive) }
+	for (limit == 0 || chosen() < limit) && ctx.Err() == nil {
 		got, err := d.receive(ctx)
 		if err != nil {
 			return res, err
@@ -288,7 +297,7 @@ func (d DLQ) Redrive(ctx context.Context, f Filter, limit int, progress func(red
 			seen[m.MessageID] = true
 			fresh++
 			switch {
-			case !f.Match(m) || (limit > 0 && res.Redriven+len(move) >= limit):
+			case !f.Match(m) || (limit > 0 && chosen()+len(move) >= limit):
 				res.Skipped++
 				held.add(m)
 			case moved[jobKey(m)] || moved[bodyKey(m)]:
@@ -311,7 +320,12 @@ func (d DLQ) Redrive(ctx context.Context, f Filter, limit int, progress func(red
 				moved[jobKey(m)], moved[bodyKey(m)] = true, true
 			}
 		}
-		if len(move) > 0 {
+		if len(move) > 0 && d.DryRun {
+			res.WouldRedrive = append(res.WouldRedrive, move...)
+			for _, m := range move {
+				held.add(m)
+			}
+		} else if len(move) > 0 {
 			// A move is finished even if the command is interrupted: send, then delete what was sent.
 			mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 			kept := d.move(mctx, sender, move, &res)
@@ -427,7 +441,18 @@ func WriteDeadLetters(w io.Writer, list []DeadLetter, total int, now time.Time) 
 
 // WriteTable prints a redrive's result for people.
 func (r RedriveResult) WriteTable(w io.Writer) error {
-	fmt.Fprintf(w, "redriven to the general queue: %d; not matching, left: %d\n", r.Redriven, r.Skipped)
+	if r.DryRun {
+		fmt.Fprintf(w, "dry run, nothing moved: would redrive to the general queue: %d; not matching: %d\n", len(r.WouldRedrive), r.Skipped)
+		for _, d := range r.WouldRedrive {
+			reason := d.Reason
+			if reason == "" {
+				reason = ReasonRedrivenBySQS
+			}
+			fmt.Fprintf(w, "  %s (%s/%s): %s\n", d.MessageID, dash(d.Type), dash(d.JobID), reason)
+		}
+	} else {
+		fmt.Fprintf(w, "redriven to the general queue: %d; not matching, left: %d\n", r.Redriven, r.Skipped)
+	}
 	if r.Returned > 0 {
 		fmt.Fprintf(w, "dead-lettered again while the redrive ran, left (each job is redriven once a run): %d\n", r.Returned)
 	}

@@ -267,6 +267,46 @@ func TestDLQRedriveChecksTypes(t *testing.T) {
 	}
 }
 
+// A dry run decides as the redrive would (the router's refusals included) and moves nothing.
+func TestDLQRedriveDryRun(t *testing.T) {
+	t.Parallel()
+	c := sqsClient(t)
+	url, general := queues(t, c)
+	all := seed(t, c, url)
+	d := DLQ{SQS: c, URL: url, General: general, DryRun: true, CheckType: func(_ context.Context, typ string) error {
+		if typ == "reports" {
+			return &job.Error{Reason: job.ReasonUnknownType, Detail: "type reports has no limit"}
+		}
+		return nil
+	}}
+	res, err := d.Redrive(t.Context(), Filter{}, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.DryRun || res.Redriven != 0 || len(res.WouldRedrive) != 12 || len(res.Refused) != 5 {
+		t.Errorf("dry run = %d redriven, %d would be, %d refused; want 0, 12 (payments) and 5 (4 reports, 1 garbage)", res.Redriven, len(res.WouldRedrive), len(res.Refused))
+	}
+	for _, m := range res.WouldRedrive {
+		if m.Type != "payments" {
+			t.Errorf("dry run would redrive %s/%s, which the router refuses", m.Type, m.JobID)
+		}
+	}
+	// With a limit, the dry run stops where the redrive would.
+	res, err = d.Redrive(t.Context(), Filter{Types: []string{"payments"}}, 5, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.WouldRedrive) != 5 {
+		t.Errorf("dry run with --max 5 would redrive %d, want 5", len(res.WouldRedrive))
+	}
+	if got := drain(t, c, general); len(got) != 0 {
+		t.Errorf("general queue after dry runs holds %d, want none", len(got))
+	}
+	if got := drain(t, c, url); !slices.Equal(got, all) {
+		t.Errorf("dead-letter queue after dry runs holds %d, want all %d", len(got), len(all))
+	}
+}
+
 // faulty wraps the SQS client: it fails the sends of some bodies, or every delete, as SQS may.
 type faulty struct {
 	*sqs.Client
