@@ -145,7 +145,7 @@ func Parse(body []byte, defaultID string, submitted time.Time) (Job, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	var s Submission
 	if err := dec.Decode(&s); err != nil {
-		return Job{}, &Error{ReasonNotJSON, "body is not a JSON object: " + err.Error()}
+		return Job{}, &Error{ReasonNotJSON, decodeDetail(err)}
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return Job{}, &Error{ReasonNotJSON, "body has data after its JSON object"}
