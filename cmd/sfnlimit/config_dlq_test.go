@@ -54,7 +54,20 @@ func TestConfig(t *testing.T) {
 	must(t, local(t, "submit", "--type", typ, "--id", "c-1", "--input", `{"seconds":0}`), exitOK)
 	waitJob(t, typ, "c-1", "succeeded")
 
-	res = decode[ops.SetResult](t, must(t, local(t, "config", "reset", typ, "--json"), exitOK))
+	// The type exists only as its override: a reset would dead-letter its queued jobs, so it says
+	// what it can count and asks for --force. A job that holds its lane is counted.
+	must(t, local(t, "submit", "--type", typ, "--id", "c-long", "--input", `{"seconds":600}`), exitOK)
+	waitJob(t, typ, "c-long", "running")
+	r = must(t, local(t, "config", "reset", typ), exitUsage)
+	for _, want := range []string{"exists only as a live override", "unknown_type", "1 of its jobs holds a lane", "SQS cannot count one type's messages", "--force"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("config reset of an override-only type without --force lacks %q:\n%s", want, r)
+		}
+	}
+	if tv := find(decode[ops.ConfigView](t, must(t, local(t, "config", "get", "--json"), exitOK)).Types, typ); tv == nil || tv.Limit != 3 {
+		t.Errorf("config get after a refused reset = %+v, want limit 3 kept", tv)
+	}
+	res = decode[ops.SetResult](t, must(t, local(t, "config", "reset", typ, "--force", "--json"), exitOK))
 	if res.Before.Limit != 3 || res.After.Limit != 0 || res.After.Override != nil || len(res.Warnings) == 0 {
 		t.Errorf("config reset = %+v, want no limit left and a warning", res)
 	}
@@ -147,7 +160,7 @@ func TestConfigStrategy(t *testing.T) {
 	}
 
 	// reset drops the whole override: the deployment's strategy applies again.
-	must(t, local(t, "config", "reset", typ), exitOK)
+	must(t, local(t, "config", "reset", typ, "--force"), exitOK)
 	if tv := get(typ); tv.Strategy != "least-loaded" || tv.StrategySource != "default" || tv.Override != nil || tv.Source != "none" {
 		t.Errorf("%s after reset = %+v, want least-loaded from default and no override", typ, tv)
 	}

@@ -154,14 +154,19 @@ parameter. --strategy is how the router picks a lane for the type's new jobs: ` 
 }
 
 func newConfigReset(tgt *target) *cobra.Command {
-	var asJSON bool
+	var asJSON, force bool
 	cmd := &cobra.Command{
 		Use:   "reset TYPE",
 		Short: "Remove a type's live override, so its defaults apply again",
 		Long: `reset deletes a type's live override. Its defaults apply again within ConfigCacheSeconds; a type
-with no default limit is then refused (unknown_type), unless DefaultLimit gives it one.
+with no default limit is then refused (unknown_type), unless DefaultLimit gives it one: the router
+refuses its new jobs and the starter dead-letters every job of it still queued. Such a reset (a
+type that exists only as its override) says what it can count of the jobs waiting (the leases, the
+lane counts of a least-loaded or first-free type, the queues' approximate depths of every type: SQS
+cannot count one type's messages) and is done only with --force.
 ` + targetHelp,
-		Example:           `  sfnlimit config reset payments`,
+		Example: `  sfnlimit config reset payments
+  sfnlimit config reset llm --force     # llm has no default limit: its queued jobs are dead-lettered`,
 		Args:              usageArgs(cobra.ExactArgs(1)),
 		ValidArgsFunction: completeTypeArg(tgt),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -173,7 +178,12 @@ with no default limit is then refused (unknown_type), unless DefaultLimit gives 
 			if err != nil {
 				return err
 			}
-			res, err := e.Reset(ctx, args[0])
+			if reader, err := s.statusReader(ctx); err == nil {
+				e.Status = reader
+			} else {
+				e.Status = unreadable{err}
+			}
+			res, err := e.Reset(ctx, args[0], force)
 			if err != nil {
 				return s.explain(err)
 			}
@@ -181,6 +191,7 @@ with no default limit is then refused (unknown_type), unless DefaultLimit gives 
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&force, "force", false, "reset a type that exists only as an override, dead-lettering its queued jobs (unknown_type)")
 	return cmd
 }
 
@@ -250,3 +261,8 @@ func completeTypes(tgt *target) cobra.CompletionFunc {
 		return out, cobra.ShellCompDirectiveNoFileComp
 	}
 }
+
+// unreadable is a status that cannot be read, and why.
+type unreadable struct{ err error }
+
+func (u unreadable) Read(context.Context) (ops.Status, error) { return ops.Status{}, u.err }

@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"

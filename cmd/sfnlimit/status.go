@@ -50,27 +50,9 @@ With --watch it refreshes every --interval until interrupted (--json then prints
 			if err != nil {
 				return err
 			}
-			outs, err := s.t.Outputs(ctx, resources.GeneralQueueURL, resources.LanesQueueURL, resources.DeadLetterQueueURL, resources.TableName)
+			reader, err := s.statusReader(ctx)
 			if err != nil {
 				return s.explain(err)
-			}
-			d, _, err := s.t.Defaults(ctx)
-			if err != nil {
-				return s.explain(err)
-			}
-			store := config.NewDynamoStore(s.ddb, outs[resources.TableName])
-			reader := ops.StatusReader{
-				SQS: s.sqs, Leases: lease.NewStore(s.ddb, outs[resources.TableName]),
-				Occupancy: occupancy.NewStore(s.ddb, outs[resources.TableName]),
-				// A fresh resolver each time: status shows the overrides as stored now.
-				Config: func(ctx context.Context) ([]config.TypeConfig, error) {
-					r, err := config.NewResolver(d, store, time.Second)
-					if err != nil {
-						return nil, err
-					}
-					return r.All(ctx)
-				},
-				General: outs[resources.GeneralQueueURL], Lanes: outs[resources.LanesQueueURL], DeadQueue: outs[resources.DeadLetterQueueURL],
 			}
 			out := cmd.OutOrStdout()
 			clear := watch && !asJSON && isTerminal(out)
@@ -117,4 +99,30 @@ With --watch it refreshes every --interval until interrupted (--json then prints
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "refresh until interrupted")
 	cmd.Flags().DurationVar(&interval, "interval", 2*time.Second, "refresh interval of --watch")
 	return cmd
+}
+
+// statusReader reads what the limiter is doing, for status and for what config reset would leave.
+func (s *session) statusReader(ctx context.Context) (ops.StatusReader, error) {
+	outs, err := s.t.Outputs(ctx, resources.GeneralQueueURL, resources.LanesQueueURL, resources.DeadLetterQueueURL, resources.TableName)
+	if err != nil {
+		return ops.StatusReader{}, err
+	}
+	d, _, err := s.t.Defaults(ctx)
+	if err != nil {
+		return ops.StatusReader{}, err
+	}
+	store := config.NewDynamoStore(s.ddb, outs[resources.TableName])
+	return ops.StatusReader{
+		SQS: s.sqs, Leases: lease.NewStore(s.ddb, outs[resources.TableName]),
+		Occupancy: occupancy.NewStore(s.ddb, outs[resources.TableName]),
+		// A fresh resolver each time: status shows the overrides as stored now.
+		Config: func(ctx context.Context) ([]config.TypeConfig, error) {
+			r, err := config.NewResolver(d, store, time.Second)
+			if err != nil {
+				return nil, err
+			}
+			return r.All(ctx)
+		},
+		General: outs[resources.GeneralQueueURL], Lanes: outs[resources.LanesQueueURL], DeadQueue: outs[resources.DeadLetterQueueURL],
+	}, nil
 }

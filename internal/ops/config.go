@@ -41,6 +41,13 @@ type ConfigEditor struct {
 	CacheAge time.Duration
 	// SFN, if not nil, checks that a state machine named by --state-machine exists.
 	SFN describeStateMachineAPI
+	// Status, if not nil, counts what waits of a type a reset would leave without a limit.
+	Status statusReader
+}
+
+// statusReader takes a reading of the limiter (StatusReader).
+type statusReader interface {
+	Read(ctx context.Context) (Status, error)
 }
 
 // TypeView is a type's effective configuration and its live override, if any.
@@ -363,8 +370,11 @@ func (e ConfigEditor) Set(ctx context.Context, c Change) (SetResult, error) {
 	return e.result(ctx, c.Type, before, warnings)
 }
 
-// Reset removes a type's live override, so its defaults apply again.
-func (e ConfigEditor) Reset(ctx context.Context, typ string) (SetResult, error) {
+// Reset removes a type's live override, so its defaults apply again. A type that exists only as
+// its override has no limit afterwards: the router refuses its new jobs and the starter
+// dead-letters every one still queued (unknown_type). Such a reset says what it can count of the
+// jobs waiting and is done only with force.
+func (e ConfigEditor) Reset(ctx context.Context, typ string, force bool) (SetResult, error) {
 	if err := job.ValidateType(typ); err != nil {
 		return SetResult{}, UsageError{err}
 	}
@@ -392,11 +402,56 @@ func (e ConfigEditor) Reset(ctx context.Context, typ string) (SetResult, error) 
 		if err := e.checkSet(ctx, rest); err != nil {
 			return SetResult{}, fmt.Errorf("reset refused: %w", err)
 		}
+		after, err := e.view(ctx, rest)
+		if err != nil {
+			return SetResult{}, err
+		}
+		if after.typeView(typ, e.Defaults, rest).Limit == 0 {
+			waiting := e.waiting(ctx, typ)
+			if !force {
+				return SetResult{}, usagef("type %s exists only as a live override: reset, it has no limit, so the router refuses its new jobs and the starter dead-letters every job of it still queued (unknown_type). %s. Reset it anyway with --force; to run those jobs later, set a limit again and redrive them (sfnlimit dlq redrive --type %s --reason unknown_type)", typ, waiting, typ)
+			}
+			warnings = append(warnings, fmt.Sprintf("type %s has no limit any more: its jobs still queued are dead-lettered (unknown_type); %s", typ, waiting))
+		}
 		if err := e.Store.DeleteOverride(ctx, typ); err != nil {
 			return SetResult{}, err
 		}
 	}
 	return e.result(ctx, typ, before, warnings)
+}
+
+// waiting says, for people, what can be counted of a type's jobs not yet done. Leases count those
+// that hold a lane; the lane counts of a least-loaded or first-free type count its jobs routed and
+// not done; SQS counts only whole queues (ApproximateNumberOfMessages*), not one type's messages,
+// so the queues' figures are given as what they are.
+func (e ConfigEditor) waiting(ctx context.Context, typ string) string {
+	if e.Status == nil {
+		return "The jobs waiting could not be counted (no status reader)"
+	}
+	st, err := e.Status.Read(ctx)
+	if err != nil {
+		return fmt.Sprintf("The jobs waiting could not be counted (%v)", err)
+	}
+	var ts TypeStatus
+	for _, x := range st.Types {
+		if x.Type == typ {
+			ts = x
+		}
+	}
+	holds := "hold a lane"
+	if ts.Running == 1 {
+		holds = "holds a lane"
+	}
+	parts := []string{fmt.Sprintf("Now %d of its jobs %s (leases)", ts.Running, holds)}
+	if ts.LaneCounts != nil {
+		parts = append(parts, fmt.Sprintf("its lanes count %d queued or running (%s lane counts)", ts.LaneCounts.Jobs, ts.Strategy))
+	} else {
+		parts = append(parts, fmt.Sprintf("its queued jobs are not counted (lane strategy %s)", dash(ts.Strategy)))
+	}
+	q := st.Queues
+	parts = append(parts, fmt.Sprintf("the lanes queue holds about %d waiting and %d in flight and the general queue about %d waiting, of every type (SQS cannot count one type's messages)",
+		q.Lanes.Waiting, q.Lanes.InFlight, q.General.Waiting))
+	return strings.Join(parts, "; ")
 }
 
 // checkSet runs a set of overrides through the functions' own checks (config.Resolver): one that

@@ -360,7 +360,7 @@ func TestConfigReset(t *testing.T) {
 	ctx := context.Background()
 	store := newMemStore(config.Override{Type: "payments", Limit: 20, Strategy: "random"}, config.Override{Type: "llm", Limit: 4})
 	e := ConfigEditor{Store: store, Defaults: defaults()}
-	res, err := e.Reset(ctx, "payments")
+	res, err := e.Reset(ctx, "payments", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -370,22 +370,93 @@ func TestConfigReset(t *testing.T) {
 	if res.Before.Strategy != "random" || res.After.Strategy != "least-loaded" || res.After.StrategySource != "default" {
 		t.Errorf("Reset(payments) strategy %s -> %s (%s), want random -> least-loaded (default)", res.Before.Strategy, res.After.Strategy, res.After.StrategySource)
 	}
-	res, err = e.Reset(ctx, "llm")
+	res, err = e.Reset(ctx, "llm", true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.After.Limit != 0 || !strings.Contains(strings.Join(res.Warnings, " "), "unknown_type") {
 		t.Errorf("Reset(llm) = %+v, want no limit and a warning", res)
 	}
-	res, err = e.Reset(ctx, "reports")
+	res, err = e.Reset(ctx, "reports", false)
 	if err != nil || !strings.Contains(strings.Join(res.Warnings, " "), "no live override") {
 		t.Errorf("Reset(reports) = %+v, %v; want a no-op with a note", res, err)
 	}
-	if _, err := e.Reset(ctx, "a-b"); err == nil {
+	if _, err := e.Reset(ctx, "a-b", false); err == nil {
 		t.Error("Reset(a-b) = nil, want invalid_type")
 	}
 	if len(store.items) != 0 {
 		t.Errorf("overrides left: %v", store.items)
+	}
+}
+
+// fakeStatus is a StatusReader's reading.
+type fakeStatus struct {
+	st  Status
+	err error
+}
+
+func (f fakeStatus) Read(context.Context) (Status, error) { return f.st, f.err }
+
+// Resetting a type that exists only as an override makes the limiter refuse every job of it still
+// queued (unknown_type): the reset says what it can count of them and is done only with force.
+func TestConfigResetOverrideOnlyNeedsForce(t *testing.T) {
+	ctx := context.Background()
+	reading := Status{
+		Types: []TypeStatus{
+			{Type: "llm", Limit: 4, Source: "override", Strategy: "least-loaded", Running: 4, LaneCounts: newLaneCounts([]int{50, 49, 49, 48})},
+			{Type: "chat", Limit: 2, Source: "override", Strategy: "random", Running: 1},
+		},
+		Queues: QueueStatus{General: QueueDepth{Waiting: 7}, Lanes: QueueDepth{Waiting: 191, InFlight: 5}},
+	}
+	tests := []struct {
+		name      string
+		typ       string
+		status    statusReader
+		force     bool
+		wantErr   []string // in the refusal; nil: the reset is done
+		wantWarn  string
+		wantStays bool
+	}{
+		{name: "counted lanes", typ: "llm", status: fakeStatus{st: reading},
+			wantErr: []string{"exists only as a live override", "unknown_type", "4 of its jobs hold a lane", "196 queued or running", "191 waiting", "5 in flight", "7 waiting", "cannot count one type's", "--force"}},
+		{name: "random lanes are not counted", typ: "chat", status: fakeStatus{st: reading},
+			wantErr: []string{"1 of its jobs holds a lane", "not counted", "--force"}},
+		{name: "status unreadable", typ: "llm", status: fakeStatus{err: errors.New("table unreachable")},
+			wantErr: []string{"could not be counted", "table unreachable", "--force"}},
+		{name: "no status reader", typ: "llm", wantErr: []string{"could not be counted", "--force"}},
+		{name: "forced", typ: "llm", status: fakeStatus{st: reading}, force: true, wantWarn: "196 queued or running"},
+		{name: "a default remains", typ: "payments", status: fakeStatus{st: reading}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store := newMemStore(config.Override{Type: "llm", Limit: 4}, config.Override{Type: "chat", Limit: 2, Strategy: "random"}, config.Override{Type: "payments", Limit: 9})
+			e := ConfigEditor{Store: store, Defaults: defaults(), Status: tt.status}
+			res, err := e.Reset(ctx, tt.typ, tt.force)
+			if tt.wantErr != nil {
+				var ue UsageError
+				if err == nil || !errors.As(err, &ue) {
+					t.Fatalf("Reset(%s) = %+v, %v; want a refusal that asks for --force", tt.typ, res, err)
+				}
+				for _, w := range tt.wantErr {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("Reset(%s) refusal = %q, want it to say %q", tt.typ, err, w)
+					}
+				}
+				if _, ok := store.items[tt.typ]; !ok || store.writes != 0 {
+					t.Errorf("a refused reset changed the overrides: %v (%d writes)", store.items, store.writes)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Reset(%s) = %v", tt.typ, err)
+			}
+			if _, ok := store.items[tt.typ]; ok {
+				t.Errorf("Reset(%s) left the override", tt.typ)
+			}
+			if tt.wantWarn != "" && !strings.Contains(strings.Join(res.Warnings, " "), tt.wantWarn) {
+				t.Errorf("Reset(%s) warnings = %q, want %q", tt.typ, res.Warnings, tt.wantWarn)
+			}
+		})
 	}
 }
 
