@@ -76,6 +76,10 @@ type Report struct {
 	WorkTransitionsPerJob float64 `json:"workTransitionsPerJob"`
 	// Metrics are the totals the functions published (CloudWatch embedded metric format), per type.
 	Metrics map[string]map[string]float64 `json:"metrics"`
+	// LongestStall is the longest a job waited while its type had a free lane; Trouble says what
+	// went wrong that the outcomes do not show (a stall beyond StallAfter, handler failures).
+	LongestStall Stall    `json:"longestStall"`
+	Trouble      []string `json:"trouble,omitempty"`
 
 	execs []observe.Execution
 	start time.Time
@@ -178,6 +182,11 @@ func buildReport(w Workload, jobs []Job, xs []observe.Execution, dead []DeadLett
 	}
 	r.costs(s, xs, len(jobs), workTransitions)
 	r.Metrics = s.Metrics().Totals()
+	limits := map[string]int{}
+	for _, t := range w.Types {
+		limits[t.Type] = t.Limit
+	}
+	r.trouble(s.LastRuntimeStats(), longestStall(xs, limits))
 	return r
 }
 
@@ -322,7 +331,11 @@ func (r *Report) Print(w io.Writer) {
 	if !r.LimitHeld {
 		verdict = "BROKEN"
 	}
-	fmt.Fprintf(w, "sfnlimit demo (%s lanes): %d jobs in %.1fs; every type's limit %s; %d/%d jobs ended as expected\n\n", r.Strategy, r.Jobs, r.WallSeconds, verdict, r.Verified, r.Jobs)
+	trouble := ""
+	if len(r.Trouble) > 0 {
+		trouble = "; TROUBLE: " + strings.Join(r.Trouble, "; ")
+	}
+	fmt.Fprintf(w, "sfnlimit demo (%s lanes): %d jobs in %.1fs; every type's limit %s; %d/%d jobs ended as expected%s\n\n", r.Strategy, r.Jobs, r.WallSeconds, verdict, r.Verified, r.Jobs, trouble)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "type\tlimit\tpeak running\tjobs\tsucceeded\tretried\tdead-lettered\texecutions\tutilization*\twait p50\twait p99\t")
 	for _, t := range r.Types {
@@ -330,6 +343,9 @@ func (r *Report) Print(w io.Writer) {
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "* share of the type's lanes running while some job of the type waited")
+	if st := r.LongestStall; st.Seconds > 0 {
+		fmt.Fprintf(w, "longest wait of a job while its type had a free lane: %.1fs (%s, %.1fs-%.1fs into the run; over %v is a stall)\n", st.Seconds, st.Type, st.From, st.To, StallAfter)
+	}
 	if len(r.Refused) > 0 {
 		var parts []string
 		for k, v := range r.Refused {

@@ -12,6 +12,7 @@ package esm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -56,6 +57,8 @@ type Poller struct {
 	mu          sync.Mutex
 	invocations int
 	errors      int
+	timeouts    int
+	failedItems int
 	messages    int
 	busy        time.Duration
 	dupRate     float64
@@ -68,7 +71,13 @@ type Poller struct {
 // Stats are counts of what the poller did.
 type Stats struct {
 	Invocations int
-	Errors      int
+	// Errors counts invocations that returned an error (their whole batch stays in flight until
+	// its visibility timeout); Timeouts those of them that ran out of the poller's Timeout.
+	Errors   int
+	Timeouts int
+	// FailedItems counts messages a handler reported as batch item failures (each is received
+	// again after its visibility timeout).
+	FailedItems int
 	Messages    int
 	// Busy is the handlers' total run time.
 	Busy time.Duration
@@ -81,7 +90,7 @@ type Stats struct {
 func (p *Poller) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return Stats{Invocations: p.invocations, Errors: p.errors, Messages: p.messages, Busy: p.busy, Duplicates: p.duplicates}
+	return Stats{Invocations: p.invocations, Errors: p.errors, Timeouts: p.timeouts, FailedItems: p.failedItems, Messages: p.messages, Busy: p.busy, Duplicates: p.duplicates}
 }
 
 // SetDuplicates makes the poller hand a share rate of its batches to the handler a second time: the
@@ -192,6 +201,7 @@ func (p *Poller) handle(ctx context.Context, msgs []types.Message) {
 	began := time.Now()
 	resp, err := p.Handler(ictx, ev)
 	took := time.Since(began)
+	timedOut := errors.Is(ictx.Err(), context.DeadlineExceeded)
 	cancel()
 	p.mu.Lock()
 	p.invocations++
@@ -199,6 +209,11 @@ func (p *Poller) handle(ctx context.Context, msgs []types.Message) {
 	p.busy += took
 	if err != nil {
 		p.errors++
+		if timedOut {
+			p.timeouts++
+		}
+	} else {
+		p.failedItems += len(resp.BatchItemFailures)
 	}
 	p.mu.Unlock()
 	if err != nil {

@@ -461,3 +461,59 @@ func TestDuplicateDelivery(t *testing.T) {
 		})
 	}
 }
+
+// TestStatsCountFailures: a handler that runs out of its Timeout counts as a failed invocation and a
+// timeout; one that reports batch item failures counts those messages.
+func TestStatsCountFailures(t *testing.T) {
+	tests := []struct {
+		name    string
+		handler Handler
+		want    Stats
+	}{
+		{
+			name: "timed out",
+			handler: func(ctx context.Context, _ events.SQSEvent) (events.SQSEventResponse, error) {
+				<-ctx.Done()
+				return events.SQSEventResponse{}, ctx.Err()
+			},
+			want: Stats{Invocations: 1, Errors: 1, Timeouts: 1, Messages: 2},
+		},
+		{
+			name: "failed",
+			handler: func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
+				return events.SQSEventResponse{}, errors.New("boom")
+			},
+			want: Stats{Invocations: 1, Errors: 1, Messages: 2},
+		},
+		{
+			name: "item failures",
+			handler: func(_ context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+				return events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{{ItemIdentifier: ev.Records[0].MessageId}}}, nil
+			},
+			want: Stats{Invocations: 1, FailedItems: 1, Messages: 2},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &fakeSQS{script: []receive{{msgs: messages("t", 2)}}}
+			p := &Poller{Client: f, QueueURL: fakeURL, BatchSize: 10, Concurrency: 1, Timeout: 50 * time.Millisecond, Log: quiet(), Handler: tt.handler}
+			ctx, cancel := context.WithCancel(context.Background())
+			returned := make(chan struct{})
+			go func() {
+				defer close(returned)
+				p.Run(ctx)
+			}()
+			deadline := time.Now().Add(time.Minute)
+			for p.Stats().Invocations == 0 && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			cancel()
+			<-returned
+			got := p.Stats()
+			got.Busy = 0
+			if got != tt.want {
+				t.Errorf("Stats() = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}

@@ -216,6 +216,10 @@ type FunctionStats struct {
 	Busy        time.Duration
 	// Receives counts receives that returned messages (one per invocation of a queue's function).
 	Receives int
+	// Errors counts invocations that failed; Timeouts those of a queue's function that ran out of
+	// its timeout (the batch waits out its visibility timeout); FailedItems the messages a queue's
+	// function reported failed (each received again after its visibility timeout).
+	Errors, Timeouts, FailedItems int
 }
 
 // LastRuntimeStats returns, per function kind, the invocations of the running runtime, or of the
@@ -233,12 +237,13 @@ func (s *Stack) LastRuntimeStats() map[string]FunctionStats {
 	}
 	for kind, p := range rt.Pollers {
 		st := p.Stats()
-		out[kind] = FunctionStats{Invocations: st.Invocations, Busy: st.Busy, Receives: st.Invocations}
+		out[kind] = FunctionStats{Invocations: st.Invocations, Busy: st.Busy, Receives: st.Invocations, Errors: st.Errors, Timeouts: st.Timeouts, FailedItems: st.FailedItems}
 	}
 	for kind, i := range rt.Invokes {
-		n, _, busy := i.Snapshot()
+		n, fails, busy := i.Snapshot()
 		f := out[kind]
 		f.Invocations += n
+		f.Errors += fails
 		f.Busy += busy
 		out[kind] = f
 	}
