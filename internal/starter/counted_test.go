@@ -189,7 +189,7 @@ func TestCountedJobMovesItsCount(t *testing.T) {
 // deleted that job's lease: with HandoverWait the starter waits for the lease to go and starts at
 // once; without it, it backs off for RetryDelay.
 func TestHandoverWaitsForTheReleasesLease(t *testing.T) {
-	for _, wait := range []time.Duration{0, 300 * time.Millisecond} {
+	for _, wait := range []time.Duration{0, 30 * time.Second} { // a long wait ends as soon as the lease goes
 		t.Run(fmt.Sprint("HandoverWait ", wait), func(t *testing.T) {
 			ctx := context.Background()
 			r := newRig(t, nil)
