@@ -194,7 +194,7 @@ type jobState struct {
 func waitJob(t *testing.T, typ, id, want string) jobState {
 	t.Helper()
 	var got jobState
-	eventually(t, 60*time.Second, func() error {
+	eventually(t, 3*time.Minute, func() error { // bounds a stuck job only
 		r := local(t, "job", "show", id, "--type", typ, "--json")
 		if r.code != exitOK {
 			return fmt.Errorf("job show: %s", r)

@@ -240,7 +240,7 @@ func TestStatus(t *testing.T) {
 	typ := newType(t, "st", 2)
 	var in strings.Builder
 	for i := range 4 {
-		fmt.Fprintf(&in, `{"type":%q,"id":"w-%d","input":{"seconds":4}}`+"\n", typ, i)
+		fmt.Fprintf(&in, `{"type":%q,"id":"w-%d","input":{"seconds":10}}`+"\n", typ, i) // both lanes busy for about 20 s: a wide window to see them
 	}
 	must(t, localIn(t, in.String(), "submit", "-"), exitOK)
 
@@ -264,7 +264,7 @@ func TestStatus(t *testing.T) {
 			} `json:"lanes"`
 		} `json:"queues"`
 	}
-	eventually(t, 30*time.Second, func() error {
+	eventually(t, 2*time.Minute, func() error {
 		st := decode[status](t, must(t, local(t, "status", "--json"), exitOK))
 		for _, ts := range st.Types {
 			if ts.Type == "base" && (ts.Limit != 2 || ts.Source != "default") {
@@ -349,7 +349,7 @@ func TestStatusLaneCounts(t *testing.T) {
 	waitCache()
 	var in strings.Builder
 	for i := range 6 {
-		fmt.Fprintf(&in, `{"type":%q,"id":"lc-%d","input":{"seconds":8}}`+"\n", typ, i)
+		fmt.Fprintf(&in, `{"type":%q,"id":"lc-%d","input":{"seconds":20}}`+"\n", typ, i)
 	}
 	fmt.Fprintf(&in, `{"type":%q,"id":"lr-1","input":{"seconds":1}}`+"\n", rnd)
 	must(t, localIn(t, in.String(), "submit", "-"), exitOK)
@@ -365,10 +365,11 @@ func TestStatusLaneCounts(t *testing.T) {
 		}
 		return nil, 0, "", false
 	}
-	// Six 8-second jobs on 3 lanes: all six are counted until the first ones end, 8 s after they
-	// started.
+	// Six 20-second jobs on 3 lanes: all six are counted from when they are routed until the
+	// first ones end, 20 s after they started: a window wide enough for a busy machine's status
+	// calls. The bounds below only bound a stack that stopped.
 	var counts []int
-	eventually(t, 8*time.Second, func() error {
+	eventually(t, 2*time.Minute, func() error {
 		st := decode[laneStatus](t, must(t, local(t, "status", "--json"), exitOK))
 		c, jobs, strategy, ok := find(st, typ)
 		if !ok || strategy != "least-loaded" || len(c) != 3 {
@@ -385,7 +386,7 @@ func TestStatusLaneCounts(t *testing.T) {
 	})
 	// The table shows the same counts, lane 1 first. (They may have moved on since the JSON; read
 	// both once more until they agree.)
-	eventually(t, 5*time.Second, func() error {
+	eventually(t, time.Minute, func() error {
 		r := must(t, local(t, "status"), exitOK)
 		for _, want := range []string{
 			"JOBS PER LANE (queued or running; lane 1 first)",
@@ -410,7 +411,7 @@ func TestStatusLaneCounts(t *testing.T) {
 	for i := range 6 {
 		waitJob(t, typ, fmt.Sprint("lc-", i), "succeeded")
 	}
-	eventually(t, 10*time.Second, func() error {
+	eventually(t, time.Minute, func() error {
 		st := decode[laneStatus](t, must(t, local(t, "status", "--json"), exitOK))
 		if c, jobs, _, _ := find(st, typ); jobs != 0 || len(c) != 3 {
 			return fmt.Errorf("%s: lane counts %v after every job ended, want 0 0 0", typ, c)

@@ -191,7 +191,7 @@ func TestDLQ(t *testing.T) {
 
 	filter := []string{"--type", failing + "," + ghost}
 	var list deadLetters
-	eventually(t, 60*time.Second, func() error {
+	eventually(t, 3*time.Minute, func() error {
 		list = decode[deadLetters](t, must(t, local(t, append([]string{"dlq", "list", "--json"}, filter...)...), exitOK))
 		if len(list.DeadLetters) != 2 {
 			return fmt.Errorf("%d dead letters of %s and %s, want 2", len(list.DeadLetters), failing, ghost)
@@ -254,7 +254,7 @@ func TestDLQ(t *testing.T) {
 	if res.Redriven != 1 {
 		t.Errorf("redrive of %s = %+v, want 1 redriven", failing, res)
 	}
-	eventually(t, 60*time.Second, func() error {
+	eventually(t, 3*time.Minute, func() error {
 		r := must(t, local(t, "job", "show", "d-1", "--type", failing, "--json"), exitOK)
 		j := decode[[]jobState](t, r)[0]
 		if len(j.Executions) != 4 || j.Executions[3].Redrive != 1 || j.State != "dead-lettered" {
@@ -265,7 +265,7 @@ func TestDLQ(t *testing.T) {
 		}
 		return nil
 	})
-	eventually(t, 30*time.Second, func() error {
+	eventually(t, 3*time.Minute, func() error {
 		l := decode[deadLetters](t, must(t, local(t, "dlq", "list", "--json", "--type", failing), exitOK))
 		if len(l.DeadLetters) != 1 || !strings.Contains(l.DeadLetters[0].Body, `"redrive":2`) {
 			return fmt.Errorf("dead letters of %s = %+v, want the one of the redriven run", failing, l.DeadLetters)
