@@ -734,7 +734,7 @@ func limitLoweredThenRaised(t *testing.T, strategy string) {
 	var flaky []job
 	flakyIDs, placed := placeInLanes(t, r, strategy, "v", 4, []int{3, 4}, "flaky")
 	for _, id := range flakyIDs {
-		flaky = append(flaky, job{Type: "v", ID: id, Input: map[string]any{"seconds": 6, "failAttempts": 1}})
+		flaky = append(flaky, job{Type: "v", ID: id, Input: map[string]any{"seconds": 9, "failAttempts": 1}})
 	}
 	began := time.Now()
 	r.submit(ctx, flaky...)
@@ -747,16 +747,31 @@ func limitLoweredThenRaised(t *testing.T, strategy string) {
 		}
 		return len(pending) == 0, strings.Join(pending, ", ")
 	})
+	flakyRunning := time.Now()
 	placed()
 	r.submit(ctx, append(batch("v", 24), batch("w", 6)...)...)
-	time.Sleep(3 * time.Second) // all four lanes busy; the failing-once jobs fail about 3 s from now
+	// All four lanes busy; the limit is lowered 3 s after the failing-once jobs were seen running,
+	// whatever the submission took, so they fail about 6 s after it.
+	time.Sleep(time.Until(flakyRunning.Add(3 * time.Second)))
 	lowered := time.Now()
 	if err := store.SetOverride(ctx, config.Override{Type: "v", Limit: 2}); err != nil {
 		t.Fatalf("SetOverride(v=2) = %v", err)
 	}
 	time.Sleep(3 * time.Second)
 	r.submit(ctx, batch("v", 6)...)
-	time.Sleep(10 * time.Second)
+	// The limit stays lowered at least 10 s, and until both failing-once jobs' retries have
+	// started (waited for, not guessed: on a busy machine a retry can take longer).
+	r.waitFor(ctx, progressWithin, "the failing-once jobs' retries to start", func() (bool, string) {
+		var pending []string
+		xs := r.collect(ctx)
+		for _, j := range flaky {
+			if !slices.ContainsFunc(xs, func(x observe.Execution) bool { return x.Job.ID == j.ID && x.Job.Attempt == 2 }) {
+				pending = append(pending, j.ID)
+			}
+		}
+		return len(pending) == 0, strings.Join(pending, ", ")
+	})
+	time.Sleep(time.Until(lowered.Add(13 * time.Second)))
 	raised := time.Now()
 	if err := store.SetOverride(ctx, config.Override{Type: "v", Limit: 5}); err != nil {
 		t.Fatalf("SetOverride(v=5) = %v", err)
@@ -783,6 +798,13 @@ func limitLoweredThenRaised(t *testing.T, strategy string) {
 	})
 	t.Logf("overrun of the stack in this run: %v", lag.Round(10*time.Millisecond))
 	settleLow := lowered.Add(cache*time.Second + seconds*time.Second + 2*time.Second + lag)
+	// An execution that started before the lowered limit could reach the starter runs its full
+	// length (the failing-once jobs' first attempts, 9 s): the lowered limit holds once they end.
+	for _, x := range out.xs {
+		if x.Job.Type == "v" && x.Start.Before(lowered.Add(cache*time.Second+1500*time.Millisecond+lag)) && x.WorkEnd.After(settleLow) {
+			settleLow = x.WorkEnd
+		}
+	}
 	windows := []struct {
 		name     string
 		from, to time.Time
@@ -898,7 +920,15 @@ func TestShortJobsAvoidTheBusyLane(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()
 			r := newRig(t, rigOptions{backend: moto, params: map[string]string{"TypeLimits": "q=3", "LaneStrategy": strategy}})
-			const longSeconds, shorts = 36, 9
+			// Random lanes ignore the long job: the short jobs arrive every 3 s, all within the long
+			// job's 36 s, and the hash alone puts some behind it. least-loaded and first-free must
+			// send every short job elsewhere: there each short job is waited for before the next
+			// arrives (a pause could be too short for a busy machine and leave two lanes busy),
+			// and the long job holds its lane until they are all done, then is stopped.
+			longSeconds, shorts := 36, 9
+			if strategy != lane.Random {
+				longSeconds = 3600
+			}
 			long := r.startLong(ctx, "q", longSeconds)
 			var jobs []job
 			for i := range shorts {
@@ -906,8 +936,10 @@ func TestShortJobsAvoidTheBusyLane(t *testing.T) {
 				j := job{Type: "q", ID: fmt.Sprintf("short-%02d", i), Input: work{Seconds: 1}}
 				jobs = append(jobs, j)
 				r.submit(ctx, j)
-				// Each short job is done before the next arrives (waited for, not slept: on a busy
-				// machine a 1 s job can take longer than any fixed pause).
+				if strategy == lane.Random {
+					time.Sleep(3 * time.Second)
+					continue
+				}
 				r.waitFor(ctx, progressWithin, "short job "+j.ID+" to finish", func() (bool, string) {
 					for _, x := range r.collect(ctx) {
 						if x.Job.ID == j.ID && x.Status == string(sfntypes.ExecutionStatusSucceeded) {
@@ -916,6 +948,16 @@ func TestShortJobsAvoidTheBusyLane(t *testing.T) {
 					}
 					return false, j.ID + " has no SUCCEEDED execution"
 				})
+			}
+			if strategy != lane.Random {
+				arn := r.runningJob(ctx, "q", long.ID)
+				if arn == "" {
+					t.Fatalf("the long job %s is not running after the short jobs", long.ID)
+				}
+				if _, err := r.c.SFN.StopExecution(ctx, &sfn.StopExecutionInput{ExecutionArn: &arn, Error: aws.String("Operator"), Cause: aws.String("the short jobs are done")}); err != nil {
+					t.Fatalf("StopExecution(%s) = %v", arn, err)
+				}
+				r.expect("q", long.ID, "aborted")
 			}
 			out := r.settle(ctx, settleWithin)
 			r.checkInvariants(ctx, out, nil)
@@ -930,7 +972,8 @@ func TestShortJobsAvoidTheBusyLane(t *testing.T) {
 					t.Errorf("job %s: executions %s, want one", j.ID, names(xs))
 					continue
 				}
-				if xs[0].Job.Lane == lx[0].Job.Lane {
+				// Behind the long job: in its lane, and submitted while it held the lane.
+				if xs[0].Job.Lane == lx[0].Job.Lane && xs[0].Job.SubmittedAt.Before(lx[0].WorkEnd) {
 					behind++
 					t.Logf("%s: job %s ran in the long job's lane %d, starting %v after the long job (which runs %d s)",
 						strategy, j.ID, xs[0].Job.Lane, xs[0].Start.Sub(lx[0].Start).Round(100*time.Millisecond), longSeconds)
@@ -970,13 +1013,45 @@ func TestFirstFreeBurstBesideALongJob(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()
 			r := newRig(t, rigOptions{backend: moto, params: map[string]string{"TypeLimits": "f=2", "LaneStrategy": strategy}})
-			const longSeconds, shorts = 40, 6
+			longSeconds, shorts := 40, 6
+			if strategy == lane.FirstFree {
+				// The long job holds its lane until the whole burst is done, however long the
+				// burst takes on this machine: it is stopped then (and dead-lettered, aborted).
+				// A fixed 40 s could end first on a busy machine, and the burst would then use
+				// its lane rightly.
+				longSeconds = 3600
+			}
 			long := r.startLong(ctx, "f", longSeconds)
 			var jobs []job
 			for i := range shorts {
 				jobs = append(jobs, job{Type: "f", ID: fmt.Sprintf("burst-%02d", i), Input: work{Seconds: 2}})
 			}
 			r.submit(ctx, jobs...)
+			if strategy == lane.FirstFree {
+				r.waitFor(ctx, progressWithin, "the burst to finish beside the long job", func() (bool, string) {
+					done := map[string]bool{}
+					for _, x := range r.collect(ctx) {
+						if x.Status == string(sfntypes.ExecutionStatusSucceeded) {
+							done[x.Job.ID] = true
+						}
+					}
+					var pending []string
+					for _, j := range jobs {
+						if !done[j.ID] {
+							pending = append(pending, j.ID)
+						}
+					}
+					return len(pending) == 0, strings.Join(pending, ", ")
+				})
+				arn := r.runningJob(ctx, "f", long.ID)
+				if arn == "" {
+					t.Fatalf("the long job %s is not running after the burst", long.ID)
+				}
+				if _, err := r.c.SFN.StopExecution(ctx, &sfn.StopExecutionInput{ExecutionArn: &arn, Error: aws.String("Operator"), Cause: aws.String("the burst is done")}); err != nil {
+					t.Fatalf("StopExecution(%s) = %v", arn, err)
+				}
+				r.expect("f", long.ID, "aborted")
+			}
 			out := r.settle(ctx, settleWithin)
 			r.checkInvariants(ctx, out, nil)
 			lx := out.byJob["f/"+long.ID]
