@@ -396,6 +396,10 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(tw, "  total\t\t$%.2f\n", r.TotalPerMillion)
 	tw.Flush()
 	fmt.Fprintf(w, "(the sample work's own %.1f transitions per job are the user's workflow, not the limiter's)\n", r.WorkTransitionsPerJob)
+	if len(r.Trouble) > 0 {
+		// Last as well as first: the line a reader of a scrolled terminal sees.
+		fmt.Fprintf(w, "\nTROUBLE: %s (limiter.log has the handlers' errors)\n", strings.Join(r.Trouble, "; "))
+	}
 }
 
 func (r *Report) write(dir string) error {

@@ -99,6 +99,10 @@ func TestReportSaysTrouble(t *testing.T) {
 			t.Errorf("first line = %q, want it to say %q", first, want)
 		}
 	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if last := lines[len(lines)-1]; !strings.HasPrefix(last, "TROUBLE: ") || !strings.Contains(last, "llm jobs waited 57.0s") {
+		t.Errorf("last line = %q, want the trouble again", last)
+	}
 	if strings.Contains(first, "starter") {
 		t.Errorf("first line = %q: the starter's held messages are not trouble", first)
 	}
