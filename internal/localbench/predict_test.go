@@ -331,6 +331,10 @@ func TestCompare(t *testing.T) {
 			if ok := got.LatencyProblem == ""; ok != tt.wantLatencyOK {
 				t.Errorf("latency problem %q, want one: %v", got.LatencyProblem, !tt.wantLatencyOK)
 			}
+			// MedianLatency is what MaxLatency bounds: over it exactly when the problem names a median.
+			if over, named := got.MedianLatency > got.Config.MaxLatency, strings.Contains(got.LatencyProblem, "median"); over != named || got.MedianLatency <= 0 {
+				t.Errorf("MedianLatency %.3f (MaxLatency %g), latency problem %q: want it over the bound exactly when a median is named", got.MedianLatency, got.Config.MaxLatency, got.LatencyProblem)
+			}
 			off := false
 			for _, r := range got.Rows {
 				off = off || !r.Agree
