@@ -26,7 +26,7 @@ func TestDemoSmallRun(t *testing.T) {
 	}
 	out := t.TempDir()
 	var buf bytes.Buffer
-	rep, err := demo.Run(context.Background(), demo.Options{Workload: w, OutDir: out, Timeout: 4 * time.Minute, Out: &buf})
+	rep, err := demo.Run(context.Background(), demo.Options{Workload: w, OutDir: out, Timeout: 10 * time.Minute, Out: &buf}) // about a minute; the bound is for a stuck run
 	if err != nil {
 		t.Fatalf("demo.Run: %v\n%s", err, buf.String())
 	}
