@@ -181,7 +181,7 @@ func (s *Service) wake(ctx context.Context, log *slog.Logger, typ string) {
 			s.Metrics.Add(typ, metrics.JobsWoken, 1)
 			return
 		}
-		if !isStaleHandle(err) {
+		if !IsStaleHandle(err) {
 			log.WarnContext(ctx, "parked job not woken; it looks again within a minute", "parkedJobId", w.JobID, "error", err)
 			return
 		}
@@ -222,7 +222,7 @@ func (s *Service) releaseLease(ctx context.Context, log *slog.Logger, req Reques
 		}
 		// Ours, re-read after the lease moved under us; or left by a release that stopped before it
 		// finished, which may or may not have sent the dead letter: finish it (at least once).
-		return s.deadLetter(ctx, log, req, l, dead)
+		return s.deadLetter(ctx, log, req, l, dead, "")
 	}
 	maxAttempts := s.Config.MaxAttempts(ctx, req.Key.Type)
 	if req.Outcome == Failed && l.Attempt < maxAttempts {
@@ -241,13 +241,23 @@ func (s *Service) releaseLease(ctx context.Context, log *slog.Logger, req Reques
 	// Attempts exhausted, or aborted. Several releases of one attempt may race (the workflow's step,
 	// the status event, the sweep, the starter): the conditional write elects the one that sends
 	// the dead letter; the others find the new status when they read the lease again.
+	//
+	// The dead letter's body is read first: it comes from the execution's input, and DescribeExecution
+	// may fail (it is eventually consistent, and throttled like any call). Failing before the status
+	// changes leaves the lease as it was, so this release's retry, or any other, goes on at once;
+	// failing after it would leave a dead-lettering lease every other release must leave alone until
+	// DeadLetterTakeover, with the lane held that long.
+	body, err := s.submission(ctx, l)
+	if err != nil {
+		return "", err
+	}
 	next := l
 	next.Status = lease.DeadLettering
 	written, err := s.Leases.Put(ctx, next, &l)
 	if err != nil {
 		return "", err
 	}
-	return s.deadLetter(ctx, log, req, written, dead)
+	return s.deadLetter(ctx, log, req, written, dead, body)
 }
 
 // DeadLetterTakeover is how long a dead-lettering lease belongs to the release that wrote it: the
@@ -263,16 +273,19 @@ func (s *Service) now() time.Time {
 }
 
 // deadLetter sends the dead letter of a lease in status dead-lettering (unless this call sent it
-// already), then deletes the job's message and the lease.
-func (s *Service) deadLetter(ctx context.Context, log *slog.Logger, req Request, l lease.Lease, dead *bool) (Result, error) {
+// already), then deletes the job's message and the lease. body is the dead letter's body when the
+// caller has read it ("": read it here).
+func (s *Service) deadLetter(ctx context.Context, log *slog.Logger, req Request, l lease.Lease, dead *bool, body string) (Result, error) {
 	if !*dead {
 		reason := deadletter.ReasonAttemptsExhausted
 		if req.Outcome == Aborted {
 			reason = ReasonAborted
 		}
-		body, err := s.submission(ctx, l)
-		if err != nil {
-			return "", err
+		if body == "" {
+			var err error
+			if body, err = s.submission(ctx, l); err != nil {
+				return "", err
+			}
 		}
 		if err := s.DLQ.Send(ctx, deadletter.Entry{
 			Reason: reason, Source: "releaser", Type: l.Type, JobID: l.JobID, Attempt: l.Attempt,
@@ -358,7 +371,7 @@ func (s *Service) submission(ctx context.Context, l lease.Lease) (string, error)
 
 func (s *Service) deleteMessage(ctx context.Context, l lease.Lease) error {
 	_, err := s.Queue.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &s.QueueURL, ReceiptHandle: &l.ReceiptHandle})
-	if err != nil && !isStaleHandle(err) {
+	if err != nil && !IsStaleHandle(err) {
 		return fmt.Errorf("delete message of job %s: %w", l.JobID, err)
 	}
 	// A stale handle: either the message is gone or it was received again, in which case the
@@ -373,7 +386,7 @@ func (s *Service) makeVisible(ctx context.Context, l lease.Lease) error {
 	if err == nil {
 		return nil
 	}
-	if isStaleHandle(err) {
+	if IsStaleHandle(err) {
 		// Not in flight with this handle: visible already, or received again (then the lease changed).
 		cur, gerr := s.Leases.Get(ctx, l.Key())
 		if gerr != nil {
@@ -387,8 +400,8 @@ func (s *Service) makeVisible(ctx context.Context, l lease.Lease) error {
 	return fmt.Errorf("make message of job %s visible again: %w", l.JobID, err)
 }
 
-// isStaleHandle reports SQS's answers to a receipt handle that is no longer the message's current one.
-func isStaleHandle(err error) bool {
+// IsStaleHandle reports SQS's answers to a receipt handle that is no longer the message's current one.
+func IsStaleHandle(err error) bool {
 	var ae smithy.APIError
 	if !errors.As(err, &ae) {
 		return false

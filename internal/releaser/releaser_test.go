@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go"
 
@@ -412,4 +414,37 @@ func okSends(ms []fakes.SentMessage) []fakes.SentMessage {
 		}
 	}
 	return out
+}
+
+// DescribeExecution can fail right when the last attempt's release reads the job's input for its
+// dead letter (it is eventually consistent, and throttled like any call). The release fails and is
+// retried; the retry must dead-letter the job at once, not find a dead-lettering lease left by the
+// failed try and leave the lane held until DeadLetterTakeover.
+func TestDeadLetterAfterAFailedInputRead(t *testing.T) {
+	r := newRig(t)
+	r.leases.Set(held("reports", 1, "r-1001", 3, lease.Running))
+	r.sfn.Put(execution("reports", 1, "r-1001", 3, `{"seconds":3}`, "FAILED", "JobFailed", ""))
+	fails := 1
+	r.sfn.OnDescribe = func(arn string) error {
+		if fails > 0 {
+			fails--
+			return &sfntypes.ExecutionDoesNotExist{Message: aws.String("Execution Does Not Exist: '" + arn + "'")}
+		}
+		return nil
+	}
+	ctx := context.Background()
+	give := req("reports", 1, "r-1001", 3, releaser.Failed, "JobFailed", "")
+	if _, err := r.svc.Release(ctx, give); err == nil {
+		t.Fatalf("Release() with the input unreadable = nil error, want one (to be retried)")
+	}
+	got, err := r.svc.Release(ctx, give) // the workflow's Release step retries at once
+	if err != nil || got != releaser.DeadLettered {
+		t.Fatalf("retried Release() = %q, %v; want dead-lettered at once", got, err)
+	}
+	if dead := r.sqs.Sent(dlqURL); len(dead) != 1 || dead[0].Body != `{"type":"reports","id":"r-1001","input":{"seconds":3},"redrive":1}` {
+		t.Errorf("dead letters = %+v, want one with the job's input", dead)
+	}
+	if l, ok := r.leases.Lease(lease.Key{Type: "reports", Lane: 1}); ok {
+		t.Errorf("lane keeps lease %+v, want it free", l)
+	}
 }

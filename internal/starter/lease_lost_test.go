@@ -8,6 +8,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/smithy-go"
 
 	"github.com/sfnlimit/sfnlimit/internal/deadletter"
 	"github.com/sfnlimit/sfnlimit/internal/fakes"
@@ -186,5 +188,38 @@ func TestRetriedStartKeepsTheClaimsStateMachine(t *testing.T) {
 	starts := r.sfn.Starts()
 	if len(starts) != 1 || starts[0].StateMachineArn != before {
 		t.Errorf("starts = %+v, want one on %s (the claim's), not the config's %s", starts, before, smArn)
+	}
+}
+
+// Lambda's event source may hand a batch to the starter twice. A copy that arrives after the job's
+// release deleted its message (or after the message was received again) must not act on the ended
+// attempt: that would count the outcome twice, or, for a failure, write a retrying lease for a message
+// that no longer exists and hold the lane for good.
+func TestStaleDeliveryDoesNotActOnAnEndedAttempt(t *testing.T) {
+	for _, st := range []sfntypes.ExecutionStatus{"SUCCEEDED", "FAILED", "ABORTED"} {
+		t.Run(string(st), func(t *testing.T) {
+			r := newRig(t, nil)
+			r.sfn.Put(startedBy(t, execution("reports", 1, "r-1001", 1, st, "JobFailed", "boom"), "msg-r-1001"))
+			// The message is gone: SQS refuses its receipt handle.
+			r.sqs.OnChangeVisibility = func(in *sqs.ChangeMessageVisibilityInput) error {
+				return &smithy.GenericAPIError{Code: "ReceiptHandleIsInvalid", Message: "The input receipt handle is invalid.", Fault: smithy.FaultClient}
+			}
+			before := len(r.sfn.Executions())
+			if acked := deliver(t, r, 1); !acked {
+				t.Errorf("stale delivery held, want it acknowledged (dropped)")
+			}
+			if l, ok := r.leases.Lease(reports1); ok {
+				t.Errorf("stale delivery left lease %+v, want the lane free", l)
+			}
+			if n := len(r.sfn.Executions()); n != before {
+				t.Errorf("executions %d -> %d, want none started", before, n)
+			}
+			if dead := r.sqs.Sent(dlqURL); len(dead) != 0 {
+				t.Errorf("dead letters = %+v, want none (the job's release already did its part)", dead)
+			}
+			if d := r.sqs.Deletes(); len(d) != 0 {
+				t.Errorf("DeleteMessage calls = %+v, want none", d)
+			}
+		})
 	}
 }

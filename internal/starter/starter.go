@@ -584,6 +584,23 @@ func (s *Starter) redelivered(ctx context.Context, x *msg, l lease.Lease) (verdi
 }
 
 func (s *Starter) releaseEnded(ctx context.Context, x *msg, l lease.Lease, outcome releaser.Outcome, d *sfn.DescribeExecutionOutput) (verdict, error) {
+	current, err := s.holdsMessage(ctx, x)
+	if err != nil {
+		return hold, err
+	}
+	if !current {
+		// A stale delivery: Lambda's event source may hand a batch over twice, and this message was
+		// deleted (its job released) or received again since. Acting on the attempt would count its
+		// outcome twice, or leave a retrying lease for a message that no longer exists, holding the
+		// lane for good. The lease this delivery wrote goes; a current delivery, if there is one,
+		// finds the attempt in Step Functions as it would after any deleted lease.
+		if err := s.Leases.Delete(ctx, l); err != nil && !errors.Is(err, lease.ErrConflict) {
+			return hold, err
+		}
+		x.log.InfoContext(ctx, "stale delivery of a message already released or received again; dropped", "status", d.Status)
+		s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
+		return ack, nil
+	}
 	res, err := s.Releaser.Release(ctx, releaser.Request{
 		Key: l.Key(), JobID: l.JobID, Redrive: l.Redrive, Attempt: l.Attempt, Outcome: outcome,
 		Error: aws.ToString(d.Error), Cause: aws.ToString(d.Cause), Source: "starter",
@@ -828,6 +845,27 @@ func (s *Starter) returnAll(ctx context.Context, ms []events.SQSMessage) {
 				"messageId", m.MessageId, "group", m.Attributes["MessageGroupId"])
 		}
 	}
+}
+
+// releaseGrace is how long, in seconds, a message whose delivery acts on an ended attempt stays
+// invisible while that release runs: the release deletes it or makes it visible at once, and if it
+// stops midway the message comes back after this and the release is tried again.
+const releaseGrace = 60
+
+// holdsMessage reports whether this delivery's receipt handle is still its message's current one:
+// the message was neither deleted nor received again since. SQS refuses ChangeMessageVisibility with
+// any other handle ("The receipt handle has expired", MessageNotInflight).
+func (s *Starter) holdsMessage(ctx context.Context, x *msg) (bool, error) {
+	_, err := s.Queue.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
+		QueueUrl: &s.QueueURL, ReceiptHandle: &x.ReceiptHandle, VisibilityTimeout: releaseGrace,
+	})
+	switch {
+	case err == nil:
+		return true, nil
+	case releaser.IsStaleHandle(err):
+		return false, nil
+	}
+	return false, fmt.Errorf("check that message %s is still this delivery's: %w", x.MessageId, err)
 }
 
 func (s *Starter) setVisibility(ctx context.Context, m events.SQSMessage, seconds int32) {

@@ -112,6 +112,7 @@ func TestHandle(t *testing.T) {
 			},
 			wantExecutions: 1,
 			wantDeleted:    []string{handle("r-1001", 2)},
+			wantVisibility: []visibility{grace(handle("r-1001", 2))},
 		},
 		{
 			name:   "redelivered after its execution failed, attempts left: retrying, visible at once",
@@ -125,7 +126,7 @@ func TestHandle(t *testing.T) {
 			wantLeases: map[lease.Key]wantLease{
 				reports1: {"r-1001", lease.Retrying, 1, handle("r-1001", 2), ""},
 			},
-			wantVisibility: []visibility{{handle("r-1001", 2), 0, 0}},
+			wantVisibility: []visibility{grace(handle("r-1001", 2)), {handle("r-1001", 2), 0, 0}},
 		},
 		{
 			name:   "redelivered after its last attempt failed: dead-lettered and deleted",
@@ -137,6 +138,7 @@ func TestHandle(t *testing.T) {
 			wantExecutions: 1,
 			wantDeleted:    []string{handle("r-1001", 5)},
 			wantDLQ:        []dead{{deadletter.ReasonAttemptsExhausted, "r-1001"}},
+			wantVisibility: []visibility{grace(handle("r-1001", 5))},
 		},
 		{
 			name:   "lease retrying: next delivery starts attempt 2",
@@ -229,6 +231,7 @@ func TestHandle(t *testing.T) {
 			wantStarts:     []string{"reports-r-1001-1"},
 			wantExecutions: 1,
 			wantDeleted:    []string{handle("r-1001", 2)},
+			wantVisibility: []visibility{grace(handle("r-1001", 2))},
 		},
 		{
 			name: "execution name taken by another job: dead-lettered, never dropped",
@@ -403,6 +406,10 @@ func TestHandle(t *testing.T) {
 		})
 	}
 }
+
+// grace is the visibility change with which a delivery checks that it still holds its message before
+// it acts on an attempt that ended.
+func grace(h string) visibility { return visibility{h, 60, 60} }
 
 func withInput(e fakes.Execution, input string) fakes.Execution {
 	var in job.ExecutionInput
