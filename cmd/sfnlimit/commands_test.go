@@ -473,3 +473,12 @@ func (f *frameCounter) Write(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// `local up` with a parameter out of range prints the parameter's error (it used to panic).
+func TestLocalUpReportsAParameterOutOfRange(t *testing.T) {
+	t.Parallel()
+	r := sfnlimitIn(t.Context(), "", "local", "up", "--param", "FifoVisibilityTimeout=1")
+	if r.code == exitOK || !strings.Contains(r.stderr, "FifoVisibilityTimeout") {
+		t.Errorf("sfnlimit local up --param FifoVisibilityTimeout=1:\n%s\nwant a failure naming the parameter", r)
+	}
+}

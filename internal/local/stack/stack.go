@@ -96,49 +96,59 @@ type Stack struct {
 	lastRuntime *Runtime
 }
 
+// emulatorStarted is told of each emulator Start starts (tests check that a failed Start stops them).
+var emulatorStarted = func(*emulator.Process) {}
+
 // Start brings up the emulators and creates the template's resources on them. The runtime (pollers,
 // events) is started separately with StartRuntime, so it can be stopped and restarted on the same
-// state.
-func Start(ctx context.Context, opts Options) (s *Stack, err error) {
+// state. When it fails, whatever it started is stopped.
+func Start(ctx context.Context, opts Options) (*Stack, error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	if opts.Root == "" {
+		var err error
 		if opts.Root, err = emulator.RepoRoot(); err != nil {
 			return nil, err
 		}
 	}
-	s = &Stack{opts: opts, attrs: cfntemplate.Attributes{}, counters: map[string]*callcount.Counter{}, metrics: metrics.NewCollector(), log: opts.Log}
-	defer func() {
-		if err != nil {
-			s.Close()
-		}
-	}()
-	if s.tpl, err = cfntemplate.Load(filepath.Join(opts.Root, "template.yaml")); err != nil {
+	s := &Stack{opts: opts, attrs: cfntemplate.Attributes{}, counters: map[string]*callcount.Counter{}, metrics: metrics.NewCollector(), log: opts.Log}
+	if err := s.start(ctx); err != nil {
+		s.Close()
 		return nil, err
 	}
+	return s, nil
+}
+
+func (s *Stack) start(ctx context.Context) (err error) {
+	opts := s.opts
+	if s.tpl, err = cfntemplate.Load(filepath.Join(opts.Root, "template.yaml")); err != nil {
+		return err
+	}
 	if s.resolver, err = s.tpl.Resolver(cfntemplate.Env{Parameters: opts.Parameters, Attr: s.attrs.Lookup}); err != nil {
-		return nil, err
+		return err
 	}
 
 	if s.gw, err = gateway.New(gateway.Options{Logger: opts.Log}); err != nil {
-		return nil, err
+		return err
 	}
 	if err = s.gw.Start(context.WithoutCancel(ctx), "127.0.0.1:0"); err != nil {
-		return nil, fmt.Errorf("start gateway: %w", err)
+		return fmt.Errorf("start gateway: %w", err)
 	}
 	if s.moto, err = emulator.StartMoto(ctx, emulator.MotoOptions{InterpreterEndpoint: s.gw.URL(), LogWriter: opts.EmulatorLog}); err != nil {
-		return nil, err
+		return err
 	}
+	emulatorStarted(s.moto)
 	if err = s.gw.SetMotoURL(s.moto.Endpoint()); err != nil {
-		return nil, err
+		return err
 	}
 	if opts.Fauxqs {
 		if s.fauxqs, err = emulator.StartFauxqs(ctx, emulator.FauxqsOptions{RepoRoot: opts.Root, LogWriter: opts.EmulatorLog}); err != nil {
-			return nil, err
+			return err
 		}
+		emulatorStarted(s.fauxqs)
 		if err = s.gw.SetSQSURL(s.fauxqs.Endpoint()); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	s.info = Info{Endpoint: s.gw.URL(), Region: Region, Parameters: map[string]string{}}
@@ -146,9 +156,9 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 		s.info.Parameters[k] = v
 	}
 	if err = s.createResources(ctx); err != nil {
-		return nil, err
+		return err
 	}
-	return s, nil
+	return nil
 }
 
 // Info returns the endpoint and outputs.
