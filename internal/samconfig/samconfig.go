@@ -108,3 +108,22 @@ func table(v any) map[string]any {
 	m, _ := v.(map[string]any)
 	return m
 }
+
+// BuildCached reports whether `sam build` runs with cached = true in [env.build.parameters]
+// (falling back to [env.global.parameters]).
+func BuildCached(path, env string) (bool, error) {
+	var doc map[string]any
+	if _, err := toml.DecodeFile(path, &doc); err != nil {
+		return false, fmt.Errorf("read %s: %w", path, err)
+	}
+	for _, cmd := range []string{"build", "global"} {
+		if v, ok := table(table(table(doc[env])[cmd])["parameters"])["cached"]; ok {
+			b, isBool := v.(bool)
+			if !isBool {
+				return false, fmt.Errorf("%s: %s cached is %T, want true or false", path, cmd, v)
+			}
+			return b, nil
+		}
+	}
+	return false, nil
+}
