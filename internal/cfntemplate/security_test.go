@@ -2,8 +2,11 @@ package cfntemplate
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"testing"
+
+	"gopkg.in/yaml.v3"
 )
 
 // Security checks of template.yaml that fail on regression (issue: operate it with confidence).
@@ -163,5 +166,39 @@ func TestAlarmsSayWhatToDo(t *testing.T) {
 		if p["AlarmActions"] == nil || p["OKActions"] == nil {
 			t.Errorf("alarm %s has no AlarmActions/OKActions (AlarmTopicArn)", id)
 		}
+	}
+}
+
+// The queues and the table hold jobs in flight and the lanes' leases: a replacement (a property
+// that needs one) or `sam delete` must not drop them. CloudFormation keeps a resource whose
+// DeletionPolicy (delete) and UpdateReplacePolicy (replacement) are Retain.
+func TestJobStoresAreRetained(t *testing.T) {
+	raw, err := os.ReadFile(templatePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(raw, &root); err != nil {
+		t.Fatal(err)
+	}
+	doc, err := decodeNode(&root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for id, v := range asMap(asMap(doc)["Resources"]) {
+		m := asMap(v)
+		if typ := m["Type"]; typ != TypeQueue && typ != TypeTable {
+			continue
+		}
+		checked++
+		for _, policy := range []string{"DeletionPolicy", "UpdateReplacePolicy"} {
+			if m[policy] != "Retain" {
+				t.Errorf("%s (%s) %s = %v, want Retain", id, m["Type"], policy, m[policy])
+			}
+		}
+	}
+	if checked != 4 {
+		t.Errorf("checked %d queues and tables, want 4 (three queues, one table)", checked)
 	}
 }

@@ -807,3 +807,38 @@ func TestDeadLetterTakeoverIsTheReleasersTimeout(t *testing.T) {
 		}
 	}
 }
+
+// The dashboard's SEARCH expressions name the stack's metric namespace in their metric schema. A
+// namespace with a non-alphanumeric character (a stack named "sfnlimit-prod") must be in double
+// quotes there, or the widget finds nothing (CloudWatch, "CloudWatch search expression syntax").
+func TestDashboardSearchQuotesTheNamespace(t *testing.T) {
+	const stackName = "sfnlimit-prod"
+	tpl := loadApp(t)
+	r, err := tpl.Resolver(Env{StackName: stackName, Attr: ownAttr(tpl)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dash, ok := tpl.byID["Dashboard"]
+	if !ok {
+		t.Fatal("template.yaml has no Dashboard")
+	}
+	body, err := r.Eval(dash.Properties["DashboardBody"])
+	if err != nil {
+		t.Fatalf("resolve DashboardBody: %v", err)
+	}
+	text, _ := body.(string)
+	if !json.Valid([]byte(text)) {
+		t.Fatalf("DashboardBody is not JSON:\n%s", text)
+	}
+	schema := regexp.MustCompile(`SEARCH\('\{([^,}]*)`)
+	found := schema.FindAllStringSubmatch(text, -1)
+	if len(found) == 0 {
+		t.Fatal("the dashboard has no SEARCH expression: the test no longer checks its case")
+	}
+	for _, m := range found {
+		// The body is JSON: a double quote inside its strings is written \".
+		if got := strings.ReplaceAll(m[1], `\"`, `"`); got != `"`+stackName+`"` {
+			t.Errorf("SEARCH metric schema names namespace %s, want %q (quoted)", got, stackName)
+		}
+	}
+}
