@@ -842,3 +842,43 @@ func TestDashboardSearchQuotesTheNamespace(t *testing.T) {
 		}
 	}
 }
+
+// The workflow's ARNs take the stack's partition: arn:aws: would not resolve in aws-cn or
+// aws-us-gov (the Lambda integration there is arn:aws-cn:states:::lambda:invoke).
+func TestSampleDefinitionUsesThePartition(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "statemachine", "sample.asl.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(raw), `"arn:aws:`) {
+		t.Error("sample.asl.json hard-codes the aws partition (arn:aws:)")
+	}
+	tpl := loadApp(t)
+	r, err := tpl.Resolver(Env{StackName: stack, Partition: "aws-us-gov", Attr: ownAttr(tpl)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sm := range tpl.StateMachines() {
+		cfg, err := r.StateMachine(sm)
+		if err != nil {
+			t.Fatalf("StateMachine(%s): %v", sm.LogicalID, err)
+		}
+		var def struct{ States map[string]struct{ Type, Resource string } }
+		if err := json.Unmarshal([]byte(cfg.Definition), &def); err != nil {
+			t.Fatalf("%s definition is not JSON: %v", sm.LogicalID, err)
+		}
+		tasks := 0
+		for name, st := range def.States {
+			if st.Type != "Task" {
+				continue
+			}
+			tasks++
+			if st.Resource != "arn:aws-us-gov:states:::lambda:invoke" {
+				t.Errorf("%s state %s Resource = %q in partition aws-us-gov, want arn:aws-us-gov:states:::lambda:invoke", sm.LogicalID, name, st.Resource)
+			}
+		}
+		if tasks == 0 {
+			t.Errorf("%s has no Task state: the test no longer checks its case", sm.LogicalID)
+		}
+	}
+}
