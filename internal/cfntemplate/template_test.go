@@ -3,6 +3,8 @@ package cfntemplate
 import (
 	"bufio"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
@@ -14,6 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+
+	"github.com/sfnlimit/sfnlimit/internal/app"
 	"github.com/sfnlimit/sfnlimit/internal/lane"
 	"github.com/sfnlimit/sfnlimit/internal/releaser"
 )
@@ -880,5 +886,46 @@ func TestSampleDefinitionUsesThePartition(t *testing.T) {
 		if tasks == 0 {
 			t.Errorf("%s has no Task state: the test no longer checks its case", sm.LogicalID)
 		}
+	}
+}
+
+// Every value the template lets through for a number or a choice reaches the functions as an
+// environment they accept at cold start: each Number parameter at its MinValue and MaxValue, each
+// AllowedValue, with the other parameters at their defaults. (The one relation no constraint can
+// state, DefaultLimit plus the TypeLimits adding up to the FIFO in-flight quota, is checked at cold
+// start and in internal/config; DefaultLimit's maximum is tried without TypeLimits.)
+func TestParameterBoundsPassColdStart(t *testing.T) {
+	clients := app.NewClients(aws.Config{Region: region, Credentials: credentials.NewStaticCredentialsProvider("x", "x", "")})
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	builders := map[string]func(app.Env) error{
+		"RouterFunction":   func(e app.Env) error { _, err := app.Router(e, clients, log); return err },
+		"StarterFunction":  func(e app.Env) error { _, err := app.Starter(e, clients, log); return err },
+		"ReleaserFunction": func(e app.Env) error { _, err := app.Releaser(e, clients, log); return err },
+	}
+	var cases []map[string]string
+	for _, p := range loadApp(t).Parameters() {
+		for _, b := range []*float64{p.MinValue, p.MaxValue} {
+			if b != nil {
+				cases = append(cases, map[string]string{p.Name: strconv.FormatFloat(*b, 'f', -1, 64)})
+			}
+		}
+		for _, v := range p.AllowedValues {
+			cases = append(cases, map[string]string{p.Name: v})
+		}
+	}
+	for _, params := range cases {
+		if _, ok := params["DefaultLimit"]; ok {
+			params["TypeLimits"] = ""
+		}
+		s := newLocalStack(t, params)
+		for id, build := range builders {
+			env := s.fns[id].Environment
+			if err := build(func(k string) string { return env[k] }); err != nil {
+				t.Errorf("%v: %s refuses its environment at cold start: %v", params, id, err)
+			}
+		}
+	}
+	if len(cases) < 10 {
+		t.Errorf("only %d bounds tried: the template lost its constraints?", len(cases))
 	}
 }

@@ -77,30 +77,49 @@ func (o Override) Validate() error {
 	return nil
 }
 
-// ParseLimits reads "payments=50,reports=5" (spaces allowed, empty allowed).
+// MaxTypeAttempts is the most attempts TYPE_MAX_ATTEMPTS may give a type (three digits, as the
+// template's TypeMaxAttempts pattern allows).
+const MaxTypeAttempts = 999
+
+// ParseLimits reads "payments=50,reports=5": type=n pairs separated by commas, nothing else (no
+// spaces, no empty parts, n a whole number from 1 without leading zeros); "" is none. It is the
+// grammar of the template's TypeLimits and TypeMaxAttempts AllowedPatterns, so that a value
+// CloudFormation accepts is one the functions accept at cold start (template_agreement_test.go).
 func ParseLimits(s string) (map[string]int, error) {
 	out := map[string]int{}
+	if s == "" {
+		return out, nil
+	}
 	for _, part := range strings.Split(s, ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
 		k, v, ok := strings.Cut(part, "=")
-		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
 		if !ok {
-			return nil, fmt.Errorf("%q is not type=number", part)
+			return nil, fmt.Errorf("%q is not type=number (pairs separated by commas, no spaces)", part)
 		}
 		if err := job.ValidateType(k); err != nil {
 			return nil, err
 		}
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("type %s: %q must be a whole number of at least 1", k, v)
+		if err != nil || n < 1 || v[0] == '0' || v[0] == '+' {
+			return nil, fmt.Errorf("type %s: %q must be a whole number of at least 1 (no sign, no leading zero)", k, v)
 		}
 		if _, dup := out[k]; dup {
 			return nil, fmt.Errorf("type %s is listed twice", k)
 		}
 		out[k] = n
+	}
+	return out, nil
+}
+
+// ParseMaxAttempts reads TYPE_MAX_ATTEMPTS as ParseLimits does, each at most MaxTypeAttempts.
+func ParseMaxAttempts(s string) (map[string]int, error) {
+	out, err := ParseLimits(s)
+	if err != nil {
+		return nil, err
+	}
+	for k, n := range out {
+		if n > MaxTypeAttempts {
+			return nil, fmt.Errorf("type %s: %d attempts is more than %d", k, n, MaxTypeAttempts)
+		}
 	}
 	return out, nil
 }

@@ -19,7 +19,7 @@ func FromEnv(getenv func(string) string) (Defaults, time.Duration, error) {
 	if err != nil {
 		return Defaults{}, 0, fmt.Errorf("TYPE_LIMITS: %w", err)
 	}
-	attempts, err := ParseLimits(getenv("TYPE_MAX_ATTEMPTS"))
+	attempts, err := ParseMaxAttempts(getenv("TYPE_MAX_ATTEMPTS"))
 	if err != nil {
 		return Defaults{}, 0, fmt.Errorf("TYPE_MAX_ATTEMPTS: %w", err)
 	}
