@@ -869,7 +869,9 @@ func TestSampleDefinitionUsesThePartition(t *testing.T) {
 		if err != nil {
 			t.Fatalf("StateMachine(%s): %v", sm.LogicalID, err)
 		}
-		var def struct{ States map[string]struct{ Type, Resource string } }
+		var def struct {
+			States map[string]struct{ Type, Resource string }
+		}
 		if err := json.Unmarshal([]byte(cfg.Definition), &def); err != nil {
 			t.Fatalf("%s definition is not JSON: %v", sm.LogicalID, err)
 		}
