@@ -931,3 +931,76 @@ func TestParameterBoundsPassColdStart(t *testing.T) {
 		t.Errorf("only %d bounds tried: the template lost its constraints?", len(cases))
 	}
 }
+
+// The outcome of the work survives a failed release: when the Release step (outcome succeeded)
+// fails after its retries (a throttled releaser), its Catch ends the execution SUCCEEDED, which
+// the sweep then releases as a success. Without the Catch the execution ended FAILED and the
+// status event retried or dead-lettered a job whose work had succeeded.
+func TestReleaseFailureKeepsTheSuccess(t *testing.T) {
+	s := newLocalStack(t, nil)
+	var def struct {
+		States map[string]struct {
+			Type  string
+			Next  string
+			End   bool
+			Catch []struct {
+				ErrorEquals []string
+				Next        string
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(s.sms["SampleStateMachine"].Definition), &def); err != nil {
+		t.Fatal(err)
+	}
+	rel, ok := def.States["Release"]
+	if !ok || rel.Type != "Task" {
+		t.Fatalf("no Release Task state: %+v", def.States)
+	}
+	if len(rel.Catch) == 0 {
+		t.Fatal("Release has no Catch: a release that fails after its retries fails the execution of a succeeded job")
+	}
+	last := rel.Catch[len(rel.Catch)-1]
+	if !slices.Equal(last.ErrorEquals, []string{"States.ALL"}) {
+		t.Errorf("Release's last Catch catches %v, want States.ALL", last.ErrorEquals)
+	}
+	if next := def.States[last.Next]; next.Type != "Succeed" {
+		t.Errorf("Release's Catch goes to %s (%s), want a Succeed state", last.Next, next.Type)
+	}
+	// The sweep is what releases such an execution: it must treat SUCCEEDED as a success.
+	if o, closed := releaser.OutcomeOf("SUCCEEDED"); !closed || o != releaser.Succeeded {
+		t.Errorf("releaser.OutcomeOf(SUCCEEDED) = %v, %v; want succeeded, closed", o, closed)
+	}
+}
+
+// The releaser has reserved concurrency, so a burst of other functions in the account cannot starve
+// the releases (a throttled Release step ends in the sweep, minutes later). 0 reserves none: an
+// account must keep 100 unreserved, which a small account's quota cannot.
+func TestReleaserHasReservedConcurrency(t *testing.T) {
+	tpl := loadApp(t)
+	p, ok := tpl.Parameter("ReleaserReservedConcurrency")
+	if !ok {
+		t.Fatal("template.yaml has no ReleaserReservedConcurrency parameter")
+	}
+	for _, tt := range []struct {
+		give string
+		want any
+	}{{p.Default, p.Default}, {"7", "7"}, {"0", nil}} { // nil: AWS::NoValue, the property is dropped
+		r, err := tpl.Resolver(Env{Parameters: map[string]string{"ReleaserReservedConcurrency": tt.give}, Attr: ownAttr(tpl)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := r.Eval(tpl.byID["ReleaserFunction"].Properties["ReservedConcurrentExecutions"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s, isString := got.(string); isString {
+			got = s
+		}
+		if got != tt.want {
+			t.Errorf("ReleaserReservedConcurrency=%s: ReservedConcurrentExecutions = %#v, want %#v", tt.give, got, tt.want)
+		}
+	}
+	if n, _ := strconv.Atoi(p.Default); n < 1 {
+		t.Errorf("ReleaserReservedConcurrency default %q, want a reservation", p.Default)
+	}
+}

@@ -120,7 +120,8 @@ func (h *Handler) statusChange(ctx context.Context, d StatusDetail) (Response, e
 	}
 	// A success normally passed the workflow's own Release step, and this release finds nothing
 	// left to do. When that step failed (its Catch ends the execution in success), this releases
-	// the lane as the success it was.
+	// the lane as the success it was. The template's rule sends no SUCCEEDED events (one per job
+	// would double the releaser's invocations): the sweep releases those lanes.
 	in, err := h.executionInput(ctx, d)
 	if err != nil {
 		return Response{}, err

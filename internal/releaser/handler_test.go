@@ -323,3 +323,32 @@ func TestHandlerSweepDescribeErrorDoesNotStopOthers(t *testing.T) {
 		t.Errorf("lease whose execution could not be described was released, want it kept")
 	}
 }
+
+// The sample's Release step can fail after its retries (a throttled releaser); its Catch ends the
+// execution SUCCEEDED with the lease still held. The sweep must release it as a success: the
+// message and the lease are deleted; the job is neither retried nor dead-lettered, even on its
+// last attempt.
+func TestHandlerSweepReleasesASucceededExecutionAsSuccess(t *testing.T) {
+	for _, attempt := range []int{1, 3} { // reports has 3 attempts: 3 is the last
+		r := newRig(t)
+		l := held("reports", 1, "r-ok", attempt, lease.Running)
+		l.UpdatedAt = t0.Add(-10 * time.Minute)
+		r.leases.Set(l)
+		r.sfn.Put(execution("reports", 1, "r-ok", attempt, `{}`, "SUCCEEDED", "", ""))
+		got, err := r.h.Sweep(context.Background())
+		if err != nil {
+			t.Fatalf("attempt %d: Sweep() error = %v", attempt, err)
+		}
+		if got.Swept != 1 || got.Checked != 1 {
+			t.Errorf("attempt %d: Sweep() = %+v, want 1 checked and swept", attempt, got)
+		}
+		checkLease(t, r.leases, l.Key(), nil)
+		if d := deletedHandles(r.sqs); !equal(d, []string{handle("r-ok", 2)}) {
+			t.Errorf("attempt %d: DeleteMessage handles = %q, want the job's", attempt, d)
+		}
+		if v := visibleHandles(r.sqs); len(v) != 0 {
+			t.Errorf("attempt %d: made visible (retried) %q, want none", attempt, v)
+		}
+		checkDLQ(t, r.sqs, nil)
+	}
+}
