@@ -24,9 +24,12 @@ type LeaseStore struct {
 	BeforePut    func(next lease.Lease, prev *lease.Lease) error
 	BeforeDelete func(prev lease.Lease) error
 	BeforeAll    func() error
+	// BeforeListType runs before ListType, as the other hooks do.
+	BeforeListType func(typ string) error
 
 	mu      sync.Mutex
 	items   map[lease.Key]lease.Lease
+	types   map[string]bool // the type registry: every type that has held a lease (lease.Store.Types)
 	gets    int
 	writes  int
 	deletes int
@@ -34,7 +37,7 @@ type LeaseStore struct {
 
 // NewLeaseStore returns an empty store stamping writes with now (time.Now when nil).
 func NewLeaseStore(now func() time.Time) *LeaseStore {
-	return &LeaseStore{Now: now, items: map[lease.Key]lease.Lease{}}
+	return &LeaseStore{Now: now, items: map[lease.Key]lease.Lease{}, types: map[string]bool{}}
 }
 
 func (s *LeaseStore) now() time.Time {
@@ -82,6 +85,7 @@ func (s *LeaseStore) Put(_ context.Context, next lease.Lease, prev *lease.Lease)
 			return lease.Lease{}, fmt.Errorf("write lease of lane %s: %w", next.Key(), lease.ErrConflict)
 		}
 		next.Version = 1
+		s.types[next.Type] = true
 	} else {
 		if prev.Key() != next.Key() {
 			return lease.Lease{}, fmt.Errorf("lease of lane %s cannot replace lane %s", next.Key(), prev.Key())
@@ -124,8 +128,26 @@ func (s *LeaseStore) All(_ context.Context) ([]lease.Lease, error) {
 	return s.Leases(), nil
 }
 
+// Types returns every type that has held a lease (written by Put or Set), sorted, as
+// lease.Store.Types does.
+func (s *LeaseStore) Types(_ context.Context) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.types))
+	for t := range s.types {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
 // ListType returns the leases of one type in lane order.
 func (s *LeaseStore) ListType(_ context.Context, typ string) ([]lease.Lease, error) {
+	if s.BeforeListType != nil {
+		if err := s.BeforeListType(typ); err != nil {
+			return nil, err
+		}
+	}
 	var out []lease.Lease
 	for _, l := range s.Leases() {
 		if l.Type == typ {
@@ -172,6 +194,7 @@ func (s *LeaseStore) Set(l lease.Lease) lease.Lease {
 		l.UpdatedAt = s.now()
 	}
 	s.items[l.Key()] = l
+	s.types[l.Type] = true
 	return l
 }
 

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -101,6 +102,8 @@ type Store struct {
 	db    dynamoAPI
 	table string
 	now   func() time.Time
+	// registered holds the types this store has written to the type registry (types.go).
+	registered sync.Map
 }
 
 // NewStore returns a lease store on table.
@@ -132,6 +135,10 @@ func (s *Store) Put(ctx context.Context, next Lease, prev *Lease) (Lease, error)
 	next.UpdatedAt = s.now().UTC()
 	in := &dynamodb.PutItemInput{TableName: &s.table}
 	if prev == nil {
+		// A type's first lease is registered before it is written, so the sweep finds it (types.go).
+		if err := s.registerType(ctx, next.Type); err != nil {
+			return Lease{}, err
+		}
 		next.Version = 1
 		in.ConditionExpression = aws.String("attribute_not_exists(pk)")
 	} else {

@@ -56,8 +56,10 @@ type Response struct {
 // status-change events and the sweep schedule.
 type Handler struct {
 	Service *Service
-	Leases  interface {
-		All(ctx context.Context) ([]lease.Lease, error)
+	// Leases is read type by type: the sweep never scans the table (lease.Store.Types).
+	Leases interface {
+		Types(ctx context.Context) ([]string, error)
+		ListType(ctx context.Context, typ string) ([]lease.Lease, error)
 	}
 	// SweepMinAge skips leases changed more recently than this (they are being worked on).
 	SweepMinAge time.Duration
@@ -156,12 +158,11 @@ func (h *Handler) executionInput(ctx context.Context, d StatusDetail) (*job.Exec
 }
 
 // Sweep releases the leases of executions that closed without a release (status events are best
-// effort). It checks running leases older than SweepMinAge, oldest first, at most SweepMaxDescribes.
+// effort, and a workflow whose Release step failed ends SUCCEEDED with its lease held). It checks
+// running leases older than SweepMinAge, oldest first, at most SweepMaxDescribes. A type whose
+// leases cannot be read is reported and the others are swept.
 func (h *Handler) Sweep(ctx context.Context) (Response, error) {
-	all, err := h.Leases.All(ctx)
-	if err != nil {
-		return Response{}, err
-	}
+	all, listErr := h.sweepLeases(ctx)
 	now := time.Now
 	if h.Now != nil {
 		now = h.Now
@@ -206,7 +207,53 @@ func (h *Handler) Sweep(ctx context.Context) (Response, error) {
 	}
 	wg.Wait()
 	h.Log.InfoContext(ctx, "sweep done", "leases", len(all), "checked", len(due), "released", swept)
-	return Response{Swept: swept, Checked: len(due)}, firstErr
+	return Response{Swept: swept, Checked: len(due)}, errors.Join(listErr, firstErr)
+}
+
+// sweepLeases reads the leases of every type that may hold one, a Query per type: the types in the
+// config (TypeLimits and live items) and every type that has ever held a lease (the registry, which
+// keeps a type whose config was removed while its leases live). A Scan would also read the lane
+// counts of every recent job, millions a day, and not finish in the releaser's timeout.
+func (h *Handler) sweepLeases(ctx context.Context) ([]lease.Lease, error) {
+	var errs []error
+	types := map[string]bool{}
+	registered, err := h.Leases.Types(ctx)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("sweep: %w", err))
+	}
+	for _, t := range registered {
+		types[t] = true
+	}
+	if cs, err := h.Service.Config.All(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("sweep: read config: %w", err))
+	} else {
+		for _, c := range cs {
+			types[c.Type] = true
+		}
+	}
+	var (
+		mu  sync.Mutex
+		all []lease.Lease
+		wg  sync.WaitGroup
+		sem = make(chan struct{}, max(h.SweepConcurrency, 1))
+	)
+	for t := range types {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(t string) {
+			defer func() { <-sem; wg.Done() }()
+			ls, err := h.Leases.ListType(ctx, t)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("sweep: %w", err))
+				return
+			}
+			all = append(all, ls...)
+		}(t)
+	}
+	wg.Wait()
+	return all, errors.Join(errs...)
 }
 
 func (h *Handler) sweepOne(ctx context.Context, l lease.Lease) (bool, error) {

@@ -3,6 +3,8 @@ package releaser_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -350,5 +352,70 @@ func TestHandlerSweepReleasesASucceededExecutionAsSuccess(t *testing.T) {
 			t.Errorf("attempt %d: made visible (retried) %q, want none", attempt, v)
 		}
 		checkDLQ(t, r.sqs, nil)
+	}
+}
+
+// The sweep reads leases type by type (a Query each), never by scanning the table: the table also
+// holds a lane-count item per recent job, millions a day, which a scan cannot get through in the
+// releaser's timeout. The types are the configured ones and every type that has held a lease, so
+// a type whose config was removed while its leases live is still swept.
+func TestHandlerSweepQueriesPerTypeWithoutScanning(t *testing.T) {
+	r := newRig(t)
+	r.leases.BeforeAll = func() error {
+		t.Error("the sweep scanned every lease (All)")
+		return errors.New("no scan")
+	}
+	var listed []string
+	var mu sync.Mutex
+	r.leases.BeforeListType = func(typ string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		listed = append(listed, typ)
+		return nil
+	}
+	for _, l := range []lease.Lease{
+		held("reports", 1, "r-1", 1, lease.Running), // configured
+		held("retired", 2, "x-1", 1, lease.Running), // its config was removed; its lease lives on
+	} {
+		l.UpdatedAt = t0.Add(-time.Hour)
+		r.leases.Set(l)
+		r.sfn.Put(execution(l.Type, l.Lane, l.JobID, 1, `{}`, "SUCCEEDED", "", ""))
+	}
+	got, err := r.h.Sweep(context.Background())
+	if err != nil {
+		t.Fatalf("Sweep() error = %v", err)
+	}
+	if got.Swept != 2 || got.Checked != 2 {
+		t.Errorf("Sweep() = %+v, want both leases checked and swept", got)
+	}
+	// reports and payments are configured, retired is in the registry: each read once.
+	if want := []string{"payments", "reports", "retired"}; !equal(sorted(listed), want) {
+		t.Errorf("ListType calls = %q, want %q", sorted(listed), want)
+	}
+}
+
+// A type whose leases cannot be read does not stop the sweep of the others.
+func TestHandlerSweepListErrorDoesNotStopOthers(t *testing.T) {
+	r := newRig(t)
+	r.leases.BeforeListType = func(typ string) error {
+		if typ == "payments" {
+			return fakes.APIError("ProvisionedThroughputExceededException", "slow down")
+		}
+		return nil
+	}
+	for _, l := range []lease.Lease{held("reports", 1, "r-1", 1, lease.Running), held("payments", 1, "p-1", 1, lease.Running)} {
+		l.UpdatedAt = t0.Add(-time.Hour)
+		r.leases.Set(l)
+		r.sfn.Put(execution(l.Type, l.Lane, l.JobID, 1, `{}`, "SUCCEEDED", "", ""))
+	}
+	got, err := r.h.Sweep(context.Background())
+	if err == nil {
+		t.Error("Sweep() error = nil, want the list error reported")
+	}
+	if got.Swept != 1 {
+		t.Errorf("Sweep() = %+v, want the reports lease swept", got)
+	}
+	if _, ok := r.leases.Lease(lease.Key{Type: "reports", Lane: 1}); ok {
+		t.Error("the reports lease was not released")
 	}
 }

@@ -1,0 +1,115 @@
+package lease
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// The type registry: one item per job type that has ever held a lease, written before the type's
+// first lease, so that the sweep can Query each type's leases (ListType) instead of scanning a
+// table that also holds the lane counts of every recent job. A type whose config was removed while
+// its leases live stays in the registry, so its lanes are still swept: never leak a lane.
+//
+// Registry items are never deleted (a process that registered a type does not write it again), so
+// the registry holds every type ever leased: a few items, and one Query each per sweep.
+//
+// Leases written before the registry existed have no item: the first Types call scans the table
+// once, registers the types it finds, then writes typesScanned, after which no call scans again.
+const (
+	typesPK      = "LEASETYPES"
+	typesSKPre   = "TYPE#"
+	typesScanned = "SCANNED" // not TYPE#...: a type cannot be mistaken for it
+)
+
+func typeKey(sk string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		"pk": &types.AttributeValueMemberS{Value: typesPK},
+		"sk": &types.AttributeValueMemberS{Value: sk},
+	}
+}
+
+// registerType writes typ's registry item unless this store has written it already.
+func (s *Store) registerType(ctx context.Context, typ string) error {
+	if _, done := s.registered.Load(typ); done {
+		return nil
+	}
+	if err := s.putRegistry(ctx, typesSKPre+typ, typ); err != nil {
+		return fmt.Errorf("register lease type %s: %w", typ, err)
+	}
+	s.registered.Store(typ, true)
+	return nil
+}
+
+func (s *Store) putRegistry(ctx context.Context, sk, typ string) error {
+	item := typeKey(sk)
+	item["at"] = &types.AttributeValueMemberS{Value: s.now().UTC().Format(time.RFC3339Nano)}
+	if typ != "" {
+		item["type"] = &types.AttributeValueMemberS{Value: typ}
+	}
+	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.table, Item: item})
+	return err
+}
+
+// Types returns every job type that has held a lease in the table (the registry), sorted. The first
+// call on a table without the registry's scanned marker scans the leases once to register the types
+// of leases older than the registry.
+func (s *Store) Types(ctx context.Context) ([]string, error) {
+	out, scanned, err := s.readRegistry(ctx)
+	if err != nil || scanned {
+		return out, err
+	}
+	all, err := s.All(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("register the types of existing leases: %w", err)
+	}
+	seen := map[string]bool{}
+	for _, t := range out {
+		seen[t] = true
+	}
+	for _, l := range all {
+		if seen[l.Type] {
+			continue
+		}
+		if err := s.registerType(ctx, l.Type); err != nil {
+			return nil, err
+		}
+		seen[l.Type] = true
+		out = append(out, l.Type)
+	}
+	if err := s.putRegistry(ctx, typesScanned, ""); err != nil {
+		return nil, fmt.Errorf("mark the lease types registered: %w", err)
+	}
+	return out, nil
+}
+
+func (s *Store) readRegistry(ctx context.Context) (out []string, scanned bool, err error) {
+	p := dynamodb.NewQueryPaginator(s.db, &dynamodb.QueryInput{
+		TableName:                 &s.table,
+		KeyConditionExpression:    aws.String("pk = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: typesPK}},
+		ConsistentRead:            aws.Bool(true),
+	})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, false, fmt.Errorf("read the lease types: %w", err)
+		}
+		for _, it := range page.Items {
+			sk, _ := it["sk"].(*types.AttributeValueMemberS)
+			switch {
+			case sk == nil:
+			case sk.Value == typesScanned:
+				scanned = true
+			case strings.HasPrefix(sk.Value, typesSKPre):
+				out = append(out, strings.TrimPrefix(sk.Value, typesSKPre))
+			}
+		}
+	}
+	return out, scanned, nil
+}

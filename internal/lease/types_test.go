@@ -1,0 +1,119 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sort"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/sfnlimit/sfnlimit/internal/fakes"
+	"github.com/sfnlimit/sfnlimit/internal/lease"
+)
+
+// Every type that got a lease is in the registry, and stays there when its leases are gone: the
+// sweep reads it instead of scanning the table.
+func TestStoreTypesRegistersEveryLeasedType(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db table, name string, s *lease.Store) {
+		ctx := context.Background()
+		var last lease.Lease
+		for _, k := range []lease.Key{{"reports", 1}, {"reports", 2}, {"payments", 1}, {"retired", 3}} {
+			last = mustPut(t, s, sample(k.Type, k.Lane), nil)
+		}
+		if err := s.Delete(ctx, last); err != nil { // retired has no lease left
+			t.Fatal(err)
+		}
+		// A second process (a new store on the same table) sees the same registry.
+		other := lease.NewStore(db, name)
+		for _, st := range []*lease.Store{s, other} {
+			got, err := st.Types(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sort.Strings(got)
+			if want := []string{"payments", "reports", "retired"}; !slices.Equal(got, want) {
+				t.Errorf("Types() = %q, want %q", got, want)
+			}
+		}
+		// The registry is not taken for a lease.
+		all, err := s.All(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(all) != 3 {
+			t.Errorf("All() = %s, want the 3 leases only", keysOf(all))
+		}
+	})
+}
+
+// A lease is never written unless its type is registered.
+func TestStorePutFailsWhenTheTypeCannotBeRegistered(t *testing.T) {
+	db := fakes.NewDynamoDB("leases")
+	s := lease.NewStore(db, "leases")
+	puts := 0
+	db.OnCall = func(op string) error {
+		if op == "PutItem" {
+			puts++
+			if puts == 1 {
+				return errors.New("throttled")
+			}
+		}
+		return nil
+	}
+	if _, err := s.Put(context.Background(), sample("reports", 1), nil); err == nil {
+		t.Fatal("Put() = nil error, want the registration's")
+	}
+	if it := db.Item("LEASE#reports", "LANE#000001"); it != nil {
+		t.Errorf("lease written without its type registered: %v", it)
+	}
+	mustPut(t, s, sample("reports", 1), nil) // the next attempt registers, then writes
+	if got, err := s.Types(context.Background()); err != nil || !slices.Equal(got, []string{"reports"}) {
+		t.Errorf("Types() = %q, %v; want [reports]", got, err)
+	}
+}
+
+// Leases written before the registry existed are found by one scan, on the first Types call; later
+// calls read the registry only.
+func TestStoreTypesScansOnceForLeasesOlderThanTheRegistry(t *testing.T) {
+	db := fakes.NewDynamoDB("leases")
+	db.PageSize = 2
+	ctx := context.Background()
+	for _, typ := range []string{"legacy", "reports"} {
+		if err := db.SetItem(map[string]types.AttributeValue{
+			"pk": &types.AttributeValueMemberS{Value: "LEASE#" + typ}, "sk": &types.AttributeValueMemberS{Value: "LANE#000001"},
+			"type": &types.AttributeValueMemberS{Value: typ}, "lane": &types.AttributeValueMemberN{Value: "1"},
+			"jobId": &types.AttributeValueMemberS{Value: "j-1"}, "version": &types.AttributeValueMemberN{Value: "1"},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scans := 0
+	db.OnCall = func(op string) error {
+		if op == "Scan" {
+			scans++
+		}
+		return nil
+	}
+	afterFirst := 0
+	for i := range 3 {
+		got, err := lease.NewStore(db, "leases").Types(ctx) // each a fresh process
+		if err != nil {
+			t.Fatal(err)
+		}
+		sort.Strings(got)
+		if want := []string{"legacy", "reports"}; !slices.Equal(got, want) {
+			t.Errorf("call %d: Types() = %q, want %q", i+1, got, want)
+		}
+		if i == 0 {
+			afterFirst = scans
+		}
+	}
+	if afterFirst == 0 {
+		t.Error("Types() never scanned: leases older than the registry are not found")
+	}
+	if scans != afterFirst {
+		t.Errorf("Types() scanned again once the registry was complete (%d scans after the first call, %d after three)", afterFirst, scans)
+	}
+}
