@@ -205,7 +205,8 @@ func TestBuildersCheckLimits(t *testing.T) {
 		wantErr    string // substring of the error; "" for success
 	}{
 		{name: "one type", give: map[string]string{"TYPE_LIMITS": "demo=5"}, wantLimits: map[string]int{"demo": 5}},
-		{name: "spaces and several types", give: map[string]string{"TYPE_LIMITS": " payments=50 , reports=5 "}, wantLimits: map[string]int{"payments": 50, "reports": 5}},
+		{name: "several types", give: map[string]string{"TYPE_LIMITS": "payments=50,reports=5"}, wantLimits: map[string]int{"payments": 50, "reports": 5}},
+		{name: "spaces refused, as the template's pattern refuses them", give: map[string]string{"TYPE_LIMITS": " payments=50 , reports=5 "}, wantErr: "TYPE_LIMITS"},
 		{name: "none, fallback only", give: map[string]string{"TYPE_LIMITS": "", "DEFAULT_LIMIT": "3"}, wantLimits: map[string]int{}},
 		{name: "one under the quota", give: map[string]string{"TYPE_LIMITS": "big=119999"}, wantLimits: map[string]int{"big": 119999}},
 		{name: "zero limit", give: map[string]string{"TYPE_LIMITS": "a=0"}, wantErr: "TYPE_LIMITS"},
