@@ -69,7 +69,7 @@ not-started (no lease, no execution: it waits in a queue, was refused, or was ne
 			if err != nil {
 				return s.explain(err)
 			}
-			f := ops.JobFinder{Leases: lease.NewStore(s.ddb, table), SFN: s.sfn, Config: r, Defaults: d}
+			f := ops.JobFinder{Leases: lease.ReadOnly(lease.NewStore(s.ddb, table)), SFN: s.sfn, Config: r, Defaults: d}
 			views, err := f.Show(ctx, typ, args[0])
 			if err != nil && !errors.Is(err, ops.ErrJobNotFound) {
 				return s.explain(err)

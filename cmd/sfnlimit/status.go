@@ -113,7 +113,7 @@ func (s *session) statusReader(ctx context.Context) (ops.StatusReader, error) {
 	}
 	store := config.NewDynamoStore(s.ddb, outs[resources.TableName])
 	return ops.StatusReader{
-		SQS: s.sqs, Leases: lease.NewStore(s.ddb, outs[resources.TableName]),
+		SQS: s.sqs, Leases: lease.ReadOnly(lease.NewStore(s.ddb, outs[resources.TableName])),
 		Occupancy: occupancy.NewStore(s.ddb, outs[resources.TableName]),
 		// A fresh resolver each time: status shows the overrides as stored now.
 		Config: func(ctx context.Context) ([]config.TypeConfig, error) {

@@ -2,8 +2,11 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -112,4 +115,86 @@ func (s *Store) readRegistry(ctx context.Context) (out []string, scanned bool, e
 		}
 	}
 	return out, scanned, nil
+}
+
+// TypeLister reads leases type by type (Store, fakes.LeaseStore).
+type TypeLister interface {
+	Types(ctx context.Context) ([]string, error)
+	ListType(ctx context.Context, typ string) ([]Lease, error)
+}
+
+// ListTypes returns the leases of the types given (those of the config, say) and of every type in
+// the registry: a Query per type, at most concurrency at once, never a Scan. A type that cannot be
+// read is reported in the error and the others are still returned.
+func ListTypes(ctx context.Context, l TypeLister, types []string, concurrency int) ([]Lease, error) {
+	var errs []error
+	want := map[string]bool{}
+	for _, t := range types {
+		want[t] = true
+	}
+	registered, err := l.Types(ctx)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, t := range registered {
+		want[t] = true
+	}
+	var (
+		mu  sync.Mutex
+		out []Lease
+		wg  sync.WaitGroup
+		sem = make(chan struct{}, max(concurrency, 1))
+	)
+	for t := range want {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(t string) {
+			defer func() { <-sem; wg.Done() }()
+			ls, err := l.ListType(ctx, t)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			out = append(out, ls...)
+		}(t)
+	}
+	wg.Wait()
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Type != out[j].Type {
+			return out[i].Type < out[j].Type
+		}
+		return out[i].Lane < out[j].Lane
+	})
+	return out, errors.Join(errs...)
+}
+
+// ReadOnly returns s as a TypeLister that never writes: its Types reads the registry and, while the
+// registry is not complete (no sweep has run since the upgrade), the types of a scan. For the
+// command line, whose reads must not need write permissions.
+func ReadOnly(s *Store) TypeLister { return readOnly{s} }
+
+type readOnly struct{ *Store }
+
+func (r readOnly) Types(ctx context.Context) ([]string, error) {
+	out, scanned, err := r.readRegistry(ctx)
+	if err != nil || scanned {
+		return out, err
+	}
+	all, err := r.All(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read the types of existing leases: %w", err)
+	}
+	seen := map[string]bool{}
+	for _, t := range out {
+		seen[t] = true
+	}
+	for _, l := range all {
+		if !seen[l.Type] {
+			seen[l.Type] = true
+			out = append(out, l.Type)
+		}
+	}
+	return out, nil
 }

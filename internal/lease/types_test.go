@@ -117,3 +117,26 @@ func TestStoreTypesScansOnceForLeasesOlderThanTheRegistry(t *testing.T) {
 		t.Errorf("Types() scanned again once the registry was complete (%d scans after the first call, %d after three)", afterFirst, scans)
 	}
 }
+
+// The command line's view reads the same types without writing the registry.
+func TestReadOnlyTypesDoesNotWrite(t *testing.T) {
+	db := fakes.NewDynamoDB("leases")
+	ctx := context.Background()
+	if err := db.SetItem(map[string]types.AttributeValue{
+		"pk": &types.AttributeValueMemberS{Value: "LEASE#legacy"}, "sk": &types.AttributeValueMemberS{Value: "LANE#000001"},
+		"type": &types.AttributeValueMemberS{Value: "legacy"}, "jobId": &types.AttributeValueMemberS{Value: "j-1"},
+		"version": &types.AttributeValueMemberN{Value: "1"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	db.OnCall = func(op string) error {
+		if op != "Query" && op != "Scan" && op != "GetItem" {
+			t.Errorf("read-only Types called %s", op)
+		}
+		return nil
+	}
+	got, err := lease.ReadOnly(lease.NewStore(db, "leases")).Types(ctx)
+	if err != nil || !slices.Equal(got, []string{"legacy"}) {
+		t.Errorf("Types() = %q, %v; want [legacy]", got, err)
+	}
+}

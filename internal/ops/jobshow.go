@@ -22,11 +22,8 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/lease"
 )
 
-// leaseReader reads leases (lease.Store).
-type leaseReader interface {
-	ListType(ctx context.Context, typ string) ([]lease.Lease, error)
-	All(ctx context.Context) ([]lease.Lease, error)
-}
+// leaseReader reads leases type by type (lease.Store).
+type leaseReader = lease.TypeLister
 
 type describeExecutionAPI interface {
 	DescribeExecution(context.Context, *sfn.DescribeExecutionInput, ...func(*sfn.Options)) (*sfn.DescribeExecutionOutput, error)
@@ -105,11 +102,6 @@ func (f JobFinder) Show(ctx context.Context, typ, id string) ([]JobView, error) 
 	types := []string{typ}
 	var leases []lease.Lease
 	if typ == "" {
-		all, err := f.Leases.All(ctx)
-		if err != nil {
-			return nil, err
-		}
-		leases = all
 		cfgs, err := f.Config.All(ctx)
 		if err != nil {
 			return nil, err
@@ -118,6 +110,11 @@ func (f JobFinder) Show(ctx context.Context, typ, id string) ([]JobView, error) 
 		for _, c := range cfgs {
 			types = append(types, c.Type)
 		}
+		all, err := lease.ListTypes(ctx, f.Leases, types, 8)
+		if err != nil {
+			return nil, err
+		}
+		leases = all
 		for _, l := range all {
 			if !slices.Contains(types, l.Type) {
 				types = append(types, l.Type)

@@ -136,3 +136,21 @@ func TestExecutionArn(t *testing.T) {
 		t.Errorf("stateMachineOf() = %s, want %s", got, sampleArn)
 	}
 }
+
+// Without a type, job show reads leases type by type, never by scanning the table.
+func TestJobShowAnyTypeDoesNotScan(t *testing.T) {
+	f, l := fakes.NewSFN(nil), fakes.NewLeaseStore(nil)
+	l.BeforeAll = func() error { return errors.New("job show scanned the table") }
+	l.Set(lease.Lease{Type: "gone", Lane: 3, JobID: "o-1", Attempt: 1, Status: lease.Running, StartedAt: time.Now()})
+	r, err := config.NewResolver(defaults(), nil, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	views, err := JobFinder{Leases: l, SFN: f, Config: r, Defaults: defaults()}.Show(context.Background(), "", "o-1")
+	if err != nil {
+		t.Fatalf("Show() = %v", err)
+	}
+	if len(views) != 1 || views[0].Type != "gone" {
+		t.Errorf("Show() = %+v, want the job's lease of type gone", views)
+	}
+}

@@ -23,10 +23,9 @@ type queueAttrsAPI interface {
 	GetQueueAttributes(context.Context, *sqs.GetQueueAttributesInput, ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
 }
 
-// leaseLister reads every lease (lease.Store).
-type leaseLister interface {
-	All(ctx context.Context) ([]lease.Lease, error)
-}
+// leaseLister reads leases type by type (lease.Store): never a scan of the table, which also holds
+// a lane-count marker per recent job.
+type leaseLister = lease.TypeLister
 
 // laneCounter reads a type's per-lane job counts (occupancy.Store).
 type laneCounter interface {
@@ -177,7 +176,11 @@ func (r StatusReader) Read(ctx context.Context) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
-	leases, err := r.Leases.All(ctx)
+	types := make([]string, 0, len(cfgs))
+	for _, c := range cfgs {
+		types = append(types, c.Type)
+	}
+	leases, err := lease.ListTypes(ctx, r.Leases, types, 8)
 	if err != nil {
 		return Status{}, err
 	}

@@ -189,3 +189,29 @@ func TestAge(t *testing.T) {
 		}
 	}
 }
+
+// A status reads leases type by type (a Query each, config types and the type registry), never by
+// scanning the table, which holds a lane-count marker per recent job; a type with leases and no
+// config still shows.
+func TestStatusReadsLeasesTypeByType(t *testing.T) {
+	r, err := config.NewResolver(defaults(), nil, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases := fakes.NewLeaseStore(time.Now)
+	leases.BeforeAll = func() error { return errors.New("status scanned the table") }
+	leases.Set(lease.Lease{Type: "gone", Lane: 1, JobID: "g-1", Attempt: 1, Status: lease.Running, StartedAt: time.Now()})
+	st, err := StatusReader{
+		SQS: attrsFunc(func(string) map[string]string { return nil }), Leases: leases, Config: r.All,
+	}.Read(context.Background())
+	if err != nil {
+		t.Fatalf("Read() = %v", err)
+	}
+	found := false
+	for _, ts := range st.Types {
+		found = found || ts.Type == "gone" && ts.Running == 1
+	}
+	if !found {
+		t.Errorf("Read() types = %+v, want the lease of type gone", st.Types)
+	}
+}

@@ -56,11 +56,8 @@ type Response struct {
 // status-change events and the sweep schedule.
 type Handler struct {
 	Service *Service
-	// Leases is read type by type: the sweep never scans the table (lease.Store.Types).
-	Leases interface {
-		Types(ctx context.Context) ([]string, error)
-		ListType(ctx context.Context, typ string) ([]lease.Lease, error)
-	}
+	// Leases is read type by type: the sweep never scans the table (lease.ListTypes).
+	Leases lease.TypeLister
 	// SweepMinAge skips leases changed more recently than this (they are being worked on).
 	SweepMinAge time.Duration
 	// SweepMaxDescribes bounds DescribeExecution calls per sweep (Step Functions' quota is shared).
@@ -215,45 +212,19 @@ func (h *Handler) Sweep(ctx context.Context) (Response, error) {
 // keeps a type whose config was removed while its leases live). A Scan would also read the lane
 // counts of every recent job, millions a day, and not finish in the releaser's timeout.
 func (h *Handler) sweepLeases(ctx context.Context) ([]lease.Lease, error) {
-	var errs []error
-	types := map[string]bool{}
-	registered, err := h.Leases.Types(ctx)
+	var types []string
+	cs, cfgErr := h.Service.Config.All(ctx)
+	for _, c := range cs {
+		types = append(types, c.Type)
+	}
+	all, err := lease.ListTypes(ctx, h.Leases, types, h.SweepConcurrency)
+	if cfgErr != nil {
+		err = errors.Join(fmt.Errorf("read config: %w", cfgErr), err)
+	}
 	if err != nil {
-		errs = append(errs, fmt.Errorf("sweep: %w", err))
+		err = fmt.Errorf("sweep: %w", err)
 	}
-	for _, t := range registered {
-		types[t] = true
-	}
-	if cs, err := h.Service.Config.All(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("sweep: read config: %w", err))
-	} else {
-		for _, c := range cs {
-			types[c.Type] = true
-		}
-	}
-	var (
-		mu  sync.Mutex
-		all []lease.Lease
-		wg  sync.WaitGroup
-		sem = make(chan struct{}, max(h.SweepConcurrency, 1))
-	)
-	for t := range types {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func(t string) {
-			defer func() { <-sem; wg.Done() }()
-			ls, err := h.Leases.ListType(ctx, t)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, fmt.Errorf("sweep: %w", err))
-				return
-			}
-			all = append(all, ls...)
-		}(t)
-	}
-	wg.Wait()
-	return all, errors.Join(errs...)
+	return all, err
 }
 
 func (h *Handler) sweepOne(ctx context.Context, l lease.Lease) (bool, error) {
