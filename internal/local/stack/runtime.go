@@ -83,7 +83,11 @@ func (s *Stack) StartRuntime(ctx context.Context) error {
 			}
 			return cfg.Environment[k]
 		}
-		clients := app.NewClients(s.AWSConfig(s.Counter(kind)))
+		awsCfg := s.AWSConfig(s.Counter(kind))
+		if s.opts.FunctionAWSConfig != nil {
+			s.opts.FunctionAWSConfig(kind, &awsCfg)
+		}
+		clients := app.NewClients(awsCfg)
 		log := s.log.With("function", kind)
 		var sqsHandler esm.Handler
 		var eventHandler eventbus.Target

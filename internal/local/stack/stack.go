@@ -62,6 +62,10 @@ type Options struct {
 	Log *slog.Logger
 	// EmulatorLog receives the emulators' own output; default: discarded.
 	EmulatorLog io.Writer
+	// FunctionAWSConfig, if set, adjusts the SDK configuration each function's handler is built
+	// with ("router", "starter", "releaser"): for example to record its calls (internal/iampolicy)
+	// or to give it its role's credentials.
+	FunctionAWSConfig func(function string, cfg *aws.Config)
 }
 
 // Info is what a client needs to use the stack: the endpoint and the template's Outputs.
