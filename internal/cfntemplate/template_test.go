@@ -60,7 +60,12 @@ type localStack struct {
 
 func newLocalStack(t *testing.T, params map[string]string) *localStack {
 	t.Helper()
-	tpl := loadApp(t)
+	return newLocalStackOf(t, loadApp(t), params)
+}
+
+// newLocalStackOf is newLocalStack for a given template (a mutated copy in a test).
+func newLocalStackOf(t *testing.T, tpl *Template, params map[string]string) *localStack {
+	t.Helper()
 	s := &localStack{tpl: tpl, attrs: Attributes{}, queues: map[string]QueueConfig{}, sms: map[string]StateMachineConfig{}, fns: map[string]FunctionConfig{}}
 	r, err := tpl.Resolver(Env{Parameters: params, StackName: stack, Region: region, AccountID: account, Attr: s.attrs.Lookup})
 	if err != nil {
