@@ -84,6 +84,13 @@ func (s *Stack) StartRuntime(ctx context.Context) error {
 			return cfg.Environment[k]
 		}
 		awsCfg := s.AWSConfig(s.Counter(kind))
+		if !s.opts.SkipIAM {
+			enf, err := s.roleEnforcer(cfg.LogicalID)
+			if err != nil {
+				return fail(fmt.Errorf("IAM check of %s: %w", cfg.LogicalID, err))
+			}
+			awsCfg.APIOptions = append(awsCfg.APIOptions, enf.Option)
+		}
 		if s.opts.FunctionAWSConfig != nil {
 			s.opts.FunctionAWSConfig(kind, &awsCfg)
 		}

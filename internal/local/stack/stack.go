@@ -66,6 +66,10 @@ type Options struct {
 	// with ("router", "starter", "releaser"): for example to record its calls (internal/iampolicy)
 	// or to give it its role's credentials.
 	FunctionAWSConfig func(function string, cfg *aws.Config)
+	// SkipIAM turns off the IAM check of the functions' calls: by default each function's calls are
+	// refused with AccessDeniedException unless its role in template.yaml allows them, as on AWS
+	// (the emulators do not check; docs/emulators.md, "IAM").
+	SkipIAM bool
 }
 
 // Info is what a client needs to use the stack: the endpoint and the template's Outputs.
