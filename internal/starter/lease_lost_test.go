@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go"
@@ -221,5 +222,23 @@ func TestStaleDeliveryDoesNotActOnAnEndedAttempt(t *testing.T) {
 				t.Errorf("DeleteMessage calls = %+v, want none", d)
 			}
 		})
+	}
+}
+
+// The same stale delivery when DescribeExecution also lags (it is eventually consistent): the claim
+// the delivery wrote must not stay behind for a message that no longer exists, holding the lane
+// until the sweep (which would then count the job's success a second time).
+func TestStaleDeliveryLeavesNoClaimWhenDescribeLags(t *testing.T) {
+	r := newRig(t, nil)
+	r.sfn.Put(startedBy(t, execution("reports", 1, "r-1001", 1, "SUCCEEDED", "", ""), "msg-r-1001"))
+	r.sqs.OnChangeVisibility = func(*sqs.ChangeMessageVisibilityInput) error {
+		return &smithy.GenericAPIError{Code: "ReceiptHandleIsInvalid", Message: "The input receipt handle is invalid.", Fault: smithy.FaultClient}
+	}
+	r.sfn.OnDescribe = func(arn string) error {
+		return &sfntypes.ExecutionDoesNotExist{Message: aws.String("Execution Does Not Exist: '" + arn + "'")}
+	}
+	deliver(t, r, 1)
+	if l, ok := r.leases.Lease(reports1); ok {
+		t.Errorf("stale delivery left lease %+v, want the lane free", l)
 	}
 }

@@ -398,6 +398,24 @@ func (s *Starter) start(ctx context.Context, x *msg, cfg config.TypeConfig, clai
 
 // alreadyExists handles a start whose name is taken: our own earlier start, or a duplicate job.
 func (s *Starter) alreadyExists(ctx context.Context, x *msg, claimed lease.Lease, prev *lease.Lease, name string) (verdict, error) {
+	if prev == nil {
+		// The attempt ran, yet no lease held it: a duplicate message, a lease deleted by hand, or a
+		// stale delivery of a message its release already deleted (Lambda may hand a batch over
+		// twice). The last must not keep the claim it just wrote: no later delivery of a deleted
+		// message would ever take it back, and the lane would wait for the sweep.
+		current, err := s.holdsMessage(ctx, x)
+		if err != nil {
+			return hold, err
+		}
+		if !current {
+			if err := s.Leases.Delete(ctx, claimed); err != nil && !errors.Is(err, lease.ErrConflict) {
+				return hold, err
+			}
+			x.log.InfoContext(ctx, "stale delivery of a message already released or received again; dropped", "execution", name)
+			s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
+			return ack, nil
+		}
+	}
 	arn := job.ExecutionArn(claimed.StateMachineArn, name)
 	d, err := s.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: &arn})
 	if err != nil {

@@ -202,6 +202,7 @@ func TestHandle(t *testing.T) {
 			wantLeases: map[lease.Key]wantLease{
 				reports1: {"r-1001", lease.Running, 1, handle("r-1001", 1), execArn("reports", "r-1001", 1)},
 			},
+			wantVisibility: []visibility{grace(handle("r-1001", 1))},
 		},
 		{
 			name:  "execution already exists in another lane: duplicate dropped",
@@ -211,6 +212,7 @@ func TestHandle(t *testing.T) {
 			},
 			wantStarts:     []string{"reports-r-1001-1"},
 			wantExecutions: 1,
+			wantVisibility: []visibility{grace(handle("r-1001", 1))},
 		},
 		{
 			name:  "execution already exists and closed, no earlier claim: duplicate dropped",
@@ -220,6 +222,7 @@ func TestHandle(t *testing.T) {
 			},
 			wantStarts:     []string{"reports-r-1001-1"},
 			wantExecutions: 1,
+			wantVisibility: []visibility{grace(handle("r-1001", 1))},
 		},
 		{
 			name:   "execution already exists and closed after this lane's unconfirmed claim: released",
@@ -245,6 +248,7 @@ func TestHandle(t *testing.T) {
 			wantStarts:     []string{"reports-r-1001-1"},
 			wantExecutions: 1,
 			wantDLQ:        []dead{{starter.ReasonNameTaken, "r-1001"}},
+			wantVisibility: []visibility{grace(handle("r-1001", 1))},
 		},
 		{
 			name: "unknown type: dead-lettered",
