@@ -408,12 +408,7 @@ func (s *Starter) alreadyExists(ctx context.Context, x *msg, claimed lease.Lease
 			return hold, err
 		}
 		if !current {
-			if err := s.Leases.Delete(ctx, claimed); err != nil && !errors.Is(err, lease.ErrConflict) {
-				return hold, err
-			}
-			x.log.InfoContext(ctx, "stale delivery of a message already released or received again; dropped", "execution", name)
-			s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
-			return ack, nil
+			return s.dropStale(ctx, x, claimed)
 		}
 	}
 	arn := job.ExecutionArn(claimed.StateMachineArn, name)
@@ -607,17 +602,9 @@ func (s *Starter) releaseEnded(ctx context.Context, x *msg, l lease.Lease, outco
 		return hold, err
 	}
 	if !current {
-		// A stale delivery: Lambda's event source may hand a batch over twice, and this message was
-		// deleted (its job released) or received again since. Acting on the attempt would count its
-		// outcome twice, or leave a retrying lease for a message that no longer exists, holding the
-		// lane for good. The lease this delivery wrote goes; a current delivery, if there is one,
-		// finds the attempt in Step Functions as it would after any deleted lease.
-		if err := s.Leases.Delete(ctx, l); err != nil && !errors.Is(err, lease.ErrConflict) {
-			return hold, err
-		}
-		x.log.InfoContext(ctx, "stale delivery of a message already released or received again; dropped", "status", d.Status)
-		s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
-		return ack, nil
+		// Acting on the attempt would count its outcome twice, or leave a retrying lease for a
+		// message that no longer exists, holding the lane for good.
+		return s.dropStale(ctx, x, l)
 	}
 	res, err := s.Releaser.Release(ctx, releaser.Request{
 		Key: l.Key(), JobID: l.JobID, Redrive: l.Redrive, Attempt: l.Attempt, Outcome: outcome,
@@ -863,6 +850,19 @@ func (s *Starter) returnAll(ctx context.Context, ms []events.SQSMessage) {
 				"messageId", m.MessageId, "group", m.Attributes["MessageGroupId"])
 		}
 	}
+}
+
+// dropStale drops a stale delivery: Lambda's event source may hand a batch over twice, and this
+// message was deleted (its job released) or received again since. The lease this delivery wrote goes
+// (unless changed since); a current delivery, if there is one, finds the attempt in Step Functions as
+// it would after any deleted lease.
+func (s *Starter) dropStale(ctx context.Context, x *msg, written lease.Lease) (verdict, error) {
+	if err := s.Leases.Delete(ctx, written); err != nil && !errors.Is(err, lease.ErrConflict) {
+		return hold, err
+	}
+	x.log.InfoContext(ctx, "stale delivery of a message already released or received again; dropped", "attempt", written.Attempt)
+	s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
+	return ack, nil
 }
 
 // releaseGrace is how long, in seconds, a message whose delivery acts on an ended attempt stays
