@@ -206,8 +206,10 @@ func TestStaleDeliveryDoesNotActOnAnEndedAttempt(t *testing.T) {
 				return &smithy.GenericAPIError{Code: "ReceiptHandleIsInvalid", Message: "The input receipt handle is invalid.", Fault: smithy.FaultClient}
 			}
 			before := len(r.sfn.Executions())
-			if acked := deliver(t, r, 1); !acked {
-				t.Errorf("stale delivery held, want it acknowledged (dropped)")
+			// Held, not acknowledged: SQS's refusal cannot tell a deleted message from one whose
+			// visibility ran out (TestDeliveryWhoseMessageWentVisibleIsNotAcknowledged).
+			if acked := deliver(t, r, 1); acked {
+				t.Errorf("stale delivery acknowledged, want it held")
 			}
 			if l, ok := r.leases.Lease(reports1); ok {
 				t.Errorf("stale delivery left lease %+v, want the lane free", l)
@@ -240,5 +242,37 @@ func TestStaleDeliveryLeavesNoClaimWhenDescribeLags(t *testing.T) {
 	deliver(t, r, 1)
 	if l, ok := r.leases.Lease(reports1); ok {
 		t.Errorf("stale delivery left lease %+v, want the lane free", l)
+	}
+}
+
+// SQS answers MessageNotInflight also for a message that is not gone: its visibility timeout ran out
+// during this invocation (FifoVisibilityTimeout may be as short as the starter's timeout), and no
+// receive has taken it again. Such a delivery must not be acknowledged: Lambda's event source would
+// delete the message with its receipt handle, still the latest, and the failed attempt would be
+// neither retried nor dead-lettered. Held, the message is received again and goes on.
+func TestDeliveryWhoseMessageWentVisibleIsNotAcknowledged(t *testing.T) {
+	r := newRig(t, nil)
+	r.sfn.Put(startedBy(t, execution("reports", 1, "r-1001", 1, "FAILED", "JobFailed", "boom"), "msg-r-1001"))
+	r.leases.Set(leaseOf("reports", 1, "r-1001", 1, lease.Running, 1))
+	// Receive 2's handle is the message's latest, but the message is visible again, not in flight.
+	r.sqs.OnChangeVisibility = func(in *sqs.ChangeMessageVisibilityInput) error {
+		if aws.ToString(in.ReceiptHandle) == handle("r-1001", 2) {
+			return &smithy.GenericAPIError{Code: "AWS.SimpleQueueService.MessageNotInflight", Message: "The message referred to isn't in flight.", Fault: smithy.FaultClient}
+		}
+		return nil
+	}
+	if acked := deliver(t, r, 2); acked {
+		t.Fatalf("delivery acknowledged: the event source would delete a message whose failed attempt was never acted on")
+	}
+	if dead := r.sqs.Sent(dlqURL); len(dead) != 0 {
+		t.Errorf("dead letters = %+v, want none yet", dead)
+	}
+	// The message's next receive goes on from the failed attempt: it is retried.
+	if acked := deliver(t, r, 3); acked {
+		t.Errorf("receive 3 acknowledged, want it held for its retry")
+	}
+	l, ok := r.leases.Lease(reports1)
+	if !ok || l.Status != lease.Retrying || l.Attempt != 1 {
+		t.Errorf("lease after receive 3 = %+v (found %v), want attempt 1 retrying", l, ok)
 	}
 }

@@ -853,16 +853,18 @@ func (s *Starter) returnAll(ctx context.Context, ms []events.SQSMessage) {
 }
 
 // dropStale drops a stale delivery: Lambda's event source may hand a batch over twice, and this
-// message was deleted (its job released) or received again since. The lease this delivery wrote goes
-// (unless changed since); a current delivery, if there is one, finds the attempt in Step Functions as
-// it would after any deleted lease.
+// message was deleted (its job released) or received again since, or it is visible again. The lease
+// this delivery wrote goes (unless changed since); a current delivery, if there is one, finds the
+// attempt in Step Functions as it would after any deleted lease. The delivery is held, never
+// acknowledged (see holdsMessage): a deleted message stays deleted, one still in the queue is
+// received again and goes on.
 func (s *Starter) dropStale(ctx context.Context, x *msg, written lease.Lease) (verdict, error) {
 	if err := s.Leases.Delete(ctx, written); err != nil && !errors.Is(err, lease.ErrConflict) {
 		return hold, err
 	}
-	x.log.InfoContext(ctx, "stale delivery of a message already released or received again; dropped", "attempt", written.Attempt)
+	x.log.InfoContext(ctx, "stale delivery of a message already released, received again or visible again; dropped", "attempt", written.Attempt)
 	s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
-	return ack, nil
+	return hold, nil
 }
 
 // releaseGrace is how long, in seconds, a message whose delivery acts on an ended attempt stays
@@ -873,6 +875,13 @@ const releaseGrace = 60
 // holdsMessage reports whether this delivery's receipt handle is still its message's current one:
 // the message was neither deleted nor received again since. SQS refuses ChangeMessageVisibility with
 // any other handle ("The receipt handle has expired", MessageNotInflight).
+//
+// A refusal does not say the message is gone: MessageNotInflight also answers a message whose
+// visibility timeout ran out during this invocation and that no receive has taken yet ("the
+// specified message isn't in flight", SQS API reference, ChangeMessageVisibility; FifoVisibilityTimeout
+// may be as short as the starter's timeout). Its handle is then still the latest, so a delivery
+// that does not hold its message is never acknowledged: Lambda's event source would delete the
+// message with it, and a failed attempt would be neither retried nor dead-lettered.
 func (s *Starter) holdsMessage(ctx context.Context, x *msg) (bool, error) {
 	_, err := s.Queue.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
 		QueueUrl: &s.QueueURL, ReceiptHandle: &x.ReceiptHandle, VisibilityTimeout: releaseGrace,
