@@ -22,12 +22,19 @@ import (
 // Registry items are never deleted (a process that registered a type does not write it again), so
 // the registry holds every type ever leased: a few items, and one Query each per sweep.
 //
-// Leases written before the registry existed have no item: the first Types call scans the table
-// once, registers the types it finds, then writes typesScanned, after which no call scans again.
+// Leases written before the registry existed have no item: Types scans the table once, registers
+// the types it finds, then writes typesScanned, after which no call scans again. That scan reads the
+// whole table, which may not fit in one invocation: each page's types are registered and the key to
+// go on from is written (typesScanFrom) before the next page, and a call stops after
+// typesScanBudget, so every call moves the scan on and leaves the rest of its invocation to the
+// sweep, and the next goes on where the last stopped.
 const (
-	typesPK      = "LEASETYPES"
-	typesSKPre   = "TYPE#"
-	typesScanned = "SCANNED" // not TYPE#...: a type cannot be mistaken for it
+	typesPK       = "LEASETYPES"
+	typesSKPre    = "TYPE#"
+	typesScanned  = "SCANNED"  // not TYPE#...: a type cannot be mistaken for it
+	typesScanFrom = "SCANFROM" // the scan's progress: attribute "from", the key the next page starts after
+
+	typesScanBudget = 30 * time.Second // of the releaser's 120 s
 )
 
 func typeKey(sk string) map[string]types.AttributeValue {
@@ -59,31 +66,54 @@ func (s *Store) putRegistry(ctx context.Context, sk, typ string) error {
 	return err
 }
 
-// Types returns every job type that has held a lease in the table (the registry), sorted. The first
-// call on a table without the registry's scanned marker scans the leases once to register the types
-// of leases older than the registry.
+// Types returns every job type that has held a lease in the table (the registry), sorted. While the
+// registry lacks its scanned marker, a call also scans the leases, from where the last call stopped
+// and for at most typesScanBudget, to register the types of leases older than the registry.
 func (s *Store) Types(ctx context.Context) ([]string, error) {
-	out, scanned, err := s.readRegistry(ctx)
+	out, scanned, from, err := s.readRegistry(ctx)
 	if err != nil || scanned {
 		return out, err
-	}
-	all, err := s.All(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("register the types of existing leases: %w", err)
 	}
 	seen := map[string]bool{}
 	for _, t := range out {
 		seen[t] = true
 	}
-	for _, l := range all {
-		if seen[l.Type] {
-			continue
+	began := s.now()
+	for {
+		page, err := s.db.Scan(ctx, &dynamodb.ScanInput{
+			TableName:                 &s.table,
+			FilterExpression:          aws.String("begins_with(pk, :p)"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: leasePrefix}},
+			ConsistentRead:            aws.Bool(true),
+			ExclusiveStartKey:         from,
+		})
+		if err != nil {
+			return out, fmt.Errorf("register the types of existing leases (the next call goes on from here): %w", err)
 		}
-		if err := s.registerType(ctx, l.Type); err != nil {
-			return nil, err
+		ls, err := decodeAll(page.Items)
+		if err != nil {
+			return out, fmt.Errorf("register the types of existing leases: %w", err)
 		}
-		seen[l.Type] = true
-		out = append(out, l.Type)
+		for _, l := range ls {
+			if seen[l.Type] {
+				continue
+			}
+			if err := s.registerType(ctx, l.Type); err != nil {
+				return out, err
+			}
+			seen[l.Type] = true
+			out = append(out, l.Type)
+		}
+		if len(page.LastEvaluatedKey) == 0 {
+			break
+		}
+		from = page.LastEvaluatedKey
+		if err := s.putScanFrom(ctx, from); err != nil {
+			return out, fmt.Errorf("record how far the lease types are registered: %w", err)
+		}
+		if s.now().Sub(began) >= typesScanBudget {
+			return out, nil // the next call goes on from here
+		}
 	}
 	if err := s.putRegistry(ctx, typesScanned, ""); err != nil {
 		return nil, fmt.Errorf("mark the lease types registered: %w", err)
@@ -91,7 +121,15 @@ func (s *Store) Types(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-func (s *Store) readRegistry(ctx context.Context) (out []string, scanned bool, err error) {
+func (s *Store) putScanFrom(ctx context.Context, from map[string]types.AttributeValue) error {
+	item := typeKey(typesScanFrom)
+	item["at"] = &types.AttributeValueMemberS{Value: s.now().UTC().Format(time.RFC3339Nano)}
+	item["from"] = &types.AttributeValueMemberM{Value: from}
+	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.table, Item: item})
+	return err
+}
+
+func (s *Store) readRegistry(ctx context.Context) (out []string, scanned bool, from map[string]types.AttributeValue, err error) {
 	p := dynamodb.NewQueryPaginator(s.db, &dynamodb.QueryInput{
 		TableName:                 &s.table,
 		KeyConditionExpression:    aws.String("pk = :pk"),
@@ -101,7 +139,7 @@ func (s *Store) readRegistry(ctx context.Context) (out []string, scanned bool, e
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			return nil, false, fmt.Errorf("read the lease types: %w", err)
+			return nil, false, nil, fmt.Errorf("read the lease types: %w", err)
 		}
 		for _, it := range page.Items {
 			sk, _ := it["sk"].(*types.AttributeValueMemberS)
@@ -109,12 +147,16 @@ func (s *Store) readRegistry(ctx context.Context) (out []string, scanned bool, e
 			case sk == nil:
 			case sk.Value == typesScanned:
 				scanned = true
+			case sk.Value == typesScanFrom:
+				if m, ok := it["from"].(*types.AttributeValueMemberM); ok {
+					from = m.Value
+				}
 			case strings.HasPrefix(sk.Value, typesSKPre):
 				out = append(out, strings.TrimPrefix(sk.Value, typesSKPre))
 			}
 		}
 	}
-	return out, scanned, nil
+	return out, scanned, from, nil
 }
 
 // TypeLister reads leases type by type (Store, fakes.LeaseStore).
@@ -178,7 +220,7 @@ func ReadOnly(s *Store) TypeLister { return readOnly{s} }
 type readOnly struct{ *Store }
 
 func (r readOnly) Types(ctx context.Context) ([]string, error) {
-	out, scanned, err := r.readRegistry(ctx)
+	out, scanned, _, err := r.readRegistry(ctx)
 	if err != nil || scanned {
 		return out, err
 	}

@@ -140,3 +140,52 @@ func TestReadOnlyTypesDoesNotWrite(t *testing.T) {
 		t.Errorf("Types() = %q, %v; want [legacy]", got, err)
 	}
 }
+
+// The one scan for leases older than the registry reads the whole table, which at millions of jobs a
+// day may not finish within one releaser invocation. Each call must keep what it read, and the next
+// go on from there: a scan that started over every time would never finish, and the sweep would
+// never find those leases.
+func TestStoreTypesScanGoesOnWhereTheLastCallStopped(t *testing.T) {
+	db := fakes.NewDynamoDB("leases")
+	db.PageSize = 1
+	ctx := context.Background()
+	legacy := []string{"a", "b", "c", "d", "e", "f"}
+	for _, typ := range legacy {
+		if err := db.SetItem(map[string]types.AttributeValue{
+			"pk": &types.AttributeValueMemberS{Value: "LEASE#" + typ}, "sk": &types.AttributeValueMemberS{Value: "LANE#000001"},
+			"type": &types.AttributeValueMemberS{Value: typ}, "lane": &types.AttributeValueMemberN{Value: "1"},
+			"jobId": &types.AttributeValueMemberS{Value: "j-1"}, "version": &types.AttributeValueMemberN{Value: "1"},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Each invocation has time for two pages of the scan; the third fails (its deadline).
+	scans := 0
+	db.OnCall = func(op string) error {
+		if op == "Scan" {
+			scans++
+			if scans > 2 {
+				return context.DeadlineExceeded
+			}
+		}
+		return nil
+	}
+	var got []string
+	for call := 1; call <= 2*len(legacy); call++ {
+		scans = 0
+		var err error
+		got, err = lease.NewStore(db, "leases").Types(ctx) // each a fresh invocation
+		if err == nil {
+			break
+		}
+	}
+	sort.Strings(got)
+	if !slices.Equal(got, legacy) {
+		t.Fatalf("Types() = %q after %d invocations of two pages each, want %q: the scan never finishes", got, 2*len(legacy), legacy)
+	}
+	// Done: no call scans again.
+	scans = 0
+	if got, err := lease.NewStore(db, "leases").Types(ctx); err != nil || len(got) != len(legacy) || scans != 0 {
+		t.Errorf("after the scan finished: Types() = %q, %v with %d scans; want %d types and no scan", got, err, scans, len(legacy))
+	}
+}
