@@ -9,13 +9,13 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/local/stack"
 )
 
-// StallAfter is how long a job may wait while its type has a free lane before the demo calls it a
-// stall. A job reaches a free lane within a second or two on a quiet machine, a few on a busy one
+// StallAfter is how long a type may have jobs waiting and a lane free, and start none, before the
+// demo calls it a stall. A job reaches a free lane within a second or two on a quiet machine, a few on a busy one
 // (the router, the lanes queue, the starter); a batch that waits out a visibility timeout after a
 // handler failed or timed out (60 s on the general queue) is what this finds.
 const StallAfter = 10 * time.Second
 
-// Stall is the longest time a job of Type waited while the type had a free lane: From and To are
+// Stall is the longest time Type had jobs waiting and a lane free and started none: From and To are
 // seconds since the first submission of the run.
 type Stall struct {
 	Type    string  `json:"type,omitempty"`
@@ -26,11 +26,14 @@ type Stall struct {
 
 // longestStall finds, over every type of limits, the longest stretch in which some job of the type
 // waited (submitted and not yet started, or between two attempts) while fewer than its limit of the
-// type's executions worked. Jobs that wait because every lane is busy are the limit at work.
+// type's executions worked, and none of them started. Jobs that wait because every lane is busy are
+// the limit at work; a type that keeps starting jobs with a lane short (each handover takes a
+// moment, and a job bound to a busy lane waits for it) is slow, not stalled.
 func longestStall(xs []observe.Execution, limits map[string]int) Stall {
 	type span struct{ from, to time.Time }
 	waiting := map[string][]span{}
 	running := map[string][]span{}
+	started := map[string]map[time.Time]bool{}
 	byJob := map[string][]observe.Execution{}
 	var origin, end time.Time
 	for _, x := range xs {
@@ -56,6 +59,10 @@ func longestStall(xs []observe.Execution, limits map[string]int) Stall {
 				we = end
 			}
 			running[typ] = append(running[typ], span{x.Start, we})
+			if started[typ] == nil {
+				started[typ] = map[time.Time]bool{}
+			}
+			started[typ][x.Start] = true
 			from = we
 		}
 	}
@@ -83,7 +90,7 @@ func longestStall(xs []observe.Execution, limits map[string]int) Stall {
 				return n
 			}
 			if in(waiting[typ]) > 0 && in(running[typ]) < limit {
-				if runFrom.IsZero() {
+				if runFrom.IsZero() || started[typ][a] {
 					runFrom = a
 				}
 				if d := b.Sub(runFrom).Seconds(); d > best.Seconds {
@@ -106,7 +113,7 @@ func slicesClone[T any](s []T) []T { return append([]T(nil), s...) }
 func (r *Report) trouble(stats map[string]stack.FunctionStats, st Stall) {
 	r.LongestStall = st
 	if st.Seconds > StallAfter.Seconds() {
-		r.Trouble = append(r.Trouble, fmt.Sprintf("%s jobs waited %.1fs with a lane free (%.1fs-%.1fs into the run)", st.Type, st.Seconds, st.From, st.To))
+		r.Trouble = append(r.Trouble, fmt.Sprintf("%s started nothing for %.1fs with jobs waiting and a lane free (%.1fs-%.1fs into the run)", st.Type, st.Seconds, st.From, st.To))
 	}
 	kinds := make([]string, 0, len(stats))
 	for k := range stats {
