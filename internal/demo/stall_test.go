@@ -112,7 +112,7 @@ func TestReportSaysTrouble(t *testing.T) {
 		}
 	}
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
-	if last := lines[len(lines)-1]; !strings.HasPrefix(last, "TROUBLE: ") || !strings.Contains(last, "llm jobs waited 57.0s") {
+	if last := lines[len(lines)-1]; !strings.HasPrefix(last, "TROUBLE: ") || !strings.Contains(last, "llm started nothing for 57.0s") {
 		t.Errorf("last line = %q, want the trouble again", last)
 	}
 	if strings.Contains(first, "starter") {
