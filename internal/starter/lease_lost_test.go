@@ -276,3 +276,23 @@ func TestDeliveryWhoseMessageWentVisibleIsNotAcknowledged(t *testing.T) {
 		t.Errorf("lease after receive 3 = %+v (found %v), want attempt 1 retrying", l, ok)
 	}
 }
+
+// A stale delivery whose start Step Functions answers with the running execution itself (same name
+// and input while it runs: the release deleted the message while the execution was finishing) must
+// not claim the lane for it: the lane would stay held until the sweep.
+func TestStaleDeliveryDoesNotClaimAFinishingExecution(t *testing.T) {
+	r := newRig(t, nil)
+	e := execution("reports", 1, "r-1001", 1, sfntypes.ExecutionStatusRunning, "", "")
+	e.StartDate = t0.Add(-time.Minute)
+	r.sfn.Put(startedBy(t, e, "msg-r-1001"))
+	r.sqs.OnChangeVisibility = func(*sqs.ChangeMessageVisibilityInput) error {
+		return &smithy.GenericAPIError{Code: "ReceiptHandleIsInvalid", Message: "The input receipt handle is invalid.", Fault: smithy.FaultClient}
+	}
+	deliver(t, r, 1)
+	if l, ok := r.leases.Lease(reports1); ok {
+		t.Errorf("stale delivery claimed the lane: lease %+v, want it free", l)
+	}
+	if n := len(r.sfn.Executions()); n != 1 {
+		t.Errorf("executions = %d, want the one that runs", n)
+	}
+}

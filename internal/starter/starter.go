@@ -367,6 +367,20 @@ func (s *Starter) start(ctx context.Context, x *msg, cfg config.TypeConfig, clai
 	switch {
 	case err == nil:
 		arn = aws.ToString(out.ExecutionArn)
+		if prev == nil && out.StartDate != nil && out.StartDate.Before(claimed.StartedAt) {
+			// Step Functions answered with an execution started before this claim: same name and
+			// input while it runs, so this message's own attempt, and no lease held it. This may be
+			// a stale delivery (Lambda may hand a batch over twice) of a message whose release
+			// already deleted it while the execution was finishing: such a claim would hold the
+			// lane until the sweep.
+			current, err := s.holdsMessage(ctx, x)
+			if err != nil {
+				return hold, err
+			}
+			if !current {
+				return s.dropStale(ctx, x, claimed)
+			}
+		}
 	case isErr[*sfntypes.ExecutionAlreadyExists](err):
 		return s.alreadyExists(ctx, x, claimed, prev, name)
 	case permanentStartError(err):
