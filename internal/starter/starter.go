@@ -364,10 +364,12 @@ func (s *Starter) start(ctx context.Context, x *msg, cfg config.TypeConfig, clai
 	log := x.log.With("attempt", claimed.Attempt, "execution", name)
 	out, err := s.SFN.StartExecution(ctx, &sfn.StartExecutionInput{StateMachineArn: &claimed.StateMachineArn, Name: &name, Input: &input})
 	var arn string
+	adopted := false // the execution was already running: not a new start
 	switch {
 	case err == nil:
 		arn = aws.ToString(out.ExecutionArn)
 		if prev == nil && out.StartDate != nil && out.StartDate.Before(claimed.StartedAt) {
+			adopted = true
 			// Step Functions answered with an execution started before this claim: same name and
 			// input while it runs, so this message's own attempt, and no lease held it. This may be
 			// a stale delivery (Lambda may hand a batch over twice) of a message whose release
@@ -399,6 +401,10 @@ func (s *Starter) start(ctx context.Context, x *msg, cfg config.TypeConfig, clai
 	if _, err := s.Leases.Put(ctx, running, &claimed); err != nil {
 		// The execution runs under its deterministic name; the next delivery finds it.
 		log.WarnContext(ctx, "execution started but its lease was not updated", "error", err)
+		return hold, nil
+	}
+	if adopted {
+		log.InfoContext(ctx, "execution was already running; holding the lane", "executionArn", arn)
 		return hold, nil
 	}
 	waited := s.now().Sub(x.job.SubmittedAt)
