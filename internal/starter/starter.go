@@ -89,6 +89,11 @@ type releaseFunc interface {
 	ExecutionArnOf(ctx context.Context, l lease.Lease) string
 }
 
+// clockSkew is how far Step Functions' clock (an execution's startDate, in milliseconds) may be from
+// the starter's: an execution whose start date is earlier than its claim by more than this was not
+// started by that claim.
+const clockSkew = time.Second
+
 // DescribeSettle is how long after a claim a DescribeExecution that does not find its execution is
 // not believed: DescribeExecution is eventually consistent ("may not reflect very recent updates"),
 // so an execution just started can briefly look as if it did not exist.
@@ -368,7 +373,7 @@ func (s *Starter) start(ctx context.Context, x *msg, cfg config.TypeConfig, clai
 	switch {
 	case err == nil:
 		arn = aws.ToString(out.ExecutionArn)
-		if prev == nil && out.StartDate != nil && out.StartDate.Before(claimed.StartedAt) {
+		if prev == nil && out.StartDate != nil && out.StartDate.Before(claimed.StartedAt.Add(-clockSkew)) {
 			adopted = true
 			// Step Functions answered with an execution started before this claim: same name and
 			// input while it runs, so this message's own attempt, and no lease held it. This may be
