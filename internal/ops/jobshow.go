@@ -211,7 +211,7 @@ func (f JobFinder) show(ctx context.Context, typ, id string, leases []lease.Leas
 // find describes the execution of this name on each candidate state machine.
 func (f JobFinder) find(ctx context.Context, machines []string, name string) (ExecutionView, bool, error) {
 	for _, sm := range machines {
-		arn := executionArn(sm, name)
+		arn := job.ExecutionArn(sm, name)
 		out, err := f.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: aws.String(arn)})
 		var missing *sfntypes.ExecutionDoesNotExist
 		if errors.As(err, &missing) {
@@ -286,10 +286,6 @@ func (f JobFinder) summarize(v *JobView) {
 }
 
 // executionArn is the ARN of an execution of a state machine.
-func executionArn(stateMachineArn, name string) string {
-	return strings.Replace(stateMachineArn, ":stateMachine:", ":execution:", 1) + ":" + name
-}
-
 // stateMachineOf is the state machine of an execution ARN.
 func stateMachineOf(executionArn string) string {
 	s := strings.Replace(executionArn, ":execution:", ":stateMachine:", 1)

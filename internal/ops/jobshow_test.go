@@ -128,9 +128,9 @@ func TestJobShow(t *testing.T) {
 }
 
 func TestExecutionArn(t *testing.T) {
-	arn := executionArn(sampleArn, "payments-o-1-2")
+	arn := job.ExecutionArn(sampleArn, "payments-o-1-2")
 	if want := "arn:aws:states:us-east-1:123456789012:execution:sfnlimit-sample:payments-o-1-2"; arn != want {
-		t.Errorf("executionArn() = %s, want %s", arn, want)
+		t.Errorf("job.ExecutionArn() = %s, want %s", arn, want)
 	}
 	if got := stateMachineOf(arn); got != sampleArn {
 		t.Errorf("stateMachineOf() = %s, want %s", got, sampleArn)
