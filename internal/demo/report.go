@@ -76,7 +76,7 @@ type Report struct {
 	WorkTransitionsPerJob float64 `json:"workTransitionsPerJob"`
 	// Metrics are the totals the functions published (CloudWatch embedded metric format), per type.
 	Metrics map[string]map[string]float64 `json:"metrics"`
-	// LongestStall is the longest a type had jobs waiting and a lane free and started none; Trouble says what
+	// LongestStall is the longest a job waited with its lane free while its type started nothing; Trouble says what
 	// went wrong that the outcomes do not show (a stall beyond StallAfter, handler failures).
 	LongestStall Stall    `json:"longestStall"`
 	Trouble      []string `json:"trouble,omitempty"`
@@ -344,7 +344,7 @@ func (r *Report) Print(w io.Writer) {
 	tw.Flush()
 	fmt.Fprintln(w, "* share of the type's lanes running while some job of the type waited")
 	if st := r.LongestStall; st.Seconds > 0 {
-		fmt.Fprintf(w, "longest time a type had jobs waiting and a lane free, and started none: %.1fs (%s, %.1fs-%.1fs into the run; over %v is a stall)\n", st.Seconds, st.Type, st.From, st.To, StallAfter)
+		fmt.Fprintf(w, "longest a job waited with its lane free while its type started nothing: %.1fs (%s, %.1fs-%.1fs into the run; over %v is a stall)\n", st.Seconds, st.Type, st.From, st.To, StallAfter)
 	}
 	if len(r.Refused) > 0 {
 		var parts []string

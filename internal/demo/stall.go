@@ -9,13 +9,13 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/local/stack"
 )
 
-// StallAfter is how long a type may have jobs waiting and a lane free, and start none, before the
+// StallAfter is how long a job may wait with its lane free while its type starts nothing before the
 // demo calls it a stall. A job reaches a free lane within a second or two on a quiet machine, a few on a busy one
 // (the router, the lanes queue, the starter); a batch that waits out a visibility timeout after a
 // handler failed or timed out (60 s on the general queue) is what this finds.
 const StallAfter = 10 * time.Second
 
-// Stall is the longest time Type had jobs waiting and a lane free and started none: From and To are
+// Stall is the longest a job of Type waited with its lane free while Type started nothing: From and To are
 // seconds since the first submission of the run.
 type Stall struct {
 	Type    string  `json:"type,omitempty"`
@@ -25,12 +25,15 @@ type Stall struct {
 }
 
 // longestStall finds, over every type of limits, the longest stretch in which some job of the type
-// waited (submitted and not yet started, or between two attempts) while fewer than its limit of the
-// type's executions worked, and none of them started. Jobs that wait because every lane is busy are
-// the limit at work; a type that keeps starting jobs with a lane short (each handover takes a
-// moment, and a job bound to a busy lane waits for it) is slow, not stalled.
+// waited (submitted and not yet started, or between two attempts) while the lane it then ran in was
+// free, and no job of the type started. Jobs that wait because every lane is busy are the limit at
+// work, and a job bound to a busy lane while another lane is free (least-loaded and random bind at
+// routing) waits by the strategy's design; a type that keeps starting jobs is slow, not stalled.
 func longestStall(xs []observe.Execution, limits map[string]int) Stall {
-	type span struct{ from, to time.Time }
+	type span struct {
+		from, to time.Time
+		lane     int
+	}
 	waiting := map[string][]span{}
 	running := map[string][]span{}
 	started := map[string]map[time.Time]bool{}
@@ -52,13 +55,13 @@ func longestStall(xs []observe.Execution, limits map[string]int) Stall {
 		from := ex[0].Job.SubmittedAt
 		for _, x := range ex {
 			if !from.IsZero() && x.Start.After(from) {
-				waiting[typ] = append(waiting[typ], span{from, x.Start})
+				waiting[typ] = append(waiting[typ], span{from, x.Start, x.Job.Lane})
 			}
 			we := x.WorkEnd
 			if we.IsZero() {
 				we = end
 			}
-			running[typ] = append(running[typ], span{x.Start, we})
+			running[typ] = append(running[typ], span{x.Start, we, x.Job.Lane})
 			if started[typ] == nil {
 				started[typ] = map[time.Time]bool{}
 			}
@@ -67,7 +70,7 @@ func longestStall(xs []observe.Execution, limits map[string]int) Stall {
 		}
 	}
 	var best Stall
-	for typ, limit := range limits {
+	for typ := range limits {
 		var cuts []time.Time
 		for _, s := range append(slicesClone(waiting[typ]), running[typ]...) {
 			cuts = append(cuts, s.from, s.to)
@@ -80,16 +83,21 @@ func longestStall(xs []observe.Execution, limits map[string]int) Stall {
 				continue
 			}
 			mid := a.Add(b.Sub(a) / 2)
-			in := func(ss []span) int {
-				n := 0
-				for _, s := range ss {
-					if !mid.Before(s.from) && mid.Before(s.to) {
-						n++
-					}
+			covers := func(s span) bool { return !mid.Before(s.from) && mid.Before(s.to) }
+			busy := map[int]bool{}
+			for _, r := range running[typ] {
+				if covers(r) {
+					busy[r.lane] = true
 				}
-				return n
 			}
-			if in(waiting[typ]) > 0 && in(running[typ]) < limit {
+			waitsOnFreeLane := false
+			for _, w := range waiting[typ] {
+				if covers(w) && !busy[w.lane] {
+					waitsOnFreeLane = true
+					break
+				}
+			}
+			if waitsOnFreeLane {
 				if runFrom.IsZero() || started[typ][a] {
 					runFrom = a
 				}
@@ -113,7 +121,7 @@ func slicesClone[T any](s []T) []T { return append([]T(nil), s...) }
 func (r *Report) trouble(stats map[string]stack.FunctionStats, st Stall) {
 	r.LongestStall = st
 	if st.Seconds > StallAfter.Seconds() {
-		r.Trouble = append(r.Trouble, fmt.Sprintf("%s started nothing for %.1fs with jobs waiting and a lane free (%.1fs-%.1fs into the run)", st.Type, st.Seconds, st.From, st.To))
+		r.Trouble = append(r.Trouble, fmt.Sprintf("%s started nothing for %.1fs while a job waited for a free lane (%.1fs-%.1fs into the run)", st.Type, st.Seconds, st.From, st.To))
 	}
 	kinds := make([]string, 0, len(stats))
 	for k := range stats {

@@ -15,6 +15,8 @@ var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 func at(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
 
+func onLane(ln int, x observe.Execution) observe.Execution { x.Job.Lane = ln; return x }
+
 func exec(typ, id string, attempt int, submitted, start, end float64) observe.Execution {
 	return observe.Execution{
 		Name: typ + "-" + id, Status: "SUCCEEDED", Start: at(start), WorkEnd: at(end), Stop: at(end),
@@ -36,25 +38,25 @@ func TestLongestStall(t *testing.T) {
 		{
 			name: "router timeout: a job waits 57 s with both lanes free",
 			give: []observe.Execution{
-				exec("a", "1", 1, 0, 0.3, 2),
-				exec("a", "2", 1, 1, 58, 59),
+				onLane(1, exec("a", "1", 1, 0, 0.3, 2)),
+				onLane(2, exec("a", "2", 1, 1, 58, 59)),
 			},
 			wantType: "a", wantAbout: 57,
 		},
 		{
 			name: "every lane busy: waiting is the limit at work",
 			give: []observe.Execution{
-				exec("b", "1", 1, 0, 0.2, 40),
-				exec("b", "2", 1, 1, 40.3, 41),
-				exec("b", "3", 1, 1, 41.2, 42),
+				onLane(1, exec("b", "1", 1, 0, 0.2, 40)),
+				onLane(1, exec("b", "2", 1, 1, 40.3, 41)),
+				onLane(1, exec("b", "3", 1, 1, 41.2, 42)),
 			},
 			wantType: "b", wantAbout: 0.3,
 		},
 		{
 			name: "a retry that waits with a lane free counts",
 			give: []observe.Execution{
-				exec("b", "1", 1, 0, 0.2, 1),
-				exec("b", "1", 2, 0, 31, 32),
+				onLane(1, exec("b", "1", 1, 0, 0.2, 1)),
+				onLane(1, exec("b", "1", 2, 0, 31, 32)),
 			},
 			wantType: "b", wantAbout: 30,
 		},
@@ -64,11 +66,21 @@ func TestLongestStall(t *testing.T) {
 			// job every 3 s. Slow, not stalled: the longest stretch is between two starts.
 			name: "lanes short but starting jobs: no long stall",
 			give: []observe.Execution{
-				exec("c", "1", 1, 0, 0.2, 30), exec("c", "2", 1, 0, 3, 5), exec("c", "3", 1, 0, 6, 8),
-				exec("c", "4", 1, 0, 9, 11), exec("c", "5", 1, 0, 12, 14), exec("c", "6", 1, 0, 15, 17),
-				exec("c", "7", 1, 0, 18, 20), exec("c", "8", 1, 0, 21, 23), exec("c", "9", 1, 0, 24, 26),
+				onLane(1, exec("c", "1", 1, 0, 0.2, 30)), onLane(2, exec("c", "2", 1, 0, 3, 5)), onLane(2, exec("c", "3", 1, 0, 6, 8)),
+				onLane(2, exec("c", "4", 1, 0, 9, 11)), onLane(2, exec("c", "5", 1, 0, 12, 14)), onLane(2, exec("c", "6", 1, 0, 15, 17)),
+				onLane(2, exec("c", "7", 1, 0, 18, 20)), onLane(2, exec("c", "8", 1, 0, 21, 23)), onLane(2, exec("c", "9", 1, 0, 24, 26)),
 			},
 			wantType: "c", wantAbout: 3,
+		},
+		{
+			// Least-loaded or random: a job bound at routing to the lane of a long job waits for
+			// it while the other lane is free. The strategy's wait, not a stall.
+			name: "a job behind a long job in its own lane: no stall",
+			give: []observe.Execution{
+				onLane(1, exec("a", "1", 1, 0, 0.2, 30)),
+				onLane(1, exec("a", "2", 1, 1, 30.5, 31)),
+			},
+			wantType: "a", wantAbout: 0.5,
 		},
 		{name: "nothing ran", give: nil},
 	}
@@ -106,7 +118,7 @@ func TestReportSaysTrouble(t *testing.T) {
 	var buf bytes.Buffer
 	r.Print(&buf)
 	first := strings.SplitN(buf.String(), "\n", 2)[0]
-	for _, want := range []string{"TROUBLE", "llm started nothing for 57.0s with jobs waiting and a lane free", "router: 2 failed invocations (2 timed out)", "3 messages failed", "releaser: 1 failed invocation"} {
+	for _, want := range []string{"TROUBLE", "llm started nothing for 57.0s while a job waited for a free lane", "router: 2 failed invocations (2 timed out)", "3 messages failed", "releaser: 1 failed invocation"} {
 		if !strings.Contains(first, want) {
 			t.Errorf("first line = %q, want it to say %q", first, want)
 		}
