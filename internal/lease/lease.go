@@ -49,13 +49,16 @@ type Lease struct {
 	ExecutionArn string `dynamodbav:"executionArn,omitempty"`
 	// StateMachineArn is the state machine the claim starts. A retried start uses it rather than the
 	// type's current config, so a config change mid-flight cannot start the same attempt twice.
-	StateMachineArn string    `dynamodbav:"stateMachineArn,omitempty"`
-	Attempt         int       `dynamodbav:"attempt"`
-	Redrive         int       `dynamodbav:"redrive,omitempty"`
-	Status          Status    `dynamodbav:"status"`
-	StartedAt       time.Time `dynamodbav:"startedAt"`
-	UpdatedAt       time.Time `dynamodbav:"updatedAt"`
-	SubmittedAt     time.Time `dynamodbav:"submittedAt"`
+	StateMachineArn string `dynamodbav:"stateMachineArn,omitempty"`
+	// Receives is the ApproximateReceiveCount of the delivery whose receipt handle the lease holds,
+	// so a late copy of an earlier delivery never puts back a receipt handle SQS no longer honours.
+	Receives    int       `dynamodbav:"receives,omitempty"`
+	Attempt     int       `dynamodbav:"attempt"`
+	Redrive     int       `dynamodbav:"redrive,omitempty"`
+	Status      Status    `dynamodbav:"status"`
+	StartedAt   time.Time `dynamodbav:"startedAt"`
+	UpdatedAt   time.Time `dynamodbav:"updatedAt"`
+	SubmittedAt time.Time `dynamodbav:"submittedAt"`
 	// Counted says the job is counted in its lane's occupancy (the least-loaded strategy): whatever
 	// takes it out of the lane uncounts it.
 	Counted bool  `dynamodbav:"counted,omitempty"`

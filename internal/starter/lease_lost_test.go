@@ -296,3 +296,22 @@ func TestStaleDeliveryDoesNotClaimAFinishingExecution(t *testing.T) {
 		t.Errorf("executions = %d, want the one that runs", n)
 	}
 }
+
+// A late copy of an earlier delivery of a running job's message (Lambda may hand a batch over twice)
+// must not put its receipt handle back in the lease: SQS honours only the latest, and the release's
+// DeleteMessage with an older one succeeds without deleting, so the message would hold its lane for a
+// whole visibility timeout after the job ended.
+func TestLateCopyKeepsTheNewerReceiptHandle(t *testing.T) {
+	r := newRig(t, nil)
+	r.sfn.Put(execution("reports", 1, "r-1001", 1, sfntypes.ExecutionStatusRunning, "", ""))
+	l := leaseOf("reports", 1, "r-1001", 1, lease.Running, 3)
+	l.Receives = 3
+	r.leases.Set(l)
+	if acked := deliver(t, r, 2); acked {
+		t.Errorf("late copy acknowledged, want it held")
+	}
+	got, _ := r.leases.Lease(reports1)
+	if got.ReceiptHandle != handle("r-1001", 3) {
+		t.Errorf("lease receipt handle = %s, want the third receive's %s", got.ReceiptHandle, handle("r-1001", 3))
+	}
+}

@@ -249,6 +249,12 @@ type msg struct {
 	log *slog.Logger
 }
 
+// receives is the delivery's ApproximateReceiveCount (0 when SQS did not say).
+func (x *msg) receives() int {
+	n, _ := strconv.Atoi(x.Attributes["ApproximateReceiveCount"])
+	return n
+}
+
 func (s *Starter) process(ctx context.Context, m events.SQSMessage) verdict {
 	typ, ln, gerr := job.ParseGroupID(m.Attributes["MessageGroupId"])
 	var j job.Job
@@ -348,7 +354,7 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 	// The execution's ARN goes in the claim before the start is tried: its name is deterministic,
 	// so whoever reads the lease next (a release, the sweep, a dead letter) finds the execution.
 	claim := lease.Lease{
-		Type: x.key.Type, Lane: x.key.Lane, JobID: x.job.ID, MessageID: x.MessageId, ReceiptHandle: x.ReceiptHandle,
+		Type: x.key.Type, Lane: x.key.Lane, JobID: x.job.ID, MessageID: x.MessageId, ReceiptHandle: x.ReceiptHandle, Receives: x.receives(),
 		Attempt: attempt, Redrive: x.job.Redrive, Status: lease.Starting, StartedAt: s.now(), SubmittedAt: x.job.SubmittedAt,
 		StateMachineArn: stateMachine, ExecutionArn: job.ExecutionArn(stateMachine, job.RunName(x.key.Type, x.job.ID, x.job.Redrive, attempt)),
 		Counted: x.job.Counted,
@@ -552,7 +558,7 @@ func (s *Starter) confirm(ctx context.Context, x *msg, l lease.Lease) (v verdict
 	}
 	running := l
 	running.Status, running.ExecutionArn = lease.Running, arn
-	running.ReceiptHandle, running.MessageID = x.ReceiptHandle, x.MessageId
+	running.ReceiptHandle, running.MessageID, running.Receives = x.ReceiptHandle, x.MessageId, x.receives()
 	written, err := s.Leases.Put(ctx, running, &l)
 	if err != nil {
 		return hold, err, true
@@ -587,7 +593,7 @@ func (s *Starter) ownAttempt(ctx context.Context, x *msg, l *lease.Lease, cfg co
 	}
 	arn := job.ExecutionArn(cfg.StateMachineArn, job.RunName(x.key.Type, x.job.ID, x.job.Redrive, attempt))
 	claim := lease.Lease{
-		Type: x.key.Type, Lane: x.key.Lane, JobID: x.job.ID, MessageID: x.MessageId, ReceiptHandle: x.ReceiptHandle,
+		Type: x.key.Type, Lane: x.key.Lane, JobID: x.job.ID, MessageID: x.MessageId, ReceiptHandle: x.ReceiptHandle, Receives: x.receives(),
 		Attempt: attempt, Redrive: x.job.Redrive, Status: lease.Starting, StartedAt: s.now(), SubmittedAt: x.job.SubmittedAt,
 		StateMachineArn: cfg.StateMachineArn, ExecutionArn: arn, Counted: x.job.Counted,
 	}
@@ -602,8 +608,17 @@ func (s *Starter) ownAttempt(ctx context.Context, x *msg, l *lease.Lease, cfg co
 // redelivered handles a message that came back while its execution runs (it outlived the
 // visibility timeout) or after it ended without a release.
 func (s *Starter) redelivered(ctx context.Context, x *msg, l lease.Lease) (verdict, error) {
+	if l.MessageID == x.MessageId && x.receives() < l.Receives {
+		// A late copy of an earlier delivery (Lambda may hand a batch over twice): the lease holds
+		// the handle of a later receive, the only one SQS still honours. Putting this one back
+		// would make the release's DeleteMessage a silent no-op, and the message would hold its
+		// lane for a whole visibility timeout after its job ended.
+		x.log.InfoContext(ctx, "late copy of an earlier delivery; the lease keeps the newer receipt handle",
+			"receives", x.receives(), "leaseReceives", l.Receives)
+		return hold, nil
+	}
 	fresh := l
-	fresh.ReceiptHandle, fresh.MessageID = x.ReceiptHandle, x.MessageId
+	fresh.ReceiptHandle, fresh.MessageID, fresh.Receives = x.ReceiptHandle, x.MessageId, x.receives()
 	written, err := s.Leases.Put(ctx, fresh, &l)
 	if err != nil {
 		return hold, err
