@@ -315,3 +315,24 @@ func TestLateCopyKeepsTheNewerReceiptHandle(t *testing.T) {
 		t.Errorf("lease receipt handle = %s, want the third receive's %s", got.ReceiptHandle, handle("r-1001", 3))
 	}
 }
+
+// The same for a claim still unconfirmed, or a job between attempts: a late copy of an earlier
+// delivery leaves the lease (and its newer receipt handle) alone and starts nothing.
+func TestLateCopyLeavesAnyLeaseAlone(t *testing.T) {
+	for _, st := range []lease.Status{lease.Starting, lease.Retrying} {
+		t.Run(string(st), func(t *testing.T) {
+			r := newRig(t, nil)
+			l := leaseOf("reports", 1, "r-1001", 1, st, 3)
+			l.Receives = 3
+			r.leases.Set(l)
+			deliver(t, r, 2)
+			got, _ := r.leases.Lease(reports1)
+			if got.ReceiptHandle != handle("r-1001", 3) || got.Status != st {
+				t.Errorf("lease = %s with handle %s, want %s with the third receive's", got.Status, got.ReceiptHandle, st)
+			}
+			if n := len(r.sfn.Starts()); n != 0 {
+				t.Errorf("StartExecution calls = %d, want none from a late copy", n)
+			}
+		})
+	}
+}

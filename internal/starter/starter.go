@@ -307,6 +307,15 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 	if l != nil && !l.Holds(x.job.ID, x.job.Redrive) {
 		return s.laneHeld(ctx, x, *l)
 	}
+	if l != nil && l.MessageID == x.MessageId && x.receives() < l.Receives {
+		// A late copy of an earlier delivery (Lambda may hand a batch over twice): the lease holds
+		// the handle of a later receive, the only one SQS still honours, and that delivery does the
+		// work. Writing this one's handle would make the release's DeleteMessage a silent no-op, and
+		// the message would hold its lane for a whole visibility timeout after its job ended.
+		x.log.InfoContext(ctx, "late copy of an earlier delivery; the lease keeps the newer receipt handle",
+			"receives", x.receives(), "leaseReceives", l.Receives)
+		return hold, nil
+	}
 	if l != nil && (l.Status == lease.Running || l.Status == lease.DeadLettering) {
 		// Still running, or ended and being dead-lettered: never started again.
 		return s.redelivered(ctx, x, *l)
@@ -608,15 +617,6 @@ func (s *Starter) ownAttempt(ctx context.Context, x *msg, l *lease.Lease, cfg co
 // redelivered handles a message that came back while its execution runs (it outlived the
 // visibility timeout) or after it ended without a release.
 func (s *Starter) redelivered(ctx context.Context, x *msg, l lease.Lease) (verdict, error) {
-	if l.MessageID == x.MessageId && x.receives() < l.Receives {
-		// A late copy of an earlier delivery (Lambda may hand a batch over twice): the lease holds
-		// the handle of a later receive, the only one SQS still honours. Putting this one back
-		// would make the release's DeleteMessage a silent no-op, and the message would hold its
-		// lane for a whole visibility timeout after its job ended.
-		x.log.InfoContext(ctx, "late copy of an earlier delivery; the lease keeps the newer receipt handle",
-			"receives", x.receives(), "leaseReceives", l.Receives)
-		return hold, nil
-	}
 	fresh := l
 	fresh.ReceiptHandle, fresh.MessageID, fresh.Receives = x.ReceiptHandle, x.MessageId, x.receives()
 	written, err := s.Leases.Put(ctx, fresh, &l)
