@@ -10,10 +10,12 @@ import (
 )
 
 // StallAfter is how long a job may wait with its lane free while its type starts nothing before the
-// demo calls it a stall. A job reaches a free lane within a second or two on a quiet machine, a few on a busy one
-// (the router, the lanes queue, the starter); a batch that waits out a visibility timeout after a
-// handler failed or timed out (60 s on the general queue) is what this finds.
-const StallAfter = 10 * time.Second
+// demo calls it a stall. A job reaches a free lane within a second or two on a quiet machine; a job
+// that arrives while its lane's release is still under way backs off for up to twice
+// StartRetrySeconds (10 s), which a busy machine can stretch a little. A batch that waits out a
+// visibility timeout after a handler failed or timed out (60 s on the general queue) is what this
+// finds.
+const StallAfter = 30 * time.Second
 
 // Stall is the longest a job of Type waited with its lane free while Type started nothing: From and To are
 // seconds since the first submission of the run.
