@@ -81,13 +81,7 @@ func TestStoreTypesScansOnceForLeasesOlderThanTheRegistry(t *testing.T) {
 	db.PageSize = 2
 	ctx := context.Background()
 	for _, typ := range []string{"legacy", "reports"} {
-		if err := db.SetItem(map[string]types.AttributeValue{
-			"pk": &types.AttributeValueMemberS{Value: "LEASE#" + typ}, "sk": &types.AttributeValueMemberS{Value: "LANE#000001"},
-			"type": &types.AttributeValueMemberS{Value: typ}, "lane": &types.AttributeValueMemberN{Value: "1"},
-			"jobId": &types.AttributeValueMemberS{Value: "j-1"}, "version": &types.AttributeValueMemberN{Value: "1"},
-		}); err != nil {
-			t.Fatal(err)
-		}
+		putOldLease(t, db, typ)
 	}
 	scans := 0
 	db.OnCall = func(op string) error {
@@ -151,13 +145,7 @@ func TestStoreTypesScanGoesOnWhereTheLastCallStopped(t *testing.T) {
 	ctx := context.Background()
 	legacy := []string{"a", "b", "c", "d", "e", "f"}
 	for _, typ := range legacy {
-		if err := db.SetItem(map[string]types.AttributeValue{
-			"pk": &types.AttributeValueMemberS{Value: "LEASE#" + typ}, "sk": &types.AttributeValueMemberS{Value: "LANE#000001"},
-			"type": &types.AttributeValueMemberS{Value: typ}, "lane": &types.AttributeValueMemberN{Value: "1"},
-			"jobId": &types.AttributeValueMemberS{Value: "j-1"}, "version": &types.AttributeValueMemberN{Value: "1"},
-		}); err != nil {
-			t.Fatal(err)
-		}
+		putOldLease(t, db, typ)
 	}
 	// Each invocation has time for two pages of the scan; the third fails (its deadline).
 	scans := 0
@@ -187,5 +175,18 @@ func TestStoreTypesScanGoesOnWhereTheLastCallStopped(t *testing.T) {
 	scans = 0
 	if got, err := lease.NewStore(db, "leases").Types(ctx); err != nil || len(got) != len(legacy) || scans != 0 {
 		t.Errorf("after the scan finished: Types() = %q, %v with %d scans; want %d types and no scan", got, err, scans, len(legacy))
+	}
+}
+
+// putOldLease writes lane 1's lease of typ straight into the table, as a version before the type
+// registry did: no registry item names its type.
+func putOldLease(t *testing.T, db *fakes.DynamoDB, typ string) {
+	t.Helper()
+	if err := db.SetItem(map[string]types.AttributeValue{
+		"pk": &types.AttributeValueMemberS{Value: "LEASE#" + typ}, "sk": &types.AttributeValueMemberS{Value: "LANE#000001"},
+		"type": &types.AttributeValueMemberS{Value: typ}, "lane": &types.AttributeValueMemberN{Value: "1"},
+		"jobId": &types.AttributeValueMemberS{Value: "j-1"}, "version": &types.AttributeValueMemberN{Value: "1"},
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
