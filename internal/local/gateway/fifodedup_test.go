@@ -47,11 +47,7 @@ func dedupStack(t *testing.T) (*Gateway, []dedupBackend) {
 	if err := gw.SetMotoURL(moto.Endpoint()); err != nil {
 		t.Fatal(err)
 	}
-	fq, err := emulator.StartFauxqs(ctx, emulator.FauxqsOptions{})
-	if err != nil {
-		t.Fatalf("StartFauxqs() = %v (run `npm ci` at the repository root)", err)
-	}
-	t.Cleanup(func() { _ = fq.Stop() })
+	fq := startFauxqs(t)
 	return gw, []dedupBackend{
 		{name: "moto", url: "", direct: moto.Endpoint()},
 		{name: "fauxqs", url: fq.Endpoint(), direct: fq.Endpoint()},

@@ -378,11 +378,7 @@ func TestSQSRouting(t *testing.T) {
 	t.Parallel()
 	s := newStack(t)
 	ctx := context.Background()
-	fq, err := emulator.StartFauxqs(ctx, emulator.FauxqsOptions{})
-	if err != nil {
-		t.Fatalf("StartFauxqs() = %v (run `npm ci` at the repository root)", err)
-	}
-	t.Cleanup(func() { _ = fq.Stop() })
+	fq := startFauxqs(t)
 
 	// Both emulators build queue URLs from the request's Host (the gateway, which keeps it); their
 	// accounts tell them apart.
@@ -434,11 +430,7 @@ func TestAwsSdkSQSDeleteMessageTask(t *testing.T) {
 	t.Parallel()
 	s := newStack(t)
 	ctx := context.Background()
-	fq, err := emulator.StartFauxqs(ctx, emulator.FauxqsOptions{})
-	if err != nil {
-		t.Fatalf("StartFauxqs() = %v (run `npm ci` at the repository root)", err)
-	}
-	t.Cleanup(func() { _ = fq.Stop() })
+	fq := startFauxqs(t)
 
 	sm := s.createStateMachine(t, "delete-message", `{
 	  "StartAt": "Delete",
@@ -497,4 +489,15 @@ func TestAwsSdkSQSDeleteMessageTask(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startFauxqs starts fauxqs for one test and stops it when the test ends.
+func startFauxqs(t *testing.T) *emulator.Process {
+	t.Helper()
+	fq, err := emulator.StartFauxqs(context.Background(), emulator.FauxqsOptions{})
+	if err != nil {
+		t.Fatalf("StartFauxqs() = %v (run `npm ci` at the repository root)", err)
+	}
+	t.Cleanup(func() { _ = fq.Stop() })
+	return fq
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/sfnlimit/sfnlimit/internal/emulator"
 	"github.com/sfnlimit/sfnlimit/internal/sqsbatch"
 )
 
@@ -24,11 +23,7 @@ func TestSQSLimitsWithSender(t *testing.T) {
 	t.Parallel()
 	s := newStack(t)
 	ctx := context.Background()
-	fq, err := emulator.StartFauxqs(ctx, emulator.FauxqsOptions{})
-	if err != nil {
-		t.Fatalf("StartFauxqs() = %v (run `npm ci` at the repository root)", err)
-	}
-	t.Cleanup(func() { _ = fq.Stop() })
+	fq := startFauxqs(t)
 	defer func() { _ = s.gw.SetSQSURL("") }()
 	defer s.gw.SetSQSLimits(AWSSQSLimits())
 
