@@ -90,9 +90,6 @@ type Job struct {
 	// Attempts counts the executions already made for this job; it is carried when a job moves lanes.
 	Attempts int `json:"attempt,omitempty"`
 	Redrive  int `json:"redrive,omitempty"`
-	// Counted says the router counted the job in its lane's occupancy (least-loaded), so whatever
-	// takes it out of the lane must uncount it. The router sets it; a producer's value is ignored.
-	Counted bool `json:"counted,omitempty"`
 }
 
 // Meta is the job metadata an execution receives beside the job's input.
@@ -199,18 +196,34 @@ func (e ExecutionInput) MustJSON() []byte {
 	return b
 }
 
-// WaitingLane is the lane number of a type's waiting group, "{type}-0": jobs of a first-free type
-// wait there until the starter binds them to a free lane. It never runs a job.
+// WaitingLane is the lane number of a type's waiting groups: jobs of a first-free type wait there
+// until the starter binds them to a free lane. A waiting group never runs a job.
 const WaitingLane = 0
 
 // GroupID is the lanes-queue MessageGroupId of a type's lane.
 func GroupID(typ string, lane int) string { return typ + "-" + strconv.Itoa(lane) }
+
+// WaitingGroupID is the MessageGroupId of a type's waiting group k (0-based): "{type}-0" for the
+// first, as before a type had several, and "{type}-w{k}" for the others.
+func WaitingGroupID(typ string, k int) string {
+	if k <= 0 {
+		return GroupID(typ, WaitingLane)
+	}
+	return typ + "-w" + strconv.Itoa(k)
+}
 
 // ParseGroupID splits a MessageGroupId into its type and lane (WaitingLane for a waiting group).
 func ParseGroupID(g string) (typ string, lane int, err error) {
 	i := strings.LastIndexByte(g, '-')
 	if i <= 0 {
 		return "", 0, fmt.Errorf("message group %q is not {type}-{lane}", g)
+	}
+	if k, ok := strings.CutPrefix(g[i+1:], "w"); ok {
+		n, err := strconv.Atoi(k)
+		if err != nil || n < 1 || strconv.Itoa(n) != k {
+			return "", 0, fmt.Errorf("message group %q has no waiting group number", g)
+		}
+		return g[:i], WaitingLane, nil
 	}
 	lane, err = strconv.Atoi(g[i+1:])
 	if err != nil || lane < WaitingLane || strconv.Itoa(lane) != g[i+1:] {
@@ -229,17 +242,21 @@ func ParseGroupID(g string) (typ string, lane int, err error) {
 // Generation 0 keeps the form used before redrive generations were part of it: "{type}-{id}".
 func DedupID(typ, id string, redrive int) string { return dedupID(typ, id, generation(redrive)) }
 
-// MovedDedupID is the MessageDeduplicationId of the copy the starter sends when it moves a job from a
-// lane above its type's limit to lane to, after attempts attempts: its own id, so the copy is never
-// taken for the original it replaces, and a move retried to the same lane is dropped by SQS.
-func MovedDedupID(typ, id string, redrive, to, attempts int) string {
-	return dedupID(typ, id, "~moved~"+strconv.Itoa(to)+"~"+strconv.Itoa(attempts)+generation(redrive))
+// MovedDedupID is the MessageDeduplicationId of the copy the starter sends when it moves the job in
+// message from (its SQS message id) to lane to: a lane above a lowered limit, or a lane bound to
+// another job, to a lane within the limit or to a waiting group (WaitingLane). Each message moves at
+// most once, so the id is the copy's own, and a move retried is dropped by SQS. It names the message
+// rather than the attempts made, as a job may be moved twice with the same attempts within SQS's
+// five-minute deduplication window, and a second copy with the first's id would be dropped: lost.
+func MovedDedupID(typ, id string, redrive, to int, from string) string {
+	return dedupID(typ, id, "~moved~"+strconv.Itoa(to)+"~"+from+generation(redrive))
 }
 
-// BoundDedupID is the MessageDeduplicationId of the copy the starter sends when it binds a job of a
-// first-free type from its waiting group to lane to: a bind retried to the same lane is dropped.
-func BoundDedupID(typ, id string, redrive, to int) string {
-	return dedupID(typ, id, "~bound~"+strconv.Itoa(to)+"~g"+strconv.Itoa(redrive))
+// BoundDedupID is the MessageDeduplicationId of the copy the starter sends when it binds the job in
+// waiting message from (its SQS message id) to lane to: a bind retried is dropped by SQS, while a job
+// that comes back to wait (its lane was taken back) and binds again, in a new message, is not.
+func BoundDedupID(typ, id string, redrive, to int, from string) string {
+	return dedupID(typ, id, "~bound~"+strconv.Itoa(to)+"~"+from+"~g"+strconv.Itoa(redrive))
 }
 
 func generation(redrive int) string {
@@ -253,8 +270,8 @@ func generation(redrive int) string {
 // hex digest of that whole string. No two jobs, generations or copies share one:
 //   - a plain form splits back into its parts: a type has no "-", so the first "-" ends it; an id has
 //     no "~", so the first "~" after it ends the id; the suffix is "", "~g{n}" (n > 0),
-//     "~moved~{lane}~{attempts}" with an optional "~g{n}", or "~bound~{lane}~g{n}", with canonical
-//     decimal numbers;
+//     "~moved~{lane}~{message id}" with an optional "~g{n}", or "~bound~{lane}~{message id}~g{n}",
+//     with canonical decimal numbers (an SQS message id has no "~");
 //   - a hashed form has a "#", which neither types, ids nor suffixes contain, so it never equals a
 //     plain form (a bare digest would: 64 hex digits are a valid id), and two hashed forms are equal
 //     only if their plain strings are (sha256).

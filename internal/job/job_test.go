@@ -395,18 +395,19 @@ func TestDedupID(t *testing.T) {
 	}
 }
 
-// The copies the starter sends keep the forms they had before redrive generations were added, for
-// generation 0.
+// The copies the starter sends name the message they come from, so a job moved or bound twice with
+// the same attempts (in two messages) is never dropped as a copy of itself.
 func TestCopyDedupIDs(t *testing.T) {
 	tests := []struct {
 		name string
 		got  string
 		want string
 	}{
-		{name: "moved", got: job.MovedDedupID("payments", "order-1", 0, 3, 2), want: "payments-order-1~moved~3~2"},
-		{name: "moved, redriven", got: job.MovedDedupID("payments", "order-1", 4, 3, 2), want: "payments-order-1~moved~3~2~g4"},
-		{name: "bound", got: job.BoundDedupID("payments", "order-1", 0, 7), want: "payments-order-1~bound~7~g0"},
-		{name: "bound, redriven", got: job.BoundDedupID("payments", "order-1", 2, 7), want: "payments-order-1~bound~7~g2"},
+		{name: "moved", got: job.MovedDedupID("payments", "order-1", 0, 3, "m-1"), want: "payments-order-1~moved~3~m-1"},
+		{name: "moved, redriven", got: job.MovedDedupID("payments", "order-1", 4, 3, "m-1"), want: "payments-order-1~moved~3~m-1~g4"},
+		{name: "moved to wait", got: job.MovedDedupID("payments", "order-1", 0, job.WaitingLane, "m-1"), want: "payments-order-1~moved~0~m-1"},
+		{name: "bound", got: job.BoundDedupID("payments", "order-1", 0, 7, "m-1"), want: "payments-order-1~bound~7~m-1~g0"},
+		{name: "bound, redriven", got: job.BoundDedupID("payments", "order-1", 2, 7, "m-1"), want: "payments-order-1~bound~7~m-1~g2"},
 	}
 	for _, tt := range tests {
 		if tt.got != tt.want {
@@ -424,9 +425,9 @@ type dedupCase struct {
 func (c dedupCase) dedupID() string {
 	switch c.kind {
 	case 1:
-		return job.MovedDedupID(c.typ, c.id, c.redrive, c.to, c.attempts)
+		return job.MovedDedupID(c.typ, c.id, c.redrive, c.to, "m-"+strconv.Itoa(c.attempts))
 	case 2:
-		return job.BoundDedupID(c.typ, c.id, c.redrive, c.to)
+		return job.BoundDedupID(c.typ, c.id, c.redrive, c.to, "m-"+strconv.Itoa(c.attempts))
 	}
 	return job.DedupID(c.typ, c.id, c.redrive)
 }
@@ -440,7 +441,7 @@ func (c dedupCase) same(o dedupCase) bool {
 	case 1:
 		return c.to == o.to && c.attempts == o.attempts
 	case 2:
-		return c.to == o.to
+		return c.to == o.to && c.attempts == o.attempts // attempts stand for the message id here
 	}
 	return true
 }
@@ -552,8 +553,23 @@ func TestGroupIDRoundTrip(t *testing.T) {
 	}
 }
 
+// A type's later waiting groups parse as its waiting lane; the first keeps the form it had when a
+// type had one, so jobs routed before several existed are still bound.
+func TestWaitingGroupID(t *testing.T) {
+	for k, want := range []string{"payments-0", "payments-w1", "payments-w2"} {
+		g := job.WaitingGroupID("payments", k)
+		if g != want {
+			t.Errorf("WaitingGroupID(payments, %d) = %q, want %q", k, g, want)
+		}
+		typ, lane, err := job.ParseGroupID(g)
+		if err != nil || typ != "payments" || lane != job.WaitingLane {
+			t.Errorf("ParseGroupID(%q) = %q, %d, %v, want payments, %d, nil", g, typ, lane, err, job.WaitingLane)
+		}
+	}
+}
+
 func TestParseGroupIDBad(t *testing.T) {
-	for _, give := range []string{"", "payments", "-1", "payments-", "payments-x", "payments-00", "payments-01", "payments-1.5", "payments-1 ", "payments-1a"} {
+	for _, give := range []string{"payments-w0", "payments-w", "payments-w01", "payments-wx", "", "payments", "-1", "payments-", "payments-x", "payments-00", "payments-01", "payments-1.5", "payments-1 ", "payments-1a"} {
 		t.Run(give, func(t *testing.T) {
 			typ, lane, err := job.ParseGroupID(give)
 			if err == nil {

@@ -57,86 +57,94 @@ func mix(x uint64) uint64 {
 	return x
 }
 
-// Lane strategies: how the router picks a lane for each job of a type (LANE_STRATEGY, or a type's
-// live override).
+// Lane strategies: how a type's jobs reach its lanes (LANE_STRATEGY, or a type's live override).
 const (
-	// Random spreads jobs over the lanes like a random choice (Hashed): no state, no cost, and a job
-	// may wait behind a long job while other lanes sit idle.
-	Random = "random"
-	// LeastLoaded sends each job to the lane with the fewest jobs queued or running (Least), from
-	// counts kept in DynamoDB (internal/occupancy).
-	LeastLoaded = "least-loaded"
-	// FirstFree keeps each job in its type's waiting group (lane 0, job.WaitingLane) until a lane is
-	// free, then binds it to that lane: no job waits behind another while a lane is idle. The starter
-	// binds (occupancy.Store.JoinEmpty); a release wakes the parked head of the queue (internal/waitroom).
+	// FirstFree keeps each job in one of its type's waiting groups until a lane is free, then binds
+	// it to that lane by writing the lane's lease (status bound): no job waits behind another while
+	// a lane is idle. The starter binds; a release wakes a parked waiting group (internal/waitroom).
 	FirstFree = "first-free"
+	// Random spreads jobs over the lanes like a random choice (Hashed): no state beyond the leases,
+	// and a job may wait behind a long job while other lanes sit idle.
+	Random = "random"
+	// LeastLoaded is a retired strategy: it kept per-lane counters in DynamoDB. A type still
+	// configured with it (a live item or the LaneStrategy parameter) runs as FirstFree.
+	LeastLoaded = "least-loaded"
 )
 
-// DefaultStrategy is the strategy of a deployment that names none: least-loaded, whose p99 wait is
-// 2.3x to 26x shorter than random's at 80% load (make bench).
-const DefaultStrategy = LeastLoaded
+// DefaultStrategy is the strategy of a deployment that names none: first-free, whose p99 wait is
+// an ideal semaphore's (make bench).
+const DefaultStrategy = FirstFree
 
-// Strategies lists the strategy names, the default first.
-var Strategies = []string{LeastLoaded, FirstFree, Random}
+// Strategies lists the strategy names that can be chosen, the default first.
+var Strategies = []string{FirstFree, Random}
 
-// ParseStrategy checks a strategy name; "" is DefaultStrategy.
+// ParseStrategy reads a configured strategy name; "" is DefaultStrategy. The retired least-loaded
+// reads as first-free, so a type configured before it was retired keeps running.
 func ParseStrategy(name string) (string, error) {
 	switch name {
 	case "":
 		return DefaultStrategy, nil
-	case Random, LeastLoaded, FirstFree:
+	case Random, FirstFree:
 		return name, nil
+	case LeastLoaded:
+		return FirstFree, nil
 	case "hashed":
 		return Random, nil
 	}
-	return "", fmt.Errorf("unknown lane strategy %q (known: %s, %s, %s)", name, LeastLoaded, FirstFree, Random)
+	return "", fmt.Errorf("unknown lane strategy %q (known: %s, %s)", name, FirstFree, Random)
 }
 
-// New returns the chooser of a strategy that needs no lane counts (random). least-loaded needs the
-// counts (the router calls Least with them) and first-free binds in the starter.
+// ErrRetired is returned by CheckChoosable for a strategy that can no longer be chosen.
+var ErrRetired = fmt.Errorf("lane strategy %s is retired: it kept a counter per lane that a lost update "+
+	"silently took a lane away from; %s waits less (p99 an ideal semaphore's against 1.6x-5.4x) with no counters, "+
+	"and types still configured %s run as %s", LeastLoaded, FirstFree, LeastLoaded, FirstFree)
+
+// CheckChoosable checks a strategy name someone is about to write (a CLI flag): like ParseStrategy,
+// but the retired least-loaded is refused with ErrRetired rather than read as first-free.
+func CheckChoosable(name string) (string, error) {
+	if name == LeastLoaded {
+		return "", ErrRetired
+	}
+	return ParseStrategy(name)
+}
+
+// New returns the chooser of the random strategy; first-free has none (the starter binds).
 func New(name string) (Chooser, error) {
 	s, err := ParseStrategy(name)
 	if err != nil {
 		return nil, err
 	}
 	if s != Random {
-		return nil, fmt.Errorf("lane strategy %s chooses from lane counts: call Least", s)
+		return nil, fmt.Errorf("lane strategy %s has no chooser: the starter binds its jobs to free lanes", s)
 	}
 	return Hashed{}, nil
 }
 
-// Least returns the lane with the fewest jobs in counts (counts[i] is lane i+1's jobs queued or
-// running). Among lanes tied for the fewest it picks one uniformly by a hash of the job's type, id
-// and redrive generation, so concurrent routers seldom pile onto the same lane and a job routed
-// twice from the same counts lands in the same lane.
-func Least(j job.Job, counts []int) (int, error) {
-	if len(counts) == 0 {
-		return 0, fmt.Errorf("type %s has no lane to choose", j.Type)
+// JobsPerWaitingGroup is how many lanes one waiting group feeds: a type of limit N waits in
+// ceil(N/JobsPerWaitingGroup) groups, so its binds are not serialised through one group (FIFO
+// serves one batch of a group at a time, at most 10 messages).
+const JobsPerWaitingGroup = 10
+
+// WaitingGroups is how many waiting groups a type of limit limit has (at least 1).
+func WaitingGroups(limit int) int { return max(1, (limit+JobsPerWaitingGroup-1)/JobsPerWaitingGroup) }
+
+// WaitingGroup returns which of a type's WaitingGroups(limit) groups a job waits in (0-based): a
+// hash of its type, id and redrive generation, so a job routed twice lands in the same group, where
+// SQS deduplicates it.
+func WaitingGroup(j job.Job, limit int) int {
+	return int(jobHash(j, false) % uint64(WaitingGroups(limit)))
+}
+
+// Spread returns the lanes 1..limit in an order that starts at a lane chosen by a hash of the job and
+// wraps around, so concurrent binders try different free lanes first.
+func Spread(j job.Job, limit int) []int {
+	if limit < 1 {
+		return nil
 	}
-	least, ties := counts[0], 0
-	for _, c := range counts {
-		switch {
-		case c < least:
-			least, ties = c, 1
-		case c == least:
-			ties++
-		}
+	first := int(jobHash(j, true) % uint64(limit))
+	out := make([]int, limit)
+	for i := range out {
+		out[i] = 1 + (first+i)%limit
 	}
-	if ties == 1 {
-		for i, c := range counts {
-			if c == least {
-				return i + 1, nil
-			}
-		}
-	}
-	k := int(jobHash(j, false) % uint64(ties))
-	for i, c := range counts {
-		if c == least {
-			if k == 0 {
-				return i + 1, nil
-			}
-			k--
-		}
-	}
-	panic("unreachable: a tie was counted but not found")
+	return out
 }

@@ -129,8 +129,8 @@ func TestNew(t *testing.T) {
 		wantErr bool
 	}{
 		{name: "random", give: "random"},
-		{name: "least-loaded needs counts: no chooser", give: "least-loaded", wantErr: true},
-		{name: "the default is least-loaded: no chooser", give: "", wantErr: true},
+		{name: "least-loaded is first-free now: no chooser", give: "least-loaded", wantErr: true},
+		{name: "the default is first-free: no chooser", give: "", wantErr: true},
 		{name: "bogus", give: "bogus", wantErr: true},
 		{name: "capitalised", give: "Random", wantErr: true},
 		{name: "round-robin is not known", give: "round-robin", wantErr: true},
@@ -188,65 +188,82 @@ func TestHashedSpreadsSequentialIDsOverManyLanes(t *testing.T) {
 	}
 }
 
-func TestLeast(t *testing.T) {
-	tests := []struct {
-		name   string
-		counts []int
-		// want: the lanes Least may return over many jobs
-		want []int
-	}{
-		{name: "one lane", counts: []int{7}, want: []int{1}},
-		{name: "the single emptiest lane", counts: []int{3, 0, 2, 1}, want: []int{2}},
-		{name: "ties among the least", counts: []int{2, 1, 5, 1, 1}, want: []int{2, 4, 5}},
-		{name: "all equal", counts: []int{4, 4, 4}, want: []int{1, 2, 3}},
+// A type's waiting groups grow with its limit, one per JobsPerWaitingGroup lanes; a job's group
+// depends only on the job (so a job routed twice is deduplicated in its group) and jobs spread
+// evenly over the groups.
+func TestWaitingGroup(t *testing.T) {
+	for _, tt := range []struct{ limit, want int }{{1, 1}, {5, 1}, {10, 1}, {11, 2}, {50, 5}, {300, 30}} {
+		if got := lane.WaitingGroups(tt.limit); got != tt.want {
+			t.Errorf("WaitingGroups(%d) = %d, want %d", tt.limit, got, tt.want)
+		}
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			hits := map[int]int{}
-			const jobs = 3000
-			for i := range jobs {
-				j := job.Job{Type: "pay", ID: fmt.Sprintf("order-%d", i)}
-				ln, err := lane.Least(j, tt.counts)
-				if err != nil {
-					t.Fatalf("Least(%s, %v) error = %v", j.ID, tt.counts, err)
-				}
-				again, _ := lane.Least(j, tt.counts)
-				if again != ln {
-					t.Fatalf("Least(%s, %v) = %d then %d, want the same lane for the same job and counts", j.ID, tt.counts, ln, again)
-				}
-				hits[ln]++
-			}
-			for ln := range hits {
-				if !slices.Contains(tt.want, ln) {
-					t.Errorf("Least chose lane %d (counts %v), want one of %v", ln, tt.counts, tt.want)
-				}
-			}
-			// Ties are spread evenly: each tied lane within 20% of its share.
-			for _, ln := range tt.want {
-				share := float64(jobs) / float64(len(tt.want))
-				if got := float64(hits[ln]); got < 0.8*share || got > 1.2*share {
-					t.Errorf("lane %d got %d of %d jobs among %d tied lanes, want about %.0f", ln, hits[ln], jobs, len(tt.want), share)
-				}
-			}
-		})
+	const limit, jobs = 50, 5000
+	hits := map[int]int{}
+	for i := range jobs {
+		j := job.Job{Type: "llm", ID: fmt.Sprintf("doc-%d", i)}
+		k := lane.WaitingGroup(j, limit)
+		if again := lane.WaitingGroup(j, limit); again != k || k < 0 || k >= 5 {
+			t.Fatalf("WaitingGroup(%s, %d) = %d then %d, want the same group in 0..4", j.ID, limit, k, again)
+		}
+		hits[k]++
 	}
-	if _, err := lane.Least(job.Job{Type: "pay", ID: "x"}, nil); err == nil {
-		t.Error("Least(no lanes) = nil error, want one")
+	for k := range 5 {
+		if share := float64(jobs) / 5; float64(hits[k]) < 0.8*share || float64(hits[k]) > 1.2*share {
+			t.Errorf("group %d got %d of %d jobs, want about %.0f", k, hits[k], jobs, share)
+		}
 	}
 }
 
+// Spread lists every lane once, from a start that depends on the job, so concurrent binders try
+// different free lanes first.
+func TestSpread(t *testing.T) {
+	starts := map[int]bool{}
+	for i := range 200 {
+		j := job.Job{Type: "llm", ID: fmt.Sprintf("doc-%d", i)}
+		got := lane.Spread(j, 7)
+		sorted := slices.Clone(got)
+		slices.Sort(sorted)
+		if !slices.Equal(sorted, []int{1, 2, 3, 4, 5, 6, 7}) {
+			t.Fatalf("Spread(%s, 7) = %v, want each of 1..7 once", j.ID, got)
+		}
+		for i := 1; i < len(got); i++ {
+			if got[i] != got[i-1]%7+1 {
+				t.Fatalf("Spread(%s, 7) = %v, want consecutive lanes wrapping around", j.ID, got)
+			}
+		}
+		starts[got[0]] = true
+	}
+	if len(starts) != 7 {
+		t.Errorf("Spread started at lanes %v over 200 jobs, want all 7", starts)
+	}
+	if got := lane.Spread(job.Job{Type: "llm", ID: "x"}, 0); got != nil {
+		t.Errorf("Spread(limit 0) = %v, want none", got)
+	}
+}
+
+// least-loaded is retired: a configured one reads as first-free, and choosing it anew is refused
+// with the reason.
 func TestParseStrategy(t *testing.T) {
-	for give, want := range map[string]string{"": lane.DefaultStrategy, "random": "random", "hashed": "random", "least-loaded": "least-loaded"} {
+	for give, want := range map[string]string{"": lane.FirstFree, "random": "random", "hashed": "random", "first-free": "first-free", "least-loaded": "first-free"} {
 		if got, err := lane.ParseStrategy(give); err != nil || got != want {
 			t.Errorf("ParseStrategy(%q) = %q, %v; want %q", give, got, err, want)
 		}
 	}
-	if _, err := lane.ParseStrategy("shortest"); err == nil || !strings.Contains(err.Error(), "least-loaded") {
+	if _, err := lane.ParseStrategy("shortest"); err == nil || !strings.Contains(err.Error(), "first-free") {
 		t.Errorf("ParseStrategy(shortest) error = %v, want one listing the strategies", err)
+	}
+	if got, err := lane.CheckChoosable("least-loaded"); err == nil || !strings.Contains(err.Error(), "retired") {
+		t.Errorf("CheckChoosable(least-loaded) = %q, %v, want the retirement error", got, err)
+	}
+	if got, err := lane.CheckChoosable("random"); err != nil || got != "random" {
+		t.Errorf("CheckChoosable(random) = %q, %v, want random", got, err)
+	}
+	if !slices.Equal(lane.Strategies, []string{"first-free", "random"}) || lane.DefaultStrategy != lane.FirstFree {
+		t.Errorf("Strategies = %q (default %q), want first-free (the default) and random", lane.Strategies, lane.DefaultStrategy)
 	}
 }
 
-// A redriven job is a new run: its lane choice (random's hash and least-loaded's tie-break) is drawn
+// A redriven job is a new run: its lane choice (random's hash) and its waiting group are drawn
 // afresh, while generation 0 keeps the choice jobs routed before generations existed had.
 func TestRedriveGenerationDrawsAFreshLane(t *testing.T) {
 	ctx := context.Background()
@@ -269,7 +286,6 @@ func TestRedriveGenerationDrawsAFreshLane(t *testing.T) {
 	}
 	const limit = 97
 	differ, tiesDiffer := 0, 0
-	ties := make([]int, limit) // every lane tied at 0
 	for i := range 200 {
 		j := job.Job{Type: "llm", ID: "job-" + strconv.Itoa(i), Attempts: i % 3}
 		g0, err := lane.Hashed{}.Choose(ctx, j, limit)
@@ -287,10 +303,9 @@ func TestRedriveGenerationDrawsAFreshLane(t *testing.T) {
 		}
 		j.Attempts = 0
 		r.Attempts = 0
-		l0, _ := lane.Least(j, ties)
-		l1, _ := lane.Least(r, ties)
-		if want := 1 + int(oldHash(j)%limit); l0 != want {
-			t.Fatalf("generation 0 of %+v: least-loaded tie-break lane %d, want %d as before", j, l0, want)
+		l0, l1 := lane.WaitingGroup(j, limit*lane.JobsPerWaitingGroup), lane.WaitingGroup(r, limit*lane.JobsPerWaitingGroup)
+		if want := int(oldHash(j) % limit); l0 != want {
+			t.Fatalf("generation 0 of %+v: waiting group %d, want %d", j, l0, want)
 		}
 		if l1 != l0 {
 			tiesDiffer++
@@ -298,6 +313,6 @@ func TestRedriveGenerationDrawsAFreshLane(t *testing.T) {
 	}
 	// Independent draws from 97 lanes agree about 2 times in 200; the same draw agrees 200 times.
 	if differ < 150 || tiesDiffer < 150 {
-		t.Errorf("redrive 1 chose another lane than generation 0 for %d (random) and %d (least-loaded ties) of 200 jobs, want most", differ, tiesDiffer)
+		t.Errorf("redrive 1 chose another lane than generation 0 for %d (random) and another waiting group for %d of 200 jobs, want most", differ, tiesDiffer)
 	}
 }

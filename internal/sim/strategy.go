@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -35,13 +36,50 @@ func (s uniform) Lane(_ context.Context, _ job.Job, occ []int) (int, error) {
 	return 1 + s.rng.IntN(len(occ)), nil
 }
 
-// FromLeast routes with the router's own least-loaded choice, lane.Least, on the exact occupancy:
-// what the router sees when its lane counts (internal/occupancy) are up to date.
+// FromLeast routes as the retired least-loaded strategy did (hashedLeast, its router code), on the
+// exact occupancy: what its router saw when its lane counts were up to date.
 func FromLeast() Strategy { return least{} }
 
 type least struct{}
 
-func (least) Lane(_ context.Context, j job.Job, occ []int) (int, error) { return lane.Least(j, occ) }
+func (least) Lane(_ context.Context, j job.Job, occ []int) (int, error) { return hashedLeast(j, occ) }
+
+// hashedLeast is the retired least-loaded strategy's choice, kept as a model: the lane with the
+// fewest jobs in occ, ties broken by a hash of the job.
+func hashedLeast(j job.Job, occ []int) (int, error) {
+	if len(occ) == 0 {
+		return 0, fmt.Errorf("type %s has no lane to choose", j.Type)
+	}
+	least, ties := occ[0], 0
+	for _, c := range occ {
+		switch {
+		case c < least:
+			least, ties = c, 1
+		case c == least:
+			ties++
+		}
+	}
+	h := fnv.New64a()
+	h.Write([]byte(j.Type))
+	h.Write([]byte{0})
+	h.Write([]byte(j.ID))
+	x := h.Sum64()
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	x *= 0xc4ceb9fe1a85ec53
+	x ^= x >> 33
+	k := int(x % uint64(ties))
+	for i, c := range occ {
+		if c == least {
+			if k == 0 {
+				return i + 1, nil
+			}
+			k--
+		}
+	}
+	return 0, fmt.Errorf("least: no tie found")
+}
 
 // LeastLoaded joins the lane with the fewest jobs queued or running, breaking ties uniformly at
 // random (join-the-shortest-queue): the textbook model, against which lane.Least's hashed tie-break
@@ -169,8 +207,8 @@ func Specs() []Spec {
 			},
 		},
 		{
-			Name: "least-loaded", Real: true,
-			About: "the router's LANE_STRATEGY=least-loaded: lane.Least on every lane's count, ties by a hash of the job",
+			Name:  "least-loaded",
+			About: "the retired least-loaded strategy: the lane with the fewest jobs, ties by a hash of the job (its router's code, kept as a model)",
 			New:   func(*rand.Rand) (Strategy, error) { return FromLeast(), nil },
 		},
 		{
