@@ -19,8 +19,8 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/deadletter"
 	"github.com/sfnlimit/sfnlimit/internal/lane"
 	"github.com/sfnlimit/sfnlimit/internal/lease"
+	"github.com/sfnlimit/sfnlimit/internal/legacy"
 	"github.com/sfnlimit/sfnlimit/internal/metrics"
-	"github.com/sfnlimit/sfnlimit/internal/occupancy"
 	"github.com/sfnlimit/sfnlimit/internal/releaser"
 	"github.com/sfnlimit/sfnlimit/internal/router"
 	"github.com/sfnlimit/sfnlimit/internal/sqsbatch"
@@ -119,14 +119,10 @@ func Router(env Env, c Clients, log *slog.Logger, opts ...Option) (*router.Route
 	if err != nil {
 		return nil, err
 	}
-	table, err := env.require("TABLE_NAME")
-	if err != nil {
-		return nil, err
-	}
 	// LANE_STRATEGY is read (and checked) with the rest of the configuration: each type's strategy
 	// is its override's, else the deployment's.
 	return &router.Router{
-		Config: res, Lanes: lane.Hashed{}, Occupancy: occupancy.NewStore(c.DDB, table),
+		Config: res, Lanes: lane.Hashed{},
 		Lanesq: sqsbatch.NewSender(c.SQS, fifo), DLQ: deadletter.New(c.SQS, dlq), Log: log, Metrics: env.recorder(opts),
 	}, nil
 }
@@ -164,12 +160,22 @@ func releaserWith(env Env, c Clients, res *config.Resolver, log *slog.Logger, re
 	leases := lease.NewStore(c.DDB, table)
 	svc := &releaser.Service{
 		Leases: leases, Queue: c.SQS, QueueURL: fifo, SFN: c.SFN, Config: res, DLQ: deadletter.New(c.SQS, dlq),
-		Occupancy: occupancy.NewStore(c.DDB, table), WaitRoom: waitroom.NewStore(c.DDB, table), Log: log, Metrics: rec,
+		WaitRoom: waitroom.NewStore(c.DDB, table), Log: log, Metrics: rec,
+	}
+	vis, err := env.seconds("FIFO_VISIBILITY_TIMEOUT", 900)
+	if err != nil {
+		return nil, err
 	}
 	return &releaser.Handler{
-		Service: svc, Leases: leases, SweepMinAge: minAge, SweepMaxDescribes: maxDescribes, SweepConcurrency: 8, Log: log,
+		Service: svc, Leases: leases, SweepMinAge: minAge, SweepMaxDescribes: maxDescribes, SweepConcurrency: 8,
+		BoundStaleAfter: staleAfter(vis), Legacy: legacy.NewCleaner(c.DDB, table), Log: log,
 	}, nil
 }
+
+// staleAfter is how long a lease without a running execution may sit untouched before it is taken
+// back: longer than the lanes queue's visibility timeout vis, after which its message, if it still
+// existed, would have been delivered again and refreshed it.
+func staleAfter(vis time.Duration) time.Duration { return vis + vis/2 }
 
 // Starter builds the starter from its environment; it carries its own releaser service for jobs
 // whose executions ended without a release.
@@ -200,8 +206,8 @@ func Starter(env Env, c Clients, log *slog.Logger, opts ...Option) (*starter.Sta
 	}
 	svc := rel.Service
 	return &starter.Starter{
-		Config: res, Leases: svc.Leases, SFN: c.SFN, Queue: c.SQS, QueueURL: svc.QueueURL,
-		DLQ: svc.DLQ, Releaser: svc, Lanes: lane.Hashed{}, Occupancy: occupancy.NewStore(c.DDB, table), WaitRoom: waitroom.NewStore(c.DDB, table), RetryDelay: retry,
-		StaleAfter: vis + vis/2, HandoverWait: 500 * time.Millisecond, Concurrency: 10, Log: log, Metrics: rec,
+		Config: res, Leases: lease.NewStore(c.DDB, table), SFN: c.SFN, Queue: c.SQS, QueueURL: svc.QueueURL,
+		DLQ: svc.DLQ, Releaser: svc, Lanes: lane.Hashed{}, WaitRoom: waitroom.NewStore(c.DDB, table), RetryDelay: retry,
+		StaleAfter: staleAfter(vis), HandoverWait: 500 * time.Millisecond, Concurrency: 10, Log: log, Metrics: rec,
 	}, nil
 }

@@ -142,7 +142,7 @@ func TestParametersAreSortedDescribedAndDefaulted(t *testing.T) {
 		"ExecutionTimeoutSeconds": "3600",
 		"ExtraStateMachineArns":   "",
 		"FifoVisibilityTimeout":   "900",
-		"LaneStrategy":            "least-loaded",
+		"LaneStrategy":            "first-free",
 		"StartRetrySeconds":       "5",
 		"StarterMaxConcurrency":   "50",
 		"SweepMaxDescribes":       "500",
@@ -315,14 +315,16 @@ func TestTimeoutsAgree(t *testing.T) {
 	}
 }
 
-// The template offers exactly the lane strategies the code knows, the code's default first.
+// The template offers exactly the lane strategies the code knows, the code's default first, and the
+// retired least-loaded last, so that a stack deployed with it still updates (it runs as first-free).
 func TestLaneStrategyValuesAreTheCodes(t *testing.T) {
 	for _, p := range loadApp(t).Parameters() {
 		if p.Name != "LaneStrategy" {
 			continue
 		}
-		if !slices.Equal(p.AllowedValues, lane.Strategies) || p.Default != lane.DefaultStrategy {
-			t.Errorf("LaneStrategy allows %q (default %q), want lane.Strategies %q (default %q)", p.AllowedValues, p.Default, lane.Strategies, lane.DefaultStrategy)
+		want := append(slices.Clone(lane.Strategies), lane.LeastLoaded)
+		if !slices.Equal(p.AllowedValues, want) || p.Default != lane.DefaultStrategy {
+			t.Errorf("LaneStrategy allows %q (default %q), want %q (default %q)", p.AllowedValues, p.Default, want, lane.DefaultStrategy)
 		}
 		return
 	}
@@ -408,7 +410,7 @@ func TestFunctionEnvironmentValues(t *testing.T) {
 		{"RouterFunction", "TABLE_NAME", table},
 		{"RouterFunction", "TYPE_LIMITS", "demo=5"},
 		{"RouterFunction", "DEFAULT_LIMIT", "0"},
-		{"RouterFunction", "LANE_STRATEGY", "least-loaded"},
+		{"RouterFunction", "LANE_STRATEGY", "first-free"},
 		{"RouterFunction", "CONFIG_CACHE_SECONDS", "30"},
 		{"StarterFunction", "STATE_MACHINE_ARN", sampleArn},
 		{"StarterFunction", "FIFO_QUEUE_URL", lanesURL},
@@ -416,12 +418,13 @@ func TestFunctionEnvironmentValues(t *testing.T) {
 		{"StarterFunction", "TYPE_MAX_ATTEMPTS", ""},
 		{"StarterFunction", "START_RETRY_SECONDS", "5"},
 		{"StarterFunction", "FIFO_VISIBILITY_TIMEOUT", "900"},
-		{"StarterFunction", "LANE_STRATEGY", "least-loaded"},
+		{"StarterFunction", "LANE_STRATEGY", "first-free"},
 		{"ReleaserFunction", "FIFO_QUEUE_URL", lanesURL},
 		{"ReleaserFunction", "DLQ_URL", dlqURL},
 		{"ReleaserFunction", "SWEEP_MIN_AGE_SECONDS", "60"},
 		{"ReleaserFunction", "SWEEP_MAX_DESCRIBES", "500"},
-		{"ReleaserFunction", "LANE_STRATEGY", "least-loaded"},
+		{"ReleaserFunction", "LANE_STRATEGY", "first-free"},
+		{"ReleaserFunction", "FIFO_VISIBILITY_TIMEOUT", "900"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.fn+"/"+tt.name, func(t *testing.T) {

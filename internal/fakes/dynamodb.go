@@ -16,7 +16,7 @@ import (
 
 // DynamoDB is one in-memory table with string keys pk and sk. It understands only the expressions
 // lease.Store and waitroom.Store write, and refuses any other with an error, so a new expression
-// cannot pass unnoticed: conditions "attribute_not_exists(pk)", "version = :v" and "receiptHandle = :h", the key condition "pk = :pk" and the
+// cannot pass unnoticed: conditions "attribute_not_exists(pk)", "version = :v", "receiptHandle = :h" and "messageId = :m", the key condition "pk = :pk" and the
 // filter "begins_with(pk, :p)". Query and Scan return PageSize items a page (all when 0), Scan
 // applying its filter after the page is cut, as DynamoDB does.
 type DynamoDB struct {
@@ -81,6 +81,10 @@ func check(cond *string, values map[string]types.AttributeValue, cur map[string]
 	case "receiptHandle = :h":
 		want, _ := values[":h"].(*types.AttributeValueMemberS)
 		got, has := cur["receiptHandle"].(*types.AttributeValueMemberS)
+		ok = has && want != nil && got.Value == want.Value
+	case "messageId = :m":
+		want, _ := values[":m"].(*types.AttributeValueMemberS)
+		got, has := cur["messageId"].(*types.AttributeValueMemberS)
 		ok = has && want != nil && got.Value == want.Value
 	case "version = :v":
 		want, isN := values[":v"].(*types.AttributeValueMemberN)

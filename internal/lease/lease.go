@@ -22,6 +22,9 @@ import (
 type Status string
 
 const (
+	// Bound: a first-free job was bound to the lane from its waiting group and its copy is on its
+	// way to the lane's group; the copy claims the lane from this lease. No execution runs yet.
+	Bound Status = "bound"
 	// Starting: the lane is claimed and StartExecution is not yet confirmed.
 	Starting Status = "starting"
 	// Running: the execution was started (or found running).
@@ -59,10 +62,7 @@ type Lease struct {
 	StartedAt   time.Time `dynamodbav:"startedAt"`
 	UpdatedAt   time.Time `dynamodbav:"updatedAt"`
 	SubmittedAt time.Time `dynamodbav:"submittedAt"`
-	// Counted says the job is counted in its lane's occupancy (the least-loaded strategy): whatever
-	// takes it out of the lane uncounts it.
-	Counted bool  `dynamodbav:"counted,omitempty"`
-	Version int64 `dynamodbav:"version"`
+	Version     int64     `dynamodbav:"version"`
 }
 
 // Key names a lane.

@@ -64,8 +64,21 @@ type Handler struct {
 	SweepMaxDescribes int
 	// SweepConcurrency bounds parallel DescribeExecution calls.
 	SweepConcurrency int
-	Now              func() time.Time
-	Log              *slog.Logger
+	// BoundStaleAfter is how long a bound lease (a first-free bind whose copy has not claimed the
+	// lane) may sit before the sweep takes the lane back: its copy is lost, or its bind stopped
+	// and its waiting message, had it still existed, would have come back and sent the copy again
+	// (0: never).
+	BoundStaleAfter time.Duration
+	// Legacy deletes, type by type, the lane counts the retired least-loaded strategy left in the
+	// table (internal/legacy; nil: none).
+	Legacy legacyCleaner
+	Now    func() time.Time
+	Log    *slog.Logger
+}
+
+// legacyCleaner deletes a type's items left by a retired version (internal/legacy).
+type legacyCleaner interface {
+	Clean(ctx context.Context, typ string) (int, error)
 }
 
 // Handle dispatches on the event's shape.
@@ -166,7 +179,14 @@ func (h *Handler) Sweep(ctx context.Context) (Response, error) {
 	}
 	h.gauges(ctx, all)
 	var due []lease.Lease
+	freed := 0
 	for _, l := range all {
+		if l.Status == lease.Bound && h.BoundStaleAfter > 0 && now().Sub(l.UpdatedAt) > h.BoundStaleAfter {
+			if h.takeBackBound(ctx, l) {
+				freed++
+			}
+			continue
+		}
 		// A dead-lettering lease whose release stopped before it finished is taken over (Release),
 		// and an unconfirmed claim whose execution ran and ended is released like a running one.
 		busy := l.Status == lease.Running || l.Status == lease.DeadLettering || l.Status == lease.Starting
@@ -203,8 +223,9 @@ func (h *Handler) Sweep(ctx context.Context) (Response, error) {
 		}(l)
 	}
 	wg.Wait()
-	h.Log.InfoContext(ctx, "sweep done", "leases", len(all), "checked", len(due), "released", swept)
-	return Response{Swept: swept, Checked: len(due)}, errors.Join(listErr, firstErr)
+	h.cleanLegacy(ctx, all)
+	h.Log.InfoContext(ctx, "sweep done", "leases", len(all), "checked", len(due), "released", swept, "boundTakenBack", freed)
+	return Response{Swept: swept + freed, Checked: len(due)}, errors.Join(listErr, firstErr)
 }
 
 // sweepLeases reads the leases of every type that may hold one, a Query per type: the types in the
@@ -225,6 +246,52 @@ func (h *Handler) sweepLeases(ctx context.Context) ([]lease.Lease, error) {
 		err = fmt.Errorf("sweep: %w", err)
 	}
 	return all, err
+}
+
+// cleanLegacy deletes the retired lane counts of every type with a lease or a config. A failure is
+// logged: the next sweep tries again.
+func (h *Handler) cleanLegacy(ctx context.Context, all []lease.Lease) {
+	if h.Legacy == nil {
+		return
+	}
+	types := map[string]bool{}
+	for _, l := range all {
+		types[l.Type] = true
+	}
+	if cs, err := h.Service.Config.All(ctx); err == nil {
+		for _, c := range cs {
+			types[c.Type] = true
+		}
+	}
+	if registered, err := h.Leases.Types(ctx); err == nil {
+		for _, t := range registered {
+			types[t] = true
+		}
+	}
+	for t := range types {
+		n, err := h.Legacy.Clean(ctx, t)
+		if err != nil {
+			h.Log.WarnContext(ctx, "retired lane counts not deleted; the next sweep tries again", "type", t, "error", err)
+			continue
+		}
+		if n > 0 {
+			h.Log.InfoContext(ctx, "deleted lane counts of the retired least-loaded strategy", "type", t, "items", n)
+		}
+	}
+}
+
+// takeBackBound deletes a stale bound lease and wakes a parked waiting group for the lane. A copy of
+// its job that still arrives finds the lane free (and claims it) or bound again (and waits again).
+func (h *Handler) takeBackBound(ctx context.Context, l lease.Lease) bool {
+	log := h.Log.With("jobId", l.JobID, "type", l.Type, "lane", l.Lane)
+	if err := h.Service.Leases.Delete(ctx, l); err != nil {
+		log.WarnContext(ctx, "sweep: stale bound lease not taken back", "error", err)
+		return false
+	}
+	log.WarnContext(ctx, "sweep took back a lane bound to a job whose copy never claimed it", "boundAt", l.UpdatedAt)
+	h.Service.Metrics.Add(l.Type, metrics.LeasesSwept, 1)
+	h.Service.wake(ctx, log, l.Type)
+	return true
 }
 
 func (h *Handler) sweepOne(ctx context.Context, l lease.Lease) (bool, error) {

@@ -21,7 +21,6 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/job"
 	"github.com/sfnlimit/sfnlimit/internal/lease"
 	"github.com/sfnlimit/sfnlimit/internal/metrics"
-	"github.com/sfnlimit/sfnlimit/internal/occupancy"
 	"github.com/sfnlimit/sfnlimit/internal/waitroom"
 )
 
@@ -95,8 +94,6 @@ type Service struct {
 	SFN      describer
 	Config   configGetter
 	DLQ      deadLetterer
-	// Occupancy uncounts jobs of the least-loaded strategy when they leave their lane.
-	Occupancy occupancyLeaver
 	// WaitRoom holds first-free jobs parked while every lane was taken: a release that frees a
 	// lane wakes the oldest.
 	WaitRoom parkedJobs
@@ -106,12 +103,6 @@ type Service struct {
 	// Metrics receives JobsSucceeded, JobsRetried and JobsDeadLettered per type (nil: none). Whoever
 	// invokes the service flushes it.
 	Metrics *metrics.Recorder
-}
-
-// occupancyLeaver uncounts a job from its lane (internal/occupancy); it does nothing when the job
-// is not counted there.
-type occupancyLeaver interface {
-	Leave(ctx context.Context, j occupancy.Job, lane int) (bool, error)
 }
 
 // parkedJobs hands out the oldest parked job of a type (internal/waitroom), removing its record.
@@ -133,7 +124,9 @@ func (s *Service) Release(ctx context.Context, req Request) (Result, error) {
 		if err != nil {
 			return "", err
 		}
-		if l == nil || !l.Holds(req.JobID, req.Redrive) || l.Attempt != req.Attempt {
+		// A bound lease has no execution yet: a release that finds one is a late one of an attempt
+		// made before the job came back to wait.
+		if l == nil || !l.Holds(req.JobID, req.Redrive) || l.Attempt != req.Attempt || l.Status == lease.Bound {
 			log.InfoContext(ctx, "nothing to release")
 			return Noop, nil
 		}
@@ -193,11 +186,6 @@ func (s *Service) releaseLease(ctx context.Context, log *slog.Logger, req Reques
 	if req.Outcome == Succeeded {
 		if l.Status == lease.Retrying || l.Status == lease.DeadLettering {
 			return Noop, nil // a failure of this attempt was already acted on
-		}
-		// Uncounted before the message goes: deleting it lets the lane's next message be delivered,
-		// and the lease should follow at once, not after another round trip.
-		if err := s.uncount(ctx, l); err != nil {
-			return "", err
 		}
 		if err := s.deleteMessage(ctx, l); err != nil {
 			return "", err
@@ -297,29 +285,10 @@ func (s *Service) deadLetter(ctx context.Context, log *slog.Logger, req Request,
 		s.Metrics.Add(l.Type, metrics.JobsDeadLettered, 1)
 		log.WarnContext(ctx, "job dead-lettered", "reason", reason, "error", req.Error)
 	}
-	if err := s.uncount(ctx, l); err != nil {
-		return "", err
-	}
 	if err := s.deleteMessage(ctx, l); err != nil {
 		return "", err
 	}
 	return DeadLettered, s.Leases.Delete(ctx, l)
-}
-
-// uncount takes a job that is leaving its lane out of the lane's occupancy. It runs before the
-// message and the lease go, so a release that fails here is retried with the lease still there; the
-// count changes once however often it runs.
-func (s *Service) uncount(ctx context.Context, l lease.Lease) error {
-	if !l.Counted {
-		return nil
-	}
-	if s.Occupancy == nil {
-		return fmt.Errorf("job %s is counted in lane %s but the releaser has no occupancy store", l.JobID, l.Key())
-	}
-	if _, err := s.Occupancy.Leave(ctx, occupancy.Job{Type: l.Type, ID: l.JobID, Redrive: l.Redrive}, l.Lane); err != nil {
-		return fmt.Errorf("release job %s: %w", l.JobID, err)
-	}
-	return nil
 }
 
 // ExecutionArnOf returns the ARN of the execution a lease's attempt runs (or ran, or would run):

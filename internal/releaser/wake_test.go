@@ -13,8 +13,9 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/waitroom"
 )
 
-// A release that frees a lane makes the oldest parked job of its type visible, skipping parked
-// records whose message was received again meanwhile; a release that frees nothing wakes nobody.
+// A release that frees a lane makes visible the parked waiting group of its type whose head was
+// submitted earliest, skipping records whose message was received again meanwhile; a release that
+// frees nothing wakes nobody.
 func TestReleaseWakesTheOldestParkedJob(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -28,9 +29,9 @@ func TestReleaseWakesTheOldestParkedJob(t *testing.T) {
 			name: "success wakes the oldest", lease: held("reports", 1, "r-1001", 1, lease.Running),
 			give: req("reports", 1, "r-1001", 1, releaser.Succeeded, "", ""),
 			parked: []waitroom.Waiter{
-				{Type: "reports", MessageID: "m-2", ReceiptHandle: "h-2", JobID: "w-2", ParkedAt: t0.Add(2 * time.Second)},
-				{Type: "reports", MessageID: "m-1", ReceiptHandle: "h-1", JobID: "w-1", ParkedAt: t0.Add(time.Second)},
-				{Type: "payments", MessageID: "m-p", ReceiptHandle: "h-p", JobID: "p-1", ParkedAt: t0},
+				{Type: "reports", Group: "reports-w2", MessageID: "m-2", ReceiptHandle: "h-2", JobID: "w-2", SubmittedAt: t0.Add(2 * time.Second)},
+				{Type: "reports", Group: "reports-w1", MessageID: "m-1", ReceiptHandle: "h-1", JobID: "w-1", SubmittedAt: t0.Add(time.Second)},
+				{Type: "payments", Group: "payments-wp", MessageID: "m-p", ReceiptHandle: "h-p", JobID: "p-1", SubmittedAt: t0},
 			},
 			want: []string{"h-1"},
 		},
@@ -38,8 +39,8 @@ func TestReleaseWakesTheOldestParkedJob(t *testing.T) {
 			name: "a stale parked record is skipped", lease: held("reports", 1, "r-1001", 3, lease.Running),
 			give: req("reports", 1, "r-1001", 3, releaser.Failed, "JobFailed", "boom"),
 			parked: []waitroom.Waiter{
-				{Type: "reports", MessageID: "m-1", ReceiptHandle: "h-1", JobID: "w-1", ParkedAt: t0.Add(time.Second)},
-				{Type: "reports", MessageID: "m-2", ReceiptHandle: "h-2", JobID: "w-2", ParkedAt: t0.Add(2 * time.Second)},
+				{Type: "reports", Group: "reports-w1", MessageID: "m-1", ReceiptHandle: "h-1", JobID: "w-1", SubmittedAt: t0.Add(time.Second)},
+				{Type: "reports", Group: "reports-w2", MessageID: "m-2", ReceiptHandle: "h-2", JobID: "w-2", SubmittedAt: t0.Add(2 * time.Second)},
 			},
 			stale: map[string]bool{"h-1": true},
 			want:  []string{"h-1", "h-2"},
@@ -48,7 +49,7 @@ func TestReleaseWakesTheOldestParkedJob(t *testing.T) {
 			name: "a retry keeps its lane and wakes nobody", lease: held("reports", 1, "r-1001", 1, lease.Running),
 			give: req("reports", 1, "r-1001", 1, releaser.Failed, "JobFailed", "boom"),
 			parked: []waitroom.Waiter{
-				{Type: "reports", MessageID: "m-1", ReceiptHandle: "h-1", JobID: "w-1", ParkedAt: t0},
+				{Type: "reports", Group: "reports-w1", MessageID: "m-1", ReceiptHandle: "h-1", JobID: "w-1", SubmittedAt: t0},
 			},
 			want: nil,
 		},
@@ -85,5 +86,58 @@ func TestReleaseWakesTheOldestParkedJob(t *testing.T) {
 				t.Errorf("parked handles made visible = %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// The sweep takes back a lane bound longer than BoundStaleAfter (its copy never claimed it) and
+// wakes a parked waiting group for it, without describing anything; a younger bind is left to its
+// copy.
+func TestSweepTakesBackStaleBinds(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t)
+	r.h.BoundStaleAfter = 20 * time.Minute
+	room := waitroom.NewStore(fakes.NewDynamoDB("table"), "table")
+	r.svc.WaitRoom = room
+	if err := room.Park(ctx, waitroom.Waiter{Type: "reports", Group: "reports-0", MessageID: "m-w", ReceiptHandle: "h-w", JobID: "w", SubmittedAt: t0}); err != nil {
+		t.Fatal(err)
+	}
+	stale := held("reports", 1, "r-stale", 0, lease.Bound)
+	stale.UpdatedAt = t0.Add(-21 * time.Minute)
+	young := held("reports", 2, "r-young", 0, lease.Bound)
+	young.UpdatedAt = t0.Add(-19 * time.Minute)
+	r.leases.Set(stale)
+	r.leases.Set(young)
+	got, err := r.h.Sweep(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Swept != 1 || got.Checked != 0 || len(r.sfn.Describes()) != 0 {
+		t.Errorf("Sweep() = %+v with %d describes, want 1 taken back and nothing described", got, len(r.sfn.Describes()))
+	}
+	checkLease(t, r.leases, stale.Key(), nil)
+	checkLease(t, r.leases, young.Key(), &wantLease{JobID: "r-young", Status: lease.Bound, Handle: handle("r-young", 2), Version: 4})
+	if v := visibleHandles(r.sqs); !equal(v, []string{"h-w"}) {
+		t.Errorf("made visible = %q, want the parked group woken", v)
+	}
+}
+
+type cleanerFunc func(ctx context.Context, typ string) (int, error)
+
+func (f cleanerFunc) Clean(ctx context.Context, typ string) (int, error) { return f(ctx, typ) }
+
+// Every sweep deletes the retired lane counts of every type it knows: from leases and from config.
+func TestSweepCleansRetiredCounts(t *testing.T) {
+	r := newRig(t)
+	r.leases.Set(held("legacyonly", 1, "x", 1, lease.Retrying))
+	cleaned := map[string]int{}
+	r.h.Legacy = cleanerFunc(func(_ context.Context, typ string) (int, error) { cleaned[typ]++; return 0, nil })
+	if _, err := r.h.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, typ := range []string{"legacyonly", "reports", "payments"} {
+		if cleaned[typ] != 1 {
+			t.Errorf("cleaned %v, want each of legacyonly, reports, payments once", cleaned)
+			break
+		}
 	}
 }

@@ -22,7 +22,6 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/job"
 	"github.com/sfnlimit/sfnlimit/internal/lane"
 	"github.com/sfnlimit/sfnlimit/internal/metrics"
-	"github.com/sfnlimit/sfnlimit/internal/occupancy"
 	"github.com/sfnlimit/sfnlimit/internal/sqsbatch"
 )
 
@@ -38,48 +37,35 @@ type deadLetterer interface {
 	Send(ctx context.Context, e deadletter.Entry) error
 }
 
-// occupancyStore keeps each lane's count of jobs queued or running (internal/occupancy).
-type occupancyStore interface {
-	Counts(ctx context.Context, typ string, limit int) ([]int, error)
-	Join(ctx context.Context, j occupancy.Job, lane int) (occupancy.Joined, error)
-	Cancel(ctx context.Context, j occupancy.Job, lane int) (bool, error)
-}
-
 // Router handles general-queue batches.
 type Router struct {
 	Config configGetter
 	// Lanes is the choice of types on the random strategy.
-	Lanes lane.Chooser
-	// Occupancy is the lane counts of types on the least-loaded strategy.
-	Occupancy occupancyStore
-	Lanesq    batchSender
-	DLQ       deadLetterer
-	Log       *slog.Logger
+	Lanes  lane.Chooser
+	Lanesq batchSender
+	DLQ    deadLetterer
+	Log    *slog.Logger
 	// Metrics receives JobsRouted and JobsRejected per type (nil: none).
 	Metrics *metrics.Recorder
 }
 
 // routed is a job of the batch on its way to a lane.
 type routed struct {
-	m    events.SQSMessage
-	j    job.Job
-	cfg  config.TypeConfig
-	lane int
-	// chosen: lane holds the job's lane (a least-loaded job whose counting failed has none)
-	chosen bool
-	// fresh: this batch counted the job in its lane, so a failed send uncounts it.
-	fresh bool
+	m   events.SQSMessage
+	j   job.Job
+	cfg config.TypeConfig
+	// lane is the job's lane (random), or job.WaitingLane (first-free), whose group is group.
+	lane  int
+	group string
 }
 
-// Handle routes one batch of general-queue messages. Types on the least-loaded strategy read their
-// lane counts once per batch (one query per type) and count each job as it is routed.
+// Handle routes one batch of general-queue messages: jobs of first-free types to one of their type's
+// waiting groups, jobs of random types to a lane chosen by a hash of the job.
 func (r *Router) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 	defer r.flush(ctx)
 	var (
-		resp  events.SQSEventResponse
-		jobs  []*routed
-		byTyp = map[string][]*routed{} // least-loaded jobs by type, in arrival order
-		order []string
+		resp events.SQSEventResponse
+		jobs []*routed
 	)
 	fail := func(m events.SQSMessage) {
 		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
@@ -101,14 +87,9 @@ func (r *Router) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 			continue
 		}
 		switch x.cfg.Strategy {
-		case lane.LeastLoaded:
-			if _, seen := byTyp[x.j.Type]; !seen {
-				order = append(order, x.j.Type)
-			}
-			byTyp[x.j.Type] = append(byTyp[x.j.Type], x)
 		case lane.FirstFree:
 			// The job waits in its type's waiting group; the starter binds it to the first free lane.
-			x.lane, x.chosen = job.WaitingLane, true
+			x.lane, x.group = job.WaitingLane, job.WaitingGroupID(x.j.Type, lane.WaitingGroup(x.j, x.cfg.Limit))
 		default:
 			ln, err := r.Lanes.Choose(ctx, x.j, x.cfg.Limit)
 			if err != nil {
@@ -117,22 +98,15 @@ func (r *Router) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 				fail(m)
 				continue
 			}
-			x.lane, x.chosen = ln, true
+			x.lane, x.group = ln, job.GroupID(x.j.Type, ln)
 		}
 		jobs = append(jobs, x)
-	}
-	for _, typ := range order {
-		r.leastLoaded(ctx, byTyp[typ])
 	}
 	var (
 		entries []types.SendMessageBatchRequestEntry
 		byEntry = map[string]*routed{}
 	)
 	for i, x := range jobs {
-		if !x.chosen {
-			fail(x.m) // counting failed; logged
-			continue
-		}
 		body, err := json.Marshal(x.j)
 		if err != nil {
 			return resp, fmt.Errorf("encode job %s: %w", x.j.ID, err)
@@ -141,11 +115,11 @@ func (r *Router) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 		entries = append(entries, types.SendMessageBatchRequestEntry{
 			Id:                     aws.String(id),
 			MessageBody:            aws.String(string(body)),
-			MessageGroupId:         aws.String(job.GroupID(x.j.Type, x.lane)),
+			MessageGroupId:         aws.String(x.group),
 			MessageDeduplicationId: aws.String(job.DedupID(x.j.Type, x.j.ID, x.j.Redrive)),
 		})
 		byEntry[id] = x
-		r.Log.InfoContext(ctx, "routed", "jobId", x.j.ID, "type", x.j.Type, "lane", x.lane, "strategy", x.cfg.Strategy)
+		r.Log.InfoContext(ctx, "routed", "jobId", x.j.ID, "type", x.j.Type, "lane", x.lane, "group", x.group, "strategy", x.cfg.Strategy)
 	}
 	if len(entries) == 0 {
 		return resp, nil
@@ -159,59 +133,12 @@ func (r *Router) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 		r.Metrics.Add(x.j.Type, metrics.JobsRouted, -1)
 		r.Log.ErrorContext(ctx, "send to lanes queue failed after retries; the general queue will deliver the job again",
 			"messageId", x.m.MessageId, "jobId", x.j.ID, "type", x.j.Type, "lane", x.lane, "code", f.Code, "error", f.Message)
-		r.uncount(ctx, x)
 		fail(x.m)
 	}
 	if err != nil && len(failed) == 0 {
 		return resp, fmt.Errorf("send to lanes queue: %w", err)
 	}
 	return resp, nil
-}
-
-// leastLoaded picks and counts the lanes of one type's jobs: the counts are read once, and each job
-// joins the least-loaded lane as the counts stand after the jobs before it. A job counted before
-// (the general queue delivered it again) keeps its earlier lane, where SQS deduplicates it.
-func (r *Router) leastLoaded(ctx context.Context, xs []*routed) {
-	typ, limit := xs[0].j.Type, xs[0].cfg.Limit
-	counts, err := r.Occupancy.Counts(ctx, typ, limit)
-	if err != nil {
-		r.Log.ErrorContext(ctx, "lane counts not read; the general queue will deliver the type's jobs again",
-			"type", typ, "jobs", len(xs), "error", err)
-		return
-	}
-	for _, x := range xs {
-		ln, err := lane.Least(x.j, counts)
-		if err == nil {
-			var got occupancy.Joined
-			got, err = r.Occupancy.Join(ctx, occupancy.JobOf(x.j), ln)
-			if err == nil {
-				x.lane, x.chosen, x.fresh, x.j.Counted = got.Lane, true, got.Fresh, got.Counted
-				if got.Fresh && got.Lane <= len(counts) {
-					counts[got.Lane-1]++
-				}
-				if got.Lane != ln {
-					r.Log.InfoContext(ctx, "job routed before; sending it to its lane again",
-						"jobId", x.j.ID, "type", typ, "lane", got.Lane, "counted", got.Counted)
-				}
-				continue
-			}
-		}
-		r.Log.ErrorContext(ctx, "job not counted in a lane; the general queue will deliver it again",
-			"messageId", x.m.MessageId, "jobId", x.j.ID, "type", typ, "error", err)
-	}
-}
-
-// uncount takes back the count of a job whose send failed: the general queue delivers it again and
-// the next routing counts it afresh. (Had the send gone through after all, the job would run in a
-// lane that does not count it, and its leaving would change nothing: the count stays exact.)
-func (r *Router) uncount(ctx context.Context, x *routed) {
-	if !x.fresh {
-		return
-	}
-	if _, err := r.Occupancy.Cancel(ctx, occupancy.JobOf(x.j), x.lane); err != nil {
-		r.Log.WarnContext(ctx, "count of an unsent job not taken back; its lane looks one job busier until the job leaves it",
-			"jobId", x.j.ID, "type", x.j.Type, "lane", x.lane, "error", err)
-	}
 }
 
 // check validates a message and reads its type's configuration. A job.Error means the job is

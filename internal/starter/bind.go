@@ -12,41 +12,33 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/config"
 	"github.com/sfnlimit/sfnlimit/internal/job"
 	"github.com/sfnlimit/sfnlimit/internal/lane"
+	"github.com/sfnlimit/sfnlimit/internal/lease"
 	"github.com/sfnlimit/sfnlimit/internal/metrics"
-	"github.com/sfnlimit/sfnlimit/internal/occupancy"
 	"github.com/sfnlimit/sfnlimit/internal/waitroom"
 )
 
-// bind moves a job from its type's waiting group to a free lane (the first-free strategy): it takes
-// a lane whose count is 0 with a conditional join, sends the job there and acknowledges the waiting
-// message. When every lane is taken it parks the message, in flight, for a release to wake.
+// bind moves a job from its type's waiting group to a free lane (the first-free strategy). A lane is
+// free when it has no lease: the bind writes the lane's lease first, conditionally (status bound),
+// then sends the job to the lane's group and acknowledges the waiting message. The lane's copy claims
+// the lane from the bound lease and starts like any other job. When every lane is taken, the message
+// is parked, in flight, for a release to wake.
 func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
-	if s.Occupancy == nil || s.WaitRoom == nil {
-		return hold, errors.New("the starter has no occupancy store or wait room to bind first-free jobs")
+	if s.WaitRoom == nil {
+		return hold, errors.New("the starter has no wait room to park first-free jobs in")
 	}
-	w := waitroom.Waiter{Type: x.key.Type, MessageID: x.MessageId, ReceiptHandle: x.ReceiptHandle, JobID: x.job.ID, ParkedAt: s.now()}
+	w := waitroom.Waiter{Type: x.key.Type, Group: x.Attributes["MessageGroupId"], MessageID: x.MessageId,
+		ReceiptHandle: x.ReceiptHandle, JobID: x.job.ID, SubmittedAt: x.job.SubmittedAt, ParkedAt: s.now()}
 	parked := false
-	if x.Attributes["ApproximateReceiveCount"] != "1" {
-		// Parked on an earlier receive, perhaps: unless it parks again, its record goes, so no
-		// release spends a wake-up on it.
+	if x.receives() != 1 {
+		// Parked on an earlier receive, perhaps: unless it parks again, its group's record goes, so
+		// no release spends a wake-up on it.
 		defer func() {
 			if !parked {
 				if err := s.WaitRoom.Unpark(ctx, w); err != nil {
-					x.log.WarnContext(ctx, "parked record not removed; a release may wake this message for nothing", "error", err)
+					x.log.WarnContext(ctx, "parked record not removed; a release may wake this group for nothing", "error", err)
 				}
 			}
 		}()
-	}
-	oj := occupancy.JobOf(x.job)
-	m, err := s.Occupancy.Get(ctx, oj)
-	if err != nil {
-		return hold, err
-	}
-	if m != nil && !m.Left && m.Lane >= 1 {
-		// Bound before: this message came back after the bind (its send failed, or its
-		// acknowledgement was lost). The copy goes again with the same deduplication id, which SQS
-		// drops within five minutes; whatever becomes of the job happens in its lane.
-		return s.sendBound(ctx, x, m.Lane, true)
 	}
 	cfg, err := s.Config.Get(ctx, x.key.Type)
 	if errors.Is(err, config.ErrUnknownType) {
@@ -55,102 +47,108 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 	if err != nil {
 		return hold, err
 	}
-	if cfg.Strategy != lane.FirstFree {
-		// The type left first-free while the job waited: route it as its strategy does now.
-		return s.reroute(ctx, x, cfg)
+	leases, err := s.Leases.ListType(ctx, x.key.Type)
+	if err != nil {
+		return hold, err
 	}
-	for look := range 2 {
-		got, err := s.bindFree(ctx, x, cfg)
+	if own := holding(leases, x.job); own != nil {
+		if own.Status == lease.Bound && own.MessageID == x.MessageId {
+			// This message's bind wrote the lease, and its copy may not have gone (the send failed,
+			// or the invocation stopped): the copy goes again, and SQS drops it if the first went.
+			return s.sendBound(ctx, x, own.Lane)
+		}
+		// The job is in a lane already (another message of it was bound, or its copy runs): this
+		// message is a copy of it.
+		x.log.WarnContext(ctx, "duplicate job: it already holds a lane; dropping this copy", "heldLane", own.Lane, "status", own.Status)
+		s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
+		return ack, nil
+	}
+	if cfg.Strategy != lane.FirstFree {
+		// The type left first-free while the job waited: it goes to a lane as its strategy chooses.
+		to, err := s.Lanes.Choose(ctx, x.job, cfg.Limit)
 		if err != nil {
 			return hold, err
 		}
-		if got.Lane > 0 {
+		return s.sendTo(ctx, x, x.job, to, cfg)
+	}
+	for look := range 2 {
+		to, err := s.bindFree(ctx, x, cfg, leases)
+		if err != nil {
+			return hold, err
+		}
+		if to > 0 {
 			if look == 1 {
 				if err := s.WaitRoom.Unpark(ctx, w); err != nil {
-					x.log.WarnContext(ctx, "parked record not removed; a release may wake this message for nothing", "error", err)
+					x.log.WarnContext(ctx, "parked record not removed; a release may wake this group for nothing", "error", err)
 				}
 			}
-			// Counted is false only for a copy of a job that left its lane moments ago (SQS drops
-			// the copy within five minutes of the first): it goes where the first went, uncounted.
-			return s.sendBound(ctx, x, got.Lane, got.Counted)
+			return s.sendBound(ctx, x, to)
 		}
 		if look == 0 {
-			// Park first, then look again: a release that freed a lane after the first look either
-			// sees the parked record and wakes it, or freed the lane before the second look.
+			// Invisible first, then the record, then look again: a release that frees a lane after
+			// this look either reads the record and wakes the message (after it was made
+			// invisible, so the wake-up is not undone) or freed the lane before the second look.
+			s.setVisibility(ctx, x.SQSMessage, int32(waitroom.ParkFor.Seconds()))
 			if err := s.WaitRoom.Park(ctx, w); err != nil {
+				return hold, err
+			}
+			if leases, err = s.Leases.ListType(ctx, x.key.Type); err != nil {
 				return hold, err
 			}
 		}
 	}
 	parked = true
-	s.setVisibility(ctx, x.SQSMessage, int32(waitroom.ParkFor.Seconds()))
-	x.log.InfoContext(ctx, "every lane taken; job parked until a release wakes it", "limit", cfg.Limit)
+	x.log.InfoContext(ctx, "every lane taken; waiting group parked until a release wakes it", "limit", cfg.Limit, "group", w.Group)
 	s.Metrics.Add(x.key.Type, metrics.JobsParked, 1)
 	return hold, nil
 }
 
-// bindFree binds the job to a lane of count 0, starting from the one lane.Least picks (ties by a
-// hash of the job, so concurrent binders spread); lane 0 when every lane is taken.
-func (s *Starter) bindFree(ctx context.Context, x *msg, cfg config.TypeConfig) (occupancy.Joined, error) {
-	counts, err := s.Occupancy.Counts(ctx, x.key.Type, cfg.Limit)
-	if err != nil {
-		return occupancy.Joined{}, err
-	}
-	first, err := lane.Least(x.job, counts)
-	if err != nil || counts[first-1] > 0 {
-		return occupancy.Joined{}, err
-	}
-	order := []int{first}
-	for i, c := range counts {
-		if c == 0 && i+1 != first {
-			order = append(order, i+1)
+// holding returns the lease that holds job j's run, if any.
+func holding(leases []lease.Lease, j job.Job) *lease.Lease {
+	for i, l := range leases {
+		if l.Holds(j.ID, j.Redrive) {
+			return &leases[i]
 		}
 	}
-	for _, ln := range order {
-		got, err := s.Occupancy.JoinEmpty(ctx, occupancy.JobOf(x.job), ln)
-		if errors.Is(err, occupancy.ErrLaneBusy) {
-			continue // taken since the counts were read
-		}
-		return got, err
-	}
-	return occupancy.Joined{}, nil
+	return nil
 }
 
-// reroute sends a waiting job of a type no longer on first-free to a lane as the type's strategy
-// chooses now.
-func (s *Starter) reroute(ctx context.Context, x *msg, cfg config.TypeConfig) (verdict, error) {
-	if cfg.Strategy != lane.LeastLoaded {
-		to, err := s.Lanes.Choose(ctx, x.job, cfg.Limit)
+// bindFree writes a bound lease for the job on a lane of 1..limit that has none, trying them in an
+// order that starts at a lane chosen by a hash of the job (so concurrent binders seldom collide); it
+// returns the lane, or 0 when every lane is taken.
+func (s *Starter) bindFree(ctx context.Context, x *msg, cfg config.TypeConfig, leases []lease.Lease) (int, error) {
+	taken := make(map[int]bool, len(leases))
+	for _, l := range leases {
+		taken[l.Lane] = true
+	}
+	for _, ln := range lane.Spread(x.job, cfg.Limit) {
+		if taken[ln] {
+			continue
+		}
+		_, err := s.Leases.Put(ctx, lease.Lease{
+			Type: x.key.Type, Lane: ln, JobID: x.job.ID, Redrive: x.job.Redrive, MessageID: x.MessageId,
+			Attempt: x.job.Attempts, Status: lease.Bound, StartedAt: s.now(), SubmittedAt: x.job.SubmittedAt,
+		}, nil)
+		if errors.Is(err, lease.ErrConflict) {
+			continue // taken since the leases were read
+		}
 		if err != nil {
-			return hold, err
+			return 0, err
 		}
-		return s.sendBound(ctx, x, to, false)
+		return ln, nil
 	}
-	counts, err := s.Occupancy.Counts(ctx, x.key.Type, cfg.Limit)
-	if err != nil {
-		return hold, err
-	}
-	to, err := lane.Least(x.job, counts)
-	if err != nil {
-		return hold, err
-	}
-	got, err := s.Occupancy.Join(ctx, occupancy.JobOf(x.job), to)
-	if err != nil {
-		return hold, err
-	}
-	return s.sendBound(ctx, x, got.Lane, got.Counted)
+	return 0, nil
 }
 
-// sendBound sends the waiting job to lane to and acknowledges the waiting message. The copy's
-// deduplication id names the lane, so a bind retried to the same lane is dropped by SQS.
-func (s *Starter) sendBound(ctx context.Context, x *msg, to int, counted bool) (verdict, error) {
+// sendBound sends the waiting job to lane to, whose lease its bind wrote, and acknowledges the waiting
+// message. The copy's deduplication id names the waiting message, so a bind retried is dropped by SQS.
+func (s *Starter) sendBound(ctx context.Context, x *msg, to int) (verdict, error) {
 	j := x.job
-	j.Counted = counted
 	body, err := json.Marshal(j)
 	if err != nil {
 		return hold, fmt.Errorf("encode job: %w", err)
 	}
-	dedup := job.BoundDedupID(j.Type, j.ID, j.Redrive, to)
+	dedup := job.BoundDedupID(j.Type, j.ID, j.Redrive, to, x.MessageId)
 	if _, err := s.Queue.SendMessage(ctx, &sqs.SendMessageInput{
 		QueueUrl: &s.QueueURL, MessageBody: aws.String(string(body)),
 		MessageGroupId: aws.String(job.GroupID(j.Type, to)), MessageDeduplicationId: &dedup,
@@ -159,5 +157,27 @@ func (s *Starter) sendBound(ctx context.Context, x *msg, to int, counted bool) (
 	}
 	x.log.InfoContext(ctx, "bound to a free lane", "toLane", to, "waitedMs", s.now().Sub(j.SubmittedAt).Milliseconds())
 	s.Metrics.Add(x.key.Type, metrics.JobsBound, 1)
+	return ack, nil
+}
+
+// sendTo sends job j, now in message x, to lane to of its type, or to its waiting group when to is
+// job.WaitingLane, and acknowledges x. The copy's deduplication id names x, so a send retried is
+// dropped by SQS while a job that comes back here later, in another message, is not.
+func (s *Starter) sendTo(ctx context.Context, x *msg, j job.Job, to int, cfg config.TypeConfig) (verdict, error) {
+	body, err := json.Marshal(j)
+	if err != nil {
+		return hold, fmt.Errorf("encode job: %w", err)
+	}
+	group := job.GroupID(j.Type, to)
+	if to == job.WaitingLane {
+		group = job.WaitingGroupID(j.Type, lane.WaitingGroup(j, cfg.Limit))
+	}
+	dedup := job.MovedDedupID(j.Type, j.ID, j.Redrive, to, x.MessageId)
+	if _, err := s.Queue.SendMessage(ctx, &sqs.SendMessageInput{
+		QueueUrl: &s.QueueURL, MessageBody: aws.String(string(body)),
+		MessageGroupId: aws.String(group), MessageDeduplicationId: &dedup,
+	}); err != nil {
+		return hold, fmt.Errorf("send job to %s: %w", group, err)
+	}
 	return ack, nil
 }

@@ -4,36 +4,36 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
-	"sort"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/sfnlimit/sfnlimit/internal/job"
 	"github.com/sfnlimit/sfnlimit/internal/lane"
 	"github.com/sfnlimit/sfnlimit/internal/lease"
-	"github.com/sfnlimit/sfnlimit/internal/occupancy"
 	"github.com/sfnlimit/sfnlimit/internal/releaser"
 	"github.com/sfnlimit/sfnlimit/internal/waitroom"
 )
 
-// waiting is the receive-th delivery of a job waiting in its type's waiting group ("{type}-0").
+// waiting is the receive-th delivery of a job waiting in its type's first waiting group ("{type}-0").
 func waiting(t *testing.T, typ, jobID string, receive int) events.SQSMessage {
 	t.Helper()
-	return message(t, job.GroupID(typ, job.WaitingLane), jobID, jobBody(typ, jobID, 0), receive)
+	return message(t, job.WaitingGroupID(typ, 0), jobID, jobBody(typ, jobID, 0), receive)
 }
 
-// bound is a copy the starter sent from the waiting group to a lane.
-type bound struct {
+// copyMsg is a copy the starter sent to the lanes queue: to a lane, or back to a waiting group.
+type copyMsg struct {
 	id      string
+	group   string
 	lane    int
-	counted bool
 	dedup   string
+	attempt int
 }
 
-func boundCopies(t *testing.T, r *rig) []bound {
+func copies(t *testing.T, r *rig) []copyMsg {
 	t.Helper()
-	var out []bound
+	var out []copyMsg
 	for _, c := range r.sqs.Sent(lanesURL) {
 		var j job.Job
 		if err := json.Unmarshal([]byte(c.Body), &j); err != nil {
@@ -43,13 +43,19 @@ func boundCopies(t *testing.T, r *rig) []bound {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, bound{j.ID, ln, j.Counted, c.MessageDeduplicationID})
+		out = append(out, copyMsg{j.ID, c.MessageGroupID, ln, c.MessageDeduplicationID, j.Attempts})
 	}
 	return out
 }
 
-// A waiting group's batch binds its jobs to the free lanes in order, parks the first that finds
-// none, and sends the rest back to wait behind it.
+// bound is the lease a bind writes for job id in lane ln.
+func boundLease(typ string, ln int, id string) lease.Lease {
+	return lease.Lease{Type: typ, Lane: ln, JobID: id, MessageID: "msg-" + id, Status: lease.Bound, StartedAt: t0, SubmittedAt: submitted, UpdatedAt: t0}
+}
+
+// A waiting group's batch binds its jobs to the free lanes in order by writing their leases, parks
+// the first that finds none, and sends the rest back to wait behind it; the copies claim their bound
+// lanes, and a release wakes the parked group, whose head takes the freed lane.
 func TestBindWaitingJobsToFreeLanes(t *testing.T) {
 	ctx := context.Background()
 	r := newRigStrategy(t, nil, lane.FirstFree) // reports=3
@@ -64,23 +70,25 @@ func TestBindWaitingJobsToFreeLanes(t *testing.T) {
 	if got, want := failures(resp), sorted("msg-w-4", "msg-w-5"); !equal(got, want) {
 		t.Errorf("batch item failures = %v, want %v (w-4 parked, w-5 behind it)", got, want)
 	}
-	copies := boundCopies(t, r)
+	cs := copies(t, r)
+	if len(cs) != 3 {
+		t.Fatalf("copies = %+v, want w-1..w-3 bound", cs)
+	}
 	lanes := map[int]string{}
-	for _, c := range copies {
-		if !c.counted || c.lane < 1 || c.lane > 3 {
-			t.Errorf("copy of %s to lane %d counted=%v, want a counted copy in lanes 1..3", c.id, c.lane, c.counted)
+	for _, c := range cs {
+		if c.lane < 1 || c.lane > 3 || c.dedup != job.BoundDedupID("reports", c.id, 0, c.lane, "msg-"+c.id) {
+			t.Errorf("copy %+v, want one in lanes 1..3 with the bind's deduplication id", c)
 		}
 		if prev, dup := lanes[c.lane]; dup {
 			t.Errorf("lane %d bound to %s and %s", c.lane, prev, c.id)
 		}
 		lanes[c.lane] = c.id
 	}
-	if len(copies) != 3 {
-		t.Fatalf("copies = %+v, want w-1..w-3 bound", copies)
+	want := map[lease.Key]wantLease{}
+	for ln, id := range lanes {
+		want[lease.Key{Type: "reports", Lane: ln}] = wantLease{JobID: id, Status: lease.Bound}
 	}
-	if got := r.counts(t, "reports", 3); !slices.Equal(got, []int{1, 1, 1}) {
-		t.Errorf("counts = %v, want [1 1 1]", got)
-	}
+	checkLeases(t, r.leases, want)
 	// w-4 parked for ParkFor, w-5 back at once; nothing started from the waiting group.
 	checkVisibility(t, r.sqs, []visibility{
 		{Handle: handle("w-4", 1), Min: int32(waitroom.ParkFor.Seconds()), Max: int32(waitroom.ParkFor.Seconds())},
@@ -89,12 +97,14 @@ func TestBindWaitingJobsToFreeLanes(t *testing.T) {
 	if starts := r.sfn.Starts(); len(starts) != 0 {
 		t.Errorf("StartExecution calls = %+v, want none from the waiting group", starts)
 	}
+	if ws, err := r.room.List(ctx, "reports"); err != nil || len(ws) != 1 || ws[0].JobID != "w-4" || ws[0].Group != "reports-0" {
+		t.Errorf("parked = %+v, %v; want group reports-0 parked at w-4", ws, err)
+	}
 
-	// The bound copies start in their lanes; w-1's job succeeds and its release wakes w-4.
+	// The copies claim their bound lanes and start there.
 	var copyEvents []events.SQSMessage
-	for _, c := range copies {
-		m := message(t, job.GroupID("reports", c.lane), c.id, r.sqs.Sent(lanesURL)[slices.IndexFunc(copies, func(b bound) bool { return b == c })].Body, 1)
-		copyEvents = append(copyEvents, m)
+	for i, c := range cs {
+		copyEvents = append(copyEvents, message(t, c.group, c.id, r.sqs.Sent(lanesURL)[i].Body, 1))
 	}
 	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: copyEvents}); err != nil {
 		t.Fatal(err)
@@ -102,9 +112,14 @@ func TestBindWaitingJobsToFreeLanes(t *testing.T) {
 	if n := len(r.sfn.Starts()); n != 3 {
 		t.Fatalf("starts = %d, want the 3 bound jobs", n)
 	}
-	freed := copies[0].lane
-	l, _ := r.leases.Get(ctx, lease.Key{Type: "reports", Lane: freed})
-	res, err := r.rel.Release(ctx, releaser.Request{Key: l.Key(), JobID: l.JobID, Attempt: 1, Outcome: releaser.Succeeded, Source: "workflow"})
+	for ln, id := range lanes {
+		want[lease.Key{Type: "reports", Lane: ln}] = wantLease{JobID: id, Status: lease.Running, Attempt: 1, Handle: handle(id, 1), Arn: execArn("reports", id, 1)}
+	}
+	checkLeases(t, r.leases, want)
+
+	// w-1's job succeeds; its release wakes the parked group.
+	freed := cs[0].lane
+	res, err := r.rel.Release(ctx, releaser.Request{Key: lease.Key{Type: "reports", Lane: freed}, JobID: cs[0].id, Attempt: 1, Outcome: releaser.Succeeded, Source: "workflow"})
 	if err != nil || res != releaser.Deleted {
 		t.Fatalf("release = %s, %v", res, err)
 	}
@@ -117,7 +132,7 @@ func TestBindWaitingJobsToFreeLanes(t *testing.T) {
 	if !woke {
 		t.Fatalf("the release did not make parked w-4 visible: %+v", r.sqs.VisibilityChanges())
 	}
-	// w-4 comes back and takes the freed lane; w-5 parks.
+	// w-4 comes back and takes the freed lane (its group's record goes); w-5 parks the group again.
 	resp, err = r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{waiting(t, "reports", "w-4", 2), waiting(t, "reports", "w-5", 2)}})
 	if err != nil {
 		t.Fatal(err)
@@ -125,14 +140,17 @@ func TestBindWaitingJobsToFreeLanes(t *testing.T) {
 	if got := failures(resp); !equal(got, []string{"msg-w-5"}) {
 		t.Errorf("failures = %v, want w-5 parked", got)
 	}
-	copies = boundCopies(t, r)
-	if last := copies[len(copies)-1]; last.id != "w-4" || last.lane != freed {
+	cs = copies(t, r)
+	if last := cs[len(cs)-1]; last.id != "w-4" || last.lane != freed {
 		t.Errorf("last copy = %+v, want w-4 in the freed lane %d", last, freed)
+	}
+	if ws, err := r.room.List(ctx, "reports"); err != nil || len(ws) != 1 || ws[0].JobID != "w-5" {
+		t.Errorf("parked = %+v, %v; want one record, the group parked at w-5", ws, err)
 	}
 }
 
-// A waiting message delivered again after its bind (the acknowledgement was lost) sends the same
-// copy to the same lane and counts nothing twice.
+// A waiting message delivered again after its bind (the acknowledgement or the send was lost) sends
+// the same copy to the same lane, which SQS drops if the first went; no second lane is taken.
 func TestBindIsIdempotent(t *testing.T) {
 	ctx := context.Background()
 	r := newRigStrategy(t, nil, lane.FirstFree)
@@ -142,40 +160,65 @@ func TestBindIsIdempotent(t *testing.T) {
 			t.Fatalf("receive %d: %+v, %v", receive, resp, err)
 		}
 	}
-	c := boundCopies(t, r)
+	c := copies(t, r)
 	if len(c) != 2 || c[0] != c[1] {
 		t.Errorf("copies = %+v, want the same copy (lane, deduplication id) twice", c)
 	}
-	got := r.counts(t, "reports", 3)
-	sort.Ints(got)
-	if !slices.Equal(got, []int{0, 0, 1}) {
-		t.Errorf("counts = %v, want one lane counted once", got)
+	if ls := r.leases.Leases(); len(ls) != 1 || ls[0].Status != lease.Bound || ls[0].JobID != "w-1" {
+		t.Errorf("leases = %+v, want one lane bound to w-1", ls)
 	}
 }
 
-// A release that frees a lane between the binder's look and its parking is not missed: the binder
-// looks again after parking, binds, and takes its parked record back.
+// Another message of a job that already holds a lane (a duplicate submission, or a job that came
+// back to wait while its bind went through) is dropped, not bound to a second lane.
+func TestBindDropsACopyOfAJobInALane(t *testing.T) {
+	for _, st := range []lease.Status{lease.Bound, lease.Running, lease.Retrying} {
+		t.Run(string(st), func(t *testing.T) {
+			r := newRigStrategy(t, nil, lane.FirstFree)
+			held := leaseOf("reports", 2, "w-1", 1, st, 1)
+			held.MessageID = "another-message"
+			r.leases.Set(held)
+			resp, err := r.st.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{waiting(t, "reports", "w-1", 1)}})
+			if err != nil || len(resp.BatchItemFailures) != 0 {
+				t.Fatalf("Handle = %+v, %v; want the copy acknowledged", resp, err)
+			}
+			if c := copies(t, r); len(c) != 0 {
+				t.Errorf("copies = %+v, want none", c)
+			}
+			if ls := r.leases.Leases(); len(ls) != 1 || ls[0].Lane != 2 || ls[0].Status != st {
+				t.Errorf("leases = %+v, want lane 2's alone", ls)
+			}
+		})
+	}
+}
+
+// A release that frees a lane between the binder's look and its parking is not missed: the message
+// is made invisible before its group's record is written, then the binder looks again, binds, and
+// takes its record back.
 func TestBindLooksAgainAfterParking(t *testing.T) {
 	ctx := context.Background()
 	r := newRigStrategy(t, map[string]int{"reports": 1}, lane.FirstFree)
-	busy := occupancy.Job{Type: "reports", ID: "busy"}
-	if _, err := r.occ.Join(ctx, busy, 1); err != nil {
-		t.Fatal(err)
-	}
+	busy := r.leases.Set(leaseOf("reports", 1, "busy", 1, lease.Running, 1))
+	parks := 0
 	r.st.WaitRoom = parkHook{r.room, func() {
-		if ok, err := r.occ.Leave(ctx, busy, 1); !ok || err != nil { // the release lands now
-			t.Errorf("Leave = %v, %v", ok, err)
+		parks++
+		// Parked for ParkFor before the record exists: a wake-up after the record is not undone.
+		if v := r.sqs.VisibilityChanges(); len(v) != 1 || v[0].ReceiptHandle != handle("w-1", 1) || v[0].Timeout != int32(waitroom.ParkFor.Seconds()) {
+			t.Errorf("visibility changes when the record was written = %+v, want w-1 parked first", v)
+		}
+		if err := r.leases.Delete(ctx, busy); err != nil { // the release lands now
+			t.Error(err)
 		}
 	}}
 	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{waiting(t, "reports", "w-1", 1)}})
 	if err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("Handle = %+v, %v; want w-1 bound", resp, err)
 	}
-	if c := boundCopies(t, r); len(c) != 1 || c[0].lane != 1 {
-		t.Errorf("copies = %+v, want w-1 in lane 1", c)
+	if c := copies(t, r); parks != 1 || len(c) != 1 || c[0].lane != 1 {
+		t.Errorf("copies = %+v after %d parks, want w-1 in lane 1 after one", c, parks)
 	}
-	if w, err := r.room.Take(ctx, "reports"); err != nil || w != nil {
-		t.Errorf("parked records left: %+v, %v; want none", w, err)
+	if ws, err := r.room.List(ctx, "reports"); err != nil || len(ws) != 0 {
+		t.Errorf("parked records left: %+v, %v; want none", ws, err)
 	}
 }
 
@@ -192,18 +235,16 @@ func (p parkHook) Park(ctx context.Context, w waitroom.Waiter) error {
 	return nil
 }
 
-// A waiting job whose type left first-free is routed as the type's strategy says now; a waiting
-// job of a type with no limit is dead-lettered.
+// A waiting job whose type left first-free goes to a lane as the type's strategy says now, writing no
+// lease; a waiting job of a type with no limit is dead-lettered.
 func TestWaitingJobOfAnotherStrategy(t *testing.T) {
 	tests := []struct {
-		name        string
-		strategy    string
-		typ         string
-		wantCounted bool
-		wantDead    []dead
+		name     string
+		strategy string
+		typ      string
+		wantDead []dead
 	}{
 		{name: "random now", strategy: lane.Random, typ: "reports"},
-		{name: "least-loaded now", strategy: lane.LeastLoaded, typ: "reports", wantCounted: true},
 		{name: "no limit", strategy: lane.FirstFree, typ: "nope", wantDead: []dead{{"unknown_type", "w-1"}}},
 	}
 	for _, tt := range tests {
@@ -214,40 +255,103 @@ func TestWaitingJobOfAnotherStrategy(t *testing.T) {
 				t.Fatalf("Handle = %+v, %v", resp, err)
 			}
 			checkDLQ(t, r.sqs, tt.wantDead)
-			c := boundCopies(t, r)
+			c := copies(t, r)
 			if tt.wantDead != nil {
 				if len(c) != 0 {
 					t.Errorf("copies = %+v, want none", c)
 				}
 				return
 			}
-			if len(c) != 1 || c[0].lane < 1 || c[0].lane > 3 || c[0].counted != tt.wantCounted {
-				t.Errorf("copies = %+v, want one in lanes 1..3, counted %v", c, tt.wantCounted)
+			if len(c) != 1 || c[0].lane < 1 || c[0].lane > 3 {
+				t.Errorf("copies = %+v, want one in lanes 1..3", c)
+			}
+			if ls := r.leases.Leases(); len(ls) != 0 {
+				t.Errorf("leases = %+v, want none (random binds nothing)", ls)
 			}
 		})
 	}
 }
 
-// A copy of a job that left its lane moments ago (resubmitted within SQS's deduplication window)
-// goes where the first went, uncounted: SQS drops it, and no lane is taken for it.
-func TestBindCopyOfAJobThatJustLeft(t *testing.T) {
+// A job that reaches a lane bound to another job (routed there before its type moved to first-free,
+// or a copy whose bind was taken back) must not block the bound job's copy behind it: it goes back
+// to wait, in a copy of its own that SQS cannot take for an earlier one, and the bound lease stays.
+// A bind older than StaleAfter is taken back instead, and the job claims the lane.
+func TestJobAtALaneBoundToAnother(t *testing.T) {
 	ctx := context.Background()
+	for _, tt := range []struct {
+		name      string
+		boundAge  time.Duration
+		wantStart bool
+	}{
+		{name: "fresh bind", boundAge: time.Second},
+		{name: "stale bind", boundAge: staleAfter + time.Minute, wantStart: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRigStrategy(t, nil, lane.FirstFree)
+			b := boundLease("reports", 2, "other")
+			b.UpdatedAt = t0.Add(-tt.boundAge)
+			r.leases.Set(b)
+			resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 2, "r-1", 1, 1)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.wantStart {
+				if got := startNames(r.sfn); !equal(got, []string{execName("reports", "r-1", 2)}) || len(resp.BatchItemFailures) != 1 {
+					t.Errorf("starts = %v (failures %v), want r-1's attempt 2 in lane 2", got, failures(resp))
+				}
+				return
+			}
+			if len(resp.BatchItemFailures) != 0 || len(r.sfn.Starts()) != 0 {
+				t.Errorf("failures %v, starts %v; want the message acknowledged, nothing started", failures(resp), r.sfn.Starts())
+			}
+			c := copies(t, r)
+			if len(c) != 1 || c[0].lane != job.WaitingLane || c[0].attempt != 1 || c[0].dedup != job.MovedDedupID("reports", "r-1", 0, job.WaitingLane, "msg-r-1") {
+				t.Errorf("copies = %+v, want r-1 back in a waiting group with its attempt and its own deduplication id", c)
+			}
+			checkLeases(t, r.leases, map[lease.Key]wantLease{{Type: "reports", Lane: 2}: {JobID: "other", Status: lease.Bound}})
+		})
+	}
+}
+
+// A lowered limit sends a first-free job waiting in a lane above it back to a waiting group, with the
+// attempts it made; a random one goes to a lane within the limit.
+func TestLoweredLimitSendsFirstFreeJobsBackToWait(t *testing.T) {
+	for _, tt := range []struct {
+		strategy string
+		want     func(c copyMsg) bool
+	}{
+		{lane.FirstFree, func(c copyMsg) bool { return c.lane == job.WaitingLane }},
+		{lane.Random, func(c copyMsg) bool { return c.lane >= 1 && c.lane <= 3 }},
+	} {
+		t.Run(tt.strategy, func(t *testing.T) {
+			r := newRigStrategy(t, nil, tt.strategy) // reports=3
+			r.leases.Set(leaseOf("reports", 5, "r-1", 2, lease.Retrying, 1))
+			resp, err := r.st.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 5, "r-1", 0, 2)}})
+			if err != nil || len(resp.BatchItemFailures) != 0 {
+				t.Fatalf("Handle = %+v, %v", resp, err)
+			}
+			c := copies(t, r)
+			if len(c) != 1 || !tt.want(c[0]) || c[0].attempt != 2 {
+				t.Errorf("copies = %+v, want one with attempts 2 where %s sends it", c, tt.strategy)
+			}
+			checkLeases(t, r.leases, nil)
+			if got := deleted(r.sqs); !slices.Equal(got, []string{handle("r-1", 2)}) {
+				t.Errorf("deleted = %v, want the moved original", got)
+			}
+		})
+	}
+}
+
+// A release that finds a bound lease of the job (a late release of an attempt made before the job
+// came back to wait and was bound to the same lane) changes nothing: the bind has no execution yet.
+func TestLateReleaseLeavesABoundLease(t *testing.T) {
 	r := newRigStrategy(t, nil, lane.FirstFree)
-	oj := occupancy.Job{Type: "reports", ID: "w-1"}
-	if _, err := r.occ.JoinEmpty(ctx, oj, 2); err != nil {
-		t.Fatal(err)
+	b := boundLease("reports", 2, "r-1")
+	b.Attempt = 1
+	r.leases.Set(b)
+	res, err := r.rel.Release(context.Background(), releaser.Request{Key: b.Key(), JobID: "r-1", Attempt: 1, Outcome: releaser.Failed, Source: "status-event"})
+	if err != nil || res != releaser.Noop {
+		t.Errorf("Release = %s, %v; want noop", res, err)
 	}
-	if ok, err := r.occ.Leave(ctx, oj, 2); !ok || err != nil {
-		t.Fatalf("Leave = %v, %v", ok, err)
-	}
-	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{waiting(t, "reports", "w-1", 1)}})
-	if err != nil || len(resp.BatchItemFailures) != 0 {
-		t.Fatalf("Handle = %+v, %v", resp, err)
-	}
-	if c := boundCopies(t, r); len(c) != 1 || c[0].lane != 2 || c[0].counted {
-		t.Errorf("copies = %+v, want one to lane 2, uncounted", c)
-	}
-	if got := r.counts(t, "reports", 3); !slices.Equal(got, []int{0, 0, 0}) {
-		t.Errorf("counts = %v, want none taken", got)
-	}
+	checkLeases(t, r.leases, map[lease.Key]wantLease{b.Key(): {JobID: "r-1", Status: lease.Bound, Attempt: 1}})
 }

@@ -46,7 +46,6 @@ type rig struct {
 	leases *fakes.LeaseStore
 	sqs    *fakes.SQS
 	sfn    *fakes.SFN
-	occ    *fakes.Occupancy
 	room   *waitroom.Store
 	clock  *fakes.Clock
 	rel    *releaser.Service
@@ -70,15 +69,15 @@ func newRigStrategy(t *testing.T, limits map[string]int, strategy string) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{leases: fakes.NewLeaseStore(clock.Now), sqs: &fakes.SQS{}, sfn: fakes.NewSFN(clock.Now), occ: fakes.NewOccupancy(clock.Now), clock: clock}
+	r := &rig{leases: fakes.NewLeaseStore(clock.Now), sqs: &fakes.SQS{}, sfn: fakes.NewSFN(clock.Now), clock: clock}
 	r.room = waitroom.NewStore(fakes.NewDynamoDB("table"), "table")
 	log := fakes.Logger(t)
 	dlq := deadletter.New(r.sqs, dlqURL)
-	rel := &releaser.Service{Leases: r.leases, Queue: r.sqs, QueueURL: lanesURL, SFN: r.sfn, Config: res, DLQ: dlq, Occupancy: r.occ, WaitRoom: r.room, Log: log}
+	rel := &releaser.Service{Leases: r.leases, Queue: r.sqs, QueueURL: lanesURL, SFN: r.sfn, Config: res, DLQ: dlq, WaitRoom: r.room, Log: log}
 	r.rel = rel
 	r.st = &starter.Starter{
 		Config: res, Leases: r.leases, SFN: r.sfn, Queue: r.sqs, QueueURL: lanesURL, DLQ: dlq, Releaser: rel,
-		Lanes: lane.Hashed{}, Occupancy: r.occ, WaitRoom: r.room, RetryDelay: retryDelay, StaleAfter: staleAfter, Concurrency: 10, Now: clock.Now, Log: log,
+		Lanes: lane.Hashed{}, WaitRoom: r.room, RetryDelay: retryDelay, StaleAfter: staleAfter, Concurrency: 10, Now: clock.Now, Log: log,
 	}
 	return r
 }

@@ -29,7 +29,6 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/lane"
 	"github.com/sfnlimit/sfnlimit/internal/lease"
 	"github.com/sfnlimit/sfnlimit/internal/metrics"
-	"github.com/sfnlimit/sfnlimit/internal/occupancy"
 	"github.com/sfnlimit/sfnlimit/internal/releaser"
 	"github.com/sfnlimit/sfnlimit/internal/waitroom"
 )
@@ -49,6 +48,7 @@ type leaseStore interface {
 	Get(ctx context.Context, k lease.Key) (*lease.Lease, error)
 	Put(ctx context.Context, next lease.Lease, prev *lease.Lease) (lease.Lease, error)
 	Delete(ctx context.Context, prev lease.Lease) error
+	ListType(ctx context.Context, typ string) ([]lease.Lease, error)
 }
 
 type sfnAPI interface {
@@ -67,18 +67,8 @@ type deadLetterer interface {
 	Send(ctx context.Context, e deadletter.Entry) error
 }
 
-// occupancyStore keeps each lane's count of jobs (internal/occupancy): the starter uncounts jobs it
-// takes out of a lane, and moves the counts of jobs it moves.
-type occupancyStore interface {
-	Counts(ctx context.Context, typ string, limit int) ([]int, error)
-	Get(ctx context.Context, j occupancy.Job) (*occupancy.Marker, error)
-	Leave(ctx context.Context, j occupancy.Job, lane int) (bool, error)
-	Move(ctx context.Context, j occupancy.Job, from, to int) (bool, error)
-	Join(ctx context.Context, j occupancy.Job, lane int) (occupancy.Joined, error)
-	JoinEmpty(ctx context.Context, j occupancy.Job, lane int) (occupancy.Joined, error)
-}
-
-// waitRoom records jobs of first-free types parked while every lane is taken (internal/waitroom).
+// waitRoom records the waiting groups of first-free types parked while every lane is taken
+// (internal/waitroom).
 type waitRoom interface {
 	Park(ctx context.Context, w waitroom.Waiter) error
 	Unpark(ctx context.Context, w waitroom.Waiter) error
@@ -108,10 +98,9 @@ type Starter struct {
 	QueueURL string
 	DLQ      deadLetterer
 	Releaser releaseFunc
-	// Lanes moves jobs of types on the random strategy; Occupancy counts those on least-loaded.
-	Lanes     lane.Chooser
-	Occupancy occupancyStore
-	// WaitRoom parks first-free jobs that find no free lane, for a release to wake.
+	// Lanes chooses the lanes of jobs of types on the random strategy.
+	Lanes lane.Chooser
+	// WaitRoom parks first-free waiting groups that find no free lane, for a release to wake.
 	WaitRoom waitRoom
 	// RetryDelay is how long a message whose start failed stays invisible (jittered up to 2x).
 	RetryDelay time.Duration
@@ -348,8 +337,13 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 
 	attempt := x.job.Attempts + 1
 	stateMachine := cfg.StateMachineArn
+	fresh := l // the lease the claim goes on from: none for a lane bound to this job
 	switch {
 	case l == nil:
+	case l.Status == lease.Bound:
+		// Bound to this job from its waiting group: the claim replaces the bound lease and goes on
+		// as on a free lane.
+		fresh = nil
 	case l.Status == lease.Starting: // an earlier start was not confirmed: try the same attempt again
 		attempt = l.Attempt
 		if l.StateMachineArn != "" {
@@ -366,13 +360,12 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 		Type: x.key.Type, Lane: x.key.Lane, JobID: x.job.ID, MessageID: x.MessageId, ReceiptHandle: x.ReceiptHandle, Receives: x.receives(),
 		Attempt: attempt, Redrive: x.job.Redrive, Status: lease.Starting, StartedAt: s.now(), SubmittedAt: x.job.SubmittedAt,
 		StateMachineArn: stateMachine, ExecutionArn: job.ExecutionArn(stateMachine, job.RunName(x.key.Type, x.job.ID, x.job.Redrive, attempt)),
-		Counted: x.job.Counted,
 	}
 	claimed, err := s.Leases.Put(ctx, claim, l)
 	if err != nil {
 		return hold, err
 	}
-	return s.start(ctx, x, cfg, claimed, l)
+	return s.start(ctx, x, cfg, claimed, fresh)
 }
 
 // start starts the claimed attempt and records the execution in the lease.
@@ -479,9 +472,6 @@ func (s *Starter) alreadyExists(ctx context.Context, x *msg, claimed lease.Lease
 		x.log.WarnContext(ctx, "duplicate job: its execution already exists; dropping this copy",
 			"execution", name, "status", d.Status, "executionLane", in.Job.Lane)
 		if err := s.dropLease(ctx, claimed, prev); err != nil {
-			return hold, err
-		}
-		if err := s.uncount(ctx, x); err != nil {
 			return hold, err
 		}
 		return ack, nil
@@ -604,7 +594,7 @@ func (s *Starter) ownAttempt(ctx context.Context, x *msg, l *lease.Lease, cfg co
 	claim := lease.Lease{
 		Type: x.key.Type, Lane: x.key.Lane, JobID: x.job.ID, MessageID: x.MessageId, ReceiptHandle: x.ReceiptHandle, Receives: x.receives(),
 		Attempt: attempt, Redrive: x.job.Redrive, Status: lease.Starting, StartedAt: s.now(), SubmittedAt: x.job.SubmittedAt,
-		StateMachineArn: cfg.StateMachineArn, ExecutionArn: arn, Counted: x.job.Counted,
+		StateMachineArn: cfg.StateMachineArn, ExecutionArn: arn,
 	}
 	claimed, err := s.Leases.Put(ctx, claim, l)
 	if err != nil {
@@ -664,6 +654,12 @@ func (s *Starter) releaseEnded(ctx context.Context, x *msg, l lease.Lease, outco
 // rare (a release interrupted between deleting its message and its lease); the check is what keeps
 // the limit when a queue hands out two messages of one group.
 func (s *Starter) laneHeld(ctx context.Context, x *msg, other lease.Lease) (verdict, error) {
+	if other.Status == lease.Bound && !s.stale(other) {
+		// The lane is bound to another job, whose copy is behind this message in the lane's group:
+		// this one must not block it. It goes back to wait (a job routed here before its type moved
+		// to first-free, or a copy whose bind was taken back).
+		return s.rewait(ctx, x)
+	}
 	if (other.Status == lease.Running || other.Status == lease.DeadLettering) && other.ExecutionArn != "" {
 		d, err := s.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: &other.ExecutionArn})
 		if err != nil {
@@ -678,13 +674,8 @@ func (s *Starter) laneHeld(ctx context.Context, x *msg, other lease.Lease) (verd
 			}
 			return hold, lease.ErrConflict // look at the lane again
 		}
-	} else if s.StaleAfter > 0 && s.now().Sub(other.UpdatedAt) > s.StaleAfter {
+	} else if s.stale(other) {
 		x.log.WarnContext(ctx, "taking back a lane left by a job whose message is gone", "staleJobId", other.JobID, "status", other.Status)
-		if other.Counted && s.Occupancy != nil {
-			if _, err := s.Occupancy.Leave(ctx, occupancy.Job{Type: other.Type, ID: other.JobID, Redrive: other.Redrive}, other.Lane); err != nil {
-				return hold, fmt.Errorf("uncount stale job %s: %w", other.JobID, err)
-			}
-		}
 		if err := s.Leases.Delete(ctx, other); err != nil {
 			return hold, err
 		}
@@ -700,6 +691,30 @@ func (s *Starter) laneHeld(ctx context.Context, x *msg, other lease.Lease) (verd
 	}
 	x.log.InfoContext(ctx, "lane held by another job; trying again shortly", "holder", other.JobID)
 	return s.backoff(ctx, x.SQSMessage), nil
+}
+
+// stale reports whether another job's lease without a running execution has sat untouched for longer
+// than StaleAfter: its message, if it still existed, would have come back and refreshed it.
+func (s *Starter) stale(l lease.Lease) bool {
+	return s.StaleAfter > 0 && s.now().Sub(l.UpdatedAt) > s.StaleAfter
+}
+
+// rewait sends a job that reached a lane bound to another job back to its type's waiting group.
+func (s *Starter) rewait(ctx context.Context, x *msg) (verdict, error) {
+	cfg, err := s.Config.Get(ctx, x.key.Type)
+	if errors.Is(err, config.ErrUnknownType) {
+		return s.refuse(ctx, x, nil, string(job.ReasonUnknownType), err.Error())
+	}
+	if err != nil {
+		return hold, err
+	}
+	v, err := s.sendTo(ctx, x, x.job, job.WaitingLane, cfg)
+	if err != nil {
+		return v, err
+	}
+	x.log.InfoContext(ctx, "lane bound to another job; this one waits again for a free lane")
+	s.Metrics.Add(x.key.Type, metrics.JobsMoved, 1)
+	return v, nil
 }
 
 // awaitHandover re-reads a lane's lease for up to HandoverWait and reports whether it changed.
@@ -726,31 +741,27 @@ func (s *Starter) awaitHandover(ctx context.Context, x *msg, other lease.Lease) 
 	}
 }
 
-// move sends a job waiting in a lane above its type's limit (the limit was lowered) to a lane within
-// the limit: the copy first, then the original, so the job is never lost. A counted job's count
-// moves first, and a move retried after that goes to the lane the count names.
+// move sends a job waiting in a lane above its type's limit (the limit was lowered) back to its
+// type's waiting group (first-free) or to a lane within the limit (random): the copy first, then the
+// original, so the job is never lost.
 func (s *Starter) move(ctx context.Context, x *msg, l *lease.Lease, cfg config.TypeConfig) (verdict, error) {
 	j := x.job
 	if l != nil {
-		j.Attempts = l.Attempt // attempts made so far travel with the job
+		j.Attempts = l.Attempt // attempts made so far travel with the job (a bound lease's are the job's)
 		if l.Status == lease.Starting {
 			// confirm found no execution of this claim: the attempt was never made.
 			j.Attempts = l.Attempt - 1
 		}
 	}
-	to, counted, err := s.moveTarget(ctx, x, j, cfg)
-	if err != nil {
-		return hold, err
+	to := job.WaitingLane
+	if cfg.Strategy != lane.FirstFree {
+		var err error
+		if to, err = s.Lanes.Choose(ctx, j, cfg.Limit); err != nil {
+			return hold, err
+		}
 	}
-	j.Counted = counted
-	body, _ := json.Marshal(j)
-	// Its own deduplication id, so the copy is never taken for the original it replaces.
-	dedup := job.MovedDedupID(j.Type, j.ID, j.Redrive, to, j.Attempts)
-	if _, err := s.Queue.SendMessage(ctx, &sqs.SendMessageInput{
-		QueueUrl: &s.QueueURL, MessageBody: aws.String(string(body)),
-		MessageGroupId: aws.String(job.GroupID(j.Type, to)), MessageDeduplicationId: &dedup,
-	}); err != nil {
-		return hold, fmt.Errorf("move job to lane %d: %w", to, err)
+	if _, err := s.sendTo(ctx, x, j, to, cfg); err != nil {
+		return hold, fmt.Errorf("move job: %w", err)
 	}
 	if _, err := s.Queue.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &s.QueueURL, ReceiptHandle: &x.ReceiptHandle}); err != nil {
 		x.log.WarnContext(ctx, "moved job's original message not deleted; the copy is a duplicate the starter will drop", "error", err)
@@ -765,63 +776,12 @@ func (s *Starter) move(ctx context.Context, x *msg, l *lease.Lease, cfg config.T
 	return ack, nil
 }
 
-// moveTarget chooses the lane a job above the limit moves to, and whether the job is counted there:
-// for a counted job the least-loaded lane, whose count it takes at once from wherever the job is
-// counted (or the lane an earlier try of this move took); for others the type's random choice.
-func (s *Starter) moveTarget(ctx context.Context, x *msg, j job.Job, cfg config.TypeConfig) (int, bool, error) {
-	if !j.Counted || s.Occupancy == nil {
-		to, err := s.Lanes.Choose(ctx, j, cfg.Limit)
-		return to, false, err
-	}
-	oj := occupancy.JobOf(x.job)
-	m, err := s.Occupancy.Get(ctx, oj)
-	if err != nil {
-		return 0, false, err
-	}
-	if m != nil && !m.Left && m.Lane != x.key.Lane && m.Lane <= cfg.Limit {
-		return m.Lane, true, nil // an earlier try of this move counted the job there
-	}
-	counts, err := s.Occupancy.Counts(ctx, x.key.Type, cfg.Limit)
-	if err != nil {
-		return 0, false, err
-	}
-	to, err := lane.Least(x.job, counts)
-	if err != nil {
-		return 0, false, err
-	}
-	from := x.key.Lane
-	if m != nil && !m.Left {
-		from = m.Lane // an earlier try moved the count to a lane the limit has since dropped
-	}
-	moved, err := s.Occupancy.Move(ctx, oj, from, to)
-	if err != nil {
-		return 0, false, err
-	}
-	return to, moved, nil // not moved: the job was not counted (anymore), and its copy is not either
-}
-
-// uncount takes a job the starter removes from its lane (dead-lettered, or a duplicate dropped) out
-// of the lane's count; it changes nothing for a job not counted there.
-func (s *Starter) uncount(ctx context.Context, x *msg) error {
-	if !x.job.Counted || s.Occupancy == nil {
-		return nil
-	}
-	if _, err := s.Occupancy.Leave(ctx, occupancy.JobOf(x.job), x.key.Lane); err != nil {
-		return fmt.Errorf("uncount job from lane %s: %w", x.key, err)
-	}
-	return nil
-}
-
 // refuse dead-letters a job that can never start, then frees its lease. The dead letter carries the
 // next redrive generation, as the releaser's do: the job may have started executions under this
 // generation's names (attempts before a config reset, a start whose answer was lost), and a redrive
 // must neither find them nor be dropped by SQS as a copy of this run (docs/design.md, "Redrive").
 func (s *Starter) refuse(ctx context.Context, x *msg, l *lease.Lease, reason, cause string) (verdict, error) {
 	body, _ := json.Marshal(job.Submission{Type: x.job.Type, ID: x.job.ID, Input: x.job.Input, Redrive: x.job.Redrive + 1})
-	// Uncounted first: a dead letter sent twice is worse than a count taken back a moment early.
-	if err := s.uncount(ctx, x); err != nil {
-		return hold, err
-	}
 	if err := s.DLQ.Send(ctx, deadletter.Entry{Reason: reason, Source: "starter", Type: x.job.Type, JobID: x.job.ID, Cause: cause, Body: string(body)}); err != nil {
 		return hold, err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/deadletter"
 	"github.com/sfnlimit/sfnlimit/internal/fakes"
 	"github.com/sfnlimit/sfnlimit/internal/job"
+	"github.com/sfnlimit/sfnlimit/internal/lane"
 	"github.com/sfnlimit/sfnlimit/internal/lease"
 	"github.com/sfnlimit/sfnlimit/internal/starter"
 )
@@ -534,7 +535,8 @@ func TestHandleTenGroupsAllStart(t *testing.T) {
 	}
 }
 
-// TestHandleLaneAboveLimit: the type's limit was lowered; jobs waiting in lanes above it move into it.
+// TestHandleLaneAboveLimit: the type's limit was lowered; jobs waiting in lanes above it move into it
+// (random) or back to a waiting group (first-free, TestLoweredLimitSendsFirstFreeJobsBackToWait).
 func TestHandleLaneAboveLimit(t *testing.T) {
 	tests := []struct {
 		name         string
@@ -560,7 +562,7 @@ func TestHandleLaneAboveLimit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := newRig(t, nil) // reports=3
+			r := newRigStrategy(t, nil, lane.Random) // reports=3
 			if tt.lease != nil {
 				r.leases.Set(*tt.lease)
 			}

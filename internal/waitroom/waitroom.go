@@ -1,12 +1,13 @@
-// Package waitroom keeps the jobs of first-free types that found every lane taken: the starter
-// parks such a job's message (it stays in flight, blocking its type's waiting group) and leaves its
-// receipt handle here; the release that frees a lane takes the oldest parked job and makes its
-// message visible, so the starter binds it to the freed lane at once. Nothing polls: a parked job
-// is woken by a release, and looks again by itself only after ParkFor, as a safety net.
+// Package waitroom keeps the parked waiting groups of first-free types: when the starter finds every
+// lane of a type taken, it parks the head of the waiting group it was binding from (the message stays
+// in flight, so FIFO holds the group behind it) and records it here, one item per group. A release
+// that frees a lane takes the group whose head was submitted earliest and makes that message visible,
+// so the starter binds it to the freed lane at once and a type's jobs start in (nearly) their global
+// FIFO order across its waiting groups. Nothing polls: a parked head is woken by a release, and looks
+// again by itself only after ParkFor, as a safety net.
 //
-// Items live in the limiter's table: pk WAIT#{type}, sk {message id}; a message parked again
-// replaces its item (its receipt handle changed). On AWS a type has at most one parked message, the
-// head of its waiting group; an emulator that hands out several messages of a group may park more.
+// Items live in the limiter's table: pk WAIT#{type}, sk {waiting group id}. A group has at most one
+// head in flight, so a group parked again replaces its item.
 package waitroom
 
 import (
@@ -22,19 +23,21 @@ import (
 
 // ParkFor is how long a parked message stays invisible if no release wakes it: the bound on a
 // missed wake-up (a limit raised, a lane freed by a path that does not wake), at the cost of one
-// receive and one count query per type per ParkFor while all its lanes are busy.
+// receive and one lease query per waiting group per ParkFor while all the type's lanes are busy.
 const ParkFor = 60 * time.Second
 
-// Waiter is a parked message.
+// Waiter is a parked waiting group: the head message that parked it.
 type Waiter struct {
-	Type          string
+	Type string
+	// Group is the waiting group's MessageGroupId.
+	Group         string
 	MessageID     string
 	ReceiptHandle string
 	JobID         string
-	ParkedAt      time.Time
+	// SubmittedAt is when the head job was submitted: a release wakes the group whose head is oldest.
+	SubmittedAt time.Time
+	ParkedAt    time.Time
 }
-
-func (w Waiter) sk() string { return w.MessageID }
 
 func pk(typ string) string { return "WAIT#" + typ }
 
@@ -44,7 +47,7 @@ type dynamoAPI interface {
 	Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
 }
 
-// Store keeps parked messages in one DynamoDB table.
+// Store keeps parked waiting groups in one DynamoDB table.
 type Store struct {
 	db    dynamoAPI
 	table string
@@ -53,64 +56,84 @@ type Store struct {
 // NewStore returns a wait room on table.
 func NewStore(db dynamoAPI, table string) *Store { return &Store{db: db, table: table} }
 
-func (s *Store) key(w Waiter) map[string]types.AttributeValue {
+func (s *Store) key(typ, group string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{
-		"pk": &types.AttributeValueMemberS{Value: pk(w.Type)},
-		"sk": &types.AttributeValueMemberS{Value: w.sk()},
+		"pk": &types.AttributeValueMemberS{Value: pk(typ)},
+		"sk": &types.AttributeValueMemberS{Value: group},
 	}
 }
 
-// Park records a parked message.
+// Park records a parked waiting group, replacing its earlier record.
 func (s *Store) Park(ctx context.Context, w Waiter) error {
-	item := s.key(w)
+	item := s.key(w.Type, w.Group)
+	item["messageId"] = &types.AttributeValueMemberS{Value: w.MessageID}
 	item["receiptHandle"] = &types.AttributeValueMemberS{Value: w.ReceiptHandle}
 	item["jobId"] = &types.AttributeValueMemberS{Value: w.JobID}
+	item["submittedAt"] = &types.AttributeValueMemberS{Value: w.SubmittedAt.UTC().Format(time.RFC3339Nano)}
 	item["parkedAt"] = &types.AttributeValueMemberS{Value: w.ParkedAt.UTC().Format(time.RFC3339Nano)}
 	if _, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.table, Item: item}); err != nil {
-		return fmt.Errorf("park job %s of type %s: %w", w.JobID, w.Type, err)
+		return fmt.Errorf("park waiting group %s at job %s: %w", w.Group, w.JobID, err)
 	}
 	return nil
 }
 
-// Unpark removes a parked message's record (it found a lane after all).
+// Unpark removes a group's record if its head is still w's message (it found a lane after all); a
+// record of another head of the group is left alone.
 func (s *Store) Unpark(ctx context.Context, w Waiter) error {
-	if _, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &s.table, Key: s.key(w)}); err != nil {
-		return fmt.Errorf("unpark job %s of type %s: %w", w.JobID, w.Type, err)
+	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName: &s.table, Key: s.key(w.Type, w.Group),
+		ConditionExpression:       aws.String("messageId = :m"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":m": &types.AttributeValueMemberS{Value: w.MessageID}},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if err != nil && !errors.As(err, &ccf) {
+		return fmt.Errorf("unpark waiting group %s at job %s: %w", w.Group, w.JobID, err)
 	}
 	return nil
 }
 
-// Take removes and returns the oldest parked message of typ, or nil when none is parked. Of two
-// concurrent takers each gets a different message (the delete is conditional on the handle read).
+// List returns a type's parked groups, in no particular order.
+func (s *Store) List(ctx context.Context, typ string) ([]Waiter, error) {
+	var out []Waiter
+	p := dynamodb.NewQueryPaginator(s.db, &dynamodb.QueryInput{
+		TableName:                 &s.table,
+		KeyConditionExpression:    aws.String("pk = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: pk(typ)}},
+		ConsistentRead:            aws.Bool(true),
+	})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("read parked groups of type %s: %w", typ, err)
+		}
+		for _, it := range page.Items {
+			out = append(out, decode(typ, it))
+		}
+	}
+	return out, nil
+}
+
+// Take removes and returns the parked group of typ whose head was submitted earliest, or nil when
+// none is parked. Of two concurrent takers each gets a different one (the delete is conditional on
+// the handle read).
 func (s *Store) Take(ctx context.Context, typ string) (*Waiter, error) {
 	for range 3 {
+		ws, err := s.List(ctx, typ)
+		if err != nil {
+			return nil, err
+		}
 		var oldest *Waiter
-		p := dynamodb.NewQueryPaginator(s.db, &dynamodb.QueryInput{
-			TableName:                 &s.table,
-			KeyConditionExpression:    aws.String("pk = :pk"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: pk(typ)}},
-			ConsistentRead:            aws.Bool(true),
-		})
-		for p.HasMorePages() {
-			page, err := p.NextPage(ctx)
-			if err != nil {
-				return nil, fmt.Errorf("read parked jobs of type %s: %w", typ, err)
-			}
-			for _, it := range page.Items {
-				w, err := decode(typ, it)
-				if err != nil {
-					return nil, err
-				}
-				if oldest == nil || w.ParkedAt.Before(oldest.ParkedAt) {
-					oldest = &w
-				}
+		for i, w := range ws {
+			if oldest == nil || w.SubmittedAt.Before(oldest.SubmittedAt) ||
+				(w.SubmittedAt.Equal(oldest.SubmittedAt) && w.ParkedAt.Before(oldest.ParkedAt)) {
+				oldest = &ws[i]
 			}
 		}
 		if oldest == nil {
 			return nil, nil
 		}
-		_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-			TableName: &s.table, Key: s.key(*oldest),
+		_, err = s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+			TableName: &s.table, Key: s.key(typ, oldest.Group),
 			ConditionExpression:       aws.String("receiptHandle = :h"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{":h": &types.AttributeValueMemberS{Value: oldest.ReceiptHandle}},
 		})
@@ -119,25 +142,25 @@ func (s *Store) Take(ctx context.Context, typ string) (*Waiter, error) {
 			continue // taken by another release, or parked again: look again
 		}
 		if err != nil {
-			return nil, fmt.Errorf("take parked job %s of type %s: %w", oldest.JobID, typ, err)
+			return nil, fmt.Errorf("take parked group %s of type %s: %w", oldest.Group, typ, err)
 		}
 		return oldest, nil
 	}
-	return nil, fmt.Errorf("take a parked job of type %s: taken by others three times", typ)
+	return nil, fmt.Errorf("take a parked group of type %s: taken by others three times", typ)
 }
 
-func decode(typ string, it map[string]types.AttributeValue) (Waiter, error) {
+// decode reads an item. Records written before a type had several waiting groups were keyed by
+// message id and carry no submittedAt: they decode with zero times, so they are taken first, and
+// their stale receipt handle is skipped by the release that takes them; nothing of them is left.
+func decode(typ string, it map[string]types.AttributeValue) Waiter {
 	str := func(k string) string {
 		if v, ok := it[k].(*types.AttributeValueMemberS); ok {
 			return v.Value
 		}
 		return ""
 	}
-	w := Waiter{Type: typ, MessageID: str("sk"), ReceiptHandle: str("receiptHandle"), JobID: str("jobId")}
-	t, err := time.Parse(time.RFC3339Nano, str("parkedAt"))
-	if err != nil || w.MessageID == "" {
-		return Waiter{}, fmt.Errorf("parked job item %q of type %s is malformed: %v", w.MessageID, typ, err)
-	}
-	w.ParkedAt = t
-	return w, nil
+	w := Waiter{Type: typ, Group: str("sk"), MessageID: str("messageId"), ReceiptHandle: str("receiptHandle"), JobID: str("jobId")}
+	w.SubmittedAt, _ = time.Parse(time.RFC3339Nano, str("submittedAt"))
+	w.ParkedAt, _ = time.Parse(time.RFC3339Nano, str("parkedAt"))
+	return w
 }

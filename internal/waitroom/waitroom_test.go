@@ -39,22 +39,37 @@ func forBoth(t *testing.T, f func(t *testing.T, s *waitroom.Store)) {
 
 var t0 = time.Date(2026, 11, 22, 2, 0, 0, 0, time.UTC)
 
-func waiter(typ, id string, at time.Duration) waitroom.Waiter {
-	return waitroom.Waiter{Type: typ, MessageID: "msg-" + id, ReceiptHandle: "AQEB-" + id, JobID: id, ParkedAt: t0.Add(at)}
+// waiter is the head of waiting group g of typ, job id, submitted at t0+at and parked a second later.
+func waiter(typ, g, id string, at time.Duration) waitroom.Waiter {
+	return waitroom.Waiter{Type: typ, Group: typ + "-" + g, MessageID: "msg-" + id, ReceiptHandle: "AQEB-" + id, JobID: id,
+		SubmittedAt: t0.Add(at), ParkedAt: t0.Add(at + time.Second)}
 }
 
-func TestTakeOldestFirst(t *testing.T) {
+// A release takes the parked group whose head was submitted earliest, not the one parked first; a
+// group parked again keeps one record, its latest head's; an unpark removes only its own head's.
+func TestTakeOldestHeadFirst(t *testing.T) {
 	forBoth(t, func(t *testing.T, s *waitroom.Store) {
 		ctx := context.Background()
+		late := waiter("pay", "w1", "b", 2*time.Second)
+		late.ParkedAt = t0 // parked before the others, its head submitted after a's
 		for _, w := range []waitroom.Waiter{
-			waiter("pay", "b", 2*time.Second), waiter("pay", "a", time.Second), waiter("mail", "m", 0), waiter("pay", "c", 3*time.Second),
+			late, waiter("pay", "0", "a", time.Second), waiter("mail", "0", "m", 0), waiter("pay", "w2", "c", 3*time.Second),
+			waiter("pay", "w3", "x", 0),
 		} {
 			if err := s.Park(ctx, w); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := s.Unpark(ctx, waiter("pay", "b", 2*time.Second)); err != nil {
+		// Group w3's head found a lane: its record goes. An unpark by a head that is no longer the
+		// group's (w2's record is c's) leaves the record.
+		if err := s.Unpark(ctx, waiter("pay", "w3", "x", 0)); err != nil {
 			t.Fatal(err)
+		}
+		if err := s.Unpark(ctx, waiter("pay", "w2", "old-head", 0)); err != nil {
+			t.Fatal(err)
+		}
+		if ws, err := s.List(ctx, "pay"); err != nil || len(ws) != 3 {
+			t.Errorf("List(pay) = %+v, %v; want the records of groups 0, w1, w2", ws, err)
 		}
 		var got []string
 		for {
@@ -65,29 +80,27 @@ func TestTakeOldestFirst(t *testing.T) {
 			if w == nil {
 				break
 			}
-			if want := waiter("pay", w.JobID, w.ParkedAt.Sub(t0)); *w != want {
-				t.Errorf("Take = %+v, want %+v", *w, want)
-			}
 			got = append(got, w.JobID)
+			if w.JobID == "a" {
+				if want := waiter("pay", "0", "a", time.Second); *w != want {
+					t.Errorf("Take = %+v, want %+v", *w, want)
+				}
+			}
 		}
-		// Parked again with a new handle: one item, the new handle, the new time.
-		again := waiter("pay", "d", 5*time.Second)
-		for i, at := range []time.Duration{4 * time.Second, 5 * time.Second} {
-			w := waiter("pay", "d", at)
-			w.ReceiptHandle += fmt.Sprint("-", i)
-			if err := s.Park(ctx, w); err != nil {
+		if fmt.Sprint(got) != "[a b c]" {
+			t.Errorf("taken in order %v, want [a b c] (oldest head first; x unparked; mail is another type)", got)
+		}
+		// A group parked again: one record, the newer head's.
+		for _, id := range []string{"d", "e"} {
+			if err := s.Park(ctx, waiter("pay", "0", id, 5*time.Second)); err != nil {
 				t.Fatal(err)
 			}
-			again = w
 		}
-		if w, err := s.Take(ctx, "pay"); err != nil || w == nil || *w != again {
-			t.Errorf("Take after parking twice = %+v, %v; want %+v", w, err, again)
+		if w, err := s.Take(ctx, "pay"); err != nil || w == nil || w.JobID != "e" {
+			t.Errorf("Take after parking group 0 twice = %+v, %v; want its latest head e", w, err)
 		}
 		if w, err := s.Take(ctx, "pay"); err != nil || w != nil {
 			t.Errorf("Take of an empty room = %+v, %v; want nil", w, err)
-		}
-		if fmt.Sprint(got) != "[a c]" {
-			t.Errorf("taken in order %v, want [a c] (b unparked; mail is another type)", got)
 		}
 		if w, err := s.Take(ctx, "mail"); err != nil || w == nil || w.JobID != "m" {
 			t.Errorf("Take(mail) = %+v, %v", w, err)
@@ -101,7 +114,7 @@ func TestConcurrentTakesNeverShare(t *testing.T) {
 		ctx := context.Background()
 		const parked = 6
 		for i := range parked {
-			if err := s.Park(ctx, waiter("pay", fmt.Sprint(i), time.Duration(i)*time.Millisecond)); err != nil {
+			if err := s.Park(ctx, waiter("pay", fmt.Sprint("w", i+1), fmt.Sprint(i), time.Duration(i)*time.Millisecond)); err != nil {
 				t.Fatal(err)
 			}
 		}
