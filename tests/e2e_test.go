@@ -23,7 +23,6 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/lane"
 	"github.com/sfnlimit/sfnlimit/internal/local/gateway"
 	"github.com/sfnlimit/sfnlimit/internal/local/observe"
-	"github.com/sfnlimit/sfnlimit/internal/occupancy"
 )
 
 // settleWithin bounds every wait for a scenario's jobs to finish; the scenarios take 10-80 s on a
@@ -651,8 +650,8 @@ func oversized(t *testing.T, size int) string {
 // the limit in force.
 func TestLimitLoweredThenRaised(t *testing.T) {
 	t.Parallel()
-	// least-loaded moves a job's lane count with the job; random moves the job alone.
-	for _, strategy := range []string{lane.LeastLoaded, lane.Random} {
+	// first-free sends a job above the limit back to wait; random moves it to a lane within it.
+	for _, strategy := range []string{lane.FirstFree, lane.Random} {
 		t.Run(strategy, func(t *testing.T) {
 			t.Parallel()
 			limitLoweredThenRaised(t, strategy)
@@ -660,56 +659,30 @@ func TestLimitLoweredThenRaised(t *testing.T) {
 	}
 }
 
-// placeInLanes returns ids of jobs of typ (limit lanes) that the router sends to the given lanes
-// (one id per lane, at most two lanes), and a function to call once they are routed. With random
-// lanes the ids are picked with the router's hash. With least-loaded the other lanes get a phantom
-// count each, so that the lanes asked for are the least loaded, and the ids are picked with the
-// router's own choice (lane.Least) on those counts, whichever of them is routed first; the
-// function takes the phantoms back.
-func placeInLanes(t *testing.T, r *rig, strategy, typ string, limit int, lanes []int, prefix string) ([]string, func()) {
+// placeInLanes returns ids of jobs of typ (limit lanes) that start in the given lanes when they are
+// submitted while every lane is free, one id per lane. With random lanes the ids are picked with the
+// router's hash; with first-free, with the starter's own order of lanes to try (lane.Spread), whose
+// first is free.
+func placeInLanes(t *testing.T, strategy, typ string, limit int, lanes []int, prefix string) []string {
 	t.Helper()
-	if strategy == lane.Random {
-		var ids []string
-		for _, l := range lanes {
-			ids = append(ids, idInLane(t, typ, limit, l, prefix))
-		}
-		return ids, func() {}
-	}
-	if len(lanes) > 2 {
-		t.Fatalf("placeInLanes places at most 2 jobs under least-loaded, got %v", lanes)
-	}
-	store := occupancy.NewStore(r.c.DDB, r.table)
-	counts := make([]int, limit)
-	var phantoms []int
-	for l := 1; l <= limit; l++ {
-		if !slices.Contains(lanes, l) {
-			counts[l-1] = 1
-			phantoms = append(phantoms, l)
-			if _, err := store.Join(t.Context(), occupancy.Job{Type: typ, ID: fmt.Sprintf("phantom-%d", l)}, l); err != nil {
-				t.Fatalf("phantom count in lane %d: %v", l, err)
-			}
-		}
-	}
 	var ids []string
 	for _, want := range lanes {
+		if strategy == lane.Random {
+			ids = append(ids, idInLane(t, typ, limit, want, prefix))
+			continue
+		}
 		for i := 0; ; i++ {
 			id := fmt.Sprintf("%s-%03d", prefix, i)
-			if got, err := lane.Least(sfnjob.Job{Type: typ, ID: id}, counts); err == nil && got == want && !slices.Contains(ids, id) {
+			if lane.Spread(sfnjob.Job{Type: typ, ID: id}, limit)[0] == want && !slices.Contains(ids, id) {
 				ids = append(ids, id)
 				break
 			}
 			if i > 10000 {
-				t.Fatalf("no id for lane %d of %v", want, counts)
+				t.Fatalf("no id for lane %d", want)
 			}
 		}
 	}
-	return ids, func() {
-		for _, l := range phantoms {
-			if ok, err := store.Leave(context.Background(), occupancy.Job{Type: typ, ID: fmt.Sprintf("phantom-%d", l)}, l); !ok || err != nil {
-				t.Errorf("take back the phantom count of lane %d: %v, %v", l, ok, err)
-			}
-		}
-	}
+	return ids
 }
 
 func limitLoweredThenRaised(t *testing.T, strategy string) {
@@ -732,7 +705,7 @@ func limitLoweredThenRaised(t *testing.T, strategy string) {
 	// Two jobs in lanes 3 and 4 start before the limit is lowered and fail after it: their retry
 	// finds its lane above the limit, moves, and must run as attempt 2 in lane 1 or 2.
 	var flaky []job
-	flakyIDs, placed := placeInLanes(t, r, strategy, "v", 4, []int{3, 4}, "flaky")
+	flakyIDs := placeInLanes(t, strategy, "v", 4, []int{3, 4}, "flaky")
 	for _, id := range flakyIDs {
 		flaky = append(flaky, job{Type: "v", ID: id, Input: map[string]any{"seconds": 9, "failAttempts": 1}})
 	}
@@ -748,7 +721,6 @@ func limitLoweredThenRaised(t *testing.T, strategy string) {
 		return len(pending) == 0, strings.Join(pending, ", ")
 	})
 	flakyRunning := time.Now()
-	placed()
 	r.submit(ctx, append(batch("v", 24), batch("w", 6)...)...)
 	// All four lanes busy; the limit is lowered 3 s after the failing-once jobs were seen running,
 	// whatever the submission took, so they fail about 6 s after it.
@@ -1001,14 +973,12 @@ func (r *rig) startLong(ctx context.Context, typ string, seconds int) job {
 	return long
 }
 
-// Scenario 12: a burst while a long job holds one of two lanes. least-loaded counts the long job as
-// one job like any other, so once the free lane has one queued job it ties with the long job's lane
-// and some of the burst queue behind the long job. first-free keeps the burst in the type's queue and
-// binds each job to the lane that frees, so none waits for the long job; the waiting jobs are parked
-// and woken by releases. Both run, first-free is checked, least-loaded's figure is logged beside it.
+// Scenario 12: a burst while a long job holds one of two lanes. first-free keeps the burst in the
+// type's waiting group and binds each job to the lane that frees, so none waits for the long job; the
+// waiting group is parked and woken by releases.
 func TestFirstFreeBurstBesideALongJob(t *testing.T) {
 	t.Parallel()
-	for _, strategy := range []string{lane.FirstFree, lane.LeastLoaded} {
+	for _, strategy := range []string{lane.FirstFree} {
 		t.Run(strategy, func(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()
@@ -1074,12 +1044,12 @@ func TestFirstFreeBurstBesideALongJob(t *testing.T) {
 			}
 			t.Logf("%s: %d of %d burst jobs ran in the long job's lane; the burst was done %v after the long job started (it runs %d s); parked %d, woken %d",
 				strategy, behind, shorts, last.Sub(lx[0].Start).Round(100*time.Millisecond), longSeconds,
-				r.logs.count("job parked until a release wakes it"), r.logs.count("woke a parked job"))
+				r.logs.count("every lane taken; waiting group parked until a release wakes it"), r.logs.count("woke a parked job"))
 			if strategy == lane.FirstFree {
 				if behind > 0 {
 					t.Errorf("first-free ran %d burst jobs in the long job's lane, want none", behind)
 				}
-				if r.logs.count("job parked until a release wakes it") == 0 || r.logs.count("woke a parked job") == 0 {
+				if r.logs.count("every lane taken; waiting group parked until a release wakes it") == 0 || r.logs.count("woke a parked job") == 0 {
 					t.Errorf("no job was parked and woken: the scenario did not test the wait room")
 				}
 			}

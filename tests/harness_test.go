@@ -7,10 +7,10 @@
 //	    lane (work intervals from Step Functions: start to entering the release state);
 //	(b) every submitted job either succeeded (an execution with its id SUCCEEDED) or was dead-lettered
 //	    with a reason, exactly one of the two, and none dead-lettered twice;
-//	(c) no lease left in the table (a raw scan for pk "LEASE#...");
+//	(c) no lease left in the table, bound or otherwise (a raw scan for pk "LEASE#...");
 //	(d) the general and lanes queues drained (visible and in-flight counts 0);
-//	(e) no job left counted in a lane (a raw scan for pk "OCC#...": every lane count 0, every job
-//	    marker left).
+//	(e) no park record left (a raw scan for pk "WAIT#..."), nor any lane count of the retired
+//	    least-loaded strategy (pk "OCC#...").
 package tests
 
 import (
@@ -465,20 +465,10 @@ func (r *rig) queueCounts(ctx context.Context, url string) [2]int {
 // leases scans the table for lease items itself (pk "LEASE#..."), as plain strings.
 func (r *rig) leases(ctx context.Context) []map[string]string { return r.scan(ctx, "LEASE#") }
 
-// counted scans the table for lane counts above 0 and job markers still counted in a lane (pk
-// "OCC#..."; the least-loaded strategy's bookkeeping), as plain strings.
-func (r *rig) counted(ctx context.Context) []map[string]string {
-	var out []map[string]string
-	for _, it := range r.scan(ctx, "OCC#") {
-		_, left := it["leftAt"]
-		switch {
-		case strings.HasPrefix(it["sk"], "LANE#") && it["n"] != "0":
-			out = append(out, it)
-		case strings.HasPrefix(it["sk"], "JOB#") && !left:
-			out = append(out, it)
-		}
-	}
-	return out
+// parked scans the table for park records of waiting groups (pk "WAIT#...") and for lane counts of
+// the retired least-loaded strategy (pk "OCC#..."), as plain strings.
+func (r *rig) parked(ctx context.Context) []map[string]string {
+	return append(r.scan(ctx, "WAIT#"), r.scan(ctx, "OCC#")...)
 }
 
 // scan reads the table's items whose pk starts with prefix, as plain strings.
@@ -723,12 +713,12 @@ func (r *rig) checkInvariants(ctx context.Context, out *settled, limit limitFunc
 		r.t.Errorf("a log line carries a job's input: %s", l)
 	}
 
-	// (c) No lease left; (d) both queues drained; (e) no job left counted in a lane.
+	// (c) No lease left; (d) both queues drained; (e) no park record left.
 	if ls := r.leases(ctx); len(ls) > 0 {
 		r.t.Errorf("%d leases left: %v", len(ls), ls)
 	}
-	if cs := r.counted(ctx); len(cs) > 0 {
-		r.t.Errorf("%d lane counts or job markers left counted after every job ended: %v", len(cs), cs)
+	if ps := r.parked(ctx); len(ps) > 0 {
+		r.t.Errorf("%d park records (or retired lane counts) left after every job ended: %v", len(ps), ps)
 	}
 	for name, url := range map[string]string{"general": r.general, "lanes": r.lanes} {
 		if q := r.queueCounts(ctx, url); q != [2]int{} {

@@ -16,7 +16,6 @@ import (
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
 	"github.com/sfnlimit/sfnlimit/internal/testmoto"
-	"github.com/sfnlimit/sfnlimit/internal/txretry"
 )
 
 // ddbClient is a DynamoDB client through the gateway, without SDK retries; observer clients carry
@@ -48,7 +47,7 @@ func put(table, sk string) ddbtypes.TransactWriteItem {
 }
 
 // A conflict is what the SDK makes of DynamoDB's answer: TransactionCanceledException with one reason
-// per item, TransactionConflict on one of them; nothing is written; txretry retries it; an observer
+// per item, TransactionConflict on one of them; nothing is written; an observer
 // is never faulted; and the rate is the share of calls faulted.
 func TestInjectedTransactionConflict(t *testing.T) {
 	t.Parallel()
@@ -69,9 +68,6 @@ func TestInjectedTransactionConflict(t *testing.T) {
 	}
 	if len(codes) != 3 || strings.Count(strings.Join(codes, ","), "TransactionConflict") != 1 || strings.Count(strings.Join(codes, ","), "None") != 2 {
 		t.Errorf("cancellation reasons = %v, want one TransactionConflict and None for the other 2 items", codes)
-	}
-	if !txretry.Retryable(err) {
-		t.Errorf("txretry.Retryable(%v) = false, want true", err)
 	}
 	got, err := observer.GetItem(ctx, &dynamodb.GetItemInput{TableName: &table, Key: map[string]ddbtypes.AttributeValue{
 		"pk": &ddbtypes.AttributeValueMemberS{Value: "p"}, "sk": &ddbtypes.AttributeValueMemberS{Value: "a"},
