@@ -51,7 +51,7 @@ func injectedFaults(t *testing.T, b backend, strategy string) {
 	const attempts = 2 // DefaultMaxAttempts
 	seed := uint64(time.Now().UnixNano())
 	faults := &gateway.Faults{
-		StaleDescribe:       0.5, StaleDescribeFor: 3 * time.Second,
+		StaleDescribe: 0.5, StaleDescribeFor: 3 * time.Second,
 		InvokeThrottle: 0.25,
 		ThrottleInvoke: func(_ string, payload []byte) bool {
 			return strings.Contains(string(payload), stuckRelease) && strings.Contains(string(payload), "succeeded")
