@@ -12,11 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/spf13/cobra"
-
-	"github.com/sfnlimit/sfnlimit/internal/occupancy"
-	"github.com/sfnlimit/sfnlimit/internal/resources"
 )
 
 // Every command has a short description, examples, and a --help that exits 0.
@@ -81,7 +77,11 @@ func TestExitCodes(t *testing.T) {
 		{name: "limit zero", give: []string{"config", "set", "payments", "--limit", "0"}, want: exitUsage, wantStderr: "at least 1"},
 		{name: "limit over quota", give: []string{"config", "set", "payments", "--limit", "120000"}, want: exitUsage, wantStderr: "quota"},
 		{name: "bad state machine", give: []string{"config", "set", "payments", "--state-machine", "sample"}, want: exitUsage, wantStderr: "not a state machine ARN"},
-		{name: "unknown strategy", give: []string{"config", "set", "payments", "--strategy", "fastest"}, want: exitUsage, wantStderr: `unknown lane strategy "fastest" (known: least-loaded, first-free, random)`},
+		{name: "unknown strategy", give: []string{"config", "set", "payments", "--strategy", "fastest"}, want: exitUsage, wantStderr: `unknown lane strategy "fastest" (known: first-free, random)`},
+		{name: "retired strategy", give: []string{"config", "set", "payments", "--strategy", "least-loaded"}, want: exitUsage, wantStderr: "--strategy: lane strategy least-loaded is retired: it kept a counter per lane"},
+		{name: "retired strategy beside a limit", give: []string{"config", "set", "payments", "--limit", "3", "--strategy", "least-loaded"}, want: exitUsage, wantStderr: "types still configured least-loaded run as first-free"},
+		{name: "demo on a retired strategy", give: []string{"demo", "--strategy", "least-loaded"}, want: exitUsage, wantStderr: "--strategy: lane strategy least-loaded is retired"},
+		{name: "demo on an unknown strategy", give: []string{"demo", "--strategy", "fastest"}, want: exitUsage, wantStderr: `unknown lane strategy "fastest" (known: first-free, random)`},
 		{name: "strategy without a value", give: []string{"config", "set", "payments", "--strategy"}, want: exitUsage, wantStderr: "flag needs an argument: --strategy"},
 		{name: "bad job id", give: []string{"job", "show", "a b"}, want: exitUsage, wantStderr: "invalid_id"},
 		{name: "bad input", give: []string{"submit", "--type", "a", "--input", "{"}, want: exitUsage, wantStderr: "not JSON"},
@@ -118,13 +118,20 @@ func TestCompletion(t *testing.T) {
 	if !strings.Contains(r.stdout, "base\n") {
 		t.Errorf("config set TYPE does not complete with the type base:\n%s", r)
 	}
-	// --strategy completes with the strategies, without a stack.
-	r = must(t, sfnlimitIn(t.Context(), "", "__complete", "config", "set", "base", "--strategy", ""), exitOK)
-	if !strings.HasPrefix(r.stdout, "least-loaded\tthe lane with the fewest jobs, counted in the table\nfirst-free\twaits in the type's queue for the first free lane\nrandom\ta lane from a hash of the job, no counts kept\n:4\n") {
-		t.Errorf("config set --strategy does not complete with least-loaded, first-free and random (no files):\n%s", r)
+	// --strategy completes with the strategies that can be chosen, without a stack: not the
+	// retired least-loaded.
+	for _, cmd := range [][]string{{"config", "set", "base"}, {"demo"}} {
+		r = must(t, sfnlimitIn(t.Context(), "", append(append([]string{"__complete"}, cmd...), "--strategy", "")...), exitOK)
+		if r.stdout != "first-free\twaits until a lane is free, then is bound to it\nrandom\ta lane from a hash of the job, no state kept\n:4\n" {
+			t.Errorf("%s --strategy does not complete with first-free and random alone (no files):\n%s", strings.Join(cmd, " "), r)
+		}
+	}
+	r = must(t, sfnlimitIn(t.Context(), "", "__complete", "config", "set", "base", "--strategy", "l"), exitOK)
+	if r.stdout != ":4\n" {
+		t.Errorf("config set --strategy l completes with something:\n%s", r)
 	}
 	r = must(t, sfnlimitIn(t.Context(), "", "__complete", "config", "set", "base", "--strategy", "r"), exitOK)
-	if !strings.HasPrefix(r.stdout, "random\t") || strings.Contains(r.stdout, "least-loaded") || !strings.Contains(r.stdout, "\n:4\n") {
+	if !strings.HasPrefix(r.stdout, "random\t") || strings.Contains(r.stdout, "first-free") || !strings.Contains(r.stdout, "\n:4\n") {
 		t.Errorf("config set --strategy r does not complete with random:\n%s", r)
 	}
 	r = must(t, sfnlimitIn(t.Context(), "", "completion", "bash"), exitOK)
@@ -251,8 +258,14 @@ func TestStatus(t *testing.T) {
 			Limit    int            `json:"limit"`
 			Source   string         `json:"source"`
 			Running  int            `json:"running"`
+			Free     int            `json:"free"`
 			ByStatus map[string]int `json:"byStatus"`
-			Oldest   *struct {
+			Leases   []struct {
+				Lane   int    `json:"lane"`
+				Status string `json:"status"`
+				JobID  string `json:"jobId"`
+			} `json:"leases"`
+			Oldest *struct {
 				ID      string `json:"id"`
 				Lane    int    `json:"lane"`
 				Attempt int    `json:"attempt"`
@@ -279,8 +292,11 @@ func TestStatus(t *testing.T) {
 			if ts.Running > 2 {
 				t.Fatalf("%s: %d running, over its limit 2", typ, ts.Running)
 			}
-			if ts.Running != 2 || ts.ByStatus["running"] != 2 {
-				return fmt.Errorf("%s: %d running (%v), want 2 running\n%s", typ, ts.Running, ts.ByStatus, local(t, "status"))
+			if ts.Running != 2 || ts.ByStatus["running"] != 2 || ts.Free != 0 {
+				return fmt.Errorf("%s: %d held (%v), %d free, want 2 running and none free\n%s", typ, ts.Running, ts.ByStatus, ts.Free, local(t, "status"))
+			}
+			if len(ts.Leases) != 2 || ts.Leases[0].Lane != 1 || ts.Leases[1].Lane != 2 || !strings.HasPrefix(ts.Leases[0].JobID, "w-") || ts.Leases[1].Status != "running" {
+				return fmt.Errorf("%s: leases %+v, want lanes 1 and 2 running w- jobs", typ, ts.Leases)
 			}
 			if ts.Oldest == nil || !strings.HasPrefix(ts.Oldest.ID, "w-") || ts.Oldest.Attempt != 1 || ts.Oldest.Lane < 1 {
 				return fmt.Errorf("%s: oldest = %+v", typ, ts.Oldest)
@@ -293,12 +309,22 @@ func TestStatus(t *testing.T) {
 		return fmt.Errorf("no type %s in status", typ)
 	})
 
-	r := must(t, local(t, "status"), exitOK)
-	for _, want := range []string{"TYPE", "OLDEST RUNNING JOB", typ + "  ", "override", "lanes (FIFO)", "dead-letter", "FIFO in-flight quota of 120000"} {
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("status table lacks %q:\n%s", want, r)
+	// The table says the same: both lanes held, running. (The columns are as wide as the longest
+	// type name of the shared stack.)
+	row := regexp.MustCompile(`(?m)^` + typ + ` +2 +override +\S+ +2 +0 +w-\d \(lane [12], attempt 1, running, \d+s\)$`)
+	lanes := regexp.MustCompile(`(?m)^` + typ + ` +running 2 \(1-2\)$`)
+	eventually(t, time.Minute, func() error {
+		r := must(t, local(t, "status"), exitOK)
+		for _, want := range []string{"TYPE", "HELD", "FREE", "OLDEST LEASE", "LEASES PER LANE", "lanes (FIFO)", "dead-letter", "FIFO in-flight quota of 120000"} {
+			if !strings.Contains(r.stdout, want) {
+				t.Fatalf("status table lacks %q:\n%s", want, r)
+			}
 		}
-	}
+		if !row.MatchString(r.stdout) || !lanes.MatchString(r.stdout) {
+			return fmt.Errorf("status lacks lines matching %s and %s:\n%s", row, lanes, r.stdout)
+		}
+		return nil
+	})
 
 	// --watch keeps printing frames until it is interrupted, then exits 0. How many frames fit in a
 	// given time depends on the machine, so the test interrupts it after the third frame instead
@@ -310,7 +336,7 @@ func TestStatus(t *testing.T) {
 	frames := &frameCounter{after: wantFrames, cancel: cancel}
 	var errb bytes.Buffer
 	code := run(ctx, append([]string{"status", "--watch", "--interval", "200ms", "--json"}, localFlags(info)...), strings.NewReader(""), frames, &errb)
-	r = result{code: code, stdout: frames.String(), stderr: errb.String()}
+	r := result{code: code, stdout: frames.String(), stderr: errb.String()}
 	if r.code != exitOK {
 		t.Fatalf("status --watch ended with:\n%s", r)
 	}
@@ -323,139 +349,6 @@ func TestStatus(t *testing.T) {
 		}
 	}
 	waitJob(t, typ, "w-3", "succeeded")
-}
-
-// laneStatus is the part of `status --json` the lane-count tests read.
-type laneStatus struct {
-	Types []struct {
-		Type       string `json:"type"`
-		Strategy   string `json:"strategy"`
-		Running    int    `json:"running"`
-		LaneCounts *struct {
-			Counts []int `json:"counts"`
-			Jobs   int   `json:"jobs"`
-		} `json:"laneCounts"`
-	} `json:"types"`
-}
-
-// status shows, for a type on least-loaded, the jobs queued or running in each lane as the router
-// counted them (the stack's router, on the template's LaneStrategy least-loaded, routes real jobs
-// here), and that the counts go back to zero as the jobs end; a type on random shows none.
-func TestStatusLaneCounts(t *testing.T) {
-	t.Parallel()
-	typ := newType(t, "lc", 3)
-	rnd := fmt.Sprintf("lcr%d", typeSeq.Add(1))
-	must(t, local(t, "config", "set", rnd, "--limit", "2", "--strategy", "random"), exitOK)
-	waitCache()
-	var in strings.Builder
-	for i := range 6 {
-		fmt.Fprintf(&in, `{"type":%q,"id":"lc-%d","input":{"seconds":20}}`+"\n", typ, i)
-	}
-	fmt.Fprintf(&in, `{"type":%q,"id":"lr-1","input":{"seconds":1}}`+"\n", rnd)
-	must(t, localIn(t, in.String(), "submit", "-"), exitOK)
-
-	find := func(st laneStatus, typ string) (counts []int, jobs int, strategy string, ok bool) {
-		for _, ts := range st.Types {
-			if ts.Type == typ {
-				if ts.LaneCounts != nil {
-					counts, jobs = ts.LaneCounts.Counts, ts.LaneCounts.Jobs
-				}
-				return counts, jobs, ts.Strategy, true
-			}
-		}
-		return nil, 0, "", false
-	}
-	// Six 20-second jobs on 3 lanes: all six are counted from when they are routed until the
-	// first ones end, 20 s after they started: a window wide enough for a busy machine's status
-	// calls. The bounds below only bound a stack that stopped.
-	var counts []int
-	eventually(t, 2*time.Minute, func() error {
-		st := decode[laneStatus](t, must(t, local(t, "status", "--json"), exitOK))
-		c, jobs, strategy, ok := find(st, typ)
-		if !ok || strategy != "least-loaded" || len(c) != 3 {
-			return fmt.Errorf("%s: strategy %q, lane counts %v, want least-loaded and 3 lanes", typ, strategy, c)
-		}
-		if jobs != 6 || c[0]+c[1]+c[2] != 6 {
-			return fmt.Errorf("%s: lane counts %v (%d jobs), want 6 jobs counted", typ, c, jobs)
-		}
-		if c, _, strategy, ok := find(st, rnd); !ok || strategy != "random" || c != nil {
-			t.Fatalf("%s: strategy %q, lane counts %v, want random and none", rnd, strategy, c)
-		}
-		counts = c
-		return nil
-	})
-	// The table shows the same counts, lane 1 first. (They may have moved on since the JSON; read
-	// both once more until they agree.)
-	eventually(t, time.Minute, func() error {
-		r := must(t, local(t, "status"), exitOK)
-		for _, want := range []string{
-			"JOBS PER LANE (queued or running; lane 1 first)",
-			rnd + "  ",
-			"not counted: the random strategy keeps no lane counts",
-		} {
-			if !strings.Contains(r.stdout, want) {
-				t.Fatalf("status lacks %q:\n%s", want, r)
-			}
-		}
-		row := fmt.Sprintf("%d %d %d\n", counts[0], counts[1], counts[2])
-		for _, line := range strings.Split(r.stdout, "\n") {
-			if f := strings.Fields(line); len(f) == 5 && f[0] == typ && f[1] == "6" && strings.HasSuffix(line+"\n", row) {
-				return nil
-			}
-		}
-		st := decode[laneStatus](t, must(t, local(t, "status", "--json"), exitOK))
-		counts, _, _, _ = find(st, typ)
-		return fmt.Errorf("status has no row %q with 6 jobs and lane counts %v:\n%s", typ, counts, r.stdout)
-	})
-	// Every job leaves its lane's count when it ends.
-	for i := range 6 {
-		waitJob(t, typ, fmt.Sprint("lc-", i), "succeeded")
-	}
-	eventually(t, time.Minute, func() error {
-		st := decode[laneStatus](t, must(t, local(t, "status", "--json"), exitOK))
-		if c, jobs, _, _ := find(st, typ); jobs != 0 || len(c) != 3 {
-			return fmt.Errorf("%s: lane counts %v after every job ended, want 0 0 0", typ, c)
-		}
-		return nil
-	})
-	waitJob(t, rnd, "lr-1", "succeeded")
-}
-
-// Past 20 lanes, status summarises a type's lane counts: min, mean, max, empty lanes and the
-// busiest lanes. The counts are written here with occupancy.Store.Join, as the router writes them,
-// so they are exactly known.
-func TestStatusLaneCountsSummary(t *testing.T) {
-	t.Parallel()
-	s, _ := localStack(t)
-	typ := newType(t, "lcs", 40)
-	occ := occupancy.NewStore(dynamodb.NewFromConfig(s.AWSConfig(nil)), s.Info().Output(resources.TableName))
-	joins := map[int]int{7: 3, 2: 2, 40: 2, 13: 1} // lane: jobs
-	n := 0
-	for ln, jobs := range joins {
-		for range jobs {
-			n++
-			if _, err := occ.Join(t.Context(), occupancy.Job{Type: typ, ID: fmt.Sprint("j-", n)}, ln); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	r := must(t, local(t, "status"), exitOK)
-	// The columns are as wide as the longest type name of the stack: match the spaces loosely.
-	want := regexp.MustCompile(`(?m)^` + typ + ` +8 +40 lanes: min 0, mean 0\.2, max 3, 36 empty; busiest \(lane:jobs\) 7:3 2:2 40:2 13:1$`)
-	if !want.MatchString(r.stdout) {
-		t.Errorf("status lacks a line matching %s:\n%s", want, r)
-	}
-	st := decode[laneStatus](t, must(t, local(t, "status", "--json"), exitOK))
-	for _, ts := range st.Types {
-		if ts.Type != typ {
-			continue
-		}
-		if ts.LaneCounts == nil || len(ts.LaneCounts.Counts) != 40 || ts.LaneCounts.Jobs != 8 || ts.LaneCounts.Counts[6] != 3 || ts.LaneCounts.Counts[39] != 2 {
-			t.Errorf("status --json %s lane counts = %+v, want all 40 lanes, 3 in lane 7", typ, ts.LaneCounts)
-		}
-		return
-	}
-	t.Errorf("status --json has no type %s", typ)
 }
 
 // frameCounter is the output of `status --watch --json`: it keeps what is written and cancels the

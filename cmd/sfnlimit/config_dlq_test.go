@@ -2,11 +2,16 @@ package main
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/sfnlimit/sfnlimit/internal/config"
 	"github.com/sfnlimit/sfnlimit/internal/ops"
+	"github.com/sfnlimit/sfnlimit/internal/resources"
 )
 
 // config get, set and reset show and change live overrides with the limiter's rules, and the
@@ -82,23 +87,24 @@ func TestConfig(t *testing.T) {
 }
 
 // config set --strategy writes the override's strategy and keeps its other fields; config get shows
-// each type's strategy and where it comes from; a strategy the router does not know is refused with
-// the known ones named, and nothing is written.
+// each type's strategy and where it comes from; a strategy that cannot be chosen (unknown, or the
+// retired least-loaded) is refused with why, and nothing is written.
 func TestConfigStrategy(t *testing.T) {
 	t.Parallel()
 	typ := fmt.Sprintf("strat%d", typeSeq.Add(1))
 	get := func(typ string) ops.TypeView {
 		t.Helper()
 		v := decode[ops.ConfigView](t, must(t, local(t, "config", "get", typ, "--json"), exitOK))
-		if len(v.Types) != 1 || v.Strategy != "least-loaded" {
-			t.Fatalf("config get %s = %+v, want one type and the stack's LaneStrategy least-loaded", typ, v)
+		if len(v.Types) != 1 || v.Strategy != "first-free" {
+			t.Fatalf("config get %s = %+v, want one type and the stack's LaneStrategy read as first-free", typ, v)
 		}
 		return v.Types[0]
 	}
 
-	// The shared stack runs with the template's LaneStrategy, least-loaded.
-	if b := get("base"); b.Strategy != "least-loaded" || b.StrategySource != "default" {
-		t.Errorf("base: strategy %s from %s, want least-loaded from default", b.Strategy, b.StrategySource)
+	// The shared stack runs with the template's LaneStrategy, which reads as first-free (the
+	// default, or the retired least-loaded).
+	if b := get("base"); b.Strategy != "first-free" || b.StrategySource != "default" {
+		t.Errorf("base: strategy %s from %s, want first-free from default", b.Strategy, b.StrategySource)
 	}
 	steps := []struct {
 		args       []string
@@ -107,11 +113,11 @@ func TestConfigStrategy(t *testing.T) {
 		wantOut    string // in the table of config set
 	}{
 		{args: []string{"--limit", "3", "--strategy", "random"}, want: ops.OverrideView{Limit: 3, Strategy: "random"}, wantSource: "override",
-			wantOut: "strategy least-loaded -> random (override)"},
+			wantOut: "strategy first-free -> random (override)"},
 		{args: []string{"--max-attempts", "4"}, want: ops.OverrideView{Limit: 3, MaxAttempts: 4, Strategy: "random"}, wantSource: "override",
 			wantOut: "limit=3 maxAttempts=4 strategy=random"},
-		{args: []string{"--strategy", "least-loaded"}, want: ops.OverrideView{Limit: 3, MaxAttempts: 4, Strategy: "least-loaded"}, wantSource: "override",
-			wantOut: "least-loaded (override)"},
+		{args: []string{"--strategy", "first-free"}, want: ops.OverrideView{Limit: 3, MaxAttempts: 4, Strategy: "first-free"}, wantSource: "override",
+			wantOut: "first-free (override)"},
 		{args: []string{"--strategy", "hashed"}, want: ops.OverrideView{Limit: 3, MaxAttempts: 4, Strategy: "random"}, wantSource: "override",
 			wantOut: "random (override)"},
 	}
@@ -126,24 +132,27 @@ func TestConfigStrategy(t *testing.T) {
 		}
 	}
 	r := must(t, local(t, "config", "get"), exitOK)
-	for _, want := range []string{"STRATEGY", "least-loaded (default)", "random (override)", "Lane strategy without an override: least-loaded (LaneStrategy)"} {
+	for _, want := range []string{"STRATEGY", "random (override)", "Lane strategy without an override: first-free (LaneStrategy"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("config get lacks %q:\n%s", want, r)
 		}
 	}
 
-	// Refused: exit 2, the known strategies named, nothing written: not to this type's override,
-	// nor to base or a type unknown so far, which have none. (base is shared by the package's tests:
-	// it is only ever refused here.)
+	// Refused: exit 2, why, nothing written: not to this type's override, nor to base or a type
+	// unknown so far, which have none. (base is shared by the package's tests: it is only ever
+	// refused here.)
 	fresh := fmt.Sprintf("strat%d", typeSeq.Add(1))
 	for _, tt := range []struct {
 		typ, strategy, want string
 	}{
-		{typ, "fastest", `--strategy: unknown lane strategy "fastest" (known: least-loaded, first-free, random)`},
-		{typ, "Least-Loaded", `unknown lane strategy "Least-Loaded" (known: least-loaded, first-free, random)`},
-		{typ, "", "--strategy needs a name (known: least-loaded, first-free, random)"},
-		{"base", "round-robin", `unknown lane strategy "round-robin" (known: least-loaded, first-free, random)`},
-		{fresh, "least_loaded", `unknown lane strategy "least_loaded" (known: least-loaded, first-free, random)`},
+		{typ, "least-loaded", "--strategy: lane strategy least-loaded is retired: it kept a counter per lane"},
+		{"base", "least-loaded", "types still configured least-loaded run as first-free"},
+		{fresh, "least-loaded", "is retired"},
+		{typ, "fastest", `--strategy: unknown lane strategy "fastest" (known: first-free, random)`},
+		{typ, "Least-Loaded", `unknown lane strategy "Least-Loaded" (known: first-free, random)`},
+		{typ, "", "--strategy needs a name (known: first-free, random)"},
+		{"base", "round-robin", `unknown lane strategy "round-robin" (known: first-free, random)`},
+		{fresh, "least_loaded", `unknown lane strategy "least_loaded" (known: first-free, random)`},
 	} {
 		before := get(tt.typ)
 		r := must(t, local(t, "config", "set", tt.typ, "--limit", "2", "--strategy", tt.strategy), exitUsage)
@@ -161,9 +170,83 @@ func TestConfigStrategy(t *testing.T) {
 
 	// reset drops the whole override: the deployment's strategy applies again.
 	must(t, local(t, "config", "reset", typ, "--force"), exitOK)
-	if tv := get(typ); tv.Strategy != "least-loaded" || tv.StrategySource != "default" || tv.Override != nil || tv.Source != "none" {
-		t.Errorf("%s after reset = %+v, want least-loaded from default and no override", typ, tv)
+	if tv := get(typ); tv.Strategy != "first-free" || tv.StrategySource != "default" || tv.Override != nil || tv.Source != "none" {
+		t.Errorf("%s after reset = %+v, want first-free from default and no override", typ, tv)
 	}
+}
+
+// A type configured least-loaded before it was retired keeps working: a live item written then
+// (here straight into the table, as config set now refuses it) runs as first-free, and config get
+// and status say it is configured least-loaded. So does a deployment whose LaneStrategy is
+// least-loaded (here --param, the local stack's parameters as the command reads them).
+func TestRetiredStrategy(t *testing.T) {
+	t.Parallel()
+	s, _ := localStack(t)
+	typ := fmt.Sprintf("ll%d", typeSeq.Add(1))
+	store := config.NewDynamoStore(dynamodb.NewFromConfig(s.AWSConfig(nil)), s.Info().Output(resources.TableName))
+	if err := store.SetOverride(t.Context(), config.Override{Type: typ, Limit: 2, Strategy: "least-loaded"}); err != nil {
+		t.Fatal(err)
+	}
+	type typeStatus struct {
+		Type            string `json:"type"`
+		Strategy        string `json:"strategy"`
+		RetiredStrategy string `json:"retiredStrategy"`
+	}
+	statusOf := func(args ...string) typeStatus {
+		t.Helper()
+		st := decode[struct {
+			Types []typeStatus `json:"types"`
+		}](t, must(t, local(t, append([]string{"status", "--json"}, args...)...), exitOK))
+		for _, ts := range st.Types {
+			if ts.Type == typ {
+				return ts
+			}
+		}
+		t.Fatalf("status has no type %s: %+v", typ, st.Types)
+		return typeStatus{}
+	}
+	v := decode[ops.ConfigView](t, must(t, local(t, "config", "get", typ, "--json"), exitOK))
+	if tv := v.Types[0]; tv.Strategy != "first-free" || tv.RetiredStrategy != "least-loaded" || tv.StrategySource != "override" || tv.Override.Strategy != "least-loaded" {
+		t.Errorf("config get %s = %+v (override %+v), want first-free, configured least-loaded by its live item", typ, tv, tv.Override)
+	}
+	if ts := statusOf(); ts.Strategy != "first-free" || ts.RetiredStrategy != "least-loaded" {
+		t.Errorf("status %s = %+v, want first-free, configured least-loaded", typ, ts)
+	}
+	r := must(t, local(t, "status"), exitOK)
+	if !regexp.MustCompile(`(?m)^`+typ+` +2 +override +first-free\* `).MatchString(r.stdout) || !strings.Contains(r.stdout, typ+" (least-loaded)") {
+		t.Errorf("status does not mark %s as configured least-loaded:\n%s", typ, r)
+	}
+	// A job of it runs (as first-free).
+	waitCache()
+	must(t, local(t, "submit", "--type", typ, "--id", "ll-1", "--input", `{"seconds":0}`), exitOK)
+	waitJob(t, typ, "ll-1", "succeeded")
+
+	// Another field set keeps the stored strategy, and says so; first-free rewrites it.
+	r = must(t, local(t, "config", "set", typ, "--max-attempts", "3"), exitOK)
+	if !strings.Contains(r.stdout, "note: the live override of type "+typ+" keeps lane strategy least-loaded, which is retired: it runs as first-free") {
+		t.Errorf("config set --max-attempts over a least-loaded item:\n%s", r)
+	}
+	res := decode[ops.SetResult](t, must(t, local(t, "config", "set", typ, "--strategy", "first-free", "--json"), exitOK))
+	if res.After.Strategy != "first-free" || res.After.RetiredStrategy != "" || *res.After.Override != (ops.OverrideView{Limit: 2, MaxAttempts: 3, Strategy: "first-free"}) {
+		t.Errorf("config set --strategy first-free = %+v (override %+v), want the item rewritten", res.After, res.After.Override)
+	}
+	if ts := statusOf(); ts.Strategy != "first-free" || ts.RetiredStrategy != "" {
+		t.Errorf("status %s after rewriting = %+v, want first-free and nothing retired", typ, ts)
+	}
+
+	// The deployment's LaneStrategy: every type without a strategy of its own.
+	v = decode[ops.ConfigView](t, must(t, local(t, "config", "get", "base", "--json", "--param", "LaneStrategy=least-loaded"), exitOK))
+	if v.Strategy != "first-free" || v.RetiredStrategy != "least-loaded" || v.Types[0].Strategy != "first-free" || v.Types[0].RetiredStrategy != "least-loaded" {
+		t.Errorf("config get base with LaneStrategy least-loaded = %+v, want first-free, configured least-loaded", v)
+	}
+	r = must(t, local(t, "config", "get", "--param", "LaneStrategy=least-loaded"), exitOK)
+	if !strings.Contains(r.stdout, "Lane strategy without an override: first-free (LaneStrategy least-loaded, which is retired)") {
+		t.Errorf("config get with LaneStrategy least-loaded:\n%s", r)
+	}
+	if ts := statusOf("--param", "LaneStrategy=least-loaded"); ts.Strategy != "first-free" || ts.RetiredStrategy != "" {
+		t.Errorf("status %s with LaneStrategy least-loaded = %+v, want its own first-free, nothing retired", typ, ts)
+	}
+	must(t, local(t, "config", "reset", typ, "--force"), exitOK)
 }
 
 func find(ts []ops.TypeView, typ string) *ops.TypeView {

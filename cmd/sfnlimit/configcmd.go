@@ -62,7 +62,9 @@ func newConfigGet(tgt *target) *cobra.Command {
 		Short: "Show the effective configuration of every type, or of one",
 		Long: `get shows, per type, the limit and its source (default: TypeLimits; fallback: DefaultLimit;
 override: a live config item), the attempts per job, the state machine, the lane strategy and its
-source (default: the LaneStrategy parameter; override: the live item), and the stored override.
+source (default: the LaneStrategy parameter; override: the live item), and the stored override. A
+type configured with the retired least-loaded strategy (by its live item or by LaneStrategy) is
+shown as first-free, which it runs as, and marked with a note that says so.
 ` + targetHelp,
 		Example: `  sfnlimit config get
   sfnlimit config get payments --json`,
@@ -106,8 +108,10 @@ value (config reset drops the whole override). A type not in the defaults can be
 (with --limit). The new set of overrides is checked as the functions check it, and refused as a
 whole if the limits would add up to the SQS FIFO in-flight quota or more. A state machine is
 checked to exist; the starter starts only the sample and those in the ExtraStateMachineArns
-parameter. --strategy is how the router picks a lane for the type's new jobs: ` + strings.Join(lane.Strategies, " or ") + `
-(jobs already routed stay in their lanes). Shows the effective configuration after.
+parameter. --strategy is how the type's new jobs get a lane: ` + strings.Join(lane.Strategies, " or ") + `
+(jobs already routed stay in their lanes). least-loaded is retired and refused (nothing is
+written); types still configured with it run as first-free. Shows the effective configuration
+after.
 ` + targetHelp,
 		Example: `  sfnlimit config set payments --limit 20
   sfnlimit config set llm --limit 10 --max-attempts 5
@@ -147,7 +151,7 @@ parameter. --strategy is how the router picks a lane for the type's new jobs: ` 
 	cmd.Flags().IntVar(&limit, "limit", 0, "lanes: executions of the type at once")
 	cmd.Flags().IntVar(&attempts, "max-attempts", 0, "executions per job before it is dead-lettered")
 	cmd.Flags().StringVar(&machine, "state-machine", "", "ARN of the state machine the type's jobs run")
-	cmd.Flags().StringVar(&strategy, "strategy", "", "how the router picks the type's lanes: "+strings.Join(lane.Strategies, " or "))
+	cmd.Flags().StringVar(&strategy, "strategy", "", "how the type's jobs get a lane: "+strings.Join(lane.Strategies, " or "))
 	_ = cmd.RegisterFlagCompletionFunc("strategy", completeStrategies)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
@@ -161,9 +165,9 @@ func newConfigReset(tgt *target) *cobra.Command {
 		Long: `reset deletes a type's live override. Its defaults apply again within ConfigCacheSeconds; a type
 with no default limit is then refused (unknown_type), unless DefaultLimit gives it one: the router
 refuses its new jobs and the starter dead-letters every job of it still queued. Such a reset (a
-type that exists only as its override) says what it can count of the jobs waiting (the leases, the
-lane counts of a least-loaded or first-free type, the queues' approximate depths of every type: SQS
-cannot count one type's messages) and is done only with --force.
+type that exists only as its override) says what it can count of the jobs waiting (the leases, and
+the queues' approximate depths of every type: SQS cannot count one type's messages) and is done
+only with --force.
 ` + targetHelp,
 		Example: `  sfnlimit config reset payments
   sfnlimit config reset llm --force     # llm has no default limit: its queued jobs are dead-lettered`,
@@ -207,9 +211,8 @@ func print(w io.Writer, asJSON bool, v any, table func(io.Writer) error) error {
 
 // strategyHelp describes each lane strategy for completion.
 var strategyHelp = map[string]string{
-	lane.LeastLoaded: "the lane with the fewest jobs, counted in the table",
-	lane.FirstFree:   "waits in the type's queue for the first free lane",
-	lane.Random:      "a lane from a hash of the job, no counts kept",
+	lane.FirstFree: "waits until a lane is free, then is bound to it",
+	lane.Random:    "a lane from a hash of the job, no state kept",
 }
 
 // completeStrategies completes --strategy with the strategy names (lane.Strategies).

@@ -36,9 +36,11 @@ writes report.md, report.json, concurrency.svg (a chart) and limiter.log to --ou
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if strategy != "" {
-				if _, err := lane.ParseStrategy(strategy); err != nil {
+				s, err := lane.CheckChoosable(strategy)
+				if err != nil {
 					return usageError{fmt.Errorf("--strategy: %w", err)}
 				}
+				strategy = s // the template's AllowedValues know no alias
 			}
 			w := demo.DefaultWorkload()
 			for i := range w.Types {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/sfnlimit/sfnlimit/internal/config"
 	"github.com/sfnlimit/sfnlimit/internal/lease"
-	"github.com/sfnlimit/sfnlimit/internal/occupancy"
 	"github.com/sfnlimit/sfnlimit/internal/ops"
 	"github.com/sfnlimit/sfnlimit/internal/resources"
 )
@@ -24,21 +23,22 @@ func newStatus() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Show each type's limit, running jobs and lane counts, and the queues",
+		Short: "Show each type's limit, the leases of its lanes, and the queues",
 		Long: `status shows, per job type, its limit and where it comes from (default: the TypeLimits
 parameter; fallback: DefaultLimit; override: a live config item), its lane strategy, how many lanes
-its jobs hold now (their leases, whatever their state) and its oldest running job. For a type on
-the least-loaded strategy it then shows the jobs queued or running in each lane, as the router
-counts them (one DynamoDB query per type); past 20 lanes, their min, mean and max and the busiest
-lanes. The random strategy keeps no counts. Then the queues: the general queue (jobs not yet
-routed), the lanes queue (waiting for a lane, and in flight: started and holding their lane) and
-the dead-letter queue. Queue counts are SQS's approximate ones.
+its jobs hold (their leases, whatever their state), how many of its lanes are free (no lease) and
+its oldest lease. A type configured with the retired least-loaded strategy is marked: it runs as
+first-free. Then each type's leases lane by lane, status by status: bound (a first-free job bound
+to the lane, its execution not yet started), starting, running, retrying and dead-lettering, each
+with the lanes it holds. Then the queues: the general queue (jobs not yet routed), the lanes queue
+(waiting, and in flight: holding a lane or heading a parked waiting group) and the dead-letter
+queue. Queue counts are SQS's approximate ones: SQS cannot count one type's messages.
 With --watch it refreshes every --interval until interrupted (--json then prints one object a line).
 ` + targetHelp,
 		Example: `  sfnlimit status
   sfnlimit status --watch --interval 5s
-  sfnlimit status --json | jq '.types[] | select(.running == .limit)'
-  sfnlimit status --json | jq '.types[] | {type, lanes: .laneCounts.counts}'
+  sfnlimit status --json | jq '.types[] | select(.free == 0) | .type'
+  sfnlimit status --json | jq -c '.types[] | {type, leases: [.leases[]? | [.lane, .status]]}'
   sfnlimit status --local local.json`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -111,18 +111,9 @@ func (s *session) statusReader(ctx context.Context) (ops.StatusReader, error) {
 	if err != nil {
 		return ops.StatusReader{}, err
 	}
-	store := config.NewDynamoStore(s.ddb, outs[resources.TableName])
 	return ops.StatusReader{
 		SQS: s.sqs, Leases: lease.ReadOnly(lease.NewStore(s.ddb, outs[resources.TableName])),
-		Occupancy: occupancy.NewStore(s.ddb, outs[resources.TableName]),
-		// A fresh resolver each time: status shows the overrides as stored now.
-		Config: func(ctx context.Context) ([]config.TypeConfig, error) {
-			r, err := config.NewResolver(d, store, time.Second)
-			if err != nil {
-				return nil, err
-			}
-			return r.All(ctx)
-		},
+		Defaults: d, Overrides: config.NewDynamoStore(s.ddb, outs[resources.TableName]),
 		General: outs[resources.GeneralQueueURL], Lanes: outs[resources.LanesQueueURL], DeadQueue: outs[resources.DeadLetterQueueURL],
 	}, nil
 }

@@ -58,11 +58,13 @@ type TypeView struct {
 	Source          string `json:"source"` // override, default, fallback or none
 	MaxAttempts     int    `json:"maxAttempts"`
 	StateMachineArn string `json:"stateMachineArn"`
-	// Strategy is how the router picks the type's lanes (lane.LeastLoaded or lane.Random), and
-	// StrategySource where that comes from: "override" (the live item) or "default" (the
-	// deployment's LaneStrategy).
+	// Strategy is how the type's jobs get a lane (lane.Strategies), and StrategySource where that
+	// comes from: "override" (the live item) or "default" (the deployment's LaneStrategy).
 	Strategy       string `json:"strategy"`
 	StrategySource string `json:"strategySource"`
+	// RetiredStrategy is the retired strategy the type is configured with (lane.LeastLoaded), which
+	// it runs as Strategy; empty when it is configured with a current one.
+	RetiredStrategy string `json:"retiredStrategy,omitempty"`
 	// Override is the live item as stored; nil when the type has none.
 	Override *OverrideView `json:"override,omitempty"`
 }
@@ -87,8 +89,10 @@ type ConfigView struct {
 	DefaultMaxAttempts int    `json:"defaultMaxAttempts"`
 	StateMachineArn    string `json:"stateMachineArn"`
 	// Strategy is the deployment's lane strategy (LaneStrategy): that of every type without one in
-	// its override.
-	Strategy string `json:"strategy"`
+	// its override. RetiredStrategy is LaneStrategy as set when it names a retired strategy, which
+	// runs as Strategy.
+	Strategy        string `json:"strategy"`
+	RetiredStrategy string `json:"retiredStrategy,omitempty"`
 	// Lanes is what the limits add up to, counted as the limiter counts them against the quota.
 	Lanes        int     `json:"lanes"`
 	Quota        int     `json:"quota"`
@@ -127,7 +131,8 @@ func (e ConfigEditor) view(ctx context.Context, ovs []config.Override) (ConfigVi
 	v := ConfigView{
 		FallbackLimit: e.Defaults.FallbackLimit, DefaultMaxAttempts: e.Defaults.DefaultMaxAttempts,
 		StateMachineArn: e.Defaults.StateMachineArn, Strategy: defaultStrategy(e.Defaults),
-		Quota: config.MaxInFlight, CacheSeconds: e.CacheAge.Seconds(),
+		RetiredStrategy: retiredStrategy(e.Defaults.Strategy),
+		Quota:           config.MaxInFlight, CacheSeconds: e.CacheAge.Seconds(),
 	}
 	// The functions drop an override that breaks the rules on its own (config.Resolver); say so
 	// rather than leave it out without a word.
@@ -164,7 +169,7 @@ func (e ConfigEditor) view(ctx context.Context, ovs []config.Override) (ConfigVi
 	for _, c := range all {
 		tv := TypeView{
 			Type: c.Type, Limit: c.Limit, Source: c.Source, MaxAttempts: c.MaxAttempts, StateMachineArn: c.StateMachineArn,
-			Strategy: c.Strategy, StrategySource: "default",
+			Strategy: c.Strategy, StrategySource: "default", RetiredStrategy: retiredStrategy(configuredStrategy(e.Defaults, ovs, c.Type)),
 		}
 		if o, ok := byType[c.Type]; ok {
 			tv.Override = overrideView(o)
@@ -195,7 +200,7 @@ func (v ConfigView) typeView(typ string, d config.Defaults, ovs []config.Overrid
 	}
 	tv := TypeView{
 		Type: typ, Source: "none", MaxAttempts: d.DefaultMaxAttempts, StateMachineArn: d.StateMachineArn,
-		Strategy: defaultStrategy(d), StrategySource: "default",
+		Strategy: defaultStrategy(d), StrategySource: "default", RetiredStrategy: retiredStrategy(configuredStrategy(d, ovs, typ)),
 	}
 	if n, ok := d.MaxAttempts[typ]; ok {
 		tv.MaxAttempts = n
@@ -216,6 +221,27 @@ func (v ConfigView) typeView(typ string, d config.Defaults, ovs []config.Overrid
 		}
 	}
 	return tv
+}
+
+// configuredStrategy is the lane strategy a type is configured with, as written: its live
+// override's, if the functions take that override (config.Resolver drops one that breaks the rules),
+// else the deployment's LaneStrategy.
+func configuredStrategy(d config.Defaults, ovs []config.Override, typ string) string {
+	for _, o := range ovs {
+		if o.Type == typ && o.Strategy != "" && o.Validate() == nil {
+			return o.Strategy
+		}
+	}
+	return d.Strategy
+}
+
+// retiredStrategy returns a configured strategy name if it names a retired strategy, which the
+// functions run as its successor (lane.ParseStrategy), and "" otherwise.
+func retiredStrategy(name string) string {
+	if _, err := lane.CheckChoosable(name); errors.Is(err, lane.ErrRetired) {
+		return name
+	}
+	return ""
 }
 
 // defaultStrategy is the deployment's lane strategy (LaneStrategy; "" is lane.DefaultStrategy).
@@ -252,7 +278,8 @@ type Change struct {
 	Limit           *int
 	MaxAttempts     *int
 	StateMachineArn *string
-	// Strategy is a lane strategy name (lane.Strategies); Validate makes it the canonical one.
+	// Strategy is a lane strategy name (lane.Strategies); Validate refuses a retired one, and Set
+	// stores the canonical name.
 	Strategy *string
 }
 
@@ -291,14 +318,15 @@ func (c Change) Validate() error {
 	return nil
 }
 
-// parseStrategyFlag checks a --strategy value with the router's own rule (lane.ParseStrategy) and
+// parseStrategyFlag checks a --strategy value with the rule for a strategy about to be written
+// (lane.CheckChoosable: the functions' names, less the retired least-loaded, refused with why) and
 // returns its canonical name. An empty one, which lane.ParseStrategy reads as the built-in
 // default, is refused: like the other fields, a strategy once set is not unset by `config set`.
 func parseStrategyFlag(name string) (string, error) {
 	if name == "" {
 		return "", usagef("--strategy needs a name (known: %s); to drop a type's whole override, use config reset", strings.Join(lane.Strategies, ", "))
 	}
-	s, err := lane.ParseStrategy(name)
+	s, err := lane.CheckChoosable(name)
 	if err != nil {
 		return "", usagef("--strategy: %v", err)
 	}
@@ -421,9 +449,9 @@ func (e ConfigEditor) Reset(ctx context.Context, typ string, force bool) (SetRes
 }
 
 // waiting says, for people, what can be counted of a type's jobs not yet done. Leases count those
-// that hold a lane; the lane counts of a least-loaded or first-free type count its jobs routed and
-// not done; SQS counts only whole queues (ApproximateNumberOfMessages*), not one type's messages,
-// so the queues' figures are given as what they are.
+// that hold a lane (bound to it or running there); SQS counts only whole queues
+// (ApproximateNumberOfMessages*), not one type's messages, so the queues' figures are given as what
+// they are.
 func (e ConfigEditor) waiting(ctx context.Context, typ string) string {
 	if e.Status == nil {
 		return "The jobs waiting could not be counted (no status reader)"
@@ -442,16 +470,9 @@ func (e ConfigEditor) waiting(ctx context.Context, typ string) string {
 	if ts.Running == 1 {
 		holds = "holds a lane"
 	}
-	parts := []string{fmt.Sprintf("Now %d of its jobs %s (leases)", ts.Running, holds)}
-	if ts.LaneCounts != nil {
-		parts = append(parts, fmt.Sprintf("its lanes count %d queued or running (%s lane counts)", ts.LaneCounts.Jobs, ts.Strategy))
-	} else {
-		parts = append(parts, fmt.Sprintf("its queued jobs are not counted (lane strategy %s)", dash(ts.Strategy)))
-	}
 	q := st.Queues
-	parts = append(parts, fmt.Sprintf("the lanes queue holds about %d waiting and %d in flight and the general queue about %d waiting, of every type (SQS cannot count one type's messages)",
-		q.Lanes.Waiting, q.Lanes.InFlight, q.General.Waiting))
-	return strings.Join(parts, "; ")
+	return fmt.Sprintf("Now %d of its jobs %s (leases); the lanes queue holds about %d waiting and %d in flight and the general queue about %d waiting, of every type (SQS cannot count one type's messages)",
+		ts.Running, holds, q.Lanes.Waiting, q.Lanes.InFlight, q.General.Waiting)
 }
 
 // checkSet runs a set of overrides through the functions' own checks (config.Resolver): one that
@@ -505,6 +526,10 @@ func (e ConfigEditor) result(ctx context.Context, typ string, before ConfigView,
 	if res.After.Limit == 0 {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("type %s has no limit: the router refuses its jobs (unknown_type) until one is set with --limit", typ))
 	}
+	if a := res.After; a.RetiredStrategy != "" && a.StrategySource == "override" {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("the live override of type %s keeps lane strategy %s, which is retired: it runs as %s (config set %s --strategy %s writes that)",
+			typ, a.RetiredStrategy, a.Strategy, typ, a.Strategy))
+	}
 	return res, nil
 }
 
@@ -512,23 +537,37 @@ func (e ConfigEditor) result(ctx context.Context, typ string, before ConfigView,
 func (v ConfigView) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TYPE\tLIMIT\tSOURCE\tMAX ATTEMPTS\tSTATE MACHINE\tSTRATEGY\tLIVE OVERRIDE")
+	var retired []string
 	for _, t := range v.Types {
 		limit := strconv.Itoa(t.Limit)
 		if t.Limit == 0 {
 			limit = "-"
 		}
+		strategy := t.Strategy
+		if t.RetiredStrategy != "" {
+			strategy += "*"
+			retired = append(retired, t.Type)
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s (%s)\t%s\n", t.Type, limit, t.Source, t.MaxAttempts, shortArn(t.StateMachineArn),
-			t.Strategy, t.StrategySource, t.Override.String())
+			strategy, t.StrategySource, t.Override.String())
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if len(retired) > 0 {
+		fmt.Fprintf(w, "* configured %s, a retired lane strategy: run as %s (%s). Set first-free or random to drop this note.\n",
+			lane.LeastLoaded, lane.FirstFree, strings.Join(retired, ", "))
 	}
 	other := "refused (unknown_type)"
 	if v.FallbackLimit > 0 {
 		other = fmt.Sprintf("limit %d each (DefaultLimit)", v.FallbackLimit)
 	}
 	fmt.Fprintf(w, "\nTypes not listed: %s. Limits add up to %d lanes of the SQS FIFO in-flight quota of %d.\n", other, v.Lanes, v.Quota)
-	fmt.Fprintf(w, "Lane strategy without an override: %s (LaneStrategy). ", v.Strategy)
+	if v.RetiredStrategy != "" {
+		fmt.Fprintf(w, "Lane strategy without an override: %s (LaneStrategy %s, which is retired). ", v.Strategy, v.RetiredStrategy)
+	} else {
+		fmt.Fprintf(w, "Lane strategy without an override: %s (LaneStrategy). ", v.Strategy)
+	}
 	fmt.Fprintf(w, "Live overrides take effect within %s (ConfigCacheSeconds).\n", time.Duration(v.CacheSeconds*float64(time.Second)))
 	if v.Warning != "" {
 		fmt.Fprintf(w, "WARNING: the stored overrides are refused by the functions, which keep the last good set or the defaults: %s\n", v.Warning)

@@ -88,12 +88,14 @@ func TestChangeValidate(t *testing.T) {
 		{name: "not an ARN", give: Change{Type: "a", StateMachineArn: ptr("sample")}, wantErr: "not a state machine ARN"},
 		{name: "an execution ARN", give: Change{Type: "a", StateMachineArn: ptr("arn:aws:states:us-east-1:123456789012:execution:x:y")}, wantErr: "not a state machine ARN"},
 		{name: "strategy alone", give: Change{Type: "a", Strategy: ptr("random")}},
-		{name: "least-loaded", give: Change{Type: "a", Limit: ptr(3), Strategy: ptr("least-loaded")}},
+		{name: "first-free", give: Change{Type: "a", Limit: ptr(3), Strategy: ptr("first-free")}},
 		{name: "an alias of random", give: Change{Type: "a", Strategy: ptr("hashed")}},
-		{name: "unknown strategy", give: Change{Type: "a", Strategy: ptr("fastest")}, wantErr: `--strategy: unknown lane strategy "fastest" (known: least-loaded, first-free, random)`},
-		{name: "strategy in capitals", give: Change{Type: "a", Strategy: ptr("Random")}, wantErr: `unknown lane strategy "Random" (known: least-loaded, first-free, random)`},
-		{name: "empty strategy", give: Change{Type: "a", Strategy: ptr("")}, wantErr: "--strategy needs a name (known: least-loaded, first-free, random)"},
-		{name: "bad strategy beside a good limit", give: Change{Type: "a", Limit: ptr(3), Strategy: ptr("fastest")}, wantErr: "known: least-loaded, first-free, random"},
+		{name: "least-loaded is retired", give: Change{Type: "a", Strategy: ptr("least-loaded")}, wantErr: "--strategy: lane strategy least-loaded is retired: it kept a counter per lane"},
+		{name: "least-loaded beside a good limit", give: Change{Type: "a", Limit: ptr(3), Strategy: ptr("least-loaded")}, wantErr: "run as first-free"},
+		{name: "unknown strategy", give: Change{Type: "a", Strategy: ptr("fastest")}, wantErr: `--strategy: unknown lane strategy "fastest" (known: first-free, random)`},
+		{name: "strategy in capitals", give: Change{Type: "a", Strategy: ptr("Random")}, wantErr: `unknown lane strategy "Random" (known: first-free, random)`},
+		{name: "empty strategy", give: Change{Type: "a", Strategy: ptr("")}, wantErr: "--strategy needs a name (known: first-free, random)"},
+		{name: "bad strategy beside a good limit", give: Change{Type: "a", Limit: ptr(3), Strategy: ptr("fastest")}, wantErr: "known: first-free, random"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -223,12 +225,14 @@ func TestConfigSetStrategy(t *testing.T) {
 		want     config.Override // the stored override after
 		// the type's strategy before and after, and where it comes from after
 		wantBefore, wantAfter, wantSource string
+		// the retired strategy the type is configured with after, and a warning about it
+		wantRetired, wantWarning string
 	}{
 		{
 			name: "strategy alone keeps the stored fields", stored: []config.Override{{Type: "payments", Limit: 10, MaxAttempts: 7}},
 			give:       Change{Type: "payments", Strategy: ptr("random")},
 			want:       config.Override{Type: "payments", Limit: 10, MaxAttempts: 7, Strategy: "random"},
-			wantBefore: "least-loaded", wantAfter: "random", wantSource: "override",
+			wantBefore: "first-free", wantAfter: "random", wantSource: "override",
 		},
 		{
 			name: "the other fields keep the strategy", stored: []config.Override{{Type: "payments", Strategy: "random"}},
@@ -239,27 +243,55 @@ func TestConfigSetStrategy(t *testing.T) {
 		{
 			name: "a type with no override", give: Change{Type: "reports", Strategy: ptr("random")},
 			want:       config.Override{Type: "reports", Strategy: "random"},
-			wantBefore: "least-loaded", wantAfter: "random", wantSource: "override",
+			wantBefore: "first-free", wantAfter: "random", wantSource: "override",
 		},
 		{
-			name: "the deployment's default shown before", defaults: "random", give: Change{Type: "reports", Strategy: ptr("least-loaded")},
-			want:       config.Override{Type: "reports", Strategy: "least-loaded"},
-			wantBefore: "random", wantAfter: "least-loaded", wantSource: "override",
+			name: "the deployment's default shown before", defaults: "random", give: Change{Type: "reports", Strategy: ptr("first-free")},
+			want:       config.Override{Type: "reports", Strategy: "first-free"},
+			wantBefore: "random", wantAfter: "first-free", wantSource: "override",
 		},
 		{
 			name: "an alias is stored by its name", give: Change{Type: "reports", Strategy: ptr("hashed")},
 			want:       config.Override{Type: "reports", Strategy: "random"},
-			wantBefore: "least-loaded", wantAfter: "random", wantSource: "override",
+			wantBefore: "first-free", wantAfter: "random", wantSource: "override",
 		},
 		{
 			name: "limit only: the default strategy stays", give: Change{Type: "reports", Limit: ptr(6)},
 			want:       config.Override{Type: "reports", Limit: 6},
-			wantBefore: "least-loaded", wantAfter: "least-loaded", wantSource: "default",
+			wantBefore: "first-free", wantAfter: "first-free", wantSource: "default",
+		},
+		{
+			name: "a deployment on least-loaded runs first-free", defaults: "least-loaded", give: Change{Type: "reports", Limit: ptr(6)},
+			want:       config.Override{Type: "reports", Limit: 6},
+			wantBefore: "first-free", wantAfter: "first-free", wantSource: "default", wantRetired: "least-loaded",
+		},
+		{
+			name: "a live item on least-loaded keeps it when other fields change", stored: []config.Override{{Type: "payments", Limit: 10, Strategy: "least-loaded"}},
+			give:       Change{Type: "payments", Limit: ptr(4)},
+			want:       config.Override{Type: "payments", Limit: 4, Strategy: "least-loaded"},
+			wantBefore: "first-free", wantAfter: "first-free", wantSource: "override", wantRetired: "least-loaded",
+			wantWarning: "the live override of type payments keeps lane strategy least-loaded, which is retired: it runs as first-free (config set payments --strategy first-free writes that)",
+		},
+		{
+			name: "first-free rewrites a live item on least-loaded", stored: []config.Override{{Type: "payments", Limit: 10, Strategy: "least-loaded"}},
+			give:       Change{Type: "payments", Strategy: ptr("first-free")},
+			want:       config.Override{Type: "payments", Limit: 10, Strategy: "first-free"},
+			wantBefore: "first-free", wantAfter: "first-free", wantSource: "override",
+		},
+		{
+			name: "least-loaded is refused", stored: []config.Override{{Type: "payments", Limit: 10, Strategy: "random"}},
+			give:    Change{Type: "payments", Strategy: ptr("least-loaded")},
+			wantErr: "lane strategy least-loaded is retired: it kept a counter per lane that a lost update silently took a lane away from",
+		},
+		{
+			name: "least-loaded is refused for a type with no override", defaults: "least-loaded",
+			give:    Change{Type: "reports", Limit: ptr(3), Strategy: ptr("least-loaded")},
+			wantErr: "is retired",
 		},
 		{
 			name: "unknown strategy", stored: []config.Override{{Type: "payments", Limit: 10, Strategy: "random"}},
 			give:    Change{Type: "payments", Limit: ptr(3), Strategy: ptr("fastest")},
-			wantErr: `unknown lane strategy "fastest" (known: least-loaded, first-free, random)`,
+			wantErr: `unknown lane strategy "fastest" (known: first-free, random)`,
 		},
 		{
 			name: "empty strategy", stored: []config.Override{{Type: "payments", Strategy: "random"}},
@@ -300,12 +332,18 @@ func TestConfigSetStrategy(t *testing.T) {
 			if res.After.Override == nil || res.After.Override.Strategy != tt.want.Strategy {
 				t.Errorf("Set() override = %+v, want strategy %q", res.After.Override, tt.want.Strategy)
 			}
+			if res.After.RetiredStrategy != tt.wantRetired {
+				t.Errorf("Set() retired strategy = %q, want %q", res.After.RetiredStrategy, tt.wantRetired)
+			}
+			if got := strings.Join(res.Warnings, "\n"); tt.wantWarning != "" && !strings.Contains(got, tt.wantWarning) || tt.wantWarning == "" && strings.Contains(got, "retired") {
+				t.Errorf("Set() warnings = %q, want %q", res.Warnings, tt.wantWarning)
+			}
 			// What get shows afterwards is what set said.
 			v, err := e.Get(ctx, tt.give.Type)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(v.Types) != 1 || v.Types[0].Strategy != tt.wantAfter || v.Types[0].StrategySource != tt.wantSource {
+			if len(v.Types) != 1 || v.Types[0].Strategy != tt.wantAfter || v.Types[0].StrategySource != tt.wantSource || v.Types[0].RetiredStrategy != tt.wantRetired {
 				t.Errorf("Get(%s) = %+v, want strategy %s from %s", tt.give.Type, v.Types, tt.wantAfter, tt.wantSource)
 			}
 			var b strings.Builder
@@ -314,8 +352,8 @@ func TestConfigSetStrategy(t *testing.T) {
 			}
 			for _, want := range []string{
 				fmt.Sprintf("strategy %s -> %s (%s)\n", tt.wantBefore, tt.wantAfter, tt.wantSource),
-				fmt.Sprintf("%s (%s)", tt.wantAfter, tt.wantSource),
-				fmt.Sprintf("Lane strategy without an override: %s (LaneStrategy)", defaultStrategy(d)),
+				fmt.Sprintf("%s  %s%s (%s)", sampleArn[strings.LastIndexByte(sampleArn, ':')+1:], tt.wantAfter, map[bool]string{true: "*"}[tt.wantRetired != ""], tt.wantSource),
+				fmt.Sprintf("Lane strategy without an override: %s (LaneStrategy", defaultStrategy(d)),
 			} {
 				if !strings.Contains(b.String(), want) {
 					t.Errorf("WriteTable() lacks %q:\n%s", want, b.String())
@@ -335,7 +373,7 @@ func TestConfigUnknownStoredStrategy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := find(v.Types, "payments"); p == nil || p.Limit != 2 || p.Source != "default" || p.Strategy != "least-loaded" || p.Override != nil {
+	if p := find(v.Types, "payments"); p == nil || p.Limit != 2 || p.Source != "default" || p.Strategy != "first-free" || p.Override != nil {
 		t.Errorf("Get() payments = %+v, want the defaults the functions fall back to", p)
 	}
 	if len(v.Ignored) != 1 || !strings.Contains(v.Ignored[0], `type payments is ignored by the functions: type payments: unknown lane strategy "fastest"`) {
@@ -356,6 +394,97 @@ func TestConfigUnknownStoredStrategy(t *testing.T) {
 	}
 }
 
+// A type configured with the retired least-loaded, by its live item or by the deployment's
+// LaneStrategy, is shown as the first-free it runs as, and marked as configured least-loaded.
+func TestConfigGetRetiredStrategy(t *testing.T) {
+	tests := []struct {
+		name       string
+		deployment string
+		stored     []config.Override
+		// per type: its strategy, and the retired one it is configured with
+		want        map[string][2]string
+		wantDefault [2]string // the deployment's strategy, and the retired one LaneStrategy names
+		wantLines   []string
+		wantNot     []string
+	}{
+		{
+			name: "nothing retired", deployment: "random", stored: []config.Override{{Type: "payments", Strategy: "first-free"}},
+			want:        map[string][2]string{"payments": {"first-free", ""}, "reports": {"random", ""}},
+			wantDefault: [2]string{"random", ""},
+			wantLines:   []string{"first-free (override)", "random (default)", "Lane strategy without an override: random (LaneStrategy)."},
+			wantNot:     []string{"*", "retired"},
+		},
+		{
+			name: "a live item", deployment: "random", stored: []config.Override{{Type: "payments", Limit: 4, Strategy: "least-loaded"}},
+			want:        map[string][2]string{"payments": {"first-free", "least-loaded"}, "reports": {"random", ""}},
+			wantDefault: [2]string{"random", ""},
+			wantLines: []string{
+				"first-free* (override)  limit=4 strategy=least-loaded",
+				"* configured least-loaded, a retired lane strategy: run as first-free (payments). Set first-free or random to drop this note.",
+				"Lane strategy without an override: random (LaneStrategy).",
+			},
+		},
+		{
+			name: "the deployment", deployment: "least-loaded", stored: []config.Override{{Type: "payments", Strategy: "random"}, {Type: "llm", Limit: 3, MaxAttempts: 2}},
+			want:        map[string][2]string{"payments": {"random", ""}, "reports": {"first-free", "least-loaded"}, "llm": {"first-free", "least-loaded"}},
+			wantDefault: [2]string{"first-free", "least-loaded"},
+			wantLines: []string{
+				"random (override)", "first-free* (default)",
+				"* configured least-loaded, a retired lane strategy: run as first-free (llm, reports).",
+				"Lane strategy without an override: first-free (LaneStrategy least-loaded, which is retired).",
+			},
+		},
+		{
+			// The functions ignore a live item with an unknown strategy: the deployment's applies.
+			name: "an ignored live item", deployment: "least-loaded", stored: []config.Override{{Type: "payments", Limit: 4, Strategy: "fastest"}},
+			want:        map[string][2]string{"payments": {"first-free", "least-loaded"}},
+			wantDefault: [2]string{"first-free", "least-loaded"},
+			wantLines:   []string{"(payments, reports)", "WARNING: the live override of type payments is ignored"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := defaults()
+			d.Strategy = tt.deployment
+			e := ConfigEditor{Store: newMemStore(tt.stored...), Defaults: d, CacheAge: time.Second}
+			v, err := e.Get(context.Background(), "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for typ, want := range tt.want {
+				if tv := find(v.Types, typ); tv == nil || [2]string{tv.Strategy, tv.RetiredStrategy} != want {
+					t.Errorf("Get() %s = %+v, want strategy %s, retired %q", typ, tv, want[0], want[1])
+				}
+				// Get of one type says the same.
+				one, err := e.Get(context.Background(), typ)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(one.Types) != 1 || [2]string{one.Types[0].Strategy, one.Types[0].RetiredStrategy} != want {
+					t.Errorf("Get(%s) = %+v, want strategy %s, retired %q", typ, one.Types, want[0], want[1])
+				}
+			}
+			if got := [2]string{v.Strategy, v.RetiredStrategy}; got != tt.wantDefault {
+				t.Errorf("Get() deployment strategy %q, want %q", got, tt.wantDefault)
+			}
+			var b strings.Builder
+			if err := v.WriteTable(&b); err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range tt.wantLines {
+				if !strings.Contains(b.String(), want) {
+					t.Errorf("WriteTable() lacks %q:\n%s", want, b.String())
+				}
+			}
+			for _, not := range tt.wantNot {
+				if strings.Contains(b.String(), not) {
+					t.Errorf("WriteTable() says %q:\n%s", not, b.String())
+				}
+			}
+		})
+	}
+}
+
 func TestConfigReset(t *testing.T) {
 	ctx := context.Background()
 	store := newMemStore(config.Override{Type: "payments", Limit: 20, Strategy: "random"}, config.Override{Type: "llm", Limit: 4})
@@ -367,8 +496,8 @@ func TestConfigReset(t *testing.T) {
 	if res.Before.Limit != 20 || res.After.Limit != 2 || res.After.Source != "default" || len(res.Warnings) != 0 {
 		t.Errorf("Reset(payments) = %+v, want 20 -> 2 from default", res)
 	}
-	if res.Before.Strategy != "random" || res.After.Strategy != "least-loaded" || res.After.StrategySource != "default" {
-		t.Errorf("Reset(payments) strategy %s -> %s (%s), want random -> least-loaded (default)", res.Before.Strategy, res.After.Strategy, res.After.StrategySource)
+	if res.Before.Strategy != "random" || res.After.Strategy != "first-free" || res.After.StrategySource != "default" {
+		t.Errorf("Reset(payments) strategy %s -> %s (%s), want random -> first-free (default)", res.Before.Strategy, res.After.Strategy, res.After.StrategySource)
 	}
 	res, err = e.Reset(ctx, "llm", true)
 	if err != nil {
@@ -403,7 +532,7 @@ func TestConfigResetOverrideOnlyNeedsForce(t *testing.T) {
 	ctx := context.Background()
 	reading := Status{
 		Types: []TypeStatus{
-			{Type: "llm", Limit: 4, Source: "override", Strategy: "least-loaded", Running: 4, LaneCounts: newLaneCounts([]int{50, 49, 49, 48})},
+			{Type: "llm", Limit: 4, Source: "override", Strategy: "first-free", Running: 4, ByStatus: map[string]int{"running": 3, "bound": 1}},
 			{Type: "chat", Limit: 2, Source: "override", Strategy: "random", Running: 1},
 		},
 		Queues: QueueStatus{General: QueueDepth{Waiting: 7}, Lanes: QueueDepth{Waiting: 191, InFlight: 5}},
@@ -417,14 +546,14 @@ func TestConfigResetOverrideOnlyNeedsForce(t *testing.T) {
 		wantWarn  string
 		wantStays bool
 	}{
-		{name: "counted lanes", typ: "llm", status: fakeStatus{st: reading},
-			wantErr: []string{"exists only as a live override", "unknown_type", "4 of its jobs hold a lane", "196 queued or running", "191 waiting", "5 in flight", "7 waiting", "cannot count one type's", "--force"}},
-		{name: "random lanes are not counted", typ: "chat", status: fakeStatus{st: reading},
-			wantErr: []string{"1 of its jobs holds a lane", "not counted", "--force"}},
+		{name: "first-free", typ: "llm", status: fakeStatus{st: reading},
+			wantErr: []string{"exists only as a live override", "unknown_type", "4 of its jobs hold a lane (leases)", "191 waiting", "5 in flight", "7 waiting", "cannot count one type's", "--force"}},
+		{name: "random", typ: "chat", status: fakeStatus{st: reading},
+			wantErr: []string{"1 of its jobs holds a lane (leases)", "191 waiting", "--force"}},
 		{name: "status unreadable", typ: "llm", status: fakeStatus{err: errors.New("table unreachable")},
 			wantErr: []string{"could not be counted", "table unreachable", "--force"}},
 		{name: "no status reader", typ: "llm", wantErr: []string{"could not be counted", "--force"}},
-		{name: "forced", typ: "llm", status: fakeStatus{st: reading}, force: true, wantWarn: "196 queued or running"},
+		{name: "forced", typ: "llm", status: fakeStatus{st: reading}, force: true, wantWarn: "4 of its jobs hold a lane (leases); the lanes queue holds about 191 waiting"},
 		{name: "a default remains", typ: "payments", status: fakeStatus{st: reading}},
 	}
 	for _, tt := range tests {

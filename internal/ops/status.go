@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,7 +15,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sfnlimit/sfnlimit/internal/config"
-	"github.com/sfnlimit/sfnlimit/internal/lane"
 	"github.com/sfnlimit/sfnlimit/internal/lease"
 )
 
@@ -23,24 +23,23 @@ type queueAttrsAPI interface {
 	GetQueueAttributes(context.Context, *sqs.GetQueueAttributesInput, ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
 }
 
-// leaseLister reads leases type by type (lease.Store): never a scan of the table, which also holds
-// a lane-count marker per recent job.
+// leaseLister reads leases type by type (lease.Store): never a scan of the table, which holds
+// other items too.
 type leaseLister = lease.TypeLister
 
-// laneCounter reads a type's per-lane job counts (occupancy.Store).
-type laneCounter interface {
-	Counts(ctx context.Context, typ string, limit int) ([]int, error)
+// overrideLister reads the live overrides (config.DynamoStore).
+type overrideLister interface {
+	ListOverrides(ctx context.Context) ([]config.Override, error)
 }
 
 // StatusReader reads what the limiter is doing.
 type StatusReader struct {
 	SQS    queueAttrsAPI
 	Leases leaseLister
-	// Occupancy, if not nil, gives the lane counts of the types on lane.LeastLoaded or lane.FirstFree: one Counts
-	// call (one query) per such type and reading.
-	Occupancy laneCounter
-	// Config gives every type's effective configuration (a config.Resolver's All).
-	Config    func(ctx context.Context) ([]config.TypeConfig, error)
+	// Defaults and Overrides are the configuration, resolved afresh for every reading as the
+	// functions resolve it (config.Resolver): status shows the overrides as stored now.
+	Defaults  config.Defaults
+	Overrides overrideLister
 	General   string // queue URLs
 	Lanes     string
 	DeadQueue string
@@ -57,87 +56,100 @@ type Status struct {
 	LanesInUse int `json:"lanesInUse"`
 }
 
-// TypeStatus is one type's limit and what runs now.
+// TypeStatus is one type's limit and the leases of its lanes.
 type TypeStatus struct {
 	Type string `json:"type"`
 	// Limit is 0 for a type that has leases but no limit any more.
 	Limit  int    `json:"limit"`
 	Source string `json:"source"` // override, default, fallback, or none
-	// Strategy is how the router picks the type's lanes (empty for a type with no limit).
+	// Strategy is how the type's jobs get a lane (empty for a type with no limit).
 	Strategy string `json:"strategy,omitempty"`
-	// LaneCounts are the jobs queued or running in each lane, as the least-loaded strategy counts
-	// them; nil for a type on another strategy (its jobs are not counted) or with no limit.
-	LaneCounts *LaneCounts `json:"laneCounts,omitempty"`
-	// Running counts the type's leases: every lane a job holds, whatever its state.
+	// RetiredStrategy is the retired strategy the type is configured with (its live item's, or the
+	// deployment's LaneStrategy), which it runs as Strategy; empty when it is configured with a
+	// current one.
+	RetiredStrategy string `json:"retiredStrategy,omitempty"`
+	// Running counts the type's leases: every lane a job holds, whatever its state (a bound job's
+	// execution has not started yet).
 	Running  int            `json:"running"`
 	ByStatus map[string]int `json:"byStatus,omitempty"`
-	Oldest   *RunningJob    `json:"oldest,omitempty"`
+	// Free counts the lanes 1..Limit that no lease holds.
+	Free int `json:"free"`
+	// Leases are the type's leases, lane by lane (lane 1 first).
+	Leases []LaneLease `json:"leases,omitempty"`
+	Oldest *RunningJob `json:"oldest,omitempty"`
 }
 
-// LaneCounts are one type's jobs queued or running, per lane (internal/occupancy).
-type LaneCounts struct {
-	// Counts[i] is lane i+1's jobs.
-	Counts []int `json:"counts"`
-	// Jobs is their sum: the type's jobs routed and not yet done.
-	Jobs  int     `json:"jobs"`
-	Min   int     `json:"min"`
-	Max   int     `json:"max"`
-	Mean  float64 `json:"mean"`
-	Empty int     `json:"empty"` // lanes with no job
+// LaneLease is the lease of one lane: the job that holds it and how far it got.
+type LaneLease struct {
+	Lane    int    `json:"lane"`
+	Status  string `json:"status"`
+	JobID   string `json:"jobId"`
+	Attempt int    `json:"attempt"`
 }
 
-func newLaneCounts(counts []int) *LaneCounts {
-	lc := &LaneCounts{Counts: counts}
-	for i, n := range counts {
-		lc.Jobs += n
-		if i == 0 || n < lc.Min {
-			lc.Min = n
-		}
-		if n > lc.Max {
-			lc.Max = n
-		}
-		if n == 0 {
-			lc.Empty++
+// boundStatus is lease.Bound: a first-free job bound to the lane, its copy on the way there.
+const boundStatus = "bound"
+
+// statusOrder is the order in which a type's lease statuses are listed: a lease's life.
+var statusOrder = []string{boundStatus, string(lease.Starting), string(lease.Running), string(lease.Retrying), string(lease.DeadLettering)}
+
+// rangesShown is how many runs of lanes a status lists before it only counts the rest.
+const rangesShown = 8
+
+// LanesText is the type's leases for people, status by status: how many lanes each holds and
+// which ("running 3 (1-2, 5); bound 1 (3)"), and the lanes held above the limit, if any.
+func (ts TypeStatus) LanesText() string {
+	if len(ts.Leases) == 0 {
+		return "-"
+	}
+	byStatus := map[string][]int{}
+	var above []int
+	for _, l := range ts.Leases {
+		byStatus[l.Status] = append(byStatus[l.Status], l.Lane)
+		if ts.Limit > 0 && l.Lane > ts.Limit {
+			above = append(above, l.Lane)
 		}
 	}
-	if len(counts) > 0 {
-		lc.Mean = float64(lc.Jobs) / float64(len(counts))
+	order := slices.Clone(statusOrder)
+	var other []string
+	for s := range byStatus {
+		if !slices.Contains(order, s) {
+			other = append(other, s)
+		}
 	}
-	return lc
+	sort.Strings(other)
+	var parts []string
+	for _, s := range append(order, other...) {
+		if lanes := byStatus[s]; len(lanes) > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d (%s)", dash(s), len(lanes), laneRanges(lanes)))
+		}
+	}
+	if len(above) > 0 {
+		parts = append(parts, fmt.Sprintf("above the limit: %s", laneRanges(above)))
+	}
+	return strings.Join(parts, "; ")
 }
 
-// laneListMax is the most lanes the table lists one by one; more are summarised.
-const laneListMax = 20
-
-// busiestShown is how many of the busiest lanes a summary names.
-const busiestShown = 5
-
-// String is the counts for people: every lane's count (lane 1 first) up to laneListMax lanes, else
-// min, mean and max and the busiest lanes.
-func (lc *LaneCounts) String() string {
-	if len(lc.Counts) <= laneListMax {
-		parts := make([]string, len(lc.Counts))
-		for i, n := range lc.Counts {
-			parts[i] = strconv.Itoa(n)
+// laneRanges writes sorted lane numbers as runs ("1-3, 5, 7-9"): the first rangesShown runs, and
+// how many lanes more.
+func laneRanges(lanes []int) string {
+	var runs []string
+	for i := 0; i < len(lanes); {
+		j := i
+		for j+1 < len(lanes) && lanes[j+1] == lanes[j]+1 {
+			j++
 		}
-		return strings.Join(parts, " ")
-	}
-	s := fmt.Sprintf("%d lanes: min %d, mean %.1f, max %d, %d empty", len(lc.Counts), lc.Min, lc.Mean, lc.Max, lc.Empty)
-	lanes := make([]int, 0, len(lc.Counts))
-	for i, n := range lc.Counts {
-		if n > 0 {
-			lanes = append(lanes, i+1)
+		if len(runs) == rangesShown {
+			return fmt.Sprintf("%s and %d more", strings.Join(runs, ", "), len(lanes)-i)
 		}
+		if j > i {
+			runs = append(runs, fmt.Sprintf("%d-%d", lanes[i], lanes[j]))
+		} else {
+			runs = append(runs, strconv.Itoa(lanes[i]))
+		}
+		i = j + 1
 	}
-	if len(lanes) == 0 {
-		return s
-	}
-	sort.SliceStable(lanes, func(i, j int) bool { return lc.Counts[lanes[i]-1] > lc.Counts[lanes[j]-1] })
-	var busiest []string
-	for _, l := range lanes[:min(len(lanes), busiestShown)] {
-		busiest = append(busiest, fmt.Sprintf("%d:%d", l, lc.Counts[l-1]))
-	}
-	return s + "; busiest (lane:jobs) " + strings.Join(busiest, " ")
+	return strings.Join(runs, ", ")
 }
 
 // RunningJob is a job holding a lane.
@@ -172,7 +184,18 @@ func (r StatusReader) Read(ctx context.Context) (Status, error) {
 	if r.Now != nil {
 		now = r.Now
 	}
-	cfgs, err := r.Config(ctx)
+	var ovs []config.Override
+	if r.Overrides != nil {
+		var err error
+		if ovs, err = r.Overrides.ListOverrides(ctx); err != nil {
+			return Status{}, err
+		}
+	}
+	res, err := config.NewResolver(r.Defaults, staticStore(ovs), time.Second)
+	if err != nil {
+		return Status{}, err
+	}
+	cfgs, err := res.All(ctx)
 	if err != nil {
 		return Status{}, err
 	}
@@ -187,17 +210,13 @@ func (r StatusReader) Read(ctx context.Context) (Status, error) {
 	st := Status{At: now().UTC()}
 	byType := map[string]*TypeStatus{}
 	for _, c := range cfgs {
-		ts := &TypeStatus{Type: c.Type, Limit: c.Limit, Source: c.Source, Strategy: c.Strategy}
-		if counted(c.Strategy) && c.Limit > 0 && r.Occupancy != nil {
-			counts, err := r.Occupancy.Counts(ctx, c.Type, c.Limit)
-			if err != nil {
-				return Status{}, err
-			}
-			ts.LaneCounts = newLaneCounts(counts)
+		byType[c.Type] = &TypeStatus{
+			Type: c.Type, Limit: c.Limit, Source: c.Source, Strategy: c.Strategy, Free: c.Limit,
+			RetiredStrategy: retiredStrategy(configuredStrategy(r.Defaults, ovs, c.Type)),
 		}
-		byType[c.Type] = ts
 		st.Lanes += c.Limit
 	}
+	sort.Slice(leases, func(i, j int) bool { return leases[i].Lane < leases[j].Lane })
 	for _, l := range leases {
 		ts := byType[l.Type]
 		if ts == nil {
@@ -206,11 +225,16 @@ func (r StatusReader) Read(ctx context.Context) (Status, error) {
 		}
 		ts.Running++
 		st.LanesInUse++
+		if l.Lane >= 1 && l.Lane <= ts.Limit {
+			ts.Free--
+		}
 		if ts.ByStatus == nil {
 			ts.ByStatus = map[string]int{}
 		}
 		ts.ByStatus[string(l.Status)]++
-		if ts.Oldest == nil || l.StartedAt.Before(ts.Oldest.StartedAt) {
+		ts.Leases = append(ts.Leases, LaneLease{Lane: l.Lane, Status: string(l.Status), JobID: l.JobID, Attempt: l.Attempt})
+		// A lease without a start time (written by hand, say) has no age to compare.
+		if !l.StartedAt.IsZero() && (ts.Oldest == nil || l.StartedAt.Before(ts.Oldest.StartedAt)) {
 			ts.Oldest = &RunningJob{
 				ID: l.JobID, Lane: l.Lane, Attempt: l.Attempt, Status: string(l.Status), StartedAt: l.StartedAt,
 				AgeSeconds: roundSeconds(st.At.Sub(l.StartedAt)), ExecutionArn: l.ExecutionArn,
@@ -258,41 +282,44 @@ func depth(ctx context.Context, api queueAttrsAPI, url string) (QueueDepth, erro
 // WriteTable prints a status for people.
 func (s Status) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TYPE\tLIMIT\tSOURCE\tSTRATEGY\tRUNNING\tOLDEST RUNNING JOB")
+	fmt.Fprintln(tw, "TYPE\tLIMIT\tSOURCE\tSTRATEGY\tHELD\tFREE\tOLDEST LEASE")
+	var retired []string
 	for _, t := range s.Types {
-		limit := strconv.Itoa(t.Limit)
+		limit, free := strconv.Itoa(t.Limit), strconv.Itoa(t.Free)
 		if t.Limit == 0 {
-			limit = "-"
+			limit, free = "-", "-"
 		}
 		oldest := "-"
 		if o := t.Oldest; o != nil {
 			oldest = fmt.Sprintf("%s (lane %d, attempt %d, %s, %s)", o.ID, o.Lane, o.Attempt, o.Status, Age(time.Duration(o.AgeSeconds*float64(time.Second))))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", t.Type, limit, t.Source, dash(t.Strategy), t.Running, oldest)
+		strategy := dash(t.Strategy)
+		if t.RetiredStrategy != "" {
+			strategy += "*"
+			retired = append(retired, fmt.Sprintf("%s (%s)", t.Type, t.RetiredStrategy))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", t.Type, limit, t.Source, strategy, t.Running, free, oldest)
 	}
 	if len(s.Types) == 0 {
-		fmt.Fprintln(tw, "(no types: no limits are set and no job is running)")
+		fmt.Fprintln(tw, "(no types: no limits are set and no lane is held)")
 	}
-	fmt.Fprintln(tw)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(retired) > 0 {
+		fmt.Fprintf(w, "* configured with a retired lane strategy, run as the strategy shown: %s (sfnlimit config get)\n", strings.Join(retired, ", "))
+	}
+	fmt.Fprintln(w)
 	if len(s.Types) > 0 {
-		fmt.Fprintln(tw, "TYPE\tJOBS\tJOBS PER LANE (queued or running; lane 1 first)")
+		fmt.Fprintln(tw, "TYPE\tLEASES PER LANE (status, lanes held, which)")
 		for _, t := range s.Types {
-			switch {
-			case t.LaneCounts != nil:
-				fmt.Fprintf(tw, "%s\t%d\t%s\n", t.Type, t.LaneCounts.Jobs, t.LaneCounts)
-			case t.Limit == 0:
-				fmt.Fprintf(tw, "%s\t-\tno limit: no lanes\n", t.Type)
-			case counted(t.Strategy):
-				fmt.Fprintf(tw, "%s\t-\tnot read\n", t.Type)
-			default:
-				fmt.Fprintf(tw, "%s\t-\tnot counted: the %s strategy keeps no lane counts\n", t.Type, t.Strategy)
-			}
+			fmt.Fprintf(tw, "%s\t%s\n", t.Type, t.LanesText())
 		}
 		fmt.Fprintln(tw)
 	}
 	fmt.Fprintln(tw, "QUEUE\tWAITING\tIN FLIGHT\t")
-	fmt.Fprintf(tw, "general\t%d\t%d\tjobs not yet routed to a lane\n", s.Queues.General.Waiting+s.Queues.General.Delayed, s.Queues.General.InFlight)
-	fmt.Fprintf(tw, "lanes (FIFO)\t%d\t%d\tin flight: started and holding their lane\n", s.Queues.Lanes.Waiting+s.Queues.Lanes.Delayed, s.Queues.Lanes.InFlight)
+	fmt.Fprintf(tw, "general\t%d\t%d\tjobs not yet routed\n", s.Queues.General.Waiting+s.Queues.General.Delayed, s.Queues.General.InFlight)
+	fmt.Fprintf(tw, "lanes (FIFO)\t%d\t%d\tin flight: holding a lane, or the first job of a parked waiting group\n", s.Queues.Lanes.Waiting+s.Queues.Lanes.Delayed, s.Queues.Lanes.InFlight)
 	fmt.Fprintf(tw, "dead-letter\t%d\t%d\tsee: sfnlimit dlq list\n", s.Queues.DeadLetter.Waiting+s.Queues.DeadLetter.Delayed, s.Queues.DeadLetter.InFlight)
 	if err := tw.Flush(); err != nil {
 		return err
@@ -330,6 +357,3 @@ func shortArn(arn string) string {
 	}
 	return arn
 }
-
-// counted reports whether a strategy keeps lane counts (internal/occupancy).
-func counted(strategy string) bool { return strategy == lane.LeastLoaded || strategy == lane.FirstFree }
