@@ -86,12 +86,20 @@ type Report struct {
 	end   time.Time
 }
 
+// runStrategy is the strategy the stack's types run on, for a LaneStrategy parameter: the
+// functions' reading of it (lane.ParseStrategy), so a stack whose template still defaults to the
+// retired least-loaded is reported as the first-free it runs.
+func runStrategy(param string) string {
+	s, err := lane.ParseStrategy(param)
+	if err != nil {
+		return param // the stack would not have started on it
+	}
+	return s
+}
+
 func buildReport(w Workload, jobs []Job, xs []observe.Execution, dead []DeadLetter, wall time.Duration, s *stack.Stack) *Report {
 	r := &Report{WallSeconds: wall.Seconds(), Jobs: len(jobs), Refused: map[string]int{}, execs: xs, LimitHeld: true}
-	r.Strategy = s.Info().Parameters["LaneStrategy"]
-	if r.Strategy == "" {
-		r.Strategy = lane.DefaultStrategy
-	}
+	r.Strategy = runStrategy(s.Info().Parameters["LaneStrategy"])
 	byJob := map[string][]observe.Execution{}
 	for _, x := range xs {
 		k := x.Job.Type + "/" + x.Job.ID

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sfnlimit/sfnlimit/internal/app"
 	"github.com/sfnlimit/sfnlimit/internal/deadletter"
+	"github.com/sfnlimit/sfnlimit/internal/lane"
 	"github.com/sfnlimit/sfnlimit/internal/lease"
 	"github.com/sfnlimit/sfnlimit/internal/local/observe"
 	"github.com/sfnlimit/sfnlimit/internal/local/stack"
@@ -39,12 +40,20 @@ type Options struct {
 	// Out receives the live view and the report; Live redraws in place (a terminal).
 	Out  io.Writer
 	Live bool
-	// Strategy is the lane strategy of every type ("" is the template's default).
+	// Strategy is the lane strategy of every type ("" is the template's default): one that can be
+	// chosen (lane.CheckChoosable), not the retired least-loaded.
 	Strategy string
 }
 
 // Run starts a local stack, runs the workload on it and writes the report.
 func Run(ctx context.Context, o Options) (*Report, error) {
+	if o.Strategy != "" {
+		s, err := lane.CheckChoosable(o.Strategy)
+		if err != nil {
+			return nil, fmt.Errorf("demo strategy: %w", err)
+		}
+		o.Strategy = s
+	}
 	if o.Timeout == 0 {
 		o.Timeout = 10 * time.Minute
 	}

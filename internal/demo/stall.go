@@ -29,8 +29,8 @@ type Stall struct {
 // longestStall finds, over every type of limits, the longest stretch in which some job of the type
 // waited (submitted and not yet started, or between two attempts) while the lane it then ran in was
 // free, and no job of the type started. Jobs that wait because every lane is busy are the limit at
-// work, and a job bound to a busy lane while another lane is free (least-loaded and random bind at
-// routing) waits by the strategy's design; a type that keeps starting jobs is slow, not stalled.
+// work, and a job bound to a busy lane while another lane is free (random binds at routing) waits by
+// the strategy's design; a type that keeps starting jobs is slow, not stalled.
 func longestStall(xs []observe.Execution, limits map[string]int) Stall {
 	type span struct {
 		from, to time.Time

@@ -61,9 +61,9 @@ func TestLongestStall(t *testing.T) {
 			wantType: "b", wantAbout: 30,
 		},
 		{
-			// Least-loaded on a busy machine: the type never has all three lanes working at once
-			// (handovers take a moment, and jobs bound to a busy lane wait for it), yet it starts a
-			// job every 3 s. Slow, not stalled: the longest stretch is between two starts.
+			// A busy machine: the type never has all three lanes working at once (handovers and
+			// binds take a moment, and a random job bound to a busy lane waits for it), yet it starts
+			// a job every 3 s. Slow, not stalled: the longest stretch is between two starts.
 			name: "lanes short but starting jobs: no long stall",
 			give: []observe.Execution{
 				onLane(1, exec("c", "1", 1, 0, 0.2, 30)), onLane(2, exec("c", "2", 1, 0, 3, 5)), onLane(2, exec("c", "3", 1, 0, 6, 8)),
@@ -73,8 +73,8 @@ func TestLongestStall(t *testing.T) {
 			wantType: "c", wantAbout: 3,
 		},
 		{
-			// Least-loaded or random: a job bound at routing to the lane of a long job waits for
-			// it while the other lane is free. The strategy's wait, not a stall.
+			// Random: a job bound at routing to the lane of a long job waits for it while the
+			// other lane is free. The strategy's wait, not a stall.
 			name: "a job behind a long job in its own lane: no stall",
 			give: []observe.Execution{
 				onLane(1, exec("a", "1", 1, 0, 0.2, 30)),
@@ -103,7 +103,7 @@ func TestLongestStall(t *testing.T) {
 // The handlers' failures and a stall are in the report's first line: a run that stalled is not
 // reported as if it went as expected.
 func TestReportSaysTrouble(t *testing.T) {
-	r := &Report{Strategy: "least-loaded", WallSeconds: 90, Jobs: 40, Verified: 40, LimitHeld: true, Refused: map[string]int{}}
+	r := &Report{Strategy: "first-free", WallSeconds: 90, Jobs: 40, Verified: 40, LimitHeld: true, Refused: map[string]int{}}
 	var clean bytes.Buffer
 	r.Print(&clean)
 	if first := strings.SplitN(clean.String(), "\n", 2)[0]; strings.Contains(first, "TROUBLE") || !strings.Contains(first, "40/40 jobs ended as expected") {
