@@ -315,7 +315,7 @@ func TestStatus(t *testing.T) {
 	lanes := regexp.MustCompile(`(?m)^` + typ + ` +running 2 \(1-2\)$`)
 	eventually(t, time.Minute, func() error {
 		r := must(t, local(t, "status"), exitOK)
-		for _, want := range []string{"TYPE", "HELD", "FREE", "OLDEST LEASE", "LEASES PER LANE", "lanes (FIFO)", "dead-letter", "FIFO in-flight quota of 120000"} {
+		for _, want := range []string{"TYPE", "HELD", "FREE", "OLDEST LEASE", "LEASES BY STATUS", "lanes (FIFO)", "dead-letter", "FIFO in-flight quota of 120000"} {
 			if !strings.Contains(r.stdout, want) {
 				t.Fatalf("status table lacks %q:\n%s", want, r)
 			}

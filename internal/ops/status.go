@@ -307,11 +307,11 @@ func (s Status) WriteTable(w io.Writer) error {
 		return err
 	}
 	if len(retired) > 0 {
-		fmt.Fprintf(w, "* configured with a retired lane strategy, run as the strategy shown: %s (sfnlimit config get)\n", strings.Join(retired, ", "))
+		fmt.Fprintf(w, "* configured with a retired lane strategy, run as the one shown: %s. See sfnlimit config get.\n", strings.Join(retired, ", "))
 	}
 	fmt.Fprintln(w)
 	if len(s.Types) > 0 {
-		fmt.Fprintln(tw, "TYPE\tLEASES PER LANE (status, lanes held, which)")
+		fmt.Fprintln(tw, "TYPE\tLEASES BY STATUS: HOW MANY (WHICH LANES)")
 		for _, t := range s.Types {
 			fmt.Fprintf(tw, "%s\t%s\n", t.Type, t.LanesText())
 		}

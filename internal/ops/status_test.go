@@ -111,8 +111,8 @@ func TestStatusRead(t *testing.T) {
 		"gone      -      none      -            1     -     g-1 (lane 1, attempt 1, starting, 5s)\n",
 		// A lease with no start time has no age: it is not the oldest.
 		"reports   8      override  random       1     7     -\n",
-		"* configured with a retired lane strategy, run as the strategy shown: payments (least-loaded)",
-		"TYPE      LEASES PER LANE (status, lanes held, which)\n",
+		"* configured with a retired lane strategy, run as the one shown: payments (least-loaded). See sfnlimit config get.\n",
+		"TYPE      LEASES BY STATUS: HOW MANY (WHICH LANES)\n",
 		"gone      starting 1 (1)\n",
 		"payments  running 1 (1); retrying 1 (2)\n",
 		"reports   bound 1 (3)\n",
