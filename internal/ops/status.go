@@ -87,11 +87,8 @@ type LaneLease struct {
 	Attempt int    `json:"attempt"`
 }
 
-// boundStatus is lease.Bound: a first-free job bound to the lane, its copy on the way there.
-const boundStatus = "bound"
-
 // statusOrder is the order in which a type's lease statuses are listed: a lease's life.
-var statusOrder = []string{boundStatus, string(lease.Starting), string(lease.Running), string(lease.Retrying), string(lease.DeadLettering)}
+var statusOrder = []string{string(lease.Bound), string(lease.Starting), string(lease.Running), string(lease.Retrying), string(lease.DeadLettering)}
 
 // rangesShown is how many runs of lanes a status lists before it only counts the rest.
 const rangesShown = 8

@@ -45,7 +45,7 @@ func TestStatusRead(t *testing.T) {
 		lease.Lease{Type: "payments", Lane: 1, JobID: "p-new", Attempt: 1, Status: lease.Running, StartedAt: now.Add(-time.Minute)},
 		lease.Lease{Type: "payments", Lane: 2, JobID: "p-old", Attempt: 2, Status: lease.Retrying, StartedAt: now.Add(-3*time.Minute - 12*time.Second)},
 		lease.Lease{Type: "gone", Lane: 1, JobID: "g-1", Attempt: 1, Status: lease.Starting, StartedAt: now.Add(-5 * time.Second)},
-		lease.Lease{Type: "reports", Lane: 3, JobID: "r-1", Attempt: 1, Status: boundStatus},
+		lease.Lease{Type: "reports", Lane: 3, JobID: "r-1", Attempt: 1, Status: lease.Bound},
 	)
 	sqsAttrs := attrsFunc(func(url string) map[string]string {
 		switch url {
@@ -249,7 +249,7 @@ func TestStatusFree(t *testing.T) {
 	leases := leaseTable(t,
 		lease.Lease{Type: "payments", Lane: 1, JobID: "a", Attempt: 1, Status: lease.Running},
 		lease.Lease{Type: "payments", Lane: 5, JobID: "b", Attempt: 1, Status: lease.Running},
-		lease.Lease{Type: "payments", Lane: 6, JobID: "c", Attempt: 1, Status: boundStatus},
+		lease.Lease{Type: "payments", Lane: 6, JobID: "c", Attempt: 1, Status: lease.Bound},
 	)
 	tests := []struct {
 		limit    int
