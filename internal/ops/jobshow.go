@@ -252,6 +252,9 @@ func (f JobFinder) summarize(v *JobView) {
 	if l := v.Lease; l != nil {
 		v.State, v.Lane, v.Attempt, v.Redrive = l.Status, l.Lane, l.Attempt, l.Redrive
 		switch lease.Status(l.Status) {
+		case lease.Bound:
+			// A bound lease counts the attempts already made: the next one starts on the lane.
+			v.Detail = fmt.Sprintf("bound to lane %d from its waiting group; attempt %d of %d starts when its copy reaches the lane", l.Lane, l.Attempt+1, v.MaxAttempts)
 		case lease.Starting:
 			v.Detail = fmt.Sprintf("starting attempt %d of %d on lane %d", l.Attempt, v.MaxAttempts, l.Lane)
 		case lease.Running:

@@ -31,6 +31,8 @@ func TestJobShow(t *testing.T) {
 		wantExecs int
 		wantLane  int
 		wantErr   error
+		// wantDetail, if set, is the detail shown
+		wantDetail string
 	}{
 		{
 			name: "succeeded after a retry",
@@ -57,6 +59,25 @@ func TestJobShow(t *testing.T) {
 				l.Set(lease.Lease{Type: "payments", Lane: 2, JobID: "o-1", Attempt: 1, Status: lease.Starting, StartedAt: now})
 			},
 			wantState: "starting", wantExecs: 0, wantLane: 2,
+		},
+		{
+			name: "bound: a first-free job on its way to a free lane",
+			typ:  "payments",
+			setup: func(_ *fakes.SFN, l *fakes.LeaseStore) {
+				l.Set(lease.Lease{Type: "payments", Lane: 2, JobID: "o-1", Status: lease.Bound, StartedAt: now})
+			},
+			wantState: "bound", wantExecs: 0, wantLane: 2,
+			wantDetail: "bound to lane 2 from its waiting group; attempt 1 of 3 starts when its copy reaches the lane",
+		},
+		{
+			name: "bound again after a failed attempt",
+			typ:  "payments",
+			setup: func(f *fakes.SFN, l *fakes.LeaseStore) {
+				put(f, sampleArn, "payments", "o-1", 0, 1, 1, sfntypes.ExecutionStatusFailed)
+				l.Set(lease.Lease{Type: "payments", Lane: 2, JobID: "o-1", Attempt: 1, Status: lease.Bound, StartedAt: now})
+			},
+			wantState: "bound", wantExecs: 1, wantLane: 2,
+			wantDetail: "bound to lane 2 from its waiting group; attempt 2 of 3 starts when its copy reaches the lane",
 		},
 		{
 			name: "attempts exhausted, redriven, and its redrive running on the type's own state machine",
@@ -115,6 +136,9 @@ func TestJobShow(t *testing.T) {
 			v := views[0]
 			if v.State != tt.wantState || len(v.Executions) != tt.wantExecs || v.Lane != tt.wantLane || v.Detail == "" {
 				t.Errorf("Show() = %s (%s), %d executions, lane %d; want %s, %d, lane %d", v.State, v.Detail, len(v.Executions), v.Lane, tt.wantState, tt.wantExecs, tt.wantLane)
+			}
+			if tt.wantDetail != "" && v.Detail != tt.wantDetail {
+				t.Errorf("Show() detail = %q, want %q", v.Detail, tt.wantDetail)
 			}
 			if tt.wantExecs > 0 && (v.SubmittedAt == nil || !v.SubmittedAt.Equal(submitted)) {
 				t.Errorf("Show() submitted = %v, want %v", v.SubmittedAt, submitted)
