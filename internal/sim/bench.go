@@ -115,15 +115,7 @@ func RunCell(ctx context.Context, c Cell, seed uint64, specs []Spec) (CellResult
 		}
 		ideal.add(w, res)
 		for k, spec := range specs {
-			if spec.BindOnFree {
-				pools[k].add(w, res) // the semaphore's run: binding on a free lane is the ideal
-				continue
-			}
-			st, err := spec.New(strategyRand(seed, r, spec.Name))
-			if err != nil {
-				return CellResult{}, fmt.Errorf("cell %s: %w", c, err)
-			}
-			res, err := RunLanes(ctx, w, c.Lanes, st, win)
+			res, err := spec.RunOn(ctx, w, c.Lanes, strategyRand(seed, r, spec.Name), win)
 			if err != nil {
 				return CellResult{}, fmt.Errorf("cell %s, strategy %s: %w", c, spec.Name, err)
 			}

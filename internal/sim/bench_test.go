@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sfnlimit/sfnlimit/internal/job"
+	"github.com/sfnlimit/sfnlimit/internal/lane"
 	"github.com/sfnlimit/sfnlimit/internal/sim"
 )
 
@@ -116,6 +117,12 @@ func TestRunCellFigures(t *testing.T) {
 	}
 	if !(p99["least-loaded"] < p99["uniform"]/2) || !(r.Ideal.P99Wait < p99["least-loaded"]) {
 		t.Errorf("%s: p99 waits %v and ideal %g, want ideal < least-loaded < uniform / 2", r.Cell, p99, r.Ideal.P99Wait)
+	}
+	// First-free without a bind latency is the ideal, figure for figure.
+	for _, o := range r.Strategies {
+		if o.Strategy == "first-free" && !reflect.DeepEqual(o.Stats, r.Ideal) {
+			t.Errorf("%s: first-free's figures %+v, want the ideal's %+v", r.Cell, o.Stats, r.Ideal)
+		}
 	}
 }
 
@@ -237,6 +244,24 @@ func TestRoundRobinCycles(t *testing.T) {
 	}
 	if want := []int{1, 2, 3, 1, 2, 3, 1}; !reflect.DeepEqual(got, want) {
 		t.Errorf("RoundRobin over 3 lanes = %v, want %v", got, want)
+	}
+}
+
+// The router's own strategies come first, in lane.Strategies' order, and only they are marked real.
+func TestSpecsListsTheRoutersStrategiesFirst(t *testing.T) {
+	specs := sim.Specs()
+	for i, name := range lane.Strategies {
+		if specs[i].Name != name || !specs[i].Real {
+			t.Errorf("Specs()[%d] = %s (real %v), want the router's %s", i, specs[i].Name, specs[i].Real, name)
+		}
+	}
+	for _, s := range specs[len(lane.Strategies):] {
+		if s.Real {
+			t.Errorf("Specs() marks %s real, but the router has no such strategy (lane.Strategies = %v)", s.Name, lane.Strategies)
+		}
+		if _, err := lane.CheckChoosable(s.Name); err == nil {
+			t.Errorf("%s can be chosen for the router (lane.CheckChoosable), but Specs() lists it as a model", s.Name)
+		}
 	}
 }
 

@@ -1,11 +1,13 @@
 // Package sim simulates a type's lanes in virtual time, so lane strategies can be compared with an
 // ideal N-slot semaphore on the same arrivals and durations.
 //
-// The model is the limiter's hold/release cycle with the AWS latencies left out. A job is bound to a
-// lane when it is routed, at its arrival. Each lane (one SQS FIFO message group) serves its jobs one
-// at a time in FIFO order, and a job holds its lane from its start until its end, when the release
-// lets the lane's next job start. The ideal semaphore is the same machine with one queue and N slots:
-// a job starts as soon as any slot is free, in arrival order.
+// The model is the limiter's hold/release cycle with the AWS latencies left out. Under a lane
+// strategy (random and the models beside it) a job is bound to a lane when it is routed, at its
+// arrival. Each lane (one SQS FIFO message group) serves its jobs one at a time in FIFO order, and a
+// job holds its lane from its start until its end, when the release lets the lane's next job start.
+// The ideal semaphore is the same machine with one queue and N slots: a job starts as soon as any
+// slot is free, in arrival order. The first-free strategy binds a job to a lane only when one is
+// free, through its type's waiting groups (RunFirstFree), optionally with a bind latency.
 //
 // The simulation is discrete-event: it jumps from one arrival or end to the next, so a run of a
 // million jobs takes well under a second, and it is deterministic for a given workload and strategy.
@@ -43,8 +45,11 @@ const (
 type Workload struct {
 	// Name is part of every job id, so runs with different seeds route differently under a hashed
 	// choice.
-	Name      string
-	IDs       IDScheme  // "" is SequentialIDs
+	Name string
+	IDs  IDScheme // "" is SequentialIDs
+	// JobIDs, when set, are the jobs' ids, one per arrival, in place of the scheme's (a workload
+	// reordered from another keeps its jobs' ids).
+	JobIDs    []string
 	Arrivals  []float64 // non-decreasing
 	Durations []float64 // at least 0, one per arrival
 }
@@ -54,6 +59,9 @@ func (w Workload) Len() int { return len(w.Arrivals) }
 
 // Job is job i as the router sees it: type JobType and an id unique within the workload.
 func (w Workload) Job(i int) job.Job {
+	if w.JobIDs != nil {
+		return job.Job{Type: JobType, ID: w.JobIDs[i]}
+	}
 	if w.IDs == RandomIDs {
 		h := fnv.New64a()
 		h.Write([]byte(w.Name))
@@ -85,6 +93,9 @@ func (w Workload) validate() error {
 	}
 	if len(w.Durations) != len(w.Arrivals) {
 		return fmt.Errorf("workload %s has %d arrivals and %d durations", w.Name, len(w.Arrivals), len(w.Durations))
+	}
+	if w.JobIDs != nil && len(w.JobIDs) != len(w.Arrivals) {
+		return fmt.Errorf("workload %s has %d arrivals and %d job ids", w.Name, len(w.Arrivals), len(w.JobIDs))
 	}
 	for i := range w.Arrivals {
 		if i > 0 && w.Arrivals[i] < w.Arrivals[i-1] {
@@ -196,6 +207,11 @@ type queue struct {
 }
 
 func (q *queue) push(i int) { q.waiting = append(q.waiting, int32(i)) }
+
+func (q *queue) len() int { return len(q.waiting) - q.head }
+
+// front is the job at the head; the queue must not be empty.
+func (q *queue) front() int { return int(q.waiting[q.head]) }
 
 func (q *queue) pop() (int, bool) {
 	if q.head == len(q.waiting) {

@@ -166,19 +166,12 @@ func TestOneLaneIsASingleServerQueue(t *testing.T) {
 			t.Errorf("sigma %g: RunSemaphore(1 slot) waits differ from a single-server queue's", sigma)
 		}
 		for _, spec := range sim.Specs() {
-			if spec.BindOnFree {
-				continue // the semaphore itself
-			}
-			s, err := spec.New(rand.New(rand.NewPCG(3, 4)))
+			got, err := spec.RunOn(ctx, w, 1, rand.New(rand.NewPCG(3, 4)), sim.Always)
 			if err != nil {
-				t.Fatalf("%s: New error = %v", spec.Name, err)
-			}
-			got, err := sim.RunLanes(ctx, w, 1, s, sim.Always)
-			if err != nil {
-				t.Fatalf("%s: RunLanes error = %v", spec.Name, err)
+				t.Fatalf("%s: run error = %v", spec.Name, err)
 			}
 			if gw := waits(w, got); !slices.Equal(gw, want) {
-				t.Errorf("sigma %g: RunLanes(1 lane, %s) waits differ from a single-server queue's", sigma, spec.Name)
+				t.Errorf("sigma %g: %s over 1 lane: waits differ from a single-server queue's", sigma, spec.Name)
 			}
 		}
 	}
@@ -263,7 +256,7 @@ func TestStrategiesStayInRange(t *testing.T) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(11, 12))
 	for _, spec := range sim.Specs() {
-		if spec.BindOnFree {
+		if spec.New == nil {
 			continue // chooses no lane on arrival
 		}
 		for _, n := range []int{1, 2, 3, 7, 50} {
@@ -319,22 +312,10 @@ func TestStrategiesStayInRange(t *testing.T) {
 func TestNoWaitsAtLowLoad(t *testing.T) {
 	ctx := context.Background()
 	const lanes = 500
-	specs := append(sim.Specs(), sim.Spec{Name: "ideal"})
+	specs := append(sim.Specs(), sim.Spec{Name: "ideal", Run: sim.RunSemaphore})
 	run := func(spec sim.Spec, w sim.Workload) []float64 {
 		t.Helper()
-		var (
-			res sim.Result
-			err error
-		)
-		if spec.New == nil {
-			res, err = sim.RunSemaphore(ctx, w, lanes, sim.Always)
-		} else {
-			s, nerr := spec.New(rand.New(rand.NewPCG(16, 17)))
-			if nerr != nil {
-				t.Fatalf("%s: New error = %v", spec.Name, nerr)
-			}
-			res, err = sim.RunLanes(ctx, w, lanes, s, sim.Always)
-		}
+		res, err := spec.RunOn(ctx, w, lanes, rand.New(rand.NewPCG(16, 17)), sim.Always)
 		if err != nil {
 			t.Fatalf("%s: run error = %v", spec.Name, err)
 		}
@@ -361,7 +342,7 @@ func TestNoWaitsAtLowLoad(t *testing.T) {
 	// always takes one, as the ideal does.
 	w = sim.PoissonWorkload(rand.New(rand.NewPCG(20, 21)), "tenth", 20000, 0.1*lanes, 1)
 	for _, spec := range specs {
-		if spec.Name != "least-loaded" && spec.Name != "least-loaded-first" && spec.Name != "ideal" {
+		if spec.Name != "first-free" && spec.Name != "least-loaded" && spec.Name != "least-loaded-first" && spec.Name != "ideal" {
 			continue
 		}
 		for i, v := range run(spec, w) {

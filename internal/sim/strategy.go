@@ -185,16 +185,54 @@ type Spec struct {
 	About string
 	// Extra strategies are left out of the default comparison.
 	Extra bool
-	// BindOnFree strategies bind a job to a lane only when one is free, in arrival order: in virtual
-	// time, with the latency of the bind left out, that is the ideal semaphore itself.
+	// BindOnFree strategies bind a job to a lane only when one is free (first-free): which lane is
+	// whichever was free, so a job's lane is not the stack's to compare.
 	BindOnFree bool
-	// New makes the strategy for one run; rng is seeded for that run.
+	// New makes a lane strategy for one run, which RunLanes drives; rng is seeded for that run.
 	New func(rng *rand.Rand) (Strategy, error)
+	// Run runs a workload through the strategy's own mechanism instead (first-free); nil for a lane
+	// strategy.
+	Run func(ctx context.Context, w Workload, lanes int, win Window) (Result, error)
 }
 
-// Specs lists the strategies the simulator knows: the router's own (LANE_STRATEGY) first, then models.
+// RunOn runs w through lanes lanes under the strategy: its own mechanism, or the lane strategy New
+// makes with rng.
+func (s Spec) RunOn(ctx context.Context, w Workload, lanes int, rng *rand.Rand, win Window) (Result, error) {
+	if s.Run != nil {
+		return s.Run(ctx, w, lanes, win)
+	}
+	if s.New == nil {
+		return Result{}, fmt.Errorf("strategy %s has no way to run", s.Name)
+	}
+	st, err := s.New(rng)
+	if err != nil {
+		return Result{}, fmt.Errorf("strategy %s: %w", s.Name, err)
+	}
+	return RunLanes(ctx, w, lanes, st, win)
+}
+
+// FirstFreeSpec is the router's and starter's first-free strategy (RunFirstFree) with m's latencies.
+func FirstFreeSpec(m FirstFree) Spec {
+	about := "the router's LANE_STRATEGY=first-free: jobs wait in lane.WaitingGroups(N) FIFO groups (lane.WaitingGroup); " +
+		"a freed lane wakes the group whose head was submitted earliest"
+	if m.BindLatency > 0 || m.GroupHold > 0 {
+		about += fmt.Sprintf("; each bind takes %g before its job starts and holds its group %g", m.BindLatency, m.GroupHold)
+	} else {
+		about += " (no bind latency: the ideal's waits exactly)"
+	}
+	return Spec{
+		Name: m.Name(), Real: true, BindOnFree: true, About: about,
+		Run: func(ctx context.Context, w Workload, lanes int, win Window) (Result, error) {
+			return RunFirstFree(ctx, w, lanes, m, win)
+		},
+	}
+}
+
+// Specs lists the strategies the simulator knows: the router's own (lane.Strategies) first, then
+// models, among them the retired least-loaded.
 func Specs() []Spec {
 	return []Spec{
+		FirstFreeSpec(FirstFree{}),
 		{
 			Name: "random", Real: true,
 			About: "the router's LANE_STRATEGY=random: lane.New(\"random\"), a hash of type and id",
@@ -210,10 +248,6 @@ func Specs() []Spec {
 			Name:  "least-loaded",
 			About: "the retired least-loaded strategy: the lane with the fewest jobs, ties by a hash of the job (its router's code, kept as a model)",
 			New:   func(*rand.Rand) (Strategy, error) { return FromLeast(), nil },
-		},
-		{
-			Name: "first-free", BindOnFree: true,
-			About: "the router's LANE_STRATEGY=first-free: jobs wait in their type's queue and take the first free lane (the ideal in virtual time; its bind latency is measured on the local stack)",
 		},
 		{
 			Name:  "uniform",
@@ -261,4 +295,17 @@ func SpecsNamed(names []string) ([]Spec, error) {
 		out = append(out, all[i])
 	}
 	return out, nil
+}
+
+// IdealSpec is the ideal N-slot FIFO semaphore with a latency d on every grant: a job starts d after
+// its slot is granted, and holds the slot meanwhile. It is what first-free would be if its waiting
+// groups never held a job back (no group hold), and runs as such; with d 0 it is the ideal itself.
+func IdealSpec(d float64) Spec {
+	return Spec{
+		Name: fmt.Sprintf("ideal+%g", d), BindOnFree: true,
+		About: fmt.Sprintf("the ideal semaphore with a latency of %g between a grant and its job's start", d),
+		Run: func(ctx context.Context, w Workload, lanes int, win Window) (Result, error) {
+			return RunFirstFree(ctx, w, lanes, FirstFree{BindLatency: d}, win)
+		},
+	}
 }
