@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sfnlimit/sfnlimit/internal/lane"
 	"github.com/sfnlimit/sfnlimit/internal/localbench"
 )
 
@@ -25,18 +26,19 @@ start - its submission) and lane from Step Functions' records, and compares the 
 simulator's prediction for the same jobs, the stack's measured latencies included. It exits 1 if a
 figure is further from its prediction than --tolerance noise, a job ran in another lane than the
 simulator's where that choice does not depend on timing (random), the latencies do not fit the
-model (see internal/localbench), or the limit was exceeded. Defaults with --local: every LaneStrategy
-value of template.yaml that the simulator knows, --lanes 5, --loads 0.8, --sigmas 1, --jobs 72;
-about 90 s per strategy. --seed picks the jobs (the same for every strategy).
+model (see internal/localbench), or the limit was exceeded. Defaults with --local: each strategy
+of the router (first-free, random; the retired least-loaded runs as first-free) that template.yaml
+allows, --lanes 5, --loads 0.8, --sigmas 1, --jobs 72; about 90 s per strategy. --seed picks the
+jobs (the same for every strategy).
   go run ./cmd/bench --local
-  go run ./cmd/bench --local --strategies random,least-loaded --lanes 5 --jobs 72
+  go run ./cmd/bench --local --strategies first-free,random --lanes 5 --jobs 72
 `
 
 // localOnly are the flags that only --local uses.
 var localOnly = []string{"mean-seconds", "trials", "timeout", "tolerance", "max-latency", "log"}
 
 // simOnly are the flags --local refuses: they shape the simulator's grid, which --local does not run.
-var simOnly = []string{"headline", "workloads", "runs", "bursts", "burst", "warmup", "ids", "workers"}
+var simOnly = []string{"headline", "workloads", "runs", "bursts", "burst", "warmup", "ids", "workers", "bind-latency", "group-hold"}
 
 type localFlagValues struct {
 	meanSeconds *float64
@@ -79,8 +81,11 @@ func (v localFlagValues) resolve(o options, set map[string]bool) (*localOptions,
 	if set["strategies"] {
 		strategies = o.strategies
 		for _, s := range strategies {
+			if _, err := lane.CheckChoosable(s); errors.Is(err, lane.ErrRetired) {
+				return nil, fmt.Errorf("--strategies: %w", err)
+			}
 			if !slices.Contains(available, s) {
-				return nil, fmt.Errorf("--strategies: %q is not a LaneStrategy of template.yaml that the simulator knows (%s)", s, strings.Join(available, ", "))
+				return nil, fmt.Errorf("--strategies: %q is not a router strategy of template.yaml that the simulator knows (%s)", s, strings.Join(available, ", "))
 			}
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"runtime"
@@ -48,6 +49,10 @@ type options struct {
 	warmup        float64
 	seed          uint64
 	workers       int
+	// bindLatencies are first-free's bind latencies to sweep (0 is the default first-free column),
+	// and groupHold each bind's hold of its waiting group as a share of its latency.
+	bindLatencies []float64
+	groupHold     float64
 	json          bool
 	headline      bool
 	// local runs the workload on the local stack instead (localbench); set, the flags it does not
@@ -79,11 +84,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "bench:", err)
 		return exitError
 	}
+	var latency []sim.CellResult
+	if ls := opts.latencySpecs(); len(ls) > 0 {
+		var poisson []sim.Cell
+		for _, c := range cells {
+			if c.Kind == sim.Poisson {
+				poisson = append(poisson, c)
+			}
+		}
+		if latency, err = sim.RunGrid(ctx, poisson, opts.seed, ls, opts.workers); err != nil {
+			fmt.Fprintln(stderr, "bench:", err)
+			return exitError
+		}
+	}
 	elapsed := time.Since(began)
 	if opts.json {
-		err = writeJSON(stdout, opts, specs, results)
+		err = writeJSON(stdout, opts, specs, results, latency)
 	} else {
-		err = writeText(stdout, opts, specs, results)
+		err = writeText(stdout, opts, specs, results, latency)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "bench:", err)
@@ -121,6 +139,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Uint64Var(&opts.seed, "seed", 1, "random seed; the same seed gives the same figures")
 	fs.IntVar(&opts.workers, "workers", runtime.GOMAXPROCS(0), "cells simulated at once")
 	fs.BoolVar(&opts.json, "json", false, "print JSON instead of tables")
+	bindLatencies := fs.String("bind-latency", "0", "first-free bind latencies d to sweep, in units of the mean duration, comma-separated: each bind holds its lane d before its job starts; "+
+		"the figures for d above 0 go in a table of their own, against the ideal and against an ideal with the same latency (Poisson cells only)")
+	fs.Float64Var(&opts.groupHold, "group-hold", 1, "with --bind-latency: how long each bind keeps its waiting group from serving its next message, as a share of d (1: the whole bind)")
 	fs.BoolVar(&opts.headline, "headline", false, "simulate and print only the headline cells: Poisson, sigma 1, loads 0.8 and 0.9 (overrides --loads, --sigmas, --workloads)")
 	local := fs.Bool("local", false, "run the workload on the local stack (moto) in seconds of wall time and compare the measured waits with the simulator's prediction for the same jobs; minutes per strategy (see below)")
 	lf := localFlags(fs)
@@ -167,6 +188,17 @@ Strategies:
 	}
 	if opts.lanes, err = ints("lanes", *lanes); err != nil {
 		return opts, err
+	}
+	if opts.bindLatencies, err = floats("bind-latency", *bindLatencies); err != nil {
+		return opts, err
+	}
+	for _, d := range opts.bindLatencies {
+		if !(d >= 0) || math.IsInf(d, 0) {
+			return opts, fmt.Errorf("--bind-latency: %g is not a finite latency of at least 0", d)
+		}
+	}
+	if !(opts.groupHold >= 0) || math.IsInf(opts.groupHold, 0) {
+		return opts, fmt.Errorf("--group-hold: %g is not a finite share of at least 0", opts.groupHold)
 	}
 	opts.strategies = split(*strategies)
 	opts.workloads = split(*workloads)
@@ -219,6 +251,18 @@ Strategies:
 		}
 	}
 	return opts, nil
+}
+
+// latencySpecs are, for each bind latency d above 0, first-free with that latency and the ideal with
+// the same latency.
+func (o options) latencySpecs() []sim.Spec {
+	var out []sim.Spec
+	for _, d := range o.bindLatencies {
+		if d > 0 {
+			out = append(out, sim.FirstFreeSpec(sim.FirstFree{BindLatency: d, GroupHold: o.groupHold * d}), sim.IdealSpec(d))
+		}
+	}
+	return out
 }
 
 // cells lists the grid's cells: Poisson by load, sigma and lanes, then bursts by sigma and lanes.

@@ -32,7 +32,7 @@ var (
 	util     = metric{title: "utilization while backlogged", get: func(s sim.Stats) float64 { return s.Utilization }, util: true}
 )
 
-func writeText(w io.Writer, o options, specs []sim.Spec, results []sim.CellResult) error {
+func writeText(w io.Writer, o options, specs []sim.Spec, results, latency []sim.CellResult) error {
 	var b strings.Builder
 	b.WriteString("sfnlimit lane strategies against an ideal N-slot FIFO semaphore, in virtual time (internal/sim)\n\n")
 	b.WriteString("Durations are lognormal with mean 1; waits and makespans are in units of the mean duration.\n")
@@ -48,9 +48,10 @@ func writeText(w io.Writer, o options, specs []sim.Spec, results []sim.CellResul
 		}
 		fmt.Fprintf(&b, "  %s%-*s  %s\n", mark, width, s.Name, s.About)
 	}
-	b.WriteString("  * drives the router's own lane choice (internal/lane) with exact lane counts. first-free binds jobs in arrival order\n" +
-		"    to free lanes, which in virtual time is the ideal itself: its cost is latency, measured by make bench-local.\n" +
-		"    The others are models.\n")
+	b.WriteString("  * the router's own code (internal/lane): first-free's waiting groups (lane.WaitingGroups, lane.WaitingGroup) with the\n" +
+		"    starter's binds and wake order, random's lane hash. With no bind latency first-free is the ideal exactly; --bind-latency\n" +
+		"    shows what a bind's latency costs (make bench-local measures the stack's). The others are models; least-loaded is\n" +
+		"    the retired strategy's choice, run on exact lane counts.\n")
 	if o.ids == sim.RandomIDs {
 		b.WriteString("Job ids are random (32 hex digits, like UUIDs); --ids sequential for ids like order numbers.\n")
 	} else {
@@ -77,6 +78,7 @@ func writeText(w io.Writer, o options, specs []sim.Spec, results []sim.CellResul
 		fmt.Fprintf(&b, "\n== Headline: p99 wait / ideal p99; Poisson arrivals, sigma %g ==\n", headlineSigma)
 		table(&b, specs, head, p99Wait, true)
 		b.WriteString("±: standard error between the runs (seeds), relative to the figure.\n")
+		writeAcceptance(&b, specs, head)
 		b.WriteString("Issue 5's quick model at load 0.8: random lanes 6.6x, 15x, 140x and join-shortest-lane 1.6x, 2.3x, 4.5x\n" +
 			"for 5, 10, 50 lanes; at load 0.9: random 4.5x to 49x, shortest lane 1.2x to 2.6x.\n")
 	} else if o.headline {
@@ -96,8 +98,104 @@ func writeText(w io.Writer, o options, specs []sim.Spec, results []sim.CellResul
 			}
 		}
 	}
+	if len(latency) > 0 {
+		writeLatency(&b, o, latency)
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// The acceptance figure: first-free's p99 wait at most acceptRatio times the ideal's at the headline
+// loads for acceptLanes lanes.
+const acceptRatio = 1.05
+
+var acceptLanes = []int{5, 10, 50}
+
+func accepted(c sim.Cell) bool {
+	return c.Kind == sim.Poisson && c.Sigma == headlineSigma && slices.Contains(headlineLoads, c.Load) && slices.Contains(acceptLanes, c.Lanes)
+}
+
+// writeAcceptance says whether first-free (no bind latency), if compared, meets the acceptance figure
+// in the headline cells.
+func writeAcceptance(b *strings.Builder, specs []sim.Spec, head []sim.CellResult) {
+	k := slices.IndexFunc(specs, func(s sim.Spec) bool { return s.Name == "first-free" })
+	if k < 0 {
+		return
+	}
+	worst, cells := 0.0, 0
+	var at sim.Cell
+	for _, r := range head {
+		if !accepted(r.Cell) {
+			continue
+		}
+		cells++
+		if v, _ := sim.Ratio(r.Strategies[k].P99Wait, r.Ideal.P99Wait); v > worst {
+			worst, at = v, r.Cell
+		}
+	}
+	if cells == 0 {
+		return
+	}
+	verdict := "met"
+	if worst > acceptRatio {
+		verdict = "NOT met"
+	}
+	fmt.Fprintf(b, "Acceptance: first-free p99 at most %gx the ideal's at loads 0.8 and 0.9 for 5, 10 and 50 lanes: %s in the %d such cells here (at most %.3fx",
+		acceptRatio, verdict, cells, worst)
+	if worst > 1 {
+		fmt.Fprintf(b, ", at %s", at)
+	}
+	b.WriteString("; no bind latency, see --bind-latency).\n")
+}
+
+// writeLatency writes first-free's p99 for each bind latency against the ideal's, and against an
+// ideal with the same latency.
+func writeLatency(b *strings.Builder, o options, latency []sim.CellResult) {
+	var ds []float64
+	for _, d := range o.bindLatencies {
+		if d > 0 {
+			ds = append(ds, d)
+		}
+	}
+	fmt.Fprintf(b, "\n== First-free with a bind latency d: p99 wait / ideal p99 (in brackets: / the p99 of an ideal with the same latency) ==\n")
+	fmt.Fprintf(b, "d is in units of the mean duration; each bind holds its waiting group %g x d (--group-hold). An ideal with latency d\n"+
+		"starts each job d after its slot is free, so the bracket is what the waiting groups add to the latency itself.\n", o.groupHold)
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	hdr := []string{"load", "sigma", "lanes", "runs x jobs", "ideal p99"}
+	for _, d := range ds {
+		hdr = append(hdr, fmt.Sprintf("d=%g", d))
+	}
+	fmt.Fprintln(tw, strings.Join(hdr, "\t")+"\t")
+	worst := make([][2]float64, len(ds)) // per d: the largest ratio to the ideal, and to the ideal with latency d
+	for _, r := range latency {
+		c := r.Cell
+		row := []string{fmt.Sprint(c.Load), fmt.Sprint(c.Sigma), fmt.Sprint(c.Lanes), fmt.Sprintf("%dx%d", c.Runs, c.Jobs), num(r.Ideal.P99Wait)}
+		for k := range ds {
+			ff, idl := r.Strategies[2*k].P99Wait, r.Strategies[2*k+1].P99Wait
+			row = append(row, ratio(ff, r.Ideal.P99Wait)+" ("+ratio(ff, idl)+")")
+			a, _ := sim.Ratio(ff, r.Ideal.P99Wait)
+			g, _ := sim.Ratio(ff, idl)
+			worst[k] = [2]float64{max(worst[k][0], a), max(worst[k][1], g)}
+		}
+		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
+	}
+	row := []string{"", "", "", "", "at most"}
+	for k := range ds {
+		row = append(row, ratio(worst[k][0], 1)+" ("+ratio(worst[k][1], 1)+")")
+	}
+	fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
+	tw.Flush()
+	keeps, groups := "none of these", "none of these"
+	for k, d := range ds {
+		if worst[k][0] <= acceptRatio {
+			keeps = fmt.Sprintf("up to %g", d)
+		}
+		if worst[k][1] <= acceptRatio {
+			groups = fmt.Sprintf("up to %g", d)
+		}
+	}
+	fmt.Fprintf(b, "Within %gx of the ideal in every row: d %s. The waiting groups alone within %gx of the ideal with the same latency: d %s.\n",
+		acceptRatio, keeps, acceptRatio, groups)
 }
 
 // table writes one metric of the given cells, a row per cell and a column per strategy. With
@@ -217,6 +315,11 @@ type jsonReport struct {
 	Warmup     float64        `json:"warmupShare"`
 	Strategies []jsonStrategy `json:"strategies"`
 	Cells      []jsonCell     `json:"cells"`
+	// BindLatency holds, for --bind-latency values above 0, first-free with each latency and the
+	// ideal with the same latency, on the Poisson cells.
+	GroupHoldShare float64        `json:"groupHoldShare,omitempty"`
+	BindLatency    []jsonStrategy `json:"bindLatencyStrategies,omitempty"`
+	LatencyCells   []jsonCell     `json:"bindLatencyCells,omitempty"`
 }
 
 type jsonStrategy struct {
@@ -251,11 +354,26 @@ type jsonRatio struct {
 	Makespan    *float64 `json:"makespan,omitempty"`
 }
 
-func writeJSON(w io.Writer, o options, specs []sim.Spec, results []sim.CellResult) error {
-	rep := jsonReport{Seed: o.seed, Warmup: o.warmup, Cells: make([]jsonCell, len(results))}
-	for _, s := range specs {
-		rep.Strategies = append(rep.Strategies, jsonStrategy{Name: s.Name, Real: s.Real, About: s.About})
+func writeJSON(w io.Writer, o options, specs []sim.Spec, results, latency []sim.CellResult) error {
+	rep := jsonReport{Seed: o.seed, Warmup: o.warmup, Strategies: jsonStrategies(specs), Cells: jsonCells(results)}
+	if len(latency) > 0 {
+		rep.GroupHoldShare, rep.BindLatency, rep.LatencyCells = o.groupHold, jsonStrategies(o.latencySpecs()), jsonCells(latency)
 	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
+}
+
+func jsonStrategies(specs []sim.Spec) []jsonStrategy {
+	var out []jsonStrategy
+	for _, s := range specs {
+		out = append(out, jsonStrategy{Name: s.Name, Real: s.Real, About: s.About})
+	}
+	return out
+}
+
+func jsonCells(results []sim.CellResult) []jsonCell {
+	out := make([]jsonCell, len(results))
 	for i, r := range results {
 		burst := r.Cell.Kind == sim.Burst
 		c := jsonCell{Cell: r.Cell, Ideal: toJSON("", r.Ideal, burst)}
@@ -274,11 +392,9 @@ func writeJSON(w io.Writer, o options, specs []sim.Spec, results []sim.CellResul
 			}
 			c.Strategies = append(c.Strategies, js)
 		}
-		rep.Cells[i] = c
+		out[i] = c
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(rep)
+	return out
 }
 
 func toJSON(name string, s sim.Stats, burst bool) jsonStats {

@@ -16,7 +16,8 @@
 // start minus its submit time.
 //
 // A strategy that binds a job to a lane only when one is free (sim.Spec.BindOnFree, first-free) is
-// the ideal semaphore in the simulator, and is predicted as such.
+// predicted by the simulator's model of its waiting groups with no bind latency of its own: the
+// stack's latencies are the measured ones, and without more the model waits as the ideal semaphore.
 //
 // The noise. The prediction is repeated over Monte Carlo trials that draw each job's L and h from the
 // measured samples (after resampling the samples themselves, so the trials also carry the
@@ -39,9 +40,12 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/sfnlimit/sfnlimit/internal/cfntemplate"
 	"github.com/sfnlimit/sfnlimit/internal/emulator"
+	"github.com/sfnlimit/sfnlimit/internal/lane"
 	"github.com/sfnlimit/sfnlimit/internal/sim"
 )
 
@@ -67,7 +71,8 @@ const WarmupType = "warmup"
 // lanes and lane strategy.
 type Config struct {
 	// Strategy is both the template's LaneStrategy value the stack runs with and the name of the
-	// simulator's strategy (sim.Specs) that predicts it.
+	// simulator's strategy (sim.Specs) that predicts it: one of lane.Strategies (the retired
+	// least-loaded runs on the stack as first-free, so it cannot be compared).
 	Strategy string
 	// Lanes is the type's limit N.
 	Lanes int
@@ -152,6 +157,12 @@ func (c Config) Validate() error {
 	case !(c.MaxLatency > 0):
 		return errors.New("the latency bound must be above 0")
 	}
+	if s, err := lane.CheckChoosable(c.Strategy); err != nil || s != c.Strategy {
+		if err == nil {
+			err = fmt.Errorf("it is read as %s", s)
+		}
+		return fmt.Errorf("strategy %q is not one the stack runs as itself (%s): %w", c.Strategy, strings.Join(lane.Strategies, ", "), err)
+	}
 	if _, err := sim.SpecsNamed([]string{c.Strategy}); err != nil {
 		return fmt.Errorf("the simulator cannot predict strategy %q: %w", c.Strategy, err)
 	}
@@ -203,10 +214,11 @@ func (c Config) String() string {
 	return fmt.Sprintf("%s, %d lanes, %d jobs, load %g, sigma %g, mean %gs, seed %d", c.Strategy, c.Lanes, c.Jobs, c.Load, c.Sigma, c.MeanSeconds, c.Seed)
 }
 
-// Strategies lists the lane strategies a local run can compare: the values the template's
-// LaneStrategy parameter allows (what the stack runs) that the simulator also knows (what predicts
-// them), in the template's order. root is the repository root ("" finds it from the working
-// directory).
+// Strategies lists the lane strategies a local run can compare: the router's strategies
+// (lane.Strategies, in its order: the default first) that the template's LaneStrategy parameter
+// allows (what the stack runs) and the simulator knows (what predicts them). The retired
+// least-loaded is left out even where the template still allows it: the stack runs it as first-free.
+// root is the repository root ("" finds it from the working directory).
 func Strategies(root string) ([]string, error) {
 	if root == "" {
 		var err error
@@ -227,13 +239,16 @@ func Strategies(root string) ([]string, error) {
 		allowed = []string{p.Default}
 	}
 	var out []string
-	for _, name := range allowed {
+	for _, name := range lane.Strategies {
+		if !slices.Contains(allowed, name) {
+			continue
+		}
 		if _, err := sim.SpecsNamed([]string{name}); err == nil {
 			out = append(out, name)
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("no LaneStrategy value of template.yaml (%v) is a strategy the simulator knows", allowed)
+		return nil, fmt.Errorf("no LaneStrategy value of template.yaml (%v) is a router strategy (%v) the simulator knows", allowed, lane.Strategies)
 	}
 	return out, nil
 }

@@ -12,10 +12,10 @@ import (
 )
 
 // The simulator's lanes are the stack's: a small time-scaled run on the local stack, for each lane
-// strategy the template offers that the simulator knows, must wait as the simulator predicts for the
-// same jobs (within the noise the run's own latencies give the prediction), put each job in the lane
-// the simulator chose wherever that choice does not depend on timing, and never run more executions
-// of the type at once than its limit.
+// strategy of the router that the template offers (first-free, random), must wait as the simulator
+// predicts for the same jobs (within the noise the run's own latencies give the prediction), put each
+// job in the lane the simulator chose wherever that choice does not depend on timing, and never run
+// more executions of the type at once than its limit.
 func TestLocalStackAgreesWithSimulator(t *testing.T) {
 	strategies, err := localbench.Strategies("")
 	if err != nil {

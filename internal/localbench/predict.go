@@ -11,7 +11,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/sfnlimit/sfnlimit/internal/job"
 	"github.com/sfnlimit/sfnlimit/internal/sim"
 )
 
@@ -126,12 +125,14 @@ type Comparison struct {
 	Config Config `json:"config"`
 	// Real says the simulator drives the router's own lane choice (internal/lane) for the strategy.
 	Real bool `json:"real"`
-	// BindOnFree says the strategy binds a job to a lane only when one is free (first-free): the
-	// simulator runs it as the ideal semaphore, and its lanes are not compared.
+	// BindOnFree says the strategy binds a job to a lane only when one is free (first-free): its
+	// lanes are whichever were free, and are not compared. The simulator runs its waiting groups
+	// with no bind latency of their own (the measured latencies are the stack's), which waits as the
+	// ideal semaphore does.
 	BindOnFree bool `json:"bindOnFree"`
 	// LanesFixed says every Monte Carlo trial put every job in the same lane: the strategy's choice
 	// did not depend on the timing, so the stack must have put each job in that lane too (random's
-	// hash does not look at the lanes; least-loaded's choice depends on when jobs arrive and end).
+	// hash does not look at the lanes). Never for a strategy that binds on a free lane.
 	LanesFixed bool      `json:"lanesFixed"`
 	Overheads  Overheads `json:"overheads"`
 	// LatencyProblem says why the latencies do not fit the model (empty when they do): the model is
@@ -224,17 +225,15 @@ func Compare(ctx context.Context, m Measurement) (Comparison, error) {
 				hold[i] = hand[rng.IntN(len(hand))]
 			}
 		}
-		st, err := newStrategy(spec, rng)
+		p, err := predict(ctx, w, c.Lanes, spec, rng, lat, hold)
 		if err != nil {
 			return Comparison{}, err
 		}
-		p, err := predict(ctx, w, c.Lanes, st, lat, hold)
-		if err != nil {
-			return Comparison{}, err
-		}
-		if t == 0 {
+		switch {
+		case spec.BindOnFree: // its lanes are whichever were free: nothing to compare
+		case t == 0:
 			firstLanes = p.lanes
-		} else if !slices.Equal(firstLanes, p.lanes) {
+		case !slices.Equal(firstLanes, p.lanes):
 			cmp.LanesFixed = false
 		}
 		for k, v := range figuresOf(p.waits).values() {
@@ -253,11 +252,7 @@ func Compare(ctx context.Context, m Measurement) (Comparison, error) {
 	}
 
 	// The bare simulator: the same jobs, no latencies.
-	st, err := newStrategy(spec, rand.New(rand.NewPCG(c.Seed, 0xba4e)))
-	if err != nil {
-		return Comparison{}, err
-	}
-	bare, err := predict(ctx, w, c.Lanes, st, make([]float64, n), make([]float64, n))
+	bare, err := predict(ctx, w, c.Lanes, spec, rand.New(rand.NewPCG(c.Seed, 0xba4e)), make([]float64, n), make([]float64, n))
 	if err != nil {
 		return Comparison{}, err
 	}
@@ -326,30 +321,18 @@ func medianLatency(o Overheads) float64 {
 	return m
 }
 
-// newStrategy makes spec's strategy for one run; nil for a strategy that binds a job to a lane only
-// when one is free, which the simulator runs as the ideal semaphore.
-func newStrategy(spec sim.Spec, rng *rand.Rand) (sim.Strategy, error) {
-	if spec.BindOnFree {
-		return nil, nil
-	}
-	if spec.New == nil {
-		return nil, fmt.Errorf("the simulator's strategy %s has no way to run", spec.Name)
-	}
-	return spec.New(rng)
-}
-
 // prediction is one simulated run of a measured workload: each job's wait from its submission, and
-// its lane (nil when the strategy binds on a free lane).
+// its lane.
 type prediction struct {
 	waits, idealWaits []float64
 	lanes             []int
 }
 
-// predict runs w (arrivals are submit times) through lanes lanes under st, and through the ideal
-// semaphore, with job i arriving lat[i] after its submission and holding its lane for its duration
-// plus hold[i]. Jobs join their lanes in the order they arrive after their latency, as on the stack.
-// A nil st binds each job to the first free lane: its waits are the semaphore's.
-func predict(ctx context.Context, w sim.Workload, lanes int, st sim.Strategy, lat, hold []float64) (prediction, error) {
+// predict runs w (arrivals are submit times) through lanes lanes under spec (with rng, for a
+// randomised strategy), and through the ideal semaphore, with job i arriving lat[i] after its
+// submission and holding its lane for its duration plus hold[i]. Jobs reach the strategy in the
+// order they arrive after their latency, as on the stack, under their own ids.
+func predict(ctx context.Context, w sim.Workload, lanes int, spec sim.Spec, rng *rand.Rand, lat, hold []float64) (prediction, error) {
 	n := w.Len()
 	order := make([]int, n)
 	for i := range order {
@@ -358,50 +341,27 @@ func predict(ctx context.Context, w sim.Workload, lanes int, st sim.Strategy, la
 	sort.SliceStable(order, func(a, b int) bool {
 		return w.Arrivals[order[a]]+lat[order[a]] < w.Arrivals[order[b]]+lat[order[b]]
 	})
-	shifted := sim.Workload{Name: w.Name + "~arrived", IDs: w.IDs, Arrivals: make([]float64, n), Durations: make([]float64, n)}
-	orig := make(map[string]job.Job, n)
+	shifted := sim.Workload{Name: w.Name + "~arrived", JobIDs: make([]string, n), Arrivals: make([]float64, n), Durations: make([]float64, n)}
 	for k, i := range order {
 		shifted.Arrivals[k] = w.Arrivals[i] + lat[i]
 		shifted.Durations[k] = max(w.Durations[i]+hold[i], 0)
-		orig[shifted.Job(k).ID] = w.Job(i)
+		shifted.JobIDs[k] = w.Job(i).ID
 	}
 	ideal, err := sim.RunSemaphore(ctx, shifted, lanes, sim.Always)
 	if err != nil {
 		return prediction{}, err
 	}
-	p := prediction{idealWaits: make([]float64, n)}
-	for k, i := range order {
-		p.idealWaits[i] = ideal.Starts[k] - w.Arrivals[i]
-	}
-	if st == nil {
-		p.waits = p.idealWaits
-		return p, nil
-	}
-	res, err := sim.RunLanes(ctx, shifted, lanes, asJob{st, orig}, sim.Always)
+	res, err := spec.RunOn(ctx, shifted, lanes, rng, sim.Always)
 	if err != nil {
 		return prediction{}, err
 	}
-	p.waits, p.lanes = make([]float64, n), make([]int, n)
+	p := prediction{idealWaits: make([]float64, n), waits: make([]float64, n), lanes: make([]int, n)}
 	for k, i := range order {
+		p.idealWaits[i] = ideal.Starts[k] - w.Arrivals[i]
 		p.waits[i] = res.Starts[k] - w.Arrivals[i]
 		p.lanes[i] = res.Lanes[k]
 	}
 	return p, nil
-}
-
-// asJob hands a strategy the job as the stack's router saw it (its own id), not the reordered
-// workload's.
-type asJob struct {
-	inner sim.Strategy
-	orig  map[string]job.Job
-}
-
-func (s asJob) Lane(ctx context.Context, j job.Job, occ []int) (int, error) {
-	o, ok := s.orig[j.ID]
-	if !ok {
-		return 0, fmt.Errorf("no original job for %s", j.ID)
-	}
-	return s.inner.Lane(ctx, o, occ)
 }
 
 // seedSpread is each figure's standard deviation over c.SeedRuns fresh workloads of c's size, run
@@ -415,11 +375,7 @@ func seedSpread(ctx context.Context, c Config, spec sim.Spec, entry, hold float6
 		for i := range lat {
 			lat[i], h[i] = entry, hold
 		}
-		st, err := newStrategy(spec, rand.New(rand.NewPCG(seed, 0x5eed)))
-		if err != nil {
-			return sum, err
-		}
-		p, err := predict(ctx, w, c.Lanes, st, lat, h)
+		p, err := predict(ctx, w, c.Lanes, spec, rand.New(rand.NewPCG(seed, 0x5eed)), lat, h)
 		if err != nil {
 			return sum, err
 		}

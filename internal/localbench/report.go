@@ -49,7 +49,7 @@ func writeOne(b *strings.Builder, r Result) {
 	lanes := fmt.Sprintf("lanes: %d/%d jobs ran in the lane the simulator chose", c.LaneMatches, c.Jobs)
 	switch {
 	case c.BindOnFree:
-		lanes = "lanes: a job takes the first lane free, so they are not compared; the simulator runs it as the ideal semaphore"
+		lanes = "lanes: a job takes whichever lane is free, so they are not compared; the simulator runs its waiting groups with no bind latency of their own (the ideal semaphore's waits)"
 	case c.LanesFixed:
 		lanes += " (every trial chose the same lanes, whatever the timing: all must match)"
 	default:
