@@ -47,7 +47,7 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 	if err != nil {
 		return hold, err
 	}
-	leases, err := s.Leases.ListType(ctx, x.key.Type)
+	leases, err := x.view.read(ctx, s.Leases, x.key.Type, false)
 	if err != nil {
 		return hold, err
 	}
@@ -77,6 +77,7 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 			return hold, err
 		}
 		if to > 0 {
+			x.view.bound(x.key.Type, to)
 			if look == 1 {
 				if err := s.WaitRoom.Unpark(ctx, w); err != nil {
 					x.log.WarnContext(ctx, "parked record not removed; a release may wake this group for nothing", "error", err)
@@ -92,7 +93,7 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 			if err := s.WaitRoom.Park(ctx, w); err != nil {
 				return hold, err
 			}
-			if leases, err = s.Leases.ListType(ctx, x.key.Type); err != nil {
+			if leases, err = x.view.read(ctx, s.Leases, x.key.Type, true); err != nil {
 				return hold, err
 			}
 		}
@@ -101,6 +102,33 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 	x.log.InfoContext(ctx, "every lane taken; waiting group parked until a release wakes it", "limit", cfg.Limit, "group", w.Group)
 	s.Metrics.Add(x.key.Type, metrics.JobsParked, 1)
 	return hold, nil
+}
+
+// leaseView is a type's leases as a waiting group's batch read them: one Query serves the batch's
+// binds, each adding the lane it took. A lane the view shows free may have been taken since (the
+// conditional write finds out); one it shows taken may have been freed, which the look after parking
+// reads afresh. So a bind under load costs two Queries, not three.
+type leaseView struct {
+	leases []lease.Lease
+	loaded bool
+}
+
+// read returns the view, reading the leases when it has none yet or when fresh is asked.
+func (v *leaseView) read(ctx context.Context, store leaseStore, typ string, fresh bool) ([]lease.Lease, error) {
+	if v.loaded && !fresh {
+		return v.leases, nil
+	}
+	ls, err := store.ListType(ctx, typ)
+	if err != nil {
+		return nil, err
+	}
+	v.leases, v.loaded = ls, true
+	return ls, nil
+}
+
+// bound adds the lane a bind just took.
+func (v *leaseView) bound(typ string, ln int) {
+	v.leases = append(v.leases, lease.Lease{Type: typ, Lane: ln, Status: lease.Bound})
 }
 
 // holding returns the lease that holds job j's run, if any.

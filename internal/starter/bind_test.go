@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/sfnlimit/sfnlimit/internal/fakes"
 	"github.com/sfnlimit/sfnlimit/internal/job"
 	"github.com/sfnlimit/sfnlimit/internal/lane"
 	"github.com/sfnlimit/sfnlimit/internal/lease"
@@ -354,4 +355,37 @@ func TestLateReleaseLeavesABoundLease(t *testing.T) {
 		t.Errorf("Release = %s, %v; want noop", res, err)
 	}
 	checkLeases(t, r.leases, map[lease.Key]wantLease{b.Key(): {JobID: "r-1", Status: lease.Bound, Attempt: 1}})
+}
+
+// countingLeases counts ListType calls.
+type countingLeases struct {
+	*fakes.LeaseStore
+	lists int
+}
+
+func (c *countingLeases) ListType(ctx context.Context, typ string) ([]lease.Lease, error) {
+	c.lists++
+	return c.LeaseStore.ListType(ctx, typ)
+}
+
+// A waiting group's batch reads its type's leases once for all its binds, and once more only to look
+// again after parking: a batch that binds three jobs and parks the fourth reads them twice.
+func TestBindReadsTheLeasesOncePerBatch(t *testing.T) {
+	r := newRigStrategy(t, nil, lane.FirstFree) // reports=3
+	c := &countingLeases{LeaseStore: r.leases}
+	r.st.Leases = c
+	ev := events.SQSEvent{Records: []events.SQSMessage{
+		waiting(t, "reports", "w-1", 1), waiting(t, "reports", "w-2", 1), waiting(t, "reports", "w-3", 1),
+		waiting(t, "reports", "w-4", 1), waiting(t, "reports", "w-5", 1),
+	}}
+	resp, err := r.st.Handle(context.Background(), ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := failures(resp); !equal(got, sorted("msg-w-4", "msg-w-5")) || len(copies(t, r)) != 3 {
+		t.Fatalf("failures %v, copies %+v; want w-1..w-3 bound, w-4 parked", got, copies(t, r))
+	}
+	if c.lists != 2 {
+		t.Errorf("ListType calls = %d, want 2 (one for the batch, one to look again after parking)", c.lists)
+	}
 }

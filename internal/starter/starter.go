@@ -193,8 +193,9 @@ func (s *Starter) processGroup(ctx context.Context, ms []events.SQSMessage) []st
 // first that must wait: it stays parked (or backs off) and the ones after it go back at once, to be
 // delivered after it.
 func (s *Starter) processWaiting(ctx context.Context, ms []events.SQSMessage) []string {
+	view := &leaseView{} // the type's leases, read once for the batch
 	for i, m := range ms {
-		if s.process(ctx, m) == hold {
+		if s.processIn(ctx, m, view) == hold {
 			var held []string
 			for _, r := range ms[i:] {
 				held = append(held, r.MessageId)
@@ -236,6 +237,8 @@ type msg struct {
 	job job.Job
 	key lease.Key
 	log *slog.Logger
+	// view is the type's leases as its waiting group's batch last read them (waiting messages only).
+	view *leaseView
 }
 
 // receives is the delivery's ApproximateReceiveCount (0 when SQS did not say).
@@ -245,6 +248,11 @@ func (x *msg) receives() int {
 }
 
 func (s *Starter) process(ctx context.Context, m events.SQSMessage) verdict {
+	return s.processIn(ctx, m, &leaseView{})
+}
+
+// processIn works on one message; a waiting message binds from view, the leases its batch read.
+func (s *Starter) processIn(ctx context.Context, m events.SQSMessage, view *leaseView) verdict {
 	typ, ln, gerr := job.ParseGroupID(m.Attributes["MessageGroupId"])
 	var j job.Job
 	jerr := json.Unmarshal([]byte(m.Body), &j)
@@ -261,7 +269,7 @@ func (s *Starter) process(ctx context.Context, m events.SQSMessage) verdict {
 		j.Input = json.RawMessage(`{}`)
 	}
 	x := &msg{SQSMessage: m, job: j, key: lease.Key{Type: typ, Lane: ln},
-		log: s.Log.With("jobId", j.ID, "type", typ, "lane", ln, "messageId", m.MessageId)}
+		log: s.Log.With("jobId", j.ID, "type", typ, "lane", ln, "messageId", m.MessageId), view: view}
 	var v verdict
 	var err error
 	if ln == job.WaitingLane {
