@@ -14,6 +14,7 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/lane"
 	"github.com/sfnlimit/sfnlimit/internal/lease"
 	"github.com/sfnlimit/sfnlimit/internal/metrics"
+	"github.com/sfnlimit/sfnlimit/internal/releaser"
 	"github.com/sfnlimit/sfnlimit/internal/waitroom"
 )
 
@@ -89,7 +90,19 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 			// Invisible first, then the record, then look again: a release that frees a lane after
 			// this look either reads the record and wakes the message (after it was made
 			// invisible, so the wake-up is not undone) or freed the lane before the second look.
-			s.setVisibility(ctx, x.SQSMessage, int32(waitroom.ParkFor.Seconds()))
+			if _, err := s.Queue.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
+				QueueUrl: &s.QueueURL, ReceiptHandle: &x.ReceiptHandle, VisibilityTimeout: int32(waitroom.ParkFor.Seconds()),
+			}); err != nil {
+				if releaser.IsStaleHandle(err) {
+					// A stale delivery (Lambda may hand a batch over twice): the message was
+					// received again or deleted since. Its record would replace the group's
+					// real head's, which no release could then wake.
+					x.log.InfoContext(ctx, "stale delivery of a waiting message; not parking it")
+					s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
+					return hold, nil
+				}
+				return hold, fmt.Errorf("park waiting message: %w", err)
+			}
 			if err := s.WaitRoom.Park(ctx, w); err != nil {
 				return hold, err
 			}

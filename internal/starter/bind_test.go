@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sfnlimit/sfnlimit/internal/fakes"
 	"github.com/sfnlimit/sfnlimit/internal/job"
@@ -388,4 +389,55 @@ func TestBindReadsTheLeasesOncePerBatch(t *testing.T) {
 	if c.lists != 2 {
 		t.Errorf("ListType calls = %d, want 2 (one for the batch, one to look again after parking)", c.lists)
 	}
+}
+
+// A stale delivery of a waiting message (Lambda handed its batch over twice, and the message was
+// received again or deleted since) finds every lane taken: it must not park, or its record would
+// replace the group's real head's, which no release could then wake (found by the fault scenario:
+// the head waited the whole park period).
+func TestStaleWaitingDeliveryDoesNotPark(t *testing.T) {
+	ctx := context.Background()
+	r := newRigStrategy(t, map[string]int{"reports": 1}, lane.FirstFree)
+	r.leases.Set(leaseOf("reports", 1, "busy", 1, lease.Running, 1))
+	head := waitroom.Waiter{Type: "reports", Group: "reports-0", MessageID: "msg-head", ReceiptHandle: "AQEBhead", JobID: "head", SubmittedAt: submitted}
+	if err := r.room.Park(ctx, head); err != nil {
+		t.Fatal(err)
+	}
+	stale := waiting(t, "reports", "w-old", 1)
+	r.sqs.OnChangeVisibility = func(in *sqs.ChangeMessageVisibilityInput) error {
+		if *in.ReceiptHandle == stale.ReceiptHandle {
+			return fakes.APIError("ReceiptHandleIsInvalid", "The receipt handle has expired")
+		}
+		return nil
+	}
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{stale}})
+	if err != nil || !equal(failures(resp), []string{"msg-w-old"}) {
+		t.Fatalf("Handle = %+v, %v; want the stale delivery held", resp, err)
+	}
+	if ws, err := r.room.List(ctx, "reports"); err != nil || len(ws) != 1 || ws[0].MessageID != "msg-head" {
+		t.Errorf("parked = %+v, %v; want the group's head's record, untouched", ws, err)
+	}
+	if c := copies(t, r); len(c) != 0 {
+		t.Errorf("copies = %+v, want none", c)
+	}
+}
+
+// A copy of a job bound twice (a stale delivery of its waiting message, after its run ended) whose
+// earlier claim in this lane was left unconfirmed finds the job's execution ran in another lane: it
+// is a duplicate, and its claim goes with it. Putting the claim back (found by the fault scenario)
+// left a lease that no message would ever release: the sweep released it later and counted the
+// job's success twice.
+func TestDuplicateDropsItsOwnEarlierClaim(t *testing.T) {
+	r := newRigStrategy(t, nil, lane.FirstFree)
+	ran := execution("reports", 3, "r-1", 1, "SUCCEEDED", "", "")
+	r.sfn.Put(ran)
+	claim := leaseOf("reports", 2, "r-1", 1, lease.Starting, 1)
+	claim.ExecutionArn = execArn("reports", "r-1", 1)
+	claim.UpdatedAt = t0.Add(-2 * time.Second)
+	r.leases.Set(claim)
+	resp, err := r.st.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 2, "r-1", 0, 2)}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("Handle = %+v, %v; want the duplicate acknowledged", resp, err)
+	}
+	checkLeases(t, r.leases, nil)
 }

@@ -479,7 +479,7 @@ func (s *Starter) alreadyExists(ctx context.Context, x *msg, claimed lease.Lease
 		s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
 		x.log.WarnContext(ctx, "duplicate job: its execution already exists; dropping this copy",
 			"execution", name, "status", d.Status, "executionLane", in.Job.Lane)
-		if err := s.dropLease(ctx, claimed, prev); err != nil {
+		if err := s.dropLease(ctx, x, claimed, prev); err != nil {
 			return hold, err
 		}
 		return ack, nil
@@ -817,10 +817,11 @@ func (s *Starter) giveBack(ctx context.Context, x *msg, claimed lease.Lease, pre
 	}
 }
 
-// dropLease removes the claim of a duplicate message: a fresh claim goes; an earlier one of the same
-// job stays as it was.
-func (s *Starter) dropLease(ctx context.Context, claimed lease.Lease, prev *lease.Lease) error {
-	if prev != nil {
+// dropLease removes the claim of a duplicate message, which is acknowledged: a fresh claim goes, and
+// so does an earlier claim of this same message (nothing would ever release it once the message is
+// deleted); another message's lease of the same job stays as it was.
+func (s *Starter) dropLease(ctx context.Context, x *msg, claimed lease.Lease, prev *lease.Lease) error {
+	if prev != nil && prev.MessageID != x.MessageId {
 		_, err := s.Leases.Put(ctx, *prev, &claimed)
 		return err
 	}
