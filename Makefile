@@ -107,5 +107,9 @@ bench: ## compare lane strategies with an ideal semaphore in virtual time (flags
 bench-local: ## check the simulator against the local stack: measured vs predicted waits (~90 s per strategy; BENCH_FLAGS)
 	$(GO) run ./cmd/bench --local $(BENCH_FLAGS)
 
+.PHONY: bench-binds
+bench-binds: ## first-free's binds per second beside random's starts, on the local stack with fauxqs (SFNLIMIT_BIND_JOBS, default 400)
+	SFNLIMIT_BIND_JOBS=$${SFNLIMIT_BIND_JOBS:-400} $(GO) test -count=1 -v -timeout 30m -run 'TestBindThroughput$$' ./tests/ | grep -E 'starts/s|bind throughput|^(--- |ok|FAIL)'
+
 clean: ## remove build output
 	rm -rf bin .aws-sam
