@@ -750,8 +750,12 @@ func (s *Starter) awaitHandover(ctx context.Context, x *msg, other lease.Lease) 
 }
 
 // move sends a job waiting in a lane above its type's limit (the limit was lowered) back to its
-// type's waiting group (first-free) or to a lane within the limit (random): the copy first, then the
-// original, so the job is never lost.
+// type's waiting group (first-free) or to a lane within the limit (random): the job's lease here
+// first, then the copy, then the original, so the job is never lost. The lease goes before the copy
+// exists: a waiting copy that finds its job's lease takes itself for a duplicate and is dropped (a
+// copy is delivered as soon as it is sent, and a move may stop after the send). A move that stops
+// after the lease went leaves the original, which comes back to a free lane and finds the attempts it
+// made in Step Functions (ownAttempt), as after a lease deleted by hand.
 func (s *Starter) move(ctx context.Context, x *msg, l *lease.Lease, cfg config.TypeConfig) (verdict, error) {
 	j := x.job
 	if l != nil {
@@ -768,16 +772,16 @@ func (s *Starter) move(ctx context.Context, x *msg, l *lease.Lease, cfg config.T
 			return hold, err
 		}
 	}
+	if l != nil {
+		if err := s.Leases.Delete(ctx, *l); err != nil {
+			return hold, err // changed meanwhile (read it again) or not deleted (try again shortly)
+		}
+	}
 	if _, err := s.sendTo(ctx, x, j, to, cfg); err != nil {
 		return hold, fmt.Errorf("move job: %w", err)
 	}
 	if _, err := s.Queue.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &s.QueueURL, ReceiptHandle: &x.ReceiptHandle}); err != nil {
 		x.log.WarnContext(ctx, "moved job's original message not deleted; the copy is a duplicate the starter will drop", "error", err)
-	}
-	if l != nil {
-		if err := s.Leases.Delete(ctx, *l); err != nil && !errors.Is(err, lease.ErrConflict) {
-			return ack, err
-		}
 	}
 	x.log.InfoContext(ctx, "lane above the type's limit; job moved", "toLane", to, "limit", cfg.Limit)
 	s.Metrics.Add(x.key.Type, metrics.JobsMoved, 1)

@@ -1,0 +1,138 @@
+package starter_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/sfnlimit/sfnlimit/internal/fakes"
+	"github.com/sfnlimit/sfnlimit/internal/job"
+	"github.com/sfnlimit/sfnlimit/internal/lane"
+	"github.com/sfnlimit/sfnlimit/internal/lease"
+)
+
+// sentMessage is a message the starter sent to the lanes queue, as a later receive delivers it:
+// with a message id and receipt handle of its own.
+func sentMessage(t *testing.T, s fakes.SentMessage, id string, receive int) events.SQSMessage {
+	t.Helper()
+	m := message(t, s.MessageGroupID, "sent", s.Body, receive)
+	m.MessageId = id
+	m.ReceiptHandle = "AQEB" + id + "-receive-" + strconv.Itoa(receive)
+	return m
+}
+
+// A job above a lowered limit moves back to wait, and its waiting copy may be delivered the moment
+// it was sent: before the move has deleted the job's lease in the old lane, or after the move
+// stopped with that lease still there (its delete failed). The copy must not take that lease for
+// another carrier of its job and drop itself as a duplicate: the original message is gone (or goes),
+// and so would be the job, neither run, retried nor dead-lettered.
+func TestMovedJobIsNotDroppedForItsOwnOldLease(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		status     lease.Status
+		failDelete bool // the move's delete of the old lease fails once
+		failSend   bool // the move's send of the waiting copy fails once
+	}{
+		{name: "retrying job, copy delivered at once", status: lease.Retrying},
+		{name: "bound job, copy delivered at once", status: lease.Bound},
+		{name: "retrying job, lease delete fails", status: lease.Retrying, failDelete: true},
+		{name: "retrying job, copy not sent", status: lease.Retrying, failSend: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			r := newRigStrategy(t, nil, lane.FirstFree) // reports=3: lane 5 is above the limit
+			old := leaseOf("reports", 5, "r-1", 1, tt.status, 1)
+			if tt.status == lease.Bound {
+				old.MessageID, old.ReceiptHandle, old.Attempt = "msg-waiting", "", 0
+			}
+			r.leases.Set(old)
+			wantAttempts := old.Attempt
+			if tt.status == lease.Retrying { // attempt 1 failed, started by the message in lane 5
+				r.sfn.Put(startedBy(t, execution("reports", 5, "r-1", 1, "FAILED", "JobFailed", "boom"), "msg-r-1"))
+			}
+
+			// Deliver every waiting copy the moment it exists, from inside the move's later calls.
+			delivered, inside := 0, false
+			deliver := func() {
+				if inside {
+					return
+				}
+				inside = true
+				defer func() { inside = false }()
+				for _, s := range r.sqs.Sent(lanesURL)[delivered:] {
+					delivered++
+					if s.Err != nil {
+						continue
+					}
+					if _, ln, _ := job.ParseGroupID(s.MessageGroupID); ln != job.WaitingLane {
+						continue
+					}
+					m := sentMessage(t, s, "copy-"+strconv.Itoa(delivered), 1)
+					if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{m}}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			failed := false
+			r.leases.BeforeDelete = func(prev lease.Lease) error {
+				if prev.Lane != 5 {
+					return nil
+				}
+				deliver()
+				if tt.failDelete && !failed {
+					failed = true
+					return errors.New("ProvisionedThroughputExceededException")
+				}
+				return nil
+			}
+			r.sqs.OnDelete = func(*sqs.DeleteMessageInput) error { deliver(); return nil }
+			sendFailed := false
+			r.sqs.OnSend = func(*sqs.SendMessageInput) error {
+				if tt.failSend && !sendFailed {
+					sendFailed = true
+					return errors.New("send refused")
+				}
+				return nil
+			}
+
+			for receive := 2; receive <= 6; receive++ { // the original comes back while it is held
+				resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 5, "r-1", 0, receive)}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				deliver()
+				if len(resp.BatchItemFailures) == 0 {
+					break
+				}
+			}
+
+			// The job is bound to a lane within the limit, and its copy is on its way there.
+			var bound *lease.Lease
+			for _, l := range r.leases.Leases() {
+				if l.JobID == "r-1" {
+					l := l
+					bound = &l
+				}
+			}
+			if bound == nil || bound.Lane > 3 || bound.Status != lease.Bound {
+				t.Fatalf("lease of r-1 = %+v; want it bound to a lane within the limit (the job was dropped as a duplicate of itself)", bound)
+			}
+			if bound.Attempt != wantAttempts {
+				t.Errorf("bound lease counts %d attempts, want %d", bound.Attempt, wantAttempts)
+			}
+			found := false
+			for _, c := range copies(t, r) {
+				if c.id == "r-1" && c.lane == bound.Lane {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("copies = %+v, want r-1 sent to its bound lane %d", copies(t, r), bound.Lane)
+			}
+		})
+	}
+}
