@@ -253,10 +253,13 @@ func MovedDedupID(typ, id string, redrive, to int, from string) string {
 }
 
 // BoundDedupID is the MessageDeduplicationId of the copy the starter sends when it binds the job in
-// waiting message from (its SQS message id) to lane to: a bind retried is dropped by SQS, while a job
-// that comes back to wait (its lane was taken back) and binds again, in a new message, is not.
-func BoundDedupID(typ, id string, redrive, to int, from string) string {
-	return dedupID(typ, id, "~bound~"+strconv.Itoa(to)+"~"+from+"~g"+strconv.Itoa(redrive))
+// waiting message from (its SQS message id) to lane to, in the bind stamped bind (the bound lease's
+// start, in Unix nanoseconds): a bind retried is dropped by SQS, while a job that comes back to wait
+// (its lane was taken back) and binds again, in a new message, is not; nor is a second bind of the
+// same message to the same lane (a duplicate delivery, or a send whose answer was lost, bound again
+// after the first copy ran and freed the lane), whose copy must reach the lane to free it again.
+func BoundDedupID(typ, id string, redrive, to int, from string, bind int64) string {
+	return dedupID(typ, id, "~bound~"+strconv.Itoa(to)+"~"+from+"~"+strconv.FormatInt(bind, 10)+"~g"+strconv.Itoa(redrive))
 }
 
 func generation(redrive int) string {
@@ -270,7 +273,7 @@ func generation(redrive int) string {
 // hex digest of that whole string. No two jobs, generations or copies share one:
 //   - a plain form splits back into its parts: a type has no "-", so the first "-" ends it; an id has
 //     no "~", so the first "~" after it ends the id; the suffix is "", "~g{n}" (n > 0),
-//     "~moved~{lane}~{message id}" with an optional "~g{n}", or "~bound~{lane}~{message id}~g{n}",
+//     "~moved~{lane}~{message id}" with an optional "~g{n}", or "~bound~{lane}~{message id}~{bind}~g{n}",
 //     with canonical decimal numbers (an SQS message id has no "~");
 //   - a hashed form has a "#", which neither types, ids nor suffixes contain, so it never equals a
 //     plain form (a bare digest would: 64 hex digits are a valid id), and two hashed forms are equal

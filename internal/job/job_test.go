@@ -406,8 +406,9 @@ func TestCopyDedupIDs(t *testing.T) {
 		{name: "moved", got: job.MovedDedupID("payments", "order-1", 0, 3, "m-1"), want: "payments-order-1~moved~3~m-1"},
 		{name: "moved, redriven", got: job.MovedDedupID("payments", "order-1", 4, 3, "m-1"), want: "payments-order-1~moved~3~m-1~g4"},
 		{name: "moved to wait", got: job.MovedDedupID("payments", "order-1", 0, job.WaitingLane, "m-1"), want: "payments-order-1~moved~0~m-1"},
-		{name: "bound", got: job.BoundDedupID("payments", "order-1", 0, 7, "m-1"), want: "payments-order-1~bound~7~m-1~g0"},
-		{name: "bound, redriven", got: job.BoundDedupID("payments", "order-1", 2, 7, "m-1"), want: "payments-order-1~bound~7~m-1~g2"},
+		{name: "bound", got: job.BoundDedupID("payments", "order-1", 0, 7, "m-1", 1741944420000000001), want: "payments-order-1~bound~7~m-1~1741944420000000001~g0"},
+		{name: "bound, redriven", got: job.BoundDedupID("payments", "order-1", 2, 7, "m-1", 1741944420000000001), want: "payments-order-1~bound~7~m-1~1741944420000000001~g2"},
+		{name: "bound again", got: job.BoundDedupID("payments", "order-1", 0, 7, "m-1", 1741944480000000000), want: "payments-order-1~bound~7~m-1~1741944480000000000~g0"},
 	}
 	for _, tt := range tests {
 		if tt.got != tt.want {
@@ -427,7 +428,7 @@ func (c dedupCase) dedupID() string {
 	case 1:
 		return job.MovedDedupID(c.typ, c.id, c.redrive, c.to, "m-"+strconv.Itoa(c.attempts))
 	case 2:
-		return job.BoundDedupID(c.typ, c.id, c.redrive, c.to, "m-"+strconv.Itoa(c.attempts))
+		return job.BoundDedupID(c.typ, c.id, c.redrive, c.to, "m-"+strconv.Itoa(c.attempts), int64(c.attempts))
 	}
 	return job.DedupID(c.typ, c.id, c.redrive)
 }

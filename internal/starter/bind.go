@@ -56,7 +56,7 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 		if own.Status == lease.Bound && own.MessageID == x.MessageId {
 			// This message's bind wrote the lease, and its copy may not have gone (the send failed,
 			// or the invocation stopped): the copy goes again, and SQS drops it if the first went.
-			return s.sendBound(ctx, x, own.Lane)
+			return s.sendBound(ctx, x, *own)
 		}
 		// The job is in a lane already (another message of it was bound, or its copy runs): this
 		// message is a copy of it.
@@ -73,18 +73,18 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 		return s.sendTo(ctx, x, x.job, to, cfg)
 	}
 	for look := range 2 {
-		to, err := s.bindFree(ctx, x, cfg, leases)
+		b, err := s.bindFree(ctx, x, cfg, leases)
 		if err != nil {
 			return hold, err
 		}
-		if to > 0 {
-			x.view.bound(x.key.Type, to)
+		if b != nil {
+			x.view.bound(x.key.Type, b.Lane)
 			if look == 1 {
 				if err := s.WaitRoom.Unpark(ctx, w); err != nil {
 					x.log.WarnContext(ctx, "parked record not removed; a release may wake this group for nothing", "error", err)
 				}
 			}
-			return s.sendBound(ctx, x, to)
+			return s.sendBound(ctx, x, *b)
 		}
 		if look == 0 {
 			// Invisible first, then the record, then look again: a release that frees a lane after
@@ -156,8 +156,8 @@ func holding(leases []lease.Lease, j job.Job) *lease.Lease {
 
 // bindFree writes a bound lease for the job on a lane of 1..limit that has none, trying them in an
 // order that starts at a lane chosen by a hash of the job (so concurrent binders seldom collide); it
-// returns the lane, or 0 when every lane is taken.
-func (s *Starter) bindFree(ctx context.Context, x *msg, cfg config.TypeConfig, leases []lease.Lease) (int, error) {
+// returns the lease written, or nil when every lane is taken.
+func (s *Starter) bindFree(ctx context.Context, x *msg, cfg config.TypeConfig, leases []lease.Lease) (*lease.Lease, error) {
 	taken := make(map[int]bool, len(leases))
 	for _, l := range leases {
 		taken[l.Lane] = true
@@ -166,7 +166,7 @@ func (s *Starter) bindFree(ctx context.Context, x *msg, cfg config.TypeConfig, l
 		if taken[ln] {
 			continue
 		}
-		_, err := s.Leases.Put(ctx, lease.Lease{
+		b, err := s.Leases.Put(ctx, lease.Lease{
 			Type: x.key.Type, Lane: ln, JobID: x.job.ID, Redrive: x.job.Redrive, MessageID: x.MessageId,
 			Attempt: x.job.Attempts, Status: lease.Bound, StartedAt: s.now(), SubmittedAt: x.job.SubmittedAt,
 		}, nil)
@@ -174,22 +174,23 @@ func (s *Starter) bindFree(ctx context.Context, x *msg, cfg config.TypeConfig, l
 			continue // taken since the leases were read
 		}
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
-		return ln, nil
+		return &b, nil
 	}
-	return 0, nil
+	return nil, nil
 }
 
-// sendBound sends the waiting job to lane to, whose lease its bind wrote, and acknowledges the waiting
-// message. The copy's deduplication id names the waiting message, so a bind retried is dropped by SQS.
-func (s *Starter) sendBound(ctx context.Context, x *msg, to int) (verdict, error) {
-	j := x.job
+// sendBound sends the waiting job to the lane of bound, the lease its bind wrote, and acknowledges the
+// waiting message. The copy's deduplication id names the waiting message and the bind, so a send
+// retried for the same bound lease is dropped by SQS, and the copy of a later bind is not.
+func (s *Starter) sendBound(ctx context.Context, x *msg, bound lease.Lease) (verdict, error) {
+	j, to := x.job, bound.Lane
 	body, err := json.Marshal(j)
 	if err != nil {
 		return hold, fmt.Errorf("encode job: %w", err)
 	}
-	dedup := job.BoundDedupID(j.Type, j.ID, j.Redrive, to, x.MessageId)
+	dedup := job.BoundDedupID(j.Type, j.ID, j.Redrive, to, x.MessageId, bound.StartedAt.UnixNano())
 	if _, err := s.Queue.SendMessage(ctx, &sqs.SendMessageInput{
 		QueueUrl: &s.QueueURL, MessageBody: aws.String(string(body)),
 		MessageGroupId: aws.String(job.GroupID(j.Type, to)), MessageDeduplicationId: &dedup,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -13,6 +14,7 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/job"
 	"github.com/sfnlimit/sfnlimit/internal/lane"
 	"github.com/sfnlimit/sfnlimit/internal/lease"
+	"github.com/sfnlimit/sfnlimit/internal/releaser"
 )
 
 // sentMessage is a message the starter sent to the lanes queue, as a later receive delivers it:
@@ -132,6 +134,93 @@ func TestMovedJobIsNotDroppedForItsOwnOldLease(t *testing.T) {
 			}
 			if !found {
 				t.Errorf("copies = %+v, want r-1 sent to its bound lane %d", copies(t, r), bound.Lane)
+			}
+		})
+	}
+}
+
+// accepted returns the messages SQS enqueued of those the starter sent to the lanes queue: a send
+// whose deduplication id an earlier send used (within five minutes: the whole test) is accepted
+// and dropped. A send that failed is taken to have gone through (its answer was lost) when went
+// says so.
+func accepted(r *rig, went bool) []int {
+	seen := map[string]bool{}
+	var out []int
+	for i, s := range r.sqs.Sent(lanesURL) {
+		if (s.Err != nil && !went) || seen[s.MessageDeduplicationID] {
+			continue
+		}
+		seen[s.MessageDeduplicationID] = true
+		out = append(out, i)
+	}
+	return out
+}
+
+// A waiting message bound again after its first copy ran (a duplicate delivery of its batch, or its
+// send timed out after the copy went and it came back) finds the lane it had, freed by that job's
+// release, first in its order again. A copy with the first copy's deduplication id was dropped by
+// SQS, and the lane stayed bound to a job whose copy never came: unusable until the sweep took it
+// back (1.5 x the visibility timeout, 22.5 minutes by default). The second copy must reach the lane,
+// where it finds its attempt taken and frees the lane.
+func TestRebindAfterTheJobRanFreesTheLane(t *testing.T) {
+	for _, tt := range []struct {
+		name        string
+		lostAnswer  bool // the first copy's send answered with an error although it went
+		nextReceive int  // the waiting message's delivery that binds again
+	}{
+		{name: "duplicate delivery of the waiting batch", nextReceive: 1},
+		{name: "send answered with an error", lostAnswer: true, nextReceive: 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			r := newRigStrategy(t, map[string]int{"reports": 1}, lane.FirstFree)
+			if tt.lostAnswer {
+				first := true
+				r.sqs.OnSend = func(*sqs.SendMessageInput) error {
+					if first {
+						first = false
+						return errors.New("read tcp: i/o timeout")
+					}
+					return nil
+				}
+			}
+			delivered := 0
+			deliverCopies := func() {
+				for _, i := range accepted(r, tt.lostAnswer) {
+					if i < delivered {
+						continue
+					}
+					delivered = i + 1
+					m := sentMessage(t, r.sqs.Sent(lanesURL)[i], "copy-"+strconv.Itoa(i), 1)
+					if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{m}}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{waiting(t, "reports", "w-1", 1)}}); err != nil {
+				t.Fatal(err)
+			}
+			deliverCopies() // claims lane 1 and starts w-1
+			r.clock.Advance(time.Minute)
+			if got := startNames(r.sfn); !equal(got, []string{execName("reports", "w-1", 1)}) {
+				t.Fatalf("starts = %v, want w-1's first attempt", got)
+			}
+			l, _ := r.leases.Lease(lease.Key{Type: "reports", Lane: 1})
+			if res, err := r.rel.Release(ctx, releaser.Request{Key: l.Key(), JobID: "w-1", Attempt: 1, Outcome: releaser.Succeeded, Source: "workflow"}); err != nil || res != releaser.Deleted {
+				t.Fatalf("release = %s, %v", res, err)
+			}
+			r.sfn.Close(l.ExecutionArn, "SUCCEEDED", "", "")
+
+			// The waiting message is bound again, and whatever copy SQS takes is delivered.
+			if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{waiting(t, "reports", "w-1", tt.nextReceive)}}); err != nil {
+				t.Fatal(err)
+			}
+			deliverCopies()
+			if ls := r.leases.Leases(); len(ls) != 0 {
+				t.Errorf("leases = %+v, want lane 1 free: the rebind's copy never came", ls)
+			}
+			if n := len(r.sfn.Starts()); n > 2 || len(r.sfn.Executions()) != 1 {
+				t.Errorf("executions = %+v, want w-1's one", r.sfn.Executions())
 			}
 		})
 	}

@@ -78,7 +78,7 @@ func TestBindWaitingJobsToFreeLanes(t *testing.T) {
 	}
 	lanes := map[int]string{}
 	for _, c := range cs {
-		if c.lane < 1 || c.lane > 3 || c.dedup != job.BoundDedupID("reports", c.id, 0, c.lane, "msg-"+c.id) {
+		if c.lane < 1 || c.lane > 3 || c.dedup != job.BoundDedupID("reports", c.id, 0, c.lane, "msg-"+c.id, t0.UnixNano()) {
 			t.Errorf("copy %+v, want one in lanes 1..3 with the bind's deduplication id", c)
 		}
 		if prev, dup := lanes[c.lane]; dup {
