@@ -150,6 +150,12 @@ func (s *Service) Release(ctx context.Context, req Request) (Result, error) {
 
 var errStaleHandle = errors.New("receipt handle is stale")
 
+// Wake wakes the oldest parked waiting group of typ, as a release does, for a lane freed by someone
+// else: the starter, when it drops a claim or dead-letters a job whose start was refused.
+func (s *Service) Wake(ctx context.Context, typ string) {
+	s.wake(ctx, s.Log.With("type", typ, "source", "starter"), typ)
+}
+
 // wake makes the oldest parked job of a type visible again, so the starter binds it to the lane
 // this release freed. A failure only delays that job: it looks again by itself after
 // waitroom.ParkFor.

@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sfnlimit/sfnlimit/internal/fakes"
@@ -221,6 +224,61 @@ func TestRebindAfterTheJobRanFreesTheLane(t *testing.T) {
 			}
 			if n := len(r.sfn.Starts()); n > 2 || len(r.sfn.Executions()) != 1 {
 				t.Errorf("executions = %+v, want w-1's one", r.sfn.Executions())
+			}
+		})
+	}
+}
+
+// woken reports whether a release (or the starter) made the parked message with handle h visible.
+func woken(r *rig, h string) bool {
+	for _, v := range r.sqs.VisibilityChanges() {
+		if v.ReceiptHandle == h && v.Timeout == 0 && v.Err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// The starter frees a lane too: a bound copy whose start is refused for good is dead-lettered, and a
+// copy that finds its attempt run by another message is dropped; both delete the lane's lease. The
+// waiting group parked while that lane was taken must be woken, as a release wakes it: otherwise
+// its head waits out the park (60 s) while the lane is free.
+func TestStarterWakesAParkedGroupWhenItFreesALane(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		setup func(r *rig)
+	}{
+		{name: "start refused", setup: func(r *rig) {
+			r.sfn.OnStart = func(*sfn.StartExecutionInput) error {
+				return &sfntypes.StateMachineDoesNotExist{Message: aws.String("State Machine Does Not Exist")}
+			}
+		}},
+		{name: "duplicate dropped", setup: func(r *rig) {
+			r.sfn.Put(startedBy(t, execution("reports", 3, "j-1", 1, "SUCCEEDED", "", ""), "another-message"))
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			r := newRigStrategy(t, map[string]int{"reports": 1}, lane.FirstFree)
+			r.leases.Set(boundLease("reports", 1, "j-1"))
+			tt.setup(r)
+			// p-1 finds the only lane bound and parks its group.
+			resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{waiting(t, "reports", "p-1", 1)}})
+			if err != nil || !equal(failures(resp), []string{"msg-p-1"}) {
+				t.Fatalf("Handle = %+v, %v; want p-1 parked", resp, err)
+			}
+			// j-1's copy comes to the lane and frees it.
+			if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 1, "j-1", 0, 1)}}); err != nil {
+				t.Fatal(err)
+			}
+			if ls := r.leases.Leases(); len(ls) != 0 {
+				t.Fatalf("leases = %+v, want lane 1 freed", ls)
+			}
+			if !woken(r, handle("p-1", 1)) {
+				t.Errorf("visibility changes = %+v; want parked p-1 woken for the freed lane", r.sqs.VisibilityChanges())
+			}
+			if ws, err := r.room.List(ctx, "reports"); err != nil || len(ws) != 0 {
+				t.Errorf("parked = %+v, %v; want the record taken", ws, err)
 			}
 		})
 	}

@@ -77,6 +77,8 @@ type waitRoom interface {
 type releaseFunc interface {
 	Release(ctx context.Context, req releaser.Request) (releaser.Result, error)
 	ExecutionArnOf(ctx context.Context, l lease.Lease) string
+	// Wake wakes a parked waiting group of a type for a lane the starter freed.
+	Wake(ctx context.Context, typ string)
 }
 
 // clockSkew is how far Step Functions' clock (an execution's startDate, in milliseconds) may be from
@@ -799,11 +801,21 @@ func (s *Starter) refuse(ctx context.Context, x *msg, l *lease.Lease, reason, ca
 	}
 	x.log.WarnContext(ctx, "job dead-lettered", "reason", reason, "cause", cause)
 	if l != nil {
-		if err := s.Leases.Delete(ctx, *l); err != nil && !errors.Is(err, lease.ErrConflict) {
+		if err := s.freeLane(ctx, *l); err != nil && !errors.Is(err, lease.ErrConflict) {
 			return ack, err
 		}
 	}
 	return ack, nil
+}
+
+// freeLane deletes a lease and wakes a parked waiting group of its type, as a release does: a group
+// parked while the lane was taken would otherwise wait out its park with the lane free.
+func (s *Starter) freeLane(ctx context.Context, l lease.Lease) error {
+	if err := s.Leases.Delete(ctx, l); err != nil {
+		return err
+	}
+	s.Releaser.Wake(ctx, l.Type)
+	return nil
 }
 
 // giveBack undoes a claim after a failed start: a fresh claim is deleted, an earlier lease restored.
@@ -829,7 +841,7 @@ func (s *Starter) dropLease(ctx context.Context, x *msg, claimed lease.Lease, pr
 		_, err := s.Leases.Put(ctx, *prev, &claimed)
 		return err
 	}
-	return s.Leases.Delete(ctx, claimed)
+	return s.freeLane(ctx, claimed)
 }
 
 // backoff makes a message visible again after a short, jittered delay and holds it meanwhile.
@@ -872,7 +884,7 @@ func (s *Starter) returnAll(ctx context.Context, ms []events.SQSMessage) {
 // acknowledged (see holdsMessage): a deleted message stays deleted, one still in the queue is
 // received again and goes on.
 func (s *Starter) dropStale(ctx context.Context, x *msg, written lease.Lease) (verdict, error) {
-	if err := s.Leases.Delete(ctx, written); err != nil && !errors.Is(err, lease.ErrConflict) {
+	if err := s.freeLane(ctx, written); err != nil && !errors.Is(err, lease.ErrConflict) {
 		return hold, err
 	}
 	x.log.InfoContext(ctx, "stale delivery of a message already released, received again or visible again; dropped", "attempt", written.Attempt)
