@@ -96,7 +96,10 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 				if releaser.IsStaleHandle(err) {
 					// A stale delivery (Lambda may hand a batch over twice): the message was
 					// received again or deleted since. Its record would replace the group's
-					// real head's, which no release could then wake.
+					// real head's, which no release could then wake; nor may it remove that
+					// head's record (Unpark is by message id, and the head may be this message
+					// received again and parked).
+					parked = true
 					x.log.InfoContext(ctx, "stale delivery of a waiting message; not parking it")
 					s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
 					return hold, nil

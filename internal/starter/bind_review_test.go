@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/smithy-go"
 
 	"github.com/sfnlimit/sfnlimit/internal/fakes"
 	"github.com/sfnlimit/sfnlimit/internal/job"
@@ -279,6 +280,41 @@ func TestStarterWakesAParkedGroupWhenItFreesALane(t *testing.T) {
 			}
 			if ws, err := r.room.List(ctx, "reports"); err != nil || len(ws) != 0 {
 				t.Errorf("parked = %+v, %v; want the record taken", ws, err)
+			}
+		})
+	}
+}
+
+// A stale delivery of a parked head (a duplicate delivery of its batch, or one that outlived the
+// message's visibility timeout while the message was received again and parked) must not replace the
+// current delivery's park record: a record naming a receipt handle SQS no longer honours is skipped
+// by the release that takes it, and the head waited out its park (60 s) with a lane free.
+func TestStaleDeliveryDoesNotParkOverTheCurrentOne(t *testing.T) {
+	for _, receive := range []int{1, 2} {
+		t.Run("stale receive "+strconv.Itoa(receive), func(t *testing.T) {
+			ctx := context.Background()
+			r := newRigStrategy(t, map[string]int{"reports": 1}, lane.FirstFree)
+			busy := r.leases.Set(leaseOf("reports", 1, "busy", 1, lease.Running, 1))
+			current := receive + 1
+			resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{waiting(t, "reports", "p-1", current)}})
+			if err != nil || !equal(failures(resp), []string{"msg-p-1"}) {
+				t.Fatalf("Handle = %+v, %v; want p-1 parked", resp, err)
+			}
+			r.sqs.OnChangeVisibility = func(in *sqs.ChangeMessageVisibilityInput) error {
+				if aws.ToString(in.ReceiptHandle) == handle("p-1", receive) {
+					return &smithy.GenericAPIError{Code: "ReceiptHandleIsInvalid", Message: "The input receipt handle is invalid.", Fault: smithy.FaultClient}
+				}
+				return nil
+			}
+			if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{waiting(t, "reports", "p-1", receive)}}); err != nil {
+				t.Fatal(err)
+			}
+			res, err := r.rel.Release(ctx, releaser.Request{Key: busy.Key(), JobID: "busy", Attempt: 1, Outcome: releaser.Succeeded, Source: "workflow"})
+			if err != nil || res != releaser.Deleted {
+				t.Fatalf("release = %s, %v", res, err)
+			}
+			if !woken(r, handle("p-1", current)) {
+				t.Errorf("visibility changes = %+v; want the current delivery of p-1 woken", r.sqs.VisibilityChanges())
 			}
 		})
 	}
