@@ -319,3 +319,36 @@ func TestStaleDeliveryDoesNotParkOverTheCurrentOne(t *testing.T) {
 		})
 	}
 }
+
+// A bound copy whose StartExecution is throttled keeps its lane while it backs off: the claim goes
+// back to the bind, not to a free lane. Deleting it gave the lane to the next waiting job, and the
+// throttled job, back at its lane, found it bound to that one and went to the end of its waiting
+// group; under sustained throttling every throttled start reshuffled the queue so.
+func TestThrottledBoundCopyKeepsItsLane(t *testing.T) {
+	ctx := context.Background()
+	r := newRigStrategy(t, map[string]int{"reports": 1}, lane.FirstFree)
+	r.leases.Set(boundLease("reports", 1, "j-1"))
+	once := false
+	r.sfn.OnStart = func(in *sfn.StartExecutionInput) error {
+		if !once {
+			once = true
+			return throttled(in)
+		}
+		return nil
+	}
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 1, "j-1", 0, 1)}})
+	if err != nil || !equal(failures(resp), []string{"msg-j-1"}) {
+		t.Fatalf("Handle = %+v, %v; want j-1 held to try again", resp, err)
+	}
+	checkLeases(t, r.leases, map[lease.Key]wantLease{{Type: "reports", Lane: 1}: {JobID: "j-1", Status: lease.Bound}})
+	// Another waiting job meanwhile finds no free lane.
+	resp, err = r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{waiting(t, "reports", "k-1", 1)}})
+	if err != nil || !equal(failures(resp), []string{"msg-k-1"}) || len(copies(t, r)) != 0 {
+		t.Fatalf("Handle = %+v, %v, copies %+v; want k-1 parked", resp, err, copies(t, r))
+	}
+	// j-1 comes back and starts in its lane.
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 1, "j-1", 0, 2)}}); err != nil {
+		t.Fatal(err)
+	}
+	checkLeases(t, r.leases, map[lease.Key]wantLease{{Type: "reports", Lane: 1}: {JobID: "j-1", Status: lease.Running, Attempt: 1, Handle: handle("j-1", 2), Arn: execArn("reports", "j-1", 1)}})
+}

@@ -241,6 +241,9 @@ type msg struct {
 	log *slog.Logger
 	// view is the type's leases as its waiting group's batch last read them (waiting messages only).
 	view *leaseView
+	// bound is the bound lease this delivery's claim replaced (a first-free job's copy claiming the
+	// lane its bind reserved), given back if the start is refused for now.
+	bound *lease.Lease
 }
 
 // receives is the delivery's ApproximateReceiveCount (0 when SQS did not say).
@@ -303,6 +306,7 @@ func (s *Starter) claimAndStart(ctx context.Context, x *msg) (verdict, error) {
 }
 
 func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdict, error) {
+	x.bound = nil
 	if l != nil && !l.Holds(x.job.ID, x.job.Redrive) {
 		return s.laneHeld(ctx, x, *l)
 	}
@@ -352,8 +356,8 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 	case l == nil:
 	case l.Status == lease.Bound:
 		// Bound to this job from its waiting group: the claim replaces the bound lease and goes on
-		// as on a free lane.
-		fresh = nil
+		// as on a free lane (a start refused for now gives the bind back: giveBack).
+		fresh, x.bound = nil, l
 	case l.Status == lease.Starting: // an earlier start was not confirmed: try the same attempt again
 		attempt = l.Attempt
 		if l.StateMachineArn != "" {
@@ -819,11 +823,16 @@ func (s *Starter) freeLane(ctx context.Context, l lease.Lease) error {
 }
 
 // giveBack undoes a claim after a failed start: a fresh claim is deleted, an earlier lease restored.
+// A claim of a bound lane restores the bind: the lane stays this job's while it backs off, rather
+// than go to the next waiting job and send this one back to the end of its waiting group.
 func (s *Starter) giveBack(ctx context.Context, x *msg, claimed lease.Lease, prev *lease.Lease) {
 	var err error
-	if prev == nil {
+	switch {
+	case prev == nil && x.bound != nil:
+		_, err = s.Leases.Put(ctx, *x.bound, &claimed)
+	case prev == nil:
 		err = s.Leases.Delete(ctx, claimed)
-	} else {
+	default:
 		back := *prev
 		back.ReceiptHandle, back.MessageID = claimed.ReceiptHandle, claimed.MessageID
 		_, err = s.Leases.Put(ctx, back, &claimed)
