@@ -64,11 +64,13 @@ type Handler struct {
 	SweepMaxDescribes int
 	// SweepConcurrency bounds parallel DescribeExecution calls.
 	SweepConcurrency int
-	// BoundStaleAfter is how long a bound lease (a first-free bind whose copy has not claimed the
-	// lane) may sit before the sweep takes the lane back: its copy is lost, or its bind stopped
-	// and its waiting message, had it still existed, would have come back and sent the copy again
-	// (0: never).
-	BoundStaleAfter time.Duration
+	// StaleAfter is how long a lease without a running execution may sit untouched before the
+	// sweep takes the lane back: a bound lease whose copy never claimed it, a retrying lease, or an
+	// unconfirmed claim whose execution does not exist. Each is refreshed by every delivery of its
+	// message, which comes back within the lanes queue's visibility timeout while it exists; longer
+	// than that, the message is gone (purged, expired) and nothing else would free the lane, since
+	// first-free binds only lanes without a lease (0: never).
+	StaleAfter time.Duration
 	// Legacy deletes, type by type, the lane counts the retired least-loaded strategy left in the
 	// table (internal/legacy; nil: none).
 	Legacy legacyCleaner
@@ -181,8 +183,8 @@ func (h *Handler) Sweep(ctx context.Context) (Response, error) {
 	var due []lease.Lease
 	freed := 0
 	for _, l := range all {
-		if l.Status == lease.Bound && h.BoundStaleAfter > 0 && now().Sub(l.UpdatedAt) > h.BoundStaleAfter {
-			if h.takeBackBound(ctx, l) {
+		if (l.Status == lease.Bound || l.Status == lease.Retrying) && h.StaleAfter > 0 && now().Sub(l.UpdatedAt) > h.StaleAfter {
+			if h.takeBack(ctx, l) {
 				freed++
 			}
 			continue
@@ -280,15 +282,16 @@ func (h *Handler) cleanLegacy(ctx context.Context, all []lease.Lease) {
 	}
 }
 
-// takeBackBound deletes a stale bound lease and wakes a parked waiting group for the lane. A copy of
-// its job that still arrives finds the lane free (and claims it) or bound again (and waits again).
-func (h *Handler) takeBackBound(ctx context.Context, l lease.Lease) bool {
-	log := h.Log.With("jobId", l.JobID, "type", l.Type, "lane", l.Lane)
+// takeBack deletes a stale lease without a running execution and wakes a parked waiting group for
+// the lane. A message of its job that still arrives finds the lane free (and claims it, going on from
+// its attempts in Step Functions) or bound again (and waits again, carrying them).
+func (h *Handler) takeBack(ctx context.Context, l lease.Lease) bool {
+	log := h.Log.With("jobId", l.JobID, "type", l.Type, "lane", l.Lane, "status", l.Status)
 	if err := h.Service.Leases.Delete(ctx, l); err != nil {
-		log.WarnContext(ctx, "sweep: stale bound lease not taken back", "error", err)
+		log.WarnContext(ctx, "sweep: stale lease not taken back", "error", err)
 		return false
 	}
-	log.WarnContext(ctx, "sweep took back a lane bound to a job whose copy never claimed it", "boundAt", l.UpdatedAt)
+	log.WarnContext(ctx, "sweep took back a lane whose lease nothing had touched for too long", "updatedAt", l.UpdatedAt)
 	h.Service.Metrics.Add(l.Type, metrics.LeasesSwept, 1)
 	h.Service.wake(ctx, log, l.Type)
 	return true
@@ -304,7 +307,15 @@ func (h *Handler) sweepOne(ctx context.Context, l lease.Lease) (bool, error) {
 	out, err := h.Service.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: &arn})
 	if l.Status == lease.Starting && isErr[*sfntypes.ExecutionDoesNotExist](err) {
 		// The start never went through (or is not visible yet): the claim's message comes back and
-		// the starter tries again or takes the lane back; there is nothing to release.
+		// the starter tries again; there is nothing to release. A claim untouched for StaleAfter has
+		// no message left to come back.
+		now := time.Now
+		if h.Now != nil {
+			now = h.Now
+		}
+		if h.StaleAfter > 0 && now().Sub(l.UpdatedAt) > h.StaleAfter {
+			return h.takeBack(ctx, l), nil
+		}
 		return false, nil
 	}
 	if err != nil {

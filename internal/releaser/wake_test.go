@@ -89,35 +89,49 @@ func TestReleaseWakesTheOldestParkedJob(t *testing.T) {
 	}
 }
 
-// The sweep takes back a lane bound longer than BoundStaleAfter (its copy never claimed it) and
-// wakes a parked waiting group for it, without describing anything; a younger bind is left to its
-// copy.
-func TestSweepTakesBackStaleBinds(t *testing.T) {
+// The sweep takes back a lane whose lease has no running execution and was untouched for StaleAfter:
+// a bind whose copy never claimed it, a retrying lease whose message is gone, an unconfirmed claim
+// whose execution does not exist. Under first-free nothing else would: binds only take lanes without
+// a lease. It wakes a parked waiting group for each; younger leases are left to their messages.
+func TestSweepTakesBackStaleLeases(t *testing.T) {
 	ctx := context.Background()
 	r := newRig(t)
-	r.h.BoundStaleAfter = 20 * time.Minute
+	r.h.StaleAfter = 20 * time.Minute
 	room := waitroom.NewStore(fakes.NewDynamoDB("table"), "table")
 	r.svc.WaitRoom = room
-	if err := room.Park(ctx, waitroom.Waiter{Type: "reports", Group: "reports-0", MessageID: "m-w", ReceiptHandle: "h-w", JobID: "w", SubmittedAt: t0}); err != nil {
-		t.Fatal(err)
+	for _, g := range []string{"reports-0", "reports-w1", "reports-w2", "reports-w3"} {
+		if err := room.Park(ctx, waitroom.Waiter{Type: "reports", Group: g, MessageID: "m-" + g, ReceiptHandle: "h-" + g, JobID: g, SubmittedAt: t0}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	stale := held("reports", 1, "r-stale", 0, lease.Bound)
-	stale.UpdatedAt = t0.Add(-21 * time.Minute)
-	young := held("reports", 2, "r-young", 0, lease.Bound)
-	young.UpdatedAt = t0.Add(-19 * time.Minute)
-	r.leases.Set(stale)
-	r.leases.Set(young)
+	var stale, young []lease.Lease
+	for i, st := range []lease.Status{lease.Bound, lease.Retrying, lease.Starting} {
+		l := held("reports", i+1, "r-stale-"+string(st), 1, st)
+		l.ExecutionArn = execArn("reports", l.JobID, 1) // a claim names its execution; none exists
+		l.UpdatedAt = t0.Add(-21 * time.Minute)
+		stale = append(stale, r.leases.Set(l))
+		y := held("payments", i+1, "p-young-"+string(st), 1, st)
+		y.ExecutionArn = execArn("payments", y.JobID, 1)
+		y.UpdatedAt = t0.Add(-19 * time.Minute)
+		young = append(young, r.leases.Set(y))
+	}
 	got, err := r.h.Sweep(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Swept != 1 || got.Checked != 0 || len(r.sfn.Describes()) != 0 {
-		t.Errorf("Sweep() = %+v with %d describes, want 1 taken back and nothing described", got, len(r.sfn.Describes()))
+	if got.Swept != 3 {
+		t.Errorf("Sweep() = %+v, want the 3 stale leases taken back", got)
 	}
-	checkLease(t, r.leases, stale.Key(), nil)
-	checkLease(t, r.leases, young.Key(), &wantLease{JobID: "r-young", Status: lease.Bound, Handle: handle("r-young", 2), Version: 4})
-	if v := visibleHandles(r.sqs); !equal(v, []string{"h-w"}) {
-		t.Errorf("made visible = %q, want the parked group woken", v)
+	for _, l := range stale {
+		checkLease(t, r.leases, l.Key(), nil)
+	}
+	for _, l := range young {
+		if _, ok := r.leases.Lease(l.Key()); !ok {
+			t.Errorf("young %s lease of lane %s taken back, want it left to its message", l.Status, l.Key())
+		}
+	}
+	if v := visibleHandles(r.sqs); len(v) != 3 {
+		t.Errorf("made visible = %q, want a parked group woken per lane taken back", v)
 	}
 }
 

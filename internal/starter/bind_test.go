@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sfnlimit/sfnlimit/internal/fakes"
@@ -440,4 +441,56 @@ func TestDuplicateDropsItsOwnEarlierClaim(t *testing.T) {
 		t.Fatalf("Handle = %+v, %v; want the duplicate acknowledged", resp, err)
 	}
 	checkLeases(t, r.leases, nil)
+}
+
+// A message received before that reaches a lane bound to another job (its own lease was taken back:
+// its deliveries stopped for longer than the sweep's StaleAfter) goes on from the attempts it made
+// there, which only Step Functions still knows: a failed one travels with the job back to wait; a
+// succeeded one ends the job; a running one keeps the message where it is, to look again.
+func TestRewaitGoesOnFromTheMessagesOwnAttempts(t *testing.T) {
+	for _, tt := range []struct {
+		status      string
+		wantCopies  int
+		wantAttempt int
+		wantHeld    bool
+	}{
+		{status: "FAILED", wantCopies: 1, wantAttempt: 2},
+		{status: "SUCCEEDED", wantCopies: 0},
+		{status: "RUNNING", wantCopies: 0, wantHeld: true},
+	} {
+		t.Run(tt.status, func(t *testing.T) {
+			r := newRigStrategy(t, nil, lane.FirstFree)
+			r.leases.Set(boundLease("reports", 2, "other"))
+			m := jobMessage(t, "reports", 2, "r-1", 0, 3)
+			for a, st := range map[int]string{1: "FAILED", 2: tt.status} {
+				x := execution("reports", 2, "r-1", a, sfntypes.ExecutionStatus(st), "", "")
+				x.Input = withMessageID(t, x.Input, m.MessageId)
+				r.sfn.Put(x)
+			}
+			resp, err := r.st.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{m}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if held := len(resp.BatchItemFailures) == 1; held != tt.wantHeld {
+				t.Errorf("held = %v, want %v", held, tt.wantHeld)
+			}
+			c := copies(t, r)
+			if len(c) != tt.wantCopies || (len(c) == 1 && (c[0].lane != job.WaitingLane || c[0].attempt != tt.wantAttempt)) {
+				t.Errorf("copies = %+v, want %d (back to wait with %d attempts made)", c, tt.wantCopies, tt.wantAttempt)
+			}
+			checkLeases(t, r.leases, map[lease.Key]wantLease{{Type: "reports", Lane: 2}: {JobID: "other", Status: lease.Bound}})
+		})
+	}
+}
+
+// withMessageID sets the execution input's job.messageId, as the starter writes it.
+func withMessageID(t *testing.T, input, id string) string {
+	t.Helper()
+	var in map[string]any
+	if err := json.Unmarshal([]byte(input), &in); err != nil {
+		t.Fatal(err)
+	}
+	in["job"].(map[string]any)["messageId"] = id
+	b, _ := json.Marshal(in)
+	return string(b)
 }

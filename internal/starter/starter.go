@@ -722,11 +722,40 @@ func (s *Starter) rewait(ctx context.Context, x *msg) (verdict, error) {
 	if err != nil {
 		return hold, err
 	}
-	v, err := s.sendTo(ctx, x, x.job, job.WaitingLane, cfg)
+	j := x.job
+	if x.receives() != 1 {
+		// Received before: this message may have made attempts in this lane whose lease was taken
+		// back (its deliveries stopped for longer than the sweep's StaleAfter). They live in Step
+		// Functions only; the job goes on from the last, never from its body's count, which would
+		// take its own earlier attempt for a duplicate's and drop the job.
+		last, err := s.lastOwnAttempt(ctx, x, cfg.StateMachineArn, j.Attempts+1)
+		if err != nil {
+			return hold, err
+		}
+		if last > 0 {
+			arn := job.ExecutionArn(cfg.StateMachineArn, job.RunName(x.key.Type, j.ID, j.Redrive, last))
+			d, err := s.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: &arn})
+			if err != nil {
+				return hold, fmt.Errorf("describe execution %s of an earlier attempt: %w", arn, err)
+			}
+			outcome, closed := releaser.OutcomeOf(string(d.Status))
+			switch {
+			case !closed:
+				x.log.WarnContext(ctx, "an attempt of this message still runs in a lane bound to another job; trying again shortly", "attempt", last)
+				return s.backoff(ctx, x.SQSMessage), nil
+			case outcome == releaser.Succeeded:
+				x.log.InfoContext(ctx, "this message's last attempt succeeded; nothing left to run", "attempt", last)
+				s.Metrics.Add(x.key.Type, metrics.JobsSucceeded, 1)
+				return ack, nil
+			}
+			j.Attempts = last
+		}
+	}
+	v, err := s.sendTo(ctx, x, j, job.WaitingLane, cfg)
 	if err != nil {
 		return v, err
 	}
-	x.log.InfoContext(ctx, "lane bound to another job; this one waits again for a free lane")
+	x.log.InfoContext(ctx, "lane bound to another job; this one waits again for a free lane", "attempts", j.Attempts)
 	s.Metrics.Add(x.key.Type, metrics.JobsMoved, 1)
 	return v, nil
 }
