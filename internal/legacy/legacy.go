@@ -8,6 +8,7 @@ package legacy
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -29,13 +30,20 @@ type dynamoAPI interface {
 type Cleaner struct {
 	db    dynamoAPI
 	table string
+	// clean holds the types found with nothing left: nothing writes such items any more, so they
+	// are not looked at again by this process.
+	clean sync.Map
 }
 
 // NewCleaner returns a cleaner of table.
 func NewCleaner(db dynamoAPI, table string) *Cleaner { return &Cleaner{db: db, table: table} }
 
 // Clean deletes up to PerCall of typ's retired lane-count items and returns how many it deleted.
+// Once a type has none left, Clean costs nothing more for it in this process.
 func (c *Cleaner) Clean(ctx context.Context, typ string) (int, error) {
+	if _, done := c.clean.Load(typ); done {
+		return 0, nil
+	}
 	out, err := c.db.Query(ctx, &dynamodb.QueryInput{
 		TableName:                 &c.table,
 		KeyConditionExpression:    aws.String("pk = :pk"),
@@ -53,6 +61,9 @@ func (c *Cleaner) Clean(ctx context.Context, typ string) (int, error) {
 			return n, fmt.Errorf("delete a retired lane count of type %s: %w", typ, err)
 		}
 		n++
+	}
+	if len(out.Items) == 0 {
+		c.clean.Store(typ, true)
 	}
 	return n, nil
 }

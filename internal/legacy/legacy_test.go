@@ -63,6 +63,14 @@ func TestCleanDeletesOnlyRetiredCounts(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint([]int{legacy.PerCall, 21, 0}) {
 		t.Errorf("deleted per call = %v, want %d, 21, 0", got, legacy.PerCall)
 	}
+	// Found clean once, a type is not read again by this cleaner (nothing writes such items any more).
+	put(t, table, "OCC#llm", "LANE#000009")
+	if n, err := c.Clean(ctx, "llm"); err != nil || n != 0 {
+		t.Errorf("Clean(llm) after it was found clean = %d, %v; want 0 without reading", n, err)
+	}
+	if n, err := legacy.NewCleaner(moto, table).Clean(ctx, "llm"); err != nil || n != 1 {
+		t.Errorf("a new cleaner's Clean(llm) = %d, %v; want the 1 item", n, err)
+	}
 	if n := count(t, table); n["OCC#llm"] != 0 || n["OCC#payments"] != 1 || n["LEASE#llm"] != 1 || n["CONFIG"] != 1 {
 		t.Errorf("items left per partition = %v, want llm's counts gone and the rest kept", n)
 	}
