@@ -82,6 +82,18 @@ func check(cond *string, values map[string]types.AttributeValue, cur map[string]
 		want, _ := values[":h"].(*types.AttributeValueMemberS)
 		got, has := cur["receiptHandle"].(*types.AttributeValueMemberS)
 		ok = has && want != nil && got.Value == want.Value
+	case "attribute_not_exists(pk) OR messageId = :m OR parkedAtMs < :due":
+		_, has := cur["pk"]
+		want, _ := values[":m"].(*types.AttributeValueMemberS)
+		got, isS := cur["messageId"].(*types.AttributeValueMemberS)
+		due, _ := values[":due"].(*types.AttributeValueMemberN)
+		at, isN := cur["parkedAtMs"].(*types.AttributeValueMemberN)
+		ok = !has || (isS && want != nil && got.Value == want.Value)
+		if !ok && isN && due != nil {
+			x, err1 := strconv.ParseFloat(at.Value, 64)
+			y, err2 := strconv.ParseFloat(due.Value, 64)
+			ok = err1 == nil && err2 == nil && x < y
+		}
 	case "messageId = :m":
 		want, _ := values[":m"].(*types.AttributeValueMemberS)
 		got, has := cur["messageId"].(*types.AttributeValueMemberS)

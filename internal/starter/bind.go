@@ -106,7 +106,13 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 				}
 				return hold, fmt.Errorf("park waiting message: %w", err)
 			}
-			if err := s.WaitRoom.Park(ctx, w); err != nil {
+			if err := s.WaitRoom.Park(ctx, w); errors.Is(err, waitroom.ErrGroupParked) {
+				// Another message of this group is parked (a queue that hands out two messages of
+				// one group at once): this one looks again shortly rather than wait unrecorded.
+				parked = true // its record is the other message's: leave it
+				x.log.InfoContext(ctx, "another message of the waiting group is parked; looking again shortly")
+				return s.backoff(ctx, x.SQSMessage), nil
+			} else if err != nil {
 				return hold, err
 			}
 			if leases, err = x.view.read(ctx, s.Leases, x.key.Type, true); err != nil {

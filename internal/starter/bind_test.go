@@ -494,3 +494,28 @@ func withMessageID(t *testing.T, input, id string) string {
 	b, _ := json.Marshal(in)
 	return string(b)
 }
+
+// On a queue that hands out two messages of one waiting group at once (moto), the second to find
+// every lane taken must not replace the first's park record, which the next release wakes: it looks
+// again after a short backoff instead (found by the demo: a head whose record was replaced waited the
+// whole park period).
+func TestSecondParkOfAGroupBacksOff(t *testing.T) {
+	ctx := context.Background()
+	r := newRigStrategy(t, map[string]int{"reports": 1}, lane.FirstFree)
+	r.leases.Set(leaseOf("reports", 1, "busy", 1, lease.Running, 1))
+	first := waitroom.Waiter{Type: "reports", Group: "reports-0", MessageID: "msg-first", ReceiptHandle: "AQEBfirst", JobID: "first", SubmittedAt: submitted, ParkedAt: t0}
+	if err := r.room.Park(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{waiting(t, "reports", "w-2", 1)}})
+	if err != nil || !equal(failures(resp), []string{"msg-w-2"}) {
+		t.Fatalf("Handle = %+v, %v; want w-2 held", resp, err)
+	}
+	if ws, err := r.room.List(ctx, "reports"); err != nil || len(ws) != 1 || ws[0].MessageID != "msg-first" {
+		t.Errorf("parked = %+v, %v; want the first message's record kept", ws, err)
+	}
+	v := r.sqs.VisibilityChanges()
+	if last := v[len(v)-1]; last.ReceiptHandle != handle("w-2", 1) || last.Timeout < int32(retryDelay.Seconds()) || last.Timeout > int32(2*retryDelay.Seconds()) {
+		t.Errorf("last visibility change = %+v, want w-2 back after the retry delay (%v to twice it)", last, retryDelay)
+	}
+}

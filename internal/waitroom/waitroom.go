@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -64,15 +65,35 @@ func (s *Store) key(typ, group string) map[string]types.AttributeValue {
 	}
 }
 
-// Park records a parked waiting group, replacing its earlier record.
+// ErrGroupParked is returned by Park when another message of the group is parked and not yet due to
+// look again: on AWS a FIFO group has one message in flight, so this happens only on a queue that
+// hands out two messages of one group at once (moto does, docs/emulators.md).
+var ErrGroupParked = errors.New("another message of the waiting group is parked")
+
+// Park records a parked waiting group, replacing its earlier record unless that is another
+// message's, parked less than ParkFor ago (ErrGroupParked): replacing it would leave that message
+// with no record, and no release would wake it.
 func (s *Store) Park(ctx context.Context, w Waiter) error {
 	item := s.key(w.Type, w.Group)
+	item["parkedAtMs"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(w.ParkedAt.UnixMilli(), 10)}
 	item["messageId"] = &types.AttributeValueMemberS{Value: w.MessageID}
 	item["receiptHandle"] = &types.AttributeValueMemberS{Value: w.ReceiptHandle}
 	item["jobId"] = &types.AttributeValueMemberS{Value: w.JobID}
 	item["submittedAt"] = &types.AttributeValueMemberS{Value: w.SubmittedAt.UTC().Format(time.RFC3339Nano)}
 	item["parkedAt"] = &types.AttributeValueMemberS{Value: w.ParkedAt.UTC().Format(time.RFC3339Nano)}
-	if _, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.table, Item: item}); err != nil {
+	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: &s.table, Item: item,
+		ConditionExpression: aws.String("attribute_not_exists(pk) OR messageId = :m OR parkedAtMs < :due"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":m":   &types.AttributeValueMemberS{Value: w.MessageID},
+			":due": &types.AttributeValueMemberN{Value: strconv.FormatInt(w.ParkedAt.Add(-ParkFor).UnixMilli(), 10)},
+		},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return fmt.Errorf("park waiting group %s at job %s: %w", w.Group, w.JobID, ErrGroupParked)
+	}
+	if err != nil {
 		return fmt.Errorf("park waiting group %s at job %s: %w", w.Group, w.JobID, err)
 	}
 	return nil

@@ -2,6 +2,7 @@ package waitroom_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -91,14 +92,25 @@ func TestTakeOldestHeadFirst(t *testing.T) {
 		if fmt.Sprint(got) != "[a b c]" {
 			t.Errorf("taken in order %v, want [a b c] (oldest head first; x unparked; mail is another type)", got)
 		}
-		// A group parked again: one record, the newer head's.
-		for _, id := range []string{"d", "e"} {
-			if err := s.Park(ctx, waiter("pay", "0", id, 5*time.Second)); err != nil {
+		// A group parked again by its head: one record, the newer one. Another message of the group
+		// cannot replace a record parked less than ParkFor ago (only a queue that hands out two
+		// messages of one group at once gets there); after that it can.
+		d := waiter("pay", "0", "d", 5*time.Second)
+		for range 2 {
+			if err := s.Park(ctx, d); err != nil {
 				t.Fatal(err)
 			}
 		}
+		e := waiter("pay", "0", "e", 6*time.Second)
+		if err := s.Park(ctx, e); !errors.Is(err, waitroom.ErrGroupParked) {
+			t.Errorf("Park(e) over d's fresh record = %v, want ErrGroupParked", err)
+		}
+		e.ParkedAt = d.ParkedAt.Add(waitroom.ParkFor + time.Second)
+		if err := s.Park(ctx, e); err != nil {
+			t.Errorf("Park(e) after d's record is due = %v, want it parked", err)
+		}
 		if w, err := s.Take(ctx, "pay"); err != nil || w == nil || w.JobID != "e" {
-			t.Errorf("Take after parking group 0 twice = %+v, %v; want its latest head e", w, err)
+			t.Errorf("Take after parking group 0 again = %+v, %v; want its latest head e", w, err)
 		}
 		if w, err := s.Take(ctx, "pay"); err != nil || w != nil {
 			t.Errorf("Take of an empty room = %+v, %v; want nil", w, err)
