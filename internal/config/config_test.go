@@ -294,7 +294,8 @@ func TestResolverGet(t *testing.T) {
 		{name: "unknown without fallback", giveFallback: 0, give: "other", wantUnknown: true},
 		{
 			name: "override beats default", giveFallback: 2, giveStore: true, give: "reports",
-			want: config.TypeConfig{Type: "reports", Limit: 7, MaxAttempts: 9, StateMachineArn: reportsArn, Strategy: "least-loaded", Source: "override"},
+			// The override names the retired least-loaded: it runs as first-free.
+			want: config.TypeConfig{Type: "reports", Limit: 7, MaxAttempts: 9, StateMachineArn: reportsArn, Strategy: "first-free", Source: "override"},
 		},
 		{
 			name: "override without limit keeps the default limit", giveFallback: 2, giveStore: true, give: "payments",
@@ -467,7 +468,7 @@ func TestResolverStrategy(t *testing.T) {
 			t.Errorf("Get(%s).Strategy = %q, %v; want %q", typ, got.Strategy, err, want)
 		}
 	}
-	if err := (config.Override{Type: "payments", Strategy: "shortest-queue"}).Validate(); err == nil || !strings.Contains(err.Error(), "least-loaded") {
+	if err := (config.Override{Type: "payments", Strategy: "shortest-queue"}).Validate(); err == nil || !strings.Contains(err.Error(), "first-free") {
 		t.Errorf("Validate(unknown strategy) = %v, want an error listing the known ones", err)
 	}
 }
@@ -491,7 +492,7 @@ func TestResolverAll(t *testing.T) {
 			want: []config.TypeConfig{
 				{Type: "adhoc", Limit: 4, MaxAttempts: 3, StateMachineArn: defaultArn, Strategy: "random", Source: "override"},
 				{Type: "payments", Limit: 50, MaxAttempts: 5, StateMachineArn: reportsArn, Strategy: "random", Source: "default"},
-				{Type: "reports", Limit: 7, MaxAttempts: 9, StateMachineArn: reportsArn, Strategy: "least-loaded", Source: "override"},
+				{Type: "reports", Limit: 7, MaxAttempts: 9, StateMachineArn: reportsArn, Strategy: "first-free", Source: "override"},
 			},
 		},
 		{
@@ -500,7 +501,7 @@ func TestResolverAll(t *testing.T) {
 				{Type: "adhoc", Limit: 4, MaxAttempts: 3, StateMachineArn: defaultArn, Strategy: "random", Source: "override"},
 				{Type: "attempts_only", Limit: 2, MaxAttempts: 2, StateMachineArn: defaultArn, Strategy: "random", Source: "fallback"},
 				{Type: "payments", Limit: 50, MaxAttempts: 5, StateMachineArn: reportsArn, Strategy: "random", Source: "default"},
-				{Type: "reports", Limit: 7, MaxAttempts: 9, StateMachineArn: reportsArn, Strategy: "least-loaded", Source: "override"},
+				{Type: "reports", Limit: 7, MaxAttempts: 9, StateMachineArn: reportsArn, Strategy: "first-free", Source: "override"},
 			},
 		},
 	}
