@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sfnlimit/sfnlimit/internal/cfntemplate"
+	"github.com/sfnlimit/sfnlimit/internal/tools/cfntemplate"
 )
 
 // repoRoot is the module root, one level up from functions/.

@@ -18,11 +18,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/sfnlimit/sfnlimit/internal/config"
-	sfnjob "github.com/sfnlimit/sfnlimit/internal/job"
-	"github.com/sfnlimit/sfnlimit/internal/lane"
-	"github.com/sfnlimit/sfnlimit/internal/local/gateway"
-	"github.com/sfnlimit/sfnlimit/internal/local/observe"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
+	sfnjob "github.com/sfnlimit/sfnlimit/internal/lambda/job"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
+	"github.com/sfnlimit/sfnlimit/internal/tools/local/gateway"
+	"github.com/sfnlimit/sfnlimit/internal/tools/local/observe"
 )
 
 // settleWithin bounds every wait for a scenario's jobs to finish; the scenarios take 10-80 s on a

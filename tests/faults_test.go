@@ -9,8 +9,8 @@ import (
 
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
-	"github.com/sfnlimit/sfnlimit/internal/lane"
-	"github.com/sfnlimit/sfnlimit/internal/local/gateway"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
+	"github.com/sfnlimit/sfnlimit/internal/tools/local/gateway"
 )
 
 // Scenario 13: the faults real AWS produces now and then and the emulators never do, all on at once

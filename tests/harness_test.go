@@ -37,11 +37,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/sfnlimit/sfnlimit/internal/app"
-	"github.com/sfnlimit/sfnlimit/internal/local/gateway"
-	"github.com/sfnlimit/sfnlimit/internal/local/observe"
-	"github.com/sfnlimit/sfnlimit/internal/local/stack"
-	"github.com/sfnlimit/sfnlimit/internal/metrics"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/app"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
+	"github.com/sfnlimit/sfnlimit/internal/tools/local/gateway"
+	"github.com/sfnlimit/sfnlimit/internal/tools/local/observe"
+	"github.com/sfnlimit/sfnlimit/internal/tools/local/stack"
 )
 
 // pollEvery is how often wait loops look again.

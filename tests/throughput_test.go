@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sfnlimit/sfnlimit/internal/config"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 )
 
 // Scenario 14: how fast first-free binds, side by side with random in the same run. Two types of the
@@ -76,4 +76,3 @@ func middleRate(starts []time.Time) float64 {
 	}
 	return float64(hi-lo) / d
 }
-

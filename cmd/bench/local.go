@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sfnlimit/sfnlimit/internal/lane"
-	"github.com/sfnlimit/sfnlimit/internal/localbench"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
+	"github.com/sfnlimit/sfnlimit/internal/tools/localbench"
 )
 
 const localUsage = `
@@ -26,7 +26,7 @@ start - its submission) and lane from Step Functions' records, and compares the 
 simulator's prediction for the same jobs, the stack's measured latencies included. It exits 1 if a
 figure is further from its prediction than --tolerance noise, a job ran in another lane than the
 simulator's where that choice does not depend on timing (random), the latencies do not fit the
-model (see internal/localbench), or the limit was exceeded. Defaults with --local: each strategy
+model (see internal/tools/localbench), or the limit was exceeded. Defaults with --local: each strategy
 of the router (first-free, random; the retired least-loaded runs as first-free) that template.yaml
 allows, --lanes 5, --loads 0.8, --sigmas 1, --jobs 72; about 90 s per strategy. --seed picks the
 jobs (the same for every strategy).

@@ -1,5 +1,6 @@
 // Command bench compares lane strategies with an ideal N-slot semaphore in virtual time
-// (internal/sim) and prints the tables of issue 5: `make bench`, or `go run ./cmd/bench --help`.
+// (internal/tools/sim) and prints the tables of issue 5: `make bench`, or
+// `go run ./cmd/bench --help`.
 package main
 
 import (
@@ -18,7 +19,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sfnlimit/sfnlimit/internal/sim"
+	"github.com/sfnlimit/sfnlimit/internal/tools/sim"
 )
 
 // Exit codes.
@@ -148,7 +149,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: go run ./cmd/bench [flags]
 
-Simulates a type's lanes in virtual time (internal/sim) under each lane strategy and an ideal N-slot
+Simulates a type's lanes in virtual time (internal/tools/sim) under each lane strategy and an ideal N-slot
 FIFO semaphore on the same arrivals and durations, and prints wait mean, p50 and p99, utilization
 while backlogged and, for bursts, the makespan, each also as a multiple of the ideal's.
 

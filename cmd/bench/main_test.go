@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sfnlimit/sfnlimit/internal/localbench"
+	"github.com/sfnlimit/sfnlimit/internal/tools/localbench"
 )
 
 var headlineRow = regexp.MustCompile(`(?m)^ +0\.[89] +1 +(5|10) `)

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/sfnlimit/sfnlimit/internal/sim"
+	"github.com/sfnlimit/sfnlimit/internal/tools/sim"
 )
 
 // The headline cells of issue 5: sigma 1 at loads 0.8 and 0.9.
@@ -34,7 +34,7 @@ var (
 
 func writeText(w io.Writer, o options, specs []sim.Spec, results, latency []sim.CellResult) error {
 	var b strings.Builder
-	b.WriteString("sfnlimit lane strategies against an ideal N-slot FIFO semaphore, in virtual time (internal/sim)\n\n")
+	b.WriteString("sfnlimit lane strategies against an ideal N-slot FIFO semaphore, in virtual time (internal/tools/sim)\n\n")
 	b.WriteString("Durations are lognormal with mean 1; waits and makespans are in units of the mean duration.\n")
 	width := 0
 	for _, s := range specs {
@@ -48,7 +48,7 @@ func writeText(w io.Writer, o options, specs []sim.Spec, results, latency []sim.
 		}
 		fmt.Fprintf(&b, "  %s%-*s  %s\n", mark, width, s.Name, s.About)
 	}
-	b.WriteString("  * the router's own code (internal/lane): first-free's waiting groups (lane.WaitingGroups, lane.WaitingGroup) with the\n" +
+	b.WriteString("  * the router's own code (internal/lambda/lane): first-free's waiting groups (lane.WaitingGroups, lane.WaitingGroup) with the\n" +
 		"    starter's binds and wake order, random's lane hash. With no bind latency first-free is the ideal exactly; --bind-latency\n" +
 		"    shows what a bind's latency costs (make bench-local measures the stack's). The others are models; least-loaded is\n" +
 		"    the retired strategy's choice, run on exact lane counts.\n")

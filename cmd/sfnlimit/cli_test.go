@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sfnlimit/sfnlimit/internal/local/stack"
+	"github.com/sfnlimit/sfnlimit/internal/tools/local/stack"
 )
 
 // The tests of this package drive the command line end to end against one local stack (moto, the

@@ -9,9 +9,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/sfnlimit/sfnlimit/internal/config"
-	"github.com/sfnlimit/sfnlimit/internal/ops"
-	"github.com/sfnlimit/sfnlimit/internal/resources"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
+	"github.com/sfnlimit/sfnlimit/internal/tools/ops"
+	"github.com/sfnlimit/sfnlimit/internal/tools/resources"
 )
 
 // config get, set and reset show and change live overrides with the limiter's rules, and the

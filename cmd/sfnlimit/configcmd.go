@@ -9,10 +9,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sfnlimit/sfnlimit/internal/config"
-	"github.com/sfnlimit/sfnlimit/internal/lane"
-	"github.com/sfnlimit/sfnlimit/internal/ops"
-	"github.com/sfnlimit/sfnlimit/internal/resources"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
+	"github.com/sfnlimit/sfnlimit/internal/tools/ops"
+	"github.com/sfnlimit/sfnlimit/internal/tools/resources"
 )
 
 func newConfig() *cobra.Command {

@@ -9,8 +9,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/sfnlimit/sfnlimit/internal/demo"
-	"github.com/sfnlimit/sfnlimit/internal/lane"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
+	"github.com/sfnlimit/sfnlimit/internal/tools/demo"
 )
 
 func newDemo() *cobra.Command {

@@ -6,10 +6,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sfnlimit/sfnlimit/internal/job"
-	"github.com/sfnlimit/sfnlimit/internal/lease"
-	"github.com/sfnlimit/sfnlimit/internal/ops"
-	"github.com/sfnlimit/sfnlimit/internal/resources"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
+	"github.com/sfnlimit/sfnlimit/internal/tools/ops"
+	"github.com/sfnlimit/sfnlimit/internal/tools/resources"
 )
 
 func newJob() *cobra.Command {

@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sfnlimit/sfnlimit/internal/local/stack"
-	"github.com/sfnlimit/sfnlimit/internal/samconfig"
+	"github.com/sfnlimit/sfnlimit/internal/tools/local/stack"
+	"github.com/sfnlimit/sfnlimit/internal/tools/samconfig"
 )
 
 func newLocal() *cobra.Command {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sfnlimit/sfnlimit/internal/ops"
+	"github.com/sfnlimit/sfnlimit/internal/tools/ops"
 )
 
 // Exit codes.

@@ -10,8 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 
-	"github.com/sfnlimit/sfnlimit/internal/ops"
-	"github.com/sfnlimit/sfnlimit/internal/resources"
+	"github.com/sfnlimit/sfnlimit/internal/tools/ops"
+	"github.com/sfnlimit/sfnlimit/internal/tools/resources"
 )
 
 // A deployed stack is found by its CloudFormation Outputs and its defaults by its starter

@@ -11,9 +11,9 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/sfnlimit/sfnlimit/internal/job"
-	"github.com/sfnlimit/sfnlimit/internal/ops"
-	"github.com/sfnlimit/sfnlimit/internal/resources"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
+	"github.com/sfnlimit/sfnlimit/internal/tools/ops"
+	"github.com/sfnlimit/sfnlimit/internal/tools/resources"
 )
 
 // maxListed is how many invalid or failed lines a summary lists (--json lists all).

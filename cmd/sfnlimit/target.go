@@ -14,8 +14,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/sfnlimit/sfnlimit/internal/config"
-	"github.com/sfnlimit/sfnlimit/internal/resources"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
+	"github.com/sfnlimit/sfnlimit/internal/tools/resources"
 )
 
 // target holds the flags that say which limiter a command talks to.

@@ -1,9 +1,9 @@
-// Command releaser is the sfnlimit releaser Lambda function; internal/app wires it.
+// Command releaser is the sfnlimit releaser Lambda function; internal/lambda/app wires it.
 package main
 
 import (
-	"github.com/sfnlimit/sfnlimit/internal/app"
-	"github.com/sfnlimit/sfnlimit/internal/releaser"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/app"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/releaser"
 )
 
 func main() {

@@ -1,9 +1,9 @@
-// Command router is the sfnlimit router Lambda function; internal/app wires it.
+// Command router is the sfnlimit router Lambda function; internal/lambda/app wires it.
 package main
 
 import (
-	"github.com/sfnlimit/sfnlimit/internal/app"
-	"github.com/sfnlimit/sfnlimit/internal/router"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/app"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/router"
 )
 
 func main() {

@@ -1,9 +1,9 @@
-// Command starter is the sfnlimit starter Lambda function; internal/app wires it.
+// Command starter is the sfnlimit starter Lambda function; internal/lambda/app wires it.
 package main
 
 import (
-	"github.com/sfnlimit/sfnlimit/internal/app"
-	"github.com/sfnlimit/sfnlimit/internal/starter"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/app"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/starter"
 )
 
 func main() {

@@ -1,0 +1,213 @@
+// Package app wires the limiter's handlers from a function's environment and AWS clients. The Lambda
+// mains and the local stack both build their handlers here, so they run the same code the same way.
+package app
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/deadletter"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/legacy"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/releaser"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/router"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/sqsbatch"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/starter"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/waitroom"
+)
+
+// Clients are the AWS clients the handlers use, built once per process.
+type Clients struct {
+	SQS *sqs.Client
+	SFN *sfn.Client
+	DDB *dynamodb.Client
+}
+
+// NewClients builds the clients from one AWS configuration.
+func NewClients(cfg aws.Config, opts ...func(*aws.Config)) Clients {
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return Clients{SQS: sqs.NewFromConfig(cfg), SFN: sfn.NewFromConfig(cfg), DDB: dynamodb.NewFromConfig(cfg)}
+}
+
+// Option adjusts how handlers are built.
+type Option func(*options)
+
+type options struct{ metrics io.Writer }
+
+// WithMetrics sends the handlers' metrics (CloudWatch embedded metric format lines, namespace
+// METRICS_NAMESPACE) to w: os.Stdout in Lambda, a collector in the local stack. Without it metrics
+// are dropped.
+func WithMetrics(w io.Writer) Option { return func(o *options) { o.metrics = w } }
+
+func (e Env) recorder(opts []Option) *metrics.Recorder {
+	ns := e("METRICS_NAMESPACE")
+	o := options{}
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.metrics == nil {
+		return nil
+	}
+	return metrics.New(o.metrics, ns)
+}
+
+// Env reads a variable of the function's environment (os.Getenv, or a map for the local stack).
+type Env func(string) string
+
+func (e Env) require(name string) (string, error) {
+	v := strings.TrimSpace(e(name))
+	if v == "" {
+		return "", fmt.Errorf("environment variable %s is not set (the template sets it)", name)
+	}
+	return v, nil
+}
+
+func (e Env) seconds(name string, def int) (time.Duration, error) {
+	v := strings.TrimSpace(e(name))
+	if v == "" {
+		return time.Duration(def) * time.Second, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%s=%q is not a number of seconds", name, v)
+	}
+	return time.Duration(n) * time.Second, nil
+}
+
+func (e Env) number(name string, def int) (int, error) {
+	d, err := e.seconds(name, def)
+	return int(d / time.Second), err
+}
+
+func (e Env) resolver(c Clients) (*config.Resolver, error) {
+	table, err := e.require("TABLE_NAME")
+	if err != nil {
+		return nil, err
+	}
+	d, maxAge, err := config.FromEnv(e)
+	if err != nil {
+		return nil, fmt.Errorf("invalid limiter configuration: %w", err)
+	}
+	return config.NewResolver(d, config.NewDynamoStore(c.DDB, table), maxAge)
+}
+
+// Router builds the router from its environment.
+func Router(env Env, c Clients, log *slog.Logger, opts ...Option) (*router.Router, error) {
+	fifo, err := env.require("FIFO_QUEUE_URL")
+	if err != nil {
+		return nil, err
+	}
+	dlq, err := env.require("DLQ_URL")
+	if err != nil {
+		return nil, err
+	}
+	res, err := env.resolver(c)
+	if err != nil {
+		return nil, err
+	}
+	// LANE_STRATEGY is read (and checked) with the rest of the configuration: each type's strategy
+	// is its override's, else the deployment's.
+	return &router.Router{
+		Config: res, Lanes: lane.Hashed{},
+		Lanesq: sqsbatch.NewSender(c.SQS, fifo), DLQ: deadletter.New(c.SQS, dlq), Log: log, Metrics: env.recorder(opts),
+	}, nil
+}
+
+// Releaser builds the releaser (its service and event handler) from its environment.
+func Releaser(env Env, c Clients, log *slog.Logger, opts ...Option) (*releaser.Handler, error) {
+	res, err := env.resolver(c)
+	if err != nil {
+		return nil, err
+	}
+	return releaserWith(env, c, res, log, env.recorder(opts))
+}
+
+func releaserWith(env Env, c Clients, res *config.Resolver, log *slog.Logger, rec *metrics.Recorder) (*releaser.Handler, error) {
+	fifo, err := env.require("FIFO_QUEUE_URL")
+	if err != nil {
+		return nil, err
+	}
+	dlq, err := env.require("DLQ_URL")
+	if err != nil {
+		return nil, err
+	}
+	table, err := env.require("TABLE_NAME")
+	if err != nil {
+		return nil, err
+	}
+	minAge, err := env.seconds("SWEEP_MIN_AGE_SECONDS", 60)
+	if err != nil {
+		return nil, err
+	}
+	maxDescribes, err := env.number("SWEEP_MAX_DESCRIBES", 500)
+	if err != nil {
+		return nil, err
+	}
+	leases := lease.NewStore(c.DDB, table)
+	svc := &releaser.Service{
+		Leases: leases, Queue: c.SQS, QueueURL: fifo, SFN: c.SFN, Config: res, DLQ: deadletter.New(c.SQS, dlq),
+		WaitRoom: waitroom.NewStore(c.DDB, table), Log: log, Metrics: rec,
+	}
+	vis, err := env.seconds("FIFO_VISIBILITY_TIMEOUT", 900)
+	if err != nil {
+		return nil, err
+	}
+	return &releaser.Handler{
+		Service: svc, Leases: leases, SweepMinAge: minAge, SweepMaxDescribes: maxDescribes, SweepConcurrency: 8,
+		StaleAfter: staleAfter(vis), Legacy: legacy.NewCleaner(c.DDB, table), Log: log,
+	}, nil
+}
+
+// staleAfter is how long a lease without a running execution may sit untouched before it is taken
+// back: longer than the lanes queue's visibility timeout vis, after which its message, if it still
+// existed, would have been delivered again and refreshed it.
+func staleAfter(vis time.Duration) time.Duration { return vis + vis/2 }
+
+// Starter builds the starter from its environment; it carries its own releaser service for jobs
+// whose executions ended without a release.
+func Starter(env Env, c Clients, log *slog.Logger, opts ...Option) (*starter.Starter, error) {
+	res, err := env.resolver(c)
+	if err != nil {
+		return nil, err
+	}
+	rec := env.recorder(opts)
+	rel, err := releaserWith(env, c, res, log, rec)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := env.require("STATE_MACHINE_ARN"); err != nil {
+		return nil, err
+	}
+	retry, err := env.seconds("START_RETRY_SECONDS", 5)
+	if err != nil {
+		return nil, err
+	}
+	vis, err := env.seconds("FIFO_VISIBILITY_TIMEOUT", 900)
+	if err != nil {
+		return nil, err
+	}
+	table, err := env.require("TABLE_NAME")
+	if err != nil {
+		return nil, err
+	}
+	svc := rel.Service
+	return &starter.Starter{
+		Config: res, Leases: lease.NewStore(c.DDB, table), SFN: c.SFN, Queue: c.SQS, QueueURL: svc.QueueURL,
+		DLQ: svc.DLQ, Releaser: svc, Lanes: lane.Hashed{}, WaitRoom: waitroom.NewStore(c.DDB, table), RetryDelay: retry,
+		StaleAfter: staleAfter(vis), HandoverWait: 500 * time.Millisecond, Concurrency: 10, Log: log, Metrics: rec,
+	}, nil
+}

@@ -1,0 +1,343 @@
+// Package config resolves each job type's settings: deployment defaults from the environment (set by
+// template parameters) and live overrides stored in DynamoDB, read through a short cache.
+package config
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
+)
+
+// MaxInFlight is the SQS FIFO in-flight quota: at most this many lanes can be held at once per queue.
+const MaxInFlight = 120000
+
+// MaxCacheAge bounds how stale a live override may be when a function acts on it.
+const MaxCacheAge = 30 * time.Second
+
+// ErrUnknownType means a type has no limit and there is no default limit.
+var ErrUnknownType = errors.New("type has no limit and DEFAULT_LIMIT is 0")
+
+// TypeConfig is the effective configuration of one job type.
+type TypeConfig struct {
+	Type            string
+	Limit           int
+	MaxAttempts     int
+	StateMachineArn string
+	// Strategy is how the router picks a lane: lane.LeastLoaded or lane.Random.
+	Strategy string
+	// Source says where the limit came from: "override", "default" (TYPE_LIMITS) or "fallback" (DEFAULT_LIMIT).
+	Source string
+}
+
+// Defaults is the deployment's configuration, from template parameters.
+type Defaults struct {
+	Limits             map[string]int
+	FallbackLimit      int // DEFAULT_LIMIT: limit of a type not in Limits; 0 refuses such types
+	MaxAttempts        map[string]int
+	DefaultMaxAttempts int
+	StateMachineArn    string
+	// Strategy is the lane strategy of every type without an override (LANE_STRATEGY; "" is
+	// lane.DefaultStrategy).
+	Strategy string
+}
+
+// Override is a live per-type change stored in the table; zero fields leave the default in force.
+type Override struct {
+	Type            string
+	Limit           int
+	MaxAttempts     int
+	StateMachineArn string
+	Strategy        string
+}
+
+// Validate checks an override against the same rules as the defaults.
+func (o Override) Validate() error {
+	if err := job.ValidateType(o.Type); err != nil {
+		return err
+	}
+	if o.Strategy != "" {
+		if _, err := lane.ParseStrategy(o.Strategy); err != nil {
+			return fmt.Errorf("type %s: %w", o.Type, err)
+		}
+	}
+	if o.Limit < 0 || o.MaxAttempts < 0 {
+		return fmt.Errorf("type %s: limit and max attempts must not be negative", o.Type)
+	}
+	if o.Limit > MaxInFlight {
+		return fmt.Errorf("type %s: limit %d is more than the FIFO in-flight quota %d", o.Type, o.Limit, MaxInFlight)
+	}
+	return nil
+}
+
+// MaxTypeAttempts is the most attempts TYPE_MAX_ATTEMPTS may give a type (three digits, as the
+// template's TypeMaxAttempts pattern allows).
+const MaxTypeAttempts = 999
+
+// ParseLimits reads "payments=50,reports=5": type=n pairs separated by commas, nothing else (no
+// spaces, no empty parts, n a whole number from 1 without leading zeros); "" is none. It is the
+// grammar of the template's TypeLimits and TypeMaxAttempts AllowedPatterns, so that a value
+// CloudFormation accepts is one the functions accept at cold start (template_agreement_test.go).
+func ParseLimits(s string) (map[string]int, error) {
+	out := map[string]int{}
+	if s == "" {
+		return out, nil
+	}
+	for _, part := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(part, "=")
+		if !ok {
+			return nil, fmt.Errorf("%q is not type=number (pairs separated by commas, no spaces)", part)
+		}
+		if err := job.ValidateType(k); err != nil {
+			return nil, err
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || v[0] == '0' || v[0] == '+' {
+			return nil, fmt.Errorf("type %s: %q must be a whole number of at least 1 (no sign, no leading zero)", k, v)
+		}
+		if _, dup := out[k]; dup {
+			return nil, fmt.Errorf("type %s is listed twice", k)
+		}
+		out[k] = n
+	}
+	return out, nil
+}
+
+// ParseMaxAttempts reads TYPE_MAX_ATTEMPTS as ParseLimits does, each at most MaxTypeAttempts.
+func ParseMaxAttempts(s string) (map[string]int, error) {
+	out, err := ParseLimits(s)
+	if err != nil {
+		return nil, err
+	}
+	for k, n := range out {
+		if n > MaxTypeAttempts {
+			return nil, fmt.Errorf("type %s: %d attempts is more than %d", k, n, MaxTypeAttempts)
+		}
+	}
+	return out, nil
+}
+
+// Validate checks the defaults: every limit at least 1 and their sum within the FIFO in-flight quota.
+// The fallback limit counts once, as the most one unlisted type can hold.
+func (d Defaults) Validate() error {
+	if d.FallbackLimit < 0 || d.FallbackLimit >= MaxInFlight {
+		return fmt.Errorf("DEFAULT_LIMIT %d must be 0 or more and under the SQS FIFO in-flight quota of %d", d.FallbackLimit, MaxInFlight)
+	}
+	if _, err := lane.ParseStrategy(d.Strategy); err != nil {
+		return fmt.Errorf("LANE_STRATEGY: %w", err)
+	}
+	if d.DefaultMaxAttempts < 1 {
+		return fmt.Errorf("DEFAULT_MAX_ATTEMPTS %d must be at least 1", d.DefaultMaxAttempts)
+	}
+	sum := d.FallbackLimit
+	for t, n := range d.Limits {
+		if n < 1 {
+			return fmt.Errorf("type %s: limit %d must be at least 1", t, n)
+		}
+		if n >= MaxInFlight {
+			return fmt.Errorf("type %s: limit %d is at or over the SQS FIFO in-flight quota of %d", t, n, MaxInFlight)
+		}
+		sum += n
+	}
+	if sum >= MaxInFlight {
+		return fmt.Errorf("limits add up to %d lanes, at or over the SQS FIFO in-flight quota of %d: SQS would silently stop serving lanes", sum, MaxInFlight)
+	}
+	return nil
+}
+
+// Store reads and writes live overrides.
+type Store interface {
+	ListOverrides(ctx context.Context) ([]Override, error)
+}
+
+// Resolver answers "what is the configuration of this type", merging defaults and live overrides.
+// It is safe for concurrent use.
+type Resolver struct {
+	defaults Defaults
+	store    Store
+	maxAge   time.Duration
+	now      func() time.Time
+
+	mu        sync.Mutex
+	loadedAt  time.Time
+	overrides map[string]Override
+}
+
+// NewResolver returns a resolver that re-reads overrides once they are older than maxAge (at most
+// MaxCacheAge; 0 reads them for every question). A nil store means defaults only.
+func NewResolver(d Defaults, store Store, maxAge time.Duration) (*Resolver, error) {
+	if err := d.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid configuration: %w", err)
+	}
+	if maxAge < 0 {
+		return nil, fmt.Errorf("config cache age %s must not be negative", maxAge)
+	}
+	if maxAge > MaxCacheAge {
+		maxAge = MaxCacheAge
+	}
+	return &Resolver{defaults: d, store: store, maxAge: maxAge, now: time.Now}, nil
+}
+
+// SetClock replaces the clock, for tests and simulations.
+func (r *Resolver) SetClock(now func() time.Time) { r.now = now }
+
+// Defaults returns the deployment defaults.
+func (r *Resolver) Defaults() Defaults { return r.defaults }
+
+func (r *Resolver) load(ctx context.Context) (map[string]Override, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.store == nil {
+		return nil, nil
+	}
+	if r.overrides != nil && r.now().Sub(r.loadedAt) < r.maxAge {
+		return r.overrides, nil
+	}
+	list, err := r.store.ListOverrides(ctx)
+	if err != nil {
+		if r.overrides != nil {
+			// Keep serving the last known overrides rather than fail every job while the table is
+			// unreachable, and ask again only after another cache period, not on every job.
+			r.loadedAt = r.now()
+			return r.overrides, nil
+		}
+		return nil, fmt.Errorf("read live config: %w", err)
+	}
+	m := make(map[string]Override, len(list))
+	for _, o := range list {
+		if o.Validate() == nil { // an item no job could match, or a negative number, is ignored
+			m[o.Type] = o
+		}
+	}
+	if err := r.checkQuota(m); err != nil {
+		// Refuse the whole set rather than let SQS stop serving lanes without a word: keep the
+		// last good overrides (or the defaults) and say why.
+		if r.overrides != nil {
+			r.loadedAt = r.now()
+			return r.overrides, nil
+		}
+		return nil, fmt.Errorf("live config refused: %w", err)
+	}
+	r.overrides, r.loadedAt = m, r.now()
+	return m, nil
+}
+
+// checkQuota refuses overrides that would make the limits add up to the FIFO in-flight quota or more.
+func (r *Resolver) checkQuota(ov map[string]Override) error {
+	sum := r.defaults.FallbackLimit
+	seen := map[string]bool{}
+	for t, n := range r.defaults.Limits {
+		if o, ok := ov[t]; ok && o.Limit > 0 {
+			n = o.Limit
+		}
+		sum += n
+		seen[t] = true
+	}
+	for t, o := range ov {
+		if !seen[t] {
+			sum += o.Limit
+		}
+	}
+	if sum >= MaxInFlight {
+		return fmt.Errorf("limits with live overrides add up to %d lanes, at or over the SQS FIFO in-flight quota of %d", sum, MaxInFlight)
+	}
+	return nil
+}
+
+// Get returns the effective configuration of a type, or an error wrapping ErrUnknownType.
+func (r *Resolver) Get(ctx context.Context, typ string) (TypeConfig, error) {
+	ov, err := r.load(ctx)
+	if err != nil {
+		return TypeConfig{}, err
+	}
+	return r.merge(typ, ov)
+}
+
+func (r *Resolver) merge(typ string, ov map[string]Override) (TypeConfig, error) {
+	d := r.defaults
+	c := TypeConfig{Type: typ, MaxAttempts: d.DefaultMaxAttempts, StateMachineArn: d.StateMachineArn}
+	c.Strategy, _ = lane.ParseStrategy(d.Strategy) // checked by Validate
+	switch n, ok := d.Limits[typ]; {
+	case ok:
+		c.Limit, c.Source = n, "default"
+	case d.FallbackLimit > 0:
+		c.Limit, c.Source = d.FallbackLimit, "fallback"
+	}
+	if n, ok := d.MaxAttempts[typ]; ok {
+		c.MaxAttempts = n
+	}
+	if o, ok := ov[typ]; ok {
+		if o.Limit > 0 {
+			c.Limit, c.Source = o.Limit, "override"
+		}
+		if o.MaxAttempts > 0 {
+			c.MaxAttempts = o.MaxAttempts
+		}
+		if o.StateMachineArn != "" {
+			c.StateMachineArn = o.StateMachineArn
+		}
+		if o.Strategy != "" {
+			c.Strategy, _ = lane.ParseStrategy(o.Strategy) // checked by Validate
+		}
+	}
+	if c.Limit == 0 {
+		return TypeConfig{}, fmt.Errorf("type %s: %w", typ, ErrUnknownType)
+	}
+	return c, nil
+}
+
+// MaxAttempts returns a type's attempts per job, whether or not the type has a limit (a type may
+// have lost its limit while its jobs still run).
+func (r *Resolver) MaxAttempts(ctx context.Context, typ string) int {
+	c, err := r.Get(ctx, typ)
+	if err == nil {
+		return c.MaxAttempts
+	}
+	n := r.defaults.DefaultMaxAttempts
+	if v, ok := r.defaults.MaxAttempts[typ]; ok {
+		n = v
+	}
+	if ov, err := r.load(ctx); err == nil {
+		if o, ok := ov[typ]; ok && o.MaxAttempts > 0 {
+			n = o.MaxAttempts
+		}
+	}
+	return n
+}
+
+// All returns the effective configuration of every type that has a default or an override, sorted.
+func (r *Resolver) All(ctx context.Context) ([]TypeConfig, error) {
+	ov, err := r.load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for t := range r.defaults.Limits {
+		seen[t] = true
+	}
+	for t := range ov {
+		seen[t] = true
+	}
+	var out []TypeConfig
+	for t := range seen {
+		if c, err := r.merge(t, ov); err == nil {
+			out = append(out, c)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Type < out[j].Type })
+	return out, nil
+}
+
+// Invalidate forgets cached overrides, so the next Get reads the table.
+func (r *Resolver) Invalidate() {
+	r.mu.Lock()
+	r.overrides = nil
+	r.mu.Unlock()
+}

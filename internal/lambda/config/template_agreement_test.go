@@ -1,0 +1,114 @@
+package config_test
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
+	"github.com/sfnlimit/sfnlimit/internal/tools/cfntemplate"
+)
+
+// The template's AllowedPattern of TypeLimits and TypeMaxAttempts and the code that reads them at
+// cold start (FromEnv) accept the same strings: a value CloudFormation deploys must not make every
+// function fail at cold start, and the code must not accept what the template documents as refused.
+// Each candidate goes through both; both must give the table's answer.
+func TestTypeParametersAgreeWithTheCode(t *testing.T) {
+	tpl, err := cfntemplate.Load(filepath.Join("..", "..", "..", "template.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	maxType := strings.Repeat("a", 40)
+	tests := []struct {
+		param, env string
+		give       string
+		want       bool
+	}{
+		{"TypeLimits", "TYPE_LIMITS", "", true},
+		{"TypeLimits", "TYPE_LIMITS", "demo=5", true},
+		{"TypeLimits", "TYPE_LIMITS", "payments=50,reports=5", true},
+		{"TypeLimits", "TYPE_LIMITS", "monthly_reports_v2=1", true},
+		{"TypeLimits", "TYPE_LIMITS", "A1=7,b=99999", true},
+		{"TypeLimits", "TYPE_LIMITS", maxType + "=1", true},
+		{"TypeLimits", "TYPE_LIMITS", "big=119999", true},
+		{"TypeLimits", "TYPE_LIMITS", "big=100000", true},
+		{"TypeLimits", "TYPE_LIMITS", "my-type=5", false}, // a type cannot contain "-" (lanes are "{type}-{lane}")
+		{"TypeLimits", "TYPE_LIMITS", "demo=0", false},
+		{"TypeLimits", "TYPE_LIMITS", "demo=05", false},
+		{"TypeLimits", "TYPE_LIMITS", "demo=-1", false},
+		{"TypeLimits", "TYPE_LIMITS", "demo=1.5", false},
+		{"TypeLimits", "TYPE_LIMITS", "big=120000", false}, // the FIFO in-flight quota
+		{"TypeLimits", "TYPE_LIMITS", "big=999999", false},
+		{"TypeLimits", "TYPE_LIMITS", "big=1000000", false},
+		{"TypeLimits", "TYPE_LIMITS", maxType + "a=1", false},
+		{"TypeLimits", "TYPE_LIMITS", "pay.ments=5", false},
+		{"TypeLimits", "TYPE_LIMITS", "demo", false},
+		{"TypeLimits", "TYPE_LIMITS", "demo=", false},
+		{"TypeLimits", "TYPE_LIMITS", "=5", false},
+		{"TypeLimits", "TYPE_LIMITS", "demo=5,", false},
+		{"TypeLimits", "TYPE_LIMITS", ",demo=5", false},
+		{"TypeLimits", "TYPE_LIMITS", "a=1,,b=2", false},
+		{"TypeLimits", "TYPE_LIMITS", " demo=5", false},
+		{"TypeLimits", "TYPE_LIMITS", "demo = 5", false},
+		{"TypeLimits", "TYPE_LIMITS", "a=1, b=2", false},
+		{"TypeLimits", "TYPE_LIMITS", "demo=5;x=1", false},
+		{"TypeLimits", "TYPE_LIMITS", "demo:5", false},
+		{"TypeLimits", "TYPE_LIMITS", "demo=1=2", false},
+
+		{"TypeMaxAttempts", "TYPE_MAX_ATTEMPTS", "", true},
+		{"TypeMaxAttempts", "TYPE_MAX_ATTEMPTS", "payments=5", true},
+		{"TypeMaxAttempts", "TYPE_MAX_ATTEMPTS", "payments=1,reports=999", true},
+		{"TypeMaxAttempts", "TYPE_MAX_ATTEMPTS", "payments=0", false},
+		{"TypeMaxAttempts", "TYPE_MAX_ATTEMPTS", "payments=00", false},
+		{"TypeMaxAttempts", "TYPE_MAX_ATTEMPTS", "payments=007", false},
+		{"TypeMaxAttempts", "TYPE_MAX_ATTEMPTS", "payments=1000", false},
+		{"TypeMaxAttempts", "TYPE_MAX_ATTEMPTS", "my-type=3", false},
+		{"TypeMaxAttempts", "TYPE_MAX_ATTEMPTS", "payments=3,", false},
+		{"TypeMaxAttempts", "TYPE_MAX_ATTEMPTS", "payments = 3", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.param+"="+tt.give, func(t *testing.T) {
+			p, ok := tpl.Parameter(tt.param)
+			if !ok {
+				t.Fatalf("template.yaml has no parameter %s", tt.param)
+			}
+			tplErr := p.Check(tt.give)
+			_, _, codeErr := config.FromEnv(func(k string) string {
+				if k == tt.env {
+					return tt.give
+				}
+				return ""
+			})
+			if (tplErr == nil) != tt.want {
+				t.Errorf("template %s accepts %q: %v (%v), want %v", tt.param, tt.give, tplErr == nil, tplErr, tt.want)
+			}
+			if (codeErr == nil) != tt.want {
+				t.Errorf("code (%s) accepts %q: %v (%v), want %v", tt.env, tt.give, codeErr == nil, codeErr, tt.want)
+			}
+		})
+	}
+}
+
+// What a pattern cannot see: a type listed twice, and limits that only together reach the FIFO
+// in-flight quota. The template accepts these and the functions refuse them at cold start; the
+// README says so. The test keeps the list honest: if the code starts accepting one, it moves up.
+func TestTypeLimitsThePatternCannotSee(t *testing.T) {
+	tpl, err := cfntemplate.Load(filepath.Join("..", "..", "..", "template.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := tpl.Parameter("TypeLimits")
+	for _, give := range []string{"a=1,a=2", "a=100000,b=20000"} {
+		if err := p.Check(give); err != nil {
+			t.Errorf("template TypeLimits refuses %q (%v): it can see it after all, move it to the agreement table", give, err)
+		}
+		if _, _, err := config.FromEnv(func(k string) string {
+			if k == "TYPE_LIMITS" {
+				return give
+			}
+			return ""
+		}); err == nil {
+			t.Errorf("code accepts TYPE_LIMITS=%q, want it refused at cold start", give)
+		}
+	}
+}

@@ -1,0 +1,471 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
+	"github.com/sfnlimit/sfnlimit/internal/tools/fakes"
+	"github.com/sfnlimit/sfnlimit/internal/tools/testmoto"
+)
+
+// endpointEnv names a loopback DynamoDB (moto, for example) to run these tests against as well as
+// the in-memory table: SFNLIMIT_TEST_DYNAMODB_ENDPOINT=http://127.0.0.1:5000 go test
+// ./internal/lambda/lease/
+const endpointEnv = "SFNLIMIT_TEST_DYNAMODB_ENDPOINT"
+
+// table is what the tests need of a DynamoDB client; both the SDK client and the fake have it.
+type table interface {
+	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	DeleteItem(context.Context, *dynamodb.DeleteItemInput, ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+	Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	Scan(context.Context, *dynamodb.ScanInput, ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+}
+
+type backend struct {
+	name string
+	open func(t *testing.T) (table, string)
+}
+
+// backends returns the in-memory table, and a real (emulated) DynamoDB when endpointEnv names one.
+func backends(t *testing.T) []backend {
+	t.Helper()
+	bs := []backend{{"memory", func(t *testing.T) (table, string) {
+		db := fakes.NewDynamoDB("leases")
+		db.PageSize = 2 // several pages for ListType and All
+		return db, "leases"
+	}}}
+	ep := os.Getenv(endpointEnv)
+	if ep == "" {
+		return bs
+	}
+	u, err := url.Parse(ep)
+	if err != nil || !isLoopback(u.Hostname()) {
+		t.Fatalf("%s=%q: only a loopback endpoint is allowed", endpointEnv, ep)
+	}
+	client := testmoto.Client(ep)
+	return append(bs, backend{"dynamodb", func(t *testing.T) (table, string) {
+		return client, testmoto.Table(t, client, "lease-test")
+	}})
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// forEachBackend runs f as a subtest on every backend.
+func forEachBackend(t *testing.T, f func(t *testing.T, db table, name string, s *lease.Store)) {
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			db, name := b.open(t)
+			f(t, db, name, lease.NewStore(db, name))
+		})
+	}
+}
+
+func sample(typ string, ln int) lease.Lease {
+	return lease.Lease{
+		Type: typ, Lane: ln, JobID: "r-1001", MessageID: "4f1c7b9e-8e1a-4c4d-9a51-0d2f7c1b2a10",
+		ReceiptHandle: "AQEBzbVv1-first", Attempt: 1, Status: lease.Starting,
+		StartedAt:   time.Date(2025, 3, 14, 9, 26, 53, 589000000, time.UTC),
+		SubmittedAt: time.Date(2025, 3, 14, 9, 26, 50, 0, time.UTC),
+	}
+}
+
+func TestStoreGetMissingLane(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, _ table, _ string, s *lease.Store) {
+		got, err := s.Get(context.Background(), lease.Key{Type: "reports", Lane: 1})
+		if err != nil || got != nil {
+			t.Fatalf("Get(free lane) = %+v, %v, want nil, nil", got, err)
+		}
+	})
+}
+
+func TestStoreRoundTrip(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, _ table, _ string, s *lease.Store) {
+		ctx := context.Background()
+		give := sample("reports", 3)
+		give.Status, give.ExecutionArn = lease.Running, "arn:aws:states:us-east-1:123456789012:execution:sfnlimit-sample:reports-r-1001-1"
+		before := time.Now().UTC()
+		written, err := s.Put(ctx, give, nil)
+		after := time.Now().UTC()
+		if err != nil {
+			t.Fatalf("Put(free lane) = %v", err)
+		}
+		if written.Version != 1 {
+			t.Errorf("Put(free lane).Version = %d, want 1", written.Version)
+		}
+		if written.UpdatedAt.Before(before) || written.UpdatedAt.After(after) {
+			t.Errorf("Put(free lane).UpdatedAt = %v, want between %v and %v", written.UpdatedAt, before, after)
+		}
+		got, err := s.Get(ctx, give.Key())
+		if err != nil || got == nil {
+			t.Fatalf("Get(after Put) = %v, %v, want the lease", got, err)
+		}
+		if !sameLease(*got, written) {
+			t.Errorf("Get(after Put) = %+v, want %+v", *got, written)
+		}
+	})
+}
+
+// sameLease compares leases field by field, times by instant.
+func sameLease(a, b lease.Lease) bool {
+	ta := []time.Time{a.StartedAt, a.UpdatedAt, a.SubmittedAt}
+	tb := []time.Time{b.StartedAt, b.UpdatedAt, b.SubmittedAt}
+	for i := range ta {
+		if !ta[i].Equal(tb[i]) {
+			return false
+		}
+	}
+	a.StartedAt, a.UpdatedAt, a.SubmittedAt = time.Time{}, time.Time{}, time.Time{}
+	b.StartedAt, b.UpdatedAt, b.SubmittedAt = time.Time{}, time.Time{}, time.Time{}
+	return a == b
+}
+
+func TestStorePut(t *testing.T) {
+	key := lease.Key{Type: "reports", Lane: 2}
+	tests := []struct {
+		name string
+		// setup writes the lane's history and returns the prev the Put under test passes.
+		setup       func(t *testing.T, s *lease.Store) *lease.Lease
+		give        lease.Lease
+		wantVersion int64
+		wantErr     error // nil, lease.ErrConflict, or errAny
+	}{
+		{
+			name:        "free lane, prev nil",
+			setup:       func(*testing.T, *lease.Store) *lease.Lease { return nil },
+			give:        sample("reports", 2),
+			wantVersion: 1,
+		},
+		{
+			name: "held lane, prev nil",
+			setup: func(t *testing.T, s *lease.Store) *lease.Lease {
+				mustPut(t, s, sample("reports", 2), nil)
+				return nil
+			},
+			give:    withJob(sample("reports", 2), "r-2002"),
+			wantErr: lease.ErrConflict,
+		},
+		{
+			name: "current prev",
+			setup: func(t *testing.T, s *lease.Store) *lease.Lease {
+				l := mustPut(t, s, sample("reports", 2), nil)
+				return &l
+			},
+			give:        withStatus(sample("reports", 2), lease.Running),
+			wantVersion: 2,
+		},
+		{
+			name: "stale prev",
+			setup: func(t *testing.T, s *lease.Store) *lease.Lease {
+				v1 := mustPut(t, s, sample("reports", 2), nil)
+				mustPut(t, s, withStatus(v1, lease.Running), &v1)
+				return &v1
+			},
+			give:    withStatus(sample("reports", 2), lease.Retrying),
+			wantErr: lease.ErrConflict,
+		},
+		{
+			name: "prev deleted meanwhile",
+			setup: func(t *testing.T, s *lease.Store) *lease.Lease {
+				v1 := mustPut(t, s, sample("reports", 2), nil)
+				if err := s.Delete(context.Background(), v1); err != nil {
+					t.Fatal(err)
+				}
+				return &v1
+			},
+			give:    withStatus(sample("reports", 2), lease.Running),
+			wantErr: lease.ErrConflict,
+		},
+		{
+			name: "prev of another lane",
+			setup: func(t *testing.T, s *lease.Store) *lease.Lease {
+				other := mustPut(t, s, sample("reports", 7), nil)
+				return &other
+			},
+			give:    sample("reports", 2),
+			wantErr: errAny,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			forEachBackend(t, func(t *testing.T, _ table, _ string, s *lease.Store) {
+				ctx := context.Background()
+				prev := tt.setup(t, s)
+				before, _ := s.Get(ctx, key)
+				got, err := s.Put(ctx, tt.give, prev)
+				switch {
+				case tt.wantErr == nil && err != nil:
+					t.Fatalf("Put() = %v, want no error", err)
+				case tt.wantErr == lease.ErrConflict && !errors.Is(err, lease.ErrConflict):
+					t.Fatalf("Put() = %v, want an error wrapping lease.ErrConflict", err)
+				case tt.wantErr == errAny && (err == nil || errors.Is(err, lease.ErrConflict)):
+					t.Fatalf("Put() = %v, want an error that is not lease.ErrConflict", err)
+				}
+				after, gerr := s.Get(ctx, key)
+				if gerr != nil {
+					t.Fatal(gerr)
+				}
+				if err != nil {
+					// A refused write leaves the lane as it was.
+					if (before == nil) != (after == nil) || (before != nil && !sameLease(*before, *after)) {
+						t.Errorf("lane after a refused Put = %+v, want unchanged %+v", after, before)
+					}
+					return
+				}
+				if got.Version != tt.wantVersion {
+					t.Errorf("Put().Version = %d, want %d", got.Version, tt.wantVersion)
+				}
+				if after == nil || !sameLease(*after, got) {
+					t.Errorf("Get() after Put = %+v, want %+v", after, got)
+				}
+			})
+		})
+	}
+}
+
+var errAny = errors.New("any error but a conflict")
+
+func withJob(l lease.Lease, id string) lease.Lease          { l.JobID = id; return l }
+func withStatus(l lease.Lease, st lease.Status) lease.Lease { l.Status = st; return l }
+
+func mustPut(t *testing.T, s *lease.Store, next lease.Lease, prev *lease.Lease) lease.Lease {
+	t.Helper()
+	l, err := s.Put(context.Background(), next, prev)
+	if err != nil {
+		t.Fatalf("Put(%s) = %v", next.Key(), err)
+	}
+	return l
+}
+
+func TestStoreDelete(t *testing.T) {
+	tests := []struct {
+		name      string
+		setup     func(t *testing.T, s *lease.Store) lease.Lease // returns the lease to delete
+		wantErr   bool
+		wantLeft  bool // the lane still has a lease afterwards
+		wantLeftV int64
+	}{
+		{
+			name:  "current version",
+			setup: func(t *testing.T, s *lease.Store) lease.Lease { return mustPut(t, s, sample("reports", 1), nil) },
+		},
+		{
+			name: "stale version",
+			setup: func(t *testing.T, s *lease.Store) lease.Lease {
+				v1 := mustPut(t, s, sample("reports", 1), nil)
+				next := v1
+				next.ReceiptHandle = "AQEBzbVv1-second"
+				mustPut(t, s, next, &v1)
+				return v1
+			},
+			wantErr: true, wantLeft: true, wantLeftV: 2,
+		},
+		{
+			name: "already deleted",
+			setup: func(t *testing.T, s *lease.Store) lease.Lease {
+				v1 := mustPut(t, s, sample("reports", 1), nil)
+				if err := s.Delete(context.Background(), v1); err != nil {
+					t.Fatal(err)
+				}
+				return v1
+			},
+			wantErr: true,
+		},
+		{
+			name: "never written",
+			setup: func(*testing.T, *lease.Store) lease.Lease {
+				l := sample("reports", 1)
+				l.Version = 1
+				return l
+			},
+			wantErr: true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			forEachBackend(t, func(t *testing.T, _ table, _ string, s *lease.Store) {
+				ctx := context.Background()
+				give := tt.setup(t, s)
+				err := s.Delete(ctx, give)
+				if tt.wantErr != errors.Is(err, lease.ErrConflict) || (!tt.wantErr && err != nil) {
+					t.Fatalf("Delete(version %d) = %v, want conflict %v", give.Version, err, tt.wantErr)
+				}
+				left, gerr := s.Get(ctx, give.Key())
+				if gerr != nil {
+					t.Fatal(gerr)
+				}
+				if (left != nil) != tt.wantLeft {
+					t.Fatalf("Get() after Delete = %+v, want a lease left: %v", left, tt.wantLeft)
+				}
+				if left != nil && left.Version != tt.wantLeftV {
+					t.Errorf("version left after Delete = %d, want %d", left.Version, tt.wantLeftV)
+				}
+			})
+		})
+	}
+}
+
+func TestStoreVersionsIncrement(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, _ table, _ string, s *lease.Store) {
+		ctx := context.Background()
+		l := mustPut(t, s, sample("payments", 4), nil)
+		statuses := []lease.Status{lease.Running, lease.Running, lease.Retrying, lease.Starting, lease.Running}
+		for i, st := range statuses {
+			next := l
+			next.Status = st
+			next.ReceiptHandle = fmt.Sprintf("AQEBhandle-%d", i+2)
+			var err error
+			if l, err = s.Put(ctx, next, &l); err != nil {
+				t.Fatalf("Put #%d = %v", i+2, err)
+			}
+			if l.Version != int64(i+2) {
+				t.Fatalf("Put #%d version = %d, want %d", i+2, l.Version, i+2)
+			}
+			got, err := s.Get(ctx, l.Key())
+			if err != nil || got == nil || got.Version != l.Version || got.ReceiptHandle != next.ReceiptHandle {
+				t.Fatalf("Get() after Put #%d = %+v, %v, want version %d handle %s", i+2, got, err, l.Version, next.ReceiptHandle)
+			}
+		}
+	})
+}
+
+func TestStoreConcurrentClaimsOneWins(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, _ table, _ string, s *lease.Store) {
+		const n = 8
+		var wg sync.WaitGroup
+		errs := make([]error, n)
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, errs[i] = s.Put(context.Background(), withJob(sample("reports", 1), fmt.Sprintf("r-%d", i)), nil)
+			}()
+		}
+		wg.Wait()
+		won := 0
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				won++
+			case !errors.Is(err, lease.ErrConflict):
+				t.Errorf("claim %d = %v, want nil or lease.ErrConflict", i, err)
+			}
+		}
+		if won != 1 {
+			t.Errorf("claims won = %d, want 1", won)
+		}
+	})
+}
+
+func TestStoreListTypeAndAll(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db table, name string, s *lease.Store) {
+		ctx := context.Background()
+		for _, k := range []lease.Key{{"reports", 10}, {"reports", 2}, {"payments", 1}, {"reports", 1}, {"payments", 3}} {
+			mustPut(t, s, sample(k.Type, k.Lane), nil)
+		}
+		// Live config shares the table and must not be taken for a lease.
+		if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &name, Item: map[string]types.AttributeValue{
+			"pk": &types.AttributeValueMemberS{Value: "CONFIG"}, "sk": &types.AttributeValueMemberS{Value: "TYPE#reports"},
+			"limit": &types.AttributeValueMemberN{Value: "5"},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.ListType(ctx, "reports")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if keys := keysOf(got); keys != "reports-1 reports-2 reports-10" {
+			t.Errorf("ListType(reports) = %s, want reports-1 reports-2 reports-10", keys)
+		}
+		all, err := s.All(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(all) != 5 {
+			t.Errorf("All() = %s, want the 5 leases and no config item", keysOf(all))
+		}
+		for _, l := range all {
+			if l.Type == "" || l.Lane == 0 || l.JobID != "r-1001" {
+				t.Errorf("All() lease %+v lacks its fields", l)
+			}
+		}
+	})
+}
+
+func keysOf(ls []lease.Lease) string {
+	var ks []string
+	for _, l := range ls {
+		ks = append(ks, l.Key().String())
+	}
+	return strings.Join(ks, " ")
+}
+
+func TestStoreAllRecoversTypeOfHandWrittenItem(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db table, name string, s *lease.Store) {
+		ctx := context.Background()
+		if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &name, Item: map[string]types.AttributeValue{
+			"pk": &types.AttributeValueMemberS{Value: "LEASE#reports"}, "sk": &types.AttributeValueMemberS{Value: "LANE#000003"},
+			"jobId": &types.AttributeValueMemberS{Value: "r-0042"}, "version": &types.AttributeValueMemberN{Value: "1"},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		all, err := s.All(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(all) != 1 || all[0].Type != "reports" || all[0].JobID != "r-0042" {
+			t.Errorf("All() = %+v, want one lease of type reports for job r-0042", all)
+		}
+	})
+}
+
+func TestStoreErrorsAreNotConflicts(t *testing.T) {
+	throttled := fakes.APIError("ProvisionedThroughputExceededException", "The level of configured provisioned throughput for the table was exceeded")
+	db := fakes.NewDynamoDB("leases")
+	s := lease.NewStore(db, "leases")
+	ctx := context.Background()
+	l := mustPut(t, s, sample("reports", 1), nil)
+	db.OnCall = func(string) error { return throttled }
+
+	calls := []struct {
+		name string
+		call func() error
+	}{
+		{"Get", func() error { _, err := s.Get(ctx, l.Key()); return err }},
+		{"Put", func() error { _, err := s.Put(ctx, l, &l); return err }},
+		{"Delete", func() error { return s.Delete(ctx, l) }},
+		{"ListType", func() error { _, err := s.ListType(ctx, "reports"); return err }},
+		{"All", func() error { _, err := s.All(ctx); return err }},
+	}
+	for _, c := range calls {
+		t.Run(c.name, func(t *testing.T) {
+			err := c.call()
+			var ae smithy.APIError
+			if !errors.As(err, &ae) || ae.ErrorCode() != "ProvisionedThroughputExceededException" {
+				t.Errorf("%s() = %v, want the service error wrapped", c.name, err)
+			}
+			if errors.Is(err, lease.ErrConflict) {
+				t.Errorf("%s() = %v, want it not taken for a conflict", c.name, err)
+			}
+		})
+	}
+}

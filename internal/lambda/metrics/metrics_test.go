@@ -1,0 +1,98 @@
+package metrics_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
+)
+
+// Each line is valid EMF: its metric names are declared under the namespace with the Type
+// dimension and the dimensionless total, and the values are there.
+func TestFlushWritesEMF(t *testing.T) {
+	var buf bytes.Buffer
+	r := metrics.New(&buf, "sfnlimit-test")
+	r.Add("payments", metrics.JobsStarted, 1)
+	r.Add("payments", metrics.JobsStarted, 2)
+	r.Add("", metrics.JobsRejected, 1)
+	for i := range 250 {
+		r.Observe("payments", metrics.StartLatency, float64(i))
+	}
+	if err := r.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	lines := 0
+	sc := bufio.NewScanner(&buf)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		lines++
+		var doc struct {
+			AWS struct {
+				Timestamp         int64
+				CloudWatchMetrics []struct {
+					Namespace  string
+					Dimensions [][]string
+					Metrics    []struct{ Name, Unit string }
+				}
+			} `json:"_aws"`
+			Type string
+		}
+		raw := map[string]json.RawMessage{}
+		if err := json.Unmarshal(sc.Bytes(), &doc); err != nil || json.Unmarshal(sc.Bytes(), &raw) != nil {
+			t.Fatalf("line %q is not JSON: %v", sc.Text(), err)
+		}
+		d := doc.AWS.CloudWatchMetrics[0]
+		if d.Namespace != "sfnlimit-test" || doc.AWS.Timestamp == 0 || len(d.Dimensions) != 2 || d.Dimensions[0][0] != "Type" || len(d.Dimensions[1]) != 0 {
+			t.Errorf("line %s: want namespace, timestamp and dimension sets [[Type] []]", sc.Text())
+		}
+		for _, m := range d.Metrics {
+			if _, ok := raw[m.Name]; !ok {
+				t.Errorf("metric %s declared but has no value in %s", m.Name, sc.Text())
+			}
+			if m.Name == metrics.StartLatency && m.Unit != "Milliseconds" {
+				t.Errorf("StartLatency unit = %s, want Milliseconds", m.Unit)
+			}
+			var vs []float64
+			if json.Unmarshal(raw[m.Name], &vs) == nil && len(vs) > 100 {
+				t.Errorf("metric %s has %d values in one line; EMF takes at most 100", m.Name, len(vs))
+			}
+		}
+	}
+	// payments counts, (none) counts, and 250 latency samples in 3 lines of at most 100.
+	if lines != 5 {
+		t.Errorf("lines = %d, want 5", lines)
+	}
+}
+
+// The collector adds EMF lines up as CloudWatch would.
+func TestCollectorSums(t *testing.T) {
+	c := metrics.NewCollector()
+	r := metrics.New(c, "")
+	r.Add("a", metrics.JobsSucceeded, 2)
+	r.Add("b", metrics.JobsSucceeded, 3)
+	r.Observe("a", metrics.StartLatency, 10)
+	r.Observe("a", metrics.StartLatency, 30)
+	if err := r.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	r.Add("a", metrics.JobsSucceeded, 1)
+	_ = r.Flush()
+	_ = r.Flush() // nothing new: writes nothing
+	c.Write([]byte("not json\n{\"no\":\"emf\"}\n"))
+	if got := c.Sum("a", metrics.JobsSucceeded); got != 3 {
+		t.Errorf("Sum(a, JobsSucceeded) = %v, want 3", got)
+	}
+	if got := c.Sum("", metrics.JobsSucceeded); got != 6 {
+		t.Errorf("Sum(all, JobsSucceeded) = %v, want 6", got)
+	}
+	if got := c.Samples("a", metrics.StartLatency); len(got) != 2 || got[0]+got[1] != 40 {
+		t.Errorf("Samples(a, StartLatency) = %v, want [10 30]", got)
+	}
+	var nilRec *metrics.Recorder
+	nilRec.Add("a", metrics.JobsStarted, 1) // a nil recorder records nothing and does not panic
+	if err := nilRec.Flush(); err != nil {
+		t.Errorf("nil Flush() = %v", err)
+	}
+}

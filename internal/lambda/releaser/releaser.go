@@ -1,0 +1,404 @@
+// Package releaser frees a lane when its job's execution ends: on success it deletes the job's message
+// with the latest receipt handle; on failure it makes the message visible again for another attempt,
+// or, when attempts are exhausted, dead-letters the job and deletes the message. The lease goes last.
+// A release is idempotent: a second release of the same job attempt finds nothing left to do.
+package releaser
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/smithy-go"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/deadletter"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/waitroom"
+)
+
+// Outcome is how an attempt ended.
+type Outcome string
+
+const (
+	Succeeded Outcome = "succeeded"
+	Failed    Outcome = "failed"
+	// Aborted is an execution stopped from outside: an operator's decision, so it is not retried.
+	Aborted Outcome = "aborted"
+)
+
+// Reasons on dead letters written by the releaser.
+const (
+	ReasonAborted = "aborted"
+)
+
+// Request asks to release one job attempt's lane.
+type Request struct {
+	Key     lease.Key
+	JobID   string
+	Redrive int
+	Attempt int
+	Outcome Outcome
+	Error   string
+	Cause   string
+	Source  string // workflow, status-event, sweep, starter
+}
+
+// Result says what a release did.
+type Result string
+
+const (
+	Deleted      Result = "deleted"       // succeeded: message and lease removed
+	Retried      Result = "retried"       // failed with attempts left: message visible again
+	DeadLettered Result = "dead-lettered" // failed for good: job on the dead-letter queue
+	Noop         Result = "noop"          // nothing to release (already released, or another attempt holds the lane)
+)
+
+type leaseStore interface {
+	Get(ctx context.Context, k lease.Key) (*lease.Lease, error)
+	Put(ctx context.Context, next lease.Lease, prev *lease.Lease) (lease.Lease, error)
+	Delete(ctx context.Context, prev lease.Lease) error
+}
+
+type queueAPI interface {
+	DeleteMessage(context.Context, *sqs.DeleteMessageInput, ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
+	ChangeMessageVisibility(context.Context, *sqs.ChangeMessageVisibilityInput, ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
+}
+
+type describer interface {
+	DescribeExecution(context.Context, *sfn.DescribeExecutionInput, ...func(*sfn.Options)) (*sfn.DescribeExecutionOutput, error)
+}
+
+type configGetter interface {
+	Get(ctx context.Context, typ string) (config.TypeConfig, error)
+	All(ctx context.Context) ([]config.TypeConfig, error)
+	MaxAttempts(ctx context.Context, typ string) int
+}
+
+type deadLetterer interface {
+	Send(ctx context.Context, e deadletter.Entry) error
+}
+
+// Service releases lanes.
+type Service struct {
+	Leases   leaseStore
+	Queue    queueAPI
+	QueueURL string
+	SFN      describer
+	Config   configGetter
+	DLQ      deadLetterer
+	// WaitRoom holds first-free jobs parked while every lane was taken: a release that frees a
+	// lane wakes the oldest.
+	WaitRoom parkedJobs
+	Log      *slog.Logger
+	// Now is the clock leases are judged by (time.Now when nil).
+	Now func() time.Time
+	// Metrics receives JobsSucceeded, JobsRetried and JobsDeadLettered per type (nil: none). Whoever
+	// invokes the service flushes it.
+	Metrics *metrics.Recorder
+}
+
+// parkedJobs hands out the oldest parked job of a type (internal/lambda/waitroom), removing its
+// record.
+type parkedJobs interface {
+	Take(ctx context.Context, typ string) (*waitroom.Waiter, error)
+}
+
+// maxRounds bounds how often a release re-reads a lease that changed under it (the starter refreshing
+// the receipt handle of a redelivered message).
+const maxRounds = 5
+
+// Release carries out req. It returns an error only when the release could not be completed and
+// should be retried by its caller.
+func (s *Service) Release(ctx context.Context, req Request) (Result, error) {
+	log := s.Log.With("jobId", req.JobID, "type", req.Key.Type, "lane", req.Key.Lane, "attempt", req.Attempt, "source", req.Source)
+	dead := false // the dead letter is sent at most once per call, however often the lease moves under us
+	for round := 0; round < maxRounds; round++ {
+		l, err := s.Leases.Get(ctx, req.Key)
+		if err != nil {
+			return "", err
+		}
+		// A bound lease has no execution yet: a release that finds one is a late one of an attempt
+		// made before the job came back to wait.
+		if l == nil || !l.Holds(req.JobID, req.Redrive) || l.Attempt != req.Attempt || l.Status == lease.Bound {
+			log.InfoContext(ctx, "nothing to release")
+			return Noop, nil
+		}
+		res, err := s.releaseLease(ctx, log, req, *l, &dead)
+		if errors.Is(err, lease.ErrConflict) || errors.Is(err, errStaleHandle) {
+			log.InfoContext(ctx, "lease changed during release; reading it again", "round", round+1)
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		log.InfoContext(ctx, "released", "result", res, "outcome", req.Outcome)
+		if res == Deleted || res == DeadLettered {
+			s.wake(ctx, log, req.Key.Type)
+		}
+
+		return res, nil
+	}
+	return "", fmt.Errorf("release job %s in lane %s: lease kept changing after %d rounds", req.JobID, req.Key, maxRounds)
+}
+
+var errStaleHandle = errors.New("receipt handle is stale")
+
+// Wake wakes the oldest parked waiting group of typ, as a release does, for a lane freed by someone
+// else: the starter, when it drops a claim or dead-letters a job whose start was refused.
+func (s *Service) Wake(ctx context.Context, typ string) {
+	s.wake(ctx, s.Log.With("type", typ, "source", "starter"), typ)
+}
+
+// wake makes the oldest parked job of a type visible again, so the starter binds it to the lane
+// this release freed. A failure only delays that job: it looks again by itself after
+// waitroom.ParkFor.
+func (s *Service) wake(ctx context.Context, log *slog.Logger, typ string) {
+	if s.WaitRoom == nil {
+		return
+	}
+	for range 3 {
+		w, err := s.WaitRoom.Take(ctx, typ)
+		if err != nil {
+			log.WarnContext(ctx, "parked jobs not read; a parked job looks again within a minute", "error", err)
+			return
+		}
+		if w == nil {
+			return
+		}
+		_, err = s.Queue.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
+			QueueUrl: &s.QueueURL, ReceiptHandle: &w.ReceiptHandle, VisibilityTimeout: 0,
+		})
+		if err == nil {
+			log.InfoContext(ctx, "woke a parked job for the freed lane", "parkedJobId", w.JobID, "parkedMs", s.now().Sub(w.ParkedAt).Milliseconds())
+			s.Metrics.Add(typ, metrics.JobsWoken, 1)
+			return
+		}
+		if !IsStaleHandle(err) {
+			log.WarnContext(ctx, "parked job not woken; it looks again within a minute", "parkedJobId", w.JobID, "error", err)
+			return
+		}
+		// Its message was received again (it is being bound, or parked anew): the next one.
+	}
+}
+
+func (s *Service) releaseLease(ctx context.Context, log *slog.Logger, req Request, l lease.Lease, dead *bool) (Result, error) {
+	if req.Outcome == Succeeded {
+		if l.Status == lease.Retrying || l.Status == lease.DeadLettering {
+			return Noop, nil // a failure of this attempt was already acted on
+		}
+		if err := s.deleteMessage(ctx, l); err != nil {
+			return "", err
+		}
+		if err := s.Leases.Delete(ctx, l); err != nil {
+			return "", err
+		}
+		s.Metrics.Add(req.Key.Type, metrics.JobsSucceeded, 1)
+		return Deleted, nil
+	}
+
+	if l.Status == lease.Retrying {
+		// Decided before, perhaps interrupted before the message was made visible: finish it.
+		return Retried, s.makeVisible(ctx, l)
+	}
+	if l.Status == lease.DeadLettering {
+		if !*dead && s.now().Sub(l.UpdatedAt) < DeadLetterTakeover {
+			// Another release of this attempt (workflow, status event, sweep, starter) won the
+			// dead-lettering and sends the dead letter: one dead letter, not two.
+			log.InfoContext(ctx, "another release is dead-lettering this job")
+			return Noop, nil
+		}
+		// Ours, re-read after the lease moved under us; or left by a release that stopped before it
+		// finished, which may or may not have sent the dead letter: finish it (at least once).
+		return s.deadLetter(ctx, log, req, l, dead, "")
+	}
+	maxAttempts := s.Config.MaxAttempts(ctx, req.Key.Type)
+	if req.Outcome == Failed && l.Attempt < maxAttempts {
+		next := l
+		next.Status = lease.Retrying
+		next.ExecutionArn = ""
+		written, err := s.Leases.Put(ctx, next, &l)
+		if err != nil {
+			return "", err
+		}
+		log.InfoContext(ctx, "attempt failed; job will run again", "error", req.Error, "maxAttempts", maxAttempts)
+		s.Metrics.Add(req.Key.Type, metrics.JobsRetried, 1)
+		return Retried, s.makeVisible(ctx, written)
+	}
+
+	// Attempts exhausted, or aborted. Several releases of one attempt may race (the workflow's step,
+	// the status event, the sweep, the starter): the conditional write elects the one that sends
+	// the dead letter; the others find the new status when they read the lease again.
+	//
+	// The dead letter's body is read first: it comes from the execution's input, and DescribeExecution
+	// may fail (it is eventually consistent, and throttled like any call). Failing before the status
+	// changes leaves the lease as it was, so this release's retry, or any other, goes on at once;
+	// failing after it would leave a dead-lettering lease every other release must leave alone until
+	// DeadLetterTakeover, with the lane held that long.
+	body, err := s.submission(ctx, l)
+	if err != nil {
+		return "", err
+	}
+	next := l
+	next.Status = lease.DeadLettering
+	written, err := s.Leases.Put(ctx, next, &l)
+	if err != nil {
+		return "", err
+	}
+	return s.deadLetter(ctx, log, req, written, dead, body)
+}
+
+// DeadLetterTakeover is how long a dead-lettering lease belongs to the release that wrote it: the
+// releaser function's timeout (template.yaml, Mappings.Timeouts.ReleaserFunction), after which that
+// invocation cannot still be running.
+const DeadLetterTakeover = 120 * time.Second
+
+func (s *Service) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+// deadLetter sends the dead letter of a lease in status dead-lettering (unless this call sent it
+// already), then deletes the job's message and the lease. body is the dead letter's body when the
+// caller has read it ("": read it here).
+func (s *Service) deadLetter(ctx context.Context, log *slog.Logger, req Request, l lease.Lease, dead *bool, body string) (Result, error) {
+	if !*dead {
+		reason := deadletter.ReasonAttemptsExhausted
+		if req.Outcome == Aborted {
+			reason = ReasonAborted
+		}
+		if body == "" {
+			var err error
+			if body, err = s.submission(ctx, l); err != nil {
+				return "", err
+			}
+		}
+		if err := s.DLQ.Send(ctx, deadletter.Entry{
+			Reason: reason, Source: "releaser", Type: l.Type, JobID: l.JobID, Attempt: l.Attempt,
+			Error: req.Error, Cause: req.Cause, Body: body,
+		}); err != nil {
+			return "", err
+		}
+		*dead = true
+		s.Metrics.Add(l.Type, metrics.JobsDeadLettered, 1)
+		log.WarnContext(ctx, "job dead-lettered", "reason", reason, "error", req.Error)
+	}
+	if err := s.deleteMessage(ctx, l); err != nil {
+		return "", err
+	}
+	return DeadLettered, s.Leases.Delete(ctx, l)
+}
+
+// ExecutionArnOf returns the ARN of the execution a lease's attempt runs (or ran, or would run):
+// the lease's own, or, for a lease written before claims recorded it, the one its deterministic
+// name gives on the state machine of the claim or else of the type's config. It is "" only when
+// neither is known (the type is no longer configured).
+func (s *Service) ExecutionArnOf(ctx context.Context, l lease.Lease) string {
+	if l.ExecutionArn != "" {
+		return l.ExecutionArn
+	}
+	sm := l.StateMachineArn
+	if sm == "" {
+		c, err := s.Config.Get(ctx, l.Type)
+		if err != nil {
+			return ""
+		}
+		sm = c.StateMachineArn
+	}
+	return job.ExecutionArn(sm, job.RunName(l.Type, l.JobID, l.Redrive, l.Attempt))
+}
+
+// submission rebuilds the job as a producer sent it, from its execution's input, so that a redrive
+// from the dead-letter queue runs the same job again.
+func (s *Service) submission(ctx context.Context, l lease.Lease) (string, error) {
+	arn := s.ExecutionArnOf(ctx, l)
+	if arn == "" {
+		// No state machine is known for the type any more: the dead letter names the job, and its
+		// input is lost. Only a lease of a type removed from config, written before claims recorded
+		// their execution, can get here.
+		b, _ := json.Marshal(job.Submission{Type: l.Type, ID: l.JobID, Redrive: l.Redrive + 1})
+		return string(b), nil
+	}
+	// The next redrive generation: a redriven job runs under names its earlier runs did not take.
+	fallback, _ := json.Marshal(job.Submission{Type: l.Type, ID: l.JobID, Redrive: l.Redrive + 1})
+	out, err := s.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: &arn})
+	if err != nil {
+		return "", fmt.Errorf("read input of execution %s to dead-letter job %s: %w", arn, l.JobID, err)
+	}
+	var in job.ExecutionInput
+	if out.Input == nil || json.Unmarshal([]byte(*out.Input), &in) != nil {
+		return string(fallback), nil
+	}
+	b, err := json.Marshal(job.Submission{Type: l.Type, ID: l.JobID, Input: in.Input, Redrive: l.Redrive + 1})
+	if err != nil {
+		return string(fallback), nil
+	}
+	return string(b), nil
+}
+
+func (s *Service) deleteMessage(ctx context.Context, l lease.Lease) error {
+	_, err := s.Queue.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &s.QueueURL, ReceiptHandle: &l.ReceiptHandle})
+	if err != nil && !IsStaleHandle(err) {
+		return fmt.Errorf("delete message of job %s: %w", l.JobID, err)
+	}
+	// A stale handle: either the message is gone or it was received again, in which case the
+	// receiver refreshed the lease and the conditional lease delete that follows fails and we retry.
+	return nil
+}
+
+func (s *Service) makeVisible(ctx context.Context, l lease.Lease) error {
+	_, err := s.Queue.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
+		QueueUrl: &s.QueueURL, ReceiptHandle: &l.ReceiptHandle, VisibilityTimeout: 0,
+	})
+	if err == nil {
+		return nil
+	}
+	if IsStaleHandle(err) {
+		// Not in flight with this handle: visible already, or received again (then the lease changed).
+		cur, gerr := s.Leases.Get(ctx, l.Key())
+		if gerr != nil {
+			return gerr
+		}
+		if cur != nil && cur.Version != l.Version && cur.JobID == l.JobID && cur.Status == lease.Retrying {
+			return errStaleHandle
+		}
+		return nil
+	}
+	return fmt.Errorf("make message of job %s visible again: %w", l.JobID, err)
+}
+
+// IsStaleHandle reports SQS's answers to a receipt handle that is no longer the message's current one.
+func IsStaleHandle(err error) bool {
+	var ae smithy.APIError
+	if !errors.As(err, &ae) {
+		return false
+	}
+	switch ae.ErrorCode() {
+	case "ReceiptHandleIsInvalid", "MessageNotInflight", "InvalidParameterValue",
+		"AWS.SimpleQueueService.MessageNotInflight", "AWS.SimpleQueueService.ReceiptHandleIsInvalid":
+		return true
+	}
+	return false
+}
+
+// OutcomeOf maps a closed execution's status to an outcome; ok is false while it still runs.
+func OutcomeOf(status string) (o Outcome, ok bool) {
+	switch status {
+	case "SUCCEEDED":
+		return Succeeded, true
+	case "FAILED", "TIMED_OUT":
+		return Failed, true
+	case "ABORTED":
+		return Aborted, true
+	}
+	return "", false
+}

@@ -1,0 +1,157 @@
+package releaser_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/releaser"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/waitroom"
+	"github.com/sfnlimit/sfnlimit/internal/tools/fakes"
+)
+
+// A release that frees a lane makes visible the parked waiting group of its type whose head was
+// submitted earliest, skipping records whose message was received again meanwhile; a release that
+// frees nothing wakes nobody.
+func TestReleaseWakesTheOldestParkedJob(t *testing.T) {
+	tests := []struct {
+		name   string
+		lease  lease.Lease
+		give   releaser.Request
+		parked []waitroom.Waiter
+		stale  map[string]bool // receipt handles SQS calls stale
+		want   []string        // handles made visible (timeout 0), in order
+	}{
+		{
+			name: "success wakes the oldest", lease: held("reports", 1, "r-1001", 1, lease.Running),
+			give: req("reports", 1, "r-1001", 1, releaser.Succeeded, "", ""),
+			parked: []waitroom.Waiter{
+				{Type: "reports", Group: "reports-w2", MessageID: "m-2", ReceiptHandle: "h-2", JobID: "w-2", SubmittedAt: t0.Add(2 * time.Second)},
+				{Type: "reports", Group: "reports-w1", MessageID: "m-1", ReceiptHandle: "h-1", JobID: "w-1", SubmittedAt: t0.Add(time.Second)},
+				{Type: "payments", Group: "payments-wp", MessageID: "m-p", ReceiptHandle: "h-p", JobID: "p-1", SubmittedAt: t0},
+			},
+			want: []string{"h-1"},
+		},
+		{
+			name: "a stale parked record is skipped", lease: held("reports", 1, "r-1001", 3, lease.Running),
+			give: req("reports", 1, "r-1001", 3, releaser.Failed, "JobFailed", "boom"),
+			parked: []waitroom.Waiter{
+				{Type: "reports", Group: "reports-w1", MessageID: "m-1", ReceiptHandle: "h-1", JobID: "w-1", SubmittedAt: t0.Add(time.Second)},
+				{Type: "reports", Group: "reports-w2", MessageID: "m-2", ReceiptHandle: "h-2", JobID: "w-2", SubmittedAt: t0.Add(2 * time.Second)},
+			},
+			stale: map[string]bool{"h-1": true},
+			want:  []string{"h-1", "h-2"},
+		},
+		{
+			name: "a retry keeps its lane and wakes nobody", lease: held("reports", 1, "r-1001", 1, lease.Running),
+			give: req("reports", 1, "r-1001", 1, releaser.Failed, "JobFailed", "boom"),
+			parked: []waitroom.Waiter{
+				{Type: "reports", Group: "reports-w1", MessageID: "m-1", ReceiptHandle: "h-1", JobID: "w-1", SubmittedAt: t0},
+			},
+			want: nil,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			r := newRig(t)
+			room := waitroom.NewStore(fakes.NewDynamoDB("table"), "table")
+			r.svc.WaitRoom = room
+			for _, w := range tt.parked {
+				if err := room.Park(ctx, w); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r.sqs.OnChangeVisibility = func(in *sqs.ChangeMessageVisibilityInput) error {
+				if tt.stale[*in.ReceiptHandle] {
+					return fakes.APIError("ReceiptHandleIsInvalid", "stale")
+				}
+				return nil
+			}
+			r.leases.Set(tt.lease)
+			r.sfn.Put(execution("reports", 1, "r-1001", tt.lease.Attempt, `{}`, "FAILED", "JobFailed", "boom"))
+			if _, err := r.svc.Release(ctx, tt.give); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, v := range r.sqs.VisibilityChanges() {
+				if v.Timeout == 0 && v.ReceiptHandle != tt.lease.ReceiptHandle {
+					got = append(got, v.ReceiptHandle)
+				}
+			}
+			if len(got) != len(tt.want) || (len(got) > 0 && got[len(got)-1] != tt.want[len(tt.want)-1]) {
+				t.Errorf("parked handles made visible = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// The sweep takes back a lane whose lease has no running execution and was untouched for StaleAfter:
+// a bind whose copy never claimed it, a retrying lease whose message is gone, an unconfirmed claim
+// whose execution does not exist. Under first-free nothing else would: binds only take lanes without
+// a lease. It wakes a parked waiting group for each; younger leases are left to their messages.
+func TestSweepTakesBackStaleLeases(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t)
+	r.h.StaleAfter = 20 * time.Minute
+	room := waitroom.NewStore(fakes.NewDynamoDB("table"), "table")
+	r.svc.WaitRoom = room
+	for _, g := range []string{"reports-0", "reports-w1", "reports-w2", "reports-w3"} {
+		if err := room.Park(ctx, waitroom.Waiter{Type: "reports", Group: g, MessageID: "m-" + g, ReceiptHandle: "h-" + g, JobID: g, SubmittedAt: t0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var stale, young []lease.Lease
+	for i, st := range []lease.Status{lease.Bound, lease.Retrying, lease.Starting} {
+		l := held("reports", i+1, "r-stale-"+string(st), 1, st)
+		l.ExecutionArn = execArn("reports", l.JobID, 1) // a claim names its execution; none exists
+		l.UpdatedAt = t0.Add(-21 * time.Minute)
+		stale = append(stale, r.leases.Set(l))
+		y := held("payments", i+1, "p-young-"+string(st), 1, st)
+		y.ExecutionArn = execArn("payments", y.JobID, 1)
+		y.UpdatedAt = t0.Add(-19 * time.Minute)
+		young = append(young, r.leases.Set(y))
+	}
+	got, err := r.h.Sweep(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Swept != 3 {
+		t.Errorf("Sweep() = %+v, want the 3 stale leases taken back", got)
+	}
+	for _, l := range stale {
+		checkLease(t, r.leases, l.Key(), nil)
+	}
+	for _, l := range young {
+		if _, ok := r.leases.Lease(l.Key()); !ok {
+			t.Errorf("young %s lease of lane %s taken back, want it left to its message", l.Status, l.Key())
+		}
+	}
+	if v := visibleHandles(r.sqs); len(v) != 3 {
+		t.Errorf("made visible = %q, want a parked group woken per lane taken back", v)
+	}
+}
+
+type cleanerFunc func(ctx context.Context, typ string) (int, error)
+
+func (f cleanerFunc) Clean(ctx context.Context, typ string) (int, error) { return f(ctx, typ) }
+
+// Every sweep deletes the retired lane counts of every type it knows: from leases and from config.
+func TestSweepCleansRetiredCounts(t *testing.T) {
+	r := newRig(t)
+	r.leases.Set(held("legacyonly", 1, "x", 1, lease.Retrying))
+	cleaned := map[string]int{}
+	r.h.Legacy = cleanerFunc(func(_ context.Context, typ string) (int, error) { cleaned[typ]++; return 0, nil })
+	if _, err := r.h.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, typ := range []string{"legacyonly", "reports", "payments"} {
+		if cleaned[typ] != 1 {
+			t.Errorf("cleaned %v, want each of legacyonly, reports, payments once", cleaned)
+			break
+		}
+	}
+}

@@ -1,0 +1,183 @@
+// Package router moves jobs from the general queue to the lanes queue: it validates each job, chooses
+// a lane within its type's limit and sends it with MessageGroupId "{type}-{lane}". Bad jobs go to the
+// dead-letter queue with a reason and are acknowledged; jobs that could not be sent are reported as
+// batch item failures so the general queue delivers them again.
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/deadletter"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/sqsbatch"
+)
+
+type configGetter interface {
+	Get(ctx context.Context, typ string) (config.TypeConfig, error)
+}
+
+type batchSender interface {
+	Send(ctx context.Context, entries []types.SendMessageBatchRequestEntry) ([]sqsbatch.Failure, error)
+}
+
+type deadLetterer interface {
+	Send(ctx context.Context, e deadletter.Entry) error
+}
+
+// Router handles general-queue batches.
+type Router struct {
+	Config configGetter
+	// Lanes is the choice of types on the random strategy.
+	Lanes  lane.Chooser
+	Lanesq batchSender
+	DLQ    deadLetterer
+	Log    *slog.Logger
+	// Metrics receives JobsRouted and JobsRejected per type (nil: none).
+	Metrics *metrics.Recorder
+}
+
+// routed is a job of the batch on its way to a lane.
+type routed struct {
+	m   events.SQSMessage
+	j   job.Job
+	cfg config.TypeConfig
+	// lane is the job's lane (random), or job.WaitingLane (first-free), whose group is group.
+	lane  int
+	group string
+}
+
+// Handle routes one batch of general-queue messages: jobs of first-free types to one of their type's
+// waiting groups, jobs of random types to a lane chosen by a hash of the job.
+func (r *Router) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	defer r.flush(ctx)
+	var (
+		resp events.SQSEventResponse
+		jobs []*routed
+	)
+	fail := func(m events.SQSMessage) {
+		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
+	}
+	for _, m := range ev.Records {
+		x, err := r.check(ctx, m)
+		if err != nil {
+			if reason := job.ReasonOf(err); reason != "" {
+				if dlErr := r.reject(ctx, m, x.j, reason, err); dlErr != nil {
+					r.Log.ErrorContext(ctx, "dead-letter failed; the general queue will deliver the job again",
+						"messageId", m.MessageId, "reason", reason, "error", dlErr)
+					fail(m)
+				}
+				continue
+			}
+			r.Log.ErrorContext(ctx, "route failed; the general queue will deliver the job again",
+				"messageId", m.MessageId, "type", x.j.Type, "jobId", x.j.ID, "error", err)
+			fail(m)
+			continue
+		}
+		switch x.cfg.Strategy {
+		case lane.FirstFree:
+			// The job waits in its type's waiting group; the starter binds it to the first free lane.
+			x.lane, x.group = job.WaitingLane, job.WaitingGroupID(x.j.Type, lane.WaitingGroup(x.j, x.cfg.Limit))
+		default:
+			ln, err := r.Lanes.Choose(ctx, x.j, x.cfg.Limit)
+			if err != nil {
+				r.Log.ErrorContext(ctx, "choose lane failed; the general queue will deliver the job again",
+					"messageId", m.MessageId, "type", x.j.Type, "jobId", x.j.ID, "error", err)
+				fail(m)
+				continue
+			}
+			x.lane, x.group = ln, job.GroupID(x.j.Type, ln)
+		}
+		jobs = append(jobs, x)
+	}
+	var (
+		entries []types.SendMessageBatchRequestEntry
+		byEntry = map[string]*routed{}
+	)
+	for i, x := range jobs {
+		body, err := json.Marshal(x.j)
+		if err != nil {
+			return resp, fmt.Errorf("encode job %s: %w", x.j.ID, err)
+		}
+		id := strconv.Itoa(i)
+		entries = append(entries, types.SendMessageBatchRequestEntry{
+			Id:                     aws.String(id),
+			MessageBody:            aws.String(string(body)),
+			MessageGroupId:         aws.String(x.group),
+			MessageDeduplicationId: aws.String(job.DedupID(x.j.Type, x.j.ID, x.j.Redrive)),
+		})
+		byEntry[id] = x
+		r.Log.InfoContext(ctx, "routed", "jobId", x.j.ID, "type", x.j.Type, "lane", x.lane, "group", x.group, "strategy", x.cfg.Strategy)
+	}
+	if len(entries) == 0 {
+		return resp, nil
+	}
+	failed, err := r.Lanesq.Send(ctx, entries)
+	for _, x := range byEntry {
+		r.Metrics.Add(x.j.Type, metrics.JobsRouted, 1)
+	}
+	for _, f := range failed {
+		x := byEntry[f.ID]
+		r.Metrics.Add(x.j.Type, metrics.JobsRouted, -1)
+		r.Log.ErrorContext(ctx, "send to lanes queue failed after retries; the general queue will deliver the job again",
+			"messageId", x.m.MessageId, "jobId", x.j.ID, "type", x.j.Type, "lane", x.lane, "code", f.Code, "error", f.Message)
+		fail(x.m)
+	}
+	if err != nil && len(failed) == 0 {
+		return resp, fmt.Errorf("send to lanes queue: %w", err)
+	}
+	return resp, nil
+}
+
+// check validates a message and reads its type's configuration. A job.Error means the job is
+// refused for good.
+func (r *Router) check(ctx context.Context, m events.SQSMessage) (*routed, error) {
+	j, err := job.Parse([]byte(m.Body), m.MessageId, sentAt(m))
+	x := &routed{m: m, j: j}
+	if err != nil {
+		return x, err
+	}
+	cfg, err := r.Config.Get(ctx, j.Type)
+	if errors.Is(err, config.ErrUnknownType) {
+		return x, &job.Error{Reason: job.ReasonUnknownType, Detail: err.Error()}
+	}
+	if err != nil {
+		return x, err
+	}
+	x.cfg = cfg
+	return x, nil
+}
+
+func (r *Router) reject(ctx context.Context, m events.SQSMessage, j job.Job, reason job.Reason, cause error) error {
+	r.Metrics.Add(j.Type, metrics.JobsRejected, 1)
+	r.Log.WarnContext(ctx, "job refused", "messageId", m.MessageId, "type", j.Type, "jobId", j.ID, "reason", reason, "error", cause)
+	return r.DLQ.Send(ctx, deadletter.Entry{
+		Reason: string(reason), Source: "router", Type: j.Type, JobID: j.ID, Error: string(reason), Cause: cause.Error(), Body: m.Body,
+	})
+}
+
+func (r *Router) flush(ctx context.Context) {
+	if err := r.Metrics.Flush(); err != nil {
+		r.Log.WarnContext(ctx, "metrics not written", "error", err)
+	}
+}
+
+// sentAt is when the producer sent the message (SQS's SentTimestamp, milliseconds since the epoch).
+func sentAt(m events.SQSMessage) time.Time {
+	if ms, err := strconv.ParseInt(m.Attributes["SentTimestamp"], 10, 64); err == nil {
+		return time.UnixMilli(ms).UTC()
+	}
+	return time.Now().UTC()
+}

@@ -1,0 +1,234 @@
+package starter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/releaser"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/waitroom"
+)
+
+// bind moves a job from its type's waiting group to a free lane (the first-free strategy). A lane is
+// free when it has no lease: the bind writes the lane's lease first, conditionally (status bound),
+// then sends the job to the lane's group and acknowledges the waiting message. The lane's copy claims
+// the lane from the bound lease and starts like any other job. When every lane is taken, the message
+// is parked, in flight, for a release to wake.
+func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
+	if s.WaitRoom == nil {
+		return hold, errors.New("the starter has no wait room to park first-free jobs in")
+	}
+	w := waitroom.Waiter{Type: x.key.Type, Group: x.Attributes["MessageGroupId"], MessageID: x.MessageId,
+		ReceiptHandle: x.ReceiptHandle, JobID: x.job.ID, SubmittedAt: x.job.SubmittedAt, ParkedAt: s.now()}
+	parked := false
+	if x.receives() != 1 {
+		// Parked on an earlier receive, perhaps: unless it parks again, its group's record goes, so
+		// no release spends a wake-up on it.
+		defer func() {
+			if !parked {
+				if err := s.WaitRoom.Unpark(ctx, w); err != nil {
+					x.log.WarnContext(ctx, "parked record not removed; a release may wake this group for nothing", "error", err)
+				}
+			}
+		}()
+	}
+	cfg, err := s.Config.Get(ctx, x.key.Type)
+	if errors.Is(err, config.ErrUnknownType) {
+		return s.refuse(ctx, x, nil, string(job.ReasonUnknownType), err.Error())
+	}
+	if err != nil {
+		return hold, err
+	}
+	leases, err := x.view.read(ctx, s.Leases, x.key.Type, false)
+	if err != nil {
+		return hold, err
+	}
+	if own := holding(leases, x.job); own != nil {
+		if own.Status == lease.Bound && own.MessageID == x.MessageId {
+			// This message's bind wrote the lease, and its copy may not have gone (the send failed,
+			// or the invocation stopped): the copy goes again, and SQS drops it if the first went.
+			return s.sendBound(ctx, x, *own)
+		}
+		// The job is in a lane already (another message of it was bound, or its copy runs): this
+		// message is a copy of it.
+		x.log.WarnContext(ctx, "duplicate job: it already holds a lane; dropping this copy", "heldLane", own.Lane, "status", own.Status)
+		s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
+		return ack, nil
+	}
+	if cfg.Strategy != lane.FirstFree {
+		// The type left first-free while the job waited: it goes to a lane as its strategy chooses.
+		to, err := s.Lanes.Choose(ctx, x.job, cfg.Limit)
+		if err != nil {
+			return hold, err
+		}
+		return s.sendTo(ctx, x, x.job, to, cfg)
+	}
+	for look := range 2 {
+		b, err := s.bindFree(ctx, x, cfg, leases)
+		if err != nil {
+			return hold, err
+		}
+		if b != nil {
+			x.view.bound(x.key.Type, b.Lane)
+			if look == 1 {
+				if err := s.WaitRoom.Unpark(ctx, w); err != nil {
+					x.log.WarnContext(ctx, "parked record not removed; a release may wake this group for nothing", "error", err)
+				}
+			}
+			return s.sendBound(ctx, x, *b)
+		}
+		if look == 0 {
+			// Invisible first, then the record, then look again: a release that frees a lane after
+			// this look either reads the record and wakes the message (after it was made
+			// invisible, so the wake-up is not undone) or freed the lane before the second look.
+			if _, err := s.Queue.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
+				QueueUrl: &s.QueueURL, ReceiptHandle: &x.ReceiptHandle, VisibilityTimeout: int32(waitroom.ParkFor.Seconds()),
+			}); err != nil {
+				if releaser.IsStaleHandle(err) {
+					// A stale delivery (Lambda may hand a batch over twice): the message was
+					// received again or deleted since. Its record would replace the group's
+					// real head's, which no release could then wake; nor may it remove that
+					// head's record (Unpark is by message id, and the head may be this message
+					// received again and parked).
+					parked = true
+					x.log.InfoContext(ctx, "stale delivery of a waiting message; not parking it")
+					s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
+					return hold, nil
+				}
+				return hold, fmt.Errorf("park waiting message: %w", err)
+			}
+			if err := s.WaitRoom.Park(ctx, w); errors.Is(err, waitroom.ErrGroupParked) {
+				// Another message of this group is parked (a queue that hands out two messages of
+				// one group at once): this one looks again shortly rather than wait unrecorded.
+				parked = true // its record is the other message's: leave it
+				x.log.InfoContext(ctx, "another message of the waiting group is parked; looking again shortly")
+				return s.backoff(ctx, x.SQSMessage), nil
+			} else if err != nil {
+				return hold, err
+			}
+			if leases, err = x.view.read(ctx, s.Leases, x.key.Type, true); err != nil {
+				return hold, err
+			}
+		}
+	}
+	parked = true
+	x.log.InfoContext(ctx, "every lane taken; waiting group parked until a release wakes it", "limit", cfg.Limit, "group", w.Group)
+	s.Metrics.Add(x.key.Type, metrics.JobsParked, 1)
+	return hold, nil
+}
+
+// leaseView is a type's leases as a waiting group's batch read them: one Query serves the batch's
+// binds, each adding the lane it took. A lane the view shows free may have been taken since (the
+// conditional write finds out); one it shows taken may have been freed, which the look after parking
+// reads afresh. So a bind under load costs two Queries, not three.
+type leaseView struct {
+	leases []lease.Lease
+	loaded bool
+}
+
+// read returns the view, reading the leases when it has none yet or when fresh is asked.
+func (v *leaseView) read(ctx context.Context, store leaseStore, typ string, fresh bool) ([]lease.Lease, error) {
+	if v.loaded && !fresh {
+		return v.leases, nil
+	}
+	ls, err := store.ListType(ctx, typ)
+	if err != nil {
+		return nil, err
+	}
+	v.leases, v.loaded = ls, true
+	return ls, nil
+}
+
+// bound adds the lane a bind just took.
+func (v *leaseView) bound(typ string, ln int) {
+	v.leases = append(v.leases, lease.Lease{Type: typ, Lane: ln, Status: lease.Bound})
+}
+
+// holding returns the lease that holds job j's run, if any.
+func holding(leases []lease.Lease, j job.Job) *lease.Lease {
+	for i, l := range leases {
+		if l.Holds(j.ID, j.Redrive) {
+			return &leases[i]
+		}
+	}
+	return nil
+}
+
+// bindFree writes a bound lease for the job on a lane of 1..limit that has none, trying them in an
+// order that starts at a lane chosen by a hash of the job (so concurrent binders seldom collide); it
+// returns the lease written, or nil when every lane is taken.
+func (s *Starter) bindFree(ctx context.Context, x *msg, cfg config.TypeConfig, leases []lease.Lease) (*lease.Lease, error) {
+	taken := make(map[int]bool, len(leases))
+	for _, l := range leases {
+		taken[l.Lane] = true
+	}
+	for _, ln := range lane.Spread(x.job, cfg.Limit) {
+		if taken[ln] {
+			continue
+		}
+		b, err := s.Leases.Put(ctx, lease.Lease{
+			Type: x.key.Type, Lane: ln, JobID: x.job.ID, Redrive: x.job.Redrive, MessageID: x.MessageId,
+			Attempt: x.job.Attempts, Status: lease.Bound, StartedAt: s.now(), SubmittedAt: x.job.SubmittedAt,
+		}, nil)
+		if errors.Is(err, lease.ErrConflict) {
+			continue // taken since the leases were read
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &b, nil
+	}
+	return nil, nil
+}
+
+// sendBound sends the waiting job to the lane of bound, the lease its bind wrote, and acknowledges the
+// waiting message. The copy's deduplication id names the waiting message and the bind, so a send
+// retried for the same bound lease is dropped by SQS, and the copy of a later bind is not.
+func (s *Starter) sendBound(ctx context.Context, x *msg, bound lease.Lease) (verdict, error) {
+	j, to := x.job, bound.Lane
+	body, err := json.Marshal(j)
+	if err != nil {
+		return hold, fmt.Errorf("encode job: %w", err)
+	}
+	dedup := job.BoundDedupID(j.Type, j.ID, j.Redrive, to, x.MessageId, bound.StartedAt.UnixNano())
+	if _, err := s.Queue.SendMessage(ctx, &sqs.SendMessageInput{
+		QueueUrl: &s.QueueURL, MessageBody: aws.String(string(body)),
+		MessageGroupId: aws.String(job.GroupID(j.Type, to)), MessageDeduplicationId: &dedup,
+	}); err != nil {
+		return hold, fmt.Errorf("send job to lane %d: %w", to, err)
+	}
+	x.log.InfoContext(ctx, "bound to a free lane", "toLane", to, "waitedMs", s.now().Sub(j.SubmittedAt).Milliseconds())
+	s.Metrics.Add(x.key.Type, metrics.JobsBound, 1)
+	return ack, nil
+}
+
+// sendTo sends job j, now in message x, to lane to of its type, or to its waiting group when to is
+// job.WaitingLane, and acknowledges x. The copy's deduplication id names x, so a send retried is
+// dropped by SQS while a job that comes back here later, in another message, is not.
+func (s *Starter) sendTo(ctx context.Context, x *msg, j job.Job, to int, cfg config.TypeConfig) (verdict, error) {
+	body, err := json.Marshal(j)
+	if err != nil {
+		return hold, fmt.Errorf("encode job: %w", err)
+	}
+	group := job.GroupID(j.Type, to)
+	if to == job.WaitingLane {
+		group = job.WaitingGroupID(j.Type, lane.WaitingGroup(j, cfg.Limit))
+	}
+	dedup := job.MovedDedupID(j.Type, j.ID, j.Redrive, to, x.MessageId)
+	if _, err := s.Queue.SendMessage(ctx, &sqs.SendMessageInput{
+		QueueUrl: &s.QueueURL, MessageBody: aws.String(string(body)),
+		MessageGroupId: aws.String(group), MessageDeduplicationId: &dedup,
+	}); err != nil {
+		return hold, fmt.Errorf("send job to %s: %w", group, err)
+	}
+	return ack, nil
+}

@@ -1,0 +1,521 @@
+package starter_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/releaser"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/waitroom"
+	"github.com/sfnlimit/sfnlimit/internal/tools/fakes"
+)
+
+// waiting is the receive-th delivery of a job waiting in its type's first waiting group ("{type}-0").
+func waiting(t *testing.T, typ, jobID string, receive int) events.SQSMessage {
+	t.Helper()
+	return message(t, job.WaitingGroupID(typ, 0), jobID, jobBody(typ, jobID, 0), receive)
+}
+
+// copyMsg is a copy the starter sent to the lanes queue: to a lane, or back to a waiting group.
+type copyMsg struct {
+	id      string
+	group   string
+	lane    int
+	dedup   string
+	attempt int
+}
+
+func copies(t *testing.T, r *rig) []copyMsg {
+	t.Helper()
+	var out []copyMsg
+	for _, c := range r.sqs.Sent(lanesURL) {
+		var j job.Job
+		if err := json.Unmarshal([]byte(c.Body), &j); err != nil {
+			t.Fatal(err)
+		}
+		_, ln, err := job.ParseGroupID(c.MessageGroupID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, copyMsg{j.ID, c.MessageGroupID, ln, c.MessageDeduplicationID, j.Attempts})
+	}
+	return out
+}
+
+// bound is the lease a bind writes for job id in lane ln.
+func boundLease(typ string, ln int, id string) lease.Lease {
+	return lease.Lease{Type: typ, Lane: ln, JobID: id, MessageID: "msg-" + id, Status: lease.Bound, StartedAt: t0, SubmittedAt: submitted, UpdatedAt: t0}
+}
+
+// A waiting group's batch binds its jobs to the free lanes in order by writing their leases, parks
+// the first that finds none, and sends the rest back to wait behind it; the copies claim their bound
+// lanes, and a release wakes the parked group, whose head takes the freed lane.
+func TestBindWaitingJobsToFreeLanes(t *testing.T) {
+	ctx := context.Background()
+	r := newRigStrategy(t, nil, lane.FirstFree) // reports=3
+	ev := events.SQSEvent{Records: []events.SQSMessage{
+		waiting(t, "reports", "w-1", 1), waiting(t, "reports", "w-2", 1), waiting(t, "reports", "w-3", 1),
+		waiting(t, "reports", "w-4", 1), waiting(t, "reports", "w-5", 1),
+	}}
+	resp, err := r.st.Handle(ctx, ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := failures(resp), sorted("msg-w-4", "msg-w-5"); !equal(got, want) {
+		t.Errorf("batch item failures = %v, want %v (w-4 parked, w-5 behind it)", got, want)
+	}
+	cs := copies(t, r)
+	if len(cs) != 3 {
+		t.Fatalf("copies = %+v, want w-1..w-3 bound", cs)
+	}
+	lanes := map[int]string{}
+	for _, c := range cs {
+		if c.lane < 1 || c.lane > 3 || c.dedup != job.BoundDedupID("reports", c.id, 0, c.lane, "msg-"+c.id, t0.UnixNano()) {
+			t.Errorf("copy %+v, want one in lanes 1..3 with the bind's deduplication id", c)
+		}
+		if prev, dup := lanes[c.lane]; dup {
+			t.Errorf("lane %d bound to %s and %s", c.lane, prev, c.id)
+		}
+		lanes[c.lane] = c.id
+	}
+	want := map[lease.Key]wantLease{}
+	for ln, id := range lanes {
+		want[lease.Key{Type: "reports", Lane: ln}] = wantLease{JobID: id, Status: lease.Bound}
+	}
+	checkLeases(t, r.leases, want)
+	// w-4 parked for ParkFor, w-5 back at once; nothing started from the waiting group.
+	checkVisibility(t, r.sqs, []visibility{
+		{Handle: handle("w-4", 1), Min: int32(waitroom.ParkFor.Seconds()), Max: int32(waitroom.ParkFor.Seconds())},
+		{Handle: handle("w-5", 1), Min: 0, Max: 0},
+	})
+	if starts := r.sfn.Starts(); len(starts) != 0 {
+		t.Errorf("StartExecution calls = %+v, want none from the waiting group", starts)
+	}
+	if ws, err := r.room.List(ctx, "reports"); err != nil || len(ws) != 1 || ws[0].JobID != "w-4" || ws[0].Group != "reports-0" {
+		t.Errorf("parked = %+v, %v; want group reports-0 parked at w-4", ws, err)
+	}
+
+	// The copies claim their bound lanes and start there.
+	var copyEvents []events.SQSMessage
+	for i, c := range cs {
+		copyEvents = append(copyEvents, message(t, c.group, c.id, r.sqs.Sent(lanesURL)[i].Body, 1))
+	}
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: copyEvents}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(r.sfn.Starts()); n != 3 {
+		t.Fatalf("starts = %d, want the 3 bound jobs", n)
+	}
+	for ln, id := range lanes {
+		want[lease.Key{Type: "reports", Lane: ln}] = wantLease{JobID: id, Status: lease.Running, Attempt: 1, Handle: handle(id, 1), Arn: execArn("reports", id, 1)}
+	}
+	checkLeases(t, r.leases, want)
+
+	// w-1's job succeeds; its release wakes the parked group.
+	freed := cs[0].lane
+	res, err := r.rel.Release(ctx, releaser.Request{Key: lease.Key{Type: "reports", Lane: freed}, JobID: cs[0].id, Attempt: 1, Outcome: releaser.Succeeded, Source: "workflow"})
+	if err != nil || res != releaser.Deleted {
+		t.Fatalf("release = %s, %v", res, err)
+	}
+	woke := false
+	for _, v := range r.sqs.VisibilityChanges() {
+		if v.ReceiptHandle == handle("w-4", 1) && v.Timeout == 0 {
+			woke = true
+		}
+	}
+	if !woke {
+		t.Fatalf("the release did not make parked w-4 visible: %+v", r.sqs.VisibilityChanges())
+	}
+	// w-4 comes back and takes the freed lane (its group's record goes); w-5 parks the group again.
+	resp, err = r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{waiting(t, "reports", "w-4", 2), waiting(t, "reports", "w-5", 2)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := failures(resp); !equal(got, []string{"msg-w-5"}) {
+		t.Errorf("failures = %v, want w-5 parked", got)
+	}
+	cs = copies(t, r)
+	if last := cs[len(cs)-1]; last.id != "w-4" || last.lane != freed {
+		t.Errorf("last copy = %+v, want w-4 in the freed lane %d", last, freed)
+	}
+	if ws, err := r.room.List(ctx, "reports"); err != nil || len(ws) != 1 || ws[0].JobID != "w-5" {
+		t.Errorf("parked = %+v, %v; want one record, the group parked at w-5", ws, err)
+	}
+}
+
+// A waiting message delivered again after its bind (the acknowledgement or the send was lost) sends
+// the same copy to the same lane, which SQS drops if the first went; no second lane is taken.
+func TestBindIsIdempotent(t *testing.T) {
+	ctx := context.Background()
+	r := newRigStrategy(t, nil, lane.FirstFree)
+	for receive := 1; receive <= 2; receive++ {
+		resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{waiting(t, "reports", "w-1", receive)}})
+		if err != nil || len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("receive %d: %+v, %v", receive, resp, err)
+		}
+	}
+	c := copies(t, r)
+	if len(c) != 2 || c[0] != c[1] {
+		t.Errorf("copies = %+v, want the same copy (lane, deduplication id) twice", c)
+	}
+	if ls := r.leases.Leases(); len(ls) != 1 || ls[0].Status != lease.Bound || ls[0].JobID != "w-1" {
+		t.Errorf("leases = %+v, want one lane bound to w-1", ls)
+	}
+}
+
+// Another message of a job that already holds a lane (a duplicate submission, or a job that came
+// back to wait while its bind went through) is dropped, not bound to a second lane.
+func TestBindDropsACopyOfAJobInALane(t *testing.T) {
+	for _, st := range []lease.Status{lease.Bound, lease.Running, lease.Retrying} {
+		t.Run(string(st), func(t *testing.T) {
+			r := newRigStrategy(t, nil, lane.FirstFree)
+			held := leaseOf("reports", 2, "w-1", 1, st, 1)
+			held.MessageID = "another-message"
+			r.leases.Set(held)
+			resp, err := r.st.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{waiting(t, "reports", "w-1", 1)}})
+			if err != nil || len(resp.BatchItemFailures) != 0 {
+				t.Fatalf("Handle = %+v, %v; want the copy acknowledged", resp, err)
+			}
+			if c := copies(t, r); len(c) != 0 {
+				t.Errorf("copies = %+v, want none", c)
+			}
+			if ls := r.leases.Leases(); len(ls) != 1 || ls[0].Lane != 2 || ls[0].Status != st {
+				t.Errorf("leases = %+v, want lane 2's alone", ls)
+			}
+		})
+	}
+}
+
+// A release that frees a lane between the binder's look and its parking is not missed: the message
+// is made invisible before its group's record is written, then the binder looks again, binds, and
+// takes its record back.
+func TestBindLooksAgainAfterParking(t *testing.T) {
+	ctx := context.Background()
+	r := newRigStrategy(t, map[string]int{"reports": 1}, lane.FirstFree)
+	busy := r.leases.Set(leaseOf("reports", 1, "busy", 1, lease.Running, 1))
+	parks := 0
+	r.st.WaitRoom = parkHook{r.room, func() {
+		parks++
+		// Parked for ParkFor before the record exists: a wake-up after the record is not undone.
+		if v := r.sqs.VisibilityChanges(); len(v) != 1 || v[0].ReceiptHandle != handle("w-1", 1) || v[0].Timeout != int32(waitroom.ParkFor.Seconds()) {
+			t.Errorf("visibility changes when the record was written = %+v, want w-1 parked first", v)
+		}
+		if err := r.leases.Delete(ctx, busy); err != nil { // the release lands now
+			t.Error(err)
+		}
+	}}
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{waiting(t, "reports", "w-1", 1)}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("Handle = %+v, %v; want w-1 bound", resp, err)
+	}
+	if c := copies(t, r); parks != 1 || len(c) != 1 || c[0].lane != 1 {
+		t.Errorf("copies = %+v after %d parks, want w-1 in lane 1 after one", c, parks)
+	}
+	if ws, err := r.room.List(ctx, "reports"); err != nil || len(ws) != 0 {
+		t.Errorf("parked records left: %+v, %v; want none", ws, err)
+	}
+}
+
+type parkHook struct {
+	*waitroom.Store
+	onPark func()
+}
+
+func (p parkHook) Park(ctx context.Context, w waitroom.Waiter) error {
+	if err := p.Store.Park(ctx, w); err != nil {
+		return err
+	}
+	p.onPark()
+	return nil
+}
+
+// A waiting job whose type left first-free goes to a lane as the type's strategy says now, writing no
+// lease; a waiting job of a type with no limit is dead-lettered.
+func TestWaitingJobOfAnotherStrategy(t *testing.T) {
+	tests := []struct {
+		name     string
+		strategy string
+		typ      string
+		wantDead []dead
+	}{
+		{name: "random now", strategy: lane.Random, typ: "reports"},
+		{name: "no limit", strategy: lane.FirstFree, typ: "nope", wantDead: []dead{{"unknown_type", "w-1"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRigStrategy(t, nil, tt.strategy)
+			resp, err := r.st.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{waiting(t, tt.typ, "w-1", 1)}})
+			if err != nil || len(resp.BatchItemFailures) != 0 {
+				t.Fatalf("Handle = %+v, %v", resp, err)
+			}
+			checkDLQ(t, r.sqs, tt.wantDead)
+			c := copies(t, r)
+			if tt.wantDead != nil {
+				if len(c) != 0 {
+					t.Errorf("copies = %+v, want none", c)
+				}
+				return
+			}
+			if len(c) != 1 || c[0].lane < 1 || c[0].lane > 3 {
+				t.Errorf("copies = %+v, want one in lanes 1..3", c)
+			}
+			if ls := r.leases.Leases(); len(ls) != 0 {
+				t.Errorf("leases = %+v, want none (random binds nothing)", ls)
+			}
+		})
+	}
+}
+
+// A job that reaches a lane bound to another job (routed there before its type moved to first-free,
+// or a copy whose bind was taken back) must not block the bound job's copy behind it: it goes back
+// to wait, in a copy of its own that SQS cannot take for an earlier one, and the bound lease stays.
+// A bind older than StaleAfter is taken back instead, and the job claims the lane.
+func TestJobAtALaneBoundToAnother(t *testing.T) {
+	ctx := context.Background()
+	for _, tt := range []struct {
+		name      string
+		boundAge  time.Duration
+		wantStart bool
+	}{
+		{name: "fresh bind", boundAge: time.Second},
+		{name: "stale bind", boundAge: staleAfter + time.Minute, wantStart: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRigStrategy(t, nil, lane.FirstFree)
+			b := boundLease("reports", 2, "other")
+			b.UpdatedAt = t0.Add(-tt.boundAge)
+			r.leases.Set(b)
+			resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 2, "r-1", 1, 1)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.wantStart {
+				if got := startNames(r.sfn); !equal(got, []string{execName("reports", "r-1", 2)}) || len(resp.BatchItemFailures) != 1 {
+					t.Errorf("starts = %v (failures %v), want r-1's attempt 2 in lane 2", got, failures(resp))
+				}
+				return
+			}
+			if len(resp.BatchItemFailures) != 0 || len(r.sfn.Starts()) != 0 {
+				t.Errorf("failures %v, starts %v; want the message acknowledged, nothing started", failures(resp), r.sfn.Starts())
+			}
+			c := copies(t, r)
+			if len(c) != 1 || c[0].lane != job.WaitingLane || c[0].attempt != 1 || c[0].dedup != job.MovedDedupID("reports", "r-1", 0, job.WaitingLane, "msg-r-1") {
+				t.Errorf("copies = %+v, want r-1 back in a waiting group with its attempt and its own deduplication id", c)
+			}
+			checkLeases(t, r.leases, map[lease.Key]wantLease{{Type: "reports", Lane: 2}: {JobID: "other", Status: lease.Bound}})
+		})
+	}
+}
+
+// A lowered limit sends a first-free job waiting in a lane above it back to a waiting group, with the
+// attempts it made; a random one goes to a lane within the limit.
+func TestLoweredLimitSendsFirstFreeJobsBackToWait(t *testing.T) {
+	for _, tt := range []struct {
+		strategy string
+		want     func(c copyMsg) bool
+	}{
+		{lane.FirstFree, func(c copyMsg) bool { return c.lane == job.WaitingLane }},
+		{lane.Random, func(c copyMsg) bool { return c.lane >= 1 && c.lane <= 3 }},
+	} {
+		t.Run(tt.strategy, func(t *testing.T) {
+			r := newRigStrategy(t, nil, tt.strategy) // reports=3
+			r.leases.Set(leaseOf("reports", 5, "r-1", 2, lease.Retrying, 1))
+			resp, err := r.st.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 5, "r-1", 0, 2)}})
+			if err != nil || len(resp.BatchItemFailures) != 0 {
+				t.Fatalf("Handle = %+v, %v", resp, err)
+			}
+			c := copies(t, r)
+			if len(c) != 1 || !tt.want(c[0]) || c[0].attempt != 2 {
+				t.Errorf("copies = %+v, want one with attempts 2 where %s sends it", c, tt.strategy)
+			}
+			checkLeases(t, r.leases, nil)
+			if got := deleted(r.sqs); !slices.Equal(got, []string{handle("r-1", 2)}) {
+				t.Errorf("deleted = %v, want the moved original", got)
+			}
+		})
+	}
+}
+
+// A release that finds a bound lease of the job (a late release of an attempt made before the job
+// came back to wait and was bound to the same lane) changes nothing: the bind has no execution yet.
+func TestLateReleaseLeavesABoundLease(t *testing.T) {
+	r := newRigStrategy(t, nil, lane.FirstFree)
+	b := boundLease("reports", 2, "r-1")
+	b.Attempt = 1
+	r.leases.Set(b)
+	res, err := r.rel.Release(context.Background(), releaser.Request{Key: b.Key(), JobID: "r-1", Attempt: 1, Outcome: releaser.Failed, Source: "status-event"})
+	if err != nil || res != releaser.Noop {
+		t.Errorf("Release = %s, %v; want noop", res, err)
+	}
+	checkLeases(t, r.leases, map[lease.Key]wantLease{b.Key(): {JobID: "r-1", Status: lease.Bound, Attempt: 1}})
+}
+
+// countingLeases counts ListType calls.
+type countingLeases struct {
+	*fakes.LeaseStore
+	lists int
+}
+
+func (c *countingLeases) ListType(ctx context.Context, typ string) ([]lease.Lease, error) {
+	c.lists++
+	return c.LeaseStore.ListType(ctx, typ)
+}
+
+// A waiting group's batch reads its type's leases once for all its binds, and once more only to look
+// again after parking: a batch that binds three jobs and parks the fourth reads them twice.
+func TestBindReadsTheLeasesOncePerBatch(t *testing.T) {
+	r := newRigStrategy(t, nil, lane.FirstFree) // reports=3
+	c := &countingLeases{LeaseStore: r.leases}
+	r.st.Leases = c
+	ev := events.SQSEvent{Records: []events.SQSMessage{
+		waiting(t, "reports", "w-1", 1), waiting(t, "reports", "w-2", 1), waiting(t, "reports", "w-3", 1),
+		waiting(t, "reports", "w-4", 1), waiting(t, "reports", "w-5", 1),
+	}}
+	resp, err := r.st.Handle(context.Background(), ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := failures(resp); !equal(got, sorted("msg-w-4", "msg-w-5")) || len(copies(t, r)) != 3 {
+		t.Fatalf("failures %v, copies %+v; want w-1..w-3 bound, w-4 parked", got, copies(t, r))
+	}
+	if c.lists != 2 {
+		t.Errorf("ListType calls = %d, want 2 (one for the batch, one to look again after parking)", c.lists)
+	}
+}
+
+// A stale delivery of a waiting message (Lambda handed its batch over twice, and the message was
+// received again or deleted since) finds every lane taken: it must not park, or its record would
+// replace the group's real head's, which no release could then wake (found by the fault scenario:
+// the head waited the whole park period).
+func TestStaleWaitingDeliveryDoesNotPark(t *testing.T) {
+	ctx := context.Background()
+	r := newRigStrategy(t, map[string]int{"reports": 1}, lane.FirstFree)
+	r.leases.Set(leaseOf("reports", 1, "busy", 1, lease.Running, 1))
+	head := waitroom.Waiter{Type: "reports", Group: "reports-0", MessageID: "msg-head", ReceiptHandle: "AQEBhead", JobID: "head", SubmittedAt: submitted}
+	if err := r.room.Park(ctx, head); err != nil {
+		t.Fatal(err)
+	}
+	stale := waiting(t, "reports", "w-old", 1)
+	r.sqs.OnChangeVisibility = func(in *sqs.ChangeMessageVisibilityInput) error {
+		if *in.ReceiptHandle == stale.ReceiptHandle {
+			return fakes.APIError("ReceiptHandleIsInvalid", "The receipt handle has expired")
+		}
+		return nil
+	}
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{stale}})
+	if err != nil || !equal(failures(resp), []string{"msg-w-old"}) {
+		t.Fatalf("Handle = %+v, %v; want the stale delivery held", resp, err)
+	}
+	if ws, err := r.room.List(ctx, "reports"); err != nil || len(ws) != 1 || ws[0].MessageID != "msg-head" {
+		t.Errorf("parked = %+v, %v; want the group's head's record, untouched", ws, err)
+	}
+	if c := copies(t, r); len(c) != 0 {
+		t.Errorf("copies = %+v, want none", c)
+	}
+}
+
+// A copy of a job bound twice (a stale delivery of its waiting message, after its run ended) whose
+// earlier claim in this lane was left unconfirmed finds the job's execution ran in another lane: it
+// is a duplicate, and its claim goes with it. Putting the claim back (found by the fault scenario)
+// left a lease that no message would ever release: the sweep released it later and counted the
+// job's success twice.
+func TestDuplicateDropsItsOwnEarlierClaim(t *testing.T) {
+	r := newRigStrategy(t, nil, lane.FirstFree)
+	ran := execution("reports", 3, "r-1", 1, "SUCCEEDED", "", "")
+	r.sfn.Put(ran)
+	claim := leaseOf("reports", 2, "r-1", 1, lease.Starting, 1)
+	claim.ExecutionArn = execArn("reports", "r-1", 1)
+	claim.UpdatedAt = t0.Add(-2 * time.Second)
+	r.leases.Set(claim)
+	resp, err := r.st.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 2, "r-1", 0, 2)}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("Handle = %+v, %v; want the duplicate acknowledged", resp, err)
+	}
+	checkLeases(t, r.leases, nil)
+}
+
+// A message received before that reaches a lane bound to another job (its own lease was taken back:
+// its deliveries stopped for longer than the sweep's StaleAfter) goes on from the attempts it made
+// there, which only Step Functions still knows: a failed one travels with the job back to wait; a
+// succeeded one ends the job; a running one keeps the message where it is, to look again.
+func TestRewaitGoesOnFromTheMessagesOwnAttempts(t *testing.T) {
+	for _, tt := range []struct {
+		status      string
+		wantCopies  int
+		wantAttempt int
+		wantHeld    bool
+	}{
+		{status: "FAILED", wantCopies: 1, wantAttempt: 2},
+		{status: "SUCCEEDED", wantCopies: 0},
+		{status: "RUNNING", wantCopies: 0, wantHeld: true},
+	} {
+		t.Run(tt.status, func(t *testing.T) {
+			r := newRigStrategy(t, nil, lane.FirstFree)
+			r.leases.Set(boundLease("reports", 2, "other"))
+			m := jobMessage(t, "reports", 2, "r-1", 0, 3)
+			for a, st := range map[int]string{1: "FAILED", 2: tt.status} {
+				x := execution("reports", 2, "r-1", a, sfntypes.ExecutionStatus(st), "", "")
+				x.Input = withMessageID(t, x.Input, m.MessageId)
+				r.sfn.Put(x)
+			}
+			resp, err := r.st.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{m}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if held := len(resp.BatchItemFailures) == 1; held != tt.wantHeld {
+				t.Errorf("held = %v, want %v", held, tt.wantHeld)
+			}
+			c := copies(t, r)
+			if len(c) != tt.wantCopies || (len(c) == 1 && (c[0].lane != job.WaitingLane || c[0].attempt != tt.wantAttempt)) {
+				t.Errorf("copies = %+v, want %d (back to wait with %d attempts made)", c, tt.wantCopies, tt.wantAttempt)
+			}
+			checkLeases(t, r.leases, map[lease.Key]wantLease{{Type: "reports", Lane: 2}: {JobID: "other", Status: lease.Bound}})
+		})
+	}
+}
+
+// withMessageID sets the execution input's job.messageId, as the starter writes it.
+func withMessageID(t *testing.T, input, id string) string {
+	t.Helper()
+	var in map[string]any
+	if err := json.Unmarshal([]byte(input), &in); err != nil {
+		t.Fatal(err)
+	}
+	in["job"].(map[string]any)["messageId"] = id
+	b, _ := json.Marshal(in)
+	return string(b)
+}
+
+// On a queue that hands out two messages of one waiting group at once (moto), the second to find
+// every lane taken must not replace the first's park record, which the next release wakes: it looks
+// again after a short backoff instead (found by the demo: a head whose record was replaced waited the
+// whole park period).
+func TestSecondParkOfAGroupBacksOff(t *testing.T) {
+	ctx := context.Background()
+	r := newRigStrategy(t, map[string]int{"reports": 1}, lane.FirstFree)
+	r.leases.Set(leaseOf("reports", 1, "busy", 1, lease.Running, 1))
+	first := waitroom.Waiter{Type: "reports", Group: "reports-0", MessageID: "msg-first", ReceiptHandle: "AQEBfirst", JobID: "first", SubmittedAt: submitted, ParkedAt: t0}
+	if err := r.room.Park(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{waiting(t, "reports", "w-2", 1)}})
+	if err != nil || !equal(failures(resp), []string{"msg-w-2"}) {
+		t.Fatalf("Handle = %+v, %v; want w-2 held", resp, err)
+	}
+	if ws, err := r.room.List(ctx, "reports"); err != nil || len(ws) != 1 || ws[0].MessageID != "msg-first" {
+		t.Errorf("parked = %+v, %v; want the first message's record kept", ws, err)
+	}
+	v := r.sqs.VisibilityChanges()
+	if last := v[len(v)-1]; last.ReceiptHandle != handle("w-2", 1) || last.Timeout < int32(retryDelay.Seconds()) || last.Timeout > int32(2*retryDelay.Seconds()) {
+		t.Errorf("last visibility change = %+v, want w-2 back after the retry delay (%v to twice it)", last, retryDelay)
+	}
+}

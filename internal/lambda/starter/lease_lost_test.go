@@ -1,0 +1,338 @@
+package starter_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/smithy-go"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/deadletter"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/starter"
+	"github.com/sfnlimit/sfnlimit/internal/tools/fakes"
+)
+
+// startedBy is an execution as the starter starts it for the lanes-queue message messageID.
+func startedBy(t *testing.T, e fakes.Execution, messageID string) fakes.Execution {
+	t.Helper()
+	var in job.ExecutionInput
+	if err := json.Unmarshal([]byte(e.Input), &in); err != nil {
+		t.Fatal(err)
+	}
+	in.Job.MessageID = messageID
+	e.Input = string(in.MustJSON())
+	return e
+}
+
+// deliver hands the receive-th delivery of job r-1001 (reports, lane 1) to the starter and reports
+// whether it was acknowledged (not a batch item failure).
+func deliver(t *testing.T, r *rig, receive int) bool {
+	t.Helper()
+	resp, err := r.st.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 1, "r-1001", 0, receive)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.clock.Advance(2 * retryDelay)
+	return len(resp.BatchItemFailures) == 0
+}
+
+// An operator deletes a stuck lease, as the README advises. The job's attempts are not lost with it:
+// Step Functions keeps which message started each attempt, so the message's next deliveries go on
+// from the last attempt's outcome instead of taking the job for a duplicate and dropping it.
+func TestDeletedLeaseKeepsTheJobsAttempts(t *testing.T) {
+	const self = "msg-r-1001" // the message id jobMessage gives job r-1001
+	tests := []struct {
+		name string
+		// ended lists the statuses of the attempts that ran before the lease was deleted.
+		ended []sfntypes.ExecutionStatus
+		// by is the message that started them: this job's message, or a duplicate's.
+		by            string
+		wantNewStart  string // the execution the job goes on with ("" for none)
+		wantDeadLeter string // the dead letter's reason ("" for none)
+		wantAcked     bool
+	}{
+		{name: "first attempt failed: the second runs", ended: []sfntypes.ExecutionStatus{"FAILED"}, by: self,
+			wantNewStart: execName("reports", "r-1001", 2)},
+		{name: "two attempts failed: the third runs", ended: []sfntypes.ExecutionStatus{"FAILED", "TIMED_OUT"}, by: self,
+			wantNewStart: execName("reports", "r-1001", 3)},
+		{name: "last attempt failed: dead-lettered", ended: []sfntypes.ExecutionStatus{"FAILED", "FAILED", "FAILED"}, by: self,
+			wantDeadLeter: deadletter.ReasonAttemptsExhausted, wantAcked: true},
+		{name: "first attempt succeeded: done", ended: []sfntypes.ExecutionStatus{"SUCCEEDED"}, by: self, wantAcked: true},
+		{name: "second attempt aborted: dead-lettered", ended: []sfntypes.ExecutionStatus{"FAILED", "ABORTED"}, by: self,
+			wantDeadLeter: "aborted", wantAcked: true},
+		{name: "a duplicate message ran the job: this copy is dropped", ended: []sfntypes.ExecutionStatus{"SUCCEEDED"}, by: "msg-another-copy",
+			wantAcked: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t, nil)
+			for i, st := range tt.ended {
+				r.sfn.Put(startedBy(t, execution("reports", 1, "r-1001", i+1, st, "JobFailed", "boom"), tt.by))
+			}
+			before := len(r.sfn.Executions())
+			acked := false
+			for receive := 2; receive < 2+len(tt.ended)+1 && !acked; receive++ {
+				acked = deliver(t, r, receive)
+			}
+			if acked != tt.wantAcked {
+				t.Errorf("message acknowledged = %v, want %v", acked, tt.wantAcked)
+			}
+			var started []string
+			for _, e := range r.sfn.Executions() {
+				if e.Status == sfntypes.ExecutionStatusRunning {
+					started = append(started, e.Name)
+				}
+			}
+			switch {
+			case tt.wantNewStart == "" && len(r.sfn.Executions()) != before:
+				t.Errorf("executions %d -> %d, want no new one", before, len(r.sfn.Executions()))
+			case tt.wantNewStart != "" && !equal(started, []string{tt.wantNewStart}):
+				t.Errorf("running executions = %q, want [%s]", started, tt.wantNewStart)
+			}
+			dead := r.sqs.Sent(dlqURL)
+			switch {
+			case tt.wantDeadLeter == "" && len(dead) != 0:
+				t.Errorf("dead letters = %+v, want none", dead)
+			case tt.wantDeadLeter != "" && (len(dead) != 1 || dead[0].Attributes["reason"] != tt.wantDeadLeter):
+				t.Errorf("dead letters = %+v, want one with reason %s", dead, tt.wantDeadLeter)
+			case tt.wantDeadLeter != "":
+				var sub job.Submission
+				if err := json.Unmarshal([]byte(dead[0].Body), &sub); err != nil || string(sub.Input) != `{"seconds":3}` {
+					t.Errorf("dead letter body %s lost the job's input", dead[0].Body)
+				}
+			}
+			if tt.wantAcked {
+				if l, ok := r.leases.Lease(reports1); ok {
+					t.Errorf("job ended, yet its lane keeps lease %+v", l)
+				}
+			}
+		})
+	}
+}
+
+// A dead-lettering lease written without an execution ARN (the last attempt's release came while
+// the claim was unconfirmed) whose release died: the message's next delivery finishes the dead
+// letter, with the job's input, instead of failing to describe an execution with no ARN forever.
+func TestDeadLetteringLeaseWithoutArnIsFinished(t *testing.T) {
+	r := newRig(t, nil)
+	for a := 1; a <= 3; a++ {
+		r.sfn.Put(execution("reports", 1, "r-1001", a, sfntypes.ExecutionStatusFailed, "JobFailed", "boom"))
+	}
+	l := leaseOf("reports", 1, "r-1001", 3, lease.DeadLettering, 3)
+	l.ExecutionArn = ""
+	r.leases.Set(l) // last changed 20 minutes ago: its release is long gone
+	if acked := deliver(t, r, 4); !acked {
+		t.Errorf("message held, want it acknowledged after the dead letter")
+	}
+	dead := r.sqs.Sent(dlqURL)
+	if len(dead) != 1 {
+		t.Fatalf("dead letters = %d, want 1", len(dead))
+	}
+	if want := `{"type":"reports","id":"r-1001","input":{"seconds":3},"redrive":1}`; dead[0].Body != want {
+		t.Errorf("dead letter body = %s, want %s", dead[0].Body, want)
+	}
+	if l, ok := r.leases.Lease(reports1); ok {
+		t.Errorf("lane keeps lease %+v, want it free", l)
+	}
+}
+
+// DescribeExecution is eventually consistent: right after an ambiguous start it may not find the
+// execution. A lane above a lowered limit whose claim is that recent is not moved (the job may be
+// running); once the claim is older than starter.DescribeSettle and still no execution exists, the
+// job moves without having used an attempt.
+func TestUnconfirmedStartIsNotMovedWhileDescribeMayLag(t *testing.T) {
+	r := newRig(t, nil) // reports=3
+	l := leaseOf("reports", 7, "r-1001", 1, lease.Starting, 1)
+	l.UpdatedAt = t0.Add(-5 * time.Second)
+	l.StateMachineArn = smArn
+	r.leases.Set(l)
+	ctx := context.Background()
+	msg := func(receive int) events.SQSEvent {
+		return events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 7, "r-1001", 0, receive)}}
+	}
+	resp, _ := r.st.Handle(ctx, msg(2))
+	if len(resp.BatchItemFailures) != 1 || len(r.sqs.Sent(lanesURL)) != 0 {
+		t.Fatalf("claim 5 s old, execution not found: held %d, moved %d; want held and not moved",
+			len(resp.BatchItemFailures), len(r.sqs.Sent(lanesURL)))
+	}
+	r.clock.Advance(starter.DescribeSettle)
+	r.st.Handle(ctx, msg(3))
+	moved := r.sqs.Sent(lanesURL)
+	if len(moved) != 1 {
+		t.Fatalf("claim older than DescribeSettle, no execution: moved %d, want 1", len(moved))
+	}
+	var j job.Job
+	if err := json.Unmarshal([]byte(moved[0].Body), &j); err != nil {
+		t.Fatal(err)
+	}
+	if j.Attempts != 0 {
+		t.Errorf("moved job carries %d attempts, want 0: its unconfirmed start never ran", j.Attempts)
+	}
+}
+
+// A start retried after an ambiguous error goes to the state machine the claim named, even when the
+// type's config has since moved to another: one attempt, one execution.
+func TestRetriedStartKeepsTheClaimsStateMachine(t *testing.T) {
+	r := newRig(t, nil)
+	const before = "arn:aws:states:us-east-1:123456789012:stateMachine:reports-v1"
+	l := leaseOf("reports", 1, "r-1001", 1, lease.Starting, 1)
+	l.StateMachineArn = before
+	r.leases.Set(l)
+	deliver(t, r, 2)
+	starts := r.sfn.Starts()
+	if len(starts) != 1 || starts[0].StateMachineArn != before {
+		t.Errorf("starts = %+v, want one on %s (the claim's), not the config's %s", starts, before, smArn)
+	}
+}
+
+// Lambda's event source may hand a batch to the starter twice. A copy that arrives after the job's
+// release deleted its message (or after the message was received again) must not act on the ended
+// attempt: that would count the outcome twice, or, for a failure, write a retrying lease for a message
+// that no longer exists and hold the lane for good.
+func TestStaleDeliveryDoesNotActOnAnEndedAttempt(t *testing.T) {
+	for _, st := range []sfntypes.ExecutionStatus{"SUCCEEDED", "FAILED", "ABORTED"} {
+		t.Run(string(st), func(t *testing.T) {
+			r := newRig(t, nil)
+			r.sfn.Put(startedBy(t, execution("reports", 1, "r-1001", 1, st, "JobFailed", "boom"), "msg-r-1001"))
+			// The message is gone: SQS refuses its receipt handle.
+			r.sqs.OnChangeVisibility = func(in *sqs.ChangeMessageVisibilityInput) error {
+				return &smithy.GenericAPIError{Code: "ReceiptHandleIsInvalid", Message: "The input receipt handle is invalid.", Fault: smithy.FaultClient}
+			}
+			before := len(r.sfn.Executions())
+			// Held, not acknowledged: SQS's refusal cannot tell a deleted message from one whose
+			// visibility ran out (TestDeliveryWhoseMessageWentVisibleIsNotAcknowledged).
+			if acked := deliver(t, r, 1); acked {
+				t.Errorf("stale delivery acknowledged, want it held")
+			}
+			if l, ok := r.leases.Lease(reports1); ok {
+				t.Errorf("stale delivery left lease %+v, want the lane free", l)
+			}
+			if n := len(r.sfn.Executions()); n != before {
+				t.Errorf("executions %d -> %d, want none started", before, n)
+			}
+			if dead := r.sqs.Sent(dlqURL); len(dead) != 0 {
+				t.Errorf("dead letters = %+v, want none (the job's release already did its part)", dead)
+			}
+			if d := r.sqs.Deletes(); len(d) != 0 {
+				t.Errorf("DeleteMessage calls = %+v, want none", d)
+			}
+		})
+	}
+}
+
+// The same stale delivery when DescribeExecution also lags (it is eventually consistent): the claim
+// the delivery wrote must not stay behind for a message that no longer exists, holding the lane
+// until the sweep (which would then count the job's success a second time).
+func TestStaleDeliveryLeavesNoClaimWhenDescribeLags(t *testing.T) {
+	r := newRig(t, nil)
+	r.sfn.Put(startedBy(t, execution("reports", 1, "r-1001", 1, "SUCCEEDED", "", ""), "msg-r-1001"))
+	r.sqs.OnChangeVisibility = func(*sqs.ChangeMessageVisibilityInput) error {
+		return &smithy.GenericAPIError{Code: "ReceiptHandleIsInvalid", Message: "The input receipt handle is invalid.", Fault: smithy.FaultClient}
+	}
+	r.sfn.OnDescribe = func(arn string) error {
+		return &sfntypes.ExecutionDoesNotExist{Message: aws.String("Execution Does Not Exist: '" + arn + "'")}
+	}
+	deliver(t, r, 1)
+	if l, ok := r.leases.Lease(reports1); ok {
+		t.Errorf("stale delivery left lease %+v, want the lane free", l)
+	}
+}
+
+// SQS answers MessageNotInflight also for a message that is not gone: its visibility timeout ran out
+// during this invocation (FifoVisibilityTimeout may be as short as the starter's timeout), and no
+// receive has taken it again. Such a delivery must not be acknowledged: Lambda's event source would
+// delete the message with its receipt handle, still the latest, and the failed attempt would be
+// neither retried nor dead-lettered. Held, the message is received again and goes on.
+func TestDeliveryWhoseMessageWentVisibleIsNotAcknowledged(t *testing.T) {
+	r := newRig(t, nil)
+	r.sfn.Put(startedBy(t, execution("reports", 1, "r-1001", 1, "FAILED", "JobFailed", "boom"), "msg-r-1001"))
+	r.leases.Set(leaseOf("reports", 1, "r-1001", 1, lease.Running, 1))
+	// Receive 2's handle is the message's latest, but the message is visible again, not in flight.
+	r.sqs.OnChangeVisibility = func(in *sqs.ChangeMessageVisibilityInput) error {
+		if aws.ToString(in.ReceiptHandle) == handle("r-1001", 2) {
+			return &smithy.GenericAPIError{Code: "AWS.SimpleQueueService.MessageNotInflight", Message: "The message referred to isn't in flight.", Fault: smithy.FaultClient}
+		}
+		return nil
+	}
+	if acked := deliver(t, r, 2); acked {
+		t.Fatalf("delivery acknowledged: the event source would delete a message whose failed attempt was never acted on")
+	}
+	if dead := r.sqs.Sent(dlqURL); len(dead) != 0 {
+		t.Errorf("dead letters = %+v, want none yet", dead)
+	}
+	// The message's next receive goes on from the failed attempt: it is retried.
+	if acked := deliver(t, r, 3); acked {
+		t.Errorf("receive 3 acknowledged, want it held for its retry")
+	}
+	l, ok := r.leases.Lease(reports1)
+	if !ok || l.Status != lease.Retrying || l.Attempt != 1 {
+		t.Errorf("lease after receive 3 = %+v (found %v), want attempt 1 retrying", l, ok)
+	}
+}
+
+// A stale delivery whose start Step Functions answers with the running execution itself (same name
+// and input while it runs: the release deleted the message while the execution was finishing) must
+// not claim the lane for it: the lane would stay held until the sweep.
+func TestStaleDeliveryDoesNotClaimAFinishingExecution(t *testing.T) {
+	r := newRig(t, nil)
+	e := execution("reports", 1, "r-1001", 1, sfntypes.ExecutionStatusRunning, "", "")
+	e.StartDate = t0.Add(-time.Minute)
+	r.sfn.Put(startedBy(t, e, "msg-r-1001"))
+	r.sqs.OnChangeVisibility = func(*sqs.ChangeMessageVisibilityInput) error {
+		return &smithy.GenericAPIError{Code: "ReceiptHandleIsInvalid", Message: "The input receipt handle is invalid.", Fault: smithy.FaultClient}
+	}
+	deliver(t, r, 1)
+	if l, ok := r.leases.Lease(reports1); ok {
+		t.Errorf("stale delivery claimed the lane: lease %+v, want it free", l)
+	}
+	if n := len(r.sfn.Executions()); n != 1 {
+		t.Errorf("executions = %d, want the one that runs", n)
+	}
+}
+
+// A late copy of an earlier delivery of a running job's message (Lambda may hand a batch over twice)
+// must not put its receipt handle back in the lease: SQS honours only the latest, and the release's
+// DeleteMessage with an older one succeeds without deleting, so the message would hold its lane for a
+// whole visibility timeout after the job ended.
+func TestLateCopyKeepsTheNewerReceiptHandle(t *testing.T) {
+	r := newRig(t, nil)
+	r.sfn.Put(execution("reports", 1, "r-1001", 1, sfntypes.ExecutionStatusRunning, "", ""))
+	l := leaseOf("reports", 1, "r-1001", 1, lease.Running, 3)
+	l.Receives = 3
+	r.leases.Set(l)
+	if acked := deliver(t, r, 2); acked {
+		t.Errorf("late copy acknowledged, want it held")
+	}
+	got, _ := r.leases.Lease(reports1)
+	if got.ReceiptHandle != handle("r-1001", 3) {
+		t.Errorf("lease receipt handle = %s, want the third receive's %s", got.ReceiptHandle, handle("r-1001", 3))
+	}
+}
+
+// The same for a claim still unconfirmed, or a job between attempts: a late copy of an earlier
+// delivery leaves the lease (and its newer receipt handle) alone and starts nothing.
+func TestLateCopyLeavesAnyLeaseAlone(t *testing.T) {
+	for _, st := range []lease.Status{lease.Starting, lease.Retrying} {
+		t.Run(string(st), func(t *testing.T) {
+			r := newRig(t, nil)
+			l := leaseOf("reports", 1, "r-1001", 1, st, 3)
+			l.Receives = 3
+			r.leases.Set(l)
+			deliver(t, r, 2)
+			got, _ := r.leases.Lease(reports1)
+			if got.ReceiptHandle != handle("r-1001", 3) || got.Status != st {
+				t.Errorf("lease = %s with handle %s, want %s with the third receive's", got.Status, got.ReceiptHandle, st)
+			}
+			if n := len(r.sfn.Starts()); n != 0 {
+				t.Errorf("StartExecution calls = %d, want none from a late copy", n)
+			}
+		})
+	}
+}

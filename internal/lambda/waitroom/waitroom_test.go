@@ -1,0 +1,164 @@
+package waitroom_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/waitroom"
+	"github.com/sfnlimit/sfnlimit/internal/tools/fakes"
+	"github.com/sfnlimit/sfnlimit/internal/tools/testmoto"
+)
+
+var moto *dynamodb.Client
+
+func TestMain(m *testing.M) { os.Exit(testmoto.RunDynamoDB(m, &moto)) }
+
+type db interface {
+	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	DeleteItem(context.Context, *dynamodb.DeleteItemInput, ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+	Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+}
+
+// forBoth runs f on moto and on the in-memory table the starter's and releaser's tests use.
+func forBoth(t *testing.T, f func(t *testing.T, s *waitroom.Store)) {
+	t.Run("dynamodb", func(t *testing.T) {
+		name := testmoto.Table(t, moto, "waitroom")
+		f(t, waitroom.NewStore(moto, name))
+	})
+	t.Run("fake", func(t *testing.T) {
+		var d db = fakes.NewDynamoDB("t")
+		f(t, waitroom.NewStore(d, "t"))
+	})
+}
+
+var t0 = time.Date(2026, 11, 22, 2, 0, 0, 0, time.UTC)
+
+// waiter is the head of waiting group g of typ, job id, submitted at t0+at and parked a second later.
+func waiter(typ, g, id string, at time.Duration) waitroom.Waiter {
+	return waitroom.Waiter{Type: typ, Group: typ + "-" + g, MessageID: "msg-" + id, ReceiptHandle: "AQEB-" + id, JobID: id,
+		SubmittedAt: t0.Add(at), ParkedAt: t0.Add(at + time.Second)}
+}
+
+// A release takes the parked group whose head was submitted earliest, not the one parked first; a
+// group parked again keeps one record, its latest head's; an unpark removes only its own head's.
+func TestTakeOldestHeadFirst(t *testing.T) {
+	forBoth(t, func(t *testing.T, s *waitroom.Store) {
+		ctx := context.Background()
+		late := waiter("pay", "w1", "b", 2*time.Second)
+		late.ParkedAt = t0 // parked before the others, its head submitted after a's
+		for _, w := range []waitroom.Waiter{
+			late, waiter("pay", "0", "a", time.Second), waiter("mail", "0", "m", 0), waiter("pay", "w2", "c", 3*time.Second),
+			waiter("pay", "w3", "x", 0),
+		} {
+			if err := s.Park(ctx, w); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Group w3's head found a lane: its record goes. An unpark by a head that is no longer the
+		// group's (w2's record is c's) leaves the record.
+		if err := s.Unpark(ctx, waiter("pay", "w3", "x", 0)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Unpark(ctx, waiter("pay", "w2", "old-head", 0)); err != nil {
+			t.Fatal(err)
+		}
+		if ws, err := s.List(ctx, "pay"); err != nil || len(ws) != 3 {
+			t.Errorf("List(pay) = %+v, %v; want the records of groups 0, w1, w2", ws, err)
+		}
+		var got []string
+		for {
+			w, err := s.Take(ctx, "pay")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w == nil {
+				break
+			}
+			got = append(got, w.JobID)
+			if w.JobID == "a" {
+				if want := waiter("pay", "0", "a", time.Second); *w != want {
+					t.Errorf("Take = %+v, want %+v", *w, want)
+				}
+			}
+		}
+		if fmt.Sprint(got) != "[a b c]" {
+			t.Errorf("taken in order %v, want [a b c] (oldest head first; x unparked; mail is another type)", got)
+		}
+		// A group parked again by its head: one record, the newer one. Another message of the group
+		// cannot replace a record parked less than ParkFor ago (only a queue that hands out two
+		// messages of one group at once gets there); after that it can.
+		d := waiter("pay", "0", "d", 5*time.Second)
+		for range 2 {
+			if err := s.Park(ctx, d); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e := waiter("pay", "0", "e", 6*time.Second)
+		if err := s.Park(ctx, e); !errors.Is(err, waitroom.ErrGroupParked) {
+			t.Errorf("Park(e) over d's fresh record = %v, want ErrGroupParked", err)
+		}
+		e.ParkedAt = d.ParkedAt.Add(waitroom.ParkFor + time.Second)
+		if err := s.Park(ctx, e); err != nil {
+			t.Errorf("Park(e) after d's record is due = %v, want it parked", err)
+		}
+		if w, err := s.Take(ctx, "pay"); err != nil || w == nil || w.JobID != "e" {
+			t.Errorf("Take after parking group 0 again = %+v, %v; want its latest head e", w, err)
+		}
+		if w, err := s.Take(ctx, "pay"); err != nil || w != nil {
+			t.Errorf("Take of an empty room = %+v, %v; want nil", w, err)
+		}
+		if w, err := s.Take(ctx, "mail"); err != nil || w == nil || w.JobID != "m" {
+			t.Errorf("Take(mail) = %+v, %v", w, err)
+		}
+	})
+}
+
+// Releases racing to wake parked jobs each wake a different one.
+func TestConcurrentTakesNeverShare(t *testing.T) {
+	forBoth(t, func(t *testing.T, s *waitroom.Store) {
+		ctx := context.Background()
+		const parked = 6
+		for i := range parked {
+			if err := s.Park(ctx, waiter("pay", fmt.Sprint("w", i+1), fmt.Sprint(i), time.Duration(i)*time.Millisecond)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var mu sync.Mutex
+		seen := map[string]int{}
+		var wg sync.WaitGroup
+		for range parked + 3 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				w, err := s.Take(ctx, "pay")
+				if err != nil {
+					// Three lost races in a row is allowed to fail; the release logs it and the
+					// parked job looks again after ParkFor.
+					return
+				}
+				if w != nil {
+					mu.Lock()
+					seen[w.JobID]++
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		for id, n := range seen {
+			if n != 1 {
+				t.Errorf("parked job %s taken %d times, want once", id, n)
+			}
+		}
+		if len(seen) == 0 {
+			t.Error("no parked job taken")
+		}
+	})
+}

@@ -1,0 +1,91 @@
+package demo_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sfnlimit/sfnlimit/internal/tools/demo"
+)
+
+// The demo is the main job: a small run of it must hold every limit, end every job as the workload
+// says it should, and write its report, JSON and chart.
+func TestDemoSmallRun(t *testing.T) {
+	w := demo.Workload{
+		Types: []demo.TypeSpec{
+			{Type: "payments", Limit: 2, Jobs: 8, MeanSeconds: 1, FailOnce: 0.25, FailAlways: 0.15},
+			{Type: "llm", Limit: 3, Jobs: 10, MeanSeconds: 1},
+		},
+		Malformed: true,
+		Seed:      7,
+	}
+	out := t.TempDir()
+	var buf bytes.Buffer
+	rep, err := demo.Run(context.Background(), demo.Options{Workload: w, OutDir: out, Timeout: 10 * time.Minute, Out: &buf}) // about a minute; the bound is for a stuck run
+	if err != nil {
+		t.Fatalf("demo.Run: %v\n%s", err, buf.String())
+	}
+	if !rep.LimitHeld {
+		t.Errorf("LimitHeld = false, want true: %+v", rep.Types)
+	}
+	if rep.Verified != rep.Jobs || len(rep.Mismatches) > 0 {
+		t.Errorf("verified %d of %d jobs, mismatches %v", rep.Verified, rep.Jobs, rep.Mismatches)
+	}
+	wantRefused := map[string]int{"not_json": 1, "missing_type": 1, "unknown_type": 1, "input_too_large": 1}
+	for k, v := range wantRefused {
+		if rep.Refused[k] != v {
+			t.Errorf("Refused[%s] = %d, want %d (all: %v)", k, rep.Refused[k], v, rep.Refused)
+		}
+	}
+	for _, tr := range rep.Types {
+		if tr.Peak < 1 || tr.Peak > tr.Limit {
+			t.Errorf("type %s peak %d, want 1..%d", tr.Type, tr.Peak, tr.Limit)
+		}
+		if tr.Succeeded+tr.DeadLettered != tr.Jobs {
+			t.Errorf("type %s: %d succeeded + %d dead-lettered, want %d jobs", tr.Type, tr.Succeeded, tr.DeadLettered, tr.Jobs)
+		}
+	}
+	// The metrics the functions published agree with the outcomes.
+	var succeeded, dead float64
+	for _, m := range rep.Metrics {
+		succeeded += m["JobsSucceeded"]
+		dead += m["JobsDeadLettered"]
+	}
+	wantSucceeded, wantDead := 0, 0
+	for _, tr := range rep.Types {
+		wantSucceeded += tr.Succeeded
+		wantDead += tr.DeadLettered
+	}
+	if int(succeeded) != wantSucceeded || int(dead) != wantDead {
+		t.Errorf("metrics JobsSucceeded %v, JobsDeadLettered %v; want %d and %d", succeeded, dead, wantSucceeded, wantDead)
+	}
+	if rep.TotalPerMillion <= 0 || len(rep.Calls) == 0 {
+		t.Errorf("cost %v, %d call rows: want a priced report", rep.TotalPerMillion, len(rep.Calls))
+	}
+	for _, f := range []string{"report.md", "report.json", "concurrency.svg", "limiter.log"} {
+		b, err := os.ReadFile(filepath.Join(out, f))
+		if err != nil || len(b) == 0 {
+			t.Errorf("%s: %v (%d bytes), want a written file", f, err, len(b))
+		}
+	}
+	var js map[string]any
+	if b, _ := os.ReadFile(filepath.Join(out, "report.json")); json.Unmarshal(b, &js) != nil {
+		t.Errorf("report.json is not JSON")
+	}
+	if b, _ := os.ReadFile(filepath.Join(out, "concurrency.svg")); !strings.Contains(string(b), "<polyline") {
+		t.Errorf("concurrency.svg has no series")
+	}
+	// The handlers' logs name jobs and never carry their input.
+	logs, _ := os.ReadFile(filepath.Join(out, "limiter.log"))
+	if strings.Contains(string(logs), `"seconds"`) || strings.Contains(string(logs), "this job always fails") {
+		t.Errorf("limiter.log contains job input")
+	}
+	if !strings.Contains(string(logs), `"jobId"`) {
+		t.Errorf("limiter.log has no jobId fields")
+	}
+}

@@ -1,0 +1,298 @@
+package demo
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/app"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/deadletter"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/sqsbatch"
+	"github.com/sfnlimit/sfnlimit/internal/tools/local/observe"
+	"github.com/sfnlimit/sfnlimit/internal/tools/local/stack"
+)
+
+// Options shape a demo run.
+type Options struct {
+	Workload Workload
+	// OutDir receives report.md, report.json, concurrency.svg and limiter.log.
+	OutDir string
+	// Fauxqs runs SQS on fauxqs instead of moto.
+	Fauxqs bool
+	// Timeout bounds the whole run.
+	Timeout time.Duration
+	// Out receives the live view and the report; Live redraws in place (a terminal).
+	Out  io.Writer
+	Live bool
+	// Strategy is the lane strategy of every type ("" is the template's default): one that can be
+	// chosen (lane.CheckChoosable), not the retired least-loaded.
+	Strategy string
+}
+
+// Run starts a local stack, runs the workload on it and writes the report.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	if o.Strategy != "" {
+		s, err := lane.CheckChoosable(o.Strategy)
+		if err != nil {
+			return nil, fmt.Errorf("demo strategy: %w", err)
+		}
+		o.Strategy = s
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 10 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	if err := os.MkdirAll(o.OutDir, 0o755); err != nil {
+		return nil, fmt.Errorf("create output directory: %w", err)
+	}
+	logf, err := os.Create(filepath.Join(o.OutDir, "limiter.log"))
+	if err != nil {
+		return nil, fmt.Errorf("create log file: %w", err)
+	}
+	defer logf.Close()
+	log := slog.New(slog.NewJSONHandler(logf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+
+	w := o.Workload
+	params := map[string]string{"TypeLimits": w.TypeLimits(), "DefaultLimit": "0", "DefaultMaxAttempts": "3"}
+	strategy := "the default lane strategy"
+	if o.Strategy != "" {
+		params["LaneStrategy"] = o.Strategy
+		strategy = "lane strategy " + o.Strategy
+	}
+	fmt.Fprintf(o.Out, "Starting the local stack (moto%s) with limits %s, %s ...\n", map[bool]string{true: " + fauxqs", false: ""}[o.Fauxqs], w.TypeLimits(), strategy)
+	began := time.Now()
+	s, err := stack.Start(ctx, stack.Options{
+		Parameters: params,
+		FunctionEnv: map[string]string{
+			"START_RETRY_SECONDS": "1", "SWEEP_MIN_AGE_SECONDS": "5",
+		},
+		SweepEvery: 5 * time.Second, Fauxqs: o.Fauxqs, Log: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	if err := s.StartRuntime(ctx); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(o.Out, "Stack ready in %.1fs at %s; handler logs in %s\n", time.Since(began).Seconds(), s.Info().Endpoint, logf.Name())
+
+	producer := s.Counter("producer")
+	c := app.NewClients(s.AWSConfig(producer))
+	obs := s.Clients() // the demo's own reads are not part of the limiter's cost
+	info := s.Info()
+	jobs := w.Jobs()
+
+	start := time.Now()
+	if err := submit(ctx, c, info.Output("GeneralQueueUrl"), jobs); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(o.Out, "Submitted %d jobs (%d malformed) in %.1fs\n\n", len(jobs), countMalformed(jobs), time.Since(start).Seconds())
+
+	v := &liveView{out: o.Out, live: o.Live, types: w.Types}
+	leases := lease.NewStore(obs.DDB, info.Output("TableName"))
+	sm := info.Output("SampleStateMachineArn")
+	dlqURL := info.Output("DeadLetterQueueUrl")
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		st, err := progress(ctx, obs, leases, sm, dlqURL, w.Types)
+		if err != nil {
+			return nil, err
+		}
+		st.elapsed, st.total = time.Since(start), len(jobs)
+		v.draw(st)
+		if st.succeeded+st.deadLettered >= len(jobs) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("demo did not finish within %s: %d of %d jobs ended", o.Timeout, st.succeeded+st.deadLettered, len(jobs))
+		case <-tick.C:
+		}
+	}
+	wall := time.Since(start)
+	// Let the last releases and the runtime settle before counting calls.
+	time.Sleep(3 * time.Second)
+	s.StopRuntime()
+
+	xs, err := observe.Collect(ctx, obs.SFN, []string{sm})
+	if err != nil {
+		return nil, err
+	}
+	dead, err := drainDeadLetters(ctx, obs, dlqURL)
+	if err != nil {
+		return nil, err
+	}
+	rep := buildReport(w, jobs, xs, dead, wall, s)
+	if err := rep.write(o.OutDir); err != nil {
+		return nil, err
+	}
+	fmt.Fprintln(o.Out)
+	rep.Print(o.Out)
+	fmt.Fprintf(o.Out, "\nChart: %s\nReport: %s\n", filepath.Join(o.OutDir, "concurrency.svg"), filepath.Join(o.OutDir, "report.md"))
+	return rep, nil
+}
+
+func countMalformed(jobs []Job) int {
+	n := 0
+	for _, j := range jobs {
+		if j.Expect != "succeeded" && j.Expect != "dead-lettered" {
+			n++
+		}
+	}
+	return n
+}
+
+func submit(ctx context.Context, c app.Clients, url string, jobs []Job) error {
+	entries := make([]sqstypes.SendMessageBatchRequestEntry, 0, len(jobs))
+	for i, j := range jobs {
+		entries = append(entries, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(j.Body)})
+	}
+	// The oversized job alone is over SQS's batch size limit with others: send it by itself.
+	var small, big []sqstypes.SendMessageBatchRequestEntry
+	for _, e := range entries {
+		if len(*e.MessageBody) > 200*1024 {
+			big = append(big, e)
+		} else {
+			small = append(small, e)
+		}
+	}
+	failed, err := sqsbatch.NewSender(c.SQS, url).Send(ctx, small)
+	if err != nil {
+		return err
+	}
+	for _, e := range big {
+		if _, err := c.SQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &url, MessageBody: e.MessageBody}); err != nil {
+			return fmt.Errorf("submit oversized job: %w", err)
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%d jobs could not be submitted: %s %s", len(failed), failed[0].Code, failed[0].Message)
+	}
+	return nil
+}
+
+type status struct {
+	running                 map[string]int
+	succeeded, deadLettered int
+	total                   int
+	elapsed                 time.Duration
+}
+
+func progress(ctx context.Context, c app.Clients, leases *lease.Store, sm, dlq string, types []TypeSpec) (status, error) {
+	st := status{running: map[string]int{}}
+	for _, t := range types {
+		ls, err := leases.ListType(ctx, t.Type)
+		if err != nil {
+			return st, err
+		}
+		for _, l := range ls {
+			if l.Status == lease.Running {
+				st.running[t.Type]++
+			}
+		}
+	}
+	p := sfn.NewListExecutionsPaginator(c.SFN, &sfn.ListExecutionsInput{StateMachineArn: &sm, StatusFilter: sfntypes.ExecutionStatusSucceeded})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return st, fmt.Errorf("list executions: %w", err)
+		}
+		st.succeeded += len(page.Executions)
+	}
+	out, err := c.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: &dlq, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages}})
+	if err != nil {
+		return st, fmt.Errorf("read dead-letter queue depth: %w", err)
+	}
+	st.deadLettered, _ = strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)])
+	return st, nil
+}
+
+// DeadLetter is one message of the dead-letter queue.
+type DeadLetter struct {
+	Reason, Type, JobID, Error, Source string
+}
+
+func drainDeadLetters(ctx context.Context, c app.Clients, url string) ([]DeadLetter, error) {
+	var out []DeadLetter
+	for empty := 0; empty < 2; {
+		r, err := c.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &url, MaxNumberOfMessages: 10, MessageAttributeNames: []string{"All"}, VisibilityTimeout: 60})
+		if err != nil {
+			return nil, fmt.Errorf("read dead letters: %w", err)
+		}
+		if len(r.Messages) == 0 {
+			empty++
+			continue
+		}
+		for _, m := range r.Messages {
+			a := func(k string) string { return aws.ToString(m.MessageAttributes[k].StringValue) }
+			d := DeadLetter{Reason: a(deadletter.AttrReason), Type: a(deadletter.AttrType), JobID: a(deadletter.AttrJobID), Error: a(deadletter.AttrError), Source: a(deadletter.AttrSource)}
+			if d.JobID == "" { // a refused body without an id: recognise the demo's malformed jobs by body
+				var b struct {
+					ID string `json:"id"`
+				}
+				_ = json.Unmarshal([]byte(aws.ToString(m.Body)), &b)
+				d.JobID = b.ID
+				if d.JobID == "" && strings.Contains(aws.ToString(m.Body), `"type": "payments", "id": `) {
+					d.JobID = "bad-json"
+				}
+			}
+			out = append(out, d)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].JobID < out[j].JobID })
+	return out, nil
+}
+
+// liveView shows running versus limit per type and overall progress.
+type liveView struct {
+	out   io.Writer
+	live  bool
+	types []TypeSpec
+	lines int
+	last  time.Time
+}
+
+func (v *liveView) draw(st status) {
+	if !v.live && time.Since(v.last) < 5*time.Second && st.succeeded+st.deadLettered < st.total {
+		return
+	}
+	v.last = time.Now()
+	var b strings.Builder
+	for _, t := range v.types {
+		n := st.running[t.Type]
+		bar := strings.Repeat("█", min(n, t.Limit)) + strings.Repeat("·", max(t.Limit-n, 0))
+		fmt.Fprintf(&b, "  %-10s %2d/%-2d running  %s\n", t.Type, n, t.Limit, bar)
+	}
+	done := st.succeeded + st.deadLettered
+	width := 40
+	filled := width * done / max(st.total, 1)
+	fmt.Fprintf(&b, "  progress   [%s%s] %d/%d jobs ended (%d succeeded, %d dead-lettered)  %4.0fs\n",
+		strings.Repeat("#", filled), strings.Repeat(" ", width-filled), done, st.total, st.succeeded, st.deadLettered, st.elapsed.Seconds())
+	if v.live && v.lines > 0 {
+		fmt.Fprintf(v.out, "\033[%dA", v.lines)
+	}
+	if !v.live {
+		fmt.Fprintln(v.out, "---")
+	}
+	fmt.Fprint(v.out, b.String())
+	v.lines = strings.Count(b.String(), "\n")
+}

@@ -1,0 +1,169 @@
+"""Run moto's server for sfnlimit's local stack.
+
+Written to a temporary directory and run by internal/tools/emulator. It differs from `moto_server` in three ways:
+
+1. Step Functions executes state machines (stepfunctions.execute_state_machine = true).
+2. moto issue 10077 is worked around: in moto 5.2.1 every StartExecution after the first fails with
+   "TypeError: cannot pickle '_thread.RLock' object", because StepFunctionsParserBackend.start_execution
+   deep-copies the state machine, and the copy walks the live executions (threads, locks) and the backend.
+   The state machine classes get a __deepcopy__ that shares the backend and leaves live executions out,
+   which is what the upstream fix (moto PR 10093) does.
+3. The interpreter's service calls (Lambda invoke, SQS, DynamoDB tasks) go to
+   http://localhost:$MOTO_PORT (moto.settings.moto_server_port, read at each call). --interpreter-port sets
+   MOTO_PORT independently of the port served, so that a gateway can sit in front of moto.
+4. DynamoDB requests are served one at a time. moto serves each request on its own thread and checks a
+   condition (attribute_not_exists, version = :v, a transaction's conditions) apart from the write it
+   guards, so two racing conditional writes can both succeed; DynamoDB never lets them. Serialising
+   DynamoDB's requests makes every conditional write and transaction atomic, as on AWS.
+
+It serves on an inherited listening socket (--fd) or on --host/--port, and answers GET /_sfnlimit/health
+with what it set up, so that the caller can check it.
+"""
+
+import argparse
+import copy
+import json
+import os
+import signal
+import sys
+import threading
+
+EXPECTED_MOTO_VERSION = "5.2.1"
+HEALTH_PATH = "/_sfnlimit/health"
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--fd", type=int, default=None, help="inherited listening socket")
+    parser.add_argument(
+        "--interpreter-port",
+        default="",
+        help="port on localhost that the Step Functions interpreter calls (default: the served port)",
+    )
+    parser.add_argument("--quiet", action="store_true", help="do not log each request")
+    return parser.parse_args(argv)
+
+
+def enable_execution():
+    from moto.core.config import default_user_config
+
+    sfn = dict(default_user_config.get("stepfunctions") or {})
+    sfn["execute_state_machine"] = True
+    default_user_config["stepfunctions"] = sfn
+
+
+def patch_state_machine_deepcopy():
+    """Work around moto issue 10077 (fixed upstream by PR 10093, not in 5.2.1)."""
+    from moto.stepfunctions.models import StateMachineInstance
+
+    if getattr(StateMachineInstance, "_sfnlimit_deepcopy", False):
+        return
+
+    def __deepcopy__(self, memo):
+        clone = self.__class__.__new__(self.__class__)
+        memo[id(self)] = clone
+        for key, value in self.__dict__.items():
+            if key == "backend":
+                # The backend holds every state machine and its executions: share it, never copy it.
+                setattr(clone, key, value)
+            elif key == "executions":
+                # Live executions hold threads and locks; the clone is a snapshot of the definition
+                # for one new execution and needs none of them.
+                setattr(clone, key, [])
+            else:
+                setattr(clone, key, copy.deepcopy(value, memo))
+        return clone
+
+    # StateMachine and StateMachineVersion both derive from StateMachineInstance.
+    StateMachineInstance.__deepcopy__ = __deepcopy__
+    StateMachineInstance._sfnlimit_deepcopy = True
+
+
+def health_app(app, info):
+    body = json.dumps(info).encode("utf-8")
+
+    def wrapped(environ, start_response):
+        if environ.get("PATH_INFO") == HEALTH_PATH and environ.get("REQUEST_METHOD") == "GET":
+            start_response(
+                "200 OK",
+                [("Content-Type", "application/json"), ("Content-Length", str(len(body)))],
+            )
+            return [body]
+        if environ.get("HTTP_X_AMZ_TARGET", "").startswith("DynamoDB_"):
+            # Consume the whole response under the lock: the write happens while it is built.
+            with DYNAMODB_LOCK:
+                return list(app(environ, start_response))
+        return app(environ, start_response)
+
+    return wrapped
+
+
+DYNAMODB_LOCK = threading.Lock()
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+
+    import moto
+    from moto.core.config import default_user_config
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+    from werkzeug.serving import WSGIRequestHandler, make_server
+
+    if moto.__version__ != EXPECTED_MOTO_VERSION:
+        print(
+            f"sfnlimit moto launcher: expected moto {EXPECTED_MOTO_VERSION}, found {moto.__version__}",
+            file=sys.stderr,
+        )
+
+    enable_execution()
+    patch_state_machine_deepcopy()
+
+    handler = WSGIRequestHandler
+    if args.quiet:
+
+        class QuietHandler(WSGIRequestHandler):
+            def log_request(self, *a, **kw):
+                pass
+
+        handler = QuietHandler
+
+    app = DomainDispatcherApplication(create_backend_app)
+    server = make_server(
+        args.host, args.port, None, threaded=True, request_handler=handler, fd=args.fd
+    )
+    port = server.server_address[1]
+    interpreter_port = args.interpreter_port or str(port)
+    # moto.settings.moto_server_port() reads MOTO_PORT at every call.
+    os.environ["MOTO_PORT"] = interpreter_port
+
+    from moto import settings
+
+    info = {
+        "moto": moto.__version__,
+        "port": port,
+        "interpreter_port": settings.moto_server_port(),
+        "execute_state_machine": bool(
+            default_user_config.get("stepfunctions", {}).get("execute_state_machine")
+        ),
+        "deepcopy_patched": True,
+        "pid": os.getpid(),
+    }
+    server.app = health_app(app, info)
+
+    def stop(signum, frame):
+        # Executions run in non-daemon threads that would hold a normal exit; the emulator's state is
+        # in memory only, so leave at once.
+        sys.stderr.flush()
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    print(f"sfnlimit moto launcher: serving on {args.host}:{port}, interpreter calls localhost:{interpreter_port}",
+          file=sys.stderr, flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,630 @@
+package ops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
+)
+
+// overrideStore reads and writes live overrides (config.DynamoStore).
+type overrideStore interface {
+	ListOverrides(ctx context.Context) ([]config.Override, error)
+	SetOverride(ctx context.Context, o config.Override) error
+	DeleteOverride(ctx context.Context, typ string) error
+}
+
+// describeStateMachineAPI checks that a state machine exists.
+type describeStateMachineAPI interface {
+	DescribeStateMachine(context.Context, *sfn.DescribeStateMachineInput, ...func(*sfn.Options)) (*sfn.DescribeStateMachineOutput, error)
+}
+
+// ConfigEditor reads and changes live per-type configuration, with the limiter's own rules.
+type ConfigEditor struct {
+	Store    overrideStore
+	Defaults config.Defaults
+	// CacheAge is how long the functions cache overrides (ConfigCacheSeconds).
+	CacheAge time.Duration
+	// SFN, if not nil, checks that a state machine named by --state-machine exists.
+	SFN describeStateMachineAPI
+	// Status, if not nil, counts what waits of a type a reset would leave without a limit.
+	Status statusReader
+}
+
+// statusReader takes a reading of the limiter (StatusReader).
+type statusReader interface {
+	Read(ctx context.Context) (Status, error)
+}
+
+// TypeView is a type's effective configuration and its live override, if any.
+type TypeView struct {
+	Type string `json:"type"`
+	// Limit is 0 when the type has none: its jobs are refused (unknown_type).
+	Limit           int    `json:"limit"`
+	Source          string `json:"source"` // override, default, fallback or none
+	MaxAttempts     int    `json:"maxAttempts"`
+	StateMachineArn string `json:"stateMachineArn"`
+	// Strategy is how the type's jobs get a lane (lane.Strategies), and StrategySource where that
+	// comes from: "override" (the live item) or "default" (the deployment's LaneStrategy).
+	Strategy       string `json:"strategy"`
+	StrategySource string `json:"strategySource"`
+	// RetiredStrategy is the retired strategy the type is configured with (lane.LeastLoaded), which
+	// it runs as Strategy; empty when it is configured with a current one.
+	RetiredStrategy string `json:"retiredStrategy,omitempty"`
+	// Override is the live item as stored; nil when the type has none.
+	Override *OverrideView `json:"override,omitempty"`
+}
+
+// OverrideView is a stored live override (zero fields are not set).
+type OverrideView struct {
+	Limit           int    `json:"limit,omitempty"`
+	MaxAttempts     int    `json:"maxAttempts,omitempty"`
+	StateMachineArn string `json:"stateMachineArn,omitempty"`
+	Strategy        string `json:"strategy,omitempty"`
+}
+
+func overrideView(o config.Override) *OverrideView {
+	return &OverrideView{Limit: o.Limit, MaxAttempts: o.MaxAttempts, StateMachineArn: o.StateMachineArn, Strategy: o.Strategy}
+}
+
+// ConfigView is the whole configuration.
+type ConfigView struct {
+	Types []TypeView `json:"types"`
+	// FallbackLimit is DefaultLimit: the limit of types not listed (0: refused).
+	FallbackLimit      int    `json:"fallbackLimit"`
+	DefaultMaxAttempts int    `json:"defaultMaxAttempts"`
+	StateMachineArn    string `json:"stateMachineArn"`
+	// Strategy is the deployment's lane strategy (LaneStrategy): that of every type without one in
+	// its override. RetiredStrategy is LaneStrategy as set when it names a retired strategy, which
+	// runs as Strategy.
+	Strategy        string `json:"strategy"`
+	RetiredStrategy string `json:"retiredStrategy,omitempty"`
+	// Lanes is what the limits add up to, counted as the limiter counts them against the quota.
+	Lanes        int     `json:"lanes"`
+	Quota        int     `json:"quota"`
+	CacheSeconds float64 `json:"cacheSeconds"`
+	// Warning says the stored overrides are refused as a whole (the functions keep the last good
+	// set or the defaults).
+	Warning string `json:"warning,omitempty"`
+	// Ignored lists stored overrides the functions ignore one by one (an item written by hand
+	// with, say, an unknown strategy), and why.
+	Ignored []string `json:"ignored,omitempty"`
+}
+
+// staticStore serves a fixed set of overrides to a config.Resolver.
+type staticStore []config.Override
+
+func (s staticStore) ListOverrides(context.Context) ([]config.Override, error) { return s, nil }
+
+// Get returns the configuration of every type (typ "") or of one type.
+func (e ConfigEditor) Get(ctx context.Context, typ string) (ConfigView, error) {
+	ovs, err := e.Store.ListOverrides(ctx)
+	if err != nil {
+		return ConfigView{}, err
+	}
+	v, err := e.view(ctx, ovs)
+	if err != nil {
+		return ConfigView{}, err
+	}
+	if typ != "" {
+		v.Types = []TypeView{v.typeView(typ, e.Defaults, ovs)}
+	}
+	return v, nil
+}
+
+// view resolves a set of overrides as the functions would.
+func (e ConfigEditor) view(ctx context.Context, ovs []config.Override) (ConfigView, error) {
+	v := ConfigView{
+		FallbackLimit: e.Defaults.FallbackLimit, DefaultMaxAttempts: e.Defaults.DefaultMaxAttempts,
+		StateMachineArn: e.Defaults.StateMachineArn, Strategy: defaultStrategy(e.Defaults),
+		RetiredStrategy: retiredStrategy(e.Defaults.Strategy),
+		Quota:           config.MaxInFlight, CacheSeconds: e.CacheAge.Seconds(),
+	}
+	// The functions drop an override that breaks the rules on its own (config.Resolver); say so
+	// rather than leave it out without a word.
+	var valid []config.Override
+	for _, o := range ovs {
+		if err := o.Validate(); err != nil {
+			v.Ignored = append(v.Ignored, fmt.Sprintf("the live override of type %s is ignored by the functions: %v", o.Type, err))
+			continue
+		}
+		valid = append(valid, o)
+	}
+	ovs = valid
+	r, err := config.NewResolver(e.Defaults, staticStore(ovs), time.Second)
+	if err != nil {
+		return ConfigView{}, err
+	}
+	all, err := r.All(ctx)
+	if err != nil {
+		// The functions refuse such a set and keep the last good one; show what the defaults give.
+		v.Warning = err.Error()
+		if r, err = config.NewResolver(e.Defaults, nil, time.Second); err != nil {
+			return ConfigView{}, err
+		}
+		if all, err = r.All(ctx); err != nil {
+			return ConfigView{}, err
+		}
+		ovs = nil
+	}
+	byType := map[string]config.Override{}
+	for _, o := range ovs {
+		byType[o.Type] = o
+	}
+	seen := map[string]bool{}
+	for _, c := range all {
+		tv := TypeView{
+			Type: c.Type, Limit: c.Limit, Source: c.Source, MaxAttempts: c.MaxAttempts, StateMachineArn: c.StateMachineArn,
+			Strategy: c.Strategy, StrategySource: "default", RetiredStrategy: retiredStrategy(configuredStrategy(e.Defaults, ovs, c.Type)),
+		}
+		if o, ok := byType[c.Type]; ok {
+			tv.Override = overrideView(o)
+			if o.Strategy != "" {
+				tv.StrategySource = "override"
+			}
+		}
+		v.Types = append(v.Types, tv)
+		seen[c.Type] = true
+	}
+	// Overrides that give no limit to a type without one still exist; show them.
+	for _, o := range ovs {
+		if !seen[o.Type] {
+			v.Types = append(v.Types, v.typeView(o.Type, e.Defaults, ovs))
+		}
+	}
+	sort.Slice(v.Types, func(i, j int) bool { return v.Types[i].Type < v.Types[j].Type })
+	v.Lanes = lanes(e.Defaults, ovs)
+	return v, nil
+}
+
+// typeView is one type's view, also for a type with no limit at all.
+func (v ConfigView) typeView(typ string, d config.Defaults, ovs []config.Override) TypeView {
+	for _, t := range v.Types {
+		if t.Type == typ {
+			return t
+		}
+	}
+	tv := TypeView{
+		Type: typ, Source: "none", MaxAttempts: d.DefaultMaxAttempts, StateMachineArn: d.StateMachineArn,
+		Strategy: defaultStrategy(d), StrategySource: "default", RetiredStrategy: retiredStrategy(configuredStrategy(d, ovs, typ)),
+	}
+	if n, ok := d.MaxAttempts[typ]; ok {
+		tv.MaxAttempts = n
+	}
+	for _, o := range ovs {
+		if o.Type == typ && o.Validate() == nil {
+			tv.Override = overrideView(o)
+			if o.MaxAttempts > 0 {
+				tv.MaxAttempts = o.MaxAttempts
+			}
+			if o.StateMachineArn != "" {
+				tv.StateMachineArn = o.StateMachineArn
+			}
+			if o.Strategy != "" {
+				tv.Strategy, _ = lane.ParseStrategy(o.Strategy) // checked by Validate
+				tv.StrategySource = "override"
+			}
+		}
+	}
+	return tv
+}
+
+// configuredStrategy is the lane strategy a type is configured with, as written: its live
+// override's, if the functions take that override (config.Resolver drops one that breaks the rules),
+// else the deployment's LaneStrategy.
+func configuredStrategy(d config.Defaults, ovs []config.Override, typ string) string {
+	for _, o := range ovs {
+		if o.Type == typ && o.Strategy != "" && o.Validate() == nil {
+			return o.Strategy
+		}
+	}
+	return d.Strategy
+}
+
+// retiredStrategy returns a configured strategy name if it names a retired strategy, which the
+// functions run as its successor (lane.ParseStrategy), and "" otherwise.
+func retiredStrategy(name string) string {
+	if _, err := lane.CheckChoosable(name); errors.Is(err, lane.ErrRetired) {
+		return name
+	}
+	return ""
+}
+
+// defaultStrategy is the deployment's lane strategy (LaneStrategy; "" is lane.DefaultStrategy).
+func defaultStrategy(d config.Defaults) string {
+	s, err := lane.ParseStrategy(d.Strategy)
+	if err != nil {
+		return d.Strategy // config.NewResolver refuses such defaults before anything is shown
+	}
+	return s
+}
+
+// lanes adds the limits up as the limiter does against the quota: every default or overriding
+// limit, and the fallback limit once.
+func lanes(d config.Defaults, ovs []config.Override) int {
+	eff := map[string]int{}
+	for t, n := range d.Limits {
+		eff[t] = n
+	}
+	for _, o := range ovs {
+		if o.Limit > 0 {
+			eff[o.Type] = o.Limit
+		}
+	}
+	sum := d.FallbackLimit
+	for _, n := range eff {
+		sum += n
+	}
+	return sum
+}
+
+// Change is what `config set` asks for; nil fields are left as they are.
+type Change struct {
+	Type            string
+	Limit           *int
+	MaxAttempts     *int
+	StateMachineArn *string
+	// Strategy is a lane strategy name (lane.Strategies); Validate refuses a retired one, and Set
+	// stores the canonical name.
+	Strategy *string
+}
+
+var stateMachineArnRe = regexp.MustCompile(`^arn:aws[a-z-]*:states:[a-z0-9-]+:[0-9]{12}:stateMachine:[A-Za-z0-9_-]{1,80}$`)
+
+// UsageError is a request that breaks the command's rules; the command line exits 2 for it.
+type UsageError struct{ Err error }
+
+func (e UsageError) Error() string { return e.Err.Error() }
+func (e UsageError) Unwrap() error { return e.Err }
+
+func usagef(format string, a ...any) error { return UsageError{fmt.Errorf(format, a...)} }
+
+// Validate checks a change with the limiter's rules, before anything is read or written.
+func (c Change) Validate() error {
+	if err := job.ValidateType(c.Type); err != nil {
+		return UsageError{err}
+	}
+	if c.Limit == nil && c.MaxAttempts == nil && c.StateMachineArn == nil && c.Strategy == nil {
+		return usagef("nothing to set: give --limit, --max-attempts, --state-machine or --strategy")
+	}
+	if c.Strategy != nil {
+		if _, err := parseStrategyFlag(*c.Strategy); err != nil {
+			return err
+		}
+	}
+	if c.Limit != nil && (*c.Limit < 1 || *c.Limit >= config.MaxInFlight) {
+		return usagef("--limit %d must be at least 1 and under the SQS FIFO in-flight quota of %d (to drop an override: config reset)", *c.Limit, config.MaxInFlight)
+	}
+	if c.MaxAttempts != nil && *c.MaxAttempts < 1 {
+		return usagef("--max-attempts %d must be at least 1", *c.MaxAttempts)
+	}
+	if c.StateMachineArn != nil && !stateMachineArnRe.MatchString(*c.StateMachineArn) {
+		return usagef("--state-machine %q is not a state machine ARN (arn:aws:states:REGION:ACCOUNT:stateMachine:NAME)", *c.StateMachineArn)
+	}
+	return nil
+}
+
+// parseStrategyFlag checks a --strategy value with the rule for a strategy about to be written
+// (lane.CheckChoosable: the functions' names, less the retired least-loaded, refused with why) and
+// returns its canonical name. An empty one, which lane.ParseStrategy reads as the built-in
+// default, is refused: like the other fields, a strategy once set is not unset by `config set`.
+func parseStrategyFlag(name string) (string, error) {
+	if name == "" {
+		return "", usagef("--strategy needs a name (known: %s); to drop a type's whole override, use config reset", strings.Join(lane.Strategies, ", "))
+	}
+	s, err := lane.CheckChoosable(name)
+	if err != nil {
+		return "", usagef("--strategy: %v", err)
+	}
+	return s, nil
+}
+
+// SetResult is the effective configuration after a change, and what to know about it.
+type SetResult struct {
+	Before   TypeView   `json:"before"`
+	After    TypeView   `json:"after"`
+	Config   ConfigView `json:"config"`
+	Warnings []string   `json:"warnings,omitempty"`
+}
+
+// Set changes a type's live override: the fields given replace the stored ones, the others stay.
+// The whole set of overrides must pass the checks the functions make (every limit within the
+// quota, and all limits together under it), or nothing is written.
+func (e ConfigEditor) Set(ctx context.Context, c Change) (SetResult, error) {
+	if err := c.Validate(); err != nil {
+		return SetResult{}, err
+	}
+	ovs, err := e.Store.ListOverrides(ctx)
+	if err != nil {
+		return SetResult{}, err
+	}
+	before, err := e.view(ctx, ovs)
+	if err != nil {
+		return SetResult{}, err
+	}
+	o := config.Override{Type: c.Type}
+	var rest []config.Override
+	for _, x := range ovs {
+		if x.Type == c.Type {
+			o = x
+		} else {
+			rest = append(rest, x)
+		}
+	}
+	if c.Limit != nil {
+		o.Limit = *c.Limit
+	}
+	if c.MaxAttempts != nil {
+		o.MaxAttempts = *c.MaxAttempts
+	}
+	if c.Strategy != nil {
+		// Stored by its canonical name, whatever alias lane.ParseStrategy took.
+		o.Strategy, _ = parseStrategyFlag(*c.Strategy) // checked by Validate
+	}
+	var warnings []string
+	if c.StateMachineArn != nil {
+		o.StateMachineArn = *c.StateMachineArn
+		if w, err := e.checkStateMachine(ctx, o.StateMachineArn); err != nil {
+			return SetResult{}, err
+		} else if w != "" {
+			warnings = append(warnings, w)
+		}
+	}
+	if err := o.Validate(); err != nil {
+		// Only a stored item written by hand gets here: the change itself was checked.
+		return SetResult{}, fmt.Errorf("%w (the stored override of type %s keeps the fields not given: set them too, or config reset it)", err, c.Type)
+	}
+	next := append(rest, o)
+	if err := e.checkSet(ctx, next); err != nil {
+		return SetResult{}, err
+	}
+	if err := e.Store.SetOverride(ctx, o); err != nil {
+		return SetResult{}, err
+	}
+	return e.result(ctx, c.Type, before, warnings)
+}
+
+// Reset removes a type's live override, so its defaults apply again. A type that exists only as
+// its override has no limit afterwards: the router refuses its new jobs and the starter
+// dead-letters every one still queued (unknown_type). Such a reset says what it can count of the
+// jobs waiting and is done only with force.
+func (e ConfigEditor) Reset(ctx context.Context, typ string, force bool) (SetResult, error) {
+	if err := job.ValidateType(typ); err != nil {
+		return SetResult{}, UsageError{err}
+	}
+	ovs, err := e.Store.ListOverrides(ctx)
+	if err != nil {
+		return SetResult{}, err
+	}
+	before, err := e.view(ctx, ovs)
+	if err != nil {
+		return SetResult{}, err
+	}
+	var rest []config.Override
+	found := false
+	for _, x := range ovs {
+		if x.Type == typ {
+			found = true
+		} else {
+			rest = append(rest, x)
+		}
+	}
+	var warnings []string
+	if !found {
+		warnings = append(warnings, fmt.Sprintf("type %s had no live override: nothing changed", typ))
+	} else {
+		if err := e.checkSet(ctx, rest); err != nil {
+			return SetResult{}, fmt.Errorf("reset refused: %w", err)
+		}
+		after, err := e.view(ctx, rest)
+		if err != nil {
+			return SetResult{}, err
+		}
+		if after.typeView(typ, e.Defaults, rest).Limit == 0 {
+			waiting := e.waiting(ctx, typ)
+			if !force {
+				return SetResult{}, usagef("type %s exists only as a live override: reset, it has no limit, so the router refuses its new jobs and the starter dead-letters every job of it still queued (unknown_type). %s. Reset it anyway with --force; to run those jobs later, set a limit again and redrive them (sfnlimit dlq redrive --type %s --reason unknown_type)", typ, waiting, typ)
+			}
+			warnings = append(warnings, fmt.Sprintf("type %s has no limit any more: its jobs still queued are dead-lettered (unknown_type); %s", typ, waiting))
+		}
+		if err := e.Store.DeleteOverride(ctx, typ); err != nil {
+			return SetResult{}, err
+		}
+	}
+	return e.result(ctx, typ, before, warnings)
+}
+
+// waiting says, for people, what can be counted of a type's jobs not yet done. Leases count those
+// that hold a lane (bound to it or running there); SQS counts only whole queues
+// (ApproximateNumberOfMessages*), not one type's messages, so the queues' figures are given as what
+// they are.
+func (e ConfigEditor) waiting(ctx context.Context, typ string) string {
+	if e.Status == nil {
+		return "The jobs waiting could not be counted (no status reader)"
+	}
+	st, err := e.Status.Read(ctx)
+	if err != nil {
+		return fmt.Sprintf("The jobs waiting could not be counted (%v)", err)
+	}
+	var ts TypeStatus
+	for _, x := range st.Types {
+		if x.Type == typ {
+			ts = x
+		}
+	}
+	holds := "hold a lane"
+	if ts.Running == 1 {
+		holds = "holds a lane"
+	}
+	q := st.Queues
+	return fmt.Sprintf("Now %d of its jobs %s (leases); the lanes queue holds about %d waiting and %d in flight and the general queue about %d waiting, of every type (SQS cannot count one type's messages)",
+		ts.Running, holds, q.Lanes.Waiting, q.Lanes.InFlight, q.General.Waiting)
+}
+
+// checkSet runs a set of overrides through the functions' own checks (config.Resolver): one that
+// would be refused there is refused here.
+func (e ConfigEditor) checkSet(ctx context.Context, ovs []config.Override) error {
+	r, err := config.NewResolver(e.Defaults, staticStore(ovs), time.Second)
+	if err != nil {
+		return err
+	}
+	if _, err := r.All(ctx); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (e ConfigEditor) checkStateMachine(ctx context.Context, arn string) (warning string, err error) {
+	if arn == e.Defaults.StateMachineArn {
+		return "", nil
+	}
+	const extra = "the starter starts only the sample and the state machines in the ExtraStateMachineArns parameter: make sure it is listed there"
+	if e.SFN == nil {
+		return extra, nil
+	}
+	_, err = e.SFN.DescribeStateMachine(ctx, &sfn.DescribeStateMachineInput{StateMachineArn: aws.String(arn)})
+	var missing *sfntypes.StateMachineDoesNotExist
+	if errors.As(err, &missing) {
+		return "", fmt.Errorf("state machine %s does not exist", arn)
+	}
+	if err != nil {
+		return fmt.Sprintf("could not check that state machine %s exists (%v); %s", arn, err, extra), nil
+	}
+	return extra, nil
+}
+
+func (e ConfigEditor) result(ctx context.Context, typ string, before ConfigView, warnings []string) (SetResult, error) {
+	ovs, err := e.Store.ListOverrides(ctx)
+	if err != nil {
+		return SetResult{}, err
+	}
+	after, err := e.view(ctx, ovs)
+	if err != nil {
+		return SetResult{}, err
+	}
+	res := SetResult{
+		Before: before.typeView(typ, e.Defaults, nil), After: after.typeView(typ, e.Defaults, ovs),
+		Config: after, Warnings: warnings,
+	}
+	if res.Before.Limit == 0 && res.After.Limit > 0 {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("type %s is new: wait %s before sending its jobs, or a function that read the config earlier may still refuse them (unknown_type)", typ, e.CacheAge))
+	}
+	if res.After.Limit == 0 {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("type %s has no limit: the router refuses its jobs (unknown_type) until one is set with --limit", typ))
+	}
+	if a := res.After; a.RetiredStrategy != "" && a.StrategySource == "override" {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("the live override of type %s keeps lane strategy %s, which is retired: it runs as %s (config set %s --strategy %s writes that)",
+			typ, a.RetiredStrategy, a.Strategy, typ, a.Strategy))
+	}
+	return res, nil
+}
+
+// WriteTable prints the configuration for people.
+func (v ConfigView) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TYPE\tLIMIT\tSOURCE\tMAX ATTEMPTS\tSTATE MACHINE\tSTRATEGY\tLIVE OVERRIDE")
+	var retired []string
+	for _, t := range v.Types {
+		limit := strconv.Itoa(t.Limit)
+		if t.Limit == 0 {
+			limit = "-"
+		}
+		strategy := t.Strategy
+		if t.RetiredStrategy != "" {
+			strategy += "*"
+			retired = append(retired, t.Type)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s (%s)\t%s\n", t.Type, limit, t.Source, t.MaxAttempts, shortArn(t.StateMachineArn),
+			strategy, t.StrategySource, t.Override.String())
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(retired) > 0 {
+		fmt.Fprintf(w, "* configured %s, a retired lane strategy: run as %s (%s). Set first-free or random to drop this note.\n",
+			lane.LeastLoaded, lane.FirstFree, strings.Join(retired, ", "))
+	}
+	other := "refused (unknown_type)"
+	if v.FallbackLimit > 0 {
+		other = fmt.Sprintf("limit %d each (DefaultLimit)", v.FallbackLimit)
+	}
+	fmt.Fprintf(w, "\nTypes not listed: %s. Limits add up to %d lanes of the SQS FIFO in-flight quota of %d.\n", other, v.Lanes, v.Quota)
+	if v.RetiredStrategy != "" {
+		fmt.Fprintf(w, "Lane strategy without an override: %s (LaneStrategy %s, which is retired). ", v.Strategy, v.RetiredStrategy)
+	} else {
+		fmt.Fprintf(w, "Lane strategy without an override: %s (LaneStrategy). ", v.Strategy)
+	}
+	fmt.Fprintf(w, "Live overrides take effect within %s (ConfigCacheSeconds).\n", time.Duration(v.CacheSeconds*float64(time.Second)))
+	if v.Warning != "" {
+		fmt.Fprintf(w, "WARNING: the stored overrides are refused by the functions, which keep the last good set or the defaults: %s\n", v.Warning)
+	}
+	for _, x := range v.Ignored {
+		fmt.Fprintf(w, "WARNING: %s\n", x)
+	}
+	return nil
+}
+
+func (o *OverrideView) String() string {
+	if o == nil {
+		return "-"
+	}
+	var parts []string
+	if o.Limit > 0 {
+		parts = append(parts, fmt.Sprintf("limit=%d", o.Limit))
+	}
+	if o.MaxAttempts > 0 {
+		parts = append(parts, fmt.Sprintf("maxAttempts=%d", o.MaxAttempts))
+	}
+	if o.StateMachineArn != "" {
+		parts = append(parts, "stateMachine="+shortArn(o.StateMachineArn))
+	}
+	if o.Strategy != "" {
+		parts = append(parts, "strategy="+o.Strategy)
+	}
+	if len(parts) == 0 {
+		return "(empty)"
+	}
+	return strings.Join(parts, " ")
+}
+
+// WriteTable prints the result of a change.
+func (r SetResult) WriteTable(w io.Writer) error {
+	fmt.Fprintf(w, "type %s: limit %s -> %s (%s), max attempts %d -> %d, state machine %s, strategy %s -> %s (%s)\n",
+		r.After.Type, limitText(r.Before.Limit), limitText(r.After.Limit), r.After.Source,
+		r.Before.MaxAttempts, r.After.MaxAttempts, shortArn(r.After.StateMachineArn),
+		r.Before.Strategy, r.After.Strategy, r.After.StrategySource)
+	for _, x := range r.Warnings {
+		fmt.Fprintln(w, "note:", x)
+	}
+	fmt.Fprintln(w)
+	return r.Config.WriteTable(w)
+}
+
+func limitText(n int) string {
+	if n == 0 {
+		return "none"
+	}
+	return strconv.Itoa(n)
+}
+
+// ValidateTypeArg checks a TYPE argument with the router's rules; a bad one is a usage error.
+func ValidateTypeArg(typ string) error {
+	if err := job.ValidateType(typ); err != nil {
+		return UsageError{err}
+	}
+	return nil
+}

@@ -1,0 +1,345 @@
+package ops
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
+)
+
+// leaseReader reads leases type by type (lease.Store).
+type leaseReader = lease.TypeLister
+
+type describeExecutionAPI interface {
+	DescribeExecution(context.Context, *sfn.DescribeExecutionInput, ...func(*sfn.Options)) (*sfn.DescribeExecutionOutput, error)
+}
+
+// JobFinder finds a job from its lease and its executions, which have deterministic names
+// (job.RunName), so no index of jobs is needed.
+type JobFinder struct {
+	Leases leaseReader
+	SFN    describeExecutionAPI
+	// Config resolves the effective configuration (a config.Resolver): the type's state machine
+	// and attempts, and the types to search when none is given.
+	Config   *config.Resolver
+	Defaults config.Defaults
+}
+
+// JobView is what is known of one job.
+type JobView struct {
+	Type string `json:"type"`
+	ID   string `json:"id"`
+	// State is the lease's status when the job holds a lane (starting, running, retrying,
+	// dead-lettering), else what its last execution says: succeeded, dead-lettered (attempts
+	// exhausted or aborted), or not-started.
+	State       string          `json:"state"`
+	Detail      string          `json:"detail"`
+	Lane        int             `json:"lane,omitempty"`
+	Attempt     int             `json:"attempt,omitempty"`
+	MaxAttempts int             `json:"maxAttempts"`
+	Redrive     int             `json:"redrive,omitempty"`
+	SubmittedAt *time.Time      `json:"submittedAt,omitempty"`
+	Lease       *LeaseView      `json:"lease,omitempty"`
+	Executions  []ExecutionView `json:"executions"`
+}
+
+// LeaseView is the lease a job holds.
+type LeaseView struct {
+	Lane         int       `json:"lane"`
+	Status       string    `json:"status"`
+	Attempt      int       `json:"attempt"`
+	Redrive      int       `json:"redrive,omitempty"`
+	ExecutionArn string    `json:"executionArn,omitempty"`
+	StartedAt    time.Time `json:"startedAt"`
+	UpdatedAt    time.Time `json:"updatedAt"`
+}
+
+// ExecutionView is one execution of a job.
+type ExecutionView struct {
+	Attempt   int        `json:"attempt"`
+	Redrive   int        `json:"redrive,omitempty"`
+	Lane      int        `json:"lane,omitempty"`
+	Name      string     `json:"name"`
+	Arn       string     `json:"arn"`
+	Status    string     `json:"status"`
+	StartDate *time.Time `json:"startDate,omitempty"`
+	StopDate  *time.Time `json:"stopDate,omitempty"`
+	Error     string     `json:"error,omitempty"`
+	Cause     string     `json:"cause,omitempty"`
+
+	submittedAt time.Time // from the execution input
+}
+
+// ErrJobNotFound means no lease and no execution of the job was found.
+var ErrJobNotFound = errors.New("job not found")
+
+const (
+	maxGenerations  = 50  // redrives searched at most
+	maxAttemptsSeen = 200 // attempts searched per redrive at most
+)
+
+// Show finds a job of type typ, or of any type when typ is "" (the types with a limit or a lease).
+// It returns ErrJobNotFound when no type has a lease or an execution of it.
+func (f JobFinder) Show(ctx context.Context, typ, id string) ([]JobView, error) {
+	if err := job.ValidateID(id); err != nil {
+		return nil, UsageError{err}
+	}
+	types := []string{typ}
+	var leases []lease.Lease
+	if typ == "" {
+		cfgs, err := f.Config.All(ctx)
+		if err != nil {
+			return nil, err
+		}
+		types = types[:0]
+		for _, c := range cfgs {
+			types = append(types, c.Type)
+		}
+		all, err := lease.ListTypes(ctx, f.Leases, types, 8)
+		if err != nil {
+			return nil, err
+		}
+		leases = all
+		for _, l := range all {
+			if !slices.Contains(types, l.Type) {
+				types = append(types, l.Type)
+			}
+		}
+		sort.Strings(types)
+	} else {
+		if err := job.ValidateType(typ); err != nil {
+			return nil, UsageError{err}
+		}
+		ls, err := f.Leases.ListType(ctx, typ)
+		if err != nil {
+			return nil, err
+		}
+		leases = ls
+	}
+	var out []JobView
+	for _, t := range types {
+		v, err := f.show(ctx, t, id, leases)
+		if err != nil {
+			return nil, err
+		}
+		if typ != "" || v.Lease != nil || len(v.Executions) > 0 {
+			out = append(out, v)
+		}
+	}
+	if len(out) == 0 || (len(out) == 1 && out[0].Lease == nil && len(out[0].Executions) == 0) {
+		return out, fmt.Errorf("%w: no lease and no execution of job %s%s; it may wait in a queue, have been refused (sfnlimit dlq list --id %s), or never have been sent", ErrJobNotFound, id, ofType(typ), id)
+	}
+	return out, nil
+}
+
+func ofType(typ string) string {
+	if typ == "" {
+		return " of any type"
+	}
+	return " of type " + typ
+}
+
+func (f JobFinder) show(ctx context.Context, typ, id string, leases []lease.Lease) (JobView, error) {
+	v := JobView{Type: typ, ID: id, MaxAttempts: f.Defaults.DefaultMaxAttempts, Executions: []ExecutionView{}}
+	machines := []string{}
+	if c, err := f.Config.Get(ctx, typ); err == nil {
+		v.MaxAttempts = c.MaxAttempts
+		machines = append(machines, c.StateMachineArn)
+	} else if !errors.Is(err, config.ErrUnknownType) {
+		return v, err
+	} else if n, ok := f.Defaults.MaxAttempts[typ]; ok {
+		v.MaxAttempts = n
+	}
+	if f.Defaults.StateMachineArn != "" && !slices.Contains(machines, f.Defaults.StateMachineArn) {
+		machines = append(machines, f.Defaults.StateMachineArn)
+	}
+	minGen := 0
+	for _, l := range leases {
+		if l.Type == typ && l.JobID == id {
+			v.Lease = &LeaseView{Lane: l.Lane, Status: string(l.Status), Attempt: l.Attempt, Redrive: l.Redrive, ExecutionArn: l.ExecutionArn, StartedAt: l.StartedAt, UpdatedAt: l.UpdatedAt}
+			if !l.SubmittedAt.IsZero() {
+				s := l.SubmittedAt
+				v.SubmittedAt = &s
+			}
+			minGen = l.Redrive
+			if l.ExecutionArn != "" {
+				machines = append(machines, stateMachineOf(l.ExecutionArn))
+			}
+		}
+	}
+	machines = slices.Compact(machines)
+	for gen := 0; gen < maxGenerations; gen++ {
+		found := 0
+		misses := 0
+		for attempt := 1; attempt <= maxAttemptsSeen && misses < 2; attempt++ {
+			e, ok, err := f.find(ctx, machines, job.RunName(typ, id, gen, attempt))
+			if err != nil {
+				return v, err
+			}
+			if !ok {
+				misses++
+				continue
+			}
+			misses = 0
+			e.Attempt, e.Redrive = attempt, gen
+			v.Executions = append(v.Executions, e)
+			found++
+		}
+		if found == 0 && gen >= minGen {
+			break
+		}
+	}
+	f.summarize(&v)
+	return v, nil
+}
+
+// find describes the execution of this name on each candidate state machine.
+func (f JobFinder) find(ctx context.Context, machines []string, name string) (ExecutionView, bool, error) {
+	for _, sm := range machines {
+		arn := job.ExecutionArn(sm, name)
+		out, err := f.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: aws.String(arn)})
+		var missing *sfntypes.ExecutionDoesNotExist
+		if errors.As(err, &missing) {
+			continue
+		}
+		if err != nil {
+			return ExecutionView{}, false, fmt.Errorf("describe execution %s: %w", arn, err)
+		}
+		e := ExecutionView{Name: name, Arn: arn, Status: string(out.Status), Error: aws.ToString(out.Error), Cause: aws.ToString(out.Cause)}
+		if out.StartDate != nil {
+			t := out.StartDate.UTC()
+			e.StartDate = &t
+		}
+		if out.StopDate != nil {
+			t := out.StopDate.UTC()
+			e.StopDate = &t
+		}
+		var in job.ExecutionInput
+		if json.Unmarshal([]byte(aws.ToString(out.Input)), &in) == nil {
+			e.Lane, e.submittedAt = in.Job.Lane, in.Job.SubmittedAt.UTC()
+		}
+		return e, true, nil
+	}
+	return ExecutionView{}, false, nil
+}
+
+// summarize works out the job's state from its lease and its last execution.
+func (f JobFinder) summarize(v *JobView) {
+	var last *ExecutionView
+	if n := len(v.Executions); n > 0 {
+		last = &v.Executions[n-1]
+		v.Lane, v.Attempt, v.Redrive = last.Lane, last.Attempt, last.Redrive
+		if v.SubmittedAt == nil && !last.submittedAt.IsZero() {
+			s := last.submittedAt
+			v.SubmittedAt = &s
+		}
+	}
+	if l := v.Lease; l != nil {
+		v.State, v.Lane, v.Attempt, v.Redrive = l.Status, l.Lane, l.Attempt, l.Redrive
+		switch lease.Status(l.Status) {
+		case lease.Bound:
+			// A bound lease counts the attempts already made: the next one starts on the lane.
+			v.Detail = fmt.Sprintf("bound to lane %d from its waiting group; attempt %d of %d starts when its copy reaches the lane", l.Lane, l.Attempt+1, v.MaxAttempts)
+		case lease.Starting:
+			v.Detail = fmt.Sprintf("starting attempt %d of %d on lane %d", l.Attempt, v.MaxAttempts, l.Lane)
+		case lease.Running:
+			v.Detail = fmt.Sprintf("running attempt %d of %d on lane %d", l.Attempt, v.MaxAttempts, l.Lane)
+		case lease.Retrying:
+			v.Detail = fmt.Sprintf("attempt %d of %d failed; waiting on lane %d to run again", l.Attempt, v.MaxAttempts, l.Lane)
+		case lease.DeadLettering:
+			v.Detail = fmt.Sprintf("ended for good after attempt %d; being dead-lettered from lane %d", l.Attempt, l.Lane)
+		default:
+			v.Detail = fmt.Sprintf("lease status %s on lane %d", l.Status, l.Lane)
+		}
+		return
+	}
+	if last == nil {
+		v.State, v.Detail = "not-started", "no lease and no execution"
+		return
+	}
+	switch sfntypes.ExecutionStatus(last.Status) {
+	case sfntypes.ExecutionStatusSucceeded:
+		v.State, v.Detail = "succeeded", fmt.Sprintf("attempt %d succeeded", last.Attempt)
+	case sfntypes.ExecutionStatusAborted:
+		v.State, v.Detail = "dead-lettered", fmt.Sprintf("attempt %d was stopped (aborted); dead-lettered, not retried", last.Attempt)
+	case sfntypes.ExecutionStatusRunning:
+		v.State, v.Detail = "running", fmt.Sprintf("attempt %d is running, and no lease holds it (the sweep or the next delivery settles it)", last.Attempt)
+	default:
+		if last.Attempt >= v.MaxAttempts {
+			v.State, v.Detail = "dead-lettered", fmt.Sprintf("attempt %d of %d %s: attempts exhausted, dead-lettered", last.Attempt, v.MaxAttempts, strings.ToLower(last.Status))
+		} else {
+			v.State, v.Detail = "failed", fmt.Sprintf("attempt %d of %d %s; no lease holds it", last.Attempt, v.MaxAttempts, strings.ToLower(last.Status))
+		}
+	}
+}
+
+// executionArn is the ARN of an execution of a state machine.
+// stateMachineOf is the state machine of an execution ARN.
+func stateMachineOf(executionArn string) string {
+	s := strings.Replace(executionArn, ":execution:", ":stateMachine:", 1)
+	if i := strings.LastIndexByte(s, ':'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// WriteJobs prints jobs for people.
+func WriteJobs(w io.Writer, views []JobView) error {
+	for i, v := range views {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "job %s of type %s: %s (%s)\n", v.ID, v.Type, v.State, v.Detail)
+		if v.SubmittedAt != nil {
+			fmt.Fprintf(w, "  submitted  %s\n", v.SubmittedAt.Format(time.RFC3339))
+		}
+		if l := v.Lease; l != nil {
+			fmt.Fprintf(w, "  lease      lane %d, %s, attempt %d, since %s, updated %s\n", l.Lane, l.Status, l.Attempt, l.StartedAt.Format(time.RFC3339), l.UpdatedAt.Format(time.RFC3339))
+			if l.ExecutionArn != "" {
+				fmt.Fprintf(w, "  execution  %s\n", l.ExecutionArn)
+			}
+		}
+		if len(v.Executions) == 0 {
+			fmt.Fprintln(w, "  no executions")
+			continue
+		}
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  ATTEMPT\tREDRIVE\tLANE\tSTATUS\tSTARTED\tSTOPPED\tERROR\tEXECUTION")
+		for _, e := range v.Executions {
+			fmt.Fprintf(tw, "  %d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Attempt, e.Redrive, laneText(e.Lane), e.Status, timeText(e.StartDate), timeText(e.StopDate), clipText(dash(e.Error), 40), e.Arn)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func laneText(n int) string {
+	if n == 0 {
+		return "-"
+	}
+	return strconv.Itoa(n)
+}
+
+func timeText(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.Format(time.RFC3339)
+}

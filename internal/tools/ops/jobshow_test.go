@@ -1,0 +1,180 @@
+package ops
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
+	"github.com/sfnlimit/sfnlimit/internal/tools/fakes"
+)
+
+func TestJobShow(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	submitted := now.Add(-10 * time.Minute)
+	mine := strings.Replace(sampleArn, "sfnlimit-sample", "mine", 1)
+	put := func(f *fakes.SFN, sm, typ, id string, redrive, attempt, lane int, status sfntypes.ExecutionStatus) {
+		in := job.Job{Type: typ, ID: id, Input: []byte(`{}`), SubmittedAt: submitted, Redrive: redrive}.ExecutionInput(lane, attempt).MustJSON()
+		f.Put(fakes.Execution{StateMachineArn: sm, Name: job.RunName(typ, id, redrive, attempt), Status: status, Input: string(in), StartDate: now})
+	}
+	tests := []struct {
+		name      string
+		typ       string
+		setup     func(f *fakes.SFN, l *fakes.LeaseStore)
+		wantState string
+		wantExecs int
+		wantLane  int
+		wantErr   error
+		// wantDetail, if set, is the detail shown
+		wantDetail string
+	}{
+		{
+			name: "succeeded after a retry",
+			typ:  "payments",
+			setup: func(f *fakes.SFN, _ *fakes.LeaseStore) {
+				put(f, sampleArn, "payments", "o-1", 0, 1, 2, sfntypes.ExecutionStatusFailed)
+				put(f, sampleArn, "payments", "o-1", 0, 2, 2, sfntypes.ExecutionStatusSucceeded)
+			},
+			wantState: "succeeded", wantExecs: 2, wantLane: 2,
+		},
+		{
+			name: "running, from its lease",
+			typ:  "payments",
+			setup: func(f *fakes.SFN, l *fakes.LeaseStore) {
+				put(f, sampleArn, "payments", "o-1", 0, 1, 1, sfntypes.ExecutionStatusRunning)
+				l.Set(lease.Lease{Type: "payments", Lane: 1, JobID: "o-1", Attempt: 1, Status: lease.Running, StartedAt: now, SubmittedAt: submitted})
+			},
+			wantState: "running", wantExecs: 1, wantLane: 1,
+		},
+		{
+			name: "starting: a lease and no execution yet",
+			typ:  "payments",
+			setup: func(_ *fakes.SFN, l *fakes.LeaseStore) {
+				l.Set(lease.Lease{Type: "payments", Lane: 2, JobID: "o-1", Attempt: 1, Status: lease.Starting, StartedAt: now})
+			},
+			wantState: "starting", wantExecs: 0, wantLane: 2,
+		},
+		{
+			name: "bound: a first-free job on its way to a free lane",
+			typ:  "payments",
+			setup: func(_ *fakes.SFN, l *fakes.LeaseStore) {
+				l.Set(lease.Lease{Type: "payments", Lane: 2, JobID: "o-1", Status: lease.Bound, StartedAt: now})
+			},
+			wantState: "bound", wantExecs: 0, wantLane: 2,
+			wantDetail: "bound to lane 2 from its waiting group; attempt 1 of 3 starts when its copy reaches the lane",
+		},
+		{
+			name: "bound again after a failed attempt",
+			typ:  "payments",
+			setup: func(f *fakes.SFN, l *fakes.LeaseStore) {
+				put(f, sampleArn, "payments", "o-1", 0, 1, 1, sfntypes.ExecutionStatusFailed)
+				l.Set(lease.Lease{Type: "payments", Lane: 2, JobID: "o-1", Attempt: 1, Status: lease.Bound, StartedAt: now})
+			},
+			wantState: "bound", wantExecs: 1, wantLane: 2,
+			wantDetail: "bound to lane 2 from its waiting group; attempt 2 of 3 starts when its copy reaches the lane",
+		},
+		{
+			name: "attempts exhausted, redriven, and its redrive running on the type's own state machine",
+			typ:  "reports", // 4 attempts; its override names another state machine
+			setup: func(f *fakes.SFN, l *fakes.LeaseStore) {
+				for a := 1; a <= 4; a++ {
+					put(f, sampleArn, "reports", "o-1", 0, a, 3, sfntypes.ExecutionStatusFailed)
+				}
+				put(f, mine, "reports", "o-1", 1, 1, 1, sfntypes.ExecutionStatusRunning)
+				l.Set(lease.Lease{Type: "reports", Lane: 1, JobID: "o-1", Attempt: 1, Redrive: 1, Status: lease.Running, StartedAt: now})
+			},
+			wantState: "running", wantExecs: 5, wantLane: 1,
+		},
+		{
+			name: "dead-lettered",
+			typ:  "payments",
+			setup: func(f *fakes.SFN, _ *fakes.LeaseStore) {
+				for a := 1; a <= 3; a++ {
+					put(f, sampleArn, "payments", "o-1", 0, a, 1, sfntypes.ExecutionStatusTimedOut)
+				}
+			},
+			wantState: "dead-lettered", wantExecs: 3, wantLane: 1,
+		},
+		{
+			name: "aborted",
+			typ:  "payments",
+			setup: func(f *fakes.SFN, _ *fakes.LeaseStore) {
+				put(f, sampleArn, "payments", "o-1", 0, 1, 1, sfntypes.ExecutionStatusAborted)
+			},
+			wantState: "dead-lettered", wantExecs: 1, wantLane: 1,
+		},
+		{name: "not found", typ: "payments", setup: func(*fakes.SFN, *fakes.LeaseStore) {}, wantState: "not-started", wantErr: ErrJobNotFound},
+		{
+			name: "any type",
+			setup: func(f *fakes.SFN, _ *fakes.LeaseStore) {
+				put(f, sampleArn, "payments", "o-1", 0, 1, 2, sfntypes.ExecutionStatusSucceeded)
+			},
+			wantState: "succeeded", wantExecs: 1, wantLane: 2,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, l := fakes.NewSFN(nil), fakes.NewLeaseStore(nil)
+			tt.setup(f, l)
+			r, err := config.NewResolver(defaults(), staticStore{{Type: "reports", StateMachineArn: mine}}, time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			views, err := JobFinder{Leases: l, SFN: f, Config: r, Defaults: defaults()}.Show(context.Background(), tt.typ, "o-1")
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("Show() error = %v, want %v", err, tt.wantErr)
+			}
+			if len(views) != 1 {
+				t.Fatalf("Show() = %d views, want 1", len(views))
+			}
+			v := views[0]
+			if v.State != tt.wantState || len(v.Executions) != tt.wantExecs || v.Lane != tt.wantLane || v.Detail == "" {
+				t.Errorf("Show() = %s (%s), %d executions, lane %d; want %s, %d, lane %d", v.State, v.Detail, len(v.Executions), v.Lane, tt.wantState, tt.wantExecs, tt.wantLane)
+			}
+			if tt.wantDetail != "" && v.Detail != tt.wantDetail {
+				t.Errorf("Show() detail = %q, want %q", v.Detail, tt.wantDetail)
+			}
+			if tt.wantExecs > 0 && (v.SubmittedAt == nil || !v.SubmittedAt.Equal(submitted)) {
+				t.Errorf("Show() submitted = %v, want %v", v.SubmittedAt, submitted)
+			}
+			var b strings.Builder
+			if err := WriteJobs(&b, views); err != nil || !strings.Contains(b.String(), "job o-1 of type") {
+				t.Errorf("WriteJobs() = %v:\n%s", err, b.String())
+			}
+		})
+	}
+}
+
+func TestExecutionArn(t *testing.T) {
+	arn := job.ExecutionArn(sampleArn, "payments-o-1-2")
+	if want := "arn:aws:states:us-east-1:123456789012:execution:sfnlimit-sample:payments-o-1-2"; arn != want {
+		t.Errorf("job.ExecutionArn() = %s, want %s", arn, want)
+	}
+	if got := stateMachineOf(arn); got != sampleArn {
+		t.Errorf("stateMachineOf() = %s, want %s", got, sampleArn)
+	}
+}
+
+// Without a type, job show reads leases type by type, never by scanning the table.
+func TestJobShowAnyTypeDoesNotScan(t *testing.T) {
+	f, l := fakes.NewSFN(nil), fakes.NewLeaseStore(nil)
+	l.BeforeAll = func() error { return errors.New("job show scanned the table") }
+	l.Set(lease.Lease{Type: "gone", Lane: 3, JobID: "o-1", Attempt: 1, Status: lease.Running, StartedAt: time.Now()})
+	r, err := config.NewResolver(defaults(), nil, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	views, err := JobFinder{Leases: l, SFN: f, Config: r, Defaults: defaults()}.Show(context.Background(), "", "o-1")
+	if err != nil {
+		t.Fatalf("Show() = %v", err)
+	}
+	if len(views) != 1 || views[0].Type != "gone" {
+		t.Errorf("Show() = %+v, want the job's lease of type gone", views)
+	}
+}

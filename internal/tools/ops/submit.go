@@ -1,0 +1,268 @@
+// Package ops is the logic of the sfnlimit command line: submitting jobs, reading the limiter's
+// status, tuning live configuration, listing and redriving dead letters, and finding a job. Each
+// operation takes narrow interfaces of the AWS clients it uses, so it runs the same against a
+// deployed stack and the local one; the commands in cmd/sfnlimit only parse flags and print.
+package ops
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/sqsbatch"
+)
+
+// placeholderID stands in for the SQS message id the router gives a job without an id (a UUID has
+// 36 characters), so the size check counts it.
+const placeholderID = "00000000-0000-0000-0000-000000000000"
+
+// Line is one job to send: its body and where it came from.
+type Line struct {
+	// No is the line number in the input (1-based); 0 for a job given by flags.
+	No   int
+	Body []byte
+	Type string
+	ID   string // "" when the body has none (the router then uses the SQS message id)
+}
+
+// Invalid is a line that is not sent, and why.
+type Invalid struct {
+	No     int    `json:"line"`
+	Reason string `json:"reason"`
+	Detail string `json:"detail"`
+}
+
+// TypeChecker says whether a type has a limit; nil skips the check. The router refuses a job whose
+// type has none (unknown_type).
+type TypeChecker func(ctx context.Context, typ string) error
+
+// ResolverCheck checks types against the effective configuration, as the router does.
+func ResolverCheck(r *config.Resolver) TypeChecker {
+	return func(ctx context.Context, typ string) error {
+		_, err := r.Get(ctx, typ)
+		if errors.Is(err, config.ErrUnknownType) {
+			return &job.Error{Reason: job.ReasonUnknownType, Detail: err.Error()}
+		}
+		return err
+	}
+}
+
+// Parsed is the result of reading jobs: what will be sent and what will not.
+type Parsed struct {
+	Jobs    []Line
+	Invalid []Invalid
+	// Duplicates counts lines that repeat the type and id of an earlier line: they are sent, and the
+	// limiter runs such a job once.
+	Duplicates int
+	// NoID counts jobs without an id: each is a new job, even when sent again.
+	NoID int
+}
+
+// ParseJobs reads JSON Lines (one job a line, blank lines skipped) and validates each with the
+// router's rules (internal/lambda/job) and, if check is not nil, the type's limit. Lines of any
+// length are read; an error is returned only when r fails or check fails for another reason than a
+// refusal.
+func ParseJobs(ctx context.Context, r io.Reader, check TypeChecker) (Parsed, error) {
+	var p Parsed
+	br := bufio.NewReaderSize(r, 1<<20)
+	seen := map[string]int{}
+	now := time.Now()
+	for no := 1; ; no++ {
+		raw, err := br.ReadBytes('\n')
+		if len(raw) > 0 {
+			body := bytes.TrimSpace(raw)
+			if len(body) > 0 {
+				if err := p.add(ctx, no, body, now, check, seen); err != nil {
+					return p, err
+				}
+			}
+		}
+		if err == io.EOF {
+			return p, nil
+		}
+		if err != nil {
+			return p, fmt.Errorf("read jobs: %w", err)
+		}
+	}
+}
+
+// ParseJob validates one job given as a body (for `submit --type`).
+func ParseJob(ctx context.Context, body []byte, check TypeChecker) (Parsed, error) {
+	var p Parsed
+	err := p.add(ctx, 0, body, time.Now(), check, map[string]int{})
+	return p, err
+}
+
+func (p *Parsed) add(ctx context.Context, no int, body []byte, now time.Time, check TypeChecker, seen map[string]int) error {
+	j, err := job.Parse(body, placeholderID, now)
+	if err == nil && check != nil {
+		err = check(ctx, j.Type)
+		if err != nil && job.ReasonOf(err) == "" {
+			return fmt.Errorf("check the type of line %d: %w", no, err)
+		}
+	}
+	if err != nil {
+		p.Invalid = append(p.Invalid, Invalid{No: no, Reason: string(job.ReasonOf(err)), Detail: detail(err)})
+		return nil
+	}
+	var s struct {
+		ID *string `json:"id"`
+	}
+	_ = json.Unmarshal(body, &s) // Parse accepted it
+	l := Line{No: no, Body: bytes.Clone(body), Type: j.Type}
+	if s.ID != nil && *s.ID != "" {
+		l.ID = j.ID
+		key := j.Type + "\x00" + j.ID
+		if _, dup := seen[key]; dup {
+			p.Duplicates++
+		} else {
+			seen[key] = no
+		}
+	} else {
+		p.NoID++
+	}
+	p.Jobs = append(p.Jobs, l)
+	return nil
+}
+
+func detail(err error) string {
+	var je *job.Error
+	if errors.As(err, &je) {
+		return je.Detail
+	}
+	return err.Error()
+}
+
+// sendBatchAPI is the SQS calls a Submitter makes: SendMessage for the entries of a batch SQS
+// refuses as too long (see sqsbatch).
+type sendBatchAPI interface {
+	SendMessageBatch(context.Context, *sqs.SendMessageBatchInput, ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
+	SendMessage(context.Context, *sqs.SendMessageInput, ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+}
+
+// Submitter sends jobs to the general queue in batches SQS accepts (sqsbatch.Split: at most ten
+// entries and 1 MiB in all), several batches at once.
+type Submitter struct {
+	SQS      sendBatchAPI
+	QueueURL string
+	// Parallel is how many batches are in flight at once (default 16).
+	Parallel int
+	// Sender adjusts the batch sender (retries, back-off); tests use it. Nil: sqsbatch's defaults.
+	Sender func(*sqsbatch.Sender)
+}
+
+// Failed is a job that could not be sent after every retry.
+type Failed struct {
+	No      int    `json:"line"`
+	Type    string `json:"type"`
+	ID      string `json:"id,omitempty"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// SendResult is what a Submitter did.
+type SendResult struct {
+	Sent    int           `json:"sent"`
+	Failed  []Failed      `json:"failed,omitempty"`
+	Elapsed time.Duration `json:"-"`
+}
+
+// Send sends jobs and returns which were sent and which failed, with SQS's reasons. progress, if not
+// nil, is called (from several goroutines, never at once) with the number of jobs done so far. A
+// cancelled context stops sending; jobs not sent then are reported as failed with code Cancelled.
+func (s Submitter) Send(ctx context.Context, jobs []Line, progress func(done int)) SendResult {
+	began := time.Now()
+	batches := batch(jobs)
+	par := s.Parallel
+	if par <= 0 {
+		par = 16
+	}
+	sender := sqsbatch.NewSender(s.SQS, s.QueueURL)
+	if s.Sender != nil {
+		s.Sender(sender)
+	}
+	var (
+		next, done atomic.Int64
+		mu         sync.Mutex
+		failed     []Failed
+		wg         sync.WaitGroup
+		progMu     sync.Mutex
+	)
+	for range min(par, len(batches)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(batches) {
+					return
+				}
+				b := batches[i]
+				var f []sqsbatch.Failure
+				if ctx.Err() != nil {
+					for _, e := range b.entries {
+						f = append(f, sqsbatch.Failure{ID: *e.Id, Code: "Cancelled", Message: ctx.Err().Error()})
+					}
+				} else {
+					f, _ = sender.Send(ctx, b.entries) // a cancelled send reports its entries as failures
+				}
+				if len(f) > 0 {
+					mu.Lock()
+					for _, x := range f {
+						l := b.lines[x.ID]
+						failed = append(failed, Failed{No: l.No, Type: l.Type, ID: l.ID, Code: x.Code, Message: x.Message})
+					}
+					mu.Unlock()
+				}
+				n := done.Add(int64(len(b.entries)))
+				if progress != nil {
+					progMu.Lock()
+					progress(int(n))
+					progMu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	sort.Slice(failed, func(i, j int) bool { return failed[i].No < failed[j].No })
+	return SendResult{Sent: len(jobs) - len(failed), Failed: failed, Elapsed: time.Since(began)}
+}
+
+type sendBatch struct {
+	entries []types.SendMessageBatchRequestEntry
+	lines   map[string]Line // by entry id
+}
+
+// batch groups jobs in order into the batches sqsbatch.Split makes, each with its lines by entry id.
+func batch(jobs []Line) []sendBatch {
+	entries := make([]types.SendMessageBatchRequestEntry, len(jobs))
+	for i, l := range jobs {
+		entries[i] = types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(string(l.Body))}
+	}
+	var out []sendBatch
+	i := 0
+	for _, es := range sqsbatch.Split(entries, sqsbatch.MaxBatchBytes) {
+		b := sendBatch{entries: es, lines: make(map[string]Line, len(es))}
+		for _, e := range es {
+			b.lines[*e.Id] = jobs[i]
+			i++
+		}
+		out = append(out, b)
+	}
+	return out
+}
