@@ -3,6 +3,7 @@ package starter_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -517,5 +518,31 @@ func TestSecondParkOfAGroupBacksOff(t *testing.T) {
 	v := r.sqs.VisibilityChanges()
 	if last := v[len(v)-1]; last.ReceiptHandle != handle("w-2", 1) || last.Timeout < int32(retryDelay.Seconds()) || last.Timeout > int32(2*retryDelay.Seconds()) {
 		t.Errorf("last visibility change = %+v, want w-2 back after the retry delay (%v to twice it)", last, retryDelay)
+	}
+}
+
+// Jobs routed before the upgrade carry the retired strategy's "counted" flag and sit in lanes (or in
+// the one waiting group "{type}-0"): they start, or bind, as any other.
+func TestJobsRoutedBeforeTheUpgradeRun(t *testing.T) {
+	r := newRigStrategy(t, nil, lane.FirstFree)
+	old := `{"type":"reports","id":"%s","input":{"seconds":3},"submittedAt":"2025-03-14T09:26:50.123Z","counted":true}`
+	inLane := message(t, job.GroupID("reports", 2), "r-old", fmt.Sprintf(old, "r-old"), 1)
+	waitingOld := message(t, job.WaitingGroupID("reports", 0), "w-old", fmt.Sprintf(old, "w-old"), 1)
+	var held []string
+	for _, m := range []events.SQSMessage{inLane, waitingOld} { // one after the other: the bind sees r-old's lease
+		resp, err := r.st.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{m}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, failures(resp)...)
+	}
+	if !equal(held, []string{"msg-r-old"}) {
+		t.Errorf("failures = %v, want the started r-old held and w-old bound and acknowledged", held)
+	}
+	if got := startNames(r.sfn); !equal(got, []string{execName("reports", "r-old", 1)}) {
+		t.Errorf("starts = %v, want r-old's attempt 1", got)
+	}
+	if c := copies(t, r); len(c) != 1 || c[0].id != "w-old" || c[0].lane < 1 || c[0].lane > 3 || c[0].lane == 2 {
+		t.Errorf("copies = %+v, want w-old bound to a free lane other than 2", c)
 	}
 }

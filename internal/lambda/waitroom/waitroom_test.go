@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/waitroom"
 	"github.com/sfnlimit/sfnlimit/internal/tools/fakes"
@@ -161,4 +162,37 @@ func TestConcurrentTakesNeverShare(t *testing.T) {
 			t.Error("no parked job taken")
 		}
 	})
+}
+
+// A record written before a type had several waiting groups (keyed by message id, with no
+// submittedAt or messageId) is taken first, so the release that takes it either wakes that message
+// or skips its dead handle; nothing of it is left.
+func TestTakeAnUpgradedRecord(t *testing.T) {
+	for name, d := range map[string]db{"dynamodb": nil, "fake": fakes.NewDynamoDB("t")} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			table := "t"
+			if d == nil {
+				d, table = moto, testmoto.Table(t, moto, "waitroom")
+			}
+			s := waitroom.NewStore(d, table)
+			if err := s.Park(ctx, waiter("pay", "0", "new", time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := d.PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: map[string]ddbtypes.AttributeValue{
+				"pk": &ddbtypes.AttributeValueMemberS{Value: "WAIT#pay"}, "sk": &ddbtypes.AttributeValueMemberS{Value: "msg-old"},
+				"receiptHandle": &ddbtypes.AttributeValueMemberS{Value: "AQEB-old"}, "jobId": &ddbtypes.AttributeValueMemberS{Value: "old"},
+				"parkedAt": &ddbtypes.AttributeValueMemberS{Value: "2026-11-20T01:00:00Z"},
+			}}); err != nil {
+				t.Fatal(err)
+			}
+			w, err := s.Take(ctx, "pay")
+			if err != nil || w == nil || w.ReceiptHandle != "AQEB-old" {
+				t.Fatalf("Take = %+v, %v; want the old record first", w, err)
+			}
+			if ws, err := s.List(ctx, "pay"); err != nil || len(ws) != 1 || ws[0].JobID != "new" {
+				t.Errorf("List after taking the old record = %+v, %v; want only the new one", ws, err)
+			}
+		})
+	}
 }
