@@ -175,10 +175,7 @@ func (h *Handler) executionInput(ctx context.Context, d StatusDetail) (*job.Exec
 // leases cannot be read is reported and the others are swept.
 func (h *Handler) Sweep(ctx context.Context) (Response, error) {
 	all, listErr := h.sweepLeases(ctx)
-	now := time.Now
-	if h.Now != nil {
-		now = h.Now
-	}
+	now := h.now
 	h.gauges(ctx, all)
 	var due []lease.Lease
 	freed := 0
@@ -309,11 +306,7 @@ func (h *Handler) sweepOne(ctx context.Context, l lease.Lease) (bool, error) {
 		// The start never went through (or is not visible yet): the claim's message comes back and
 		// the starter tries again; there is nothing to release. A claim untouched for StaleAfter has
 		// no message left to come back.
-		now := time.Now
-		if h.Now != nil {
-			now = h.Now
-		}
-		if h.StaleAfter > 0 && now().Sub(l.UpdatedAt) > h.StaleAfter {
+		if h.StaleAfter > 0 && h.now().Sub(l.UpdatedAt) > h.StaleAfter {
 			return h.takeBack(ctx, l), nil
 		}
 		return false, nil
@@ -362,6 +355,14 @@ func (h *Handler) gauges(ctx context.Context, all []lease.Lease) {
 			h.Service.Metrics.Observe(typ, metrics.LaneOccupancy, 100*float64(n)/float64(c.Limit))
 		}
 	}
+}
+
+// now is the sweep's clock: Now, or time.Now when it is nil.
+func (h *Handler) now() time.Time {
+	if h.Now != nil {
+		return h.Now()
+	}
+	return time.Now()
 }
 
 func orDefault(p *string, def string) string {

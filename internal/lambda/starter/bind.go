@@ -14,7 +14,6 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
-	"github.com/sfnlimit/sfnlimit/internal/lambda/releaser"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/waitroom"
 )
 
@@ -90,21 +89,19 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 			// Invisible first, then the record, then look again: a release that frees a lane after
 			// this look either reads the record and wakes the message (after it was made
 			// invisible, so the wake-up is not undone) or freed the lane before the second look.
-			if _, err := s.Queue.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
-				QueueUrl: &s.QueueURL, ReceiptHandle: &x.ReceiptHandle, VisibilityTimeout: int32(waitroom.ParkFor.Seconds()),
-			}); err != nil {
-				if releaser.IsStaleHandle(err) {
-					// A stale delivery (Lambda may hand a batch over twice): the message was
-					// received again or deleted since. Its record would replace the group's
-					// real head's, which no release could then wake; nor may it remove that
-					// head's record (Unpark is by message id, and the head may be this message
-					// received again and parked).
-					parked = true
-					x.log.InfoContext(ctx, "stale delivery of a waiting message; not parking it")
-					s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
-					return hold, nil
-				}
+			current, err := s.holdsMessageFor(ctx, x, int32(waitroom.ParkFor.Seconds()))
+			if err != nil {
 				return hold, fmt.Errorf("park waiting message: %w", err)
+			}
+			if !current {
+				// A stale delivery (Lambda may hand a batch over twice): the message was received
+				// again or deleted since. Its record would replace the group's real head's, which
+				// no release could then wake; nor may it remove that head's record (Unpark is by
+				// message id, and the head may be this message received again and parked).
+				parked = true
+				x.log.InfoContext(ctx, "stale delivery of a waiting message; not parking it")
+				s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
+				return hold, nil
 			}
 			if err := s.WaitRoom.Park(ctx, w); errors.Is(err, waitroom.ErrGroupParked) {
 				// Another message of this group is parked (a queue that hands out two messages of

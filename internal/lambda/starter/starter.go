@@ -946,8 +946,13 @@ const releaseGrace = 60
 // that does not hold its message is never acknowledged: Lambda's event source would delete the
 // message with it, and a failed attempt would be neither retried nor dead-lettered.
 func (s *Starter) holdsMessage(ctx context.Context, x *msg) (bool, error) {
+	return s.holdsMessageFor(ctx, x, releaseGrace)
+}
+
+// holdsMessageFor is holdsMessage, leaving the message invisible for seconds when it holds it.
+func (s *Starter) holdsMessageFor(ctx context.Context, x *msg, seconds int32) (bool, error) {
 	_, err := s.Queue.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
-		QueueUrl: &s.QueueURL, ReceiptHandle: &x.ReceiptHandle, VisibilityTimeout: releaseGrace,
+		QueueUrl: &s.QueueURL, ReceiptHandle: &x.ReceiptHandle, VisibilityTimeout: seconds,
 	})
 	switch {
 	case err == nil:
