@@ -744,8 +744,9 @@ func (s *Starter) rewait(ctx context.Context, x *msg) (verdict, error) {
 				x.log.WarnContext(ctx, "an attempt of this message still runs in a lane bound to another job; trying again shortly", "attempt", last)
 				return s.backoff(ctx, x.SQSMessage), nil
 			case outcome == releaser.Succeeded:
+				// Its success is counted by the release (or the sweep) that ended its lease; this
+				// is most often a stale copy of a delivery that release already acted on.
 				x.log.InfoContext(ctx, "this message's last attempt succeeded; nothing left to run", "attempt", last)
-				s.Metrics.Add(x.key.Type, metrics.JobsSucceeded, 1)
 				return ack, nil
 			}
 			j.Attempts = last
