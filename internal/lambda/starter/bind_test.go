@@ -1,10 +1,12 @@
 package starter_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/releaser"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/waitroom"
 	"github.com/sfnlimit/sfnlimit/internal/tools/fakes"
@@ -461,6 +464,8 @@ func TestRewaitGoesOnFromTheMessagesOwnAttempts(t *testing.T) {
 	} {
 		t.Run(tt.status, func(t *testing.T) {
 			r := newRigStrategy(t, nil, lane.FirstFree)
+			var emf bytes.Buffer
+			r.st.Metrics = metrics.New(&emf, "sfnlimit")
 			r.leases.Set(boundLease("reports", 2, "other"))
 			m := jobMessage(t, "reports", 2, "r-1", 0, 3)
 			for a, st := range map[int]string{1: "FAILED", 2: tt.status} {
@@ -480,6 +485,11 @@ func TestRewaitGoesOnFromTheMessagesOwnAttempts(t *testing.T) {
 				t.Errorf("copies = %+v, want %d (back to wait with %d attempts made)", c, tt.wantCopies, tt.wantAttempt)
 			}
 			checkLeases(t, r.leases, map[lease.Key]wantLease{{Type: "reports", Lane: 2}: {JobID: "other", Status: lease.Bound}})
+			// A success is counted once, by the release or sweep that ended its lease (found by CI's
+			// fault scenario: a stale copy counted its job's success again).
+			if strings.Contains(emf.String(), metrics.JobsSucceeded) {
+				t.Errorf("metrics = %s, want no JobsSucceeded from the starter", emf.String())
+			}
 		})
 	}
 }
