@@ -50,6 +50,7 @@ type motoHealth struct {
 	InterpreterPort     string `json:"interpreter_port"`
 	ExecuteStateMachine bool   `json:"execute_state_machine"`
 	DeepcopyPatched     bool   `json:"deepcopy_patched"`
+	HotPathsPatched     bool   `json:"hot_paths_patched"`
 }
 
 // StartMoto starts moto's server through sfnlimit's launcher: Step Functions executes state machines,
@@ -131,6 +132,8 @@ func StartMoto(ctx context.Context, opts MotoOptions) (*Process, error) {
 			return errors.New("launcher did not turn on stepfunctions.execute_state_machine")
 		case !h.DeepcopyPatched:
 			return errors.New("launcher did not patch the state machine deepcopy")
+		case !h.HotPathsPatched:
+			return errors.New("launcher did not take moto's per-request hot paths out (an older launcher?)")
 		case h.InterpreterPort != interpreterPort:
 			return fmt.Errorf("interpreter calls port %s, want %s", h.InterpreterPort, interpreterPort)
 		}
