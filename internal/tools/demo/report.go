@@ -40,6 +40,11 @@ type TypeResult struct {
 	Utilization  float64 `json:"utilizationWhileBacklogged"`
 	WaitP50      float64 `json:"waitP50Seconds"`
 	WaitP99      float64 `json:"waitP99Seconds"`
+	// HandoverP50 and HandoverP90 are the times from a job's work end to the next start of its
+	// type, over the ends at which another job of the type waited: the limiter's own share of a
+	// lane's idle time.
+	HandoverP50 float64 `json:"handoverP50Seconds"`
+	HandoverP90 float64 `json:"handoverP90Seconds"`
 }
 
 // CallRow is one API operation's calls per job.
@@ -183,6 +188,8 @@ func buildReport(w Workload, jobs []Job, xs []observe.Execution, dead []DeadLett
 		}
 		tr.WaitP50, tr.WaitP99 = quantile(waits, 0.5), quantile(waits, 0.99)
 		tr.Utilization = utilization(byJob, t, r.start, r.end)
+		hs := handovers(byJob, t)
+		tr.HandoverP50, tr.HandoverP90 = quantile(hs, 0.5), quantile(hs, 0.9)
 		if tr.Peak > t.Limit {
 			r.LimitHeld = false
 		}
@@ -250,6 +257,70 @@ func utilization(byJob map[string][]observe.Execution, t TypeSpec, start, end ti
 		return 1
 	}
 	return sum / float64(n)
+}
+
+// handovers pairs each work end of type t at which another job of the type waited with the first
+// start of the type after it not yet paired, in time order, and returns the gaps in seconds.
+func handovers(byJob map[string][]observe.Execution, t TypeSpec) []float64 {
+	type job struct {
+		sub, last time.Time
+		runs      [][2]time.Time
+	}
+	var jobs []job
+	var starts, ends []time.Time
+	for k, ex := range byJob {
+		if !strings.HasPrefix(k, t.Type+"/") {
+			continue
+		}
+		j := job{sub: ex[0].Job.SubmittedAt}
+		for _, x := range ex {
+			starts = append(starts, x.Start)
+			if x.WorkEnd.IsZero() {
+				continue
+			}
+			ends = append(ends, x.WorkEnd)
+			j.runs = append(j.runs, [2]time.Time{x.Start, x.WorkEnd})
+			if x.WorkEnd.After(j.last) {
+				j.last = x.WorkEnd
+			}
+		}
+		jobs = append(jobs, j)
+	}
+	waiting := func(at time.Time) bool {
+		for _, j := range jobs {
+			if at.Before(j.sub) || !at.Before(j.last) {
+				continue
+			}
+			running := false
+			for _, r := range j.runs {
+				if !at.Before(r[0]) && at.Before(r[1]) {
+					running = true
+				}
+			}
+			if !running {
+				return true
+			}
+		}
+		return false
+	}
+	sort.Slice(starts, func(i, k int) bool { return starts[i].Before(starts[k]) })
+	sort.Slice(ends, func(i, k int) bool { return ends[i].Before(ends[k]) })
+	var out []float64
+	next := 0
+	for _, e := range ends {
+		if !waiting(e) {
+			continue
+		}
+		for next < len(starts) && starts[next].Before(e) {
+			next++
+		}
+		if next == len(starts) {
+			break
+		}
+		out = append(out, starts[next].Sub(e).Seconds())
+		next++
+	}
+	return out
 }
 
 func quantile(xs []float64, q float64) float64 {
@@ -345,12 +416,13 @@ func (r *Report) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "sfnlimit demo (%s lanes): %d jobs in %.1fs; every type's limit %s; %d/%d jobs ended as expected%s\n\n", r.Strategy, r.Jobs, r.WallSeconds, verdict, r.Verified, r.Jobs, trouble)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "type\tlimit\tpeak running\tjobs\tsucceeded\tretried\tdead-lettered\texecutions\tutilization*\twait p50\twait p99\t")
+	fmt.Fprintln(tw, "type\tlimit\tpeak running\tjobs\tsucceeded\tretried\tdead-lettered\texecutions\tutilization*\twait p50\twait p99\thandover p50/p90**\t")
 	for _, t := range r.Types {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0f%%\t%.1fs\t%.1fs\t\n", t.Type, t.Limit, t.Peak, t.Jobs, t.Succeeded, t.Retried, t.DeadLettered, t.Executions, 100*t.Utilization, t.WaitP50, t.WaitP99)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0f%%\t%.1fs\t%.1fs\t%.2fs/%.2fs\t\n", t.Type, t.Limit, t.Peak, t.Jobs, t.Succeeded, t.Retried, t.DeadLettered, t.Executions, 100*t.Utilization, t.WaitP50, t.WaitP99, t.HandoverP50, t.HandoverP90)
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "* share of the type's lanes running while some job of the type waited")
+	fmt.Fprintln(w, "** from a job's work end to the type's next start, when another job of the type waited")
 	if st := r.LongestStall; st.Seconds > 0 {
 		fmt.Fprintf(w, "longest a job waited with its lane free while its type started nothing: %.1fs (%s, %.1fs-%.1fs into the run; over %v is a stall)\n", st.Seconds, st.Type, st.From, st.To, StallAfter)
 	}
