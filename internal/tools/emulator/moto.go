@@ -51,6 +51,7 @@ type motoHealth struct {
 	ExecuteStateMachine bool   `json:"execute_state_machine"`
 	DeepcopyPatched     bool   `json:"deepcopy_patched"`
 	HotPathsPatched     bool   `json:"hot_paths_patched"`
+	SQSReceivePatched   bool   `json:"sqs_receive_patched"`
 }
 
 // StartMoto starts moto's server through sfnlimit's launcher: Step Functions executes state machines,
@@ -134,6 +135,8 @@ func StartMoto(ctx context.Context, opts MotoOptions) (*Process, error) {
 			return errors.New("launcher did not patch the state machine deepcopy")
 		case !h.HotPathsPatched:
 			return errors.New("launcher did not take moto's per-request hot paths out (an older launcher?)")
+		case !h.SQSReceivePatched:
+			return errors.New("launcher did not patch moto's FIFO receive (long polls would break group blocking)")
 		case h.InterpreterPort != interpreterPort:
 			return fmt.Errorf("interpreter calls port %s, want %s", h.InterpreterPort, interpreterPort)
 		}

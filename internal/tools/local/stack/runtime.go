@@ -167,12 +167,9 @@ func (s *Stack) startEvents(ctx context.Context, rt *Runtime, cfg cfntemplate.Fu
 			Wait: 2 * time.Second, Idle: 0,
 		}
 		if fifo {
+			// Long polls on moto too: its launcher keeps FIFO groups blocked under concurrent
+			// receives (moto 5.2.1 alone does not; see emulator/moto_launcher.py).
 			p.Concurrency = max(e.MaximumConcurrency, 2)
-			if !s.opts.Fauxqs {
-				// moto 5.2.1 hands concurrent long polls several messages of one group; short polls
-				// keep its group blocking (see local-emulators notes). fauxqs is right either way.
-				p.Wait, p.Idle = 0, 100*time.Millisecond
-			}
 			p.Concurrency = min(p.Concurrency, 8) // two cores: more pollers only contend
 		}
 		rt.Pollers[kind] = p
