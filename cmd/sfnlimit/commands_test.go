@@ -82,6 +82,7 @@ func TestExitCodes(t *testing.T) {
 		{name: "retired strategy beside a limit", give: []string{"config", "set", "payments", "--limit", "3", "--strategy", "least-loaded"}, want: exitUsage, wantStderr: "types still configured least-loaded run as first-free"},
 		{name: "demo on a retired strategy", give: []string{"demo", "--strategy", "least-loaded"}, want: exitUsage, wantStderr: "--strategy: lane strategy least-loaded is retired"},
 		{name: "demo on an unknown strategy", give: []string{"demo", "--strategy", "fastest"}, want: exitUsage, wantStderr: `unknown lane strategy "fastest" (known: first-free, random)`},
+		{name: "demo on an unknown SQS emulator", give: []string{"demo", "--sqs", "nope"}, want: exitUsage, wantStderr: `--sqs "nope": want fauxqs or moto`},
 		{name: "strategy without a value", give: []string{"config", "set", "payments", "--strategy"}, want: exitUsage, wantStderr: "flag needs an argument: --strategy"},
 		{name: "bad job id", give: []string{"job", "show", "a b"}, want: exitUsage, wantStderr: "invalid_id"},
 		{name: "bad input", give: []string{"submit", "--type", "a", "--input", "{"}, want: exitUsage, wantStderr: "not JSON"},

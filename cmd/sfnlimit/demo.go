@@ -16,6 +16,7 @@ import (
 func newDemo() *cobra.Command {
 	var (
 		out      string
+		sqsEmu   string
 		fauxqs   bool
 		timeout  time.Duration
 		scale    float64
@@ -24,13 +25,13 @@ func newDemo() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run a mixed workload on the local stack and report what the limiter did",
-		Long: `demo starts the local stack (moto, and fauxqs with --fauxqs), submits three job types with
+		Long: `demo starts the local stack (moto, with SQS on fauxqs unless --sqs moto), submits three job types with
 limits 2, 5 and 10 (varied durations, some failing, a few malformed), shows each type's running
 executions against its limit while they run, and ends with a report: peak concurrency per type,
 outcomes, utilization while backlogged, waits, API calls per job and cost per million jobs. It also
 writes report.md, report.json, concurrency.svg (a chart) and limiter.log to --out.`,
 		Example: `  sfnlimit demo
-  sfnlimit demo --out /tmp/demo --fauxqs
+  sfnlimit demo --out /tmp/demo --sqs moto   # SQS on moto too
   sfnlimit demo --scale 0.5   # half the jobs
   sfnlimit demo --strategy random   # the same jobs on another lane strategy`,
 		Args: cobra.NoArgs,
@@ -42,12 +43,18 @@ writes report.md, report.json, concurrency.svg (a chart) and limiter.log to --ou
 				}
 				strategy = s // the template's AllowedValues know no alias
 			}
+			switch {
+			case fauxqs:
+				sqsEmu = "fauxqs"
+			case sqsEmu != "fauxqs" && sqsEmu != "moto":
+				return usageError{fmt.Errorf("--sqs %q: want fauxqs or moto", sqsEmu)}
+			}
 			w := demo.DefaultWorkload()
 			for i := range w.Types {
 				w.Types[i].Jobs = max(1, int(float64(w.Types[i].Jobs)*scale))
 			}
 			rep, err := demo.Run(cmd.Context(), demo.Options{
-				Workload: w, OutDir: out, Fauxqs: fauxqs, Timeout: timeout,
+				Workload: w, OutDir: out, Fauxqs: sqsEmu == "fauxqs", Timeout: timeout,
 				Out: cmd.OutOrStdout(), Live: term.IsTerminal(int(os.Stdout.Fd())), Strategy: strategy,
 			})
 			if err != nil {
@@ -60,7 +67,12 @@ writes report.md, report.json, concurrency.svg (a chart) and limiter.log to --ou
 		},
 	}
 	cmd.Flags().StringVar(&out, "out", "out/demo", "directory for the report, chart and logs")
-	cmd.Flags().BoolVar(&fauxqs, "fauxqs", false, "run SQS on fauxqs (stricter about receipt handles) instead of moto")
+	// fauxqs by default: it keeps SQS's receipt-handle rules and, in its own process, leaves moto's one
+	// core to DynamoDB and Step Functions, so the demo measures the limiter more than the emulator.
+	cmd.Flags().StringVar(&sqsEmu, "sqs", "fauxqs", "SQS emulator: fauxqs (stricter about receipt handles, faster) or moto")
+	cmd.Flags().BoolVar(&fauxqs, "fauxqs", false, "same as --sqs fauxqs")
+	_ = cmd.Flags().MarkDeprecated("fauxqs", "fauxqs is the default; use --sqs moto for moto")
+	_ = cmd.RegisterFlagCompletionFunc("sqs", cobra.FixedCompletions([]string{"fauxqs", "moto"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "give up after this long")
 	cmd.Flags().Float64Var(&scale, "scale", 1, "multiply the number of jobs of each type")
 	cmd.Flags().StringVar(&strategy, "strategy", "", "lane strategy of every type: "+strings.Join(lane.Strategies, ", ")+" (default: the template's)")

@@ -76,7 +76,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		params["LaneStrategy"] = o.Strategy
 		strategy = "lane strategy " + o.Strategy
 	}
-	fmt.Fprintf(o.Out, "Starting the local stack (moto%s) with limits %s, %s ...\n", map[bool]string{true: " + fauxqs", false: ""}[o.Fauxqs], w.TypeLimits(), strategy)
+	fmt.Fprintf(o.Out, "Starting the local stack (moto%s) with limits %s, %s ...\n", map[bool]string{true: ", SQS on fauxqs", false: ", SQS on moto"}[o.Fauxqs], w.TypeLimits(), strategy)
 	began := time.Now()
 	s, err := stack.Start(ctx, stack.Options{
 		Parameters: params,
