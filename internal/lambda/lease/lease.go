@@ -25,9 +25,12 @@ const (
 	// Bound: a first-free job was bound to the lane from its waiting group and its copy is on its
 	// way to the lane's group; the copy claims the lane from this lease. No execution runs yet.
 	Bound Status = "bound"
-	// Starting: the lane is claimed and StartExecution is not yet confirmed.
+	// Starting: the lane is claimed for the execution the lease names, started or about to be. A
+	// confirmed start writes nothing more, so this is also the status of a running job: every
+	// reader takes a claim whose execution exists for a running one.
 	Starting Status = "starting"
-	// Running: the execution was started (or found running).
+	// Running: the execution was confirmed running by a later look (a redelivery that described
+	// it), or the lease was written by a version that recorded every start.
 	Running Status = "running"
 	// Retrying: the attempt failed with attempts left; the message was made visible to run again.
 	Retrying Status = "retrying"

@@ -187,7 +187,8 @@ func (h *Handler) Sweep(ctx context.Context) (Response, error) {
 			continue
 		}
 		// A dead-lettering lease whose release stopped before it finished is taken over (Release),
-		// and an unconfirmed claim whose execution ran and ended is released like a running one.
+		// and a claim (the lease of a started job: a start writes nothing after it) whose execution
+		// ended is released like a running one.
 		busy := l.Status == lease.Running || l.Status == lease.DeadLettering || l.Status == lease.Starting
 		if busy && now().Sub(l.UpdatedAt) >= h.SweepMinAge {
 			due = append(due, l)
@@ -334,11 +335,12 @@ func (h *Handler) sweepOne(ctx context.Context, l lease.Lease) (bool, error) {
 }
 
 // gauges records, per type with leases or a configured limit, the running leases and the share of
-// the type's lanes they hold.
+// the type's lanes they hold. A claim (starting) counts: a confirmed start writes nothing more, so it
+// is the lease of almost every running job (and, for a moment, of a start not yet confirmed).
 func (h *Handler) gauges(ctx context.Context, all []lease.Lease) {
 	running := map[string]int{}
 	for _, l := range all {
-		if l.Status == lease.Running {
+		if l.Status == lease.Running || l.Status == lease.Starting {
 			running[l.Type]++
 		}
 	}

@@ -350,5 +350,5 @@ func TestThrottledBoundCopyKeepsItsLane(t *testing.T) {
 	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 1, "j-1", 0, 2)}}); err != nil {
 		t.Fatal(err)
 	}
-	checkLeases(t, r.leases, map[lease.Key]wantLease{{Type: "reports", Lane: 1}: {JobID: "j-1", Status: lease.Running, Attempt: 1, Handle: handle("j-1", 2), Arn: execArn("reports", "j-1", 1)}})
+	checkLeases(t, r.leases, map[lease.Key]wantLease{{Type: "reports", Lane: 1}: {JobID: "j-1", Status: lease.Starting, Attempt: 1, Handle: handle("j-1", 2), Arn: execArn("reports", "j-1", 1)}})
 }

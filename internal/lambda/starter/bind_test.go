@@ -120,7 +120,7 @@ func TestBindWaitingJobsToFreeLanes(t *testing.T) {
 		t.Fatalf("starts = %d, want the 3 bound jobs", n)
 	}
 	for ln, id := range lanes {
-		want[lease.Key{Type: "reports", Lane: ln}] = wantLease{JobID: id, Status: lease.Running, Attempt: 1, Handle: handle(id, 1), Arn: execArn("reports", id, 1)}
+		want[lease.Key{Type: "reports", Lane: ln}] = wantLease{JobID: id, Status: lease.Starting, Attempt: 1, Handle: handle(id, 1), Arn: execArn("reports", id, 1)}
 	}
 	checkLeases(t, r.leases, want)
 

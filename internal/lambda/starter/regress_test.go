@@ -133,8 +133,8 @@ func TestLaneHolderRunsFirstInItsGroup(t *testing.T) {
 		t.Errorf("batch item failures = %d, want 2 (the holder held, the other returned)", len(resp.BatchItemFailures))
 	}
 	l, _ := r.leases.Lease(reports1)
-	if l.JobID != "r-1001" || l.Attempt != 2 || l.Status != lease.Running {
-		t.Errorf("lease = %s attempt %d %s, want r-1001 attempt 2 running", l.JobID, l.Attempt, l.Status)
+	if l.JobID != "r-1001" || l.Attempt != 2 || l.Status != lease.Starting {
+		t.Errorf("lease = %s attempt %d %s, want r-1001 attempt 2 claimed (starting)", l.JobID, l.Attempt, l.Status)
 	}
 	checkVisibility(t, r.sqs, []visibility{{ev.Records[0].ReceiptHandle, 0, 0}})
 }

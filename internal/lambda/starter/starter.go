@@ -320,12 +320,21 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 		return hold, nil
 	}
 	if l != nil && (l.Status == lease.Running || l.Status == lease.DeadLettering) {
-		// Still running, or ended and being dead-lettered: never started again.
+		// Confirmed running (a lease written by an earlier version, or confirmed by a redelivery),
+		// or ended and being dead-lettered: never started again.
 		return s.redelivered(ctx, x, *l)
 	}
 
 	cfg, err := s.Config.Get(ctx, x.key.Type)
 	if errors.Is(err, config.ErrUnknownType) {
+		if l != nil && l.Status == lease.Starting {
+			// A claim is most often a running job (its message came back after the visibility
+			// timeout): a type removed from the config must not dead-letter, and free the lane of,
+			// a job whose execution still runs.
+			if v, err, decided := s.confirm(ctx, x, *l); decided {
+				return v, err
+			}
+		}
 		return s.refuse(ctx, x, l, string(job.ReasonUnknownType), err.Error())
 	}
 	if err != nil {
@@ -349,8 +358,10 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 		return s.move(ctx, x, l, cfg)
 	}
 
+	claimedAt := s.now()
 	attempt := x.job.Attempts + 1
 	stateMachine := cfg.StateMachineArn
+	startedAt := claimedAt
 	fresh := l // the lease the claim goes on from: none for a lane bound to this job
 	switch {
 	case l == nil:
@@ -358,57 +369,55 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 		// Bound to this job from its waiting group: the claim replaces the bound lease and goes on
 		// as on a free lane (a start refused for now gives the bind back: giveBack).
 		fresh, x.bound = nil, l
-	case l.Status == lease.Starting: // an earlier start was not confirmed: try the same attempt again
+	case l.Status == lease.Starting:
+		// This attempt's claim: its execution runs (the message came back after the visibility
+		// timeout), or its start was not confirmed. Either way the same attempt is started again:
+		// Step Functions answers a running execution's name and input with that execution, and a
+		// closed one's with ExecutionAlreadyExists.
 		attempt = l.Attempt
 		if l.StateMachineArn != "" {
 			// ...on the state machine it was tried on: a config change since then must not start
 			// the same attempt a second time on another one.
 			stateMachine = l.StateMachineArn
 		}
+		if !l.StartedAt.IsZero() {
+			startedAt = l.StartedAt // the attempt's, not this delivery's: status shows how long it runs
+		}
 	case l.Status == lease.Retrying:
 		attempt = l.Attempt + 1
 	}
 	// The execution's ARN goes in the claim before the start is tried: its name is deterministic,
 	// so whoever reads the lease next (a release, the sweep, a dead letter) finds the execution.
+	// The claim is the only write of a start: a claim whose execution exists is a running job, and
+	// every reader of a lease takes it for one (docs/design.md, "Lease status").
 	claim := lease.Lease{
 		Type: x.key.Type, Lane: x.key.Lane, JobID: x.job.ID, MessageID: x.MessageId, ReceiptHandle: x.ReceiptHandle, Receives: x.receives(),
-		Attempt: attempt, Redrive: x.job.Redrive, Status: lease.Starting, StartedAt: s.now(), SubmittedAt: x.job.SubmittedAt,
+		Attempt: attempt, Redrive: x.job.Redrive, Status: lease.Starting, StartedAt: startedAt, SubmittedAt: x.job.SubmittedAt,
 		StateMachineArn: stateMachine, ExecutionArn: job.ExecutionArn(stateMachine, job.RunName(x.key.Type, x.job.ID, x.job.Redrive, attempt)),
 	}
 	claimed, err := s.Leases.Put(ctx, claim, l)
 	if err != nil {
 		return hold, err
 	}
-	return s.start(ctx, x, cfg, claimed, fresh)
+	return s.start(ctx, x, claimed, fresh, claimedAt)
 }
 
-// start starts the claimed attempt and records the execution in the lease.
-func (s *Starter) start(ctx context.Context, x *msg, cfg config.TypeConfig, claimed lease.Lease, prev *lease.Lease) (verdict, error) {
+// start starts the claimed attempt. The claim already names the execution, so a confirmed start
+// writes nothing more. claimedAt is when this delivery claimed the lane: an execution started
+// before it was not started by this delivery.
+func (s *Starter) start(ctx context.Context, x *msg, claimed lease.Lease, prev *lease.Lease, claimedAt time.Time) (verdict, error) {
 	in := x.job.ExecutionInput(x.key.Lane, claimed.Attempt)
 	in.Job.MessageID = x.MessageId
 	name := in.Job.ExecutionName()
 	input := string(in.MustJSON())
 	log := x.log.With("attempt", claimed.Attempt, "execution", name)
 	out, err := s.SFN.StartExecution(ctx, &sfn.StartExecutionInput{StateMachineArn: &claimed.StateMachineArn, Name: &name, Input: &input})
-	var arn string
-	adopted := false // the execution was already running: not a new start
 	switch {
 	case err == nil:
-		arn = aws.ToString(out.ExecutionArn)
-		if prev == nil && out.StartDate != nil && out.StartDate.Before(claimed.StartedAt.Add(-clockSkew)) {
-			adopted = true
+		if out.StartDate != nil && out.StartDate.Before(claimedAt.Add(-clockSkew)) {
 			// Step Functions answered with an execution started before this claim: same name and
-			// input while it runs, so this message's own attempt, and no lease held it. This may be
-			// a stale delivery (Lambda may hand a batch over twice) of a message whose release
-			// already deleted it while the execution was finishing: such a claim would hold the
-			// lane until the sweep.
-			current, err := s.holdsMessage(ctx, x)
-			if err != nil {
-				return hold, err
-			}
-			if !current {
-				return s.dropStale(ctx, x, claimed)
-			}
+			// input while it runs, so this message's own attempt.
+			return s.alreadyRunning(ctx, x, claimed, prev, aws.ToString(out.ExecutionArn))
 		}
 	case isErr[*sfntypes.ExecutionAlreadyExists](err):
 		return s.alreadyExists(ctx, x, claimed, prev, name)
@@ -423,23 +432,39 @@ func (s *Starter) start(ctx context.Context, x *msg, cfg config.TypeConfig, clai
 		// claim unconfirmed, so the next delivery starts the same name and finds the execution.
 		return hold, fmt.Errorf("start execution %s (outcome unknown; the claim is kept): %w", name, err)
 	}
-	running := claimed
-	running.Status, running.ExecutionArn, running.StartedAt = lease.Running, arn, s.now()
-	if _, err := s.Leases.Put(ctx, running, &claimed); err != nil {
-		// The execution runs under its deterministic name; the next delivery finds it.
-		log.WarnContext(ctx, "execution started but its lease was not updated", "error", err)
-		return hold, nil
-	}
-	if adopted {
-		log.InfoContext(ctx, "execution was already running; holding the lane", "executionArn", arn)
-		return hold, nil
-	}
 	waited := s.now().Sub(x.job.SubmittedAt)
-	log.InfoContext(ctx, "started", "executionArn", arn, "waitedMs", waited.Milliseconds())
+	log.InfoContext(ctx, "started", "executionArn", aws.ToString(out.ExecutionArn), "waitedMs", waited.Milliseconds())
 	s.Metrics.Add(x.key.Type, metrics.JobsStarted, 1)
 	if claimed.Attempt == 1 { // from submission to the first start: the wait users feel
 		s.Metrics.Observe(x.key.Type, metrics.StartLatency, float64(waited.Milliseconds()))
 	}
+	return hold, nil
+}
+
+// alreadyRunning handles a start answered with this message's execution, running since before the
+// claim. With a lease before the claim (this attempt's own), it is the common redelivery of a job
+// that outlived the queue's visibility timeout: the claim stored the new receipt handle, and that is
+// all there is to do. (It is also how a start whose answer was lost but went through is found: the
+// lease cannot tell the two apart without a write after every start, so that start is counted as
+// held again, not as started.) Without one, no lease held the running attempt: the claim adopts it,
+// unless this is a stale delivery (Lambda may hand a batch over twice) of a message whose release
+// already deleted it while the execution was finishing: such a claim would hold the lane until the
+// sweep.
+func (s *Starter) alreadyRunning(ctx context.Context, x *msg, claimed lease.Lease, prev *lease.Lease, arn string) (verdict, error) {
+	log := x.log.With("attempt", claimed.Attempt, "executionArn", arn)
+	if prev != nil {
+		log.InfoContext(ctx, "job still running; holding its lane again with the new receipt handle")
+		s.Metrics.Add(x.key.Type, metrics.JobsHeldAgain, 1)
+		return hold, nil
+	}
+	current, err := s.holdsMessage(ctx, x)
+	if err != nil {
+		return hold, err
+	}
+	if !current {
+		return s.dropStale(ctx, x, claimed)
+	}
+	log.InfoContext(ctx, "execution was already running; holding the lane")
 	return hold, nil
 }
 
@@ -511,16 +536,18 @@ func (s *Starter) alreadyExists(ctx context.Context, x *msg, claimed lease.Lease
 			return v, err
 		}
 	}
-	running := claimed
-	running.Status, running.ExecutionArn = lease.Running, arn
-	written, err := s.Leases.Put(ctx, running, &claimed)
-	if err != nil {
-		return hold, err
-	}
+	// The claim names this execution already (arn is its deterministic name): nothing to write.
 	if outcome, closed := releaser.OutcomeOf(string(d.Status)); closed {
-		return s.releaseEnded(ctx, x, written, outcome, d)
+		return s.releaseEnded(ctx, x, claimed, outcome, d)
 	}
-	x.log.InfoContext(ctx, "execution was already running; holding the lane", "execution", name)
+	if prev != nil && prev.Status == lease.Starting {
+		// This attempt's claim: a redelivery of a running job (Step Functions took its input
+		// for another's: an emulator without StartExecution's idempotency, say).
+		x.log.InfoContext(ctx, "job still running; holding its lane again with the new receipt handle", "execution", name)
+		s.Metrics.Add(x.key.Type, metrics.JobsHeldAgain, 1)
+		return hold, nil
+	}
+	x.log.InfoContext(ctx, "execution was already running; holding the lane", "execution", name, "executionArn", arn)
 	return hold, nil
 }
 
@@ -674,28 +701,36 @@ func (s *Starter) laneHeld(ctx context.Context, x *msg, other lease.Lease) (verd
 		// to first-free, or a copy whose bind was taken back).
 		return s.rewait(ctx, x)
 	}
-	if (other.Status == lease.Running || other.Status == lease.DeadLettering) && other.ExecutionArn != "" {
+	// A claim (starting) names its execution and is most often a running job: it is looked up like
+	// a running lease, never taken back while its execution runs.
+	started := other.Status == lease.Starting || other.Status == lease.Running || other.Status == lease.DeadLettering
+	if started && other.ExecutionArn != "" {
 		d, err := s.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: &other.ExecutionArn})
-		if err != nil {
-			return hold, fmt.Errorf("describe execution %s holding lane %s: %w", other.ExecutionArn, x.key, err)
-		}
-		if outcome, closed := releaser.OutcomeOf(string(d.Status)); closed {
-			if _, err := s.Releaser.Release(ctx, releaser.Request{
-				Key: other.Key(), JobID: other.JobID, Redrive: other.Redrive, Attempt: other.Attempt, Outcome: outcome,
-				Error: aws.ToString(d.Error), Cause: aws.ToString(d.Cause), Source: "starter",
-			}); err != nil {
-				return hold, err
+		switch {
+		case other.Status == lease.Starting && isErr[*sfntypes.ExecutionDoesNotExist](err):
+			// The claim's start never went through, or went through a moment ago and is not
+			// visible yet (DescribeExecution is eventually consistent): only a claim older than
+			// both StaleAfter and DescribeSettle has no message left to come back for it.
+			if s.stale(other) && s.now().Sub(other.UpdatedAt) >= DescribeSettle {
+				return s.takeBack(ctx, x, other)
 			}
-			return hold, lease.ErrConflict // look at the lane again
+		case err != nil:
+			return hold, fmt.Errorf("describe execution %s holding lane %s: %w", other.ExecutionArn, x.key, err)
+		default:
+			if outcome, closed := releaser.OutcomeOf(string(d.Status)); closed {
+				if _, err := s.Releaser.Release(ctx, releaser.Request{
+					Key: other.Key(), JobID: other.JobID, Redrive: other.Redrive, Attempt: other.Attempt, Outcome: outcome,
+					Error: aws.ToString(d.Error), Cause: aws.ToString(d.Cause), Source: "starter",
+				}); err != nil {
+					return hold, err
+				}
+				return hold, lease.ErrConflict // look at the lane again
+			}
 		}
 	} else if s.stale(other) {
-		x.log.WarnContext(ctx, "taking back a lane left by a job whose message is gone", "staleJobId", other.JobID, "status", other.Status)
-		if err := s.Leases.Delete(ctx, other); err != nil {
-			return hold, err
-		}
-		return hold, lease.ErrConflict
+		return s.takeBack(ctx, x, other)
 	}
-	if s.HandoverWait > 0 && other.Status == lease.Running {
+	if s.HandoverWait > 0 && (other.Status == lease.Running || other.Status == lease.Starting) {
 		// On AWS the lane's next message is delivered the moment the release deletes the message
 		// before it, and the release deletes that job's lease a round trip later: wait for it
 		// briefly rather than back off for seconds.
@@ -705,6 +740,15 @@ func (s *Starter) laneHeld(ctx context.Context, x *msg, other lease.Lease) (verd
 	}
 	x.log.InfoContext(ctx, "lane held by another job; trying again shortly", "holder", other.JobID)
 	return s.backoff(ctx, x.SQSMessage), nil
+}
+
+// takeBack deletes another job's stale lease, and has the lane looked at again.
+func (s *Starter) takeBack(ctx context.Context, x *msg, other lease.Lease) (verdict, error) {
+	x.log.WarnContext(ctx, "taking back a lane left by a job whose message is gone", "staleJobId", other.JobID, "status", other.Status)
+	if err := s.Leases.Delete(ctx, other); err != nil {
+		return hold, err
+	}
+	return hold, lease.ErrConflict
 }
 
 // stale reports whether another job's lease without a running execution has sat untouched for longer

@@ -62,7 +62,7 @@ func TestHandle(t *testing.T) {
 			wantStarts:     []string{"reports-r-1001-1"},
 			wantExecutions: 1,
 			wantLeases: map[lease.Key]wantLease{
-				reports1: {"r-1001", lease.Running, 1, handle("r-1001", 1), execArn("reports", "r-1001", 1)},
+				reports1: {"r-1001", lease.Starting, 1, handle("r-1001", 1), execArn("reports", "r-1001", 1)},
 			},
 		},
 		{
@@ -74,7 +74,7 @@ func TestHandle(t *testing.T) {
 			wantStarts:     []string{"reports-r-1001-1"},
 			wantExecutions: 1,
 			wantLeases: map[lease.Key]wantLease{
-				reports1: {"r-1001", lease.Running, 1, handle("r-1001", 1), execArn("reports", "r-1001", 1)},
+				reports1: {"r-1001", lease.Starting, 1, handle("r-1001", 1), execArn("reports", "r-1001", 1)},
 			},
 			wantVisibility: []visibility{{handle("r-1002", 1), 0, 0}},
 		},
@@ -87,8 +87,8 @@ func TestHandle(t *testing.T) {
 			wantStarts:     []string{"reports-r-1001-1", "reports-r-1003-1"},
 			wantExecutions: 2,
 			wantLeases: map[lease.Key]wantLease{
-				reports1: {"r-1001", lease.Running, 1, handle("r-1001", 1), execArn("reports", "r-1001", 1)},
-				reports2: {"r-1003", lease.Running, 1, handle("r-1003", 1), execArn("reports", "r-1003", 1)},
+				reports1: {"r-1001", lease.Starting, 1, handle("r-1001", 1), execArn("reports", "r-1001", 1)},
+				reports2: {"r-1003", lease.Starting, 1, handle("r-1003", 1), execArn("reports", "r-1003", 1)},
 			},
 		},
 		{
@@ -151,7 +151,7 @@ func TestHandle(t *testing.T) {
 			wantStarts:     []string{"reports-r-1001-2"},
 			wantExecutions: 1,
 			wantLeases: map[lease.Key]wantLease{
-				reports1: {"r-1001", lease.Running, 2, handle("r-1001", 2), execArn("reports", "r-1001", 2)},
+				reports1: {"r-1001", lease.Starting, 2, handle("r-1001", 2), execArn("reports", "r-1001", 2)},
 			},
 		},
 		{
@@ -164,7 +164,7 @@ func TestHandle(t *testing.T) {
 			wantStarts:     []string{"reports-r-1001-2"},
 			wantExecutions: 1,
 			wantLeases: map[lease.Key]wantLease{
-				reports1: {"r-1001", lease.Running, 2, handle("r-1001", 4), execArn("reports", "r-1001", 2)},
+				reports1: {"r-1001", lease.Starting, 2, handle("r-1001", 4), execArn("reports", "r-1001", 2)},
 			},
 		},
 		{
@@ -201,7 +201,7 @@ func TestHandle(t *testing.T) {
 			wantStarts:     []string{"reports-r-1001-1"},
 			wantExecutions: 1,
 			wantLeases: map[lease.Key]wantLease{
-				reports1: {"r-1001", lease.Running, 1, handle("r-1001", 1), execArn("reports", "r-1001", 1)},
+				reports1: {"r-1001", lease.Starting, 1, handle("r-1001", 1), execArn("reports", "r-1001", 1)},
 			},
 			wantVisibility: []visibility{grace(handle("r-1001", 1))},
 		},
@@ -283,7 +283,7 @@ func TestHandle(t *testing.T) {
 			wantStarts:     []string{"reports-r-1001-1"},
 			wantExecutions: 2,
 			wantLeases: map[lease.Key]wantLease{
-				reports1: {"r-1001", lease.Running, 1, handle("r-1001", 1), execArn("reports", "r-1001", 1)},
+				reports1: {"r-1001", lease.Starting, 1, handle("r-1001", 1), execArn("reports", "r-1001", 1)},
 			},
 			wantDeleted: []string{handle("r-0999", 1)},
 		},
@@ -301,7 +301,7 @@ func TestHandle(t *testing.T) {
 			wantStarts:     []string{"reports-r-1001-1"},
 			wantExecutions: 1,
 			wantLeases: map[lease.Key]wantLease{
-				reports1: {"r-1001", lease.Running, 1, handle("r-1001", 1), execArn("reports", "r-1001", 1)},
+				reports1: {"r-1001", lease.Starting, 1, handle("r-1001", 1), execArn("reports", "r-1001", 1)},
 			},
 		},
 		{
@@ -312,7 +312,7 @@ func TestHandle(t *testing.T) {
 			},
 			wantFailures: []string{"msg-r-1001"},
 			wantLeases: map[lease.Key]wantLease{
-				reports1: {"r-0999", lease.Starting, 1, handle("r-0999", 1), ""},
+				reports1: {"r-0999", lease.Starting, 1, handle("r-0999", 1), execArn("reports", "r-0999", 1)},
 			},
 			wantVisibility: []visibility{backoff(handle("r-1001", 1))},
 		},
@@ -371,7 +371,7 @@ func TestHandle(t *testing.T) {
 			wantStarts:     []string{"reports-r-1001-1"},
 			wantExecutions: 1,
 			wantLeases: map[lease.Key]wantLease{
-				reports1: {"r-1001", lease.Running, 1, handle("r-1001", 1), execArn("reports", "r-1001", 1)},
+				reports1: {"r-1001", lease.Starting, 1, handle("r-1001", 1), execArn("reports", "r-1001", 1)},
 			},
 			wantDLQ: []dead{{starter.ReasonBadMessage, ""}},
 		},
@@ -458,9 +458,11 @@ func TestHandleFixture(t *testing.T) {
 	if !ok {
 		t.Fatal("no lease for lane reports-1")
 	}
-	if l.Status != lease.Running || l.Attempt != 1 || l.ReceiptHandle != rec.ReceiptHandle || l.MessageID != rec.MessageId ||
-		l.ExecutionArn != execArn("reports", "r-1001", 1) || l.JobID != "r-1001" || !l.SubmittedAt.Equal(submitted) || !l.StartedAt.Equal(t0) {
-		t.Errorf("lease = %+v, want running attempt 1 of r-1001 with the message's id and handle, started at %v", l, t0)
+	// The claim is the start's only lease write: it names the execution, so it stays as written.
+	if l.Status != lease.Starting || l.Attempt != 1 || l.ReceiptHandle != rec.ReceiptHandle || l.MessageID != rec.MessageId ||
+		l.ExecutionArn != execArn("reports", "r-1001", 1) || l.StateMachineArn != smArn || l.JobID != "r-1001" ||
+		!l.SubmittedAt.Equal(submitted) || !l.StartedAt.Equal(t0) || l.Version != 1 {
+		t.Errorf("lease = %+v, want the claim (starting, version 1) of attempt 1 of r-1001 with the message's id and handle, started at %v", l, t0)
 	}
 }
 
@@ -484,8 +486,8 @@ func TestHandleBatchFixture(t *testing.T) {
 	}
 	checkVisibility(t, r.sqs, []visibility{{ev.Records[1].ReceiptHandle, 0, 0}})
 	checkLeases(t, r.leases, map[lease.Key]wantLease{
-		reports1: {"r-1001", lease.Running, 1, ev.Records[0].ReceiptHandle, execArn("reports", "r-1001", 1)},
-		reports2: {"r-1003", lease.Running, 1, ev.Records[2].ReceiptHandle, execArn("reports", "r-1003", 1)},
+		reports1: {"r-1001", lease.Starting, 1, ev.Records[0].ReceiptHandle, execArn("reports", "r-1001", 1)},
+		reports2: {"r-1003", lease.Starting, 1, ev.Records[2].ReceiptHandle, execArn("reports", "r-1003", 1)},
 	})
 }
 
@@ -513,7 +515,7 @@ func TestHandleTenGroupsAllStart(t *testing.T) {
 			for ln := 1; ln <= 10; ln++ {
 				id := fmt.Sprintf("p-%02d", ln)
 				give = append(give, jobMessage(t, "payments", ln, id, 0, 1))
-				want[lease.Key{Type: "payments", Lane: ln}] = wantLease{id, lease.Running, 1, handle(id, 1), execArn("payments", id, 1)}
+				want[lease.Key{Type: "payments", Lane: ln}] = wantLease{id, lease.Starting, 1, handle(id, 1), execArn("payments", id, 1)}
 				wantNames = append(wantNames, execName("payments", id, 1))
 				wantIDs = append(wantIDs, "msg-"+id)
 			}
@@ -674,7 +676,7 @@ func TestHandleRetryAfterThrottle(t *testing.T) {
 		t.Errorf("StartExecution calls = %q, want the same name twice", got)
 	}
 	checkLeases(t, r.leases, map[lease.Key]wantLease{
-		reports1: {"r-1001", lease.Running, 1, handle("r-1001", 2), execArn("reports", "r-1001", 1)},
+		reports1: {"r-1001", lease.Starting, 1, handle("r-1001", 2), execArn("reports", "r-1001", 1)},
 	})
 	checkDLQ(t, r.sqs, nil)
 }
@@ -696,7 +698,7 @@ func TestHandleStartTimedOutThenRedelivered(t *testing.T) {
 		t.Errorf("executions = %d, want still 1", n)
 	}
 	checkLeases(t, r.leases, map[lease.Key]wantLease{
-		reports1: {"r-1001", lease.Running, 1, handle("r-1001", 2), execArn("reports", "r-1001", 1)},
+		reports1: {"r-1001", lease.Starting, 1, handle("r-1001", 2), execArn("reports", "r-1001", 1)},
 	})
 }
 

@@ -1,0 +1,158 @@
+package releaser_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/releaser"
+)
+
+// claimed is a lane's lease as the starter leaves a started job: its claim (starting), which names
+// the execution, since a confirmed start writes nothing more.
+func claimed(typ string, ln int, jobID string, attempt int) lease.Lease {
+	l := held(typ, ln, jobID, attempt, lease.Starting)
+	l.StateMachineArn, l.ExecutionArn = smArn, execArn(typ, jobID, attempt)
+	return l
+}
+
+// The sweep counts a claim as a running job in its gauges, leaves it alone while its execution runs
+// (however long it sat untouched), and releases it like a running lease when its execution ended.
+func TestSweepTakesClaimsForRunningJobs(t *testing.T) {
+	const staleAfter = 1350 * time.Second
+	type row struct {
+		lease     lease.Lease
+		age       time.Duration // since its last update
+		execution string        // status of its execution; "" for none
+		want      *wantLease    // nil: released (or taken back)
+	}
+	rows := []row{
+		{ // a started job running longer than StaleAfter: kept
+			lease: claimed("reports", 1, "r-1", 1), age: staleAfter + time.Hour, execution: "RUNNING",
+			want: &wantLease{JobID: "r-1", Status: lease.Starting, Attempt: 1, Handle: handle("r-1", 2), Arn: execArn("reports", "r-1", 1), Version: 4},
+		},
+		{ // a lease written by a version that recorded every start: kept
+			lease: held("reports", 2, "r-2", 1, lease.Running), age: 5 * time.Minute, execution: "RUNNING",
+			want: &wantLease{JobID: "r-2", Status: lease.Running, Attempt: 1, Handle: handle("r-2", 2), Arn: execArn("reports", "r-2", 1), Version: 4},
+		},
+		{ // a started job whose execution succeeded without a release: released
+			lease: claimed("reports", 3, "r-3", 1), age: 5 * time.Minute, execution: "SUCCEEDED",
+		},
+		{ // failed with attempts left: retried, as a running lease is
+			lease: claimed("payments", 1, "p-1", 1), age: 5 * time.Minute, execution: "FAILED",
+			want: &wantLease{JobID: "p-1", Status: lease.Retrying, Attempt: 1, Handle: handle("p-1", 2)},
+		},
+		{ // a claim whose start never went through, untouched past StaleAfter: taken back
+			lease: claimed("payments", 2, "p-2", 1), age: staleAfter + time.Minute,
+		},
+		{ // bound: no execution yet, not counted
+			lease: held("payments", 3, "p-3", 0, lease.Bound), age: time.Minute,
+			want: &wantLease{JobID: "p-3", Status: lease.Bound, Handle: handle("p-3", 2), Version: 4},
+		},
+	}
+	r := newRig(t)
+	r.h.StaleAfter = staleAfter
+	var emf bytes.Buffer
+	r.svc.Metrics = metrics.New(&emf, "sfnlimit")
+	for _, x := range rows {
+		l := x.lease
+		l.UpdatedAt = t0.Add(-x.age)
+		r.leases.Set(l)
+		if x.execution != "" {
+			r.sfn.Put(execution(l.Type, l.Lane, l.JobID, l.Attempt, `{}`, x.execution, "", ""))
+		}
+	}
+	if _, err := r.h.Handle(context.Background(), fixture(t, "scheduled_event.json")); err != nil {
+		t.Fatalf("Handle(scheduled event) = %v", err)
+	}
+	for _, x := range rows {
+		checkLease(t, r.leases, x.lease.Key(), x.want)
+	}
+	if d := sorted(deletedHandles(r.sqs)); !equal(d, []string{handle("r-3", 2)}) {
+		t.Errorf("DeleteMessage handles = %q, want the succeeded job's", d)
+	}
+	// The gauges are read before the sweep acts, from the leases alone: reports' three started jobs
+	// fill its three lanes; payments' two claims count (the gauge cannot tell the one whose start
+	// never went through from a running job), its bound lease does not.
+	wantGauges := map[string]map[string]float64{
+		"reports":  {metrics.RunningLeases: 3, metrics.LaneOccupancy: 100},
+		"payments": {metrics.RunningLeases: 2, metrics.LaneOccupancy: 4}, // 2 of 50 lanes
+	}
+	got := gauges(t, emf.Bytes())
+	for typ, want := range wantGauges {
+		for m, v := range want {
+			if g, ok := got[typ][m]; !ok || g != v {
+				t.Errorf("%s %s = %v (recorded %v), want %v", typ, m, g, ok, v)
+			}
+		}
+	}
+}
+
+// gauges reads the single samples of the EMF lines a recorder wrote: type -> metric -> value.
+func gauges(t *testing.T, emf []byte) map[string]map[string]float64 {
+	t.Helper()
+	out := map[string]map[string]float64{}
+	sc := bufio.NewScanner(bytes.NewReader(emf))
+	for sc.Scan() {
+		var line map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+			t.Fatalf("EMF line %s: %v", sc.Text(), err)
+		}
+		typ, _ := line["Type"].(string)
+		for _, m := range []string{metrics.RunningLeases, metrics.LaneOccupancy} {
+			vs, ok := line[m].([]any)
+			if !ok || len(vs) != 1 {
+				continue
+			}
+			if out[typ] == nil {
+				out[typ] = map[string]float64{}
+			}
+			out[typ][m], _ = vs[0].(float64)
+		}
+	}
+	return out
+}
+
+// A claim is released exactly as a running lease is, whatever the outcome.
+func TestReleaseOfAClaim(t *testing.T) {
+	tests := []struct {
+		name        string
+		attempt     int
+		outcome     releaser.Outcome
+		want        releaser.Result
+		wantLease   *wantLease
+		wantDeleted []string
+		wantVisible []string
+	}{
+		{name: "succeeded", attempt: 1, outcome: releaser.Succeeded, want: releaser.Deleted, wantDeleted: []string{handle("r-1", 2)}},
+		{name: "failed with attempts left", attempt: 1, outcome: releaser.Failed, want: releaser.Retried,
+			wantLease: &wantLease{JobID: "r-1", Status: lease.Retrying, Attempt: 1, Handle: handle("r-1", 2)}, wantVisible: []string{handle("r-1", 2)}},
+		{name: "attempts exhausted", attempt: 3, outcome: releaser.Failed, want: releaser.DeadLettered, wantDeleted: []string{handle("r-1", 2)}},
+		{name: "aborted", attempt: 1, outcome: releaser.Aborted, want: releaser.DeadLettered, wantDeleted: []string{handle("r-1", 2)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t)
+			l := r.leases.Set(claimed("reports", 1, "r-1", tt.attempt))
+			r.sfn.Put(execution("reports", 1, "r-1", tt.attempt, `{}`, "FAILED", "", ""))
+			got, err := r.svc.Release(context.Background(), releaser.Request{
+				Key: l.Key(), JobID: "r-1", Attempt: tt.attempt, Outcome: tt.outcome, Source: "workflow",
+			})
+			if err != nil || got != tt.want {
+				t.Fatalf("Release = %s, %v; want %s", got, err, tt.want)
+			}
+			checkLease(t, r.leases, l.Key(), tt.wantLease)
+			if d := deletedHandles(r.sqs); !equal(d, tt.wantDeleted) {
+				t.Errorf("DeleteMessage handles = %q, want %q", d, tt.wantDeleted)
+			}
+			if v := visibleHandles(r.sqs); !equal(v, tt.wantVisible) {
+				t.Errorf("made visible = %q, want %q", v, tt.wantVisible)
+			}
+		})
+	}
+}

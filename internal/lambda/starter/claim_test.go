@@ -1,0 +1,278 @@
+package starter_test
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/starter"
+)
+
+// visibilityTimeout is the lanes queue's (FifoVisibilityTimeout's default): a job running longer is
+// delivered again every period.
+const visibilityTimeout = 900 * time.Second
+
+// The claim names its execution, so a start writes the lease once: no second write to say it runs.
+func TestStartWritesOnlyTheClaim(t *testing.T) {
+	tests := []struct {
+		name        string
+		lease       *lease.Lease // the lane's lease before the delivery
+		receive     int
+		wantAttempt int
+	}{
+		{name: "free lane", receive: 1, wantAttempt: 1},
+		{name: "retrying lease: the next attempt", lease: ptr(leaseOf("reports", 1, "r-1001", 1, lease.Retrying, 1)), receive: 2, wantAttempt: 2},
+		{name: "lane bound to the job: its copy claims it", lease: ptr(boundLease("reports", 1, "r-1001")), receive: 1, wantAttempt: 1},
+		{name: "unconfirmed claim whose start never went through", lease: ptr(leaseOf("reports", 1, "r-1001", 2, lease.Starting, 3)), receive: 4, wantAttempt: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t, nil)
+			var emf bytes.Buffer
+			r.st.Metrics = metrics.New(&emf, "sfnlimit")
+			if tt.lease != nil {
+				r.leases.Set(*tt.lease)
+			}
+			resp, err := r.st.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 1, "r-1001", 0, tt.receive)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := failures(resp); !equal(got, []string{"msg-r-1001"}) {
+				t.Errorf("batch item failures = %q, want the message held", got)
+			}
+			name := execName("reports", "r-1001", tt.wantAttempt)
+			if got := startNames(r.sfn); !equal(got, []string{name}) {
+				t.Errorf("StartExecution calls = %q, want %s once", got, name)
+			}
+			if _, writes, deletes := r.leases.Counts(); writes != 1 || deletes != 0 {
+				t.Errorf("lease writes = %d, deletes = %d; want 1 write (the claim) and no delete", writes, deletes)
+			}
+			checkLeases(t, r.leases, map[lease.Key]wantLease{
+				reports1: {"r-1001", lease.Starting, tt.wantAttempt, handle("r-1001", tt.receive), execArn("reports", "r-1001", tt.wantAttempt)},
+			})
+			if got := emf.String(); !strings.Contains(got, `"JobsStarted":1`) || strings.Contains(got, metrics.JobsHeldAgain) {
+				t.Errorf("metrics = %s, want JobsStarted 1 and no JobsHeldAgain", got)
+			}
+		})
+	}
+}
+
+// A job that outlives the visibility timeout is delivered again while its lease is still the claim
+// (starting). The delivery takes the claim path: one lease write (the new receipt handle) and one
+// StartExecution of the same name and input, which Step Functions answers with the running
+// execution. It holds the lane, starts nothing new, and counts a job held again, not a start.
+func TestRedeliveredClaimOfRunningJobHoldsTheLane(t *testing.T) {
+	tests := []struct {
+		name string
+		// prepare readies the rig after the first delivery started the job.
+		prepare       func(t *testing.T, r *rig)
+		wantDescribes int
+	}{
+		{
+			name:    "Step Functions answers the running execution (same name and input)",
+			prepare: func(*testing.T, *rig) {},
+		},
+		{
+			// An emulator without StartExecution's idempotency answers ExecutionAlreadyExists: the
+			// execution is described and found running in this lane.
+			name: "ExecutionAlreadyExists for the running execution",
+			prepare: func(t *testing.T, r *rig) {
+				e, ok := r.sfn.Execution(execArn("reports", "r-1001", 1))
+				if !ok {
+					t.Fatal("the first delivery started no execution")
+				}
+				e.Input = strings.Replace(e.Input, `"seconds":3`, `"seconds":3 `, 1) // not the same input
+				r.sfn.Put(e)
+			},
+			wantDescribes: 1,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t, nil)
+			var emf bytes.Buffer
+			r.st.Metrics = metrics.New(&emf, "sfnlimit")
+			ctx := context.Background()
+			if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 1, "r-1001", 0, 1)}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.st.Metrics.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			emf.Reset()
+			tt.prepare(t, r)
+			claim, _ := r.leases.Lease(reports1)
+			_, writesBefore, _ := r.leases.Counts()
+			startsBefore := len(r.sfn.Starts())
+
+			r.clock.Advance(visibilityTimeout)
+			resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 1, "r-1001", 0, 2)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := failures(resp); !equal(got, []string{"msg-r-1001"}) {
+				t.Errorf("batch item failures = %q, want the message held", got)
+			}
+			if n := len(r.sfn.Executions()); n != 1 {
+				t.Errorf("executions = %d, want still 1", n)
+			}
+			if n := len(r.sfn.Starts()) - startsBefore; n != 1 {
+				t.Errorf("StartExecution calls = %d, want 1", n)
+			}
+			if n := len(r.sfn.Describes()); n != tt.wantDescribes {
+				t.Errorf("DescribeExecution calls = %d, want %d", n, tt.wantDescribes)
+			}
+			if _, writes, deletes := r.leases.Counts(); writes-writesBefore != 1 || deletes != 0 {
+				t.Errorf("lease writes = %d, deletes = %d; want 1 write (the new receipt handle) and no delete", writes-writesBefore, deletes)
+			}
+			checkLeases(t, r.leases, map[lease.Key]wantLease{
+				reports1: {"r-1001", lease.Starting, 1, handle("r-1001", 2), execArn("reports", "r-1001", 1)},
+			})
+			// The attempt's start time stays the attempt's: status shows how long the job runs.
+			if l, _ := r.leases.Lease(reports1); !l.StartedAt.Equal(claim.StartedAt) {
+				t.Errorf("lease started at %v, want the attempt's %v", l.StartedAt, claim.StartedAt)
+			}
+			checkVisibility(t, r.sqs, nil)
+			checkDLQ(t, r.sqs, nil)
+			if err := r.st.Metrics.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			if got := emf.String(); !strings.Contains(got, `"JobsHeldAgain":1`) || strings.Contains(got, metrics.JobsStarted) {
+				t.Errorf("metrics = %s, want JobsHeldAgain 1 and no JobsStarted", got)
+			}
+		})
+	}
+}
+
+// A running job's claim is redelivered after its type was removed from the config (config reset
+// --force): the job is not dead-lettered, and its lane not freed, while its execution runs.
+func TestRedeliveredClaimOfRemovedTypeKeepsItsLane(t *testing.T) {
+	r := newRig(t, nil)
+	cfg := &switchableConfig{inner: r.st.Config, gone: map[string]bool{}}
+	r.st.Config = cfg
+	ctx := context.Background()
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 1, "r-1001", 0, 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	cfg.set("reports", true)
+	r.clock.Advance(visibilityTimeout)
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 1, "r-1001", 0, 2)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := failures(resp); !equal(got, []string{"msg-r-1001"}) {
+		t.Errorf("batch item failures = %q, want the message held", got)
+	}
+	checkDLQ(t, r.sqs, nil)
+	checkLeases(t, r.leases, map[lease.Key]wantLease{
+		reports1: {"r-1001", lease.Running, 1, handle("r-1001", 2), execArn("reports", "r-1001", 1)},
+	})
+	if got := deleted(r.sqs); len(got) != 0 {
+		t.Errorf("DeleteMessage handles = %q, want none", got)
+	}
+}
+
+// Another job's claim holds the lane a message arrives for. A claim is most often a running job:
+// its execution is looked up, and the claim is taken back only when no execution of it exists,
+// however long it sat untouched.
+func TestLaneHeldByAnotherJobsClaim(t *testing.T) {
+	backoff := visibility{Handle: handle("r-1001", 1), Min: int32(retryDelay / time.Second), Max: int32(2 * retryDelay / time.Second)}
+	const settleBelowStale = 30 * time.Second // a StaleAfter shorter than DescribeSettle
+	tests := []struct {
+		name       string
+		staleAfter time.Duration // 0: the rig's
+		age        time.Duration // how long the claim sat untouched
+		exec       sfntypes.ExecutionStatus
+		// wantTaken: this job claims the lane and starts; else the other job's claim stays.
+		wantTaken   bool
+		wantDeleted []string
+	}{
+		{name: "running, untouched past StaleAfter: kept", age: staleAfter + time.Hour, exec: sfntypes.ExecutionStatusRunning},
+		{name: "running, fresh: kept", age: time.Minute, exec: sfntypes.ExecutionStatusRunning},
+		{name: "succeeded: released, this job starts", age: time.Minute, exec: sfntypes.ExecutionStatusSucceeded,
+			wantTaken: true, wantDeleted: []string{handle("r-0999", 1)}},
+		{name: "succeeded, untouched past StaleAfter: released, this job starts", age: staleAfter + time.Hour, exec: sfntypes.ExecutionStatusSucceeded,
+			wantTaken: true, wantDeleted: []string{handle("r-0999", 1)}},
+		{name: "no execution, untouched past StaleAfter: taken back", age: staleAfter + time.Minute, wantTaken: true},
+		{name: "no execution, fresh: kept", age: time.Minute},
+		{name: "no execution, past a short StaleAfter but within DescribeSettle: kept",
+			staleAfter: settleBelowStale, age: starter.DescribeSettle - 10*time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t, nil)
+			if tt.staleAfter > 0 {
+				r.st.StaleAfter = tt.staleAfter
+			}
+			other := r.leases.Set(withUpdated(leaseOf("reports", 1, "r-0999", 1, lease.Starting, 1), t0.Add(-tt.age)))
+			if tt.exec != "" {
+				r.sfn.Put(startedBy(t, execution("reports", 1, "r-0999", 1, tt.exec, "", ""), other.MessageID))
+			}
+			resp, err := r.st.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 1, "r-1001", 0, 1)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := failures(resp); !equal(got, []string{"msg-r-1001"}) {
+				t.Errorf("batch item failures = %q, want the message held", got)
+			}
+			if got, want := deleted(r.sqs), sorted(tt.wantDeleted...); !equal(got, want) {
+				t.Errorf("DeleteMessage handles = %q, want %q", got, want)
+			}
+			if tt.wantTaken {
+				if got := startNames(r.sfn); !equal(got, []string{execName("reports", "r-1001", 1)}) {
+					t.Errorf("StartExecution calls = %q, want this job's", got)
+				}
+				checkLeases(t, r.leases, map[lease.Key]wantLease{
+					reports1: {"r-1001", lease.Starting, 1, handle("r-1001", 1), execArn("reports", "r-1001", 1)},
+				})
+				checkVisibility(t, r.sqs, nil)
+				return
+			}
+			if got := startNames(r.sfn); len(got) != 0 {
+				t.Errorf("StartExecution calls = %q, want none while the lane is held", got)
+			}
+			if l, _ := r.leases.Lease(reports1); l.Version != other.Version || l.JobID != "r-0999" {
+				t.Errorf("lease = %+v, want the other job's claim untouched", l)
+			}
+			checkVisibility(t, r.sqs, []visibility{backoff})
+		})
+	}
+}
+
+// The lane's holder is a claim whose execution just ended: the releaser deletes its message, then
+// its lease. The next message of the lane is delivered in between, and waits for the lease to go
+// (HandoverWait) rather than back off for seconds, as it does for a running lease.
+func TestHandoverWaitsForAClaim(t *testing.T) {
+	r := newRig(t, nil)
+	r.st.HandoverWait = time.Minute // bounds a failure only: the lease goes on the wait's first look
+	other := r.leases.Set(leaseOf("reports", 1, "r-0999", 1, lease.Starting, 1))
+	r.sfn.Put(startedBy(t, execution("reports", 1, "r-0999", 1, sfntypes.ExecutionStatusRunning, "", ""), other.MessageID))
+	var once sync.Once
+	r.sfn.OnDescribe = func(string) error {
+		// The holder's release runs while this message looks at the lane.
+		once.Do(func() { r.leases.Remove(reports1) })
+		return nil
+	}
+	resp, err := r.st.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 1, "r-1001", 0, 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := failures(resp); !equal(got, []string{"msg-r-1001"}) {
+		t.Errorf("batch item failures = %q, want the message held", got)
+	}
+	if got := startNames(r.sfn); !equal(got, []string{execName("reports", "r-1001", 1)}) {
+		t.Errorf("StartExecution calls = %q, want this job's once the holder's lease went", got)
+	}
+	checkVisibility(t, r.sqs, nil)
+	checkLeases(t, r.leases, map[lease.Key]wantLease{
+		reports1: {"r-1001", lease.Starting, 1, handle("r-1001", 1), execArn("reports", "r-1001", 1)},
+	})
+}
