@@ -293,11 +293,13 @@ func TestStatus(t *testing.T) {
 			if ts.Running > 2 {
 				t.Fatalf("%s: %d running, over its limit 2", typ, ts.Running)
 			}
-			if ts.Running != 2 || ts.ByStatus["running"] != 2 || ts.Free != 0 {
-				return fmt.Errorf("%s: %d held (%v), %d free, want 2 running and none free\n%s", typ, ts.Running, ts.ByStatus, ts.Free, local(t, "status"))
+			// A started job's lease is its claim (a start writes nothing after it): status shows it
+			// as started.
+			if ts.Running != 2 || ts.ByStatus["started"] != 2 || ts.Free != 0 {
+				return fmt.Errorf("%s: %d held (%v), %d free, want 2 started and none free\n%s", typ, ts.Running, ts.ByStatus, ts.Free, local(t, "status"))
 			}
-			if len(ts.Leases) != 2 || ts.Leases[0].Lane != 1 || ts.Leases[1].Lane != 2 || !strings.HasPrefix(ts.Leases[0].JobID, "w-") || ts.Leases[1].Status != "running" {
-				return fmt.Errorf("%s: leases %+v, want lanes 1 and 2 running w- jobs", typ, ts.Leases)
+			if len(ts.Leases) != 2 || ts.Leases[0].Lane != 1 || ts.Leases[1].Lane != 2 || !strings.HasPrefix(ts.Leases[0].JobID, "w-") || ts.Leases[1].Status != "started" {
+				return fmt.Errorf("%s: leases %+v, want lanes 1 and 2 held by started w- jobs", typ, ts.Leases)
 			}
 			if ts.Oldest == nil || !strings.HasPrefix(ts.Oldest.ID, "w-") || ts.Oldest.Attempt != 1 || ts.Oldest.Lane < 1 {
 				return fmt.Errorf("%s: oldest = %+v", typ, ts.Oldest)
@@ -310,10 +312,10 @@ func TestStatus(t *testing.T) {
 		return fmt.Errorf("no type %s in status", typ)
 	})
 
-	// The table says the same: both lanes held, running. (The columns are as wide as the longest
+	// The table says the same: both lanes held, started. (The columns are as wide as the longest
 	// type name of the shared stack.)
-	row := regexp.MustCompile(`(?m)^` + typ + ` +2 +override +\S+ +2 +0 +w-\d \(lane [12], attempt 1, running, \d+s\)$`)
-	lanes := regexp.MustCompile(`(?m)^` + typ + ` +running 2 \(1-2\)$`)
+	row := regexp.MustCompile(`(?m)^` + typ + ` +2 +override +\S+ +2 +0 +w-\d \(lane [12], attempt 1, started, \d+s\)$`)
+	lanes := regexp.MustCompile(`(?m)^` + typ + ` +started 2 \(1-2\)$`)
 	eventually(t, time.Minute, func() error {
 		r := must(t, local(t, "status"), exitOK)
 		for _, want := range []string{"TYPE", "HELD", "FREE", "OLDEST LEASE", "LEASES BY STATUS", "lanes (FIFO)", "dead-letter", "FIFO in-flight quota of 120000"} {

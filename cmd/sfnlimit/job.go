@@ -39,8 +39,8 @@ func newJobShow(tgt *target) *cobra.Command {
 		Long: `show finds a job by its id: the lease of the lane it holds (lane, status, attempt, execution),
 and its executions, found by their deterministic names ({type}-{id}-{attempt}, and the redriven
 runs' names) with DescribeExecution: status, start and stop, error. It works out the job's state:
-bound (a first-free job bound to a lane, its execution not yet started), starting, running,
-retrying, dead-lettering (it holds a lane), succeeded, dead-lettered, or
+bound (a first-free job bound to a lane, its execution not yet started), starting (its execution
+not found yet), running, retrying, dead-lettering (it holds a lane), succeeded, dead-lettered, or
 not-started (no lease, no execution: it waits in a queue, was refused, or was never sent). Without
 --type, every type with a limit or a lease is searched. Exit 1 if the job is not found.
 ` + targetHelp,

@@ -29,7 +29,8 @@ parameter; fallback: DefaultLimit; override: a live config item), its lane strat
 its jobs hold (their leases, whatever their state), how many of its lanes are free (no lease) and
 its oldest lease. A type configured with the retired least-loaded strategy is marked: it runs as
 first-free. Then each type's leases lane by lane, status by status: bound (a first-free job bound
-to the lane, its execution not yet started), starting, running, retrying and dead-lettering, each
+to the lane, its execution not yet started), started (its execution was started, or is being
+started: status reads leases only; job show tells a running one), retrying and dead-lettering, each
 with the lanes it holds. Then the queues: the general queue (jobs not yet routed), the lanes queue
 (waiting, and in flight: holding a lane or heading a parked waiting group) and the dead-letter
 queue. Queue counts are SQS's approximate ones: SQS cannot count one type's messages.

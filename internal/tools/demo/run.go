@@ -205,7 +205,9 @@ func progress(ctx context.Context, c app.Clients, leases *lease.Store, sm, dlq s
 			return st, err
 		}
 		for _, l := range ls {
-			if l.Status == lease.Running {
+			// A started job's lease is its claim (a start writes nothing after it), or running
+			// once a redelivery confirmed it.
+			if l.Status == lease.Starting || l.Status == lease.Running {
 				st.running[t.Type]++
 			}
 		}

@@ -532,7 +532,7 @@ func TestConfigResetOverrideOnlyNeedsForce(t *testing.T) {
 	ctx := context.Background()
 	reading := Status{
 		Types: []TypeStatus{
-			{Type: "llm", Limit: 4, Source: "override", Strategy: "first-free", Running: 4, ByStatus: map[string]int{"running": 3, "bound": 1}},
+			{Type: "llm", Limit: 4, Source: "override", Strategy: "first-free", Running: 4, ByStatus: map[string]int{"started": 3, "bound": 1}},
 			{Type: "chat", Limit: 2, Source: "override", Strategy: "random", Running: 1},
 		},
 		Queues: QueueStatus{General: QueueDepth{Waiting: 7}, Lanes: QueueDepth{Waiting: 191, InFlight: 5}},

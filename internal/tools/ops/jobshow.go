@@ -44,9 +44,10 @@ type JobFinder struct {
 type JobView struct {
 	Type string `json:"type"`
 	ID   string `json:"id"`
-	// State is the lease's status when the job holds a lane (starting, running, retrying,
+	// State is the lease's status when the job holds a lane (bound, starting, running, retrying,
 	// dead-lettering), else what its last execution says: succeeded, dead-lettered (attempts
-	// exhausted or aborted), or not-started.
+	// exhausted or aborted), or not-started. A claim (lease status starting) whose execution exists
+	// is running: a confirmed start writes nothing after the claim.
 	State       string          `json:"state"`
 	Detail      string          `json:"detail"`
 	Lane        int             `json:"lane,omitempty"`
@@ -255,10 +256,20 @@ func (f JobFinder) summarize(v *JobView) {
 		case lease.Bound:
 			// A bound lease counts the attempts already made: the next one starts on the lane.
 			v.Detail = fmt.Sprintf("bound to lane %d from its waiting group; attempt %d of %d starts when its copy reaches the lane", l.Lane, l.Attempt+1, v.MaxAttempts)
-		case lease.Starting:
-			v.Detail = fmt.Sprintf("starting attempt %d of %d on lane %d", l.Attempt, v.MaxAttempts, l.Lane)
-		case lease.Running:
-			v.Detail = fmt.Sprintf("running attempt %d of %d on lane %d", l.Attempt, v.MaxAttempts, l.Lane)
+		case lease.Starting, lease.Running:
+			e := leaseExecution(v)
+			switch {
+			case e == nil && lease.Status(l.Status) == lease.Starting:
+				v.Detail = fmt.Sprintf("starting attempt %d of %d on lane %d (its execution is not found yet)", l.Attempt, v.MaxAttempts, l.Lane)
+			case e == nil || e.Status == string(sfntypes.ExecutionStatusRunning):
+				v.State = string(lease.Running)
+				v.Detail = fmt.Sprintf("running attempt %d of %d on lane %d", l.Attempt, v.MaxAttempts, l.Lane)
+			default:
+				// Ended, and not released yet: its release (or the sweep, or its message's next
+				// delivery) frees the lane.
+				v.State = string(lease.Running)
+				v.Detail = fmt.Sprintf("attempt %d of %d ended %s on lane %d; its lane is about to be released", l.Attempt, v.MaxAttempts, strings.ToLower(e.Status), l.Lane)
+			}
 		case lease.Retrying:
 			v.Detail = fmt.Sprintf("attempt %d of %d failed; waiting on lane %d to run again", l.Attempt, v.MaxAttempts, l.Lane)
 		case lease.DeadLettering:
@@ -288,7 +299,16 @@ func (f JobFinder) summarize(v *JobView) {
 	}
 }
 
-// executionArn is the ARN of an execution of a state machine.
+// leaseExecution is the execution of the attempt the job's lease holds, nil when none was found.
+func leaseExecution(v *JobView) *ExecutionView {
+	for i := range v.Executions {
+		if e := &v.Executions[i]; e.Attempt == v.Lease.Attempt && e.Redrive == v.Lease.Redrive {
+			return e
+		}
+	}
+	return nil
+}
+
 // stateMachineOf is the state machine of an execution ARN.
 func stateMachineOf(executionArn string) string {
 	s := strings.Replace(executionArn, ":execution:", ":stateMachine:", 1)

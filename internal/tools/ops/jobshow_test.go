@@ -53,12 +53,36 @@ func TestJobShow(t *testing.T) {
 			wantState: "running", wantExecs: 1, wantLane: 1,
 		},
 		{
+			// A start writes nothing after its claim: the claim of a running execution is a running job.
+			name: "running, from its claim and its execution",
+			typ:  "payments",
+			setup: func(f *fakes.SFN, l *fakes.LeaseStore) {
+				put(f, sampleArn, "payments", "o-1", 0, 1, 1, sfntypes.ExecutionStatusFailed)
+				put(f, sampleArn, "payments", "o-1", 0, 2, 1, sfntypes.ExecutionStatusRunning)
+				l.Set(lease.Lease{Type: "payments", Lane: 1, JobID: "o-1", Attempt: 2, Status: lease.Starting, StartedAt: now,
+					ExecutionArn: job.ExecutionArn(sampleArn, job.RunName("payments", "o-1", 0, 2))})
+			},
+			wantState: "running", wantExecs: 2, wantLane: 1,
+			wantDetail: "running attempt 2 of 3 on lane 1",
+		},
+		{
+			name: "claim of an execution that ended, not yet released",
+			typ:  "payments",
+			setup: func(f *fakes.SFN, l *fakes.LeaseStore) {
+				put(f, sampleArn, "payments", "o-1", 0, 1, 1, sfntypes.ExecutionStatusSucceeded)
+				l.Set(lease.Lease{Type: "payments", Lane: 1, JobID: "o-1", Attempt: 1, Status: lease.Starting, StartedAt: now})
+			},
+			wantState: "running", wantExecs: 1, wantLane: 1,
+			wantDetail: "attempt 1 of 3 ended succeeded on lane 1; its lane is about to be released",
+		},
+		{
 			name: "starting: a lease and no execution yet",
 			typ:  "payments",
 			setup: func(_ *fakes.SFN, l *fakes.LeaseStore) {
 				l.Set(lease.Lease{Type: "payments", Lane: 2, JobID: "o-1", Attempt: 1, Status: lease.Starting, StartedAt: now})
 			},
 			wantState: "starting", wantExecs: 0, wantLane: 2,
+			wantDetail: "starting attempt 1 of 3 on lane 2 (its execution is not found yet)",
 		},
 		{
 			name: "bound: a first-free job on its way to a free lane",

@@ -70,7 +70,9 @@ type TypeStatus struct {
 	RetiredStrategy string `json:"retiredStrategy,omitempty"`
 	// Running counts the type's leases: every lane a job holds, whatever its state (a bound job's
 	// execution has not started yet).
-	Running  int            `json:"running"`
+	Running int `json:"running"`
+	// ByStatus counts the type's leases by their status as shown (shownStatus: started for a
+	// starting or running lease).
 	ByStatus map[string]int `json:"byStatus,omitempty"`
 	// Free counts the lanes 1..Limit that no lease holds.
 	Free int `json:"free"`
@@ -79,7 +81,8 @@ type TypeStatus struct {
 	Oldest *RunningJob `json:"oldest,omitempty"`
 }
 
-// LaneLease is the lease of one lane: the job that holds it and how far it got.
+// LaneLease is the lease of one lane: the job that holds it and how far it got (Status as shown:
+// shownStatus).
 type LaneLease struct {
 	Lane    int    `json:"lane"`
 	Status  string `json:"status"`
@@ -87,8 +90,24 @@ type LaneLease struct {
 	Attempt int    `json:"attempt"`
 }
 
+// Started is how status shows the lease of a started job. A confirmed start writes nothing after its
+// claim, so a running job's lease is most often still starting (or running, once a redelivery has
+// confirmed it, or when an earlier version wrote it). Status reads leases only, so it cannot tell a
+// claim whose start is still being confirmed from a running job: "started" is true of both
+// (StartExecution was called, or is being called, for the execution the lease names). `sfnlimit job
+// show` looks at the execution and says running.
+const Started = "started"
+
+// shownStatus is a lease status as status shows it: Started for starting and running.
+func shownStatus(s lease.Status) string {
+	if s == lease.Starting || s == lease.Running {
+		return Started
+	}
+	return string(s)
+}
+
 // statusOrder is the order in which a type's lease statuses are listed: a lease's life.
-var statusOrder = []string{string(lease.Bound), string(lease.Starting), string(lease.Running), string(lease.Retrying), string(lease.DeadLettering)}
+var statusOrder = []string{string(lease.Bound), Started, string(lease.Retrying), string(lease.DeadLettering)}
 
 // rangesShown is how many runs of lanes a status lists before it only counts the rest.
 const rangesShown = 8
@@ -102,7 +121,8 @@ func (ts TypeStatus) LanesText() string {
 	byStatus := map[string][]int{}
 	var above []int
 	for _, l := range ts.Leases {
-		byStatus[l.Status] = append(byStatus[l.Status], l.Lane)
+		shown := shownStatus(lease.Status(l.Status))
+		byStatus[shown] = append(byStatus[shown], l.Lane)
 		if ts.Limit > 0 && l.Lane > ts.Limit {
 			above = append(above, l.Lane)
 		}
@@ -228,12 +248,13 @@ func (r StatusReader) Read(ctx context.Context) (Status, error) {
 		if ts.ByStatus == nil {
 			ts.ByStatus = map[string]int{}
 		}
-		ts.ByStatus[string(l.Status)]++
-		ts.Leases = append(ts.Leases, LaneLease{Lane: l.Lane, Status: string(l.Status), JobID: l.JobID, Attempt: l.Attempt})
+		shown := shownStatus(l.Status)
+		ts.ByStatus[shown]++
+		ts.Leases = append(ts.Leases, LaneLease{Lane: l.Lane, Status: shown, JobID: l.JobID, Attempt: l.Attempt})
 		// A lease without a start time (written by hand, say) has no age to compare.
 		if !l.StartedAt.IsZero() && (ts.Oldest == nil || l.StartedAt.Before(ts.Oldest.StartedAt)) {
 			ts.Oldest = &RunningJob{
-				ID: l.JobID, Lane: l.Lane, Attempt: l.Attempt, Status: string(l.Status), StartedAt: l.StartedAt,
+				ID: l.JobID, Lane: l.Lane, Attempt: l.Attempt, Status: shown, StartedAt: l.StartedAt,
 				AgeSeconds: roundSeconds(st.At.Sub(l.StartedAt)), ExecutionArn: l.ExecutionArn,
 			}
 		}

@@ -81,10 +81,11 @@ func TestStatusRead(t *testing.T) {
 	if reports.Strategy != "random" || reports.RetiredStrategy != "" {
 		t.Errorf("reports strategy %q (retired %q), want random from its live item", reports.Strategy, reports.RetiredStrategy)
 	}
-	if payments.Limit != 2 || payments.Source != "default" || payments.Running != 2 || payments.Free != 0 || payments.ByStatus["retrying"] != 1 || payments.ByStatus["running"] != 1 {
+	if payments.Limit != 2 || payments.Source != "default" || payments.Running != 2 || payments.Free != 0 || payments.ByStatus["retrying"] != 1 || payments.ByStatus["started"] != 1 {
 		t.Errorf("payments = %+v", payments)
 	}
-	wantLeases := []LaneLease{{Lane: 1, Status: "running", JobID: "p-new", Attempt: 1}, {Lane: 2, Status: "retrying", JobID: "p-old", Attempt: 2}}
+	// A running lease (written by an earlier version) and a claim both show as started.
+	wantLeases := []LaneLease{{Lane: 1, Status: "started", JobID: "p-new", Attempt: 1}, {Lane: 2, Status: "retrying", JobID: "p-old", Attempt: 2}}
 	if !slices.Equal(payments.Leases, wantLeases) {
 		t.Errorf("payments leases = %+v, want %+v", payments.Leases, wantLeases)
 	}
@@ -108,13 +109,13 @@ func TestStatusRead(t *testing.T) {
 	for _, want := range []string{
 		"TYPE      LIMIT  SOURCE    STRATEGY     HELD  FREE  OLDEST LEASE\n",
 		"payments  2      default   first-free*  2     0     p-old (lane 2, attempt 2, retrying, 3m12s)\n",
-		"gone      -      none      -            1     -     g-1 (lane 1, attempt 1, starting, 5s)\n",
+		"gone      -      none      -            1     -     g-1 (lane 1, attempt 1, started, 5s)\n",
 		// A lease with no start time has no age: it is not the oldest.
 		"reports   8      override  random       1     7     -\n",
 		"* configured with a retired lane strategy, run as the one shown: payments (least-loaded). See sfnlimit config get.\n",
 		"TYPE      LEASES BY STATUS: HOW MANY (WHICH LANES)\n",
-		"gone      starting 1 (1)\n",
-		"payments  running 1 (1); retrying 1 (2)\n",
+		"gone      started 1 (1)\n",
+		"payments  started 1 (1); retrying 1 (2)\n",
 		"reports   bound 1 (3)\n",
 		"lanes (FIFO)  31       3",
 		"4 of 10 lanes in use",
@@ -211,27 +212,34 @@ func TestLanesText(t *testing.T) {
 		want  string
 	}{
 		{name: "no lease", limit: 5, want: "-"},
-		{name: "one running", limit: 5, give: leases("running", 4), want: "running 1 (4)"},
-		{name: "runs of lanes", limit: 10, give: leases("running", 1, 2, 3, 5, 7, 8), want: "running 6 (1-3, 5, 7-8)"},
+		{name: "one started", limit: 5, give: leases("started", 4), want: "started 1 (4)"},
+		{name: "runs of lanes", limit: 10, give: leases("started", 1, 2, 3, 5, 7, 8), want: "started 6 (1-3, 5, 7-8)"},
 		{
 			name: "in a lease's order of life, unknown statuses last", limit: 10,
-			give: join(leases("dead-lettering", 1), leases("running", 2, 3), leases("bound", 4), leases("retrying", 5), leases("starting", 6), leases("odd", 7)),
-			want: "bound 1 (4); starting 1 (6); running 2 (2-3); retrying 1 (5); dead-lettering 1 (1); odd 1 (7)",
+			give: join(leases("dead-lettering", 1), leases("started", 2), leases("bound", 4), leases("retrying", 5), leases("odd", 7)),
+			want: "bound 1 (4); started 1 (2); retrying 1 (5); dead-lettering 1 (1); odd 1 (7)",
+		},
+		{
+			// A confirmed start writes nothing after its claim: a claim and a running lease (an
+			// earlier version's, or one a redelivery confirmed) are both a started job.
+			name: "lease statuses starting and running show as started", limit: 10,
+			give: join(leases("running", 2, 3), leases("starting", 6)),
+			want: "started 3 (2-3, 6)",
 		},
 		{name: "a status left empty", limit: 2, give: leases("", 1), want: "- 1 (1)"},
-		{name: "above a lowered limit", limit: 3, give: leases("running", 2, 4, 5), want: "running 3 (2, 4-5); above the limit: 4-5"},
-		{name: "no limit: nothing is above it", limit: 0, give: leases("starting", 1, 9), want: "starting 2 (1, 9)"},
+		{name: "above a lowered limit", limit: 3, give: leases("started", 2, 4, 5), want: "started 3 (2, 4-5); above the limit: 4-5"},
+		{name: "no limit: nothing is above it", limit: 0, give: leases("started", 1, 9), want: "started 2 (1, 9)"},
 		{
-			name: "eight runs are listed", limit: 100, give: leases("running", seq(1, 15, 2)...),
-			want: "running 8 (1, 3, 5, 7, 9, 11, 13, 15)",
+			name: "eight runs are listed", limit: 100, give: leases("started", seq(1, 15, 2)...),
+			want: "started 8 (1, 3, 5, 7, 9, 11, 13, 15)",
 		},
 		{
-			name: "past eight runs, the rest are counted", limit: 500, give: join(leases("running", seq(1, 200, 2)...), leases("bound", 400)),
-			want: "bound 1 (400); running 100 (1, 3, 5, 7, 9, 11, 13, 15 and 92 more)",
+			name: "past eight runs, the rest are counted", limit: 500, give: join(leases("started", seq(1, 200, 2)...), leases("bound", 400)),
+			want: "bound 1 (400); started 100 (1, 3, 5, 7, 9, 11, 13, 15 and 92 more)",
 		},
 		{
-			name: "long runs stay short", limit: 500, give: join(leases("running", seq(1, 499, 1)...)),
-			want: "running 499 (1-499)",
+			name: "long runs stay short", limit: 500, give: join(leases("started", seq(1, 499, 1)...)),
+			want: "started 499 (1-499)",
 		},
 	}
 	for _, tt := range tests {
