@@ -3,17 +3,21 @@ package starter_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/starter"
+	"github.com/sfnlimit/sfnlimit/internal/tools/fakes"
 )
 
 // visibilityTimeout is the lanes queue's (FifoVisibilityTimeout's default): a job running longer is
@@ -58,8 +62,8 @@ func TestStartWritesOnlyTheClaim(t *testing.T) {
 			checkLeases(t, r.leases, map[lease.Key]wantLease{
 				reports1: {"r-1001", lease.Starting, tt.wantAttempt, handle("r-1001", tt.receive), execArn("reports", "r-1001", tt.wantAttempt)},
 			})
-			if got := emf.String(); !strings.Contains(got, `"JobsStarted":1`) || strings.Contains(got, metrics.JobsHeldAgain) {
-				t.Errorf("metrics = %s, want JobsStarted 1 and no JobsHeldAgain", got)
+			if started, again := count(t, &emf, metrics.JobsStarted), count(t, &emf, metrics.JobsHeldAgain); started != 1 || again != 0 {
+				t.Errorf("JobsStarted = %v, JobsHeldAgain = %v; want 1 and 0", started, again)
 			}
 		})
 	}
@@ -145,8 +149,8 @@ func TestRedeliveredClaimOfRunningJobHoldsTheLane(t *testing.T) {
 			if err := r.st.Metrics.Flush(); err != nil {
 				t.Fatal(err)
 			}
-			if got := emf.String(); !strings.Contains(got, `"JobsHeldAgain":1`) || strings.Contains(got, metrics.JobsStarted) {
-				t.Errorf("metrics = %s, want JobsHeldAgain 1 and no JobsStarted", got)
+			if started, again := count(t, &emf, metrics.JobsStarted), count(t, &emf, metrics.JobsHeldAgain); started != 0 || again != 1 {
+				t.Errorf("JobsStarted = %v, JobsHeldAgain = %v after the redelivery; want 0 and 1", started, again)
 			}
 		})
 	}
@@ -275,4 +279,79 @@ func TestHandoverWaitsForAClaim(t *testing.T) {
 	checkLeases(t, r.leases, map[lease.Key]wantLease{
 		reports1: {"r-1001", lease.Starting, 1, handle("r-1001", 1), execArn("reports", "r-1001", 1)},
 	})
+}
+
+// Lambda may hand a batch over twice. The second copy of a delivery (same receipt handle) finds the
+// first copy's claim and starts the same name again: the job's start is counted once, by the copy
+// that made it, even when the copies are less than the clock skew apart.
+func TestBatchHandedOverTwiceCountsOneStart(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		gap  time.Duration // between the copies
+		// nameIdempotent: Step Functions answers a running execution's name and input with it (AWS);
+		// else with ExecutionAlreadyExists (an emulator without that idempotency).
+		nameIdempotent bool
+	}{
+		{name: "at once", gap: 0, nameIdempotent: true},
+		{name: "3 s apart", gap: 3 * time.Second, nameIdempotent: true},
+		{name: "at once, ExecutionAlreadyExists", gap: 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t, nil)
+			var emf bytes.Buffer
+			r.st.Metrics = metrics.New(&emf, "sfnlimit")
+			if !tt.nameIdempotent {
+				r.sfn.OnStart = func(in *sfn.StartExecutionInput) error {
+					if _, ok := r.sfn.Execution(fakes.ExecutionArn(aws.ToString(in.StateMachineArn), aws.ToString(in.Name))); ok {
+						return &sfntypes.ExecutionAlreadyExists{Message: in.Name}
+					}
+					return nil
+				}
+			}
+			m := jobMessage(t, "reports", 1, "r-1001", 0, 1)
+			for i := range 2 {
+				if i == 1 {
+					r.clock.Advance(tt.gap)
+				}
+				resp, err := r.st.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{m}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := failures(resp); !equal(got, []string{"msg-r-1001"}) {
+					t.Errorf("copy %d: batch item failures = %q, want the message held", i+1, got)
+				}
+			}
+			if n := len(r.sfn.Executions()); n != 1 {
+				t.Errorf("executions = %d, want 1", n)
+			}
+			checkLeases(t, r.leases, map[lease.Key]wantLease{
+				reports1: {"r-1001", lease.Starting, 1, handle("r-1001", 1), execArn("reports", "r-1001", 1)},
+			})
+			checkVisibility(t, r.sqs, nil)
+			if err := r.st.Metrics.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			if started, again := count(t, &emf, metrics.JobsStarted), count(t, &emf, metrics.JobsHeldAgain); started != 1 || again != 1 {
+				t.Errorf("JobsStarted = %v, JobsHeldAgain = %v; want 1 and 1", started, again)
+			}
+		})
+	}
+}
+
+// count adds up a count metric over the EMF lines a recorder wrote (one per flush and type).
+func count(t *testing.T, emf *bytes.Buffer, metric string) float64 {
+	t.Helper()
+	var sum float64
+	for _, line := range strings.Split(strings.TrimSpace(emf.String()), "\n") {
+		if line == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("EMF line %s: %v", line, err)
+		}
+		v, _ := m[metric].(float64)
+		sum += v
+	}
+	return sum
 }

@@ -414,7 +414,12 @@ func (s *Starter) start(ctx context.Context, x *msg, claimed lease.Lease, prev *
 	out, err := s.SFN.StartExecution(ctx, &sfn.StartExecutionInput{StateMachineArn: &claimed.StateMachineArn, Name: &name, Input: &input})
 	switch {
 	case err == nil:
-		if out.StartDate != nil && out.StartDate.Before(claimedAt.Add(-clockSkew)) {
+		// A second copy of the delivery whose claim this one replaced (Lambda may hand a batch over
+		// twice; same receipt handle): that copy started the execution and counted it, maybe less
+		// than clockSkew ago. (Were it to have stopped before its start, this one's start is not
+		// counted: a count lost, never a job.)
+		again := prev != nil && prev.Status == lease.Starting && prev.ReceiptHandle == x.ReceiptHandle
+		if again || (out.StartDate != nil && out.StartDate.Before(claimedAt.Add(-clockSkew))) {
 			// Step Functions answered with an execution started before this claim: same name and
 			// input while it runs, so this message's own attempt.
 			return s.alreadyRunning(ctx, x, claimed, prev, aws.ToString(out.ExecutionArn))
@@ -442,18 +447,22 @@ func (s *Starter) start(ctx context.Context, x *msg, claimed lease.Lease, prev *
 }
 
 // alreadyRunning handles a start answered with this message's execution, running since before the
-// claim. With a lease before the claim (this attempt's own), it is the common redelivery of a job
-// that outlived the queue's visibility timeout: the claim stored the new receipt handle, and that is
-// all there is to do. (It is also how a start whose answer was lost but went through is found: the
-// lease cannot tell the two apart without a write after every start, so that start is counted as
-// held again, not as started.) Without one, no lease held the running attempt: the claim adopts it,
+// claim (or started by another copy of this delivery). With a lease before the claim (this attempt's
+// own), it is the common redelivery of a job that outlived the queue's visibility timeout: the claim
+// stored the new receipt handle, and that is all there is to do. (It is also how a start whose
+// answer was lost but went through is found: the lease cannot tell the two apart without a write
+// after every start, so that start is counted as held again, not as started.) Without one, no lease held the running attempt: the claim adopts it,
 // unless this is a stale delivery (Lambda may hand a batch over twice) of a message whose release
 // already deleted it while the execution was finishing: such a claim would hold the lane until the
 // sweep.
 func (s *Starter) alreadyRunning(ctx context.Context, x *msg, claimed lease.Lease, prev *lease.Lease, arn string) (verdict, error) {
 	log := x.log.With("attempt", claimed.Attempt, "executionArn", arn)
 	if prev != nil {
-		log.InfoContext(ctx, "job still running; holding its lane again with the new receipt handle")
+		if prev.ReceiptHandle == x.ReceiptHandle {
+			log.InfoContext(ctx, "another copy of this delivery started the job (a batch handed over twice); holding its lane")
+		} else {
+			log.InfoContext(ctx, "job still running; holding its lane again with the new receipt handle")
+		}
 		s.Metrics.Add(x.key.Type, metrics.JobsHeldAgain, 1)
 		return hold, nil
 	}
