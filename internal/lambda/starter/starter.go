@@ -511,9 +511,14 @@ func (s *Starter) alreadyExists(ctx context.Context, x *msg, claimed lease.Lease
 	// even when the lane's lease was deleted by hand after the attempt ended.
 	sameMessage := in.Job.MessageID != "" && in.Job.MessageID == x.MessageId
 	// Ours: still running in this lane (a start that answered with an error but went through), or
-	// ended after a start this lane had claimed but not confirmed, or started by this very message.
-	// Anything else is a duplicate.
-	ours := sameLane && (!closed || sameMessage || (prev != nil && prev.Status == lease.Starting))
+	// started by this very message. An execution that does not say which message started it (one
+	// started by an older version) is also ours when it ended after a start this lane had claimed
+	// but not confirmed. Anything else is a duplicate: above all an ended attempt another message
+	// started, even when this message's own claim is left from a look that failed (a second copy
+	// of a job bound twice by a duplicate delivery of its waiting message), which must never be
+	// released a second time.
+	unconfirmed := prev != nil && prev.Status == lease.Starting && in.Job.MessageID == ""
+	ours := sameLane && (!closed || sameMessage || unconfirmed)
 	if !ours {
 		// Another message already ran (or runs) this job attempt: this one is a duplicate.
 		s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
