@@ -427,6 +427,18 @@ func (s *Starter) start(ctx context.Context, x *msg, claimed lease.Lease, prev *
 	case isErr[*sfntypes.ExecutionAlreadyExists](err):
 		return s.alreadyExists(ctx, x, claimed, prev, name)
 	case permanentStartError(err):
+		if prev != nil && prev.Status == lease.Starting {
+			// This attempt was claimed before, so its execution may run: most often this is the
+			// redelivery of a running job, and a refusal for good (StateMachineDeleting: a Standard
+			// execution in a Wait state or a long task outlives its state machine's deletion until its
+			// next transition) says nothing of that execution. Never dead-letter, and free the lane
+			// of, a job that may be running. The claim this delivery just wrote is no measure of how
+			// long ago the attempt was started: its first claim (StartedAt, kept by every claim of
+			// the attempt) is.
+			if v, err, decided := s.confirmSince(ctx, x, claimed, claimed.StartedAt); decided {
+				return v, err
+			}
+		}
 		log.ErrorContext(ctx, "state machine refused the start", "error", err)
 		return s.refuse(ctx, x, &claimed, ReasonStartRefused, err.Error())
 	case notStarted(err):
@@ -595,11 +607,17 @@ func (s *Starter) lastOwnAttempt(ctx context.Context, x *msg, sm string, from in
 // confirm looks up the execution of an unconfirmed claim. decided is false when it does not exist
 // (the start never went through), so the caller may go on as if the lane were free of it.
 func (s *Starter) confirm(ctx context.Context, x *msg, l lease.Lease) (v verdict, err error, decided bool) {
+	return s.confirmSince(ctx, x, l, l.UpdatedAt)
+}
+
+// confirmSince is confirm for a claim whose start may have been tried as early as since: an
+// execution not found is believed missing only DescribeSettle after it.
+func (s *Starter) confirmSince(ctx context.Context, x *msg, l lease.Lease, since time.Time) (v verdict, err error, decided bool) {
 	name := job.RunName(l.Type, l.JobID, l.Redrive, l.Attempt)
 	arn := s.Releaser.ExecutionArnOf(ctx, l)
 	d, err := s.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: &arn})
 	if isErr[*sfntypes.ExecutionDoesNotExist](err) {
-		if age := s.now().Sub(l.UpdatedAt); age < DescribeSettle {
+		if age := s.now().Sub(since); age < DescribeSettle {
 			// DescribeExecution is eventually consistent: an execution started a moment ago may not
 			// be found yet. Look again later rather than take it for a start that never happened.
 			x.log.InfoContext(ctx, "unconfirmed start not found yet; looking again shortly", "execution", name, "claimAgeMs", age.Milliseconds())
