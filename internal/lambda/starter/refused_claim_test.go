@@ -91,3 +91,31 @@ func TestRedeliveredClaimStartRefusedForGood(t *testing.T) {
 		})
 	}
 }
+
+// A running job's claim is delivered again (receive 2) and its start of the same name is throttled:
+// the claim is given back with the new receipt handle, the only one SQS still honours. A late copy of
+// the earlier delivery (receive 1; Lambda may hand a batch over twice) must then find the lease newer
+// than itself and leave it alone: had the given-back lease kept the earlier receive count, the copy
+// would put its expired handle back, and the release's DeleteMessage would not delete the message.
+func TestThrottledRedeliveryKeepsTheNewerReceiveCount(t *testing.T) {
+	r := newRig(t, nil)
+	ctx := context.Background()
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 1, "r-1001", 0, 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	r.clock.Advance(visibilityTimeout)
+	r.sfn.OnStart = throttled
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 1, "r-1001", 0, 2)}}); err != nil {
+		t.Fatal(err)
+	}
+	r.sfn.OnStart = nil
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 1, "r-1001", 0, 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	checkLeases(t, r.leases, map[lease.Key]wantLease{
+		reports1: {"r-1001", lease.Starting, 1, handle("r-1001", 2), execArn("reports", "r-1001", 1)},
+	})
+	if l, _ := r.leases.Lease(reports1); l.Receives != 2 {
+		t.Errorf("lease receives = %d, want 2 (the delivery whose handle it holds)", l.Receives)
+	}
+}

@@ -940,7 +940,10 @@ func (s *Starter) giveBack(ctx context.Context, x *msg, claimed lease.Lease, pre
 		err = s.Leases.Delete(ctx, claimed)
 	default:
 		back := *prev
-		back.ReceiptHandle, back.MessageID = claimed.ReceiptHandle, claimed.MessageID
+		// The lease goes on with this delivery's handle, and so with its receive count: a late copy
+		// of an earlier delivery must find the lease newer than itself (withLease), not put back a
+		// handle SQS no longer honours.
+		back.ReceiptHandle, back.MessageID, back.Receives = claimed.ReceiptHandle, claimed.MessageID, claimed.Receives
 		_, err = s.Leases.Put(ctx, back, &claimed)
 	}
 	if err != nil {
