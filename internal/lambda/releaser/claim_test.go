@@ -156,3 +156,32 @@ func TestReleaseOfAClaim(t *testing.T) {
 		})
 	}
 }
+
+// DescribeExecution is eventually consistent: with a short StaleAfter (a visibility timeout under
+// 40 s), a claim younger than DescribeSettle whose execution is not found yet must be kept, and only
+// an older one taken back.
+func TestSweepBelievesAMissingExecutionOnlyAfterDescribeSettle(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		age      time.Duration
+		wantKept bool
+	}{
+		{name: "past StaleAfter, younger than DescribeSettle", age: releaser.DescribeSettle - 10*time.Second, wantKept: true},
+		{name: "past both", age: releaser.DescribeSettle + 10*time.Second},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t)
+			r.h.StaleAfter = 30 * time.Second
+			r.h.SweepMinAge = 0
+			l := claimed("reports", 1, "r-1", 1)
+			l.UpdatedAt = t0.Add(-tt.age)
+			r.leases.Set(l)
+			if _, err := r.h.Handle(context.Background(), fixture(t, "scheduled_event.json")); err != nil {
+				t.Fatalf("Handle(scheduled event) = %v", err)
+			}
+			if _, kept := r.leases.Lease(l.Key()); kept != tt.wantKept {
+				t.Errorf("claim kept = %v, want %v", kept, tt.wantKept)
+			}
+		})
+	}
+}

@@ -295,6 +295,11 @@ func (h *Handler) takeBack(ctx context.Context, l lease.Lease) bool {
 	return true
 }
 
+// DescribeSettle is how long after a claim a DescribeExecution that does not find its execution is
+// not believed: DescribeExecution is eventually consistent ("may not reflect very recent updates"),
+// so an execution just started can briefly look as if it did not exist.
+const DescribeSettle = 60 * time.Second
+
 func (h *Handler) sweepOne(ctx context.Context, l lease.Lease) (bool, error) {
 	arn := h.Service.ExecutionArnOf(ctx, l)
 	if arn == "" {
@@ -307,7 +312,7 @@ func (h *Handler) sweepOne(ctx context.Context, l lease.Lease) (bool, error) {
 		// The start never went through (or is not visible yet): the claim's message comes back and
 		// the starter tries again; there is nothing to release. A claim untouched for StaleAfter has
 		// no message left to come back.
-		if h.StaleAfter > 0 && h.now().Sub(l.UpdatedAt) > h.StaleAfter {
+		if age := h.now().Sub(l.UpdatedAt); h.StaleAfter > 0 && age > h.StaleAfter && age >= DescribeSettle {
 			return h.takeBack(ctx, l), nil
 		}
 		return false, nil

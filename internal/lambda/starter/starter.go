@@ -87,9 +87,8 @@ type releaseFunc interface {
 const clockSkew = time.Second
 
 // DescribeSettle is how long after a claim a DescribeExecution that does not find its execution is
-// not believed: DescribeExecution is eventually consistent ("may not reflect very recent updates"),
-// so an execution just started can briefly look as if it did not exist.
-const DescribeSettle = 60 * time.Second
+// not believed (releaser.DescribeSettle: the sweep follows it too).
+const DescribeSettle = releaser.DescribeSettle
 
 // Starter handles lanes-queue batches.
 type Starter struct {
