@@ -151,7 +151,7 @@ def patch_sqs_receive():
     poll that waits while another receive takes a message) can hand out two messages of one group,
     which SQS never does. A long poll also spins without pause while every visible message is behind
     a group in flight. Here each queue's receives run one scan at a time, each scan a short receive
-    that reads the groups afresh, and a long poll waits between scans until the queue changes (a
+    that reads the groups afresh, and changes to the queue (send, delete, visibility) run between scans, and a long poll waits between scans until the queue changes (a
     send, delete or visibility change) or 250 ms pass (a visibility timeout or delay ending), up to
     its WaitTimeSeconds. What moto answers is otherwise the same.
     """
@@ -188,16 +188,18 @@ def patch_sqs_receive():
         change = getattr(SQSBackend, name)
 
         def wrapper(self, queue_name, *args, **kwargs):
-            try:
-                return change(self, queue_name, *args, **kwargs)
-            finally:
-                queue = self.queues.get(queue_name)
-                if queue is not None:
-                    c = cond_for(queue)
-                    with c:
-                        # One waiting receive takes what the change made deliverable (up to its
-                        # batch size); waking them all would have each scan the queue for nothing.
-                        c.notify()
+            queue = self.queues.get(queue_name)
+            if queue is None:
+                return change(self, queue_name, *args, **kwargs)  # moto answers QueueDoesNotExist
+            c = cond_for(queue)
+            # Under the queue's lock: a change must not alter the messages in flight while a
+            # receive scans them. One waiting receive then takes what the change made deliverable
+            # (up to its batch size); waking them all would have each scan the queue for nothing.
+            with c:
+                try:
+                    return change(self, queue_name, *args, **kwargs)
+                finally:
+                    c.notify()
 
         setattr(SQSBackend, name, wrapper)
 
