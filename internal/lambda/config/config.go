@@ -31,8 +31,10 @@ type TypeConfig struct {
 	Limit           int
 	MaxAttempts     int
 	StateMachineArn string
-	// Strategy is how the router picks a lane: lane.LeastLoaded or lane.Random.
+	// Strategy is how the router picks a lane: lane.FirstFree or lane.Random.
 	Strategy string
+	// Release is how the type's lanes are released: ReleaseStep or ReleaseEvents.
+	Release string
 	// Source says where the limit came from: "override", "default" (TYPE_LIMITS) or "fallback" (DEFAULT_LIMIT).
 	Source string
 }
@@ -47,6 +49,10 @@ type Defaults struct {
 	// Strategy is the lane strategy of every type without an override (LANE_STRATEGY; "" is
 	// lane.DefaultStrategy).
 	Strategy string
+	// Release is the release mode of every type without its own (RELEASE_MODE; "" is ReleaseStep),
+	// Releases those of listed types (TYPE_RELEASE_MODES).
+	Release  string
+	Releases map[string]string
 }
 
 // Override is a live per-type change stored in the table; zero fields leave the default in force.
@@ -56,6 +62,7 @@ type Override struct {
 	MaxAttempts     int
 	StateMachineArn string
 	Strategy        string
+	Release         string
 }
 
 // Validate checks an override against the same rules as the defaults.
@@ -65,6 +72,11 @@ func (o Override) Validate() error {
 	}
 	if o.Strategy != "" {
 		if _, err := lane.ParseStrategy(o.Strategy); err != nil {
+			return fmt.Errorf("type %s: %w", o.Type, err)
+		}
+	}
+	if o.Release != "" {
+		if _, err := ParseReleaseMode(o.Release); err != nil {
 			return fmt.Errorf("type %s: %w", o.Type, err)
 		}
 	}
@@ -132,6 +144,14 @@ func (d Defaults) Validate() error {
 	}
 	if _, err := lane.ParseStrategy(d.Strategy); err != nil {
 		return fmt.Errorf("LANE_STRATEGY: %w", err)
+	}
+	if _, err := ParseReleaseMode(d.Release); err != nil {
+		return fmt.Errorf("RELEASE_MODE: %w", err)
+	}
+	for t, m := range d.Releases {
+		if _, err := ParseReleaseMode(m); err != nil {
+			return fmt.Errorf("TYPE_RELEASE_MODES: type %s: %w", t, err)
+		}
 	}
 	if d.DefaultMaxAttempts < 1 {
 		return fmt.Errorf("DEFAULT_MAX_ATTEMPTS %d must be at least 1", d.DefaultMaxAttempts)
@@ -264,6 +284,10 @@ func (r *Resolver) merge(typ string, ov map[string]Override) (TypeConfig, error)
 	d := r.defaults
 	c := TypeConfig{Type: typ, MaxAttempts: d.DefaultMaxAttempts, StateMachineArn: d.StateMachineArn}
 	c.Strategy, _ = lane.ParseStrategy(d.Strategy) // checked by Validate
+	c.Release, _ = ParseReleaseMode(d.Release)
+	if m, ok := d.Releases[typ]; ok {
+		c.Release, _ = ParseReleaseMode(m)
+	}
 	switch n, ok := d.Limits[typ]; {
 	case ok:
 		c.Limit, c.Source = n, "default"
@@ -285,6 +309,9 @@ func (r *Resolver) merge(typ string, ov map[string]Override) (TypeConfig, error)
 		}
 		if o.Strategy != "" {
 			c.Strategy, _ = lane.ParseStrategy(o.Strategy) // checked by Validate
+		}
+		if o.Release != "" {
+			c.Release, _ = ParseReleaseMode(o.Release) // checked by Validate
 		}
 	}
 	if c.Limit == 0 {

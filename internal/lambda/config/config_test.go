@@ -137,7 +137,7 @@ func TestFromEnv(t *testing.T) {
 		{
 			name:      "nothing set",
 			give:      map[string]string{},
-			want:      config.Defaults{Limits: map[string]int{}, MaxAttempts: map[string]int{}, DefaultMaxAttempts: 3},
+			want:      config.Defaults{Limits: map[string]int{}, MaxAttempts: map[string]int{}, DefaultMaxAttempts: 3, Releases: map[string]string{}},
 			wantCache: 30 * time.Second,
 		},
 		{
@@ -150,6 +150,8 @@ func TestFromEnv(t *testing.T) {
 				"STATE_MACHINE_ARN":    " arn:aws:states:us-east-1:123456789012:stateMachine:work ",
 				"CONFIG_CACHE_SECONDS": "10",
 				"LANE_STRATEGY":        "random",
+				"RELEASE_MODE":         "events",
+				"TYPE_RELEASE_MODES":   "payments=step",
 			},
 			want: config.Defaults{
 				Limits:             map[string]int{"payments": 50, "reports": 5},
@@ -158,13 +160,15 @@ func TestFromEnv(t *testing.T) {
 				DefaultMaxAttempts: 4,
 				StateMachineArn:    "arn:aws:states:us-east-1:123456789012:stateMachine:work",
 				Strategy:           "random",
+				Release:            "events",
+				Releases:           map[string]string{"payments": "step"},
 			},
 			wantCache: 10 * time.Second,
 		},
 		{
 			name:      "spaces around numbers",
 			give:      map[string]string{"DEFAULT_LIMIT": " 7 ", "DEFAULT_MAX_ATTEMPTS": " 2", "CONFIG_CACHE_SECONDS": "5 "},
-			want:      config.Defaults{Limits: map[string]int{}, MaxAttempts: map[string]int{}, FallbackLimit: 7, DefaultMaxAttempts: 2},
+			want:      config.Defaults{Limits: map[string]int{}, MaxAttempts: map[string]int{}, FallbackLimit: 7, DefaultMaxAttempts: 2, Releases: map[string]string{}},
 			wantCache: 5 * time.Second,
 		},
 		{name: "bad TYPE_LIMITS", give: map[string]string{"TYPE_LIMITS": "payments=zero"}, wantErr: "TYPE_LIMITS"},
@@ -176,6 +180,8 @@ func TestFromEnv(t *testing.T) {
 		{name: "bad DEFAULT_MAX_ATTEMPTS", give: map[string]string{"DEFAULT_MAX_ATTEMPTS": "3x"}, wantErr: "DEFAULT_MAX_ATTEMPTS"},
 		{name: "bad CONFIG_CACHE_SECONDS", give: map[string]string{"CONFIG_CACHE_SECONDS": "30s"}, wantErr: "CONFIG_CACHE_SECONDS"},
 		{name: "unknown LANE_STRATEGY", give: map[string]string{"LANE_STRATEGY": "shortest"}, wantErr: "LANE_STRATEGY"},
+		{name: "unknown RELEASE_MODE", give: map[string]string{"RELEASE_MODE": "status"}, wantErr: "RELEASE_MODE"},
+		{name: "unknown mode in TYPE_RELEASE_MODES", give: map[string]string{"TYPE_RELEASE_MODES": "llm=event"}, wantErr: "TYPE_RELEASE_MODES"},
 		{name: "sum over the quota", give: map[string]string{"TYPE_LIMITS": "a=60000,b=60000"}, wantErr: "quota"},
 	}
 	for _, tt := range tests {
@@ -285,33 +291,33 @@ func TestResolverGet(t *testing.T) {
 	}{
 		{
 			name: "default", giveFallback: 2, give: "payments",
-			want: config.TypeConfig{Type: "payments", Limit: 50, MaxAttempts: 5, StateMachineArn: defaultArn, Strategy: "random", Source: "default"},
+			want: config.TypeConfig{Type: "payments", Limit: 50, MaxAttempts: 5, StateMachineArn: defaultArn, Strategy: "random", Release: "step", Source: "default"},
 		},
 		{
 			name: "fallback", giveFallback: 2, give: "other",
-			want: config.TypeConfig{Type: "other", Limit: 2, MaxAttempts: 3, StateMachineArn: defaultArn, Strategy: "random", Source: "fallback"},
+			want: config.TypeConfig{Type: "other", Limit: 2, MaxAttempts: 3, StateMachineArn: defaultArn, Strategy: "random", Release: "step", Source: "fallback"},
 		},
 		{name: "unknown without fallback", giveFallback: 0, give: "other", wantUnknown: true},
 		{
 			name: "override beats default", giveFallback: 2, giveStore: true, give: "reports",
 			// The override names the retired least-loaded: it runs as first-free.
-			want: config.TypeConfig{Type: "reports", Limit: 7, MaxAttempts: 9, StateMachineArn: reportsArn, Strategy: "first-free", Source: "override"},
+			want: config.TypeConfig{Type: "reports", Limit: 7, MaxAttempts: 9, StateMachineArn: reportsArn, Strategy: "first-free", Release: "step", Source: "override"},
 		},
 		{
 			name: "override without limit keeps the default limit", giveFallback: 2, giveStore: true, give: "payments",
-			want: config.TypeConfig{Type: "payments", Limit: 50, MaxAttempts: 5, StateMachineArn: reportsArn, Strategy: "random", Source: "default"},
+			want: config.TypeConfig{Type: "payments", Limit: 50, MaxAttempts: 5, StateMachineArn: reportsArn, Strategy: "random", Release: "step", Source: "default"},
 		},
 		{
 			name: "override of a type without default", giveFallback: 0, giveStore: true, give: "adhoc",
-			want: config.TypeConfig{Type: "adhoc", Limit: 4, MaxAttempts: 3, StateMachineArn: defaultArn, Strategy: "random", Source: "override"},
+			want: config.TypeConfig{Type: "adhoc", Limit: 4, MaxAttempts: 3, StateMachineArn: defaultArn, Strategy: "random", Release: "step", Source: "override"},
 		},
 		{
 			name: "override beats fallback", giveFallback: 2, giveStore: true, give: "adhoc",
-			want: config.TypeConfig{Type: "adhoc", Limit: 4, MaxAttempts: 3, StateMachineArn: defaultArn, Strategy: "random", Source: "override"},
+			want: config.TypeConfig{Type: "adhoc", Limit: 4, MaxAttempts: 3, StateMachineArn: defaultArn, Strategy: "random", Release: "step", Source: "override"},
 		},
 		{
 			name: "override without limit on fallback", giveFallback: 2, giveStore: true, give: "attempts_only",
-			want: config.TypeConfig{Type: "attempts_only", Limit: 2, MaxAttempts: 2, StateMachineArn: defaultArn, Strategy: "random", Source: "fallback"},
+			want: config.TypeConfig{Type: "attempts_only", Limit: 2, MaxAttempts: 2, StateMachineArn: defaultArn, Strategy: "random", Release: "step", Source: "fallback"},
 		},
 		{name: "override without limit, no fallback", giveFallback: 0, giveStore: true, give: "attempts_only", wantUnknown: true},
 		{name: "unknown with store, no fallback", giveFallback: 0, giveStore: true, give: "other", wantUnknown: true},
@@ -483,25 +489,25 @@ func TestResolverAll(t *testing.T) {
 		{
 			name: "defaults only",
 			want: []config.TypeConfig{
-				{Type: "payments", Limit: 50, MaxAttempts: 5, StateMachineArn: defaultArn, Strategy: "random", Source: "default"},
-				{Type: "reports", Limit: 5, MaxAttempts: 3, StateMachineArn: defaultArn, Strategy: "random", Source: "default"},
+				{Type: "payments", Limit: 50, MaxAttempts: 5, StateMachineArn: defaultArn, Strategy: "random", Release: "step", Source: "default"},
+				{Type: "reports", Limit: 5, MaxAttempts: 3, StateMachineArn: defaultArn, Strategy: "random", Release: "step", Source: "default"},
 			},
 		},
 		{
 			name: "with overrides, no fallback", giveStore: true,
 			want: []config.TypeConfig{
-				{Type: "adhoc", Limit: 4, MaxAttempts: 3, StateMachineArn: defaultArn, Strategy: "random", Source: "override"},
-				{Type: "payments", Limit: 50, MaxAttempts: 5, StateMachineArn: reportsArn, Strategy: "random", Source: "default"},
-				{Type: "reports", Limit: 7, MaxAttempts: 9, StateMachineArn: reportsArn, Strategy: "first-free", Source: "override"},
+				{Type: "adhoc", Limit: 4, MaxAttempts: 3, StateMachineArn: defaultArn, Strategy: "random", Release: "step", Source: "override"},
+				{Type: "payments", Limit: 50, MaxAttempts: 5, StateMachineArn: reportsArn, Strategy: "random", Release: "step", Source: "default"},
+				{Type: "reports", Limit: 7, MaxAttempts: 9, StateMachineArn: reportsArn, Strategy: "first-free", Release: "step", Source: "override"},
 			},
 		},
 		{
 			name: "with overrides and fallback", giveFallback: 2, giveStore: true,
 			want: []config.TypeConfig{
-				{Type: "adhoc", Limit: 4, MaxAttempts: 3, StateMachineArn: defaultArn, Strategy: "random", Source: "override"},
-				{Type: "attempts_only", Limit: 2, MaxAttempts: 2, StateMachineArn: defaultArn, Strategy: "random", Source: "fallback"},
-				{Type: "payments", Limit: 50, MaxAttempts: 5, StateMachineArn: reportsArn, Strategy: "random", Source: "default"},
-				{Type: "reports", Limit: 7, MaxAttempts: 9, StateMachineArn: reportsArn, Strategy: "first-free", Source: "override"},
+				{Type: "adhoc", Limit: 4, MaxAttempts: 3, StateMachineArn: defaultArn, Strategy: "random", Release: "step", Source: "override"},
+				{Type: "attempts_only", Limit: 2, MaxAttempts: 2, StateMachineArn: defaultArn, Strategy: "random", Release: "step", Source: "fallback"},
+				{Type: "payments", Limit: 50, MaxAttempts: 5, StateMachineArn: reportsArn, Strategy: "random", Release: "step", Source: "default"},
+				{Type: "reports", Limit: 7, MaxAttempts: 9, StateMachineArn: reportsArn, Strategy: "first-free", Release: "step", Source: "override"},
 			},
 		},
 	}

@@ -41,6 +41,7 @@ type overrideItem struct {
 	MaxAttempts     int    `dynamodbav:"maxAttempts,omitempty"`
 	StateMachineArn string `dynamodbav:"stateMachineArn,omitempty"`
 	Strategy        string `dynamodbav:"strategy,omitempty"`
+	Release         string `dynamodbav:"release,omitempty"`
 }
 
 // ListOverrides reads every live override (one Query).
@@ -67,6 +68,7 @@ func (s *DynamoStore) ListOverrides(ctx context.Context) ([]Override, error) {
 				MaxAttempts:     oi.MaxAttempts,
 				StateMachineArn: oi.StateMachineArn,
 				Strategy:        oi.Strategy,
+				Release:         oi.Release,
 			})
 		}
 	}
@@ -80,7 +82,7 @@ func (s *DynamoStore) SetOverride(ctx context.Context, o Override) error {
 	}
 	item, err := attributevalue.MarshalMap(overrideItem{
 		PK: configPK, SK: typePrefix + o.Type, Limit: o.Limit, MaxAttempts: o.MaxAttempts, StateMachineArn: o.StateMachineArn,
-		Strategy: o.Strategy,
+		Strategy: o.Strategy, Release: o.Release,
 	})
 	if err != nil {
 		return fmt.Errorf("encode override of type %s: %w", o.Type, err)

@@ -65,6 +65,20 @@ func TestTypeParametersAgreeWithTheCode(t *testing.T) {
 		{"TypeMaxAttempts", "TYPE_MAX_ATTEMPTS", "my-type=3", false},
 		{"TypeMaxAttempts", "TYPE_MAX_ATTEMPTS", "payments=3,", false},
 		{"TypeMaxAttempts", "TYPE_MAX_ATTEMPTS", "payments = 3", false},
+
+		{"TypeReleaseModes", "TYPE_RELEASE_MODES", "", true},
+		{"TypeReleaseModes", "TYPE_RELEASE_MODES", "llm=events", true},
+		{"TypeReleaseModes", "TYPE_RELEASE_MODES", "llm=events,payments=step", true},
+		{"TypeReleaseModes", "TYPE_RELEASE_MODES", "llm=event", false},
+		{"TypeReleaseModes", "TYPE_RELEASE_MODES", "llm=", false},
+		{"TypeReleaseModes", "TYPE_RELEASE_MODES", "llm=Events", false},
+		{"TypeReleaseModes", "TYPE_RELEASE_MODES", "my-type=events", false},
+		{"TypeReleaseModes", "TYPE_RELEASE_MODES", "llm=events,", false},
+		{"TypeReleaseModes", "TYPE_RELEASE_MODES", "llm=events, payments=step", false},
+
+		{"ReleaseMode", "RELEASE_MODE", "step", true},
+		{"ReleaseMode", "RELEASE_MODE", "events", true},
+		{"ReleaseMode", "RELEASE_MODE", "status", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.param+"="+tt.give, func(t *testing.T) {
