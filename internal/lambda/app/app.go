@@ -168,7 +168,7 @@ func releaserWith(env Env, c Clients, res *config.Resolver, log *slog.Logger, re
 	}
 	return &releaser.Handler{
 		Service: svc, Leases: leases, SweepMinAge: minAge, SweepMaxDescribes: maxDescribes, SweepConcurrency: 8,
-		StaleAfter: staleAfter(vis), Legacy: legacy.NewCleaner(c.DDB, table), Log: log,
+		StaleAfter: staleAfter(vis), Running: c.SFN, Legacy: legacy.NewCleaner(c.DDB, table), Log: log,
 	}, nil
 }
 

@@ -295,6 +295,16 @@ func ExecutionArn(stateMachineArn, name string) string {
 	return strings.Replace(stateMachineArn, ":stateMachine:", ":execution:", 1) + ":" + name
 }
 
+// StateMachineOf is the ARN of the state machine of the execution executionArn ("" for an ARN that
+// is not an execution's).
+func StateMachineOf(executionArn string) string {
+	i := strings.LastIndex(executionArn, ":")
+	if i < 0 || !strings.Contains(executionArn[:i], ":execution:") {
+		return ""
+	}
+	return strings.Replace(executionArn[:i], ":execution:", ":stateMachine:", 1)
+}
+
 // ExecutionName is the deterministic Step Functions execution name of a job's attempt, so that a
 // start that is retried or delivered twice finds the execution it already made.
 //

@@ -5,8 +5,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
@@ -181,6 +185,49 @@ func TestSweepBelievesAMissingExecutionOnlyAfterDescribeSettle(t *testing.T) {
 			}
 			if _, kept := r.leases.Lease(l.Key()); kept != tt.wantKept {
 				t.Errorf("claim kept = %v, want %v", kept, tt.wantKept)
+			}
+		})
+	}
+}
+
+// With the list of running executions, a sweep describes only the leases whose executions are not
+// in it (those that may have ended), so it can run every minute: a lost status event leaves a lane
+// held for about a sweep period. A list that cannot be read makes it describe every due lease.
+func TestSweepDescribesOnlyExecutionsNotRunning(t *testing.T) {
+	for _, tt := range []struct {
+		name          string
+		listErr       error
+		wantDescribes []string
+	}{
+		{name: "list read", wantDescribes: []string{execArn("reports", "r-4", 1)}},
+		{name: "list failed", listErr: errors.New("ThrottlingException"), wantDescribes: []string{
+			execArn("reports", "r-1", 1), execArn("reports", "r-2", 1), execArn("reports", "r-3", 1), execArn("reports", "r-4", 1),
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t)
+			r.h.Running = r.sfn
+			r.h.StaleAfter = time.Hour
+			r.sfn.OnList = func(*sfn.ListExecutionsInput) error { return tt.listErr }
+			for i, st := range []string{"RUNNING", "RUNNING", "RUNNING", "SUCCEEDED"} {
+				l := claimed("reports", i+1, "r-"+strconv.Itoa(i+1), 1)
+				l.UpdatedAt = t0.Add(-10 * time.Minute)
+				r.leases.Set(l)
+				r.sfn.Put(execution(l.Type, l.Lane, l.JobID, 1, `{}`, st, "", ""))
+			}
+			if _, err := r.h.Handle(context.Background(), fixture(t, "scheduled_event.json")); err != nil {
+				t.Fatalf("Handle(scheduled event) = %v", err)
+			}
+			if got := sorted(r.sfn.Describes()); !equal(got, sorted(tt.wantDescribes)) {
+				t.Errorf("described = %q, want %q", got, tt.wantDescribes)
+			}
+			if _, held := r.leases.Lease(lease.Key{Type: "reports", Lane: 4}); held {
+				t.Error("the succeeded job's lane is still held")
+			}
+			for ln := 1; ln <= 3; ln++ {
+				if _, held := r.leases.Lease(lease.Key{Type: "reports", Lane: ln}); !held {
+					t.Errorf("running job's lane %d was released", ln)
+				}
 			}
 		})
 	}

@@ -71,6 +71,9 @@ type Handler struct {
 	// than that, the message is gone (purged, expired) and nothing else would free the lane, since
 	// first-free binds only lanes without a lease (0: never).
 	StaleAfter time.Duration
+	// Running lists a state machine's running executions, so that the sweep describes only the
+	// leases whose executions are not among them (nil: it describes every due lease).
+	Running runningLister
 	// Legacy deletes, type by type, the lane counts the retired least-loaded strategy left in the
 	// table (internal/lambda/legacy; nil: none).
 	Legacy legacyCleaner
@@ -194,6 +197,7 @@ func (h *Handler) Sweep(ctx context.Context) (Response, error) {
 			due = append(due, l)
 		}
 	}
+	due = h.withoutRunning(ctx, due)
 	sort.Slice(due, func(i, j int) bool { return due[i].UpdatedAt.Before(due[j].UpdatedAt) })
 	if h.SweepMaxDescribes > 0 && len(due) > h.SweepMaxDescribes {
 		h.Log.WarnContext(ctx, "sweep budget reached; the rest wait for the next sweep", "due", len(due), "budget", h.SweepMaxDescribes)

@@ -147,7 +147,7 @@ func TestParametersAreSortedDescribedAndDefaulted(t *testing.T) {
 		"StarterMaxConcurrency":   "50",
 		"SweepMaxDescribes":       "500",
 		"SweepMinAgeSeconds":      "60",
-		"SweepSchedule":           "rate(5 minutes)",
+		"SweepSchedule":           "rate(1 minute)",
 		"TypeLimits":              "demo=5",
 		"TypeMaxAttempts":         "",
 	}
@@ -524,7 +524,7 @@ func TestReleaserEvents(t *testing.T) {
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("status-change pattern = %v, want %v", got, want)
 			}
-			if want := []Schedule{{Name: "Sweep", Expression: "rate(5 minutes)", Enabled: true}}; !reflect.DeepEqual(rel.Schedules, want) {
+			if want := []Schedule{{Name: "Sweep", Expression: "rate(1 minute)", Enabled: true}}; !reflect.DeepEqual(rel.Schedules, want) {
 				t.Errorf("ReleaserFunction Schedules = %+v, want %+v", rel.Schedules, want)
 			}
 		})

@@ -3,6 +3,7 @@ package fakes
 import (
 	"context"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -44,6 +45,8 @@ type SFN struct {
 	AfterStart func(in *sfn.StartExecutionInput, arn string) error
 	// OnDescribe runs before a describe; a non-nil error is returned.
 	OnDescribe func(arn string) error
+	// OnList runs before a ListExecutions page; a non-nil error is returned.
+	OnList func(in *sfn.ListExecutionsInput) error
 	// Now dates new executions (time.Now when nil).
 	Now func() time.Time
 
@@ -51,6 +54,7 @@ type SFN struct {
 	execs     map[string]Execution
 	starts    []StartCall
 	describes []string
+	lists     int
 }
 
 // NewSFN returns a Step Functions with no executions.
@@ -203,4 +207,62 @@ func (f *SFN) Describes() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]string(nil), f.describes...)
+}
+
+// ListExecutions lists a state machine's executions, newest first, filtered by status, in pages of
+// MaxResults (100 by default, as Step Functions).
+func (f *SFN) ListExecutions(_ context.Context, in *sfn.ListExecutionsInput, _ ...func(*sfn.Options)) (*sfn.ListExecutionsOutput, error) {
+	f.mu.Lock()
+	f.lists++
+	f.mu.Unlock()
+	if f.OnList != nil {
+		if err := f.OnList(in); err != nil {
+			return nil, err
+		}
+	}
+	f.mu.Lock()
+	var all []Execution
+	for _, e := range f.execs {
+		if e.StateMachineArn == aws.ToString(in.StateMachineArn) && (in.StatusFilter == "" || e.Status == in.StatusFilter) {
+			all = append(all, e)
+		}
+	}
+	f.mu.Unlock()
+	sort.Slice(all, func(i, j int) bool {
+		if !all[i].StartDate.Equal(all[j].StartDate) {
+			return all[i].StartDate.After(all[j].StartDate)
+		}
+		return all[i].Arn < all[j].Arn
+	})
+	size := int(in.MaxResults)
+	if size <= 0 {
+		size = 100
+	}
+	from := 0
+	if in.NextToken != nil {
+		n, err := strconv.Atoi(*in.NextToken)
+		if err != nil {
+			return nil, &sfntypes.InvalidToken{Message: aws.String("bad token")}
+		}
+		from = n
+	}
+	to := min(from+size, len(all))
+	out := &sfn.ListExecutionsOutput{}
+	for _, e := range all[from:to] {
+		out.Executions = append(out.Executions, sfntypes.ExecutionListItem{
+			ExecutionArn: aws.String(e.Arn), StateMachineArn: aws.String(e.StateMachineArn), Name: aws.String(e.Name),
+			Status: e.Status, StartDate: aws.Time(e.StartDate),
+		})
+	}
+	if to < len(all) {
+		out.NextToken = aws.String(strconv.Itoa(to))
+	}
+	return out, nil
+}
+
+// Lists returns how many ListExecutions pages were asked for.
+func (f *SFN) Lists() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lists
 }

@@ -102,6 +102,7 @@ func TestExplicitDenyWins(t *testing.T) {
 		&sfn.StopExecutionInput{ExecutionArn: aws.String("arn:aws:states:us-east-1:123456789012:execution:sm:x")}:      false,
 		&sfn.DescribeExecutionInput{ExecutionArn: aws.String("arn:aws:states:us-east-1:123456789012:execution:sm:x")}:  true,
 		&sfn.StartExecutionInput{StateMachineArn: aws.String("arn:aws:states:us-east-1:123456789012:stateMachine:sm")}: true,
+		&sfn.ListExecutionsInput{StateMachineArn: aws.String("arn:aws:states:us-east-1:123456789012:stateMachine:sm")}: true,
 	} {
 		reqs, err := iampolicy.Requests(acct, in)
 		if err != nil {

@@ -65,6 +65,8 @@ func Requests(a Account, input any) ([]Request, error) {
 		return one("states:DescribeExecution", deref(in.ExecutionArn), nil)
 	case *sfn.StopExecutionInput:
 		return one("states:StopExecution", deref(in.ExecutionArn), nil)
+	case *sfn.ListExecutionsInput:
+		return one("states:ListExecutions", deref(in.StateMachineArn), nil)
 
 	// DynamoDB
 	case *dynamodb.GetItemInput:
