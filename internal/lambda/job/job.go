@@ -105,6 +105,13 @@ type Meta struct {
 	// its own ended attempt (go on from its outcome) from a duplicate message's (drop the copy),
 	// even when the lane's lease was deleted.
 	MessageID string `json:"messageId,omitempty"`
+	// Receive is that message's receive count when it started the execution. It makes each
+	// delivery's input its own: Step Functions answers a repeated StartExecution with the running
+	// execution only for the same name and input, so a start answered with success is this
+	// delivery's (or a copy of this very delivery's), and any other delivery of the message is told
+	// ExecutionAlreadyExists and looks the execution up. Without it, two deliveries racing to start
+	// one attempt could each take the start for their own and count it twice.
+	Receive int `json:"receive,omitempty"`
 }
 
 // ExecutionName is the deterministic name of this attempt's execution.

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
 )
 
@@ -61,5 +62,45 @@ func TestStartFoundRunningAfterARecentClaimIsNotCountedAgain(t *testing.T) {
 				t.Errorf("JobsStarted = %v, want %v", got, tt.wantStarted)
 			}
 		})
+	}
+}
+
+// Two deliveries of a retried job's message race to start its next attempt (two releases of the
+// failed attempt each made the message visible, found by CI on moto): the later delivery's claim
+// replaces the earlier's and its start goes first; the earlier delivery's start then reaches Step
+// Functions. Only the start that created the execution counts: the other is told
+// ExecutionAlreadyExists (each delivery's input records its receive) and holds the lane.
+func TestRacingDeliveriesOfARetryCountOneStart(t *testing.T) {
+	r := newRig(t, nil)
+	var emf bytes.Buffer
+	r.st.Metrics = metrics.New(&emf, "sfnlimit")
+	r.rel.Metrics = r.st.Metrics
+	r.leases.Set(leaseOf("reports", 1, "r-1001", 1, lease.Retrying, 1))
+	ctx := context.Background()
+	raced := false
+	r.sfn.OnStart = func(*sfn.StartExecutionInput) error {
+		if !raced {
+			raced = true // the later delivery runs whole while the earlier one is about to start
+			if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 1, "r-1001", 0, 3)}}); err != nil {
+				t.Error(err)
+			}
+		}
+		return nil
+	}
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 1, "r-1001", 0, 2)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := failures(resp); !equal(got, []string{"msg-r-1001"}) {
+		t.Errorf("batch item failures = %q, want the message held", got)
+	}
+	if n := len(r.sfn.Executions()); n != 1 {
+		t.Errorf("executions = %d, want 1", n)
+	}
+	if err := r.st.Metrics.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := count(t, &emf, metrics.JobsStarted); got != 1 {
+		t.Errorf("JobsStarted = %v, want 1", got)
 	}
 }

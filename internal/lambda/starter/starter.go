@@ -86,10 +86,6 @@ type releaseFunc interface {
 // started by that claim.
 const clockSkew = time.Second
 
-// claimRace is how recent another delivery's claim of the same attempt must be for a start found
-// running to be taken for that delivery's (see start).
-const claimRace = 30 * time.Second
-
 // DescribeSettle is how long after a claim a DescribeExecution that does not find its execution is
 // not believed (releaser.DescribeSettle: the sweep follows it too).
 const DescribeSettle = releaser.DescribeSettle
@@ -410,7 +406,7 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 // before it was not started by this delivery.
 func (s *Starter) start(ctx context.Context, x *msg, claimed lease.Lease, prev *lease.Lease, claimedAt time.Time) (verdict, error) {
 	in := x.job.ExecutionInput(x.key.Lane, claimed.Attempt)
-	in.Job.MessageID = x.MessageId
+	in.Job.MessageID, in.Job.Receive = x.MessageId, x.receives()
 	name := in.Job.ExecutionName()
 	input := string(in.MustJSON())
 	log := x.log.With("attempt", claimed.Attempt, "execution", name)
@@ -422,16 +418,7 @@ func (s *Starter) start(ctx context.Context, x *msg, claimed lease.Lease, prev *
 		// than clockSkew ago. (Were it to have stopped before its start, this one's start is not
 		// counted: a count lost, never a job.)
 		again := prev != nil && prev.Status == lease.Starting && prev.ReceiptHandle == x.ReceiptHandle
-		// Another delivery of this message claimed the same attempt moments ago (a stale copy of a
-		// batch made the message visible again while that delivery was starting it) and its start
-		// is in Step Functions' answer: one dated before this claim, even by less than clockSkew,
-		// is that delivery's. Its claim is recent, so it is no claim left by a start that never
-		// went through: such a delivery keeps its message for the visibility timeout or backs off,
-		// and the next one comes far later than claimRace.
-		raced := prev != nil && prev.Status == lease.Starting && prev.MessageID == x.MessageId &&
-			prev.Attempt == claimed.Attempt && claimedAt.Sub(prev.UpdatedAt) < claimRace &&
-			out.StartDate != nil && out.StartDate.Before(claimedAt)
-		if again || raced || (out.StartDate != nil && out.StartDate.Before(claimedAt.Add(-clockSkew))) {
+		if again || (out.StartDate != nil && out.StartDate.Before(claimedAt.Add(-clockSkew))) {
 			// Step Functions answered with an execution started before this claim: same name and
 			// input while it runs, so this message's own attempt.
 			return s.alreadyRunning(ctx, x, claimed, prev, aws.ToString(out.ExecutionArn))

@@ -447,7 +447,7 @@ func TestHandleFixture(t *testing.T) {
 	if s.Name != "reports-r-1001-1" || s.StateMachineArn != smArn {
 		t.Errorf("StartExecution(name %q, state machine %q), want reports-r-1001-1 on %s", s.Name, s.StateMachineArn, smArn)
 	}
-	const wantInput = `{"job":{"id":"r-1001","type":"reports","lane":1,"attempt":1,"submittedAt":"2025-03-14T09:26:50.123Z","messageId":"4f1c7b9e-8e1a-4c4d-9a51-0d2f7c1b2a10"},"input":{"seconds":3}}`
+	const wantInput = `{"job":{"id":"r-1001","type":"reports","lane":1,"attempt":1,"submittedAt":"2025-03-14T09:26:50.123Z","messageId":"4f1c7b9e-8e1a-4c4d-9a51-0d2f7c1b2a10","receive":1},"input":{"seconds":3}}`
 	if s.Input != wantInput {
 		t.Errorf("execution input = %s, want %s", s.Input, wantInput)
 	}
