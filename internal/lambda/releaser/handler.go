@@ -135,10 +135,13 @@ func (h *Handler) statusChange(ctx context.Context, d StatusDetail) (Response, e
 	if !closed {
 		return Response{Result: Noop}, nil
 	}
-	// A success normally passed the workflow's own Release step, and this release finds nothing
-	// left to do. When that step failed (its Catch ends the execution in success), this releases
-	// the lane as the success it was. The template's rule sends no SUCCEEDED events (one per job
-	// would double the releaser's invocations): the sweep releases those lanes.
+	// Any closed status releases, SUCCEEDED included. The template's Succeeded rule sends
+	// SUCCEEDED events only for the state machines that may run in events release mode (the bare
+	// sample and ExtraStateMachineArns), whose workflows need no Release step: this is their
+	// release. It sends none for the sample (one per job would double the releaser's invocations
+	// for nothing): the sample's Release step releases its successes, and when that step failed
+	// (its Catch ends the execution in success) the sweep releases the lane as the success it was.
+	// A success whose workflow still has a Release step finds nothing left to do here.
 	in, err := h.executionInput(ctx, d)
 	if err != nil {
 		return Response{}, err

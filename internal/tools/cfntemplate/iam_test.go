@@ -25,6 +25,7 @@ func TestPoliciesOfFunctionsAndStateMachine(t *testing.T) {
 		"StarterFunction":    {"StarterRole/starter", "DescribeExecutionsPolicy"},
 		"ReleaserFunction":   {"ReleaserRole/releaser", "DescribeExecutionsPolicy"},
 		"SampleStateMachine": {"SampleStateMachine/LambdaInvokePolicy"},
+		"BareStateMachine":   nil, // it calls no service
 	}
 	for id, names := range want {
 		ps, err := r.Policies(id)

@@ -23,7 +23,7 @@ func ownAttr(tpl *Template) AttrFunc {
 }
 
 // Every Allow statement names only the stack's own resources: resources of the template, the
-// sample state machine's executions (named from the stack), and the state machines the deployer
+// sample state machines' executions (named from the stack), and the state machines the deployer
 // listed in ExtraStateMachineArns. The one exception is X-Ray, whose trace-writing actions have no
 // resource-level permissions (AWS forces "*").
 func TestEveryAllowIsScopedToTheStack(t *testing.T) {
@@ -38,7 +38,9 @@ func TestEveryAllowIsScopedToTheStack(t *testing.T) {
 		case strings.Contains(res, ":OWN-"):
 			return true
 		case strings.HasPrefix(res, "arn:aws:states:us-east-1:123456789012:execution:"+stack+"-sample:"),
-			strings.HasPrefix(res, "arn:aws:states:us-east-1:123456789012:stateMachine:"+stack+"-sample"):
+			strings.HasPrefix(res, "arn:aws:states:us-east-1:123456789012:stateMachine:"+stack+"-sample"),
+			strings.HasPrefix(res, "arn:aws:states:us-east-1:123456789012:execution:"+stack+"-bare:"),
+			strings.HasPrefix(res, "arn:aws:states:us-east-1:123456789012:stateMachine:"+stack+"-bare"):
 			return true
 		case res == extra || strings.HasPrefix(res, strings.Replace(extra, ":stateMachine:", ":execution:", 1)+":"):
 			return true

@@ -36,6 +36,7 @@ const (
 	stack       = "sfnlimit-test"
 	releaserArn = "arn:aws:lambda:us-east-1:123456789012:function:sfnlimit-test-ReleaserFunction"
 	sampleArn   = "arn:aws:states:us-east-1:123456789012:stateMachine:sfnlimit-test-sample"
+	bareArn     = "arn:aws:states:us-east-1:123456789012:stateMachine:sfnlimit-test-bare"
 )
 
 func loadApp(t *testing.T) *Template {
@@ -279,8 +280,10 @@ func TestParameterOverridesReachResources(t *testing.T) {
 	if got := s.fns["StarterFunction"].Environment["FIFO_VISIBILITY_TIMEOUT"]; got != "1200" {
 		t.Errorf("StarterFunction FIFO_VISIBILITY_TIMEOUT = %q, want 1200, the queue's", got)
 	}
-	if got := timeoutSeconds(t, s.sms["SampleStateMachine"].Definition); got != 120 {
-		t.Errorf("SampleStateMachine TimeoutSeconds = %v, want 120", got)
+	for _, id := range []string{"SampleStateMachine", "BareStateMachine"} {
+		if got := timeoutSeconds(t, s.sms[id].Definition); got != 120 {
+			t.Errorf("%s TimeoutSeconds = %v, want 120", id, got)
+		}
 	}
 	if got := s.fns["StarterFunction"].SQSEvents[0].MaximumConcurrency; got != 7 {
 		t.Errorf("StarterFunction MaximumConcurrency = %d, want 7", got)
@@ -491,38 +494,60 @@ func TestSQSEventSources(t *testing.T) {
 	}
 }
 
+// The releaser's rules: every unsuccessful end of every state machine the limiter runs
+// (StatusChange), and the successes of those that may run in events release mode (Succeeded): the
+// bare sample and the extra ones, never the sample, whose Release step releases its successes (an
+// event per job would double the releaser's invocations).
 func TestReleaserEvents(t *testing.T) {
 	extraA := "arn:aws:states:us-east-1:123456789012:stateMachine:a"
 	extraB := "arn:aws:states:us-east-1:123456789012:stateMachine:b"
 	tests := []struct {
-		name     string
-		params   map[string]string
-		wantArns []string
+		name      string
+		params    map[string]string
+		wantRules map[string]map[string]any // rule name -> its detail
 	}{
-		{name: "sample only", wantArns: []string{sampleArn}},
-		{name: "with extra state machines", params: map[string]string{"ExtraStateMachineArns": extraA + "," + extraB}, wantArns: []string{sampleArn, extraA, extraB}},
+		{
+			name: "samples only",
+			wantRules: map[string]map[string]any{
+				"StatusChange": {"status": []any{"FAILED", "TIMED_OUT", "ABORTED"}, "stateMachineArn": []any{sampleArn, bareArn}},
+				"Succeeded":    {"status": []any{"SUCCEEDED"}, "stateMachineArn": []any{bareArn}},
+			},
+		},
+		{
+			name:   "with extra state machines",
+			params: map[string]string{"ExtraStateMachineArns": extraA + "," + extraB},
+			wantRules: map[string]map[string]any{
+				"StatusChange": {"status": []any{"FAILED", "TIMED_OUT", "ABORTED"}, "stateMachineArn": []any{sampleArn, bareArn, extraA, extraB}},
+				"Succeeded":    {"status": []any{"SUCCEEDED"}, "stateMachineArn": []any{bareArn, extraA, extraB}},
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newLocalStack(t, tt.params)
 			rel := s.fns["ReleaserFunction"]
-			if len(rel.EventRules) != 1 {
-				t.Fatalf("ReleaserFunction EventRules = %+v, want 1", rel.EventRules)
+			got := map[string]map[string]any{}
+			for _, rule := range rel.EventRules {
+				var p map[string]any
+				if err := json.Unmarshal(rule.Pattern, &p); err != nil {
+					t.Fatalf("rule %s pattern is not JSON: %v", rule.Name, err)
+				}
+				want := map[string]any{"source": []any{"aws.states"}, "detail-type": []any{"Step Functions Execution Status Change"}}
+				detail := p["detail"]
+				delete(p, "detail")
+				if !reflect.DeepEqual(p, want) {
+					t.Errorf("rule %s matches %v besides its detail, want %v", rule.Name, p, want)
+				}
+				if !rule.Enabled {
+					t.Errorf("rule %s is disabled", rule.Name)
+				}
+				got[rule.Name], _ = detail.(map[string]any)
 			}
-			var got map[string]any
-			if err := json.Unmarshal(rel.EventRules[0].Pattern, &got); err != nil {
-				t.Fatalf("pattern is not JSON: %v", err)
+			if !reflect.DeepEqual(got, tt.wantRules) {
+				t.Errorf("releaser rules' details = %v, want %v", got, tt.wantRules)
 			}
-			want := map[string]any{
-				"source":      []any{"aws.states"},
-				"detail-type": []any{"Step Functions Execution Status Change"},
-				"detail": map[string]any{
-					"status":          []any{"FAILED", "TIMED_OUT", "ABORTED"},
-					"stateMachineArn": toAny(tt.wantArns),
-				},
-			}
-			if !reflect.DeepEqual(got, want) {
-				t.Errorf("status-change pattern = %v, want %v", got, want)
+			if slices.Contains(got["Succeeded"]["stateMachineArn"].([]any), any(sampleArn)) {
+				t.Error("the Succeeded rule lists the sample: each of its jobs would invoke the releaser twice")
 			}
 			if want := []Schedule{{Name: "Sweep", Expression: "rate(1 minute)", Enabled: true}}; !reflect.DeepEqual(rel.Schedules, want) {
 				t.Errorf("ReleaserFunction Schedules = %+v, want %+v", rel.Schedules, want)
@@ -580,29 +605,99 @@ func TestSampleStateMachine(t *testing.T) {
 	}
 }
 
-func TestSampleDefinitionFileStaysJSON(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join(repoRoot, "statemachine", "sample.asl.json"))
-	if err != nil {
-		t.Fatalf("read sample.asl.json: %v", err)
+// The bare sample is a workflow as a user writes it: the sample's work, nothing that calls the
+// releaser, and the same execution timeout.
+func TestBareStateMachine(t *testing.T) {
+	s := newLocalStack(t, map[string]string{"ExecutionTimeoutSeconds": "77"})
+	sm := s.sms["BareStateMachine"]
+	if sm.Name != stack+"-bare" || sm.Type != "STANDARD" {
+		t.Errorf("BareStateMachine name, type = %q, %q, want %q, STANDARD (Express workflows send no status events)", sm.Name, sm.Type, stack+"-bare")
 	}
-	var def map[string]any
-	if err := json.Unmarshal(raw, &def); err != nil {
-		t.Fatalf("sample.asl.json is not JSON: %v", err)
+	if got := timeoutSeconds(t, sm.Definition); got != 77 {
+		t.Errorf("TimeoutSeconds = %v, want 77 (ExecutionTimeoutSeconds)", got)
 	}
-	if _, ok := def["TimeoutSeconds"]; ok {
-		t.Error("sample.asl.json sets TimeoutSeconds itself; it comes from ${TimeoutSecondsMember}")
+	var bare struct {
+		StartAt string
+		States  map[string]map[string]any
 	}
-	comment, _ := def["Comment"].(string)
-	if !strings.HasSuffix(comment, "${TimeoutSecondsMember}") || strings.Count(string(raw), "${TimeoutSecondsMember}") != 1 {
-		t.Errorf("Comment = %q, want it to end with the only ${TimeoutSecondsMember}", comment)
+	if err := json.Unmarshal([]byte(sm.Definition), &bare); err != nil {
+		t.Fatalf("definition is not JSON: %v", err)
 	}
-	for _, banned := range []string{`"QueryLanguage": "JSONata"`, "{%"} {
-		if strings.Contains(string(raw), banned) {
-			t.Errorf("sample.asl.json uses JSONata (%s): the local emulator cannot evaluate it", banned)
+	for name, st := range bare.States {
+		if st["Type"] == "Task" || st["Type"] == "Parallel" || st["Type"] == "Map" || st["Catch"] != nil {
+			t.Errorf("state %s is a %v (Catch %v): the bare workflow has no task and no catch", name, st["Type"], st["Catch"])
 		}
 	}
-	if regexp.MustCompile(`\$[.\w]*\[\d+\]`).Match(raw) {
-		t.Error("sample.asl.json indexes an array in a path: the local emulator gets it wrong")
+	if strings.Contains(sm.Definition, releaserArn) || slices.Contains(references(s.tpl.byID["BareStateMachine"].Properties), "ReleaserFunction") {
+		t.Error("the bare workflow names the releaser")
+	}
+
+	// Its states are the sample's work, WorkDone renamed Done, comments aside: the same input
+	// contract, the same errors.
+	var sample struct {
+		States map[string]struct {
+			Branches []struct {
+				StartAt string
+				States  map[string]map[string]any
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(s.sms["SampleStateMachine"].Definition), &sample); err != nil {
+		t.Fatal(err)
+	}
+	if len(sample.States["Work"].Branches) != 1 {
+		t.Fatalf("the sample's Work has %d branches, want 1", len(sample.States["Work"].Branches))
+	}
+	work := sample.States["Work"].Branches[0]
+	rename := func(v any) any {
+		b, _ := json.Marshal(v)
+		b = []byte(strings.ReplaceAll(string(b), `"WorkDone"`, `"Done"`))
+		var out any
+		_ = json.Unmarshal(b, &out)
+		return out
+	}
+	want := map[string]any{}
+	for name, st := range work.States {
+		delete(st, "Comment")
+		want[rename(name).(string)] = rename(st)
+	}
+	got := map[string]any{}
+	for name, st := range bare.States {
+		delete(st, "Comment")
+		got[name] = rename(st)
+	}
+	if bare.StartAt != work.StartAt || !reflect.DeepEqual(got, want) {
+		t.Errorf("bare states (from %s) =\n%v\nwant the sample's work (from %s)\n%v", bare.StartAt, got, work.StartAt, want)
+	}
+}
+
+func TestDefinitionFilesStayJSON(t *testing.T) {
+	for _, file := range []string{"sample.asl.json", "bare.asl.json"} {
+		t.Run(file, func(t *testing.T) {
+			raw, err := os.ReadFile(filepath.Join(repoRoot, "statemachine", file))
+			if err != nil {
+				t.Fatalf("read %s: %v", file, err)
+			}
+			var def map[string]any
+			if err := json.Unmarshal(raw, &def); err != nil {
+				t.Fatalf("%s is not JSON: %v", file, err)
+			}
+			if _, ok := def["TimeoutSeconds"]; ok {
+				t.Errorf("%s sets TimeoutSeconds itself; it comes from ${TimeoutSecondsMember}", file)
+			}
+			comment, _ := def["Comment"].(string)
+			if !strings.HasSuffix(comment, "${TimeoutSecondsMember}") || strings.Count(string(raw), "${TimeoutSecondsMember}") != 1 {
+				t.Errorf("Comment = %q, want it to end with the only ${TimeoutSecondsMember}", comment)
+			}
+			for _, banned := range []string{`"QueryLanguage": "JSONata"`, "{%"} {
+				if strings.Contains(string(raw), banned) {
+					t.Errorf("%s uses JSONata (%s): the local emulator cannot evaluate it", file, banned)
+				}
+			}
+			if regexp.MustCompile(`\$[.\w]*\[\d+\]`).Match(raw) {
+				t.Errorf("%s indexes an array in a path: the local emulator gets it wrong", file)
+			}
+		})
 	}
 }
 
@@ -616,6 +711,7 @@ func TestOutputs(t *testing.T) {
 	want := map[string]string{
 		"LanesQueueUrl":         lanesURL,
 		"SampleStateMachineArn": sampleArn,
+		"BareStateMachineArn":   bareArn,
 		"ReleaserFunctionArn":   releaserArn,
 		"TableName":             stack + "-Table",
 	}
@@ -626,7 +722,7 @@ func TestOutputs(t *testing.T) {
 	}
 	for _, name := range []string{
 		"GeneralQueueUrl", "GeneralQueueArn", "GeneralQueueName", "LanesQueueArn", "LanesQueueName",
-		"DeadLetterQueueUrl", "DeadLetterQueueArn", "DeadLetterQueueName", "TableArn", "SampleStateMachineName",
+		"DeadLetterQueueUrl", "DeadLetterQueueArn", "DeadLetterQueueName", "TableArn", "SampleStateMachineName", "BareStateMachineName",
 		"RouterFunctionName", "RouterFunctionArn", "StarterFunctionName", "StarterFunctionArn", "ReleaserFunctionName",
 	} {
 		if got[name] == "" {
@@ -729,15 +825,15 @@ func TestDescribeAndStartScopes(t *testing.T) {
 		wantStart    []any
 	}{
 		{
-			name:         "sample only",
-			wantDescribe: []any{execPrefix + stack + "-sample:*"},
-			wantStart:    []any{sampleArn},
+			name:         "samples only",
+			wantDescribe: []any{execPrefix + stack + "-sample:*", execPrefix + stack + "-bare:*"},
+			wantStart:    []any{sampleArn, bareArn},
 		},
 		{
 			name:         "with an extra state machine",
 			params:       map[string]string{"ExtraStateMachineArns": extra},
-			wantDescribe: []any{execPrefix + stack + "-sample:*", execPrefix + "mine:*"},
-			wantStart:    []any{sampleArn, extra},
+			wantDescribe: []any{execPrefix + stack + "-sample:*", execPrefix + stack + "-bare:*", execPrefix + "mine:*"},
+			wantStart:    []any{sampleArn, bareArn, extra},
 		},
 	}
 	for _, tt := range tests {
@@ -759,9 +855,11 @@ func TestDescribeAndStartScopes(t *testing.T) {
 			if !reflect.DeepEqual(got, tt.wantStart) {
 				t.Errorf("StartExecutions Resource = %v, want %v", got, tt.wantStart)
 			}
-			// The name the policy writes out is the state machine's name.
-			if sm := s.sms["SampleStateMachine"]; !strings.HasPrefix(tt.wantDescribe[0].(string), execPrefix+sm.Name+":") {
-				t.Errorf("DescribeExecutions names %v, the state machine is %s", tt.wantDescribe[0], sm.Name)
+			// The names the policy writes out are the state machines' names.
+			for i, id := range []string{"SampleStateMachine", "BareStateMachine"} {
+				if sm := s.sms[id]; !strings.HasPrefix(tt.wantDescribe[i].(string), execPrefix+sm.Name+":") {
+					t.Errorf("DescribeExecutions names %v, the state machine %s is %s", tt.wantDescribe[i], id, sm.Name)
+				}
 			}
 		})
 	}
@@ -857,15 +955,19 @@ func TestDashboardSearchQuotesTheNamespace(t *testing.T) {
 	}
 }
 
-// The workflow's ARNs take the stack's partition: arn:aws: would not resolve in aws-cn or
-// aws-us-gov (the Lambda integration there is arn:aws-cn:states:::lambda:invoke).
+// The workflows' ARNs take the stack's partition: arn:aws: would not resolve in aws-cn or
+// aws-us-gov (the Lambda integration there is arn:aws-cn:states:::lambda:invoke). The bare
+// workflow has no task, and so no ARN.
 func TestSampleDefinitionUsesThePartition(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join(repoRoot, "statemachine", "sample.asl.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(string(raw), `"arn:aws:`) {
-		t.Error("sample.asl.json hard-codes the aws partition (arn:aws:)")
+	wantTasks := map[string]bool{"SampleStateMachine": true, "BareStateMachine": false}
+	for _, file := range []string{"sample.asl.json", "bare.asl.json"} {
+		raw, err := os.ReadFile(filepath.Join(repoRoot, "statemachine", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(raw), `"arn:aws:`) {
+			t.Errorf("%s hard-codes the aws partition (arn:aws:)", file)
+		}
 	}
 	tpl := loadApp(t)
 	r, err := tpl.Resolver(Env{StackName: stack, Partition: "aws-us-gov", Attr: ownAttr(tpl)})
@@ -893,8 +995,8 @@ func TestSampleDefinitionUsesThePartition(t *testing.T) {
 				t.Errorf("%s state %s Resource = %q in partition aws-us-gov, want arn:aws-us-gov:states:::lambda:invoke", sm.LogicalID, name, st.Resource)
 			}
 		}
-		if tasks == 0 {
-			t.Errorf("%s has no Task state: the test no longer checks its case", sm.LogicalID)
+		if want, known := wantTasks[sm.LogicalID]; !known || want != (tasks > 0) {
+			t.Errorf("%s has %d Task states, want some: %v (known: %v)", sm.LogicalID, tasks, want, known)
 		}
 	}
 }
