@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"sync"
@@ -28,11 +29,17 @@ const (
 	account = "123456789012"
 	region  = "us-east-1"
 	smA     = "arn:aws:states:us-east-1:123456789012:stateMachine:sfnlimit-sample"
+	smBare  = "arn:aws:states:us-east-1:123456789012:stateMachine:sfnlimit-bare"
 	smB     = "arn:aws:states:us-east-1:123456789012:stateMachine:mine"
 	smOther = "arn:aws:states:us-east-1:123456789012:stateMachine:not-watched"
 )
 
 func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// failures is a rule like the template's StatusChange rule, for the given state machines.
+func failures(sms ...string) eventbus.Rule {
+	return eventbus.Rule{Name: "StatusChange", StateMachineArns: sms, Statuses: []sfntypes.ExecutionStatus{"FAILED", "TIMED_OUT", "ABORTED"}}
+}
 
 type execution struct {
 	sm, name, status, input string
@@ -50,12 +57,14 @@ type fakeSFN struct {
 	// failDescribe and failList make the next so many calls fail (per execution ARN / per call).
 	failDescribe map[string]int
 	failList     int
-	polls        int // ListExecutions calls without a token for the first status the poller asks
+	polls        int // ListExecutions calls without a token for pollSM and pollStatus: one per poll
+	pollSM       string
+	pollStatus   sfntypes.ExecutionStatus
 	describes    map[string]int
 }
 
 func newFake(execs ...execution) *fakeSFN {
-	return &fakeSFN{execs: execs, pageSize: 2, failDescribe: map[string]int{}, describes: map[string]int{}}
+	return &fakeSFN{execs: execs, pageSize: 2, failDescribe: map[string]int{}, describes: map[string]int{}, pollSM: smA, pollStatus: sfntypes.ExecutionStatusFailed}
 }
 
 func (f *fakeSFN) setStatus(name, status string) {
@@ -77,7 +86,7 @@ func (f *fakeSFN) pollCount() int {
 func (f *fakeSFN) ListExecutions(_ context.Context, in *sfn.ListExecutionsInput, _ ...func(*sfn.Options)) (*sfn.ListExecutionsOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if in.NextToken == nil && in.StatusFilter == sfntypes.ExecutionStatusFailed && aws.ToString(in.StateMachineArn) == smA {
+	if in.NextToken == nil && in.StatusFilter == f.pollStatus && aws.ToString(in.StateMachineArn) == f.pollSM {
 		f.polls++
 	}
 	if f.failList > 0 {
@@ -270,7 +279,7 @@ func TestStatusEventsDeliverFailures(t *testing.T) {
 			f := newFake(tt.give...)
 			tg := &target{}
 			s := &eventbus.StatusEvents{
-				SFN: f, StateMachineArns: tt.giveSMs, Region: region, Account: account,
+				SFN: f, Rules: []eventbus.Rule{failures(tt.giveSMs...)}, Region: region, Account: account,
 				Every: 10 * time.Millisecond, Target: tg.deliver, Log: discard(),
 			}
 			runUntil(t, s, f, func() bool { return len(tg.delivered(t)) >= len(tt.wantArns) && f.pollCount() >= 2 })
@@ -339,8 +348,8 @@ func checkStatusEvent(t *testing.T, ev map[string]any, e execution) {
 	if back.Detail.Input == nil || *back.Detail.Input != e.input || back.Detail.Status != e.status || back.Detail.ExecutionArn != e.arn() {
 		t.Errorf("%s event as the releaser reads it = %+v, want input %s, status %s", e.name, back.Detail, e.input, e.status)
 	}
-	if !matches(t, releaserRulePattern(t, e.sm), ev) {
-		t.Errorf("%s event %v does not match template.yaml's StatusChange rule of the releaser", e.name, ev)
+	if !matchesTemplate(t, ev) {
+		t.Errorf("%s event %v matches none of template.yaml's rules of the releaser", e.name, ev)
 	}
 }
 
@@ -350,9 +359,9 @@ var (
 	patternErr  error
 )
 
-// releaserRulePattern returns the releaser's status-change rule pattern, resolved from
-// template.yaml with sm as the sample state machine and the other test state machine as an extra one.
-func releaserRulePattern(t *testing.T, sm string) map[string]any {
+// templateRules returns the releaser's event rules from template.yaml, resolved with smA as the
+// sample, smBare as the bare sample and smB as an extra state machine.
+func templateRules(t *testing.T) []cfntemplate.EventRule {
 	t.Helper()
 	patternOnce.Do(func() {
 		patternTpl, patternErr = cfntemplate.Load(filepath.Join("..", "..", "..", "..", "template.yaml"))
@@ -360,22 +369,15 @@ func releaserRulePattern(t *testing.T, sm string) map[string]any {
 	if patternErr != nil {
 		t.Fatalf("Load(template.yaml) error: %v", patternErr)
 	}
-	sms := map[string]bool{}
-	for _, s := range patternTpl.StateMachines() {
-		sms[s.LogicalID] = true
-	}
-	// Any other resource's attributes do not reach the pattern: made-up values do.
+	sms := map[string]string{"SampleStateMachine": smA, "BareStateMachine": smBare}
+	// Any other resource's attributes do not reach the patterns: made-up values do.
 	attr := func(id, attribute string) (string, bool) {
-		if sms[id] && attribute == cfntemplate.Ref {
-			return sm, true
+		if arn, ok := sms[id]; ok && attribute == cfntemplate.Ref {
+			return arn, true
 		}
 		return "made-up-" + id + "-" + attribute, true
 	}
-	extra := smB
-	if sm == smB {
-		extra = smA
-	}
-	r, err := patternTpl.Resolver(cfntemplate.Env{Parameters: map[string]string{"ExtraStateMachineArns": extra}, Attr: attr})
+	r, err := patternTpl.Resolver(cfntemplate.Env{Parameters: map[string]string{"ExtraStateMachineArns": smB}, Attr: attr})
 	if err != nil {
 		t.Fatalf("Resolver error: %v", err)
 	}
@@ -384,18 +386,27 @@ func releaserRulePattern(t *testing.T, sm string) map[string]any {
 		if err != nil {
 			t.Fatalf("Function(%s) error: %v", f.LogicalID, err)
 		}
-		for _, rule := range cfg.EventRules {
-			var p map[string]any
-			if err := json.Unmarshal(rule.Pattern, &p); err != nil {
-				t.Fatalf("rule %s pattern: %v", rule.Name, err)
-			}
-			if dt, _ := p["detail-type"].([]any); slices.Contains(dt, any("Step Functions Execution Status Change")) {
-				return p
-			}
+		if f.LogicalID == "ReleaserFunction" {
+			return cfg.EventRules
 		}
 	}
-	t.Fatal("template.yaml has no rule for Step Functions Execution Status Change")
+	t.Fatal("template.yaml has no ReleaserFunction")
 	return nil
+}
+
+// matchesTemplate reports whether one of the template's rules matches ev.
+func matchesTemplate(t *testing.T, ev map[string]any) bool {
+	t.Helper()
+	for _, rule := range templateRules(t) {
+		var p map[string]any
+		if err := json.Unmarshal(rule.Pattern, &p); err != nil {
+			t.Fatalf("rule %s pattern: %v", rule.Name, err)
+		}
+		if matches(t, p, ev) {
+			return true
+		}
+	}
+	return false
 }
 
 // matches applies the parts of EventBridge pattern matching the template uses: a list of values
@@ -442,7 +453,7 @@ func TestStatusEventsDeliverOnce(t *testing.T) {
 			f.failList = tt.giveList
 			tg := &target{fail: tt.giveFail}
 			s := &eventbus.StatusEvents{
-				SFN: f, StateMachineArns: []string{smA}, Region: region, Account: account,
+				SFN: f, Rules: []eventbus.Rule{failures(smA)}, Region: region, Account: account,
 				Every: 10 * time.Millisecond, Target: tg.deliver, Log: discard(),
 			}
 			runUntil(t, s, f, func() bool { return len(tg.delivered(t)) == 1 })
@@ -481,7 +492,7 @@ func TestStatusEventsExecutionThatFailsLater(t *testing.T) {
 			f := newFake(e)
 			tg := &target{}
 			s := &eventbus.StatusEvents{
-				SFN: f, StateMachineArns: []string{smA}, Region: region, Account: account,
+				SFN: f, Rules: []eventbus.Rule{failures(smA)}, Region: region, Account: account,
 				Every: 10 * time.Millisecond, Target: tg.deliver, Log: discard(),
 			}
 			runUntil(t, s, f, func() bool {
@@ -521,7 +532,7 @@ func TestStatusEventsDropRate(t *testing.T) {
 			f := newFake(execs...)
 			tg := &target{}
 			s := &eventbus.StatusEvents{
-				SFN: f, StateMachineArns: []string{smA}, Region: region, Account: account,
+				SFN: f, Rules: []eventbus.Rule{failures(smA)}, Region: region, Account: account,
 				Every: 10 * time.Millisecond, DropRate: tt.giveRate, Target: tg.deliver, Log: discard(),
 			}
 			runUntil(t, s, f, func() bool {
@@ -645,22 +656,54 @@ func TestScheduleFiresAtItsRate(t *testing.T) {
 	}
 }
 
-// TestStatusChangeEventMatchesTheRule holds the emulated event to the template's rule: the events
-// the local bus builds reach the releaser exactly when EventBridge's rule would send them.
-func TestStatusChangeEventMatchesTheRule(t *testing.T) {
+// TestTemplateRules reads the releaser's rules as the local bus does and holds them, and the events
+// the bus builds, to EventBridge's matching of the same patterns: the bus delivers an event exactly
+// when the template's rules would send it.
+func TestTemplateRules(t *testing.T) {
+	var rules []eventbus.Rule
+	for _, r := range templateRules(t) {
+		rule, ok, err := eventbus.StatusRule(r.Name, r.Pattern)
+		if err != nil || !ok {
+			t.Fatalf("StatusRule(%s, %s) = %v, %v; want a status rule", r.Name, r.Pattern, ok, err)
+		}
+		rules = append(rules, rule)
+	}
+	want := []eventbus.Rule{
+		{Name: "StatusChange", StateMachineArns: sorted(smA, smBare, smB), Statuses: []sfntypes.ExecutionStatus{"ABORTED", "FAILED", "TIMED_OUT"}},
+		{Name: "Succeeded", StateMachineArns: sorted(smBare, smB), Statuses: []sfntypes.ExecutionStatus{"SUCCEEDED"}},
+	}
+	if !reflect.DeepEqual(rules, want) {
+		t.Errorf("the template's rules as the bus reads them =\n%+v\nwant\n%+v", rules, want)
+	}
+	played := func(sm string, st sfntypes.ExecutionStatus) bool {
+		for _, r := range rules {
+			if slices.Contains(r.StateMachineArns, sm) && slices.Contains(r.Statuses, st) {
+				return true
+			}
+		}
+		return false
+	}
+
 	tests := []struct {
 		name       string
 		giveStatus sfntypes.ExecutionStatus
 		giveSM     string
 		want       bool
 	}{
-		{name: "failed", giveStatus: sfntypes.ExecutionStatusFailed, giveSM: smA, want: true},
-		{name: "timed out", giveStatus: sfntypes.ExecutionStatusTimedOut, giveSM: smA, want: true},
-		{name: "aborted", giveStatus: sfntypes.ExecutionStatusAborted, giveSM: smA, want: true},
-		{name: "aborted, extra state machine", giveStatus: sfntypes.ExecutionStatusAborted, giveSM: smB, want: true},
-		{name: "succeeded", giveStatus: sfntypes.ExecutionStatusSucceeded, giveSM: smA, want: false},
-		{name: "running", giveStatus: sfntypes.ExecutionStatusRunning, giveSM: smA, want: false},
-		{name: "failed, another state machine", giveStatus: sfntypes.ExecutionStatusFailed, giveSM: smOther, want: false},
+		{name: "sample failed", giveStatus: sfntypes.ExecutionStatusFailed, giveSM: smA, want: true},
+		{name: "sample timed out", giveStatus: sfntypes.ExecutionStatusTimedOut, giveSM: smA, want: true},
+		{name: "sample aborted", giveStatus: sfntypes.ExecutionStatusAborted, giveSM: smA, want: true},
+		{name: "sample succeeded: its Release step releases it", giveStatus: sfntypes.ExecutionStatusSucceeded, giveSM: smA, want: false},
+		{name: "sample running", giveStatus: sfntypes.ExecutionStatusRunning, giveSM: smA, want: false},
+		{name: "bare failed", giveStatus: sfntypes.ExecutionStatusFailed, giveSM: smBare, want: true},
+		{name: "bare timed out", giveStatus: sfntypes.ExecutionStatusTimedOut, giveSM: smBare, want: true},
+		{name: "bare aborted", giveStatus: sfntypes.ExecutionStatusAborted, giveSM: smBare, want: true},
+		{name: "bare succeeded", giveStatus: sfntypes.ExecutionStatusSucceeded, giveSM: smBare, want: true},
+		{name: "bare running", giveStatus: sfntypes.ExecutionStatusRunning, giveSM: smBare, want: false},
+		{name: "extra aborted", giveStatus: sfntypes.ExecutionStatusAborted, giveSM: smB, want: true},
+		{name: "extra succeeded", giveStatus: sfntypes.ExecutionStatusSucceeded, giveSM: smB, want: true},
+		{name: "another state machine failed", giveStatus: sfntypes.ExecutionStatusFailed, giveSM: smOther, want: false},
+		{name: "another state machine succeeded", giveStatus: sfntypes.ExecutionStatusSucceeded, giveSM: smOther, want: false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -673,9 +716,193 @@ func TestStatusChangeEventMatchesTheRule(t *testing.T) {
 			if err := json.Unmarshal(raw, &ev); err != nil {
 				t.Fatalf("StatusChangeEvent = %s: %v", raw, err)
 			}
-			// The pattern is the template's with smA as the sample and smB as an extra state machine.
-			if got := matches(t, releaserRulePattern(t, smA), ev); got != tt.want {
-				t.Errorf("rule matches %s event of %s = %v, want %v", tt.giveStatus, tt.giveSM, got, tt.want)
+			if got := matchesTemplate(t, ev); got != tt.want {
+				t.Errorf("the template's rules match a %s event of %s = %v, want %v", tt.giveStatus, tt.giveSM, got, tt.want)
+			}
+			if got := played(tt.giveSM, tt.giveStatus); got != tt.want {
+				t.Errorf("the bus plays a %s event of %s = %v, want %v", tt.giveStatus, tt.giveSM, got, tt.want)
+			}
+		})
+	}
+}
+
+func sorted(s ...string) []string { return slices.Sorted(slices.Values(s)) }
+
+func TestStatusRule(t *testing.T) {
+	tests := []struct {
+		name    string
+		give    string
+		want    eventbus.Rule
+		wantOK  bool
+		wantErr bool
+	}{
+		{
+			name:   "statuses and state machines",
+			give:   `{"source":["aws.states"],"detail-type":["Step Functions Execution Status Change"],"detail":{"status":["TIMED_OUT","FAILED"],"stateMachineArn":["` + smB + `","` + smA + `"]}}`,
+			want:   eventbus.Rule{Name: "r", StateMachineArns: sorted(smA, smB), Statuses: []sfntypes.ExecutionStatus{"FAILED", "TIMED_OUT"}},
+			wantOK: true,
+		},
+		{
+			name:   "repeated values once",
+			give:   `{"source":["aws.states"],"detail-type":["Step Functions Execution Status Change"],"detail":{"status":["SUCCEEDED","SUCCEEDED"],"stateMachineArn":["` + smA + `","` + smA + `"]}}`,
+			want:   eventbus.Rule{Name: "r", StateMachineArns: []string{smA}, Statuses: []sfntypes.ExecutionStatus{"SUCCEEDED"}},
+			wantOK: true,
+		},
+		{
+			name: "another source",
+			give: `{"source":["aws.s3"],"detail-type":["Object Created"]}`,
+		},
+		{
+			name: "another detail type",
+			give: `{"source":["aws.states"],"detail-type":["Step Functions State Machine Status Change"],"detail":{"status":["FAILED"]}}`,
+		},
+		{name: "no source", give: `{"detail-type":["Step Functions Execution Status Change"],"detail":{"status":["FAILED"],"stateMachineArn":["` + smA + `"]}}`, wantErr: true},
+		{name: "no detail", give: `{"source":["aws.states"],"detail-type":["Step Functions Execution Status Change"]}`, wantErr: true},
+		{name: "no status", give: `{"source":["aws.states"],"detail-type":["Step Functions Execution Status Change"],"detail":{"stateMachineArn":["` + smA + `"]}}`, wantErr: true},
+		{name: "no state machines", give: `{"source":["aws.states"],"detail-type":["Step Functions Execution Status Change"],"detail":{"status":["FAILED"]}}`, wantErr: true},
+		{name: "empty state machines", give: `{"source":["aws.states"],"detail-type":["Step Functions Execution Status Change"],"detail":{"status":["FAILED"],"stateMachineArn":[]}}`, wantErr: true},
+		{name: "running", give: `{"source":["aws.states"],"detail-type":["Step Functions Execution Status Change"],"detail":{"status":["RUNNING"],"stateMachineArn":["` + smA + `"]}}`, wantErr: true},
+		{name: "content filter", give: `{"source":["aws.states"],"detail-type":["Step Functions Execution Status Change"],"detail":{"status":["FAILED"],"stateMachineArn":[{"prefix":"arn:aws:states:"}]}}`, wantErr: true},
+		{name: "another detail field", give: `{"source":["aws.states"],"detail-type":["Step Functions Execution Status Change"],"detail":{"status":["FAILED"],"stateMachineArn":["` + smA + `"],"name":["x"]}}`, wantErr: true},
+		{name: "another top-level field", give: `{"source":["aws.states"],"detail-type":["Step Functions Execution Status Change"],"account":["1"],"detail":{"status":["FAILED"],"stateMachineArn":["` + smA + `"]}}`, wantErr: true},
+		{name: "not JSON", give: `{`, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok, err := eventbus.StatusRule("r", json.RawMessage(tt.give))
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("StatusRule() error = %v, want error %v", err, tt.wantErr)
+			}
+			if ok != tt.wantOK || !reflect.DeepEqual(got, tt.want) && tt.wantOK {
+				t.Errorf("StatusRule() = %+v, %v; want %+v, %v", got, ok, tt.want, tt.wantOK)
+			}
+		})
+	}
+}
+
+// The bus delivers what the template's rules match: successes of the bare and extra state machines,
+// not of the sample; failures of all three.
+func TestStatusEventsFollowTheTemplatesRules(t *testing.T) {
+	var rules []eventbus.Rule
+	for _, r := range templateRules(t) {
+		rule, _, err := eventbus.StatusRule(r.Name, r.Pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rules = append(rules, rule)
+	}
+	give := []execution{
+		{smA, "sample-ok", "SUCCEEDED", jobInput("1")},
+		{smA, "sample-failed", "FAILED", jobInput("2")},
+		{smBare, "bare-ok", "SUCCEEDED", jobInput("3")},
+		{smBare, "bare-failed", "FAILED", jobInput("4")},
+		{smBare, "bare-running", "RUNNING", jobInput("5")},
+		{smB, "extra-ok", "SUCCEEDED", jobInput("6")},
+		{smOther, "other-ok", "SUCCEEDED", jobInput("7")},
+	}
+	wantNames := []string{"bare-failed", "bare-ok", "extra-ok", "sample-failed"}
+	f := newFake(give...)
+	tg := &target{}
+	s := &eventbus.StatusEvents{SFN: f, Rules: rules, Region: region, Account: account, Every: 10 * time.Millisecond, Target: tg.deliver, Log: discard()}
+	runUntil(t, s, f, func() bool { return len(tg.delivered(t)) >= len(wantNames) })
+	got := tg.delivered(t)
+	var names []string
+	for _, e := range give {
+		if ev, ok := got[e.arn()]; ok {
+			names = append(names, e.name)
+			checkStatusEvent(t, ev, e)
+		}
+	}
+	if slices.Sort(names); !slices.Equal(names, wantNames) {
+		t.Errorf("delivered events of %v, want %v", names, wantNames)
+	}
+}
+
+// Each rule sends its own event to the target, as each EventBridge rule invokes its targets: an
+// execution two rules match is delivered twice, once per rule, and then never again.
+func TestStatusEventsOneEventPerRule(t *testing.T) {
+	e := execution{smA, "both", "FAILED", jobInput("both")}
+	f := newFake(e)
+	tg := &target{}
+	s := &eventbus.StatusEvents{
+		SFN: f, Rules: []eventbus.Rule{failures(smA), {Name: "Other", StateMachineArns: []string{smA}, Statuses: []sfntypes.ExecutionStatus{"FAILED"}}},
+		Region: region, Account: account, Every: 10 * time.Millisecond, Target: tg.deliver, Log: discard(),
+	}
+	runUntil(t, s, f, func() bool { d, _ := s.Counts(); return d >= 2 })
+	tg.mu.Lock()
+	calls := tg.calls[e.arn()]
+	tg.mu.Unlock()
+	if st := s.Stats(); calls != 2 || st != (eventbus.Stats{Delivered: 2}) {
+		t.Errorf("target calls = %d, Stats() = %+v; want 2 and 2 delivered (one per rule)", calls, st)
+	}
+	f.mu.Lock()
+	lists := f.polls
+	f.mu.Unlock()
+	if lists < 2 {
+		t.Errorf("FAILED executions listed %d times, want once per poll (at least 2)", lists)
+	}
+}
+
+func TestStatusEventsDupRate(t *testing.T) {
+	tests := []struct {
+		name     string
+		giveRate float64
+		give     int
+	}{
+		{name: "every event twice", giveRate: 1, give: 4},
+		{name: "some events twice", giveRate: 0.5, give: 20},
+		{name: "no duplicates", giveRate: 0, give: 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var execs []execution
+			for i := range tt.give {
+				execs = append(execs, execution{smBare, fmt.Sprintf("ok%d", i), "SUCCEEDED", jobInput(strconv.Itoa(i))})
+			}
+			f := newFake(execs...)
+			f.pollSM, f.pollStatus = smBare, sfntypes.ExecutionStatusSucceeded
+			tg := &target{}
+			s := &eventbus.StatusEvents{
+				SFN: f, Rules: []eventbus.Rule{{Name: "Succeeded", StateMachineArns: []string{smBare}, Statuses: []sfntypes.ExecutionStatus{"SUCCEEDED"}}},
+				Region: region, Account: account, Every: 10 * time.Millisecond, DupRate: tt.giveRate, Target: tg.deliver, Log: discard(),
+			}
+			runUntil(t, s, f, func() bool { d, _ := s.Counts(); return d == tt.give })
+			st := s.Stats()
+			tg.mu.Lock()
+			defer tg.mu.Unlock()
+			calls, events := 0, map[string][]string{}
+			for arn, n := range tg.calls {
+				calls += n
+				if n > 2 {
+					t.Errorf("%s delivered %d times, want at most twice", arn, n)
+				}
+			}
+			for _, raw := range tg.events {
+				var ev struct {
+					ID string `json:"id"`
+				}
+				if err := json.Unmarshal(raw, &ev); err != nil {
+					t.Fatal(err)
+				}
+				events[ev.ID] = append(events[ev.ID], string(raw))
+			}
+			for id, evs := range events {
+				if len(evs) == 2 && evs[0] != evs[1] {
+					t.Errorf("duplicate of %s differs from the event:\n%s\n%s", id, evs[0], evs[1])
+				}
+			}
+			if st.Delivered != tt.give || calls != st.Delivered+st.Duplicated {
+				t.Errorf("Stats() = %+v, target calls %d; want %d delivered and calls = delivered + duplicated", st, calls, tt.give)
+			}
+			switch tt.giveRate {
+			case 1:
+				if st.Duplicated != tt.give {
+					t.Errorf("duplicated %d with DupRate 1, want %d", st.Duplicated, tt.give)
+				}
+			case 0:
+				if st.Duplicated != 0 {
+					t.Errorf("duplicated %d with DupRate 0, want 0", st.Duplicated)
+				}
 			}
 		})
 	}

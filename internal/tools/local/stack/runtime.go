@@ -179,16 +179,28 @@ func (s *Stack) startEvents(ctx context.Context, rt *Runtime, cfg cfntemplate.Fu
 	if evH == nil {
 		return nil
 	}
-	if len(cfg.EventRules) > 0 {
-		var arns []string
-		for _, sm := range s.tpl.StateMachines() {
-			if a, ok := s.attrs.Lookup(sm.LogicalID, "Arn"); ok {
-				arns = append(arns, a)
-			}
+	// The bus plays the function's rules as the template writes them, resolved with the stack's
+	// state machines: the statuses and state machines each rule matches, nothing more.
+	var rules []eventbus.Rule
+	for _, r := range cfg.EventRules {
+		if !r.Enabled {
+			continue
 		}
+		rule, ok, err := eventbus.StatusRule(r.Name, r.Pattern)
+		if err != nil {
+			return fmt.Errorf("function %s: %w", cfg.LogicalID, err)
+		}
+		if !ok {
+			s.log.Warn("the local event bus sends only Step Functions status changes: this rule never fires locally", "function", cfg.LogicalID, "rule", r.Name)
+			continue
+		}
+		rules = append(rules, rule)
+	}
+	if len(rules) > 0 {
 		rt.Status = &eventbus.StatusEvents{
-			SFN: app.NewClients(s.AWSConfig(nil)).SFN, StateMachineArns: arns, Region: Region, Account: Account,
-			Every: orDuration(s.opts.StatusEvery, time.Second), DropRate: s.opts.EventDropRate, Target: evH, Log: s.log.With("events", "status"),
+			SFN: app.NewClients(s.AWSConfig(nil)).SFN, Rules: rules, Region: Region, Account: Account,
+			Every: orDuration(s.opts.StatusEvery, time.Second), DropRate: s.opts.EventDropRate, DupRate: s.opts.EventDupRate,
+			Target: evH, Log: s.log.With("events", "status"),
 		}
 		rt.wg.Add(1)
 		go func() { defer rt.wg.Done(); rt.Status.Run(ctx) }()

@@ -58,6 +58,9 @@ type Options struct {
 	SweepEvery time.Duration
 	// EventDropRate is the share of status-change events never delivered (best effort, as on AWS).
 	EventDropRate float64
+	// EventDupRate is the share of status-change events delivered a second time, one poll
+	// (StatusEvery) later (at least once, as on AWS).
+	EventDupRate float64
 	// Log receives the stack's and the handlers' logs; default: discarded.
 	Log *slog.Logger
 	// EmulatorLog receives the emulators' own output; default: discarded.

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/tools/emulator"
 	"github.com/sfnlimit/sfnlimit/internal/tools/local/gateway"
 )
@@ -154,4 +155,94 @@ func summary(execs []sfntypes.ExecutionListItem) string {
 		parts = append(parts, aws.ToString(e.Name)+" "+string(e.Status))
 	}
 	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+// A job of a type that runs the bare workflow (no release state) is released by its execution's
+// SUCCEEDED status event: the local bus delivers the event the template's Succeeded rule matches to
+// the releaser, which frees the lane, and the type's next job starts in it. The sweep never runs,
+// so no other path frees the lane; the starter may start the bare workflow under its template role.
+func TestBareWorkflowIsReleasedByItsSucceededEvent(t *testing.T) {
+	ctx := t.Context()
+	s, err := Start(ctx, Options{
+		Parameters:  map[string]string{"TypeLimits": "b=1"},
+		FunctionEnv: map[string]string{"CONFIG_CACHE_SECONDS": "0"},
+		SweepEvery:  time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	c := s.Clients()
+	bare, table := s.Info().Output("BareStateMachineArn"), s.Info().Output("TableName")
+	if bare == "" {
+		t.Fatalf("no BareStateMachineArn output: %v", s.Info().Outputs)
+	}
+	if err := config.NewDynamoStore(c.DDB, table).SetOverride(ctx, config.Override{Type: "b", StateMachineArn: bare, Release: config.ReleaseEvents}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.StartRuntime(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"ok-1", "ok-2"} {
+		if _, err := c.SQS.SendMessage(ctx, &sqs.SendMessageInput{
+			QueueUrl: aws.String(s.Info().Output("GeneralQueueUrl")), MessageBody: aws.String(`{"type":"b","id":"` + id + `","input":{"seconds":1}}`),
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A bound for a stack that stopped releasing, not a figure: a passing run takes seconds.
+	deadline := time.Now().Add(2 * time.Minute)
+	var execs []sfntypes.ExecutionListItem
+	for {
+		out, err := c.SFN.ListExecutions(ctx, &sfn.ListExecutionsInput{StateMachineArn: &bare})
+		if err != nil {
+			t.Fatal(err)
+		}
+		execs = out.Executions
+		lease, err := c.DDB.GetItem(ctx, &dynamodb.GetItemInput{TableName: &table, ConsistentRead: aws.Bool(true), Key: map[string]ddbtypes.AttributeValue{
+			"pk": &ddbtypes.AttributeValueMemberS{Value: "LEASE#b"}, "sk": &ddbtypes.AttributeValueMemberS{Value: "LANE#000001"},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := len(execs) == 2 && len(lease.Item) == 0
+		for _, e := range execs {
+			done = done && e.Status == sfntypes.ExecutionStatusSucceeded
+		}
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bare executions %s, lane 1 leased: %v; want both jobs SUCCEEDED, one after the other, and the lane released", summary(execs), len(lease.Item) > 0)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	// Limit 1: the second job started only once the first one's event had released the lane.
+	first, second := execs[1], execs[0] // newest first
+	d1, err := c.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: first.ExecutionArn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.StartDate.Before(*d1.StopDate) {
+		t.Errorf("second execution started at %v, before the first stopped at %v: the limit of 1 was exceeded", second.StartDate, d1.StopDate)
+	}
+	rt := s.Runtime()
+	if st := rt.Status.Stats(); st.Delivered != 2 || st.Dropped != 0 {
+		t.Errorf("status events %+v, want the 2 SUCCEEDED events delivered", st)
+	}
+	if n, fails, _ := rt.Invokes["releaser"].Snapshot(); n != 2 || fails != 0 {
+		t.Errorf("releaser invoked %d times (%d failed), want twice, once per event (the bare workflow calls nothing)", n, fails)
+	}
+	if out, err := c.SFN.ListExecutions(ctx, &sfn.ListExecutionsInput{StateMachineArn: aws.String(s.Info().Output("SampleStateMachineArn"))}); err != nil || len(out.Executions) != 0 {
+		t.Errorf("sample executions %v (%v), want none: the type runs the bare workflow", out, err)
+	}
+	for name, url := range map[string]string{"lanes": s.Info().Output("LanesQueueUrl"), "dead-letter": s.Info().Output("DeadLetterQueueUrl")} {
+		out, err := c.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: &url, AttributeNames: []sqstypes.QueueAttributeName{"All"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, nv := out.Attributes["ApproximateNumberOfMessages"], out.Attributes["ApproximateNumberOfMessagesNotVisible"]; v != "0" || nv != "0" {
+			t.Errorf("%s queue holds %s visible and %s in flight, want none (both released as successes)", name, v, nv)
+		}
+	}
 }
