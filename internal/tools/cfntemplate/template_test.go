@@ -847,6 +847,15 @@ func TestDescribeAndStartScopes(t *testing.T) {
 			if !reflect.DeepEqual(got, tt.wantDescribe) {
 				t.Errorf("DescribeExecutions Resource = %v, want %v", got, tt.wantDescribe)
 			}
+			// The sweep lists the running executions of the same state machines the starter starts.
+			list := statement(t, s.tpl, "DescribeExecutionsPolicy", "ListRunningExecutions")
+			got, err = s.r.Eval(list["Resource"])
+			if err != nil {
+				t.Fatalf("ListRunningExecutions Resource: %v", err)
+			}
+			if !reflect.DeepEqual(got, tt.wantStart) {
+				t.Errorf("ListRunningExecutions Resource = %v, want %v", got, tt.wantStart)
+			}
 			start := statement(t, s.tpl, "StarterRole", "StartExecutions")
 			got, err = s.r.Eval(start["Resource"])
 			if err != nil {
