@@ -24,20 +24,9 @@ const starterLogicalID = "StarterFunction"
 // --limits. Resource values are not needed for the defaults; the state machine is the
 // info file's SampleStateMachineArn.
 func (t *Target) localEnv() (map[string]string, error) {
-	params := map[string]string{}
-	if t.params != nil {
-		for k, v := range t.params {
-			params[k] = v
-		}
-	} else {
-		p, err := samconfig.ParametersIfPresent(t.opts.Samconfig, t.opts.ConfigEnv)
-		if err != nil {
-			return nil, err
-		}
-		params = p
-	}
-	for k, v := range t.opts.Params {
-		params[k] = v
+	params, err := t.localParams()
+	if err != nil {
+		return nil, err
 	}
 	root := t.opts.Root
 	if root == "" {
@@ -71,6 +60,27 @@ func (t *Target) localEnv() (map[string]string, error) {
 		return env, nil
 	}
 	return nil, fmt.Errorf("template.yaml has no %s", starterLogicalID)
+}
+
+// localParams are the parameters the local stack runs with: the info file's, or samconfig.toml's
+// for an info file without them, then Options.Params.
+func (t *Target) localParams() (map[string]string, error) {
+	params := map[string]string{}
+	if t.params != nil {
+		for k, v := range t.params {
+			params[k] = v
+		}
+	} else {
+		p, err := samconfig.ParametersIfPresent(t.opts.Samconfig, t.opts.ConfigEnv)
+		if err != nil {
+			return nil, err
+		}
+		params = p
+	}
+	for k, v := range t.opts.Params {
+		params[k] = v
+	}
+	return params, nil
 }
 
 // StackNameIfPresent returns the stack_name samconfig.toml deploys to ([env.deploy.parameters],

@@ -33,7 +33,15 @@ const (
 	TableName             = "TableName"
 	SampleStateMachineArn = "SampleStateMachineArn"
 	StarterFunctionName   = "StarterFunctionName"
+	// BareStateMachineArn is the second sample, a workflow with no release states (events mode);
+	// a stack deployed before it has no such output.
+	BareStateMachineArn  = "BareStateMachineArn"
+	ReleaserFunctionName = "ReleaserFunctionName"
 )
+
+// ExtraStateMachineArns is the template parameter that lists the user's own state machines: the
+// starter may start them, and the status-change rules match their events.
+const ExtraStateMachineArns = "ExtraStateMachineArns"
 
 // DefaultStackName is the stack name when neither --stack nor samconfig.toml names one.
 const DefaultStackName = "sfnlimit"
@@ -82,9 +90,10 @@ type Target struct {
 	opts   Options
 	params map[string]string // local: parameters of the info file, if it has them
 
-	mu      sync.Mutex
-	outputs map[string]string // nil until looked up (stack) or read (local)
-	status  string            // stack status, for messages
+	mu         sync.Mutex
+	outputs    map[string]string // nil until looked up (stack) or read (local)
+	parameters map[string]string // stack: its Parameters, set with outputs
+	status     string            // stack status, for messages
 }
 
 // ErrStackNotFound means the stack does not exist in the account and region.
@@ -195,15 +204,8 @@ func (t *Target) Output(ctx context.Context, name string) (string, error) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.outputs == nil {
-		outs, status, err := describeStack(ctx, cloudformation.NewFromConfig(t.Config), t.Name)
-		if err != nil {
-			if errors.Is(err, ErrStackNotFound) {
-				return "", fmt.Errorf("%w: no stack %q in region %s: deploy it (sam deploy), or name another with --stack, --region or --profile, or use --local FILE for the local stack", err, t.Name, t.Config.Region)
-			}
-			return "", err
-		}
-		t.outputs, t.status = outs, status
+	if err := t.describe(ctx); err != nil {
+		return "", err
 	}
 	v, ok := t.outputs[name]
 	if !ok || v == "" {
@@ -214,6 +216,54 @@ func (t *Target) Output(ctx context.Context, name string) (string, error) {
 		return "", fmt.Errorf("%s has no output %s: is it an sfnlimit stack? (its outputs: %s)", what, name, strings.Join(sortedKeys(t.outputs), ", "))
 	}
 	return v, nil
+}
+
+// describe looks the stack up once (DescribeStacks), for its outputs, parameters and status; the
+// local stack's outputs are the info file's. Called with t.mu held.
+func (t *Target) describe(ctx context.Context) error {
+	if t.outputs != nil {
+		return nil
+	}
+	d, err := describeStack(ctx, cloudformation.NewFromConfig(t.Config), t.Name)
+	if err != nil {
+		if errors.Is(err, ErrStackNotFound) {
+			return fmt.Errorf("%w: no stack %q in region %s: deploy it (sam deploy), or name another with --stack, --region or --profile, or use --local FILE for the local stack", err, t.Name, t.Config.Region)
+		}
+		return err
+	}
+	t.outputs, t.parameters, t.status = d.outputs, d.parameters, d.status
+	return nil
+}
+
+// Parameters returns the template parameters the limiter runs with, as far as they were set: a
+// stack's Parameters (DescribeStacks, even when every output was given by flag), or the local
+// stack's (the info file's, else samconfig.toml's, then Options.Params). A parameter left at the
+// template's default may be missing.
+func (t *Target) Parameters(ctx context.Context) (map[string]string, error) {
+	if t.Kind == Local {
+		return t.localParams()
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.parameters == nil {
+		// Outputs given by flag spare the lookup; parameters need it.
+		if err := t.describe(ctx); err != nil {
+			return nil, fmt.Errorf("read the parameters of stack %s (needs cloudformation:DescribeStacks): %w", t.Name, err)
+		}
+	}
+	out := make(map[string]string, len(t.parameters))
+	for k, v := range t.parameters {
+		out[k] = v
+	}
+	return out, nil
+}
+
+// StackStatus is the deployed stack's status once it was described ("" for the local stack, or
+// before).
+func (t *Target) StackStatus() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.status
 }
 
 // Outputs returns several resources at once (see Output).
@@ -233,24 +283,34 @@ type describeStacksAPI interface {
 	DescribeStacks(context.Context, *cloudformation.DescribeStacksInput, ...func(*cloudformation.Options)) (*cloudformation.DescribeStacksOutput, error)
 }
 
-// describeStack returns a stack's Outputs by name, and its status.
-func describeStack(ctx context.Context, cf describeStacksAPI, name string) (map[string]string, string, error) {
+// stackDesc is what the command line reads of a stack.
+type stackDesc struct {
+	outputs    map[string]string
+	parameters map[string]string
+	status     string
+}
+
+// describeStack returns a stack's Outputs and Parameters by name, and its status.
+func describeStack(ctx context.Context, cf describeStacksAPI, name string) (stackDesc, error) {
 	out, err := cf.DescribeStacks(ctx, &cloudformation.DescribeStacksInput{StackName: aws.String(name)})
 	if err != nil {
 		if code, msg := apiError(err); code == "ValidationError" && strings.Contains(msg, "does not exist") {
-			return nil, "", ErrStackNotFound
+			return stackDesc{}, ErrStackNotFound
 		}
-		return nil, "", fmt.Errorf("describe stack %s: %w", name, err)
+		return stackDesc{}, fmt.Errorf("describe stack %s: %w", name, err)
 	}
 	if len(out.Stacks) == 0 {
-		return nil, "", ErrStackNotFound
+		return stackDesc{}, ErrStackNotFound
 	}
 	s := out.Stacks[0]
-	outs := map[string]string{}
+	d := stackDesc{outputs: map[string]string{}, parameters: map[string]string{}, status: string(s.StackStatus)}
 	for _, o := range s.Outputs {
-		outs[aws.ToString(o.OutputKey)] = aws.ToString(o.OutputValue)
+		d.outputs[aws.ToString(o.OutputKey)] = aws.ToString(o.OutputValue)
 	}
-	return outs, string(s.StackStatus), nil
+	for _, p := range s.Parameters {
+		d.parameters[aws.ToString(p.ParameterKey)] = aws.ToString(p.ParameterValue)
+	}
+	return d, nil
 }
 
 type functionConfigAPI interface {

@@ -140,7 +140,7 @@ func TestLocalDefaults(t *testing.T) {
 			}
 		})
 	}
-	for _, bad := range []map[string]string{{"NoSuchParameter": "1"}, {"TypeLimits": "a-b=1"}, {"DefaultMaxAttempts": "0"}} {
+	for _, bad := range []map[string]string{{"NoSuchParameter": "1"}, {"TypeLimits": "a-b=1"}, {"DefaultMaxAttempts": "0"}, {"ReleaseMode": "status"}, {"TypeReleaseModes": "llm=event"}} {
 		tg, err := Open(ctx, Options{LocalFile: write(t, "l.json", info), Root: "../../..", Params: bad})
 		if err != nil {
 			t.Fatal(err)
@@ -148,6 +148,66 @@ func TestLocalDefaults(t *testing.T) {
 		if _, _, err := tg.Defaults(ctx); err == nil {
 			t.Errorf("Defaults() with %v = nil, want an error", bad)
 		}
+	}
+}
+
+// The release modes reach the defaults the way the other parameters do: RELEASE_MODE and
+// TYPE_RELEASE_MODES of the starter's environment, which the template sets from ReleaseMode and
+// TypeReleaseModes.
+func TestLocalDefaultsReleaseModes(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name         string
+		params       map[string]string
+		wantRelease  string
+		wantReleases map[string]string
+	}{
+		{name: "template defaults", wantRelease: "step", wantReleases: map[string]string{}},
+		{name: "deployment mode", params: map[string]string{"ReleaseMode": "events"}, wantRelease: "events", wantReleases: map[string]string{}},
+		{name: "per type", params: map[string]string{"TypeReleaseModes": "llm=events,payments=step"}, wantRelease: "step", wantReleases: map[string]string{"llm": "events", "payments": "step"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tg, err := Open(ctx, Options{LocalFile: write(t, "l.json", info), Root: "../../..", Params: tt.params})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, _, err := tg.Defaults(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Release != tt.wantRelease || fmt.Sprint(d.Releases) != fmt.Sprint(tt.wantReleases) {
+				t.Errorf("Defaults() release %q %v, want %q %v", d.Release, d.Releases, tt.wantRelease, tt.wantReleases)
+			}
+		})
+	}
+}
+
+// The local stack's parameters are the info file's (else samconfig.toml's), with --param on top.
+func TestLocalParameters(t *testing.T) {
+	ctx := context.Background()
+	samcfg := write(t, "samconfig.toml", "version = 0.1\n[default.deploy.parameters]\nparameter_overrides = [\"TypeLimits=payments=3\"]\n")
+	withParams := strings.Replace(info, `"outputs"`, `"parameters": {"ExtraStateMachineArns": "arn:x"}, "outputs"`, 1)
+	tests := []struct {
+		name string
+		opts Options
+		want map[string]string
+	}{
+		{name: "samconfig", opts: Options{LocalFile: write(t, "l.json", info), Samconfig: samcfg}, want: map[string]string{"TypeLimits": "payments=3"}},
+		{name: "info file", opts: Options{LocalFile: write(t, "l.json", withParams), Samconfig: samcfg}, want: map[string]string{ExtraStateMachineArns: "arn:x"}},
+		{name: "param on top", opts: Options{LocalFile: write(t, "l.json", withParams), Params: map[string]string{ExtraStateMachineArns: "arn:y"}}, want: map[string]string{ExtraStateMachineArns: "arn:y"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tg, err := Open(ctx, tt.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := tg.Parameters(ctx)
+			if err != nil || fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Errorf("Parameters() = %v, %v; want %v", got, err, tt.want)
+			}
+		})
 	}
 }
 
@@ -163,6 +223,8 @@ func TestDescribeStack(t *testing.T) {
 		case "sfnlimit":
 			return &cloudformation.DescribeStacksOutput{Stacks: []cftypes.Stack{{StackStatus: cftypes.StackStatusUpdateComplete, Outputs: []cftypes.Output{
 				{OutputKey: aws.String("TableName"), OutputValue: aws.String("t")},
+			}, Parameters: []cftypes.Parameter{
+				{ParameterKey: aws.String(ExtraStateMachineArns), ParameterValue: aws.String("arn:a,arn:b")},
 			}}}}, nil
 		case "denied":
 			return nil, &smithy.GenericAPIError{Code: "AccessDenied", Message: "no"}
@@ -170,14 +232,14 @@ func TestDescribeStack(t *testing.T) {
 		return nil, &smithy.GenericAPIError{Code: "ValidationError", Message: "Stack with id " + name + " does not exist"}
 	})
 	ctx := context.Background()
-	outs, status, err := describeStack(ctx, api, "sfnlimit")
-	if err != nil || outs["TableName"] != "t" || status != "UPDATE_COMPLETE" {
-		t.Errorf("describeStack(sfnlimit) = %v, %s, %v", outs, status, err)
+	d, err := describeStack(ctx, api, "sfnlimit")
+	if err != nil || d.outputs["TableName"] != "t" || d.status != "UPDATE_COMPLETE" || d.parameters[ExtraStateMachineArns] != "arn:a,arn:b" {
+		t.Errorf("describeStack(sfnlimit) = %+v, %v", d, err)
 	}
-	if _, _, err := describeStack(ctx, api, "nope"); !errors.Is(err, ErrStackNotFound) {
+	if _, err := describeStack(ctx, api, "nope"); !errors.Is(err, ErrStackNotFound) {
 		t.Errorf("describeStack(nope) = %v, want ErrStackNotFound", err)
 	}
-	if _, _, err := describeStack(ctx, api, "denied"); err == nil || errors.Is(err, ErrStackNotFound) {
+	if _, err := describeStack(ctx, api, "denied"); err == nil || errors.Is(err, ErrStackNotFound) {
 		t.Errorf("describeStack(denied) = %v, want the API error", err)
 	}
 }
