@@ -39,8 +39,13 @@ type ConfigEditor struct {
 	Defaults config.Defaults
 	// CacheAge is how long the functions cache overrides (ConfigCacheSeconds).
 	CacheAge time.Duration
-	// SFN, if not nil, checks that a state machine named by --state-machine exists.
+	// SFN, if not nil, checks that a state machine named by --state-machine exists, and that a
+	// type in events mode runs a Standard one. Without it, events mode is refused (it cannot be
+	// checked).
 	SFN describeStateMachineAPI
+	// Stack, if not nil, says which state machines the stack's roles may start; without it a
+	// state machine set is only reminded of ExtraStateMachineArns.
+	Stack *StackAccess
 	// Status, if not nil, counts what waits of a type a reset would leave without a limit.
 	Status statusReader
 }
@@ -65,6 +70,10 @@ type TypeView struct {
 	// RetiredStrategy is the retired strategy the type is configured with (lane.LeastLoaded), which
 	// it runs as Strategy; empty when it is configured with a current one.
 	RetiredStrategy string `json:"retiredStrategy,omitempty"`
+	// Release is how the type's lanes are released (config.ReleaseModes), and ReleaseSource where
+	// that comes from: ReleaseFromOverride, ReleaseFromType or ReleaseFromDefault.
+	Release       string `json:"release"`
+	ReleaseSource string `json:"releaseSource"`
 	// Override is the live item as stored; nil when the type has none.
 	Override *OverrideView `json:"override,omitempty"`
 }
@@ -75,10 +84,37 @@ type OverrideView struct {
 	MaxAttempts     int    `json:"maxAttempts,omitempty"`
 	StateMachineArn string `json:"stateMachineArn,omitempty"`
 	Strategy        string `json:"strategy,omitempty"`
+	Release         string `json:"release,omitempty"`
 }
 
 func overrideView(o config.Override) *OverrideView {
-	return &OverrideView{Limit: o.Limit, MaxAttempts: o.MaxAttempts, StateMachineArn: o.StateMachineArn, Strategy: o.Strategy}
+	return &OverrideView{Limit: o.Limit, MaxAttempts: o.MaxAttempts, StateMachineArn: o.StateMachineArn, Strategy: o.Strategy, Release: o.Release}
+}
+
+// Where a type's release mode comes from.
+const (
+	ReleaseFromOverride = "override"         // the type's live item
+	ReleaseFromType     = "TypeReleaseModes" // the type's entry in the TypeReleaseModes parameter
+	ReleaseFromDefault  = "ReleaseMode"      // the deployment's ReleaseMode parameter
+)
+
+// releaseOf is the release mode a type runs with and where it comes from, as config.Resolver
+// resolves it: the live override's (o, if the functions take it), else the type's
+// TypeReleaseModes entry, else ReleaseMode.
+func releaseOf(d config.Defaults, o *config.Override, typ string) (mode, source string) {
+	if o != nil && o.Release != "" {
+		m, _ := config.ParseReleaseMode(o.Release) // checked by Validate
+		return m, ReleaseFromOverride
+	}
+	if m, ok := d.Releases[typ]; ok {
+		m, _ = config.ParseReleaseMode(m) // checked by Defaults.Validate
+		return m, ReleaseFromType
+	}
+	m, err := config.ParseReleaseMode(d.Release)
+	if err != nil {
+		return d.Release, ReleaseFromDefault // config.NewResolver refuses such defaults before anything is shown
+	}
+	return m, ReleaseFromDefault
 }
 
 // ConfigView is the whole configuration.
@@ -93,6 +129,10 @@ type ConfigView struct {
 	// runs as Strategy.
 	Strategy        string `json:"strategy"`
 	RetiredStrategy string `json:"retiredStrategy,omitempty"`
+	// Release is the deployment's release mode (ReleaseMode): that of every type without one in its
+	// override or in Releases (TypeReleaseModes).
+	Release  string            `json:"release"`
+	Releases map[string]string `json:"releases,omitempty"`
 	// Lanes is what the limits add up to, counted as the limiter counts them against the quota.
 	Lanes        int     `json:"lanes"`
 	Quota        int     `json:"quota"`
@@ -134,6 +174,10 @@ func (e ConfigEditor) view(ctx context.Context, ovs []config.Override) (ConfigVi
 		RetiredStrategy: retiredStrategy(e.Defaults.Strategy),
 		Quota:           config.MaxInFlight, CacheSeconds: e.CacheAge.Seconds(),
 	}
+	v.Release, _ = releaseOf(config.Defaults{Release: e.Defaults.Release}, nil, "")
+	if len(e.Defaults.Releases) > 0 {
+		v.Releases = e.Defaults.Releases
+	}
 	// The functions drop an override that breaks the rules on its own (config.Resolver); say so
 	// rather than leave it out without a word.
 	var valid []config.Override
@@ -171,12 +215,15 @@ func (e ConfigEditor) view(ctx context.Context, ovs []config.Override) (ConfigVi
 			Type: c.Type, Limit: c.Limit, Source: c.Source, MaxAttempts: c.MaxAttempts, StateMachineArn: c.StateMachineArn,
 			Strategy: c.Strategy, StrategySource: "default", RetiredStrategy: retiredStrategy(configuredStrategy(e.Defaults, ovs, c.Type)),
 		}
+		var ov *config.Override
 		if o, ok := byType[c.Type]; ok {
+			ov = &o
 			tv.Override = overrideView(o)
 			if o.Strategy != "" {
 				tv.StrategySource = "override"
 			}
 		}
+		tv.Release, tv.ReleaseSource = releaseOf(e.Defaults, ov, c.Type)
 		v.Types = append(v.Types, tv)
 		seen[c.Type] = true
 	}
@@ -205,8 +252,10 @@ func (v ConfigView) typeView(typ string, d config.Defaults, ovs []config.Overrid
 	if n, ok := d.MaxAttempts[typ]; ok {
 		tv.MaxAttempts = n
 	}
+	tv.Release, tv.ReleaseSource = releaseOf(d, nil, typ)
 	for _, o := range ovs {
 		if o.Type == typ && o.Validate() == nil {
+			tv.Release, tv.ReleaseSource = releaseOf(d, &o, typ)
 			tv.Override = overrideView(o)
 			if o.MaxAttempts > 0 {
 				tv.MaxAttempts = o.MaxAttempts
@@ -281,6 +330,9 @@ type Change struct {
 	// Strategy is a lane strategy name (lane.Strategies); Validate refuses a retired one, and Set
 	// stores the canonical name.
 	Strategy *string
+	// Release is a release mode (config.ReleaseModes). Set refuses events for a type whose state
+	// machine is Express or cannot be described.
+	Release *string
 }
 
 var stateMachineArnRe = regexp.MustCompile(`^arn:aws[a-z-]*:states:[a-z0-9-]+:[0-9]{12}:stateMachine:[A-Za-z0-9_-]{1,80}$`)
@@ -298,11 +350,16 @@ func (c Change) Validate() error {
 	if err := job.ValidateType(c.Type); err != nil {
 		return UsageError{err}
 	}
-	if c.Limit == nil && c.MaxAttempts == nil && c.StateMachineArn == nil && c.Strategy == nil {
-		return usagef("nothing to set: give --limit, --max-attempts, --state-machine or --strategy")
+	if c.Limit == nil && c.MaxAttempts == nil && c.StateMachineArn == nil && c.Strategy == nil && c.Release == nil {
+		return usagef("nothing to set: give --limit, --max-attempts, --state-machine, --strategy or --release")
 	}
 	if c.Strategy != nil {
 		if _, err := parseStrategyFlag(*c.Strategy); err != nil {
+			return err
+		}
+	}
+	if c.Release != nil {
+		if _, err := parseReleaseFlag(*c.Release); err != nil {
 			return err
 		}
 	}
@@ -331,6 +388,20 @@ func parseStrategyFlag(name string) (string, error) {
 		return "", usagef("--strategy: %v", err)
 	}
 	return s, nil
+}
+
+// parseReleaseFlag checks a --release value (config.ParseReleaseMode) and returns its name. An
+// empty one, which config.ParseReleaseMode reads as step, is refused: like the other fields, a
+// release mode once set is not unset by `config set`.
+func parseReleaseFlag(name string) (string, error) {
+	if name == "" {
+		return "", usagef("--release needs a mode (known: %s); to drop a type's whole override, use config reset", strings.Join(config.ReleaseModes, ", "))
+	}
+	m, err := config.ParseReleaseMode(name)
+	if err != nil {
+		return "", usagef("--release: %v", err)
+	}
+	return m, nil
 }
 
 // SetResult is the effective configuration after a change, and what to know about it.
@@ -375,14 +446,19 @@ func (e ConfigEditor) Set(ctx context.Context, c Change) (SetResult, error) {
 		// Stored by its canonical name, whatever alias lane.ParseStrategy took.
 		o.Strategy, _ = parseStrategyFlag(*c.Strategy) // checked by Validate
 	}
-	var warnings []string
 	if c.StateMachineArn != nil {
 		o.StateMachineArn = *c.StateMachineArn
-		if w, err := e.checkStateMachine(ctx, o.StateMachineArn); err != nil {
+	}
+	if c.Release != nil {
+		o.Release, _ = parseReleaseFlag(*c.Release) // checked by Validate
+	}
+	var warnings []string
+	if c.StateMachineArn != nil || c.Release != nil {
+		w, err := e.checkStateMachine(ctx, o, c.StateMachineArn != nil)
+		if err != nil {
 			return SetResult{}, err
-		} else if w != "" {
-			warnings = append(warnings, w)
 		}
+		warnings = append(warnings, w...)
 	}
 	if err := o.Validate(); err != nil {
 		// Only a stored item written by hand gets here: the change itself was checked.
@@ -488,23 +564,78 @@ func (e ConfigEditor) checkSet(ctx context.Context, ovs []config.Override) error
 	return nil
 }
 
-func (e ConfigEditor) checkStateMachine(ctx context.Context, arn string) (warning string, err error) {
-	if arn == e.Defaults.StateMachineArn {
-		return "", nil
+// checkStateMachine checks the state machine a type's override o leaves it with (its own, else the
+// deployment's sample), when the change named one (named) or may put it in events mode. A named one
+// must exist. In events mode it must be Standard: Express workflows send no status events, so
+// nothing but the sweep would release their lanes. That needs DescribeStateMachine; when it fails
+// for another reason than a missing machine, events mode is refused (nothing is written): a wrong
+// guess holds lanes, and the fix (states:DescribeStateMachine for the operator) is cheap. In step
+// mode the workflow's Release state releases, and a failed check is only a warning, as before.
+func (e ConfigEditor) checkStateMachine(ctx context.Context, o config.Override, named bool) (warnings []string, err error) {
+	arn := o.StateMachineArn
+	if arn == "" {
+		arn = e.Defaults.StateMachineArn
 	}
-	const extra = "the starter starts only the sample and the state machines in the ExtraStateMachineArns parameter: make sure it is listed there"
+	mode, _ := releaseOf(e.Defaults, &o, o.Type)
+	events := mode == config.ReleaseEvents
+	if !events && (!named || arn == e.Defaults.StateMachineArn) {
+		return nil, nil
+	}
+	var reminder string
+	if named && arn != e.Defaults.StateMachineArn {
+		reminder = e.startableNote(arn)
+	}
 	if e.SFN == nil {
-		return extra, nil
+		if events {
+			return nil, fmt.Errorf("type %s in events mode: cannot check that state machine %s is Standard (no Step Functions client); nothing written", o.Type, arn)
+		}
+		return nonEmpty(reminder), nil
 	}
-	_, err = e.SFN.DescribeStateMachine(ctx, &sfn.DescribeStateMachineInput{StateMachineArn: aws.String(arn)})
+	out, err := e.SFN.DescribeStateMachine(ctx, &sfn.DescribeStateMachineInput{StateMachineArn: aws.String(arn)})
 	var missing *sfntypes.StateMachineDoesNotExist
-	if errors.As(err, &missing) {
-		return "", fmt.Errorf("state machine %s does not exist", arn)
+	switch {
+	case errors.As(err, &missing):
+		return nil, fmt.Errorf("state machine %s does not exist", arn)
+	case err != nil && events:
+		return nil, fmt.Errorf("type %s in events mode: could not check that state machine %s is Standard (%w); Express workflows send no status events, so events mode is set only on a machine described as STANDARD (nothing written; the check needs states:DescribeStateMachine)", o.Type, arn, err)
+	case err != nil:
+		return nonEmpty(fmt.Sprintf("could not check that state machine %s exists (%v); %s", arn, err, reminder)), nil
 	}
-	if err != nil {
-		return fmt.Sprintf("could not check that state machine %s exists (%v); %s", arn, err, extra), nil
+	if events && out.Type == sfntypes.StateMachineTypeExpress {
+		return nil, expressRefusal(o.Type, arn)
 	}
-	return extra, nil
+	return nonEmpty(reminder), nil
+}
+
+// expressRefusal says why a type on an Express workflow cannot run in events mode.
+func expressRefusal(typ, arn string) error {
+	return fmt.Errorf("Express workflows send no status events: state machine %s is EXPRESS, so in events mode nothing would release the lanes of type %s (nothing written). Keep it in step mode, where the workflow's Release state releases, or use a Standard workflow", arn, typ)
+}
+
+// startableNote says whether the stack's roles may start a state machine, as far as e.Stack knows.
+func (e ConfigEditor) startableNote(arn string) string {
+	const extra = "the starter starts only the stack's own state machines and those in the ExtraStateMachineArns parameter: make sure it is listed there"
+	if e.Stack == nil {
+		return extra
+	}
+	if ok, _ := e.Stack.startable(arn); ok {
+		return ""
+	}
+	if e.Stack.ExtraErr != nil {
+		return fmt.Sprintf("%s (its parameters could not be read: %v)", extra, e.Stack.ExtraErr)
+	}
+	note := fmt.Sprintf("state machine %s is not in the stack's ExtraStateMachineArns: the starter may not start it, and its jobs fail to start until it is listed", arn)
+	if e.Stack.Redeploy != nil {
+		note += ". Redeploy with it: " + e.Stack.Redeploy(appendNew(e.Stack.Extra, arn))
+	}
+	return note
+}
+
+func nonEmpty(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return []string{s}
 }
 
 func (e ConfigEditor) result(ctx context.Context, typ string, before ConfigView, warnings []string) (SetResult, error) {
@@ -536,7 +667,7 @@ func (e ConfigEditor) result(ctx context.Context, typ string, before ConfigView,
 // WriteTable prints the configuration for people.
 func (v ConfigView) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TYPE\tLIMIT\tSOURCE\tMAX ATTEMPTS\tSTATE MACHINE\tSTRATEGY\tLIVE OVERRIDE")
+	fmt.Fprintln(tw, "TYPE\tLIMIT\tSOURCE\tMAX ATTEMPTS\tSTATE MACHINE\tSTRATEGY\tRELEASE\tLIVE OVERRIDE")
 	var retired []string
 	for _, t := range v.Types {
 		limit := strconv.Itoa(t.Limit)
@@ -548,8 +679,8 @@ func (v ConfigView) WriteTable(w io.Writer) error {
 			strategy += "*"
 			retired = append(retired, t.Type)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s (%s)\t%s\n", t.Type, limit, t.Source, t.MaxAttempts, shortArn(t.StateMachineArn),
-			strategy, t.StrategySource, t.Override.String())
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s (%s)\t%s (%s)\t%s\n", t.Type, limit, t.Source, t.MaxAttempts, shortArn(t.StateMachineArn),
+			strategy, t.StrategySource, t.Release, t.ReleaseSource, t.Override.String())
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -569,6 +700,11 @@ func (v ConfigView) WriteTable(w io.Writer) error {
 		fmt.Fprintf(w, "Lane strategy without an override: %s (LaneStrategy). ", v.Strategy)
 	}
 	fmt.Fprintf(w, "Live overrides take effect within %s (ConfigCacheSeconds).\n", time.Duration(v.CacheSeconds*float64(time.Second)))
+	fmt.Fprintf(w, "Release mode without an override: %s (ReleaseMode)", v.Release)
+	if len(v.Releases) > 0 {
+		fmt.Fprintf(w, ", but %s (TypeReleaseModes)", config.FormatReleaseModes(v.Releases))
+	}
+	fmt.Fprintln(w, ".")
 	if v.Warning != "" {
 		fmt.Fprintf(w, "WARNING: the stored overrides are refused by the functions, which keep the last good set or the defaults: %s\n", v.Warning)
 	}
@@ -595,6 +731,9 @@ func (o *OverrideView) String() string {
 	if o.Strategy != "" {
 		parts = append(parts, "strategy="+o.Strategy)
 	}
+	if o.Release != "" {
+		parts = append(parts, "release="+o.Release)
+	}
 	if len(parts) == 0 {
 		return "(empty)"
 	}
@@ -603,10 +742,11 @@ func (o *OverrideView) String() string {
 
 // WriteTable prints the result of a change.
 func (r SetResult) WriteTable(w io.Writer) error {
-	fmt.Fprintf(w, "type %s: limit %s -> %s (%s), max attempts %d -> %d, state machine %s, strategy %s -> %s (%s)\n",
+	fmt.Fprintf(w, "type %s: limit %s -> %s (%s), max attempts %d -> %d, state machine %s, strategy %s -> %s (%s), release %s -> %s (%s)\n",
 		r.After.Type, limitText(r.Before.Limit), limitText(r.After.Limit), r.After.Source,
 		r.Before.MaxAttempts, r.After.MaxAttempts, shortArn(r.After.StateMachineArn),
-		r.Before.Strategy, r.After.Strategy, r.After.StrategySource)
+		r.Before.Strategy, r.After.Strategy, r.After.StrategySource,
+		r.Before.Release, r.After.Release, r.After.ReleaseSource)
 	for _, x := range r.Warnings {
 		fmt.Fprintln(w, "note:", x)
 	}

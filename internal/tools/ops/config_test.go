@@ -81,7 +81,7 @@ func TestChangeValidate(t *testing.T) {
 		{name: "all", give: Change{Type: "a_1", Limit: ptr(1), MaxAttempts: ptr(5), StateMachineArn: ptr(sampleArn)}},
 		{name: "bad type", give: Change{Type: "a-b", Limit: ptr(1)}, wantErr: "invalid_type"},
 		{name: "no type", give: Change{Limit: ptr(1)}, wantErr: "missing_type"},
-		{name: "nothing", give: Change{Type: "a"}, wantErr: "nothing to set"},
+		{name: "nothing", give: Change{Type: "a"}, wantErr: "nothing to set: give --limit, --max-attempts, --state-machine, --strategy or --release"},
 		{name: "zero limit", give: Change{Type: "a", Limit: ptr(0)}, wantErr: "at least 1"},
 		{name: "limit at quota", give: Change{Type: "a", Limit: ptr(config.MaxInFlight)}, wantErr: "quota"},
 		{name: "zero attempts", give: Change{Type: "a", MaxAttempts: ptr(0)}, wantErr: "at least 1"},
@@ -96,6 +96,12 @@ func TestChangeValidate(t *testing.T) {
 		{name: "strategy in capitals", give: Change{Type: "a", Strategy: ptr("Random")}, wantErr: `unknown lane strategy "Random" (known: first-free, random)`},
 		{name: "empty strategy", give: Change{Type: "a", Strategy: ptr("")}, wantErr: "--strategy needs a name (known: first-free, random)"},
 		{name: "bad strategy beside a good limit", give: Change{Type: "a", Limit: ptr(3), Strategy: ptr("fastest")}, wantErr: "known: first-free, random"},
+		{name: "release alone", give: Change{Type: "a", Release: ptr("events")}},
+		{name: "release step", give: Change{Type: "a", Limit: ptr(2), Release: ptr("step")}},
+		{name: "unknown release mode", give: Change{Type: "a", Release: ptr("event")}, wantErr: `--release: unknown release mode "event" (known: step, events)`},
+		{name: "release mode in capitals", give: Change{Type: "a", Release: ptr("Events")}, wantErr: "known: step, events"},
+		{name: "empty release mode", give: Change{Type: "a", Release: ptr("")}, wantErr: "--release needs a mode (known: step, events)"},
+		{name: "bad release beside a good limit", give: Change{Type: "a", Limit: ptr(3), Release: ptr("status")}, wantErr: `unknown release mode "status"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -351,7 +357,7 @@ func TestConfigSetStrategy(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, want := range []string{
-				fmt.Sprintf("strategy %s -> %s (%s)\n", tt.wantBefore, tt.wantAfter, tt.wantSource),
+				fmt.Sprintf("strategy %s -> %s (%s), release step -> step (ReleaseMode)\n", tt.wantBefore, tt.wantAfter, tt.wantSource),
 				fmt.Sprintf("%s  %s%s (%s)", sampleArn[strings.LastIndexByte(sampleArn, ':')+1:], tt.wantAfter, map[bool]string{true: "*"}[tt.wantRetired != ""], tt.wantSource),
 				fmt.Sprintf("Lane strategy without an override: %s (LaneStrategy", defaultStrategy(d)),
 			} {
@@ -419,7 +425,7 @@ func TestConfigGetRetiredStrategy(t *testing.T) {
 			want:        map[string][2]string{"payments": {"first-free", "least-loaded"}, "reports": {"random", ""}},
 			wantDefault: [2]string{"random", ""},
 			wantLines: []string{
-				"first-free* (override)  limit=4 strategy=least-loaded",
+				"first-free* (override)  step (ReleaseMode)  limit=4 strategy=least-loaded",
 				"* configured least-loaded, a retired lane strategy: run as first-free (payments). Set first-free or random to drop this note.",
 				"Lane strategy without an override: random (LaneStrategy).",
 			},

@@ -68,6 +68,9 @@ type TypeStatus struct {
 	// deployment's LaneStrategy), which it runs as Strategy; empty when it is configured with a
 	// current one.
 	RetiredStrategy string `json:"retiredStrategy,omitempty"`
+	// Release is how the type's lanes are released (config.ReleaseModes; empty for a type with no
+	// limit).
+	Release string `json:"release,omitempty"`
 	// Running counts the type's leases: every lane a job holds, whatever its state (a bound job's
 	// execution has not started yet).
 	Running int `json:"running"`
@@ -228,7 +231,7 @@ func (r StatusReader) Read(ctx context.Context) (Status, error) {
 	byType := map[string]*TypeStatus{}
 	for _, c := range cfgs {
 		byType[c.Type] = &TypeStatus{
-			Type: c.Type, Limit: c.Limit, Source: c.Source, Strategy: c.Strategy, Free: c.Limit,
+			Type: c.Type, Limit: c.Limit, Source: c.Source, Strategy: c.Strategy, Release: c.Release, Free: c.Limit,
 			RetiredStrategy: retiredStrategy(configuredStrategy(r.Defaults, ovs, c.Type)),
 		}
 		st.Lanes += c.Limit
@@ -300,7 +303,7 @@ func depth(ctx context.Context, api queueAttrsAPI, url string) (QueueDepth, erro
 // WriteTable prints a status for people.
 func (s Status) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TYPE\tLIMIT\tSOURCE\tSTRATEGY\tHELD\tFREE\tOLDEST LEASE")
+	fmt.Fprintln(tw, "TYPE\tLIMIT\tSOURCE\tSTRATEGY\tRELEASE\tHELD\tFREE\tOLDEST LEASE")
 	var retired []string
 	for _, t := range s.Types {
 		limit, free := strconv.Itoa(t.Limit), strconv.Itoa(t.Free)
@@ -316,7 +319,7 @@ func (s Status) WriteTable(w io.Writer) error {
 			strategy += "*"
 			retired = append(retired, fmt.Sprintf("%s (%s)", t.Type, t.RetiredStrategy))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", t.Type, limit, t.Source, strategy, t.Running, free, oldest)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", t.Type, limit, t.Source, strategy, dash(t.Release), t.Running, free, oldest)
 	}
 	if len(s.Types) == 0 {
 		fmt.Fprintln(tw, "(no types: no limits are set and no lane is held)")

@@ -62,7 +62,7 @@ func TestStatusRead(t *testing.T) {
 	d := defaults()
 	d.Strategy = "least-loaded"
 	st, err := StatusReader{
-		SQS: sqsAttrs, Leases: leases, Defaults: d, Overrides: staticStore{{Type: "reports", Limit: 8, Strategy: "random"}},
+		SQS: sqsAttrs, Leases: leases, Defaults: d, Overrides: staticStore{{Type: "reports", Limit: 8, Strategy: "random", Release: "events"}},
 		General: "general", Lanes: "lanes", DeadQueue: "dlq", Now: func() time.Time { return now },
 	}.Read(context.Background())
 	if err != nil {
@@ -80,6 +80,10 @@ func TestStatusRead(t *testing.T) {
 	}
 	if reports.Strategy != "random" || reports.RetiredStrategy != "" {
 		t.Errorf("reports strategy %q (retired %q), want random from its live item", reports.Strategy, reports.RetiredStrategy)
+	}
+	// The release mode of each type: its live item's, else the deployment's default.
+	if gone.Release != "" || payments.Release != "step" || reports.Release != "events" {
+		t.Errorf("release modes %q, %q, %q; want none for gone, step for payments, events for reports", gone.Release, payments.Release, reports.Release)
 	}
 	if payments.Limit != 2 || payments.Source != "default" || payments.Running != 2 || payments.Free != 0 || payments.ByStatus["retrying"] != 1 || payments.ByStatus["started"] != 1 {
 		t.Errorf("payments = %+v", payments)
@@ -107,11 +111,11 @@ func TestStatusRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"TYPE      LIMIT  SOURCE    STRATEGY     HELD  FREE  OLDEST LEASE\n",
-		"payments  2      default   first-free*  2     0     p-old (lane 2, attempt 2, retrying, 3m12s)\n",
-		"gone      -      none      -            1     -     g-1 (lane 1, attempt 1, started, 5s)\n",
+		"TYPE      LIMIT  SOURCE    STRATEGY     RELEASE  HELD  FREE  OLDEST LEASE\n",
+		"payments  2      default   first-free*  step     2     0     p-old (lane 2, attempt 2, retrying, 3m12s)\n",
+		"gone      -      none      -            -        1     -     g-1 (lane 1, attempt 1, started, 5s)\n",
 		// A lease with no start time has no age: it is not the oldest.
-		"reports   8      override  random       1     7     -\n",
+		"reports   8      override  random       events   1     7     -\n",
 		"* configured with a retired lane strategy, run as the one shown: payments (least-loaded). See sfnlimit config get.\n",
 		"TYPE      LEASES BY STATUS: HOW MANY (WHICH LANES)\n",
 		"gone      started 1 (1)\n",
