@@ -46,7 +46,7 @@ func TestHelpOfEveryCommand(t *testing.T) {
 			t.Errorf("sfnlimit %s --help:\n%s", strings.Join(p, " "), r)
 		}
 	}
-	for _, want := range []string{"submit", "status", "config get", "config set", "config reset", "dlq list", "dlq redrive", "job show", "completion"} {
+	for _, want := range []string{"submit", "status", "config get", "config set", "config reset", "attach", "dlq list", "dlq redrive", "job show", "completion"} {
 		found := false
 		for _, p := range paths {
 			found = found || strings.Join(p, " ") == want
@@ -73,7 +73,7 @@ func TestExitCodes(t *testing.T) {
 		{name: "bad flag value", give: []string{"config", "set", "a", "--limit", "x"}, want: exitUsage, wantStderr: "invalid argument"},
 		{name: "missing argument", give: []string{"job", "show"}, want: exitUsage, wantStderr: "accepts 1 arg"},
 		{name: "invalid type", give: []string{"config", "set", "pay-ments", "--limit", "2"}, want: exitUsage, wantStderr: "invalid_type"},
-		{name: "nothing to set", give: []string{"config", "set", "payments"}, want: exitUsage, wantStderr: "nothing to set"},
+		{name: "nothing to set", give: []string{"config", "set", "payments"}, want: exitUsage, wantStderr: "nothing to set: give --limit, --max-attempts, --state-machine, --strategy or --release"},
 		{name: "limit zero", give: []string{"config", "set", "payments", "--limit", "0"}, want: exitUsage, wantStderr: "at least 1"},
 		{name: "limit over quota", give: []string{"config", "set", "payments", "--limit", "120000"}, want: exitUsage, wantStderr: "quota"},
 		{name: "bad state machine", give: []string{"config", "set", "payments", "--state-machine", "sample"}, want: exitUsage, wantStderr: "not a state machine ARN"},
@@ -84,6 +84,17 @@ func TestExitCodes(t *testing.T) {
 		{name: "demo on an unknown strategy", give: []string{"demo", "--strategy", "fastest"}, want: exitUsage, wantStderr: `unknown lane strategy "fastest" (known: first-free, random)`},
 		{name: "demo on an unknown SQS emulator", give: []string{"demo", "--sqs", "nope"}, want: exitUsage, wantStderr: `--sqs "nope": want fauxqs or moto`},
 		{name: "strategy without a value", give: []string{"config", "set", "payments", "--strategy"}, want: exitUsage, wantStderr: "flag needs an argument: --strategy"},
+		{name: "unknown release mode", give: []string{"config", "set", "payments", "--release", "event"}, want: exitUsage, wantStderr: `--release: unknown release mode "event" (known: step, events)`},
+		{name: "empty release mode", give: []string{"config", "set", "payments", "--release", ""}, want: exitUsage, wantStderr: "--release needs a mode (known: step, events)"},
+		{name: "bad release beside a limit", give: []string{"config", "set", "payments", "--limit", "2", "--release", "status"}, want: exitUsage, wantStderr: `unknown release mode "status"`},
+		{name: "attach without a state machine", give: []string{"attach", "--type", "a", "--limit", "1"}, want: exitUsage, wantStderr: "accepts 1 arg"},
+		{name: "attach not an ARN", give: []string{"attach", "mine", "--type", "a", "--limit", "1"}, want: exitUsage, wantStderr: `"mine" is not a state machine ARN`},
+		{name: "attach without a type", give: []string{"attach", sampleArn, "--limit", "1"}, want: exitUsage, wantStderr: "--type: missing_type"},
+		{name: "attach a bad type", give: []string{"attach", sampleArn, "--type", "a-b", "--limit", "1"}, want: exitUsage, wantStderr: "--type: invalid_type"},
+		{name: "attach without a limit", give: []string{"attach", sampleArn, "--type", "a"}, want: exitUsage, wantStderr: "--limit 0 must be at least 1"},
+		{name: "attach with a bad release mode", give: []string{"attach", sampleArn, "--type", "a", "--limit", "1", "--release", "event"}, want: exitUsage, wantStderr: `unknown release mode "event" (known: step, events)`},
+		{name: "attach with an empty release mode", give: []string{"attach", sampleArn, "--type", "a", "--limit", "1", "--release", ""}, want: exitUsage, wantStderr: "--release needs a mode"},
+		{name: "attach with no attempts", give: []string{"attach", sampleArn, "--type", "a", "--limit", "1", "--max-attempts", "0"}, want: exitUsage, wantStderr: "--max-attempts 0"},
 		{name: "bad job id", give: []string{"job", "show", "a b"}, want: exitUsage, wantStderr: "invalid_id"},
 		{name: "bad input", give: []string{"submit", "--type", "a", "--input", "{"}, want: exitUsage, wantStderr: "not JSON"},
 		{name: "flags and file", give: []string{"submit", "--type", "a", "jobs.jsonl"}, want: exitUsage, wantStderr: "not both"},
@@ -134,6 +145,17 @@ func TestCompletion(t *testing.T) {
 	r = must(t, sfnlimitIn(t.Context(), "", "__complete", "config", "set", "base", "--strategy", "r"), exitOK)
 	if !strings.HasPrefix(r.stdout, "random\t") || strings.Contains(r.stdout, "first-free") || !strings.Contains(r.stdout, "\n:4\n") {
 		t.Errorf("config set --strategy r does not complete with random:\n%s", r)
+	}
+	// --release completes with the release modes, without a stack.
+	for _, cmd := range [][]string{{"config", "set", "base"}, {"attach", sampleArn}} {
+		r = must(t, sfnlimitIn(t.Context(), "", append(append([]string{"__complete"}, cmd...), "--release", "")...), exitOK)
+		if r.stdout != "step\tthe workflow's Release state calls the releaser\nevents\tthe execution's status-change event releases, no Release state needed\n:4\n" {
+			t.Errorf("%s --release does not complete with step and events alone (no files):\n%s", strings.Join(cmd, " "), r)
+		}
+	}
+	r = must(t, sfnlimitIn(t.Context(), "", "__complete", "config", "set", "base", "--release", "e"), exitOK)
+	if !strings.HasPrefix(r.stdout, "events\t") || strings.Contains(r.stdout, "step") {
+		t.Errorf("config set --release e does not complete with events alone:\n%s", r)
 	}
 	r = must(t, sfnlimitIn(t.Context(), "", "completion", "bash"), exitOK)
 	if !strings.Contains(r.stdout, "__complete") {
@@ -314,11 +336,11 @@ func TestStatus(t *testing.T) {
 
 	// The table says the same: both lanes held, started. (The columns are as wide as the longest
 	// type name of the shared stack.)
-	row := regexp.MustCompile(`(?m)^` + typ + ` +2 +override +\S+ +2 +0 +w-\d \(lane [12], attempt 1, started, \d+s\)$`)
+	row := regexp.MustCompile(`(?m)^` + typ + ` +2 +override +\S+ +step +2 +0 +w-\d \(lane [12], attempt 1, started, \d+s\)$`)
 	lanes := regexp.MustCompile(`(?m)^` + typ + ` +started 2 \(1-2\)$`)
 	eventually(t, time.Minute, func() error {
 		r := must(t, local(t, "status"), exitOK)
-		for _, want := range []string{"TYPE", "HELD", "FREE", "OLDEST LEASE", "LEASES BY STATUS", "lanes (FIFO)", "dead-letter", "FIFO in-flight quota of 120000"} {
+		for _, want := range []string{"TYPE", "RELEASE", "HELD", "FREE", "OLDEST LEASE", "LEASES BY STATUS", "lanes (FIFO)", "dead-letter", "FIFO in-flight quota of 120000"} {
 			if !strings.Contains(r.stdout, want) {
 				t.Fatalf("status table lacks %q:\n%s", want, r)
 			}

@@ -29,6 +29,7 @@ ConfigCacheSeconds.
 		Example: `  sfnlimit config get
   sfnlimit config set payments --limit 20
   sfnlimit config set reports --strategy random
+  sfnlimit config set llm --release events
   sfnlimit config reset payments`,
 		Args: commandArgs,
 		RunE: showHelp,
@@ -62,7 +63,9 @@ func newConfigGet(tgt *target) *cobra.Command {
 		Short: "Show the effective configuration of every type, or of one",
 		Long: `get shows, per type, the limit and its source (default: TypeLimits; fallback: DefaultLimit;
 override: a live config item), the attempts per job, the state machine, the lane strategy and its
-source (default: the LaneStrategy parameter; override: the live item), and the stored override. A
+source (default: the LaneStrategy parameter; override: the live item), the release mode and its
+source (override: the live item; TypeReleaseModes: the type's entry there; ReleaseMode: the
+deployment's), and the stored override. A
 type configured with the retired least-loaded strategy (by its live item or by LaneStrategy) is
 shown as first-free, which it runs as, and marked with a note that says so.
 ` + targetHelp,
@@ -96,26 +99,32 @@ shown as first-free, which it runs as, and marked with a note that says so.
 
 func newConfigSet(tgt *target) *cobra.Command {
 	var (
-		limit, attempts   int
-		machine, strategy string
-		asJSON            bool
+		limit, attempts            int
+		machine, strategy, release string
+		asJSON                     bool
 	)
 	cmd := &cobra.Command{
-		Use:   "set TYPE [--limit N] [--max-attempts K] [--state-machine ARN] [--strategy NAME]",
-		Short: "Set a type's live limit, attempts, state machine or lane strategy",
+		Use:   "set TYPE [--limit N] [--max-attempts K] [--state-machine ARN] [--strategy NAME] [--release MODE]",
+		Short: "Set a type's live limit, attempts, state machine, lane strategy or release mode",
 		Long: `set writes a type's live override. Only the fields given change; the others keep their stored
 value (config reset drops the whole override). A type not in the defaults can be added this way
 (with --limit). The new set of overrides is checked as the functions check it, and refused as a
 whole if the limits would add up to the SQS FIFO in-flight quota or more. A state machine is
-checked to exist; the starter starts only the sample and those in the ExtraStateMachineArns
-parameter. --strategy is how the type's new jobs get a lane: ` + strings.Join(lane.Strategies, " or ") + `
+checked to exist; the starter starts only the stack's own and those in the ExtraStateMachineArns
+parameter, and set says when it is not listed (sfnlimit attach checks all of it before it writes).
+--strategy is how the type's new jobs get a lane: ` + strings.Join(lane.Strategies, " or ") + `
 (jobs already routed stay in their lanes). least-loaded is retired and refused (nothing is
-written); types still configured with it run as first-free. Shows the effective configuration
-after.
+written); types still configured with it run as first-free. --release is how its lanes are
+released: step (the workflow's Release state calls the releaser) or events (the execution's own
+status-change event does, so the workflow needs no Release state). events is refused, and nothing
+written, when the type's state machine (its own or the deployment's) is Express, which sends no
+status events, or cannot be described (states:DescribeStateMachine). Shows the effective
+configuration after.
 ` + targetHelp,
 		Example: `  sfnlimit config set payments --limit 20
   sfnlimit config set llm --limit 10 --max-attempts 5
   sfnlimit config set reports --strategy random
+  sfnlimit config set llm --release events
   sfnlimit config set reports --state-machine arn:aws:states:us-east-1:123456789012:stateMachine:reports`,
 		Args:              usageArgs(cobra.ExactArgs(1)),
 		ValidArgsFunction: completeTypeArg(tgt),
@@ -133,6 +142,9 @@ after.
 			if cmd.Flags().Changed("strategy") {
 				c.Strategy = &strategy
 			}
+			if cmd.Flags().Changed("release") {
+				c.Release = &release
+			}
 			if err := c.Validate(); err != nil {
 				return err
 			}
@@ -140,6 +152,9 @@ after.
 			s, e, err := tgt.editor(ctx)
 			if err != nil {
 				return err
+			}
+			if c.StateMachineArn != nil {
+				e.Stack = s.stackAccess(ctx, tgt)
 			}
 			res, err := e.Set(ctx, c)
 			if err != nil {
@@ -153,6 +168,8 @@ after.
 	cmd.Flags().StringVar(&machine, "state-machine", "", "ARN of the state machine the type's jobs run")
 	cmd.Flags().StringVar(&strategy, "strategy", "", "how the type's jobs get a lane: "+strings.Join(lane.Strategies, " or "))
 	_ = cmd.RegisterFlagCompletionFunc("strategy", completeStrategies)
+	cmd.Flags().StringVar(&release, "release", "", "how the type's lanes are released: "+strings.Join(config.ReleaseModes, " or "))
+	_ = cmd.RegisterFlagCompletionFunc("release", completeReleaseModes)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
@@ -225,6 +242,23 @@ func completeStrategies(_ *cobra.Command, _ []string, prefix string) ([]cobra.Co
 			} else {
 				out = append(out, s)
 			}
+		}
+	}
+	return out, cobra.ShellCompDirectiveNoFileComp
+}
+
+// releaseHelp describes each release mode for completion.
+var releaseHelp = map[string]string{
+	config.ReleaseStep:   "the workflow's Release state calls the releaser",
+	config.ReleaseEvents: "the execution's status-change event releases, no Release state needed",
+}
+
+// completeReleaseModes completes --release with the release modes (config.ReleaseModes).
+func completeReleaseModes(_ *cobra.Command, _ []string, prefix string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	var out []cobra.Completion
+	for _, m := range config.ReleaseModes {
+		if strings.HasPrefix(m, prefix) {
+			out = append(out, cobra.CompletionWithDesc(m, releaseHelp[m]))
 		}
 	}
 	return out, cobra.ShellCompDirectiveNoFileComp
