@@ -38,6 +38,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/app"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
 	"github.com/sfnlimit/sfnlimit/internal/tools/local/gateway"
 	"github.com/sfnlimit/sfnlimit/internal/tools/local/observe"
@@ -83,6 +84,11 @@ type rigOptions struct {
 	noRuntime bool
 	// eventDropRate is the share of status-change events never delivered (the sweep makes up for them).
 	eventDropRate float64
+	// eventDupRate is the share of status-change events delivered a second time.
+	eventDupRate float64
+	// bareTypes run on the bare sample workflow (no release state) in events mode, set by a live
+	// config item before the runtime starts: "type" -> its limit is still TypeLimits'.
+	bareTypes []string
 	// faults are AWS's occasional faults that the gateway injects (nil: none). The rig's own clients,
 	// which observe the stack from outside, are exempt (gateway.ObserverAppID).
 	faults *gateway.Faults
@@ -109,6 +115,7 @@ type rig struct {
 	dlq     string
 	table   string
 	sm      string
+	bare    string // the bare sample workflow (no release state)
 	sms     []string // every state machine a scenario's jobs may run on: the sample first
 
 	mu   sync.Mutex
@@ -172,7 +179,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	began := time.Now()
 	s, err := stack.Start(ctx, stack.Options{
 		Parameters: o.params, Log: logs.logger(), FunctionEnv: env,
-		SweepEvery: 2 * time.Second, Fauxqs: o.backend.fauxqs, EmulatorLog: logs.emulatorWriter(), EventDropRate: o.eventDropRate,
+		SweepEvery: 2 * time.Second, Fauxqs: o.backend.fauxqs, EmulatorLog: logs.emulatorWriter(), EventDropRate: o.eventDropRate, EventDupRate: o.eventDupRate,
 	})
 	if err != nil {
 		t.Fatalf("stack.Start() = %v", err)
@@ -185,10 +192,10 @@ func newRig(t *testing.T, o rigOptions) *rig {
 		t: t, o: o, s: s, c: s.Clients(), logs: logs, began: began, byID: map[string]*submission{},
 		general: s.Info().Output("GeneralQueueUrl"), lanes: s.Info().Output("LanesQueueUrl"),
 		dlq: s.Info().Output("DeadLetterQueueUrl"), table: s.Info().Output("TableName"),
-		sm: s.Info().Output("SampleStateMachineArn"),
+		sm: s.Info().Output("SampleStateMachineArn"), bare: s.Info().Output("BareStateMachineArn"),
 	}
-	r.sms = []string{r.sm}
-	for _, v := range []string{r.general, r.lanes, r.dlq, r.table, r.sm} {
+	r.sms = []string{r.sm, r.bare}
+	for _, v := range []string{r.general, r.lanes, r.dlq, r.table, r.sm, r.bare} {
 		if v == "" {
 			t.Fatalf("stack outputs lack a queue, table or state machine: %v", s.Info().Outputs)
 		}
@@ -203,6 +210,12 @@ func newRig(t *testing.T, o rigOptions) *rig {
 		t.Fatalf("TypeLimits: %v", err)
 	}
 	t.Logf("%s: stack up in %v", o.backend.name, time.Since(began).Round(time.Millisecond))
+	store := config.NewDynamoStore(r.c.DDB, r.table)
+	for _, typ := range o.bareTypes {
+		if err := store.SetOverride(ctx, config.Override{Type: typ, StateMachineArn: r.bare, Release: config.ReleaseEvents}); err != nil {
+			t.Fatalf("set type %s on the bare workflow in events mode: %v", typ, err)
+		}
+	}
 	if !o.noRuntime {
 		r.startRuntime()
 	}
