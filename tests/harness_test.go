@@ -115,7 +115,7 @@ type rig struct {
 	dlq     string
 	table   string
 	sm      string
-	bare    string // the bare sample workflow (no release state)
+	bare    string   // the bare sample workflow (no release state)
 	sms     []string // every state machine a scenario's jobs may run on: the sample first
 
 	mu   sync.Mutex
