@@ -83,6 +83,7 @@ func TestExitCodes(t *testing.T) {
 		{name: "demo on a retired strategy", give: []string{"demo", "--strategy", "least-loaded"}, want: exitUsage, wantStderr: "--strategy: lane strategy least-loaded is retired"},
 		{name: "demo on an unknown strategy", give: []string{"demo", "--strategy", "fastest"}, want: exitUsage, wantStderr: `unknown lane strategy "fastest" (known: first-free, random)`},
 		{name: "demo on an unknown SQS emulator", give: []string{"demo", "--sqs", "nope"}, want: exitUsage, wantStderr: `--sqs "nope": want fauxqs or moto`},
+		{name: "demo on an unknown release mode", give: []string{"demo", "--release", "status"}, want: exitUsage, wantStderr: `--release: unknown release mode "status"`},
 		{name: "strategy without a value", give: []string{"config", "set", "payments", "--strategy"}, want: exitUsage, wantStderr: "flag needs an argument: --strategy"},
 		{name: "unknown release mode", give: []string{"config", "set", "payments", "--release", "event"}, want: exitUsage, wantStderr: `--release: unknown release mode "event" (known: step, events)`},
 		{name: "empty release mode", give: []string{"config", "set", "payments", "--release", ""}, want: exitUsage, wantStderr: "--release needs a mode (known: step, events)"},

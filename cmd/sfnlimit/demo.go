@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
 	"github.com/sfnlimit/sfnlimit/internal/tools/demo"
 )
@@ -21,19 +22,22 @@ func newDemo() *cobra.Command {
 		timeout  time.Duration
 		scale    float64
 		strategy string
+		release  string
 	)
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run a mixed workload on the local stack and report what the limiter did",
 		Long: `demo starts the local stack (moto, with SQS on fauxqs unless --sqs moto), submits three job types with
-limits 2, 5 and 10 (varied durations, some failing, a few malformed), shows each type's running
+limits 2, 5 and 10 (varied durations, some failing, a few malformed; llm on the bare workflow released
+by its status events, the others on the sample workflow released by its Release state), shows each type's running
 executions against its limit while they run, and ends with a report: peak concurrency per type,
 outcomes, utilization while backlogged, waits, API calls per job and cost per million jobs. It also
 writes report.md, report.json, concurrency.svg (a chart) and limiter.log to --out.`,
 		Example: `  sfnlimit demo
   sfnlimit demo --out /tmp/demo --sqs moto   # SQS on moto too
   sfnlimit demo --scale 0.5   # half the jobs
-  sfnlimit demo --strategy random   # the same jobs on another lane strategy`,
+  sfnlimit demo --strategy random   # the same jobs on another lane strategy
+  sfnlimit demo --release events    # every type on the bare workflow, released by status events`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if strategy != "" {
@@ -49,13 +53,18 @@ writes report.md, report.json, concurrency.svg (a chart) and limiter.log to --ou
 			case sqsEmu != "fauxqs" && sqsEmu != "moto":
 				return usageError{fmt.Errorf("--sqs %q: want fauxqs or moto", sqsEmu)}
 			}
+			if release != "" {
+				if _, err := config.ParseReleaseMode(release); err != nil {
+					return usageError{fmt.Errorf("--release: %w", err)}
+				}
+			}
 			w := demo.DefaultWorkload()
 			for i := range w.Types {
 				w.Types[i].Jobs = max(1, int(float64(w.Types[i].Jobs)*scale))
 			}
 			rep, err := demo.Run(cmd.Context(), demo.Options{
 				Workload: w, OutDir: out, Fauxqs: sqsEmu == "fauxqs", Timeout: timeout,
-				Out: cmd.OutOrStdout(), Live: term.IsTerminal(int(os.Stdout.Fd())), Strategy: strategy,
+				Out: cmd.OutOrStdout(), Live: term.IsTerminal(int(os.Stdout.Fd())), Strategy: strategy, Release: release,
 			})
 			if err != nil {
 				return err
@@ -77,6 +86,8 @@ writes report.md, report.json, concurrency.svg (a chart) and limiter.log to --ou
 	cmd.Flags().Float64Var(&scale, "scale", 1, "multiply the number of jobs of each type")
 	cmd.Flags().StringVar(&strategy, "strategy", "", "lane strategy of every type: "+strings.Join(lane.Strategies, ", ")+" (default: the template's)")
 	_ = cmd.RegisterFlagCompletionFunc("strategy", completeStrategies)
+	cmd.Flags().StringVar(&release, "release", "", "release mode of every type: step (the sample workflow's Release state) or events (the bare workflow, released by its status events); default: llm events, the others step")
+	_ = cmd.RegisterFlagCompletionFunc("release", cobra.FixedCompletions(config.ReleaseModes, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 

@@ -31,6 +31,7 @@ const (
 type TypeResult struct {
 	Type         string  `json:"type"`
 	Limit        int     `json:"limit"`
+	Release      string  `json:"release"`
 	Peak         int     `json:"peakRunning"`
 	Jobs         int     `json:"jobs"`
 	Succeeded    int     `json:"succeeded"`
@@ -160,7 +161,7 @@ func buildReport(w Workload, jobs []Job, xs []observe.Execution, dead []DeadLett
 		workTransitions += x.Transitions - x.ReleaseTransitions
 	}
 	for _, t := range w.Types {
-		tr := TypeResult{Type: t.Type, Limit: t.Limit, Peak: peaks[t.Type].Max, Jobs: t.Jobs}
+		tr := TypeResult{Type: t.Type, Limit: t.Limit, Release: orStep(t.Release), Peak: peaks[t.Type].Max, Jobs: t.Jobs}
 		var waits []float64
 		for k, ex := range byJob {
 			if !strings.HasPrefix(k, t.Type+"/") {
@@ -323,6 +324,13 @@ func handovers(byJob map[string][]observe.Execution, t TypeSpec) []float64 {
 	return out
 }
 
+func orStep(mode string) string {
+	if mode == "" {
+		return "step"
+	}
+	return mode
+}
+
 func quantile(xs []float64, q float64) float64 {
 	if len(xs) == 0 {
 		return 0
@@ -416,9 +424,9 @@ func (r *Report) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "sfnlimit demo (%s lanes): %d jobs in %.1fs; every type's limit %s; %d/%d jobs ended as expected%s\n\n", r.Strategy, r.Jobs, r.WallSeconds, verdict, r.Verified, r.Jobs, trouble)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "type\tlimit\tpeak running\tjobs\tsucceeded\tretried\tdead-lettered\texecutions\tutilization*\twait p50\twait p99\thandover p50/p90**\t")
+	fmt.Fprintln(tw, "type\tlimit\trelease\tpeak running\tjobs\tsucceeded\tretried\tdead-lettered\texecutions\tutilization*\twait p50\twait p99\thandover p50/p90**\t")
 	for _, t := range r.Types {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0f%%\t%.1fs\t%.1fs\t%.2fs/%.2fs\t\n", t.Type, t.Limit, t.Peak, t.Jobs, t.Succeeded, t.Retried, t.DeadLettered, t.Executions, 100*t.Utilization, t.WaitP50, t.WaitP99, t.HandoverP50, t.HandoverP90)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%.0f%%\t%.1fs\t%.1fs\t%.2fs/%.2fs\t\n", t.Type, t.Limit, t.Release, t.Peak, t.Jobs, t.Succeeded, t.Retried, t.DeadLettered, t.Executions, 100*t.Utilization, t.WaitP50, t.WaitP99, t.HandoverP50, t.HandoverP90)
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "* share of the type's lanes running while some job of the type waited")

@@ -22,6 +22,7 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/lambda/app"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/deadletter"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/sqsbatch"
 	"github.com/sfnlimit/sfnlimit/internal/tools/local/observe"
@@ -43,6 +44,9 @@ type Options struct {
 	// Strategy is the lane strategy of every type ("" is the template's default): one that can be
 	// chosen (lane.CheckChoosable), not the retired least-loaded.
 	Strategy string
+	// Release is the release mode of every type (config.ReleaseStep or config.ReleaseEvents); ""
+	// keeps each type's own (TypeSpec.Release).
+	Release string
 }
 
 // Run starts a local stack, runs the workload on it and writes the report.
@@ -70,13 +74,22 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	log := slog.New(slog.NewJSONHandler(logf, &slog.HandlerOptions{Level: slog.LevelInfo}))
 
 	w := o.Workload
+	if o.Release != "" {
+		mode, err := config.ParseReleaseMode(o.Release)
+		if err != nil {
+			return nil, fmt.Errorf("demo release mode: %w", err)
+		}
+		for i := range w.Types {
+			w.Types[i].Release = mode
+		}
+	}
 	params := map[string]string{"TypeLimits": w.TypeLimits(), "DefaultLimit": "0", "DefaultMaxAttempts": "3"}
 	strategy := "the default lane strategy"
 	if o.Strategy != "" {
 		params["LaneStrategy"] = o.Strategy
 		strategy = "lane strategy " + o.Strategy
 	}
-	fmt.Fprintf(o.Out, "Starting the local stack (moto%s) with limits %s, %s ...\n", map[bool]string{true: ", SQS on fauxqs", false: ", SQS on moto"}[o.Fauxqs], w.TypeLimits(), strategy)
+	fmt.Fprintf(o.Out, "Starting the local stack (moto%s) with limits %s, %s, release modes %s ...\n", map[bool]string{true: ", SQS on fauxqs", false: ", SQS on moto"}[o.Fauxqs], w.TypeLimits(), strategy, w.ReleaseModes())
 	began := time.Now()
 	s, err := stack.Start(ctx, stack.Options{
 		Parameters: params,
@@ -89,6 +102,19 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	defer s.Close()
+	obs := s.Clients() // the demo's own reads and writes are not part of the limiter's cost
+	info := s.Info()
+	sm, bare := info.Output("SampleStateMachineArn"), info.Output("BareStateMachineArn")
+	// Types in events mode run on the bare workflow: live config items, written before the
+	// functions first read the config.
+	store := config.NewDynamoStore(obs.DDB, info.Output("TableName"))
+	for _, t := range w.Types {
+		if t.Release == config.ReleaseEvents {
+			if err := store.SetOverride(ctx, config.Override{Type: t.Type, StateMachineArn: bare, Release: config.ReleaseEvents}); err != nil {
+				return nil, fmt.Errorf("put type %s on the bare workflow: %w", t.Type, err)
+			}
+		}
+	}
 	if err := s.StartRuntime(ctx); err != nil {
 		return nil, err
 	}
@@ -96,8 +122,6 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 
 	producer := s.Counter("producer")
 	c := app.NewClients(s.AWSConfig(producer))
-	obs := s.Clients() // the demo's own reads are not part of the limiter's cost
-	info := s.Info()
 	jobs := w.Jobs()
 
 	start := time.Now()
@@ -108,12 +132,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 
 	v := &liveView{out: o.Out, live: o.Live, types: w.Types}
 	leases := lease.NewStore(obs.DDB, info.Output("TableName"))
-	sm := info.Output("SampleStateMachineArn")
 	dlqURL := info.Output("DeadLetterQueueUrl")
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
-		st, err := progress(ctx, obs, leases, sm, dlqURL, w.Types)
+		st, err := progress(ctx, obs, leases, []string{sm, bare}, dlqURL, w.Types)
 		if err != nil {
 			return nil, err
 		}
@@ -133,7 +156,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	time.Sleep(3 * time.Second)
 	s.StopRuntime()
 
-	xs, err := observe.Collect(ctx, obs.SFN, []string{sm})
+	xs, err := observe.Collect(ctx, obs.SFN, []string{sm, bare})
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +220,7 @@ type status struct {
 	elapsed                 time.Duration
 }
 
-func progress(ctx context.Context, c app.Clients, leases *lease.Store, sm, dlq string, types []TypeSpec) (status, error) {
+func progress(ctx context.Context, c app.Clients, leases *lease.Store, sms []string, dlq string, types []TypeSpec) (status, error) {
 	st := status{running: map[string]int{}}
 	for _, t := range types {
 		ls, err := leases.ListType(ctx, t.Type)
@@ -212,13 +235,15 @@ func progress(ctx context.Context, c app.Clients, leases *lease.Store, sm, dlq s
 			}
 		}
 	}
-	p := sfn.NewListExecutionsPaginator(c.SFN, &sfn.ListExecutionsInput{StateMachineArn: &sm, StatusFilter: sfntypes.ExecutionStatusSucceeded})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			return st, fmt.Errorf("list executions: %w", err)
+	for _, sm := range sms {
+		p := sfn.NewListExecutionsPaginator(c.SFN, &sfn.ListExecutionsInput{StateMachineArn: &sm, StatusFilter: sfntypes.ExecutionStatusSucceeded})
+		for p.HasMorePages() {
+			page, err := p.NextPage(ctx)
+			if err != nil {
+				return st, fmt.Errorf("list executions: %w", err)
+			}
+			st.succeeded += len(page.Executions)
 		}
-		st.succeeded += len(page.Executions)
 	}
 	out, err := c.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: &dlq, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages}})
 	if err != nil {

@@ -18,6 +18,10 @@ type TypeSpec struct {
 	Jobs  int
 	// MeanSeconds is the mean job duration; durations are lognormal around it, 1 s at least.
 	MeanSeconds float64
+	// Release is the type's release mode: config.ReleaseEvents runs it on the bare sample workflow
+	// (no release state), released by its status events; "" or config.ReleaseStep on the sample
+	// workflow, released by its Release state.
+	Release string
 	// FailOnce and FailAlways are shares of jobs that fail their first attempt (and then succeed)
 	// or every attempt (and are dead-lettered).
 	FailOnce, FailAlways float64
@@ -32,13 +36,14 @@ type Workload struct {
 }
 
 // DefaultWorkload is three types with limits 2, 5 and 10, varied durations, some failures and
-// malformed jobs: about a minute of work at those limits.
+// malformed jobs: about a minute of work at those limits. llm runs on the bare workflow in events
+// mode, the others on the sample workflow in step mode.
 func DefaultWorkload() Workload {
 	return Workload{
 		Types: []TypeSpec{
 			{Type: "payments", Limit: 2, Jobs: 24, MeanSeconds: 3, FailOnce: 0.1, FailAlways: 0.05},
 			{Type: "reports", Limit: 5, Jobs: 60, MeanSeconds: 3, FailOnce: 0.05, FailAlways: 0.03},
-			{Type: "llm", Limit: 10, Jobs: 120, MeanSeconds: 4, FailOnce: 0.05, FailAlways: 0.02},
+			{Type: "llm", Limit: 10, Jobs: 120, MeanSeconds: 4, FailOnce: 0.05, FailAlways: 0.02, Release: "events"},
 		},
 		Malformed: true,
 		Seed:      42,
@@ -50,6 +55,19 @@ func (w Workload) TypeLimits() string {
 	parts := make([]string, len(w.Types))
 	for i, t := range w.Types {
 		parts[i] = fmt.Sprintf("%s=%d", t.Type, t.Limit)
+	}
+	return strings.Join(parts, ",")
+}
+
+// ReleaseModes renders each type's release mode, "payments=step,...".
+func (w Workload) ReleaseModes() string {
+	parts := make([]string, len(w.Types))
+	for i, t := range w.Types {
+		m := t.Release
+		if m == "" {
+			m = "step"
+		}
+		parts[i] = t.Type + "=" + m
 	}
 	return strings.Join(parts, ",")
 }
