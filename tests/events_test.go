@@ -2,11 +2,14 @@ package tests
 
 import (
 	"fmt"
+	"sort"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
+
+	"github.com/sfnlimit/sfnlimit/internal/tools/local/observe"
 )
 
 // Scenario 14: release mode events. Jobs run on the bare sample workflow, which has no release
@@ -75,6 +78,34 @@ func eventsMode(t *testing.T, o rigOptions) {
 		}
 		if !bare && x.ReleaseTransitions == 0 && x.Status == "SUCCEEDED" {
 			t.Errorf("execution %s of the sample workflow succeeded without its Release state", x.Name)
+		}
+	}
+	// How long a lane stays held after its execution stopped, until the next start in it: the status
+	// event's delivery (the local bus looks every 1 s) or, with the event lost, the sweep (every 2 s
+	// here, leases 2 s old). Only a lane never freed, or freed far later, fails.
+	var gaps []time.Duration
+	for _, x := range out.xs {
+		if x.Job.Type != "e" {
+			continue
+		}
+		var next *observe.Execution
+		for i := range out.xs {
+			y := &out.xs[i]
+			if y.Job.Type == "e" && y.Job.Lane == x.Job.Lane && !y.Start.Before(x.Stop) && (next == nil || y.Start.Before(next.Start)) {
+				next = y
+			}
+		}
+		if next != nil {
+			gaps = append(gaps, next.Start.Sub(x.Stop))
+		}
+	}
+	sort.Slice(gaps, func(i, j int) bool { return gaps[i] < gaps[j] })
+	if len(gaps) > 0 {
+		t.Logf("lane held after an execution stopped, to the next start in it: median %v, max %v (%d handovers; events dropped %.0f%%, duplicated %.0f%%)",
+			gaps[len(gaps)/2].Round(10*time.Millisecond), gaps[len(gaps)-1].Round(10*time.Millisecond), len(gaps), 100*o.eventDropRate, 100*o.eventDupRate)
+		bound := 20*time.Second + overrun(out.xs, func(x observe.Execution) (int, bool) { return 2, x.Job.Type == "e" && x.Job.ID[:3] == "ok-" })
+		if worst := gaps[len(gaps)-1]; worst > bound {
+			t.Errorf("a lane stayed held %v after its execution stopped, want within %v", worst, bound)
 		}
 	}
 	for _, id := range []string{"fail-0", "slow-0"} {
