@@ -153,6 +153,7 @@ func (h *Handler) statusChange(ctx context.Context, d StatusDetail) (Response, e
 	res, err := h.Service.Release(ctx, Request{
 		Key: lease.Key{Type: in.Job.Type, Lane: in.Job.Lane}, JobID: in.Job.ID, Redrive: in.Job.Redrive, Attempt: in.Job.Attempt,
 		Outcome: outcome, Error: orDefault(d.Error, "States."+d.Status), Cause: orDefault(d.Cause, ""), Source: "status-event",
+		ExecutionArn: d.ExecutionArn,
 	})
 	return Response{Result: res}, err
 }

@@ -49,6 +49,11 @@ type Request struct {
 	Error   string
 	Cause   string
 	Source  string // workflow, status-event, sweep, starter
+	// ExecutionArn is the execution that ended, when the caller has it from outside the lease (a
+	// status event): a lease that names another execution of the job's attempt is not released.
+	// Any execution whose input carries the job's metadata sends status events, such as a nested
+	// workflow the job's workflow starts with its own input, while the job's own execution runs.
+	ExecutionArn string
 }
 
 // Result says what a release did.
@@ -129,6 +134,10 @@ func (s *Service) Release(ctx context.Context, req Request) (Result, error) {
 		// made before the job came back to wait.
 		if l == nil || !l.Holds(req.JobID, req.Redrive) || l.Attempt != req.Attempt || l.Status == lease.Bound {
 			log.InfoContext(ctx, "nothing to release")
+			return Noop, nil
+		}
+		if named := namedExecution(*l); req.ExecutionArn != "" && named != "" && named != req.ExecutionArn {
+			log.InfoContext(ctx, "another execution than the lease's ended; nothing to release", "executionArn", req.ExecutionArn, "leaseExecutionArn", named)
 			return Noop, nil
 		}
 		res, err := s.releaseLease(ctx, log, req, *l, &dead)
@@ -315,6 +324,19 @@ func (s *Service) ExecutionArnOf(ctx context.Context, l lease.Lease) string {
 		sm = c.StateMachineArn
 	}
 	return job.ExecutionArn(sm, job.RunName(l.Type, l.JobID, l.Redrive, l.Attempt))
+}
+
+// namedExecution is the execution a lease's attempt runs as the lease itself records it: its ARN, or
+// the attempt's name on the state machine its claim named (a retrying lease keeps only that); ""
+// when the lease names neither (one written before claims recorded them).
+func namedExecution(l lease.Lease) string {
+	switch {
+	case l.ExecutionArn != "":
+		return l.ExecutionArn
+	case l.StateMachineArn != "":
+		return job.ExecutionArn(l.StateMachineArn, job.RunName(l.Type, l.JobID, l.Redrive, l.Attempt))
+	}
+	return ""
 }
 
 // submission rebuilds the job as a producer sent it, from its execution's input, so that a redrive
