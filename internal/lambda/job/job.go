@@ -174,9 +174,9 @@ func Parse(body []byte, defaultID string, submitted time.Time) (Job, error) {
 	}
 	j := Job{Type: s.Type, ID: s.ID, Input: in, SubmittedAt: submitted.UTC(), Redrive: s.Redrive}
 	// The execution input adds metadata to the job input; check the whole against Step Functions' limit,
-	// at the widest lane, attempt and lanes-queue message id the starter may put in it.
+	// at the widest lane, attempt, lanes-queue message id and receive count the starter may put in it.
 	widest := j.ExecutionInput(maxLaneForSize, 99)
-	widest.Job.MessageID = strings.Repeat("0", MaxMessageIDLen)
+	widest.Job.MessageID, widest.Job.Receive = strings.Repeat("0", MaxMessageIDLen), MaxReceiveForSize
 	if n := len(widest.MustJSON()); n > MaxExecutionInput {
 		return known, &Error{ReasonInputTooLong, fmt.Sprintf("execution input would be %d bytes, more than Step Functions' %d", n, MaxExecutionInput)}
 	}
@@ -185,6 +185,12 @@ func Parse(body []byte, defaultID string, submitted time.Time) (Job, error) {
 
 // maxLaneForSize is the widest lane number, used to size the execution input conservatively.
 const maxLaneForSize = 120000
+
+// MaxReceiveForSize is the widest receive count (Meta.Receive) the execution input is sized for. A
+// message is received again each time it outlives its visibility timeout or backs off, for as long as
+// the queue keeps it (14 days at most): a few hundred thousand receives at a few seconds each. SQS
+// gives the count as a decimal string; this is the largest 32-bit count, beyond any it reaches.
+const MaxReceiveForSize = 1<<31 - 1
 
 // ExecutionInput builds the workflow's input for a lane and attempt.
 func (j Job) ExecutionInput(lane, attempt int) ExecutionInput {

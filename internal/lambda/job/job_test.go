@@ -32,12 +32,12 @@ func sha16(s string) string {
 // execInputSize is the length of the execution input the design documents,
 // {"job":{"id","type","lane","attempt","submittedAt"},"input":<input>}, for a compact input.
 func execInputSize(typ, id string, lane, attempt int, submitted time.Time, input string) int {
-	return execInputSizeFrom(typ, id, lane, attempt, submitted, "", input)
+	return execInputSizeFrom(typ, id, lane, attempt, submitted, "", 0, input)
 }
 
-// execInputSizeFrom is execInputSize with the lanes-queue message id the starter adds
-// ("messageId" after "submittedAt"; none when "").
-func execInputSizeFrom(typ, id string, lane, attempt int, submitted time.Time, messageID, input string) int {
+// execInputSizeFrom is execInputSize with the lanes-queue message id and the delivery's receive
+// count the starter adds ("messageId" and "receive" after "submittedAt"; none when "" and 0).
+func execInputSizeFrom(typ, id string, lane, attempt int, submitted time.Time, messageID string, receive int, input string) int {
 	ts, err := submitted.UTC().MarshalJSON()
 	if err != nil {
 		panic(err)
@@ -45,6 +45,9 @@ func execInputSizeFrom(typ, id string, lane, attempt int, submitted time.Time, m
 	mid := ""
 	if messageID != "" {
 		mid = fmt.Sprintf(`,"messageId":%q`, messageID)
+	}
+	if receive != 0 {
+		mid += fmt.Sprintf(`,"receive":%d`, receive)
 	}
 	return len(fmt.Sprintf(`{"job":{"id":%q,"type":%q,"lane":%d,"attempt":%d,"submittedAt":%s%s},"input":%s}`,
 		id, typ, lane, attempt, ts, mid, input))
@@ -57,9 +60,9 @@ func inputOfSize(n int) string {
 
 func TestParse(t *testing.T) {
 	// The widest execution input: lane up to the FIFO in-flight quota (6 digits), attempt 2 digits,
-	// and the longest SQS message id.
+	// the longest SQS message id and the widest receive count.
 	const widestLane, widestAttempt = 120000, 99
-	overhead := execInputSizeFrom("big", "job-1", widestLane, widestAttempt, sent, widestMessageID, "")
+	overhead := execInputSizeFrom("big", "job-1", widestLane, widestAttempt, sent, widestMessageID, job.MaxReceiveForSize, "")
 	fitsWorstCase := inputOfSize(job.MaxExecutionInput - overhead)
 	// With the narrowest lane and attempt the execution input is one byte over: it can never fit.
 	narrow := execInputSize("big", "job-1", 1, 0, sent, "")
@@ -221,11 +224,11 @@ func TestParse(t *testing.T) {
 // widestMessageID is as long as an SQS message id may be.
 var widestMessageID = strings.Repeat("f", job.MaxMessageIDLen)
 
-// An accepted job's execution input fits Step Functions' limit at every lane and attempt the
-// limiter uses, with the lanes-queue message id the starter adds.
+// An accepted job's execution input fits Step Functions' limit at every lane, attempt and receive
+// count the limiter uses, with the lanes-queue message id the starter adds.
 func TestParseAcceptedInputFits(t *testing.T) {
 	const widestLane, widestAttempt = 120000, 99
-	overhead := execInputSizeFrom("big", "job-1", widestLane, widestAttempt, sent, widestMessageID, "")
+	overhead := execInputSizeFrom("big", "job-1", widestLane, widestAttempt, sent, widestMessageID, job.MaxReceiveForSize, "")
 	for _, n := range []int{job.MaxExecutionInput - overhead, job.MaxExecutionInput - overhead - 1, 1000} {
 		in := inputOfSize(n)
 		j, err := job.Parse([]byte(`{"type":"big","id":"job-1","input":`+in+`}`), msgID, sent)
@@ -234,14 +237,16 @@ func TestParseAcceptedInputFits(t *testing.T) {
 		}
 		for _, lane := range []int{1, 9, 10000, widestLane} {
 			for _, attempt := range []int{0, 1, widestAttempt} {
-				x := j.ExecutionInput(lane, attempt)
-				x.Job.MessageID = widestMessageID
-				b := x.MustJSON()
-				if len(b) > job.MaxExecutionInput {
-					t.Errorf("len(ExecutionInput(%d, %d)) = %d for input of %d bytes, want <= %d", lane, attempt, len(b), n, job.MaxExecutionInput)
-				}
-				if want := execInputSizeFrom("big", "job-1", lane, attempt, sent, widestMessageID, in); len(b) != want {
-					t.Errorf("len(ExecutionInput(%d, %d)) = %d, want %d (the documented shape)", lane, attempt, len(b), want)
+				for _, receive := range []int{0, 1, job.MaxReceiveForSize} {
+					x := j.ExecutionInput(lane, attempt)
+					x.Job.MessageID, x.Job.Receive = widestMessageID, receive
+					b := x.MustJSON()
+					if len(b) > job.MaxExecutionInput {
+						t.Errorf("len(ExecutionInput(%d, %d), receive %d) = %d for input of %d bytes, want <= %d", lane, attempt, receive, len(b), n, job.MaxExecutionInput)
+					}
+					if want := execInputSizeFrom("big", "job-1", lane, attempt, sent, widestMessageID, receive, in); len(b) != want {
+						t.Errorf("len(ExecutionInput(%d, %d), receive %d) = %d, want %d (the documented shape)", lane, attempt, receive, len(b), want)
+					}
 				}
 			}
 		}
