@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
+	"github.com/sfnlimit/sfnlimit/internal/lambda/deadletter"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/releaser"
 )
@@ -74,4 +76,52 @@ func TestStatusEventOfAnotherExecutionDoesNotRelease(t *testing.T) {
 		t.Fatalf("Handle(parent's SUCCEEDED event) = %+v, %v; want %s", got, err, releaser.Deleted)
 	}
 	checkLease(t, r.leases, l.Key(), nil)
+}
+
+// A workflow with Release steps of its own may end SUCCEEDED after its ReleaseFailed step (a Catch
+// that releases the failure and then succeeds, so that the failure does not show as a failed
+// execution), and a user may redrive a FAILED execution to success by hand. If the release that
+// dead-letters its last attempt stopped after it marked the lease dead-lettering (its dead letter's
+// send throttled, say, and the workflow's retry of the step found the lease taken), every later
+// release of the attempt sees SUCCEEDED: the sweep's, the status event's, and a redelivery's, which
+// acknowledges the message. They must finish the dead-lettering once it is theirs to take over, or
+// the lane stays held for good and the job, its message deleted, is in no queue at all.
+func TestSucceededExecutionFinishesAnInterruptedDeadLetter(t *testing.T) {
+	r := newRig(t)
+	r.svc.Now = r.clock.Now
+	r.h.StaleAfter = time.Hour
+	l := claimed("reports", 1, "r-1001", 3)
+	l.Status = lease.DeadLettering
+	l.UpdatedAt = t0.Add(-releaser.DeadLetterTakeover - time.Minute)
+	r.leases.Set(l)
+	r.sfn.Put(execution("reports", 1, "r-1001", 3, `{"seconds":3}`, "SUCCEEDED", "", ""))
+	if _, err := r.h.Handle(context.Background(), fixture(t, "scheduled_event.json")); err != nil {
+		t.Fatalf("Handle(scheduled event) = %v", err)
+	}
+	checkLease(t, r.leases, l.Key(), nil)
+	checkDLQ(t, r.sqs, []dead{{Reason: deadletter.ReasonAttemptsExhausted, JobID: "r-1001", Attempt: "3",
+		Body: `{"type":"reports","id":"r-1001","input":{"seconds":3},"redrive":1}`}})
+	if d := deletedHandles(r.sqs); !equal(d, []string{handle("r-1001", 2)}) {
+		t.Errorf("DeleteMessage handles = %q, want the job's", d)
+	}
+}
+
+// Within DeadLetterTakeover the release that marked the lease dead-lettering may still be sending
+// its dead letter: a success release of the attempt leaves it alone.
+func TestSucceededExecutionLeavesARecentDeadLetterAlone(t *testing.T) {
+	r := newRig(t)
+	r.svc.Now = r.clock.Now
+	l := claimed("reports", 1, "r-1001", 3)
+	l.Status = lease.DeadLettering
+	l.UpdatedAt = t0.Add(-10 * time.Second)
+	l = r.leases.Set(l)
+	got, err := r.svc.Release(context.Background(), releaser.Request{
+		Key: l.Key(), JobID: "r-1001", Attempt: 3, Outcome: releaser.Succeeded, Source: "status-event",
+	})
+	if err != nil || got != releaser.Noop {
+		t.Fatalf("Release(succeeded) = %s, %v; want %s", got, err, releaser.Noop)
+	}
+	checkLease(t, r.leases, l.Key(), &wantLease{JobID: "r-1001", Status: lease.DeadLettering, Attempt: 3,
+		Handle: handle("r-1001", 2), Arn: execArn("reports", "r-1001", 3), Version: l.Version})
+	checkDLQ(t, r.sqs, nil)
 }

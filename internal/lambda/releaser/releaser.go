@@ -199,8 +199,22 @@ func (s *Service) wake(ctx context.Context, log *slog.Logger, typ string) {
 }
 
 func (s *Service) releaseLease(ctx context.Context, log *slog.Logger, req Request, l lease.Lease, dead *bool) (Result, error) {
+	if l.Status == lease.DeadLettering {
+		// The attempt's failure was decided, whatever this release saw: a workflow may end SUCCEEDED
+		// after its ReleaseFailed step, and an execution may be redriven to success by hand.
+		if !*dead && s.now().Sub(l.UpdatedAt) < DeadLetterTakeover {
+			// Another release of this attempt (workflow, status event, sweep, starter) won the
+			// dead-lettering and sends the dead letter: one dead letter, not two.
+			log.InfoContext(ctx, "another release is dead-lettering this job")
+			return Noop, nil
+		}
+		// Ours, re-read after the lease moved under us; or left by a release that stopped before it
+		// finished, which may or may not have sent the dead letter: finish it (at least once). No
+		// other release would: every later one of an execution that ended SUCCEEDED is a success.
+		return s.deadLetter(ctx, log, req, l, dead, "")
+	}
 	if req.Outcome == Succeeded {
-		if l.Status == lease.Retrying || l.Status == lease.DeadLettering {
+		if l.Status == lease.Retrying {
 			return Noop, nil // a failure of this attempt was already acted on
 		}
 		if err := s.deleteMessage(ctx, l); err != nil {
@@ -216,17 +230,6 @@ func (s *Service) releaseLease(ctx context.Context, log *slog.Logger, req Reques
 	if l.Status == lease.Retrying {
 		// Decided before, perhaps interrupted before the message was made visible: finish it.
 		return Retried, s.makeVisible(ctx, l)
-	}
-	if l.Status == lease.DeadLettering {
-		if !*dead && s.now().Sub(l.UpdatedAt) < DeadLetterTakeover {
-			// Another release of this attempt (workflow, status event, sweep, starter) won the
-			// dead-lettering and sends the dead letter: one dead letter, not two.
-			log.InfoContext(ctx, "another release is dead-lettering this job")
-			return Noop, nil
-		}
-		// Ours, re-read after the lease moved under us; or left by a release that stopped before it
-		// finished, which may or may not have sent the dead letter: finish it (at least once).
-		return s.deadLetter(ctx, log, req, l, dead, "")
 	}
 	maxAttempts := s.Config.MaxAttempts(ctx, req.Key.Type)
 	if req.Outcome == Failed && l.Attempt < maxAttempts {
