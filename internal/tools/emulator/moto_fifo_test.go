@@ -105,3 +105,46 @@ func TestMotoFIFOGroupsStayBlockedUnderConcurrentLongPolls(t *testing.T) {
 		t.Fatalf("received %d messages, want %d", done, groups*perGroup)
 	}
 }
+
+// A FIFO message's receipt handle expires when the message is received again: a visibility change
+// with the earlier handle fails (SQS: "The receipt handle has expired") and leaves the message with
+// its current receiver.
+func TestMotoFIFOEarlierReceiptHandleExpires(t *testing.T) {
+	t.Parallel()
+	p := startMoto(t, MotoOptions{})
+	c := sqsClient(p.Endpoint())
+	ctx := context.Background()
+	q, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{
+		QueueName:  aws.String("handles.fifo"),
+		Attributes: map[string]string{"FifoQueue": "true", "ContentBasedDeduplication": "true", "VisibilityTimeout": "30"},
+	})
+	if err != nil {
+		t.Fatalf("CreateQueue = %v", err)
+	}
+	if _, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String("m"), MessageGroupId: aws.String("g")}); err != nil {
+		t.Fatalf("SendMessage = %v", err)
+	}
+	receive := func() string {
+		t.Helper()
+		out, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, WaitTimeSeconds: 1})
+		if err != nil || len(out.Messages) != 1 {
+			t.Fatalf("ReceiveMessage = %v, %v; want the message", out, err)
+		}
+		return aws.ToString(out.Messages[0].ReceiptHandle)
+	}
+	first := receive()
+	if _, err := c.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: q.QueueUrl, ReceiptHandle: &first, VisibilityTimeout: 0}); err != nil {
+		t.Fatalf("ChangeMessageVisibility(current handle) = %v", err)
+	}
+	second := receive()
+	if _, err := c.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: q.QueueUrl, ReceiptHandle: &first, VisibilityTimeout: 0}); err == nil {
+		t.Fatal("ChangeMessageVisibility(earlier handle) = nil, want an error: the handle expired with the second receive")
+	}
+	out, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl})
+	if err != nil || len(out.Messages) != 0 {
+		t.Fatalf("ReceiveMessage while the second receiver holds it = %v, %v; want nothing", out.Messages, err)
+	}
+	if _, err := c.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: q.QueueUrl, ReceiptHandle: &second, VisibilityTimeout: 0}); err != nil {
+		t.Fatalf("ChangeMessageVisibility(current handle) = %v", err)
+	}
+}

@@ -204,6 +204,24 @@ def patch_sqs_receive():
         setattr(SQSBackend, name, wrapper)
 
     SQSBackend.receive_message = receive_message
+
+    # A FIFO message's receipt handle expires when the message is received again: SQS answers
+    # ChangeMessageVisibility with an earlier handle "The receipt handle has expired". moto takes any
+    # handle the message ever had, so a late visibility change (a second release of one attempt)
+    # made a message visible again while its next delivery held it.
+    from moto.sqs.exceptions import ReceiptHandleIsInvalid
+
+    change_visibility = SQSBackend.change_message_visibility
+
+    def change_message_visibility(self, queue_name, receipt_handle, visibility_timeout):
+        queue = self.get_queue(queue_name)
+        if queue.fifo_queue:
+            for message in queue._messages:
+                if message.had_receipt_handle(receipt_handle) and message.receipt_handle != receipt_handle:
+                    raise ReceiptHandleIsInvalid()
+        return change_visibility(self, queue_name, receipt_handle, visibility_timeout)
+
+    SQSBackend.change_message_visibility = change_message_visibility
     for name in ("send_message", "send_message_batch", "delete_message", "change_message_visibility", "purge_queue"):
         notifying(name)
     SQSBackend._sfnlimit_receive = True
