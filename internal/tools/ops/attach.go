@@ -318,15 +318,7 @@ func (e ConfigEditor) Attach(ctx context.Context, a Attach) (AttachResult, error
 	if err != nil {
 		return res, err
 	}
-	o := config.Override{Type: a.Type}
-	var rest []config.Override
-	for _, x := range ovs {
-		if x.Type == a.Type {
-			o = x
-		} else {
-			rest = append(rest, x)
-		}
-	}
+	o, rest := splitOverrides(ovs, a.Type)
 	was := before.typeView(a.Type, e.Defaults, ovs)
 	o.Limit, o.StateMachineArn, o.Release = a.Limit, arn, res.Release
 	if a.MaxAttempts != nil {

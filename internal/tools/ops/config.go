@@ -427,15 +427,7 @@ func (e ConfigEditor) Set(ctx context.Context, c Change) (SetResult, error) {
 	if err != nil {
 		return SetResult{}, err
 	}
-	o := config.Override{Type: c.Type}
-	var rest []config.Override
-	for _, x := range ovs {
-		if x.Type == c.Type {
-			o = x
-		} else {
-			rest = append(rest, x)
-		}
-	}
+	o, rest := splitOverrides(ovs, c.Type)
 	if c.Limit != nil {
 		o.Limit = *c.Limit
 	}
@@ -767,4 +759,18 @@ func ValidateTypeArg(typ string) error {
 		return UsageError{err}
 	}
 	return nil
+}
+
+// splitOverrides returns typ's live override (only its type set when it has none) and the others.
+func splitOverrides(ovs []config.Override, typ string) (config.Override, []config.Override) {
+	o := config.Override{Type: typ}
+	var rest []config.Override
+	for _, x := range ovs {
+		if x.Type == typ {
+			o = x
+		} else {
+			rest = append(rest, x)
+		}
+	}
+	return o, rest
 }
