@@ -35,6 +35,10 @@ type TypeConfig struct {
 	Strategy string
 	// Release is how the type's lanes are released: ReleaseStep or ReleaseEvents.
 	Release string
+	// KeyLimit caps the running jobs of each concurrency key (0: no cap); KeyLimits are the caps
+	// of keys with their own. KeyCap reads them.
+	KeyLimit  int
+	KeyLimits map[string]int
 	// Source says where the limit came from: "override", "default" (TYPE_LIMITS) or "fallback" (DEFAULT_LIMIT).
 	Source string
 }
@@ -53,6 +57,8 @@ type Defaults struct {
 	// Releases those of listed types (TYPE_RELEASE_MODES).
 	Release  string
 	Releases map[string]string
+	// KeyLimits are the per-key caps of listed types (TYPE_KEY_LIMITS, "llm=5").
+	KeyLimits map[string]int
 }
 
 // Override is a live per-type change stored in the table; zero fields leave the default in force.
@@ -63,6 +69,10 @@ type Override struct {
 	StateMachineArn string
 	Strategy        string
 	Release         string
+	// KeyLimit is the cap of every key of the type (0 leaves the default); KeyLimits those of
+	// keys with their own (a premium tenant), which may be above KeyLimit, never above Limit.
+	KeyLimit  int
+	KeyLimits map[string]int
 }
 
 // Validate checks an override against the same rules as the defaults.
@@ -86,7 +96,7 @@ func (o Override) Validate() error {
 	if o.Limit > MaxInFlight {
 		return fmt.Errorf("type %s: limit %d is more than the FIFO in-flight quota %d", o.Type, o.Limit, MaxInFlight)
 	}
-	return nil
+	return validateKeyLimits(o.Type, o.KeyLimit, o.KeyLimits)
 }
 
 // MaxTypeAttempts is the most attempts TYPE_MAX_ATTEMPTS may give a type (three digits, as the
@@ -151,6 +161,11 @@ func (d Defaults) Validate() error {
 	for t, m := range d.Releases {
 		if _, err := ParseReleaseMode(m); err != nil {
 			return fmt.Errorf("TYPE_RELEASE_MODES: type %s: %w", t, err)
+		}
+	}
+	for t, n := range d.KeyLimits {
+		if err := validateKeyLimits(t, n, nil); err != nil {
+			return fmt.Errorf("TYPE_KEY_LIMITS: %w", err)
 		}
 	}
 	if d.DefaultMaxAttempts < 1 {
@@ -297,6 +312,7 @@ func (r *Resolver) merge(typ string, ov map[string]Override) (TypeConfig, error)
 	if n, ok := d.MaxAttempts[typ]; ok {
 		c.MaxAttempts = n
 	}
+	c.KeyLimit = d.KeyLimits[typ]
 	if o, ok := ov[typ]; ok {
 		if o.Limit > 0 {
 			c.Limit, c.Source = o.Limit, "override"
@@ -313,6 +329,17 @@ func (r *Resolver) merge(typ string, ov map[string]Override) (TypeConfig, error)
 		if o.Release != "" {
 			c.Release, _ = ParseReleaseMode(o.Release) // checked by Validate
 		}
+		if o.KeyLimit > 0 {
+			c.KeyLimit = o.KeyLimit
+		}
+		if len(o.KeyLimits) > 0 {
+			c.KeyLimits = o.KeyLimits
+		}
+	}
+	if c.CapsKeys() {
+		// A key's cap is counted by the one binder of the key's waiting group: only first-free
+		// binds there (the random strategy sends jobs straight to lanes).
+		c.Strategy = lane.FirstFree
 	}
 	if c.Limit == 0 {
 		return TypeConfig{}, fmt.Errorf("type %s: %w", typ, ErrUnknownType)

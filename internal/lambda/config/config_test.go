@@ -137,7 +137,7 @@ func TestFromEnv(t *testing.T) {
 		{
 			name:      "nothing set",
 			give:      map[string]string{},
-			want:      config.Defaults{Limits: map[string]int{}, MaxAttempts: map[string]int{}, DefaultMaxAttempts: 3, Releases: map[string]string{}},
+			want:      config.Defaults{Limits: map[string]int{}, MaxAttempts: map[string]int{}, DefaultMaxAttempts: 3, Releases: map[string]string{}, KeyLimits: map[string]int{}},
 			wantCache: 30 * time.Second,
 		},
 		{
@@ -152,6 +152,7 @@ func TestFromEnv(t *testing.T) {
 				"LANE_STRATEGY":        "random",
 				"RELEASE_MODE":         "events",
 				"TYPE_RELEASE_MODES":   "payments=step",
+				"TYPE_KEY_LIMITS":      "payments=5",
 			},
 			want: config.Defaults{
 				Limits:             map[string]int{"payments": 50, "reports": 5},
@@ -162,13 +163,14 @@ func TestFromEnv(t *testing.T) {
 				Strategy:           "random",
 				Release:            "events",
 				Releases:           map[string]string{"payments": "step"},
+				KeyLimits:          map[string]int{"payments": 5},
 			},
 			wantCache: 10 * time.Second,
 		},
 		{
 			name:      "spaces around numbers",
 			give:      map[string]string{"DEFAULT_LIMIT": " 7 ", "DEFAULT_MAX_ATTEMPTS": " 2", "CONFIG_CACHE_SECONDS": "5 "},
-			want:      config.Defaults{Limits: map[string]int{}, MaxAttempts: map[string]int{}, FallbackLimit: 7, DefaultMaxAttempts: 2, Releases: map[string]string{}},
+			want:      config.Defaults{Limits: map[string]int{}, MaxAttempts: map[string]int{}, FallbackLimit: 7, DefaultMaxAttempts: 2, Releases: map[string]string{}, KeyLimits: map[string]int{}},
 			wantCache: 5 * time.Second,
 		},
 		{name: "bad TYPE_LIMITS", give: map[string]string{"TYPE_LIMITS": "payments=zero"}, wantErr: "TYPE_LIMITS"},
@@ -182,6 +184,7 @@ func TestFromEnv(t *testing.T) {
 		{name: "unknown LANE_STRATEGY", give: map[string]string{"LANE_STRATEGY": "shortest"}, wantErr: "LANE_STRATEGY"},
 		{name: "unknown RELEASE_MODE", give: map[string]string{"RELEASE_MODE": "status"}, wantErr: "RELEASE_MODE"},
 		{name: "unknown mode in TYPE_RELEASE_MODES", give: map[string]string{"TYPE_RELEASE_MODES": "llm=event"}, wantErr: "TYPE_RELEASE_MODES"},
+		{name: "bad TYPE_KEY_LIMITS", give: map[string]string{"TYPE_KEY_LIMITS": "llm=0"}, wantErr: "TYPE_KEY_LIMITS"},
 		{name: "sum over the quota", give: map[string]string{"TYPE_LIMITS": "a=60000,b=60000"}, wantErr: "quota"},
 	}
 	for _, tt := range tests {
@@ -342,7 +345,7 @@ func TestResolverGet(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Get(%q) error = %v, want nil", tt.give, err)
 			}
-			if got != tt.want {
+			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("Get(%q) = %+v, want %+v", tt.give, got, tt.want)
 			}
 		})

@@ -35,13 +35,15 @@ func NewDynamoStore(db dynamoAPI, table string) *DynamoStore {
 }
 
 type overrideItem struct {
-	PK              string `dynamodbav:"pk"`
-	SK              string `dynamodbav:"sk"`
-	Limit           int    `dynamodbav:"limit,omitempty"`
-	MaxAttempts     int    `dynamodbav:"maxAttempts,omitempty"`
-	StateMachineArn string `dynamodbav:"stateMachineArn,omitempty"`
-	Strategy        string `dynamodbav:"strategy,omitempty"`
-	Release         string `dynamodbav:"release,omitempty"`
+	PK              string         `dynamodbav:"pk"`
+	SK              string         `dynamodbav:"sk"`
+	Limit           int            `dynamodbav:"limit,omitempty"`
+	MaxAttempts     int            `dynamodbav:"maxAttempts,omitempty"`
+	StateMachineArn string         `dynamodbav:"stateMachineArn,omitempty"`
+	Strategy        string         `dynamodbav:"strategy,omitempty"`
+	Release         string         `dynamodbav:"release,omitempty"`
+	KeyLimit        int            `dynamodbav:"keyLimit,omitempty"`
+	KeyLimits       map[string]int `dynamodbav:"keyLimits,omitempty"`
 }
 
 // ListOverrides reads every live override (one Query).
@@ -69,6 +71,8 @@ func (s *DynamoStore) ListOverrides(ctx context.Context) ([]Override, error) {
 				StateMachineArn: oi.StateMachineArn,
 				Strategy:        oi.Strategy,
 				Release:         oi.Release,
+				KeyLimit:        oi.KeyLimit,
+				KeyLimits:       oi.KeyLimits,
 			})
 		}
 	}
@@ -82,7 +86,7 @@ func (s *DynamoStore) SetOverride(ctx context.Context, o Override) error {
 	}
 	item, err := attributevalue.MarshalMap(overrideItem{
 		PK: configPK, SK: typePrefix + o.Type, Limit: o.Limit, MaxAttempts: o.MaxAttempts, StateMachineArn: o.StateMachineArn,
-		Strategy: o.Strategy, Release: o.Release,
+		Strategy: o.Strategy, Release: o.Release, KeyLimit: o.KeyLimit, KeyLimits: o.KeyLimits,
 	})
 	if err != nil {
 		return fmt.Errorf("encode override of type %s: %w", o.Type, err)

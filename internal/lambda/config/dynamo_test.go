@@ -249,6 +249,7 @@ func TestDynamoStoreRoundTrip(t *testing.T) {
 		{Type: "payments", Limit: 10, MaxAttempts: 4, StateMachineArn: reportsArn},
 		{Type: "reports", Limit: 2},
 		{Type: "a_b_c", MaxAttempts: 1},
+		{Type: "llm", KeyLimit: 5, KeyLimits: map[string]int{"acme": 20, "tenant-7.eu": 1}},
 	}
 	for _, o := range want {
 		if err := st.SetOverride(context.Background(), o); err != nil {

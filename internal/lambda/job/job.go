@@ -22,6 +22,9 @@ const (
 	MaxTypeLen = 40
 	// MaxIDLen is the longest job id.
 	MaxIDLen = 128
+	// MaxKeyLen is the longest concurrency key. A key's waiting group is "{type}#{key}": at most
+	// 40+1+64 = 105 characters, within SQS's 128 for a MessageGroupId.
+	MaxKeyLen = 64
 	// MaxExecutionInput is Step Functions' limit on an execution's input, in bytes.
 	MaxExecutionInput = 256 * 1024
 	// MaxMessageIDLen is the longest SQS message id: the starter puts the lanes-queue message's id in
@@ -38,6 +41,7 @@ const (
 var (
 	typeRe   = regexp.MustCompile(`^[A-Za-z0-9_]{1,40}$`)
 	idRe     = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,128}$`)
+	keyRe    = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
 	nameSafe = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 )
 
@@ -50,6 +54,7 @@ const (
 	ReasonMissingType  Reason = "missing_type"
 	ReasonInvalidType  Reason = "invalid_type"
 	ReasonInvalidID    Reason = "invalid_id"
+	ReasonInvalidKey   Reason = "invalid_key"
 	ReasonUnknownType  Reason = "unknown_type"
 	ReasonInputTooLong Reason = "input_too_large"
 )
@@ -73,8 +78,11 @@ func ReasonOf(err error) Reason {
 
 // Submission is the body a producer sends to the general queue.
 type Submission struct {
-	Type  string          `json:"type"`
-	ID    string          `json:"id,omitempty"`
+	Type string `json:"type"`
+	ID   string `json:"id,omitempty"`
+	// Key is the job's concurrency key (a tenant, a customer): a type may cap the jobs of one key
+	// that run at once, and shares its lanes fairly between keys. Empty is the default key.
+	Key   string          `json:"key,omitempty"`
 	Input json.RawMessage `json:"input,omitempty"`
 	// Redrive counts how often the job came back from the dead-letter queue. Producers leave it
 	// out; dead letters carry the next value, so a redriven job runs under fresh execution names.
@@ -85,6 +93,7 @@ type Submission struct {
 type Job struct {
 	Type        string          `json:"type"`
 	ID          string          `json:"id"`
+	Key         string          `json:"key,omitempty"`
 	Input       json.RawMessage `json:"input"`
 	SubmittedAt time.Time       `json:"submittedAt"`
 	// Attempts counts the executions already made for this job; it is carried when a job moves lanes.
@@ -94,8 +103,11 @@ type Job struct {
 
 // Meta is the job metadata an execution receives beside the job's input.
 type Meta struct {
-	ID          string    `json:"id"`
-	Type        string    `json:"type"`
+	ID   string `json:"id"`
+	Type string `json:"type"`
+	// Key is the job's concurrency key ("" is the default key): per-key counts can be checked from
+	// Step Functions' own records.
+	Key         string    `json:"key,omitempty"`
 	Lane        int       `json:"lane"`
 	Attempt     int       `json:"attempt"`
 	Redrive     int       `json:"redrive,omitempty"`
@@ -142,6 +154,14 @@ func ValidateID(id string) error {
 	return nil
 }
 
+// ValidateKey checks a concurrency key against the contract ("" is the default key and valid).
+func ValidateKey(key string) error {
+	if key != "" && !keyRe.MatchString(key) {
+		return &Error{ReasonInvalidKey, fmt.Sprintf("key %q must be 1-%d characters of A-Z a-z 0-9 _ - . :", clip(key), MaxKeyLen)}
+	}
+	return nil
+}
+
 // Parse validates a general-queue body. defaultID (the general-queue message id) is used when the body
 // has no id, and submitted is when the producer sent it. The type's limit is checked by the caller,
 // which knows the configuration.
@@ -155,7 +175,7 @@ func Parse(body []byte, defaultID string, submitted time.Time) (Job, error) {
 		return Job{}, &Error{ReasonNotJSON, "body has data after its JSON object"}
 	}
 	// What is known of a refused job travels with the refusal, so its dead letter names it.
-	known := Job{Type: s.Type, ID: s.ID}
+	known := Job{Type: s.Type, ID: s.ID, Key: s.Key}
 	if s.Redrive < 0 || s.Redrive > 999 {
 		return known, &Error{ReasonInvalidID, fmt.Sprintf("redrive %d must be 0-999", s.Redrive)}
 	}
@@ -168,11 +188,14 @@ func Parse(body []byte, defaultID string, submitted time.Time) (Job, error) {
 	if err := ValidateID(s.ID); err != nil {
 		return known, err
 	}
+	if err := ValidateKey(s.Key); err != nil {
+		return known, err
+	}
 	in := s.Input
 	if len(bytes.TrimSpace(in)) == 0 || bytes.Equal(bytes.TrimSpace(in), []byte("null")) {
 		in = json.RawMessage(`{}`)
 	}
-	j := Job{Type: s.Type, ID: s.ID, Input: in, SubmittedAt: submitted.UTC(), Redrive: s.Redrive}
+	j := Job{Type: s.Type, ID: s.ID, Key: s.Key, Input: in, SubmittedAt: submitted.UTC(), Redrive: s.Redrive}
 	// The execution input adds metadata to the job input; check the whole against Step Functions' limit,
 	// at the widest lane, attempt, lanes-queue message id and receive count the starter may put in it.
 	widest := j.ExecutionInput(maxLaneForSize, 99)
@@ -195,7 +218,7 @@ const MaxReceiveForSize = 1<<31 - 1
 // ExecutionInput builds the workflow's input for a lane and attempt.
 func (j Job) ExecutionInput(lane, attempt int) ExecutionInput {
 	return ExecutionInput{
-		Job:   Meta{ID: j.ID, Type: j.Type, Lane: lane, Attempt: attempt, Redrive: j.Redrive, SubmittedAt: j.SubmittedAt},
+		Job:   Meta{ID: j.ID, Type: j.Type, Key: j.Key, Lane: lane, Attempt: attempt, Redrive: j.Redrive, SubmittedAt: j.SubmittedAt},
 		Input: j.Input,
 	}
 }
@@ -225,8 +248,20 @@ func WaitingGroupID(typ string, k int) string {
 	return typ + "-w" + strconv.Itoa(k)
 }
 
+// KeyGroupID is the MessageGroupId of the waiting group of a concurrency key: "{type}#{key}" (a
+// type, even one named before types lost their "-", and a key have no "#"). Every job of the key
+// waits there, so one binder at a time (FIFO serves a group's messages one batch at a time, in
+// order) counts the key's running jobs and binds, and a key at its cap holds only its own group.
+func KeyGroupID(typ, key string) string { return typ + "#" + key }
+
 // ParseGroupID splits a MessageGroupId into its type and lane (WaitingLane for a waiting group).
 func ParseGroupID(g string) (typ string, lane int, err error) {
+	if typ, key, ok := strings.Cut(g, "#"); ok {
+		if typ == "" || !keyRe.MatchString(key) {
+			return "", 0, fmt.Errorf("message group %q is not {type}#{key}", g)
+		}
+		return typ, WaitingLane, nil
+	}
 	i := strings.LastIndexByte(g, '-')
 	if i <= 0 {
 		return "", 0, fmt.Errorf("message group %q is not {type}-{lane}", g)

@@ -147,6 +147,17 @@ func TestParse(t *testing.T) {
 			giveID: msgID,
 			want:   job.Job{Type: "big", ID: "job-1", Input: json.RawMessage(fitsWorstCase)},
 		},
+		{
+			name:   "key of 64 characters with - . : _",
+			give:   `{"type":"llm","id":"x","key":"` + strings.Repeat("t-7.e:u_", 8) + `"}`,
+			giveID: msgID,
+			want:   job.Job{Type: "llm", ID: "x", Key: strings.Repeat("t-7.e:u_", 8), Input: json.RawMessage(`{}`)},
+		},
+
+		{name: "key of 65 characters", give: `{"type":"t","id":"x","key":"` + strings.Repeat("k", 65) + `"}`, giveID: msgID, wantReason: job.ReasonInvalidKey},
+		{name: "key with hash", give: `{"type":"t","id":"x","key":"a#b"}`, giveID: msgID, wantReason: job.ReasonInvalidKey},
+		{name: "key with space", give: `{"type":"t","id":"x","key":"a b"}`, giveID: msgID, wantReason: job.ReasonInvalidKey},
+		{name: "key not a string", give: `{"type":"t","id":"x","key":7}`, giveID: msgID, wantReason: job.ReasonNotJSON},
 
 		{name: "empty body", give: ``, giveID: msgID, wantReason: job.ReasonNotJSON},
 		{name: "plain text", give: `hello`, giveID: msgID, wantReason: job.ReasonNotJSON},
@@ -540,11 +551,15 @@ func TestGroupIDRoundTrip(t *testing.T) {
 		{name: "type ending in hyphen", giveType: "a-", giveLane: 5, want: "a--5"},
 		{name: "type of digits", giveType: "42", giveLane: 7, want: "42-7"},
 		{name: "waiting group", giveType: "payments", giveLane: job.WaitingLane, want: "payments-0"},
+		{name: "key group", giveType: "llm", giveLane: job.WaitingLane, want: "llm#t-7.eu"},
 		{name: "widest lane", giveType: strings.Repeat("t", 40), giveLane: 120000, want: strings.Repeat("t", 40) + "-120000"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := job.GroupID(tt.giveType, tt.giveLane)
+			if k, ok := strings.CutPrefix(tt.want, tt.giveType+"#"); ok {
+				g = job.KeyGroupID(tt.giveType, k)
+			}
 			if g != tt.want {
 				t.Fatalf("GroupID(%q, %d) = %q, want %q", tt.giveType, tt.giveLane, g, tt.want)
 			}

@@ -1,0 +1,85 @@
+package config
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
+)
+
+// MaxKeyOverrides bounds the per-key caps one type may list: they live in the type's config item,
+// which DynamoDB keeps under 400 KB (a key and its number take at most about 80 bytes).
+const MaxKeyOverrides = 2000
+
+// KeyCap is how many jobs of concurrency key may run at once: the key's own cap if it has one,
+// else the type's keyLimit, never more than the type's limit (a key's cap cannot raise the
+// type's total). A type with no key caps gives every key its whole limit.
+func (c TypeConfig) KeyCap(key string) int {
+	if n, ok := c.KeyLimits[key]; ok && n > 0 {
+		return min(n, c.Limit)
+	}
+	if c.KeyLimit > 0 {
+		return min(c.KeyLimit, c.Limit)
+	}
+	return c.Limit
+}
+
+// CapsKeys reports whether any key of the type has a cap below the type's limit.
+func (c TypeConfig) CapsKeys() bool { return c.KeyLimit > 0 || len(c.KeyLimits) > 0 }
+
+// WaitingGroup is the MessageGroupId a first-free job of this type waits in: its key's group
+// ("{type}#{key}") for a job with a key; for the default key, the type's first waiting group when
+// the type has a keyLimit (so one binder at a time counts the default key's jobs, as for any key),
+// else one of the type's ceil(limit/10) waiting groups, by a hash of the job.
+func (c TypeConfig) WaitingGroup(j job.Job) string {
+	switch {
+	case j.Key != "":
+		return job.KeyGroupID(j.Type, j.Key)
+	case c.KeyLimit > 0:
+		return job.WaitingGroupID(j.Type, 0)
+	default:
+		return job.WaitingGroupID(j.Type, lane.WaitingGroup(j, c.Limit))
+	}
+}
+
+// validateKeyLimits checks a type's key caps: keys as the job contract has them, caps from 1.
+func validateKeyLimits(typ string, keyLimit int, keyLimits map[string]int) error {
+	if keyLimit < 0 {
+		return fmt.Errorf("type %s: key limit %d must not be negative", typ, keyLimit)
+	}
+	if keyLimit > MaxInFlight {
+		return fmt.Errorf("type %s: key limit %d is more than the FIFO in-flight quota %d", typ, keyLimit, MaxInFlight)
+	}
+	if len(keyLimits) > MaxKeyOverrides {
+		return fmt.Errorf("type %s: %d keys have their own limit, more than the %d a type's config item holds", typ, len(keyLimits), MaxKeyOverrides)
+	}
+	for k, n := range keyLimits {
+		if k == "" {
+			return fmt.Errorf("type %s: a key's own limit needs a key (the default key follows keyLimit)", typ)
+		}
+		if err := job.ValidateKey(k); err != nil {
+			return fmt.Errorf("type %s: %w", typ, err)
+		}
+		if n < 1 || n > MaxInFlight {
+			return fmt.Errorf("type %s: key %s: limit %d must be from 1 to %d", typ, k, n, MaxInFlight)
+		}
+	}
+	return nil
+}
+
+// FormatKeyLimits writes per-key caps as "k1=5,k2=20", keys sorted ("" for none).
+func FormatKeyLimits(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + strconv.Itoa(m[k])
+	}
+	return strings.Join(parts, ",")
+}
