@@ -24,6 +24,10 @@ func TestTypeParametersAgreeWithTheCode(t *testing.T) {
 		give       string
 		want       bool
 	}{
+		{"TypeKeyLimits", "TYPE_KEY_LIMITS", "", true},
+		{"TypeKeyLimits", "TYPE_KEY_LIMITS", "llm=5,payments=20", true},
+		{"TypeKeyLimits", "TYPE_KEY_LIMITS", "llm=0", false},
+		{"TypeKeyLimits", "TYPE_KEY_LIMITS", "llm=5 ", false},
 		{"TypeLimits", "TYPE_LIMITS", "", true},
 		{"TypeLimits", "TYPE_LIMITS", "demo=5", true},
 		{"TypeLimits", "TYPE_LIMITS", "payments=50,reports=5", true},

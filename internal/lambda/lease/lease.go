@@ -44,9 +44,12 @@ var ErrConflict = errors.New("lease changed since it was read")
 
 // Lease is one lane's claim.
 type Lease struct {
-	Type          string `dynamodbav:"type"`
-	Lane          int    `dynamodbav:"lane"`
-	JobID         string `dynamodbav:"jobId"`
+	Type  string `dynamodbav:"type"`
+	Lane  int    `dynamodbav:"lane"`
+	JobID string `dynamodbav:"jobId"`
+	// Key is the job's concurrency key ("" the default key): a key's running jobs are counted
+	// from its type's leases, the only record of occupancy.
+	JobKey        string `dynamodbav:"key,omitempty"`
 	MessageID     string `dynamodbav:"messageId"`
 	ReceiptHandle string `dynamodbav:"receiptHandle"`
 	// ExecutionArn is the attempt's execution, written with the claim (before StartExecution is

@@ -15,14 +15,17 @@ import (
 
 // Metric names.
 const (
-	JobsRouted        = "JobsRouted"
-	JobsRejected      = "JobsRejected"
-	JobsStarted       = "JobsStarted"
-	JobsHeldAgain     = "JobsHeldAgain"
-	JobsMoved         = "JobsMoved"
-	JobsBound         = "JobsBound"  // first-free: jobs bound from the waiting group to a free lane
-	JobsParked        = "JobsParked" // first-free: waiting jobs parked because every lane was taken
-	JobsWoken         = "JobsWoken"  // first-free: parked jobs a release woke
+	JobsRouted    = "JobsRouted"
+	JobsRejected  = "JobsRejected"
+	JobsStarted   = "JobsStarted"
+	JobsHeldAgain = "JobsHeldAgain"
+	JobsMoved     = "JobsMoved"
+	JobsBound     = "JobsBound"  // first-free: jobs bound from the waiting group to a free lane
+	JobsParked    = "JobsParked" // first-free: waiting jobs parked because every lane was taken
+	JobsWoken     = "JobsWoken"  // first-free: parked jobs a release woke
+	// JobsAtKeyCap counts waiting jobs parked because their key ran its cap (lanes may be free): a
+	// per-type figure, never a per-key dimension (keys are unbounded; per-key views come from logs).
+	JobsAtKeyCap      = "JobsAtKeyCap"
 	DuplicatesDropped = "DuplicatesDropped"
 	StartsFailed      = "StartsFailed"
 	JobsSucceeded     = "JobsSucceeded"

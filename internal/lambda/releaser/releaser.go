@@ -68,6 +68,8 @@ const (
 
 type leaseStore interface {
 	Get(ctx context.Context, k lease.Key) (*lease.Lease, error)
+	// ListType reads a type's leases (consistently): a wake-up counts each key's running jobs.
+	ListType(ctx context.Context, typ string) ([]lease.Lease, error)
 	Put(ctx context.Context, next lease.Lease, prev *lease.Lease) (lease.Lease, error)
 	Delete(ctx context.Context, prev lease.Lease) error
 }
@@ -110,10 +112,11 @@ type Service struct {
 	Metrics *metrics.Recorder
 }
 
-// parkedJobs hands out the oldest parked job of a type (internal/lambda/waitroom), removing its
-// record.
+// parkedJobs are the parked waiting groups of a type (internal/lambda/waitroom): a wake-up lists
+// them and claims the one it wakes, removing its record.
 type parkedJobs interface {
-	Take(ctx context.Context, typ string) (*waitroom.Waiter, error)
+	List(ctx context.Context, typ string) ([]waitroom.Waiter, error)
+	Claim(ctx context.Context, w waitroom.Waiter) (bool, error)
 }
 
 // maxRounds bounds how often a release re-reads a lease that changed under it (the starter refreshing
@@ -164,38 +167,6 @@ var errStaleHandle = errors.New("receipt handle is stale")
 // else: the starter, when it drops a claim or dead-letters a job whose start was refused.
 func (s *Service) Wake(ctx context.Context, typ string) {
 	s.wake(ctx, s.Log.With("type", typ, "source", "starter"), typ)
-}
-
-// wake makes the oldest parked job of a type visible again, so the starter binds it to the lane
-// this release freed. A failure only delays that job: it looks again by itself after
-// waitroom.ParkFor.
-func (s *Service) wake(ctx context.Context, log *slog.Logger, typ string) {
-	if s.WaitRoom == nil {
-		return
-	}
-	for range 3 {
-		w, err := s.WaitRoom.Take(ctx, typ)
-		if err != nil {
-			log.WarnContext(ctx, "parked jobs not read; a parked job looks again within a minute", "error", err)
-			return
-		}
-		if w == nil {
-			return
-		}
-		_, err = s.Queue.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
-			QueueUrl: &s.QueueURL, ReceiptHandle: &w.ReceiptHandle, VisibilityTimeout: 0,
-		})
-		if err == nil {
-			log.InfoContext(ctx, "woke a parked job for the freed lane", "parkedJobId", w.JobID, "parkedMs", s.now().Sub(w.ParkedAt).Milliseconds())
-			s.Metrics.Add(typ, metrics.JobsWoken, 1)
-			return
-		}
-		if !IsStaleHandle(err) {
-			log.WarnContext(ctx, "parked job not woken; it looks again within a minute", "parkedJobId", w.JobID, "error", err)
-			return
-		}
-		// Its message was received again (it is being bound, or parked anew): the next one.
-	}
 }
 
 func (s *Service) releaseLease(ctx context.Context, log *slog.Logger, req Request, l lease.Lease, dead *bool) (Result, error) {

@@ -2,11 +2,14 @@ package releaser_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/releaser"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/waitroom"
@@ -153,5 +156,96 @@ func TestSweepCleansRetiredCounts(t *testing.T) {
 			t.Errorf("cleaned %v, want each of legacyonly, reports, payments once", cleaned)
 			break
 		}
+	}
+}
+
+// With keys, a freed lane goes to a parked key under its cap, the key with the fewest running jobs
+// first, then the one parked earliest; a key at its cap is never woken; one group is woken per
+// free lane (a lane freed while no eligible key was woken stays free only while none waits).
+func TestReleaseWakesKeysFairly(t *testing.T) {
+	parked := func(key string, at time.Duration, atCap bool) waitroom.Waiter {
+		return waitroom.Waiter{Type: "llm", Group: "llm#" + key, MessageID: "m-" + key, ReceiptHandle: "h-" + key, JobID: key + "-head",
+			Key: key, AtKeyCap: atCap, SubmittedAt: t0.Add(-time.Hour), ParkedAt: t0.Add(at)}
+	}
+	keyed := func(ln int, key string) lease.Lease {
+		l := held("llm", ln, fmt.Sprintf("%s-%d", key, ln), 1, lease.Running)
+		l.JobKey = key
+		return l
+	}
+	tests := []struct {
+		name   string
+		leases []lease.Lease // the first is released (succeeded)
+		parked []waitroom.Waiter
+		want   []string
+	}{
+		{
+			name:   "the key with fewest running first; a key at its cap is not woken",
+			leases: []lease.Lease{keyed(4, "qb"), keyed(1, "noisy"), keyed(2, "noisy"), keyed(3, "qa")},
+			parked: []waitroom.Waiter{parked("noisy", 0, true), parked("qa", time.Second, false), parked("qc", 2*time.Second, false)},
+			want:   []string{"h-qc"},
+		},
+		{
+			name:   "a key's own release makes it eligible, but a key with none running goes first",
+			leases: []lease.Lease{keyed(1, "noisy"), keyed(2, "noisy"), keyed(3, "qa"), keyed(4, "qb")},
+			parked: []waitroom.Waiter{parked("noisy", 0, true), parked("qa", time.Second, false), parked("qc", 2*time.Second, false)},
+			want:   []string{"h-qc"},
+		},
+		{
+			name:   "equal running: the key that has waited longest",
+			leases: []lease.Lease{keyed(1, "noisy"), keyed(2, "noisy"), keyed(3, "qa"), keyed(4, "qb")},
+			parked: []waitroom.Waiter{parked("qa", time.Second, false), parked("noisy", 0, true)},
+			want:   []string{"h-noisy"},
+		},
+		{
+			name:   "one wake-up per free lane",
+			leases: []lease.Lease{keyed(2, "noisy"), keyed(1, "noisy")},
+			parked: []waitroom.Waiter{parked("noisy", 0, true), parked("qc", 2*time.Second, false), parked("qa", time.Second, false)},
+			want:   []string{"h-qa", "h-qc", "h-noisy"},
+		},
+		{
+			name:   "the capped default key counts as a key",
+			leases: []lease.Lease{keyed(1, "qa"), keyed(2, ""), keyed(3, ""), keyed(4, "qb")},
+			parked: []waitroom.Waiter{
+				{Type: "llm", Group: "llm-0", MessageID: "m-d", ReceiptHandle: "h-default", JobID: "d-head", AtKeyCap: true, ParkedAt: t0},
+				parked("qb", time.Second, false),
+			},
+			want: []string{"h-qb"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			r := newRig(t)
+			res, err := config.NewResolver(config.Defaults{
+				Limits: map[string]int{"llm": 4}, KeyLimits: map[string]int{"llm": 2}, DefaultMaxAttempts: 3, StateMachineArn: smArn,
+			}, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.svc.Config = res
+			room := waitroom.NewStore(fakes.NewDynamoDB("table"), "table")
+			r.svc.WaitRoom = room
+			for _, w := range tt.parked {
+				if err := room.Park(ctx, w); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, l := range tt.leases {
+				r.leases.Set(l)
+			}
+			rel := tt.leases[0]
+			if _, err := r.svc.Release(ctx, req("llm", rel.Lane, rel.JobID, 1, releaser.Succeeded, "", "")); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, v := range r.sqs.VisibilityChanges() {
+				if v.Timeout == 0 {
+					got = append(got, v.ReceiptHandle)
+				}
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("parked handles made visible = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }

@@ -27,7 +27,7 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 		return hold, errors.New("the starter has no wait room to park first-free jobs in")
 	}
 	w := waitroom.Waiter{Type: x.key.Type, Group: x.Attributes["MessageGroupId"], MessageID: x.MessageId,
-		ReceiptHandle: x.ReceiptHandle, JobID: x.job.ID, SubmittedAt: x.job.SubmittedAt, ParkedAt: s.now()}
+		ReceiptHandle: x.ReceiptHandle, JobID: x.job.ID, Key: x.job.Key, SubmittedAt: x.job.SubmittedAt, ParkedAt: s.now()}
 	parked := false
 	if x.receives() != 1 {
 		// Parked on an earlier receive, perhaps: unless it parks again, its group's record goes, so
@@ -71,13 +71,21 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 		}
 		return s.sendTo(ctx, x, x.job, to, cfg)
 	}
+	if want := cfg.WaitingGroup(x.job); want != w.Group && (x.job.Key != "" || cfg.KeyLimit > 0) {
+		// A key's jobs are counted by the one binder of its group: a job that waits elsewhere (the
+		// default key's other groups, routed before the type got a key limit) moves there first.
+		x.log.InfoContext(ctx, "moving a waiting job to its key's group", "group", want)
+		s.Metrics.Add(x.key.Type, metrics.JobsMoved, 1)
+		return s.sendTo(ctx, x, x.job, job.WaitingLane, cfg)
+	}
 	for look := range 2 {
-		b, err := s.bindFree(ctx, x, cfg, leases)
+		b, atCap, err := s.bindFree(ctx, x, cfg, leases)
 		if err != nil {
 			return hold, err
 		}
+		w.AtKeyCap = atCap
 		if b != nil {
-			x.view.bound(x.key.Type, b.Lane)
+			x.view.bound(x.key.Type, b.Lane, x.job.Key)
 			if look == 1 {
 				if err := s.WaitRoom.Unpark(ctx, w); err != nil {
 					x.log.WarnContext(ctx, "parked record not removed; a release may wake this group for nothing", "error", err)
@@ -118,7 +126,13 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 		}
 	}
 	parked = true
-	x.log.InfoContext(ctx, "every lane taken; waiting group parked until a release wakes it", "limit", cfg.Limit, "group", w.Group)
+	if w.AtKeyCap {
+		x.log.InfoContext(ctx, "key at its cap; waiting group parked until a release wakes it", "key", x.job.Key,
+			"keyCap", cfg.KeyCap(x.job.Key), "group", w.Group)
+		s.Metrics.Add(x.key.Type, metrics.JobsAtKeyCap, 1)
+	} else {
+		x.log.InfoContext(ctx, "every lane taken; waiting group parked until a release wakes it", "limit", cfg.Limit, "group", w.Group)
+	}
 	s.Metrics.Add(x.key.Type, metrics.JobsParked, 1)
 	return hold, nil
 }
@@ -145,9 +159,9 @@ func (v *leaseView) read(ctx context.Context, store leaseStore, typ string, fres
 	return ls, nil
 }
 
-// bound adds the lane a bind just took.
-func (v *leaseView) bound(typ string, ln int) {
-	v.leases = append(v.leases, lease.Lease{Type: typ, Lane: ln, Status: lease.Bound})
+// bound adds the lane a bind just took, for a job of key.
+func (v *leaseView) bound(typ string, ln int, key string) {
+	v.leases = append(v.leases, lease.Lease{Type: typ, Lane: ln, JobKey: key, Status: lease.Bound})
 }
 
 // holding returns the lease that holds job j's run, if any.
@@ -162,29 +176,39 @@ func holding(leases []lease.Lease, j job.Job) *lease.Lease {
 
 // bindFree writes a bound lease for the job on a lane of 1..limit that has none, trying them in an
 // order that starts at a lane chosen by a hash of the job (so concurrent binders seldom collide); it
-// returns the lease written, or nil when every lane is taken.
-func (s *Starter) bindFree(ctx context.Context, x *msg, cfg config.TypeConfig, leases []lease.Lease) (*lease.Lease, error) {
+// returns the lease written, or nil when every lane is taken or the job's key runs its cap (atCap).
+// The key's count is exact: every job of a key binds from the key's one waiting group, whose
+// messages FIFO hands out one batch at a time, so no other binder adds to it meanwhile (releases
+// only lower it).
+func (s *Starter) bindFree(ctx context.Context, x *msg, cfg config.TypeConfig, leases []lease.Lease) (b *lease.Lease, atCap bool, err error) {
 	taken := make(map[int]bool, len(leases))
+	ofKey := 0
 	for _, l := range leases {
 		taken[l.Lane] = true
+		if l.JobKey == x.job.Key {
+			ofKey++
+		}
+	}
+	if cfg.CapsKeys() && ofKey >= cfg.KeyCap(x.job.Key) {
+		return nil, true, nil
 	}
 	for _, ln := range lane.Spread(x.job, cfg.Limit) {
 		if taken[ln] {
 			continue
 		}
 		b, err := s.Leases.Put(ctx, lease.Lease{
-			Type: x.key.Type, Lane: ln, JobID: x.job.ID, Redrive: x.job.Redrive, MessageID: x.MessageId,
+			Type: x.key.Type, Lane: ln, JobID: x.job.ID, JobKey: x.job.Key, Redrive: x.job.Redrive, MessageID: x.MessageId,
 			Attempt: x.job.Attempts, Status: lease.Bound, StartedAt: s.now(), SubmittedAt: x.job.SubmittedAt,
 		}, nil)
 		if errors.Is(err, lease.ErrConflict) {
 			continue // taken since the leases were read
 		}
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
-		return &b, nil
+		return &b, false, nil
 	}
-	return nil, nil
+	return nil, false, nil
 }
 
 // sendBound sends the waiting job to the lane of bound, the lease its bind wrote, and acknowledges the
@@ -218,7 +242,7 @@ func (s *Starter) sendTo(ctx context.Context, x *msg, j job.Job, to int, cfg con
 	}
 	group := job.GroupID(j.Type, to)
 	if to == job.WaitingLane {
-		group = job.WaitingGroupID(j.Type, lane.WaitingGroup(j, cfg.Limit))
+		group = cfg.WaitingGroup(j)
 	}
 	dedup := job.MovedDedupID(j.Type, j.ID, j.Redrive, to, x.MessageId)
 	if _, err := s.Queue.SendMessage(ctx, &sqs.SendMessageInput{

@@ -390,7 +390,7 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 	// The claim is the only write of a start: a claim whose execution exists is a running job, and
 	// every reader of a lease takes it for one (docs/design.md, "Lease status").
 	claim := lease.Lease{
-		Type: x.key.Type, Lane: x.key.Lane, JobID: x.job.ID, MessageID: x.MessageId, ReceiptHandle: x.ReceiptHandle, Receives: x.receives(),
+		Type: x.key.Type, Lane: x.key.Lane, JobID: x.job.ID, JobKey: x.job.Key, MessageID: x.MessageId, ReceiptHandle: x.ReceiptHandle, Receives: x.receives(),
 		Attempt: attempt, Redrive: x.job.Redrive, Status: lease.Starting, StartedAt: startedAt, SubmittedAt: x.job.SubmittedAt,
 		StateMachineArn: stateMachine, ExecutionArn: job.ExecutionArn(stateMachine, job.RunName(x.key.Type, x.job.ID, x.job.Redrive, attempt)),
 	}
@@ -664,7 +664,7 @@ func (s *Starter) ownAttempt(ctx context.Context, x *msg, l *lease.Lease, cfg co
 	}
 	arn := job.ExecutionArn(cfg.StateMachineArn, job.RunName(x.key.Type, x.job.ID, x.job.Redrive, attempt))
 	claim := lease.Lease{
-		Type: x.key.Type, Lane: x.key.Lane, JobID: x.job.ID, MessageID: x.MessageId, ReceiptHandle: x.ReceiptHandle, Receives: x.receives(),
+		Type: x.key.Type, Lane: x.key.Lane, JobID: x.job.ID, JobKey: x.job.Key, MessageID: x.MessageId, ReceiptHandle: x.ReceiptHandle, Receives: x.receives(),
 		Attempt: attempt, Redrive: x.job.Redrive, Status: lease.Starting, StartedAt: s.now(), SubmittedAt: x.job.SubmittedAt,
 		StateMachineArn: cfg.StateMachineArn, ExecutionArn: arn,
 	}

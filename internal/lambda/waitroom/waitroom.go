@@ -35,9 +35,15 @@ type Waiter struct {
 	MessageID     string
 	ReceiptHandle string
 	JobID         string
-	// SubmittedAt is when the head job was submitted: a release wakes the group whose head is oldest.
+	// Key is the head job's concurrency key: a key's jobs all wait in its one group.
+	Key string
+	// AtKeyCap says the head waits for its key to fall under its cap, not for a lane.
+	AtKeyCap bool
+	// SubmittedAt is when the head job was submitted: of groups without keys, a release wakes the
+	// one whose head is oldest.
 	SubmittedAt time.Time
-	ParkedAt    time.Time
+	// ParkedAt is when the head parked: the key that has waited longest for service.
+	ParkedAt time.Time
 }
 
 func pk(typ string) string { return "WAIT#" + typ }
@@ -81,6 +87,12 @@ func (s *Store) Park(ctx context.Context, w Waiter) error {
 	item["jobId"] = &types.AttributeValueMemberS{Value: w.JobID}
 	item["submittedAt"] = &types.AttributeValueMemberS{Value: w.SubmittedAt.UTC().Format(time.RFC3339Nano)}
 	item["parkedAt"] = &types.AttributeValueMemberS{Value: w.ParkedAt.UTC().Format(time.RFC3339Nano)}
+	if w.Key != "" {
+		item["key"] = &types.AttributeValueMemberS{Value: w.Key}
+	}
+	if w.AtKeyCap {
+		item["atKeyCap"] = &types.AttributeValueMemberBOOL{Value: true}
+	}
 	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: &s.table, Item: item,
 		ConditionExpression: aws.String("attribute_not_exists(pk) OR messageId = :m OR parkedAtMs < :due"),
@@ -144,6 +156,24 @@ func (s *Store) List(ctx context.Context, typ string) ([]Waiter, error) {
 	return out, nil
 }
 
+// Claim removes w's record if it still holds w's head (the delete is conditional on the receipt
+// handle read), and reports whether it did: of two concurrent claimers of one record, one wins.
+func (s *Store) Claim(ctx context.Context, w Waiter) (bool, error) {
+	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName: &s.table, Key: s.key(w.Type, w.Group),
+		ConditionExpression:       aws.String("receiptHandle = :h"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":h": &types.AttributeValueMemberS{Value: w.ReceiptHandle}},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return false, nil // taken by another release, or parked again
+	}
+	if err != nil {
+		return false, fmt.Errorf("take parked group %s of type %s: %w", w.Group, w.Type, err)
+	}
+	return true, nil
+}
+
 // Take removes and returns the parked group of typ whose head was submitted earliest, or nil when
 // none is parked. Of two concurrent takers each gets a different one (the delete is conditional on
 // the handle read).
@@ -163,19 +193,14 @@ func (s *Store) Take(ctx context.Context, typ string) (*Waiter, error) {
 		if oldest == nil {
 			return nil, nil
 		}
-		_, err = s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-			TableName: &s.table, Key: s.key(typ, oldest.Group),
-			ConditionExpression:       aws.String("receiptHandle = :h"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":h": &types.AttributeValueMemberS{Value: oldest.ReceiptHandle}},
-		})
-		var ccf *types.ConditionalCheckFailedException
-		if errors.As(err, &ccf) {
-			continue // taken by another release, or parked again: look again
-		}
+		ok, err := s.Claim(ctx, *oldest)
 		if err != nil {
-			return nil, fmt.Errorf("take parked group %s of type %s: %w", oldest.Group, typ, err)
+			return nil, err
 		}
-		return oldest, nil
+		if ok {
+			return oldest, nil
+		}
+		// taken by another release, or parked again: look again
 	}
 	return nil, fmt.Errorf("take a parked group of type %s: taken by others three times", typ)
 }
@@ -190,7 +215,10 @@ func decode(typ string, it map[string]types.AttributeValue) Waiter {
 		}
 		return ""
 	}
-	w := Waiter{Type: typ, Group: str("sk"), MessageID: str("messageId"), ReceiptHandle: str("receiptHandle"), JobID: str("jobId")}
+	w := Waiter{Type: typ, Group: str("sk"), MessageID: str("messageId"), ReceiptHandle: str("receiptHandle"), JobID: str("jobId"), Key: str("key")}
+	if b, ok := it["atKeyCap"].(*types.AttributeValueMemberBOOL); ok {
+		w.AtKeyCap = b.Value
+	}
 	w.SubmittedAt, _ = time.Parse(time.RFC3339Nano, str("submittedAt"))
 	w.ParkedAt, _ = time.Parse(time.RFC3339Nano, str("parkedAt"))
 	return w

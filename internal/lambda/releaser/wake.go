@@ -1,0 +1,111 @@
+package releaser
+
+import (
+	"cmp"
+	"context"
+	"log/slog"
+	"slices"
+
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/waitroom"
+)
+
+// maxWakes bounds the parked groups one release wakes: one per lane free at its look, at most this
+// many (a release frees one lane; more are free only after a missed wake-up or a raised limit).
+const maxWakes = 10
+
+// wake makes parked waiting groups of a type visible again, so the starter binds their heads to
+// the lane this release freed. Which groups, in order:
+//   - Groups without keys (no parked head has a key or waits for its key's cap): the one whose head
+//     was submitted earliest, so a type's jobs start in nearly their global FIFO order.
+//   - Otherwise the fair rule across keys: only groups whose key is under its cap, the key with the
+//     fewest running jobs first, then the one that has waited longest for service (parked
+//     earliest). A key with a backlog so never takes a freed lane from a key with fewer running,
+//     and gets every lane no other key waits for. One group is woken per free lane (the release's,
+//     and any a missed wake-up left), so a lane never stays free while an eligible key waits.
+//
+// A failure only delays a parked job: it looks again by itself after waitroom.ParkFor.
+func (s *Service) wake(ctx context.Context, log *slog.Logger, typ string) {
+	if s.WaitRoom == nil {
+		return
+	}
+	ws, err := s.WaitRoom.List(ctx, typ)
+	if err != nil {
+		log.WarnContext(ctx, "parked jobs not read; a parked job looks again within a minute", "error", err)
+		return
+	}
+	if len(ws) == 0 {
+		return
+	}
+	order, n := s.wakeOrder(ctx, log, typ, ws)
+	woken, tries := 0, 0
+	for _, w := range order {
+		if woken == n || tries == n+3 {
+			return
+		}
+		tries++
+		ok, err := s.WaitRoom.Claim(ctx, w)
+		if err != nil {
+			log.WarnContext(ctx, "parked job not taken; it looks again within a minute", "parkedJobId", w.JobID, "error", err)
+			return
+		}
+		if !ok {
+			continue // taken by another release, or parked again by its group
+		}
+		_, err = s.Queue.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
+			QueueUrl: &s.QueueURL, ReceiptHandle: &w.ReceiptHandle, VisibilityTimeout: 0,
+		})
+		if err == nil {
+			woken++
+			log.InfoContext(ctx, "woke a parked job for a free lane", "parkedJobId", w.JobID, "key", w.Key, "group", w.Group,
+				"parkedMs", s.now().Sub(w.ParkedAt).Milliseconds())
+			s.Metrics.Add(typ, metrics.JobsWoken, 1)
+			continue
+		}
+		if !IsStaleHandle(err) {
+			log.WarnContext(ctx, "parked job not woken; it looks again within a minute", "parkedJobId", w.JobID, "error", err)
+			return
+		}
+		// Its message was received again (it is being bound, or parked anew): the next one.
+	}
+}
+
+// wakeOrder returns the parked groups in the order they get free lanes, and how many to wake.
+func (s *Service) wakeOrder(ctx context.Context, log *slog.Logger, typ string, ws []waitroom.Waiter) ([]waitroom.Waiter, int) {
+	byHead := func() ([]waitroom.Waiter, int) {
+		slices.SortFunc(ws, func(a, b waitroom.Waiter) int {
+			return cmp.Or(a.SubmittedAt.Compare(b.SubmittedAt), a.ParkedAt.Compare(b.ParkedAt), cmp.Compare(a.Group, b.Group))
+		})
+		return ws, 1
+	}
+	if !slices.ContainsFunc(ws, func(w waitroom.Waiter) bool { return w.Key != "" || w.AtKeyCap }) {
+		return byHead()
+	}
+	cfg, err := s.Config.Get(ctx, typ)
+	if err != nil {
+		log.WarnContext(ctx, "type's config not read; waking the oldest parked job", "error", err)
+		return byHead()
+	}
+	leases, err := s.Leases.ListType(ctx, typ)
+	if err != nil {
+		log.WarnContext(ctx, "type's leases not read; waking the oldest parked job", "error", err)
+		return byHead()
+	}
+	running := map[string]int{}
+	for _, l := range leases {
+		running[l.JobKey]++
+	}
+	var eligible []waitroom.Waiter
+	for _, w := range ws {
+		if running[w.Key] < cfg.KeyCap(w.Key) {
+			eligible = append(eligible, w)
+		}
+	}
+	slices.SortFunc(eligible, func(a, b waitroom.Waiter) int {
+		return cmp.Or(cmp.Compare(running[a.Key], running[b.Key]), a.ParkedAt.Compare(b.ParkedAt), cmp.Compare(a.Group, b.Group))
+	})
+	free := cfg.Limit - len(leases)
+	return eligible, min(max(free, 0), maxWakes)
+}

@@ -1,0 +1,143 @@
+package starter_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
+)
+
+// newKeyRig is a rig whose type llm has 4 lanes and caps every key at 2.
+func newKeyRig(t *testing.T) *rig {
+	t.Helper()
+	r := newRigStrategy(t, map[string]int{"llm": 4}, lane.FirstFree)
+	res, err := config.NewResolver(config.Defaults{
+		Limits: map[string]int{"llm": 4}, KeyLimits: map[string]int{"llm": 2}, DefaultMaxAttempts: 3, StateMachineArn: smArn,
+	}, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.st.Config, r.rel.Config = res, res
+	return r
+}
+
+// keyed is the receive-th delivery of job id of key waiting in group (its key's, or another).
+func keyed(t *testing.T, group, key, id string, receive int) events.SQSMessage {
+	t.Helper()
+	b, _ := json.Marshal(job.Job{Type: "llm", ID: id, Key: key, Input: json.RawMessage(`{}`), SubmittedAt: submitted})
+	return message(t, group, id, string(b), receive)
+}
+
+// A key's batch binds until the key runs its cap, then parks the group marked at its cap though
+// lanes are free; another key binds those lanes; a lane freed by the capped key wakes it.
+func TestBindStopsAtTheKeyCap(t *testing.T) {
+	ctx := context.Background()
+	r := newKeyRig(t)
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{
+		keyed(t, "llm#acme", "acme", "a-1", 1), keyed(t, "llm#acme", "acme", "a-2", 1), keyed(t, "llm#acme", "acme", "a-3", 1),
+		keyed(t, "llm#acme", "acme", "a-4", 1),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := failures(resp), sorted("msg-a-3", "msg-a-4"); !equal(got, want) {
+		t.Errorf("batch item failures = %v, want %v (a-3 parked at the key's cap, a-4 behind it)", got, want)
+	}
+	ws, err := r.room.List(ctx, "llm")
+	if err != nil || len(ws) != 1 || ws[0].JobID != "a-3" || ws[0].Key != "acme" || !ws[0].AtKeyCap || ws[0].Group != "llm#acme" {
+		t.Fatalf("parked = %+v, %v; want group llm#acme parked at a-3, at its key's cap", ws, err)
+	}
+	// Another key binds the lanes acme may not use.
+	resp, err = r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{
+		keyed(t, "llm#beta", "beta", "b-1", 1), keyed(t, "llm#beta", "beta", "b-2", 1),
+	}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("beta's batch = %+v, %v; want both bound", resp, err)
+	}
+	ls, err := r.leases.ListType(ctx, "llm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	perKey := map[string]int{}
+	for _, l := range ls {
+		perKey[l.JobKey]++
+	}
+	if len(ls) != 4 || perKey["acme"] != 2 || perKey["beta"] != 2 {
+		t.Fatalf("leases per key = %v (%d leases), want acme 2, beta 2", perKey, len(ls))
+	}
+	// One of acme's lanes frees: the wake-up goes to acme, now under its cap.
+	for _, l := range ls {
+		if l.JobID == "a-1" {
+			if err := r.leases.Delete(ctx, l); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	r.rel.Wake(ctx, "llm")
+	woke := false
+	for _, v := range r.sqs.VisibilityChanges() {
+		if v.ReceiptHandle == handle("a-3", 1) && v.Timeout == 0 {
+			woke = true
+		}
+	}
+	if !woke {
+		t.Errorf("visibility changes = %+v, want a-3 woken for acme's freed lane", r.sqs.VisibilityChanges())
+	}
+	resp, err = r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{
+		keyed(t, "llm#acme", "acme", "a-3", 2), keyed(t, "llm#acme", "acme", "a-4", 2),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := failures(resp), sorted("msg-a-4"); !equal(got, want) {
+		t.Errorf("batch item failures = %v, want %v (a-3 bound, a-4 at the cap again)", got, want)
+	}
+}
+
+// A default-key job that waits in one of the type's other waiting groups (routed before the type
+// had a key limit) moves to the type's first group, where one binder counts the default key.
+func TestDefaultKeyMovesToItsOneGroup(t *testing.T) {
+	ctx := context.Background()
+	r := newKeyRig(t)
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{keyed(t, "llm-w1", "", "d-1", 1)}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("Handle = %+v, %v; want the message acknowledged", resp, err)
+	}
+	cs := copies(t, r)
+	if len(cs) != 1 || cs[0].group != "llm-0" || cs[0].id != "d-1" {
+		t.Fatalf("copies = %+v, want d-1 sent to llm-0", cs)
+	}
+	if ls, _ := r.leases.ListType(ctx, "llm"); len(ls) != 0 {
+		t.Errorf("leases = %+v, want none: the job binds from its new group", ls)
+	}
+	// A keyed job in the wrong group moves to its key's.
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{keyed(t, "llm-0", "acme", "a-9", 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	if cs := copies(t, r); len(cs) != 2 || cs[1].group != "llm#acme" {
+		t.Fatalf("copies = %+v, want a-9 sent to llm#acme", cs)
+	}
+	// In their groups they bind, each lease naming its key.
+	for _, m := range []events.SQSMessage{keyed(t, "llm-0", "", "d-1", 1), keyed(t, "llm#acme", "acme", "a-9", 1)} {
+		if resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{m}}); err != nil || len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("Handle(%s) = %+v, %v", m.MessageId, resp, err)
+		}
+	}
+	ls, _ := r.leases.ListType(ctx, "llm")
+	keys := map[string]string{}
+	for _, l := range ls {
+		if l.Status != lease.Bound {
+			t.Errorf("lease %+v, want bound", l)
+		}
+		keys[l.JobID] = l.JobKey
+	}
+	if len(keys) != 2 || keys["d-1"] != "" || keys["a-9"] != "acme" {
+		t.Errorf("bound jobs and keys = %v, want d-1 (default key) and a-9 (acme)", keys)
+	}
+}
