@@ -88,8 +88,9 @@ func (r *Router) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 		}
 		switch x.cfg.Strategy {
 		case lane.FirstFree:
-			// The job waits in its type's waiting group; the starter binds it to the first free lane.
-			x.lane, x.group = job.WaitingLane, job.WaitingGroupID(x.j.Type, lane.WaitingGroup(x.j, x.cfg.Limit))
+			// The job waits in its key's group, or one of its type's waiting groups; the starter
+			// binds it to the first free lane.
+			x.lane, x.group = job.WaitingLane, x.cfg.WaitingGroup(x.j)
 		default:
 			ln, err := r.Lanes.Choose(ctx, x.j, x.cfg.Limit)
 			if err != nil {
@@ -119,7 +120,7 @@ func (r *Router) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 			MessageDeduplicationId: aws.String(job.DedupID(x.j.Type, x.j.ID, x.j.Redrive)),
 		})
 		byEntry[id] = x
-		r.Log.InfoContext(ctx, "routed", "jobId", x.j.ID, "type", x.j.Type, "lane", x.lane, "group", x.group, "strategy", x.cfg.Strategy)
+		r.Log.InfoContext(ctx, "routed", "jobId", x.j.ID, "type", x.j.Type, "key", x.j.Key, "lane", x.lane, "group", x.group, "strategy", x.cfg.Strategy)
 	}
 	if len(entries) == 0 {
 		return resp, nil

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/deadletter"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/router"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/sqsbatch"
@@ -433,5 +434,41 @@ func TestHandleDoesNotLogInput(t *testing.T) {
 	}
 	if !strings.Contains(buf.String(), "order-1") {
 		t.Errorf("logs do not name job order-1:\n%s", buf.String())
+	}
+}
+
+// A first-free type's keyed jobs wait in their key's group; jobs without a key in the type's
+// waiting groups; a job whose key breaks the contract is dead-lettered with invalid_key and does
+// not hold up the others.
+func TestHandleKeyedBatch(t *testing.T) {
+	ev := loadEvent(t, "sqs-keyed-batch.json")
+	sender, dlq := &fakeSender{}, &fakeDLQ{}
+	cfg := &fakeConfig{limits: map[string]int{"llm": 20}, strategy: map[string]string{"llm": lane.FirstFree}}
+	resp, err := newRouter(cfg, sender, dlq, nil).Handle(context.Background(), ev)
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("Handle(keyed batch) = %+v, %v, want no failures", resp, err)
+	}
+	groups := map[string]string{}
+	for _, e := range sender.entries() {
+		var j job.Job
+		if err := json.Unmarshal([]byte(aws.ToString(e.MessageBody)), &j); err != nil {
+			t.Fatal(err)
+		}
+		groups[j.ID] = aws.ToString(e.MessageGroupId)
+		if j.ID == "doc-1" && j.Key != "acme" {
+			t.Errorf("doc-1 body key = %q, want acme carried to the lanes queue", j.Key)
+		}
+	}
+	want := map[string]string{"doc-1": "llm#acme", "doc-2": "llm#tenant-7.eu:prod"}
+	for id, g := range want {
+		if groups[id] != g {
+			t.Errorf("%s sent to group %q, want %q", id, groups[id], g)
+		}
+	}
+	if g := groups["doc-3"]; g != "llm-0" && g != "llm-w1" {
+		t.Errorf("doc-3 (no key) sent to group %q, want one of llm's waiting groups", g)
+	}
+	if len(dlq.sent) != 1 || dlq.sent[0].Reason != string(job.ReasonInvalidKey) || dlq.sent[0].JobID != "doc-4" {
+		t.Errorf("dead letters = %+v, want doc-4 refused with invalid_key", dlq.sent)
 	}
 }
