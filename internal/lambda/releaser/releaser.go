@@ -151,7 +151,7 @@ func (s *Service) Release(ctx context.Context, req Request) (Result, error) {
 		if err != nil {
 			return "", err
 		}
-		log.InfoContext(ctx, "released", "result", res, "outcome", req.Outcome)
+		log.InfoContext(ctx, "released", "result", res, "outcome", req.Outcome, "key", l.JobKey)
 		if res == Deleted || res == DeadLettered {
 			s.wake(ctx, log, req.Key.Type)
 		}

@@ -273,7 +273,7 @@ func (s *Starter) processIn(ctx context.Context, m events.SQSMessage, view *leas
 		j.Input = json.RawMessage(`{}`)
 	}
 	x := &msg{SQSMessage: m, job: j, key: lease.Key{Type: typ, Lane: ln},
-		log: s.Log.With("jobId", j.ID, "type", typ, "lane", ln, "messageId", m.MessageId), view: view}
+		log: s.Log.With("jobId", j.ID, "type", typ, "key", j.Key, "lane", ln, "messageId", m.MessageId), view: view}
 	var v verdict
 	var err error
 	if ln == job.WaitingLane {
