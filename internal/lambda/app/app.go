@@ -119,12 +119,31 @@ func Router(env Env, c Clients, log *slog.Logger, opts ...Option) (*router.Route
 	if err != nil {
 		return nil, err
 	}
+	maxBacklog := 0
+	if v := strings.TrimSpace(env("MAX_LANES_BACKLOG")); v != "" {
+		if maxBacklog, err = strconv.Atoi(v); err != nil || maxBacklog < 0 || maxBacklog > config.MaxInFlight {
+			return nil, fmt.Errorf("MAX_LANES_BACKLOG=%q must be a number from 0 (no bound) to %d", v, config.MaxInFlight)
+		}
+	}
 	// LANE_STRATEGY is read (and checked) with the rest of the configuration: each type's strategy
 	// is its override's, else the deployment's.
-	return &router.Router{
+	r := &router.Router{
 		Config: res, Lanes: lane.Hashed{},
 		Lanesq: sqsbatch.NewSender(c.SQS, fifo), DLQ: deadletter.New(c.SQS, dlq), Log: log, Metrics: env.recorder(opts),
-	}, nil
+	}
+	if maxBacklog > 0 {
+		general, err := env.require("GENERAL_QUEUE_URL")
+		if err != nil {
+			return nil, err
+		}
+		hold, err := env.seconds("BACKLOG_HOLD_SECONDS", int(router.DefaultHoldFor.Seconds()))
+		if err != nil {
+			return nil, err
+		}
+		r.Backlog = &router.Backlog{Queue: c.SQS, URL: fifo, Max: maxBacklog}
+		r.Hold, r.HoldFor = sqsbatch.NewSender(c.SQS, general), hold
+	}
+	return r, nil
 }
 
 // Releaser builds the releaser (its service and event handler) from its environment.

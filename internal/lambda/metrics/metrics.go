@@ -17,6 +17,7 @@ import (
 const (
 	JobsRouted    = "JobsRouted"
 	JobsRejected  = "JobsRejected"
+	JobsHeld      = "JobsHeld" // jobs sent back to the general queue while the lanes queue was full
 	JobsStarted   = "JobsStarted"
 	JobsHeldAgain = "JobsHeldAgain"
 	JobsMoved     = "JobsMoved"

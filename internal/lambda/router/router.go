@@ -47,6 +47,16 @@ type Router struct {
 	Log    *slog.Logger
 	// Metrics receives JobsRouted and JobsRejected per type (nil: none).
 	Metrics *metrics.Recorder
+	// Backlog says when the lanes queue is too deep to take more jobs (nil: never); the jobs are
+	// then sent back to the general queue through Hold, delayed by HoldFor (0: DefaultHoldFor; at
+	// most 15 minutes, SQS's longest delay).
+	Backlog backlogGauge
+	Hold    batchSender
+	HoldFor time.Duration
+}
+
+type backlogGauge interface {
+	Full(ctx context.Context) (full bool, depth int, err error)
 }
 
 // routed is a job of the batch on its way to a lane.
@@ -103,6 +113,18 @@ func (r *Router) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 		}
 		jobs = append(jobs, x)
 	}
+	if len(jobs) > 0 && r.Backlog != nil && r.Hold != nil {
+		full, depth, err := r.Backlog.Full(ctx)
+		if err != nil {
+			// Route as if the lanes queue had room: holding every job on a failed read would
+			// stop the limiter for nothing; the next reading decides again.
+			r.Log.WarnContext(ctx, "lanes queue depth not read; routing", "error", err)
+		}
+		if full {
+			r.hold(ctx, jobs, depth, fail)
+			return resp, nil
+		}
+	}
 	var (
 		entries []types.SendMessageBatchRequestEntry
 		byEntry = map[string]*routed{}
@@ -142,6 +164,63 @@ func (r *Router) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 	return resp, nil
 }
 
+// hold sends jobs back to the general queue, delayed by r.HoldFor, while the lanes queue is full. The
+// copy names the job's id (a job without one took its first message's id, and must keep it), keeps
+// its submission time in a message attribute, and has the job's key (else its type) as its
+// MessageGroupId: on a standard queue that makes SQS a fair queue, which serves a quiet key's held
+// jobs before a noisy key's backlog once the lanes queue has room again.
+func (r *Router) hold(ctx context.Context, jobs []*routed, depth int, fail func(events.SQSMessage)) {
+	holdFor := r.HoldFor
+	if holdFor <= 0 {
+		holdFor = DefaultHoldFor
+	}
+	holdFor = min(holdFor, 15*time.Minute)
+	var entries []types.SendMessageBatchRequestEntry
+	byEntry := map[string]*routed{}
+	for i, x := range jobs {
+		body, err := json.Marshal(job.Submission{Type: x.j.Type, ID: x.j.ID, Key: x.j.Key, Input: x.j.Input, Redrive: x.j.Redrive})
+		if err != nil {
+			r.Log.ErrorContext(ctx, "encode held job; the general queue will deliver it again", "jobId", x.j.ID, "type", x.j.Type, "error", err)
+			fail(x.m)
+			continue
+		}
+		group := x.j.Key
+		if group == "" {
+			group = x.j.Type
+		}
+		id := strconv.Itoa(i)
+		entries = append(entries, types.SendMessageBatchRequestEntry{
+			Id: aws.String(id), MessageBody: aws.String(string(body)), DelaySeconds: int32(holdFor.Seconds()),
+			MessageGroupId: aws.String(group),
+			MessageAttributes: map[string]types.MessageAttributeValue{SubmittedAtAttribute: {
+				DataType: aws.String("Number"), StringValue: aws.String(strconv.FormatInt(x.j.SubmittedAt.UnixMilli(), 10)),
+			}},
+		})
+		byEntry[id] = x
+		r.Log.InfoContext(ctx, "lanes queue full; job held in the general queue", "jobId", x.j.ID, "type", x.j.Type, "key", x.j.Key,
+			"depth", depth, "holdSeconds", int(holdFor.Seconds()))
+	}
+	if len(entries) == 0 {
+		return
+	}
+	failed, err := r.Hold.Send(ctx, entries)
+	for _, x := range byEntry {
+		r.Metrics.Add(x.j.Type, metrics.JobsHeld, 1)
+	}
+	for _, f := range failed {
+		x := byEntry[f.ID]
+		r.Metrics.Add(x.j.Type, metrics.JobsHeld, -1)
+		r.Log.ErrorContext(ctx, "hold failed; the general queue will deliver the job again", "jobId", x.j.ID, "type", x.j.Type, "code", f.Code, "error", f.Message)
+		fail(x.m)
+	}
+	if err != nil && len(failed) == 0 {
+		for _, x := range byEntry {
+			fail(x.m)
+		}
+		r.Log.ErrorContext(ctx, "hold failed; the general queue will deliver the jobs again", "error", err)
+	}
+}
+
 // check validates a message and reads its type's configuration. A job.Error means the job is
 // refused for good.
 func (r *Router) check(ctx context.Context, m events.SQSMessage) (*routed, error) {
@@ -175,8 +254,14 @@ func (r *Router) flush(ctx context.Context) {
 	}
 }
 
-// sentAt is when the producer sent the message (SQS's SentTimestamp, milliseconds since the epoch).
+// sentAt is when the producer sent the message (SQS's SentTimestamp, milliseconds since the epoch),
+// or, for a job the router held back, when it was first sent.
 func sentAt(m events.SQSMessage) time.Time {
+	if a, ok := m.MessageAttributes[SubmittedAtAttribute]; ok && a.StringValue != nil {
+		if ms, err := strconv.ParseInt(*a.StringValue, 10, 64); err == nil {
+			return time.UnixMilli(ms).UTC()
+		}
+	}
 	if ms, err := strconv.ParseInt(m.Attributes["SentTimestamp"], 10, 64); err == nil {
 		return time.UnixMilli(ms).UTC()
 	}

@@ -1,0 +1,84 @@
+package router
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+)
+
+// DefaultHoldFor is how long a job held back by a full lanes queue stays in the general queue
+// before the router looks at it again (its DelaySeconds; BACKLOG_HOLD_SECONDS). Each look costs
+// a receive, a send and a delete of the held job (batched by ten) and a router invocation per ten:
+// about 2 USD an hour per million held jobs at 300 s, at SQS and Lambda list prices.
+const DefaultHoldFor = 5 * time.Minute
+
+// BacklogTTL is how long the router trusts one reading of the lanes queue's depth.
+const BacklogTTL = 10 * time.Second
+
+// SubmittedAtAttribute is the message attribute a held job carries back to the general queue: its
+// submission time (Unix milliseconds), which its new SentTimestamp would otherwise replace.
+const SubmittedAtAttribute = "sfnlimitSubmittedAt"
+
+type queueAttributesAPI interface {
+	GetQueueAttributes(context.Context, *sqs.GetQueueAttributesInput, ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+}
+
+// Backlog tells whether the lanes queue holds too many messages to take more. An SQS FIFO queue
+// looks only at its first 120,000 messages to find groups to serve: a deeper backlog of waiting
+// jobs (one key's, say) would hide every message sent after it, the lane copies of bound jobs
+// among them. So the router stops moving jobs in at Max messages and the backlog stays in the
+// general queue, which holds any number. The depth is SQS's approximate count of visible,
+// in-flight and delayed messages, read at most every BacklogTTL per container: Max leaves room for
+// what routers send between two readings.
+type Backlog struct {
+	Queue queueAttributesAPI
+	URL   string
+	// Max is the depth at which jobs are held back (0: never).
+	Max int
+	Now func() time.Time
+
+	mu     sync.Mutex
+	readAt time.Time
+	depth  int
+}
+
+// Full reports whether the lanes queue is at or over Max, with the depth it read.
+func (b *Backlog) Full(ctx context.Context) (bool, int, error) {
+	if b == nil || b.Max <= 0 {
+		return false, 0, nil
+	}
+	now := time.Now
+	if b.Now != nil {
+		now = b.Now
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.readAt.IsZero() || now().Sub(b.readAt) >= BacklogTTL {
+		out, err := b.Queue.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+			QueueUrl: &b.URL,
+			AttributeNames: []types.QueueAttributeName{
+				types.QueueAttributeNameApproximateNumberOfMessages,
+				types.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
+				types.QueueAttributeNameApproximateNumberOfMessagesDelayed,
+			},
+		})
+		if err != nil {
+			return false, b.depth, fmt.Errorf("read the lanes queue's depth: %w", err)
+		}
+		depth := 0
+		for _, v := range out.Attributes {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return false, b.depth, fmt.Errorf("read the lanes queue's depth: %q is not a count", v)
+			}
+			depth += n
+		}
+		b.depth, b.readAt = depth, now()
+	}
+	return b.depth >= b.Max, b.depth, nil
+}

@@ -1,0 +1,164 @@
+package router_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/router"
+)
+
+type fakeGauge struct {
+	full  bool
+	depth int
+	err   error
+}
+
+func (g fakeGauge) Full(context.Context) (bool, int, error) { return g.full, g.depth, g.err }
+
+// While the lanes queue is full, valid jobs go back to the general queue, delayed, each naming its
+// id and submission time and grouped by key (a fair queue); bad jobs are still dead-lettered; a job
+// whose hold failed is delivered again. With room, or when the depth cannot be read, jobs route.
+func TestHoldWhileLanesQueueFull(t *testing.T) {
+	tests := []struct {
+		name      string
+		gauge     fakeGauge
+		failHold  map[string]bool
+		wantHeld  int
+		wantSent  int
+		wantFails int
+	}{
+		{name: "full: held", gauge: fakeGauge{full: true, depth: 50001}, wantHeld: 3},
+		{name: "full, one hold fails", gauge: fakeGauge{full: true, depth: 50001}, failHold: map[string]bool{"doc-1": true}, wantHeld: 3, wantFails: 1},
+		{name: "room: routed", gauge: fakeGauge{depth: 10}, wantSent: 3},
+		{name: "depth unknown: routed", gauge: fakeGauge{err: errors.New("throttled")}, wantSent: 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ev := loadEvent(t, "sqs-keyed-batch.json")
+			// The third record has no id in a variant: the hold must write the one it was given.
+			var sub map[string]any
+			_ = json.Unmarshal([]byte(ev.Records[2].Body), &sub)
+			delete(sub, "id")
+			b, _ := json.Marshal(sub)
+			ev.Records[2].Body = string(b)
+			lanes, held, dlq := &fakeSender{}, &fakeSender{fail: tt.failHold}, &fakeDLQ{}
+			r := newRouter(&fakeConfig{limits: map[string]int{"llm": 20}, strategy: map[string]string{"llm": lane.FirstFree}}, lanes, dlq, nil)
+			r.Backlog, r.Hold, r.HoldFor = tt.gauge, held, 2*time.Second
+			resp, err := r.Handle(context.Background(), ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(resp.BatchItemFailures) != tt.wantFails {
+				t.Errorf("batch item failures = %+v, want %d", resp.BatchItemFailures, tt.wantFails)
+			}
+			if n := len(lanes.entries()); n != tt.wantSent {
+				t.Errorf("sent to the lanes queue = %d, want %d", n, tt.wantSent)
+			}
+			if len(dlq.sent) != 1 || dlq.sent[0].Reason != string(job.ReasonInvalidKey) {
+				t.Errorf("dead letters = %+v, want the bad key refused whatever the backlog", dlq.sent)
+			}
+			es := held.entries()
+			if len(es) != tt.wantHeld {
+				t.Fatalf("held = %d entries, want %d", len(es), tt.wantHeld)
+			}
+			for _, e := range es {
+				var s job.Submission
+				if err := json.Unmarshal([]byte(aws.ToString(e.MessageBody)), &s); err != nil {
+					t.Fatal(err)
+				}
+				if s.ID == "" || e.DelaySeconds != 2 {
+					t.Errorf("held %s: id %q, delay %d; want an id and the 2 s hold", aws.ToString(e.MessageBody), s.ID, e.DelaySeconds)
+				}
+				wantGroup := s.Key
+				if wantGroup == "" {
+					wantGroup = s.Type
+				}
+				if g := aws.ToString(e.MessageGroupId); g != wantGroup {
+					t.Errorf("held %s in group %q, want %q (its key, else its type)", s.ID, g, wantGroup)
+				}
+				at := e.MessageAttributes[router.SubmittedAtAttribute]
+				if at.StringValue == nil || *at.StringValue != strconv.FormatInt(1709978400123, 10) {
+					t.Errorf("held %s submittedAt attribute = %+v, want the first SentTimestamp", s.ID, at)
+				}
+			}
+		})
+	}
+}
+
+// A held job delivered again keeps its first submission time, not its new SentTimestamp.
+func TestHeldJobKeepsItsSubmissionTime(t *testing.T) {
+	ev := loadEvent(t, "sqs-keyed-batch.json")
+	m := ev.Records[0]
+	m.Attributes["SentTimestamp"] = "1709978999000"
+	m.MessageAttributes = map[string]events.SQSMessageAttribute{
+		router.SubmittedAtAttribute: {DataType: "Number", StringValue: aws.String("1709978400123")},
+	}
+	lanes := &fakeSender{}
+	r := newRouter(&fakeConfig{limits: map[string]int{"llm": 20}, strategy: map[string]string{"llm": lane.FirstFree}}, lanes, &fakeDLQ{}, nil)
+	if _, err := r.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{m}}); err != nil {
+		t.Fatal(err)
+	}
+	var j job.Job
+	if err := json.Unmarshal([]byte(aws.ToString(lanes.entries()[0].MessageBody)), &j); err != nil {
+		t.Fatal(err)
+	}
+	if want := time.UnixMilli(1709978400123).UTC(); !j.SubmittedAt.Equal(want) {
+		t.Errorf("submittedAt = %s, want %s", j.SubmittedAt, want)
+	}
+}
+
+type fakeAttrs struct {
+	calls int
+	depth []string // visible, not visible, delayed
+	err   error
+}
+
+func (f *fakeAttrs) GetQueueAttributes(_ context.Context, in *sqs.GetQueueAttributesInput, _ ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
+	f.calls++
+	if f.err != nil {
+		return nil, f.err
+	}
+	return &sqs.GetQueueAttributesOutput{Attributes: map[string]string{
+		"ApproximateNumberOfMessages": f.depth[0], "ApproximateNumberOfMessagesNotVisible": f.depth[1], "ApproximateNumberOfMessagesDelayed": f.depth[2],
+	}}, nil
+}
+
+// The depth counts visible, in-flight and delayed messages, is read once per BacklogTTL, and a
+// bound of 0 never holds.
+func TestBacklogFull(t *testing.T) {
+	now := time.Date(2026, 11, 25, 5, 0, 0, 0, time.UTC)
+	q := &fakeAttrs{depth: []string{"40000", "9000", "1000"}}
+	b := &router.Backlog{Queue: q, URL: "lanes", Max: 50000, Now: func() time.Time { return now }}
+	if full, depth, err := b.Full(context.Background()); err != nil || !full || depth != 50000 {
+		t.Fatalf("Full() = %v, %d, %v; want full at 50000", full, depth, err)
+	}
+	q.depth = []string{"0", "0", "0"}
+	now = now.Add(router.BacklogTTL - time.Second)
+	if full, _, _ := b.Full(context.Background()); !full || q.calls != 1 {
+		t.Errorf("Full() within the TTL = %v after %d reads, want the cached reading", full, q.calls)
+	}
+	now = now.Add(2 * time.Second)
+	if full, depth, _ := b.Full(context.Background()); full || depth != 0 || q.calls != 2 {
+		t.Errorf("Full() after the TTL = %v, %d after %d reads, want a fresh empty reading", full, depth, q.calls)
+	}
+	q.err = errors.New("AccessDenied")
+	now = now.Add(router.BacklogTTL)
+	if _, _, err := b.Full(context.Background()); err == nil {
+		t.Error("Full() on a failed read = nil error, want it")
+	}
+	off := &router.Backlog{Queue: q, URL: "lanes"}
+	if full, _, err := off.Full(context.Background()); full || err != nil {
+		t.Errorf("Full() with no bound = %v, %v; want never full", full, err)
+	}
+}
+
