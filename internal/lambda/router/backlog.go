@@ -33,8 +33,9 @@ type queueAttributesAPI interface {
 // jobs (one key's, say) would hide every message sent after it, the lane copies of bound jobs
 // among them. So the router stops moving jobs in at Max messages and the backlog stays in the
 // general queue, which holds any number. The depth is SQS's approximate count of visible,
-// in-flight and delayed messages, read at most every BacklogTTL per container: Max leaves room for
-// what routers send between two readings.
+// in-flight and delayed messages, read at most every BacklogTTL per container, plus what this
+// container routed since (Reserve): between two readings each container may overshoot Max by at
+// most one batch, and the default Max (50,000) leaves room for that and for SQS's approximation.
 type Backlog struct {
 	Queue queueAttributesAPI
 	URL   string
@@ -44,13 +45,15 @@ type Backlog struct {
 
 	mu     sync.Mutex
 	readAt time.Time
-	depth  int
+	depth  int // as read
+	sent   int // routed by this container since the reading
 }
 
-// Full reports whether the lanes queue is at or over Max, with the depth it read.
-func (b *Backlog) Full(ctx context.Context) (bool, int, error) {
+// Reserve reports whether n more jobs may go to the lanes queue, and counts them if so; else the
+// queue is at or over Max. It returns the depth it estimates.
+func (b *Backlog) Reserve(ctx context.Context, n int) (bool, int, error) {
 	if b == nil || b.Max <= 0 {
-		return false, 0, nil
+		return true, 0, nil
 	}
 	now := time.Now
 	if b.Now != nil {
@@ -68,17 +71,21 @@ func (b *Backlog) Full(ctx context.Context) (bool, int, error) {
 			},
 		})
 		if err != nil {
-			return false, b.depth, fmt.Errorf("read the lanes queue's depth: %w", err)
+			return true, b.depth + b.sent, fmt.Errorf("read the lanes queue's depth: %w", err)
 		}
 		depth := 0
 		for _, v := range out.Attributes {
 			n, err := strconv.Atoi(v)
 			if err != nil {
-				return false, b.depth, fmt.Errorf("read the lanes queue's depth: %q is not a count", v)
+				return true, b.depth + b.sent, fmt.Errorf("read the lanes queue's depth: %q is not a count", v)
 			}
 			depth += n
 		}
-		b.depth, b.readAt = depth, now()
+		b.depth, b.sent, b.readAt = depth, 0, now()
 	}
-	return b.depth >= b.Max, b.depth, nil
+	if b.depth+b.sent >= b.Max {
+		return false, b.depth + b.sent, nil
+	}
+	b.sent += n
+	return true, b.depth + b.sent, nil
 }

@@ -23,7 +23,9 @@ type fakeGauge struct {
 	err   error
 }
 
-func (g fakeGauge) Full(context.Context) (bool, int, error) { return g.full, g.depth, g.err }
+func (g fakeGauge) Reserve(context.Context, int) (bool, int, error) {
+	return !g.full || g.err != nil, g.depth, g.err
+}
 
 // While the lanes queue is full, valid jobs go back to the general queue, delayed, each naming its
 // id and submission time and grouped by key (a fair queue); bad jobs are still dead-lettered; a job
@@ -133,32 +135,46 @@ func (f *fakeAttrs) GetQueueAttributes(_ context.Context, in *sqs.GetQueueAttrib
 	}}, nil
 }
 
-// The depth counts visible, in-flight and delayed messages, is read once per BacklogTTL, and a
-// bound of 0 never holds.
-func TestBacklogFull(t *testing.T) {
+// The depth counts visible, in-flight and delayed messages, is read once per BacklogTTL, and counts
+// what the container routed since, so concurrent batches cannot all pass one stale reading; a
+// failed read lets jobs through; a bound of 0 never holds.
+func TestBacklogReserve(t *testing.T) {
+	ctx := context.Background()
 	now := time.Date(2026, 11, 25, 5, 0, 0, 0, time.UTC)
-	q := &fakeAttrs{depth: []string{"40000", "9000", "1000"}}
-	b := &router.Backlog{Queue: q, URL: "lanes", Max: 50000, Now: func() time.Time { return now }}
-	if full, depth, err := b.Full(context.Background()); err != nil || !full || depth != 50000 {
-		t.Fatalf("Full() = %v, %d, %v; want full at 50000", full, depth, err)
+	q := &fakeAttrs{depth: []string{"30", "5", "5"}}
+	b := &router.Backlog{Queue: q, URL: "lanes", Max: 50, Now: func() time.Time { return now }}
+	steps := []struct {
+		n         int
+		advance   time.Duration
+		depth     []string
+		wantOK    bool
+		wantDepth int
+		wantReads int
+	}{
+		{n: 10, wantOK: true, wantDepth: 50, wantReads: 1}, // 40 read + 10 reserved
+		{n: 1, wantOK: false, wantDepth: 50, wantReads: 1}, // full on the cached reading
+		{n: 1, advance: router.BacklogTTL - time.Second, depth: []string{"0", "0", "0"}, wantOK: false, wantDepth: 50, wantReads: 1},
+		{n: 10, advance: 2 * time.Second, depth: []string{"0", "0", "0"}, wantOK: true, wantDepth: 10, wantReads: 2}, // fresh
+		{n: 10, wantOK: true, wantDepth: 20, wantReads: 2},
 	}
-	q.depth = []string{"0", "0", "0"}
-	now = now.Add(router.BacklogTTL - time.Second)
-	if full, _, _ := b.Full(context.Background()); !full || q.calls != 1 {
-		t.Errorf("Full() within the TTL = %v after %d reads, want the cached reading", full, q.calls)
-	}
-	now = now.Add(2 * time.Second)
-	if full, depth, _ := b.Full(context.Background()); full || depth != 0 || q.calls != 2 {
-		t.Errorf("Full() after the TTL = %v, %d after %d reads, want a fresh empty reading", full, depth, q.calls)
+	for i, st := range steps {
+		now = now.Add(st.advance)
+		if st.depth != nil {
+			q.depth = st.depth
+		}
+		ok, depth, err := b.Reserve(ctx, st.n)
+		if err != nil || ok != st.wantOK || depth != st.wantDepth || q.calls != st.wantReads {
+			t.Errorf("step %d: Reserve(%d) = %v, %d, %v after %d reads; want %v, %d, nil after %d",
+				i, st.n, ok, depth, err, q.calls, st.wantOK, st.wantDepth, st.wantReads)
+		}
 	}
 	q.err = errors.New("AccessDenied")
 	now = now.Add(router.BacklogTTL)
-	if _, _, err := b.Full(context.Background()); err == nil {
-		t.Error("Full() on a failed read = nil error, want it")
+	if ok, _, err := b.Reserve(ctx, 1); err == nil || !ok {
+		t.Errorf("Reserve() on a failed read = %v, %v; want the jobs through, with the error", ok, err)
 	}
 	off := &router.Backlog{Queue: q, URL: "lanes"}
-	if full, _, err := off.Full(context.Background()); full || err != nil {
-		t.Errorf("Full() with no bound = %v, %v; want never full", full, err)
+	if ok, _, err := off.Reserve(ctx, 100); !ok || err != nil {
+		t.Errorf("Reserve() with no bound = %v, %v; want always", ok, err)
 	}
 }
-

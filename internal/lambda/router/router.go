@@ -56,7 +56,9 @@ type Router struct {
 }
 
 type backlogGauge interface {
-	Full(ctx context.Context) (full bool, depth int, err error)
+	// Reserve says whether n more jobs may go to the lanes queue (and counts them), with the
+	// depth it estimates; on an error the jobs may go (ok is true).
+	Reserve(ctx context.Context, n int) (ok bool, depth int, err error)
 }
 
 // routed is a job of the batch on its way to a lane.
@@ -114,13 +116,13 @@ func (r *Router) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 		jobs = append(jobs, x)
 	}
 	if len(jobs) > 0 && r.Backlog != nil && r.Hold != nil {
-		full, depth, err := r.Backlog.Full(ctx)
+		ok, depth, err := r.Backlog.Reserve(ctx, len(jobs))
 		if err != nil {
 			// Route as if the lanes queue had room: holding every job on a failed read would
 			// stop the limiter for nothing; the next reading decides again.
 			r.Log.WarnContext(ctx, "lanes queue depth not read; routing", "error", err)
 		}
-		if full {
+		if !ok {
 			r.hold(ctx, jobs, depth, fail)
 			return resp, nil
 		}
