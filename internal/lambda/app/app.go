@@ -3,6 +3,7 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -140,7 +141,14 @@ func Router(env Env, c Clients, log *slog.Logger, opts ...Option) (*router.Route
 		if err != nil {
 			return nil, err
 		}
-		r.Backlog = &router.Backlog{Queue: c.SQS, URL: fifo, Max: maxBacklog}
+		r.Backlog = &router.Backlog{Queue: c.SQS, URL: fifo, Max: maxBacklog, Lanes: func(ctx context.Context) (int, error) {
+			cs, err := res.All(ctx)
+			sum := 0
+			for _, c := range cs {
+				sum += c.Limit
+			}
+			return sum, err
+		}}
 		r.Hold, r.HoldFor = sqsbatch.NewSender(c.SQS, general), hold
 	}
 	return r, nil

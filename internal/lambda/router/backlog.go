@@ -34,20 +34,28 @@ type queueAttributesAPI interface {
 // among them. So the router stops moving jobs in at Max messages and the backlog stays in the
 // general queue, which holds any number. The depth is SQS's approximate count of visible,
 // in-flight and delayed messages, read at most every BacklogTTL per container, plus what this
-// container routed since (Reserve): between two readings each container may overshoot Max by at
-// most one batch, and the default Max (50,000) leaves room for that and for SQS's approximation.
+// container routed since (Reserve): between two readings each container may overshoot by at most
+// one batch. Running jobs' messages are in the queue too, so the bound is Max waiting messages on
+// top of the lanes of every type (Lanes), never more than HardBound.
 type Backlog struct {
 	Queue queueAttributesAPI
 	URL   string
-	// Max is the depth at which jobs are held back (0: never).
+	// Max is how many messages may wait beyond the lanes' own (0: no bound).
 	Max int
-	Now func() time.Time
+	// Lanes returns the sum of the types' limits, read with each depth reading (nil: 0).
+	Lanes func(ctx context.Context) (int, error)
+	Now   func() time.Time
 
 	mu     sync.Mutex
 	readAt time.Time
 	depth  int // as read
 	sent   int // routed by this container since the reading
+	bound  int // Max + Lanes, at most HardBound, as of the reading
 }
+
+// HardBound is the most messages the router lets the lanes queue hold: 10,000 under SQS's
+// 120,000, for overshoot between readings and for the approximation of SQS's counts.
+const HardBound = 110000
 
 // Reserve reports whether n more jobs may go to the lanes queue, and counts them if so; else the
 // queue is at or over Max. It returns the depth it estimates.
@@ -81,9 +89,15 @@ func (b *Backlog) Reserve(ctx context.Context, n int) (bool, int, error) {
 			}
 			depth += n
 		}
-		b.depth, b.sent, b.readAt = depth, 0, now()
+		lanes := 0
+		if b.Lanes != nil {
+			if lanes, err = b.Lanes(ctx); err != nil {
+				return true, depth, fmt.Errorf("read the types' limits: %w", err)
+			}
+		}
+		b.depth, b.sent, b.readAt, b.bound = depth, 0, now(), min(b.Max+lanes, HardBound)
 	}
-	if b.depth+b.sent >= b.Max {
+	if b.depth+b.sent >= b.bound {
 		return false, b.depth + b.sent, nil
 	}
 	b.sent += n

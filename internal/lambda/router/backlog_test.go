@@ -168,6 +168,27 @@ func TestBacklogReserve(t *testing.T) {
 				i, st.n, ok, depth, err, q.calls, st.wantOK, st.wantDepth, st.wantReads)
 		}
 	}
+	// Running jobs' messages are in the queue: the bound is Max waiting on top of the lanes.
+	b.Lanes = func(context.Context) (int, error) { return 30, nil }
+	now = now.Add(router.BacklogTTL)
+	q.depth = []string{"20", "30", "5"} // 55: 30 running, 25 waiting
+	if ok, depth, err := b.Reserve(ctx, 10); !ok || depth != 65 || err != nil {
+		t.Errorf("Reserve(10) at 55 with 30 lanes = %v, %d, %v; want room (bound 80)", ok, depth, err)
+	}
+	for _, at := range []int{65, 75} {
+		if ok, _, _ := b.Reserve(ctx, 10); !ok {
+			t.Errorf("Reserve(10) at %d with 30 lanes = full, want room (bound 80)", at)
+		}
+	}
+	if ok, _, _ := b.Reserve(ctx, 1); ok {
+		t.Error("Reserve(1) at 85 with 30 lanes = room, want full (bound 80)")
+	}
+	b.Lanes = func(context.Context) (int, error) { return 119000, nil }
+	now = now.Add(router.BacklogTTL)
+	q.depth = []string{"0", "110000", "0"}
+	if ok, _, _ := b.Reserve(ctx, 1); ok {
+		t.Errorf("Reserve(1) at %d = room, want full: never more than HardBound", router.HardBound)
+	}
 	q.err = errors.New("AccessDenied")
 	now = now.Add(router.BacklogTTL)
 	if ok, _, err := b.Reserve(ctx, 1); err == nil || !ok {
