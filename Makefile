@@ -103,6 +103,10 @@ demo: ## run the demo against the local stack
 bench: ## compare lane strategies with an ideal semaphore in virtual time (flags: go run ./cmd/bench --help)
 	$(GO) run ./cmd/bench $(BENCH_FLAGS)
 
+.PHONY: bench-keys
+bench-keys: ## per-key limits (issue 13): a noisy key beside quiet keys, keyed scheduler vs FIFO order, in virtual time (BENCH_FLAGS)
+	$(GO) run ./cmd/bench --keys $(BENCH_FLAGS)
+
 .PHONY: bench-local
 bench-local: ## check the simulator against the local stack: measured vs predicted waits (~90 s per strategy; BENCH_FLAGS)
 	$(GO) run ./cmd/bench --local $(BENCH_FLAGS)

@@ -59,6 +59,8 @@ type options struct {
 	// local runs the workload on the local stack instead (localbench); set, the flags it does not
 	// use are refused.
 	local *localOptions
+	// keys prints issue 13's per-key limit figures instead (keys.go).
+	keys *keysOptions
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -72,6 +74,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if opts.local != nil {
 		return runLocal(ctx, opts, stdout, stderr)
+	}
+	if opts.keys != nil {
+		return runKeys(ctx, opts, stdout, stderr)
 	}
 	specs, err := sim.SpecsNamed(opts.strategies)
 	if err != nil {
@@ -146,6 +151,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&opts.headline, "headline", false, "simulate and print only the headline cells: Poisson, sigma 1, loads 0.8 and 0.9 (overrides --loads, --sigmas, --workloads)")
 	local := fs.Bool("local", false, "run the workload on the local stack (moto) in seconds of wall time and compare the measured waits with the simulator's prediction for the same jobs; minutes per strategy (see below)")
 	lf := localFlags(fs)
+	keys := fs.Bool("keys", false, "print issue 13's per-key limit figures instead: a noisy key beside quiet keys, keyed scheduler against FIFO order, and work conservation (see below)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: go run ./cmd/bench [flags]
 
@@ -162,7 +168,7 @@ Strategies:
 			}
 			fmt.Fprintf(fs.Output(), "  %-18s %s%s\n", s.Name, s.About, real)
 		}
-		fmt.Fprintf(fs.Output(), "%s\nFlags:\n", localUsage)
+		fmt.Fprintf(fs.Output(), "%s%s\nFlags:\n", localUsage, keysUsage)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -173,6 +179,9 @@ Strategies:
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *keys && *local {
+		return opts, errors.New("--keys and --local do not go together")
+	}
 	if !*local {
 		for _, name := range localOnly {
 			if set[name] {
@@ -248,6 +257,11 @@ Strategies:
 	}
 	if *local {
 		if opts.local, err = lf.resolve(opts, set); err != nil {
+			return opts, err
+		}
+	}
+	if *keys {
+		if opts.keys, err = resolveKeys(opts, set); err != nil {
 			return opts, err
 		}
 	}

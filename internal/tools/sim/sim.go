@@ -7,7 +7,9 @@
 // job holds its lane from its start until its end, when the release lets the lane's next job start.
 // The ideal semaphore is the same machine with one queue and N slots: a job starts as soon as any
 // slot is free, in arrival order. The first-free strategy binds a job to a lane only when one is
-// free, through its type's waiting groups (RunFirstFree), optionally with a bind latency.
+// free, through its type's waiting groups (RunFirstFree), optionally with a bind latency. RunKeyed
+// models per-key limits (issue 13): each key's jobs in a FIFO of their own, each key capped, beside
+// today's single FIFO.
 //
 // The simulation is discrete-event: it jumps from one arrival or end to the next, so a run of a
 // million jobs takes well under a second, and it is deterministic for a given workload and strategy.
