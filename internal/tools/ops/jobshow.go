@@ -384,7 +384,7 @@ func (v JobView) keyText() string {
 		name = "none: the default key"
 	}
 	if v.KeyCap > 0 {
-		return fmt.Sprintf("%s (its type runs at most %d jobs of it at once)", name, v.KeyCap)
+		return fmt.Sprintf("%s (its type runs at most %s of it at once)", name, plural(v.KeyCap, "job", "jobs"))
 	}
 	return name
 }
