@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,6 +31,8 @@ ConfigCacheSeconds.
   sfnlimit config set payments --limit 20
   sfnlimit config set reports --strategy random
   sfnlimit config set llm --release events
+  sfnlimit config set llm --key-limit 5
+  sfnlimit config set llm --key acme --limit 20
   sfnlimit config reset payments`,
 		Args: commandArgs,
 		RunE: showHelp,
@@ -65,7 +68,11 @@ func newConfigGet(tgt *target) *cobra.Command {
 override: a live config item), the attempts per job, the state machine, the lane strategy and its
 source (default: the LaneStrategy parameter; override: the live item), the release mode and its
 source (override: the live item; TypeReleaseModes: the type's entry there; ReleaseMode: the
-deployment's), and the stored override. A
+deployment's), the key limit, the cap of every concurrency key of the type, and its source
+(override: the live item; TypeKeyLimits: the type's entry there; none: keys are not capped), and
+the keys with their own cap (all of them up to 10, else how many and the first 10; --json lists
+all). A type with key caps runs first-free whatever its strategy: a configured random shows as
+first-free (key caps). And the stored override. A
 type configured with the retired least-loaded strategy (by its live item or by LaneStrategy) is
 shown as first-free, which it runs as, and marked with a note that says so.
 ` + targetHelp,
@@ -99,13 +106,13 @@ shown as first-free, which it runs as, and marked with a note that says so.
 
 func newConfigSet(tgt *target) *cobra.Command {
 	var (
-		limit, attempts            int
-		machine, strategy, release string
-		asJSON                     bool
+		limit, attempts, keyLimit       int
+		machine, strategy, release, key string
+		asJSON                          bool
 	)
 	cmd := &cobra.Command{
-		Use:   "set TYPE [--limit N] [--max-attempts K] [--state-machine ARN] [--strategy NAME] [--release MODE]",
-		Short: "Set a type's live limit, attempts, state machine, lane strategy or release mode",
+		Use:   "set TYPE [--limit N] [--max-attempts K] [--state-machine ARN] [--strategy NAME] [--release MODE] [--key-limit N] [--key K --limit N]",
+		Short: "Set a type's live limit, attempts, state machine, lane strategy, release mode or key caps",
 		Long: `set writes a type's live override. Only the fields given change; the others keep their stored
 value (config reset drops the whole override). A type not in the defaults can be added this way
 (with --limit). The new set of overrides is checked as the functions check it, and refused as a
@@ -118,20 +125,42 @@ written); types still configured with it run as first-free. --release is how its
 released: step (the workflow's Release state calls the releaser) or events (the execution's own
 status-change event does, so the workflow needs no Release state). events is refused, and nothing
 written, when the type's state machine (its own or the deployment's) is Express, which sends no
-status events, or cannot be described (states:DescribeStateMachine). Shows the effective
-configuration after.
+status events, or cannot be described (states:DescribeStateMachine).
+--key-limit caps the running jobs of every concurrency key of the type (a job's "key", such as a
+tenant; jobs without one share the default key, capped the same); --key-limit 0 removes the live
+key limit (the type's TypeKeyLimits entry, if any, applies again). --key K --limit N gives key K a
+cap of its own, above or below the key limit (a premium tenant); with --key, --limit is the key's
+cap, not the type's, and --limit 0 removes the key's own cap. A key is 1-64 characters of
+A-Z a-z 0-9 _ - . : as in jobs; a type holds at most ` + strconv.Itoa(config.MaxKeyOverrides) + ` keys with their own cap. A key's cap can
+never raise the type's total: a cap above the type's limit is refused, and nothing written. A type
+with key caps runs first-free even if its strategy is random (a key's cap is counted where its jobs
+wait for a free lane); set says so. Shows the effective configuration after.
 ` + targetHelp,
 		Example: `  sfnlimit config set payments --limit 20
   sfnlimit config set llm --limit 10 --max-attempts 5
   sfnlimit config set reports --strategy random
   sfnlimit config set llm --release events
+  sfnlimit config set llm --key-limit 5                 # at most 5 running jobs of any one key
+  sfnlimit config set llm --key acme --limit 20         # acme's own cap
+  sfnlimit config set llm --key acme --limit 0          # acme follows the key limit again
+  sfnlimit config set llm --key-limit 0                 # no live key limit
   sfnlimit config set reports --state-machine arn:aws:states:us-east-1:123456789012:stateMachine:reports`,
 		Args:              usageArgs(cobra.ExactArgs(1)),
 		ValidArgsFunction: completeTypeArg(tgt),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c := ops.Change{Type: args[0]}
-			if cmd.Flags().Changed("limit") {
+			switch {
+			case cmd.Flags().Changed("key"):
+				// With --key, --limit is the key's own cap (set TYPE --key K --limit N).
+				c.Key = &key
+				if cmd.Flags().Changed("limit") {
+					c.KeyCap = &limit
+				}
+			case cmd.Flags().Changed("limit"):
 				c.Limit = &limit
+			}
+			if cmd.Flags().Changed("key-limit") {
+				c.KeyLimit = &keyLimit
 			}
 			if cmd.Flags().Changed("max-attempts") {
 				c.MaxAttempts = &attempts
@@ -163,13 +192,15 @@ configuration after.
 			return print(cmd.OutOrStdout(), asJSON, res, res.WriteTable)
 		},
 	}
-	cmd.Flags().IntVar(&limit, "limit", 0, "lanes: executions of the type at once")
+	cmd.Flags().IntVar(&limit, "limit", 0, "lanes: executions of the type at once; with --key, the key's own cap (0 removes it)")
 	cmd.Flags().IntVar(&attempts, "max-attempts", 0, "executions per job before it is dead-lettered")
 	cmd.Flags().StringVar(&machine, "state-machine", "", "ARN of the state machine the type's jobs run")
 	cmd.Flags().StringVar(&strategy, "strategy", "", "how the type's jobs get a lane: "+strings.Join(lane.Strategies, " or "))
 	_ = cmd.RegisterFlagCompletionFunc("strategy", completeStrategies)
 	cmd.Flags().StringVar(&release, "release", "", "how the type's lanes are released: "+strings.Join(config.ReleaseModes, " or "))
 	_ = cmd.RegisterFlagCompletionFunc("release", completeReleaseModes)
+	cmd.Flags().IntVar(&keyLimit, "key-limit", 0, "running jobs of any one concurrency key at once (0 removes the live key limit)")
+	cmd.Flags().StringVar(&key, "key", "", "a concurrency key whose own cap --limit sets")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }

@@ -42,11 +42,14 @@ runs' names) with DescribeExecution: status, start and stop, error. It works out
 bound (a first-free job bound to a lane, its execution not yet started), starting (its execution
 not found yet), running, retrying, dead-lettering (it holds a lane), succeeded, dead-lettered, or
 not-started (no lease, no execution: it waits in a queue, was refused, or was never sent). Without
---type, every type with a limit or a lease is searched. Exit 1 if the job is not found.
+--type, every type with a limit or a lease is searched. It names the job's concurrency key (from
+its lease, else its last execution's input), with the cap that key has now when the type caps
+keys. Exit 1 if the job is not found.
 ` + targetHelp,
 		Example: `  sfnlimit job show order-1234 --type payments
   sfnlimit job show order-1234
-  sfnlimit job show order-1234 --type payments --json | jq -r '.[0].executions[-1].status'`,
+  sfnlimit job show order-1234 --type payments --json | jq -r '.[0].executions[-1].status'
+  sfnlimit job show order-1234 --json | jq -r '.[0].key'`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if typ != "" {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/waitroom"
 	"github.com/sfnlimit/sfnlimit/internal/tools/ops"
 	"github.com/sfnlimit/sfnlimit/internal/tools/resources"
 )
@@ -20,6 +21,7 @@ func newStatus() *cobra.Command {
 		asJSON   bool
 		watch    bool
 		interval time.Duration
+		keys     int
 	)
 	cmd := &cobra.Command{
 		Use:   "status",
@@ -34,16 +36,28 @@ started: status reads leases only; job show tells a running one), retrying and d
 with the lanes it holds. Then the queues: the general queue (jobs not yet routed), the lanes queue
 (waiting, and in flight: holding a lane or heading a parked waiting group) and the dead-letter
 queue. Queue counts are SQS's approximate ones: SQS cannot count one type's messages.
+Once a type has keyed work (key caps, or jobs with a key holding a lane or waiting), the main table
+gets a KEYS column (keys running, how many at their cap, keys waiting) and each such type a section:
+its keys running, most lanes first, with their cap, and its keys waiting, parked longest first, with
+what they wait for (a free lane, or their key to fall under its cap); the first --keys of each
+(default 5; --json lists all). Jobs without a key are the default key. Keys come from the leases and
+from the parked records of first-free types (a Query per type); a key whose group is not parked
+(its next job not yet looked at) is not seen waiting.
 With --watch it refreshes every --interval until interrupted (--json then prints one object a line).
 ` + targetHelp,
 		Example: `  sfnlimit status
   sfnlimit status --watch --interval 5s
   sfnlimit status --json | jq '.types[] | select(.free == 0) | .type'
   sfnlimit status --json | jq -c '.types[] | {type, leases: [.leases[]? | [.lane, .status]]}'
+  sfnlimit status --keys 20
+  sfnlimit status --json | jq -c '.types[] | select(.keys) | {type, atCap: [.keys.running[] | select(.atCap) | .key]}'
   sfnlimit status --local local.json`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			if keys < 0 {
+				return usageError{fmt.Errorf("--keys %d must be 0 or more", keys)}
+			}
 			if interval < 100*time.Millisecond {
 				return usageError{fmt.Errorf("--interval %s is too short (at least 100ms)", interval)}
 			}
@@ -80,7 +94,7 @@ With --watch it refreshes every --interval until interrupted (--json then prints
 						fmt.Fprintln(out)
 					}
 					fmt.Fprintf(out, "%s\n\n", s.t)
-					if err := st.WriteTable(out); err != nil {
+					if err := st.WriteTableKeys(out, keys); err != nil {
 						return err
 					}
 				}
@@ -99,6 +113,7 @@ With --watch it refreshes every --interval until interrupted (--json then prints
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "refresh until interrupted")
 	cmd.Flags().DurationVar(&interval, "interval", 2*time.Second, "refresh interval of --watch")
+	cmd.Flags().IntVar(&keys, "keys", ops.KeysShown, "keys running and waiting listed per type with keyed work (0: the KEYS column only)")
 	return cmd
 }
 
@@ -115,6 +130,7 @@ func (s *session) statusReader(ctx context.Context) (ops.StatusReader, error) {
 	return ops.StatusReader{
 		SQS: s.sqs, Leases: lease.ReadOnly(lease.NewStore(s.ddb, outs[resources.TableName])),
 		Defaults: d, Overrides: config.NewDynamoStore(s.ddb, outs[resources.TableName]),
+		Parked:  waitroom.NewStore(s.ddb, outs[resources.TableName]),
 		General: outs[resources.GeneralQueueURL], Lanes: outs[resources.LanesQueueURL], DeadQueue: outs[resources.DeadLetterQueueURL],
 	}, nil
 }

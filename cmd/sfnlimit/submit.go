@@ -22,7 +22,7 @@ const maxListed = 20
 func newSubmit() *cobra.Command {
 	var (
 		tgt                      target
-		typ, id, input           string
+		typ, id, key, input      string
 		parallel                 int
 		strict, dryRun, skipType bool
 		asJSON, noProgress       bool
@@ -31,8 +31,9 @@ func newSubmit() *cobra.Command {
 		Use:   "submit [FILE | -]",
 		Short: "Send jobs to the general queue, validated as the router validates them",
 		Long: `submit sends one job given by flags, or many from a JSON Lines file (one job a line, as
-{"type": "...", "id": "...", "input": {...}}), or from standard input ("-", or when it is not a
-terminal). Every line is first checked with the router's own rules (type, id, input size) and
+{"type": "...", "id": "...", "key": "...", "input": {...}}), or from standard input ("-", or when it
+is not a terminal). Every line is first checked with the router's own rules (type, id, key, input
+size) and
 against the limits (a type with no limit is refused as unknown_type); invalid lines are reported
 with their line numbers and not sent, the others are sent (--strict: nothing is sent if any line is
 invalid). Jobs go out with SendMessageBatch in tens, several batches at once; entries SQS fails are
@@ -40,6 +41,7 @@ retried with exponential back-off and jitter. A progress bar is shown on a termi
 counts what was sent and what failed, with SQS's reasons. Exit 1 if any line was not sent.
 ` + targetHelp,
 		Example: `  sfnlimit submit --type payments --id order-1 --input '{"amount":42}'
+  sfnlimit submit --type llm --id req-1 --key acme      # a job of tenant acme
   sfnlimit submit jobs.jsonl
   generate-jobs | sfnlimit submit - --parallel 32
   sfnlimit submit jobs.jsonl --dry-run        # validate only
@@ -47,12 +49,12 @@ counts what was sent and what failed, with SQS's reasons. Exit 1 if any line was
 		Args: usageArgs(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			byFlags := cmd.Flags().Changed("type") || cmd.Flags().Changed("id") || cmd.Flags().Changed("input")
+			byFlags := cmd.Flags().Changed("type") || cmd.Flags().Changed("id") || cmd.Flags().Changed("key") || cmd.Flags().Changed("input")
 			var in io.Reader
 			source := ""
 			switch {
 			case byFlags && len(args) > 0:
-				return usageError{fmt.Errorf("give a job by --type/--id/--input or a file %q, not both", args[0])}
+				return usageError{fmt.Errorf("give a job by --type/--id/--key/--input or a file %q, not both", args[0])}
 			case byFlags:
 				if typ == "" {
 					return usageError{fmt.Errorf("--type is required for a job given by flags")}
@@ -94,7 +96,7 @@ counts what was sent and what failed, with SQS's reasons. Exit 1 if any line was
 			}
 			var parsed ops.Parsed
 			if byFlags {
-				body, _ := json.Marshal(job.Submission{Type: typ, ID: id, Input: json.RawMessage(input)})
+				body, _ := json.Marshal(job.Submission{Type: typ, ID: id, Key: key, Input: json.RawMessage(input)})
 				parsed, err = ops.ParseJob(ctx, body, check)
 				source = "flags"
 			} else {
@@ -145,6 +147,7 @@ counts what was sent and what failed, with SQS's reasons. Exit 1 if any line was
 	f := cmd.Flags()
 	f.StringVar(&typ, "type", "", "type of a single job")
 	f.StringVar(&id, "id", "", "id of a single job (default: the SQS message id; give one so that a resubmission is a no-op)")
+	f.StringVar(&key, "key", "", "concurrency key of a single job (a tenant, say: 1-64 of A-Z a-z 0-9 _ - . :); default: none")
 	f.StringVar(&input, "input", "{}", "input of a single job, JSON")
 	f.IntVar(&parallel, "parallel", 16, "batches of ten in flight at once")
 	f.BoolVar(&strict, "strict", false, "send nothing if any line is invalid")

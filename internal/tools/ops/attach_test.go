@@ -3,6 +3,7 @@ package ops
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -187,7 +188,7 @@ func TestAttach(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := store.items[tt.give.Type]; got != tt.want || store.writes != 1 {
+			if got := store.items[tt.give.Type]; !reflect.DeepEqual(got, tt.want) || store.writes != 1 {
 				t.Errorf("stored override = %+v after %d writes, want %+v after 1", got, store.writes, tt.want)
 			}
 			results := map[string]string{}

@@ -74,6 +74,12 @@ type TypeView struct {
 	// that comes from: ReleaseFromOverride, ReleaseFromType or ReleaseFromDefault.
 	Release       string `json:"release"`
 	ReleaseSource string `json:"releaseSource"`
+	// KeyLimit is the cap of every concurrency key of the type (0: no cap), as configured (a cap above
+	// the type's limit runs as the limit), and KeyLimitSource where it comes from: KeyLimitFromOverride,
+	// KeyLimitFromType or KeyLimitNone. KeyLimits are the keys with their own cap (the live item's).
+	KeyLimit       int            `json:"keyLimit"`
+	KeyLimitSource string         `json:"keyLimitSource"`
+	KeyLimits      map[string]int `json:"keyLimits,omitempty"`
 	// Override is the live item as stored; nil when the type has none.
 	Override *OverrideView `json:"override,omitempty"`
 }
@@ -85,10 +91,16 @@ type OverrideView struct {
 	StateMachineArn string `json:"stateMachineArn,omitempty"`
 	Strategy        string `json:"strategy,omitempty"`
 	Release         string `json:"release,omitempty"`
+	KeyLimit        int    `json:"keyLimit,omitempty"`
+	// KeyCaps counts the keys with their own cap in the item (TypeView.KeyLimits lists them).
+	KeyCaps int `json:"keyCaps,omitempty"`
 }
 
 func overrideView(o config.Override) *OverrideView {
-	return &OverrideView{Limit: o.Limit, MaxAttempts: o.MaxAttempts, StateMachineArn: o.StateMachineArn, Strategy: o.Strategy, Release: o.Release}
+	return &OverrideView{
+		Limit: o.Limit, MaxAttempts: o.MaxAttempts, StateMachineArn: o.StateMachineArn, Strategy: o.Strategy, Release: o.Release,
+		KeyLimit: o.KeyLimit, KeyCaps: len(o.KeyLimits),
+	}
 }
 
 // Where a type's release mode comes from.
@@ -133,6 +145,8 @@ type ConfigView struct {
 	// override or in Releases (TypeReleaseModes).
 	Release  string            `json:"release"`
 	Releases map[string]string `json:"releases,omitempty"`
+	// KeyLimits are the deployment's key caps per type (TypeKeyLimits).
+	KeyLimits map[string]int `json:"keyLimits,omitempty"`
 	// Lanes is what the limits add up to, counted as the limiter counts them against the quota.
 	Lanes        int     `json:"lanes"`
 	Quota        int     `json:"quota"`
@@ -177,6 +191,9 @@ func (e ConfigEditor) view(ctx context.Context, ovs []config.Override) (ConfigVi
 	v.Release, _ = releaseOf(config.Defaults{Release: e.Defaults.Release}, nil, "")
 	if len(e.Defaults.Releases) > 0 {
 		v.Releases = e.Defaults.Releases
+	}
+	if len(e.Defaults.KeyLimits) > 0 {
+		v.KeyLimits = e.Defaults.KeyLimits
 	}
 	// The functions drop an override that breaks the rules on its own (config.Resolver); say so
 	// rather than leave it out without a word.
@@ -224,6 +241,7 @@ func (e ConfigEditor) view(ctx context.Context, ovs []config.Override) (ConfigVi
 			}
 		}
 		tv.Release, tv.ReleaseSource = releaseOf(e.Defaults, ov, c.Type)
+		tv.setKeys(e.Defaults, ov, configuredStrategy(e.Defaults, ovs, c.Type))
 		v.Types = append(v.Types, tv)
 		seen[c.Type] = true
 	}
@@ -253,8 +271,10 @@ func (v ConfigView) typeView(typ string, d config.Defaults, ovs []config.Overrid
 		tv.MaxAttempts = n
 	}
 	tv.Release, tv.ReleaseSource = releaseOf(d, nil, typ)
+	var ov *config.Override
 	for _, o := range ovs {
 		if o.Type == typ && o.Validate() == nil {
+			ov = &o
 			tv.Release, tv.ReleaseSource = releaseOf(d, &o, typ)
 			tv.Override = overrideView(o)
 			if o.MaxAttempts > 0 {
@@ -269,6 +289,7 @@ func (v ConfigView) typeView(typ string, d config.Defaults, ovs []config.Overrid
 			}
 		}
 	}
+	tv.setKeys(d, ov, configuredStrategy(d, ovs, typ))
 	return tv
 }
 
@@ -333,6 +354,13 @@ type Change struct {
 	// Release is a release mode (config.ReleaseModes). Set refuses events for a type whose state
 	// machine is Express or cannot be described.
 	Release *string
+	// KeyLimit is the cap of every concurrency key of the type; 0 removes the live one (the type's
+	// TypeKeyLimits entry, if any, applies again).
+	KeyLimit *int
+	// Key names a concurrency key and KeyCap its own cap; KeyCap 0 removes the key's own cap (it
+	// follows the type's key limit again). Set refuses a cap above the type's limit.
+	Key    *string
+	KeyCap *int
 }
 
 var stateMachineArnRe = regexp.MustCompile(`^arn:aws[a-z-]*:states:[a-z0-9-]+:[0-9]{12}:stateMachine:[A-Za-z0-9_-]{1,80}$`)
@@ -350,8 +378,11 @@ func (c Change) Validate() error {
 	if err := job.ValidateType(c.Type); err != nil {
 		return UsageError{err}
 	}
-	if c.Limit == nil && c.MaxAttempts == nil && c.StateMachineArn == nil && c.Strategy == nil && c.Release == nil {
-		return usagef("nothing to set: give --limit, --max-attempts, --state-machine, --strategy or --release")
+	if c.Limit == nil && c.MaxAttempts == nil && c.StateMachineArn == nil && c.Strategy == nil && c.Release == nil && c.KeyLimit == nil && c.Key == nil && c.KeyCap == nil {
+		return usagef("nothing to set: give --limit, --max-attempts, --state-machine, --strategy, --release, --key-limit or --key with --limit")
+	}
+	if err := c.validateKeys(); err != nil {
+		return err
 	}
 	if c.Strategy != nil {
 		if _, err := parseStrategyFlag(*c.Strategy); err != nil {
@@ -445,6 +476,11 @@ func (e ConfigEditor) Set(ctx context.Context, c Change) (SetResult, error) {
 		o.Release, _ = parseReleaseFlag(*c.Release) // checked by Validate
 	}
 	var warnings []string
+	w, err := c.applyKeys(&o)
+	if err != nil {
+		return SetResult{}, err
+	}
+	warnings = append(warnings, w...)
 	if c.StateMachineArn != nil || c.Release != nil {
 		w, err := e.checkStateMachine(ctx, o, c.StateMachineArn != nil)
 		if err != nil {
@@ -458,6 +494,9 @@ func (e ConfigEditor) Set(ctx context.Context, c Change) (SetResult, error) {
 	}
 	next := append(rest, o)
 	if err := e.checkSet(ctx, next); err != nil {
+		return SetResult{}, err
+	}
+	if err := e.checkKeyCaps(ctx, c, next); err != nil {
 		return SetResult{}, err
 	}
 	if err := e.Store.SetOverride(ctx, o); err != nil {
@@ -649,6 +688,7 @@ func (e ConfigEditor) result(ctx context.Context, typ string, before ConfigView,
 	if res.After.Limit == 0 {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("type %s has no limit: the router refuses its jobs (unknown_type) until one is set with --limit", typ))
 	}
+	res.Warnings = append(res.Warnings, keyWarnings(res.Before, res.After)...)
 	if a := res.After; a.RetiredStrategy != "" && a.StrategySource == "override" {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("the live override of type %s keeps lane strategy %s, which is retired: it runs as %s (config set %s --strategy %s writes that)",
 			typ, a.RetiredStrategy, a.Strategy, typ, a.Strategy))
@@ -659,7 +699,16 @@ func (e ConfigEditor) result(ctx context.Context, typ string, before ConfigView,
 // WriteTable prints the configuration for people.
 func (v ConfigView) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TYPE\tLIMIT\tSOURCE\tMAX ATTEMPTS\tSTATE MACHINE\tSTRATEGY\tRELEASE\tLIVE OVERRIDE")
+	// The KEY LIMIT column is shown once some type caps its keys: a deployment without keys keeps
+	// its table as it was.
+	keys := v.capsKeys()
+	keyCol := func(t TypeView) string {
+		if !keys {
+			return ""
+		}
+		return t.keyLimitText() + "\t"
+	}
+	fmt.Fprintf(tw, "TYPE\tLIMIT\tSOURCE\tMAX ATTEMPTS\tSTATE MACHINE\tSTRATEGY\tRELEASE\t%sLIVE OVERRIDE\n", keyCol(TypeView{KeyLimit: -1}))
 	var retired []string
 	for _, t := range v.Types {
 		limit := strconv.Itoa(t.Limit)
@@ -671,8 +720,8 @@ func (v ConfigView) WriteTable(w io.Writer) error {
 			strategy += "*"
 			retired = append(retired, t.Type)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s (%s)\t%s (%s)\t%s\n", t.Type, limit, t.Source, t.MaxAttempts, shortArn(t.StateMachineArn),
-			strategy, t.StrategySource, t.Release, t.ReleaseSource, t.Override.String())
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s (%s)\t%s (%s)\t%s%s\n", t.Type, limit, t.Source, t.MaxAttempts, shortArn(t.StateMachineArn),
+			strategy, t.StrategySource, t.Release, t.ReleaseSource, keyCol(t), t.Override.String())
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -681,6 +730,7 @@ func (v ConfigView) WriteTable(w io.Writer) error {
 		fmt.Fprintf(w, "* configured %s, a retired lane strategy: run as %s (%s). Set first-free or random to drop this note.\n",
 			lane.LeastLoaded, lane.FirstFree, strings.Join(retired, ", "))
 	}
+	v.writeKeys(w)
 	other := "refused (unknown_type)"
 	if v.FallbackLimit > 0 {
 		other = fmt.Sprintf("limit %d each (DefaultLimit)", v.FallbackLimit)
@@ -697,6 +747,9 @@ func (v ConfigView) WriteTable(w io.Writer) error {
 		fmt.Fprintf(w, ", but %s (TypeReleaseModes)", config.FormatReleaseModes(v.Releases))
 	}
 	fmt.Fprintln(w, ".")
+	if len(v.KeyLimits) > 0 {
+		fmt.Fprintf(w, "Key limits without an override: %s (TypeKeyLimits); other types cap no key.\n", config.FormatKeyLimits(v.KeyLimits))
+	}
 	if v.Warning != "" {
 		fmt.Fprintf(w, "WARNING: the stored overrides are refused by the functions, which keep the last good set or the defaults: %s\n", v.Warning)
 	}
@@ -726,6 +779,12 @@ func (o *OverrideView) String() string {
 	if o.Release != "" {
 		parts = append(parts, "release="+o.Release)
 	}
+	if o.KeyLimit > 0 {
+		parts = append(parts, fmt.Sprintf("keyLimit=%d", o.KeyLimit))
+	}
+	if o.KeyCaps > 0 {
+		parts = append(parts, fmt.Sprintf("keyLimits=%s", plural(o.KeyCaps, "key", "keys")))
+	}
 	if len(parts) == 0 {
 		return "(empty)"
 	}
@@ -739,6 +798,11 @@ func (r SetResult) WriteTable(w io.Writer) error {
 		r.Before.MaxAttempts, r.After.MaxAttempts, shortArn(r.After.StateMachineArn),
 		r.Before.Strategy, r.After.Strategy, r.After.StrategySource,
 		r.Before.Release, r.After.Release, r.After.ReleaseSource)
+	if r.Before.capsKeys() || r.After.capsKeys() {
+		fmt.Fprintf(w, "keys of type %s: key limit %s -> %s (%s); own caps %s -> %s\n", r.After.Type,
+			limitText(r.Before.KeyLimit), limitText(r.After.KeyLimit), r.After.KeyLimitSource,
+			keyCapsText(r.Before.KeyLimits, keysListed), keyCapsText(r.After.KeyLimits, keysListed))
+	}
 	for _, x := range r.Warnings {
 		fmt.Fprintln(w, "note:", x)
 	}

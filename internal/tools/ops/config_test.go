@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -81,7 +82,7 @@ func TestChangeValidate(t *testing.T) {
 		{name: "all", give: Change{Type: "a_1", Limit: ptr(1), MaxAttempts: ptr(5), StateMachineArn: ptr(sampleArn)}},
 		{name: "bad type", give: Change{Type: "a-b", Limit: ptr(1)}, wantErr: "invalid_type"},
 		{name: "no type", give: Change{Limit: ptr(1)}, wantErr: "missing_type"},
-		{name: "nothing", give: Change{Type: "a"}, wantErr: "nothing to set: give --limit, --max-attempts, --state-machine, --strategy or --release"},
+		{name: "nothing", give: Change{Type: "a"}, wantErr: "nothing to set: give --limit, --max-attempts, --state-machine, --strategy, --release, --key-limit or --key with --limit"},
 		{name: "zero limit", give: Change{Type: "a", Limit: ptr(0)}, wantErr: "at least 1"},
 		{name: "limit at quota", give: Change{Type: "a", Limit: ptr(config.MaxInFlight)}, wantErr: "quota"},
 		{name: "zero attempts", give: Change{Type: "a", MaxAttempts: ptr(0)}, wantErr: "at least 1"},
@@ -147,7 +148,7 @@ func TestConfigSet(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := store.items["payments"]; got != (config.Override{Type: "payments", Limit: 10, MaxAttempts: 7, StateMachineArn: other}) {
+		if got := store.items["payments"]; !reflect.DeepEqual(got, config.Override{Type: "payments", Limit: 10, MaxAttempts: 7, StateMachineArn: other}) {
 			t.Errorf("stored override = %+v", got)
 		}
 		if res.Before.Limit != 10 || res.After.Limit != 10 || res.After.StateMachineArn != other || res.After.Source != "override" {
@@ -320,7 +321,7 @@ func TestConfigSetStrategy(t *testing.T) {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.As(err, &ue) {
 					t.Errorf("Set() = %v, want a usage error with %q", err, tt.wantErr)
 				}
-				if store.writes != 0 || len(store.items) != len(tt.stored) || len(tt.stored) > 0 && store.items[tt.stored[0].Type] != tt.stored[0] {
+				if store.writes != 0 || len(store.items) != len(tt.stored) || len(tt.stored) > 0 && !reflect.DeepEqual(store.items[tt.stored[0].Type], tt.stored[0]) {
 					t.Errorf("a refused change wrote: %d writes, overrides %v, want %v", store.writes, store.items, tt.stored)
 				}
 				return
@@ -328,7 +329,7 @@ func TestConfigSetStrategy(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := store.items[tt.give.Type]; got != tt.want || store.writes != 1 {
+			if got := store.items[tt.give.Type]; !reflect.DeepEqual(got, tt.want) || store.writes != 1 {
 				t.Errorf("stored override = %+v after %d writes, want %+v after 1", got, store.writes, tt.want)
 			}
 			if res.Before.Strategy != tt.wantBefore || res.After.Strategy != tt.wantAfter || res.After.StrategySource != tt.wantSource {
@@ -395,7 +396,7 @@ func TestConfigUnknownStoredStrategy(t *testing.T) {
 	if _, err := e.Set(ctx, Change{Type: "payments", Strategy: ptr("random")}); err != nil {
 		t.Fatal(err)
 	}
-	if got := store.items["payments"]; got != (config.Override{Type: "payments", Limit: 9, Strategy: "random"}) {
+	if got := store.items["payments"]; !reflect.DeepEqual(got, config.Override{Type: "payments", Limit: 9, Strategy: "random"}) {
 		t.Errorf("stored after --strategy random = %+v", got)
 	}
 }

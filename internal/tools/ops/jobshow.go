@@ -44,6 +44,10 @@ type JobFinder struct {
 type JobView struct {
 	Type string `json:"type"`
 	ID   string `json:"id"`
+	// Key is the job's concurrency key, from its lease, else from its last execution's input
+	// (job.key); "" for the default key. KeyCap is the cap its key has now, when the type caps keys.
+	Key    string `json:"key,omitempty"`
+	KeyCap int    `json:"keyCap,omitempty"`
 	// State is the lease's status when the job holds a lane (bound, starting, running, retrying,
 	// dead-lettering), else what its last execution says: succeeded, dead-lettered (attempts
 	// exhausted or aborted), or not-started. A claim (lease status starting) whose execution exists
@@ -62,6 +66,7 @@ type JobView struct {
 // LeaseView is the lease a job holds.
 type LeaseView struct {
 	Lane         int       `json:"lane"`
+	Key          string    `json:"key,omitempty"`
 	Status       string    `json:"status"`
 	Attempt      int       `json:"attempt"`
 	Redrive      int       `json:"redrive,omitempty"`
@@ -82,6 +87,8 @@ type ExecutionView struct {
 	StopDate  *time.Time `json:"stopDate,omitempty"`
 	Error     string     `json:"error,omitempty"`
 	Cause     string     `json:"cause,omitempty"`
+	// Key is the job's concurrency key as its execution input has it (job.key).
+	Key string `json:"key,omitempty"`
 
 	submittedAt time.Time // from the execution input
 }
@@ -158,7 +165,9 @@ func ofType(typ string) string {
 func (f JobFinder) show(ctx context.Context, typ, id string, leases []lease.Lease) (JobView, error) {
 	v := JobView{Type: typ, ID: id, MaxAttempts: f.Defaults.DefaultMaxAttempts, Executions: []ExecutionView{}}
 	machines := []string{}
+	var cfg *config.TypeConfig // nil: the type has no limit
 	if c, err := f.Config.Get(ctx, typ); err == nil {
+		cfg = &c
 		v.MaxAttempts = c.MaxAttempts
 		machines = append(machines, c.StateMachineArn)
 	} else if !errors.Is(err, config.ErrUnknownType) {
@@ -172,7 +181,7 @@ func (f JobFinder) show(ctx context.Context, typ, id string, leases []lease.Leas
 	minGen := 0
 	for _, l := range leases {
 		if l.Type == typ && l.JobID == id {
-			v.Lease = &LeaseView{Lane: l.Lane, Status: string(l.Status), Attempt: l.Attempt, Redrive: l.Redrive, ExecutionArn: l.ExecutionArn, StartedAt: l.StartedAt, UpdatedAt: l.UpdatedAt}
+			v.Lease = &LeaseView{Lane: l.Lane, Key: l.JobKey, Status: string(l.Status), Attempt: l.Attempt, Redrive: l.Redrive, ExecutionArn: l.ExecutionArn, StartedAt: l.StartedAt, UpdatedAt: l.UpdatedAt}
 			if !l.SubmittedAt.IsZero() {
 				s := l.SubmittedAt
 				v.SubmittedAt = &s
@@ -206,7 +215,22 @@ func (f JobFinder) show(ctx context.Context, typ, id string, leases []lease.Leas
 		}
 	}
 	f.summarize(&v)
+	v.setKey(cfg)
 	return v, nil
+}
+
+// setKey takes the job's key from its lease, else from its last execution's input, and its cap
+// from the type's configuration (nil: the type has none).
+func (v *JobView) setKey(cfg *config.TypeConfig) {
+	switch {
+	case v.Lease != nil:
+		v.Key = v.Lease.Key
+	case len(v.Executions) > 0:
+		v.Key = v.Executions[len(v.Executions)-1].Key
+	}
+	if cfg != nil && cfg.CapsKeys() {
+		v.KeyCap = cfg.KeyCap(v.Key)
+	}
 }
 
 // find describes the execution of this name on each candidate state machine.
@@ -232,7 +256,7 @@ func (f JobFinder) find(ctx context.Context, machines []string, name string) (Ex
 		}
 		var in job.ExecutionInput
 		if json.Unmarshal([]byte(aws.ToString(out.Input)), &in) == nil {
-			e.Lane, e.submittedAt = in.Job.Lane, in.Job.SubmittedAt.UTC()
+			e.Lane, e.Key, e.submittedAt = in.Job.Lane, in.Job.Key, in.Job.SubmittedAt.UTC()
 		}
 		return e, true, nil
 	}
@@ -328,6 +352,9 @@ func WriteJobs(w io.Writer, views []JobView) error {
 		if v.SubmittedAt != nil {
 			fmt.Fprintf(w, "  submitted  %s\n", v.SubmittedAt.Format(time.RFC3339))
 		}
+		if v.Key != "" || v.KeyCap > 0 {
+			fmt.Fprintf(w, "  key        %s\n", v.keyText())
+		}
 		if l := v.Lease; l != nil {
 			fmt.Fprintf(w, "  lease      lane %d, %s, attempt %d, since %s, updated %s\n", l.Lane, l.Status, l.Attempt, l.StartedAt.Format(time.RFC3339), l.UpdatedAt.Format(time.RFC3339))
 			if l.ExecutionArn != "" {
@@ -348,6 +375,18 @@ func WriteJobs(w io.Writer, views []JobView) error {
 		}
 	}
 	return nil
+}
+
+// keyText is the job's key for people, with the cap its key has now.
+func (v JobView) keyText() string {
+	name := v.Key
+	if name == "" {
+		name = "none: the default key"
+	}
+	if v.KeyCap > 0 {
+		return fmt.Sprintf("%s (its type runs at most %s of it at once)", name, plural(v.KeyCap, "job", "jobs"))
+	}
+	return name
 }
 
 func laneText(n int) string {

@@ -202,3 +202,94 @@ func TestJobShowAnyTypeDoesNotScan(t *testing.T) {
 		t.Errorf("Show() = %+v, want the job's lease of type gone", views)
 	}
 }
+
+// job show names the job's key: from its lease while it holds a lane, else from its last
+// execution's input (job.key); with the cap its key has now when the type caps keys.
+func TestJobShowKey(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	put := func(f *fakes.SFN, typ, key string, attempt int, status sfntypes.ExecutionStatus) {
+		in := job.Job{Type: typ, ID: "o-1", Key: key, Input: []byte(`{}`), SubmittedAt: now}.ExecutionInput(1, attempt).MustJSON()
+		f.Put(fakes.Execution{StateMachineArn: sampleArn, Name: job.RunName(typ, "o-1", 0, attempt), Status: status, Input: string(in), StartDate: now})
+	}
+	ovs := staticStore{{Type: "llm", Limit: 10, KeyLimit: 2, KeyLimits: map[string]int{"acme": 5}}}
+	tests := []struct {
+		name     string
+		typ      string
+		setup    func(f *fakes.SFN, l *fakes.LeaseStore)
+		wantKey  string
+		wantCap  int
+		wantLine string // the key's line in the table; "" when there is none
+	}{
+		{
+			name: "from the lease, with its own cap", typ: "llm",
+			setup: func(f *fakes.SFN, l *fakes.LeaseStore) {
+				put(f, "llm", "acme", 1, sfntypes.ExecutionStatusRunning)
+				l.Set(lease.Lease{Type: "llm", Lane: 1, JobID: "o-1", JobKey: "acme", Attempt: 1, Status: lease.Starting, StartedAt: now})
+			},
+			wantKey: "acme", wantCap: 5, wantLine: "  key        acme (its type runs at most 5 jobs of it at once)\n",
+		},
+		{
+			name: "from a bound lease, before any execution", typ: "llm",
+			setup: func(_ *fakes.SFN, l *fakes.LeaseStore) {
+				l.Set(lease.Lease{Type: "llm", Lane: 3, JobID: "o-1", JobKey: "tenant-7.eu", Status: lease.Bound, StartedAt: now})
+			},
+			wantKey: "tenant-7.eu", wantCap: 2, wantLine: "  key        tenant-7.eu (its type runs at most 2 jobs of it at once)\n",
+		},
+		{
+			name: "from the execution input once released", typ: "llm",
+			setup: func(f *fakes.SFN, _ *fakes.LeaseStore) {
+				put(f, "llm", "globex", 1, sfntypes.ExecutionStatusFailed)
+				put(f, "llm", "globex", 2, sfntypes.ExecutionStatusSucceeded)
+			},
+			wantKey: "globex", wantCap: 2, wantLine: "  key        globex (its type runs at most 2 jobs of it at once)\n",
+		},
+		{
+			name: "the default key of a type that caps keys", typ: "llm",
+			setup: func(f *fakes.SFN, _ *fakes.LeaseStore) {
+				put(f, "llm", "", 1, sfntypes.ExecutionStatusSucceeded)
+			},
+			wantCap: 2, wantLine: "  key        none: the default key (its type runs at most 2 jobs of it at once)\n",
+		},
+		{
+			name: "a key of a type that caps none", typ: "payments",
+			setup: func(f *fakes.SFN, _ *fakes.LeaseStore) {
+				put(f, "payments", "acme", 1, sfntypes.ExecutionStatusSucceeded)
+			},
+			wantKey: "acme", wantLine: "  key        acme\n",
+		},
+		{
+			name: "no key, no caps: no line", typ: "payments",
+			setup: func(f *fakes.SFN, _ *fakes.LeaseStore) {
+				put(f, "payments", "", 1, sfntypes.ExecutionStatusSucceeded)
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, l := fakes.NewSFN(nil), fakes.NewLeaseStore(nil)
+			tt.setup(f, l)
+			r, err := config.NewResolver(defaults(), ovs, time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			views, err := JobFinder{Leases: l, SFN: f, Config: r, Defaults: defaults()}.Show(context.Background(), tt.typ, "o-1")
+			if err != nil || len(views) != 1 {
+				t.Fatalf("Show() = %+v, %v; want one job", views, err)
+			}
+			v := views[0]
+			if v.Key != tt.wantKey || v.KeyCap != tt.wantCap {
+				t.Errorf("Show() key %q cap %d, want %q cap %d", v.Key, v.KeyCap, tt.wantKey, tt.wantCap)
+			}
+			var b strings.Builder
+			if err := WriteJobs(&b, views); err != nil {
+				t.Fatal(err)
+			}
+			if tt.wantLine != "" && !strings.Contains(b.String(), tt.wantLine) {
+				t.Errorf("WriteJobs() lacks %q:\n%s", tt.wantLine, b.String())
+			}
+			if tt.wantLine == "" && strings.Contains(b.String(), "  key ") {
+				t.Errorf("WriteJobs() names a key:\n%s", b.String())
+			}
+		})
+	}
+}

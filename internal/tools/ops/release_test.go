@@ -3,6 +3,7 @@ package ops
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -151,7 +152,7 @@ func TestConfigSetRelease(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := store.items[tt.give.Type]; got != tt.want {
+			if got := store.items[tt.give.Type]; !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("stored override = %+v, want %+v", got, tt.want)
 			}
 			if res.After.Release != tt.wantRelease || res.After.ReleaseSource != tt.wantSource {

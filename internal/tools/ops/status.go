@@ -16,6 +16,7 @@ import (
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/waitroom"
 )
 
 // queueAttrsAPI is the SQS call the status makes.
@@ -40,6 +41,9 @@ type StatusReader struct {
 	// functions resolve it (config.Resolver): status shows the overrides as stored now.
 	Defaults  config.Defaults
 	Overrides overrideLister
+	// Parked, if not nil, reads the parked waiting groups of first-free types (waitroom.Store) for
+	// the keys view: which keys wait, and whether for a lane or for their cap.
+	Parked    parkedLister
 	General   string // queue URLs
 	Lanes     string
 	DeadQueue string
@@ -82,6 +86,9 @@ type TypeStatus struct {
 	// Leases are the type's leases, lane by lane (lane 1 first).
 	Leases []LaneLease `json:"leases,omitempty"`
 	Oldest *RunningJob `json:"oldest,omitempty"`
+	// Keys is the type's concurrency keys, running and waiting; nil when the type has no keyed
+	// work (no key caps, and no lease or parked group of a job with a key).
+	Keys *KeysStatus `json:"keys,omitempty"`
 }
 
 // LaneLease is the lease of one lane: the job that holds it and how far it got (Status as shown:
@@ -91,6 +98,8 @@ type LaneLease struct {
 	Status  string `json:"status"`
 	JobID   string `json:"jobId"`
 	Attempt int    `json:"attempt"`
+	// Key is the job's concurrency key ("" the default key).
+	Key string `json:"key,omitempty"`
 }
 
 // Started is how status shows the lease of a started job. A confirmed start writes nothing after its
@@ -227,6 +236,12 @@ func (r StatusReader) Read(ctx context.Context) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
+	var parked map[string][]waitroom.Waiter
+	if r.Parked != nil {
+		if parked, err = readParked(ctx, r.Parked, firstFree(cfgs), 8); err != nil {
+			return Status{}, err
+		}
+	}
 	st := Status{At: now().UTC()}
 	byType := map[string]*TypeStatus{}
 	for _, c := range cfgs {
@@ -253,7 +268,7 @@ func (r StatusReader) Read(ctx context.Context) (Status, error) {
 		}
 		shown := shownStatus(l.Status)
 		ts.ByStatus[shown]++
-		ts.Leases = append(ts.Leases, LaneLease{Lane: l.Lane, Status: shown, JobID: l.JobID, Attempt: l.Attempt})
+		ts.Leases = append(ts.Leases, LaneLease{Lane: l.Lane, Status: shown, JobID: l.JobID, Attempt: l.Attempt, Key: l.JobKey})
 		// A lease without a start time (written by hand, say) has no age to compare.
 		if !l.StartedAt.IsZero() && (ts.Oldest == nil || l.StartedAt.Before(ts.Oldest.StartedAt)) {
 			ts.Oldest = &RunningJob{
@@ -262,7 +277,16 @@ func (r StatusReader) Read(ctx context.Context) (Status, error) {
 			}
 		}
 	}
-	for _, ts := range byType {
+	leasesOf := map[string][]lease.Lease{}
+	for _, l := range leases {
+		leasesOf[l.Type] = append(leasesOf[l.Type], l)
+	}
+	cfgOf := map[string]*config.TypeConfig{}
+	for i := range cfgs {
+		cfgOf[cfgs[i].Type] = &cfgs[i]
+	}
+	for typ, ts := range byType {
+		ts.Keys = keysOf(cfgOf[typ], leasesOf[typ], parked[typ], st.At)
 		st.Types = append(st.Types, *ts)
 	}
 	sort.Slice(st.Types, func(i, j int) bool { return st.Types[i].Type < st.Types[j].Type })
@@ -300,10 +324,25 @@ func depth(ctx context.Context, api queueAttrsAPI, url string) (QueueDepth, erro
 	}, nil
 }
 
-// WriteTable prints a status for people.
-func (s Status) WriteTable(w io.Writer) error {
+// WriteTable prints a status for people, with the first KeysShown keys of each type.
+func (s Status) WriteTable(w io.Writer) error { return s.WriteTableKeys(w, KeysShown) }
+
+// WriteTableKeys prints a status for people. Once some type has keyed work, the main table gets a
+// KEYS column and each such type a section with its first keys keys running and waiting (none:
+// the column only); a deployment without keys keeps its table as it was.
+func (s Status) WriteTableKeys(w io.Writer, keys int) error {
+	keyed := false
+	for _, t := range s.Types {
+		keyed = keyed || t.Keys != nil
+	}
+	keysCol := func(v string) string {
+		if !keyed {
+			return ""
+		}
+		return v + "\t"
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TYPE\tLIMIT\tSOURCE\tSTRATEGY\tRELEASE\tHELD\tFREE\tOLDEST LEASE")
+	fmt.Fprintf(tw, "TYPE\tLIMIT\tSOURCE\tSTRATEGY\tRELEASE\tHELD\tFREE\t%sOLDEST LEASE\n", keysCol("KEYS"))
 	var retired []string
 	for _, t := range s.Types {
 		limit, free := strconv.Itoa(t.Limit), strconv.Itoa(t.Free)
@@ -319,7 +358,7 @@ func (s Status) WriteTable(w io.Writer) error {
 			strategy += "*"
 			retired = append(retired, fmt.Sprintf("%s (%s)", t.Type, t.RetiredStrategy))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", t.Type, limit, t.Source, strategy, dash(t.Release), t.Running, free, oldest)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s%s\n", t.Type, limit, t.Source, strategy, dash(t.Release), t.Running, free, keysCol(t.keysColumn()), oldest)
 	}
 	if len(s.Types) == 0 {
 		fmt.Fprintln(tw, "(no types: no limits are set and no lane is held)")
@@ -337,6 +376,20 @@ func (s Status) WriteTable(w io.Writer) error {
 			fmt.Fprintf(tw, "%s\t%s\n", t.Type, t.LanesText())
 		}
 		fmt.Fprintln(tw)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if keys > 0 {
+		for _, t := range s.Types {
+			if t.Keys == nil {
+				continue
+			}
+			if err := t.writeKeys(w, keys); err != nil {
+				return err
+			}
+			fmt.Fprintln(w)
+		}
 	}
 	fmt.Fprintln(tw, "QUEUE\tWAITING\tIN FLIGHT\t")
 	fmt.Fprintf(tw, "general\t%d\t%d\tjobs not yet routed\n", s.Queues.General.Waiting+s.Queues.General.Delayed, s.Queues.General.InFlight)

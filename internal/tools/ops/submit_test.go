@@ -87,6 +87,48 @@ func TestParseJobs(t *testing.T) {
 	}
 }
 
+// Jobs with a concurrency key pass through as written; a bad key is refused before anything is
+// sent, with the router's reason and words (job.Parse).
+func TestParseJobsKeys(t *testing.T) {
+	tests := []struct {
+		name       string
+		give       string
+		wantReason string // "": sent as written
+		wantDetail string
+	}{
+		{name: "a key", give: `{"type":"llm","id":"1","key":"acme","input":{"n":1}}`},
+		{name: "a key of 64 characters with - . : _", give: `{"type":"llm","id":"2","key":"` + strings.Repeat("t-7.e:u_", 8) + `"}`},
+		{name: "no key: the default key", give: `{"type":"llm","id":"3"}`},
+		{name: "an empty key is the default key", give: `{"type":"llm","id":"4","key":""}`},
+		{name: "a key with a space", give: `{"type":"llm","id":"5","key":"a b"}`,
+			wantReason: "invalid_key", wantDetail: `key "a b" must be 1-64 characters of A-Z a-z 0-9 _ - . :`},
+		{name: "a key with a hash", give: `{"type":"llm","id":"6","key":"a#b"}`,
+			wantReason: "invalid_key", wantDetail: `key "a#b" must be 1-64 characters of A-Z a-z 0-9 _ - . :`},
+		{name: "a key of 65 characters", give: `{"type":"llm","id":"7","key":"` + strings.Repeat("k", 65) + `"}`, wantReason: "invalid_key"},
+		{name: "a key that is not a string", give: `{"type":"llm","id":"8","key":7}`, wantReason: "not_json"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := ParseJobs(context.Background(), strings.NewReader(tt.give+"\n"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.wantReason == "" {
+				if len(p.Invalid) != 0 || len(p.Jobs) != 1 || string(p.Jobs[0].Body) != tt.give {
+					t.Errorf("ParseJobs() = %+v, want the line sent as written", p)
+				}
+				return
+			}
+			if len(p.Jobs) != 0 || len(p.Invalid) != 1 || p.Invalid[0].Reason != tt.wantReason {
+				t.Fatalf("ParseJobs() = %+v, want the line refused as %s", p, tt.wantReason)
+			}
+			if tt.wantDetail != "" && p.Invalid[0].Detail != tt.wantDetail {
+				t.Errorf("detail %q, want the router's %q", p.Invalid[0].Detail, tt.wantDetail)
+			}
+		})
+	}
+}
+
 // A failure of the type check that is not a refusal stops the parse: the jobs cannot be judged.
 func TestParseJobsCheckError(t *testing.T) {
 	boom := errors.New("table unreachable")
