@@ -256,6 +256,8 @@ type job struct {
 	Type  string
 	ID    string
 	Input any
+	// Key is the job's concurrency key ("": none, the type's default key).
+	Key string
 	// Want is the outcome the job must reach: wantSucceeded (default) or a dead-letter reason.
 	Want string
 }
@@ -292,7 +294,11 @@ func (r *rig) submit(ctx context.Context, jobs ...job) {
 	r.t.Helper()
 	var bodies []string
 	for _, j := range jobs {
-		body, err := json.Marshal(map[string]any{"type": j.Type, "id": j.ID, "input": withCanary(j.Input)})
+		m := map[string]any{"type": j.Type, "id": j.ID, "input": withCanary(j.Input)}
+		if j.Key != "" {
+			m["key"] = j.Key
+		}
+		body, err := json.Marshal(m)
 		if err != nil {
 			r.t.Fatalf("encode job %s: %v", j.ID, err)
 		}

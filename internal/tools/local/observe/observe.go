@@ -135,6 +135,16 @@ type Peak struct {
 // Peaks returns, per type, the most executions working at the same instant. An interval is
 // [Start, WorkEnd); one still working counts until now.
 func Peaks(xs []Execution, now time.Time) map[string]Peak {
+	return PeaksBy(xs, now, func(x Execution) string { return x.Job.Type })
+}
+
+// TypeKey names an execution's type and concurrency key, "type#key" ("type#" for the default key):
+// with PeaksBy, the most jobs of each key that worked at once, from the key in the execution input.
+func TypeKey(x Execution) string { return x.Job.Type + "#" + x.Job.Key }
+
+// PeaksBy is Peaks over the groups that group puts the executions in, such as TypeKey; each Peak's
+// Type is its group's name.
+func PeaksBy(xs []Execution, now time.Time, group func(Execution) string) map[string]Peak {
 	type edge struct {
 		t time.Time
 		d int
@@ -145,7 +155,8 @@ func Peaks(xs []Execution, now time.Time) map[string]Peak {
 		if end.IsZero() {
 			end = now
 		}
-		byType[x.Job.Type] = append(byType[x.Job.Type], edge{x.Start, +1}, edge{end, -1})
+		g := group(x)
+		byType[g] = append(byType[g], edge{x.Start, +1}, edge{end, -1})
 	}
 	out := map[string]Peak{}
 	for typ, es := range byType {

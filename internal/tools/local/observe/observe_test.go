@@ -79,6 +79,34 @@ func TestPeaks(t *testing.T) {
 	}
 }
 
+// Per key: each key of a type is counted apart, the default key ("") as one more; keys of two types
+// are never mixed.
+func TestPeaksByTypeKey(t *testing.T) {
+	k := func(typ, key string, start, end float64) observe.Execution {
+		e := x(typ, start, end)
+		e.Job.Key = key
+		return e
+	}
+	give := []observe.Execution{
+		k("llm", "acme", 0, 10), k("llm", "acme", 5, 15), k("llm", "acme", 15, 20),
+		k("llm", "", 0, 10), k("llm", "beta", 2, 12), k("llm", "", 3, 4),
+		k("ocr", "acme", 1, 9),
+	}
+	got := observe.PeaksBy(give, at(100), observe.TypeKey)
+	want := map[string]observe.Peak{
+		"llm#acme": {Type: "llm#acme", Max: 2, At: at(5)},
+		"llm#":     {Type: "llm#", Max: 2, At: at(3)},
+		"llm#beta": {Type: "llm#beta", Max: 1, At: at(2)},
+		"ocr#acme": {Type: "ocr#acme", Max: 1, At: at(1)},
+	}
+	if !maps.EqualFunc(got, want, func(a, b observe.Peak) bool { return a.Type == b.Type && a.Max == b.Max && a.At.Equal(b.At) }) {
+		t.Errorf("PeaksBy(TypeKey) = %v, want %v", got, want)
+	}
+	if p := observe.Peaks(give, at(100))["llm"]; p.Max != 4 {
+		t.Errorf("Peaks()[llm] = %+v, want 4 across its keys", p)
+	}
+}
+
 func TestSeries(t *testing.T) {
 	tests := []struct {
 		name      string
