@@ -39,6 +39,47 @@ func TestKeys(t *testing.T) {
 	forBackends(t, sqsFacing, func(t *testing.T, b backend) { keysScenario(t, b) })
 }
 
+// Scenario 15b: a key cap set live on a type whose backlog already waits in its lanes. With the
+// random strategy the router sends every job straight to a lane group, so 16 jobs of key acme wait
+// four to a lane when the type (4 lanes) gets keyLimit 1. A job in a lane was never bound, and only a
+// bind counts a key's running jobs: each must go to its key's group first, so that from the change
+// on, acme runs one job at a time, checked from Step Functions' records as in scenario 15.
+func TestKeysCapTheBacklogInLanes(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	const (
+		typ    = "r"
+		lanes  = 4
+		capped = 1
+	)
+	r := newRig(t, rigOptions{backend: fauxqs, params: map[string]string{
+		"TypeLimits": fmt.Sprintf("%s=%d", typ, lanes), "LaneStrategy": "random", "ConfigCacheSeconds": fmt.Sprint(keyCacheSecs),
+	}})
+	var jobs []job
+	for _, id := range idsPerLane(t, typ, lanes, 4) {
+		jobs = append(jobs, job{Type: typ, ID: id, Key: "acme", Input: work{Seconds: keyJobSeconds}})
+	}
+	r.submit(ctx, jobs...)
+	r.waitFor(ctx, progressWithin, "acme to run in every lane", func() (bool, string) {
+		n := r.runningPerKey(ctx, typ)["acme"]
+		return n >= lanes, fmt.Sprintf("acme runs %d", n)
+	})
+	store := config.NewDynamoStore(r.c.DDB, r.table)
+	if err := store.SetOverride(ctx, config.Override{Type: typ, KeyLimit: capped}); err != nil {
+		t.Fatalf("SetOverride(keyLimit %d) = %v", capped, err)
+	}
+	lowered := time.Now()
+	out := r.settle(ctx, settleWithin)
+	t.Logf("%d jobs done; key limit set at %v", len(jobs), lowered.Sub(r.began).Round(100*time.Millisecond))
+	r.checkInvariants(ctx, out, nil)
+	lag := overrun(out.xs, func(x observe.Execution) (int, bool) { return keyJobSeconds, true })
+	t.Logf("overrun of the stack in this run: %v", lag.Round(10*time.Millisecond))
+	checkLoweredCap(t, out, "acme", lanes, capped, lowered.Add(keyCacheSecs*time.Second+2*time.Second+lag))
+	if moved := r.logs.count("job moved to its key's group"); moved == 0 {
+		t.Errorf("no job left its lane for its key's group: the scenario tested nothing")
+	}
+}
+
 const (
 	keyType        = "k"
 	keyTypeLimit   = 6
@@ -196,7 +237,7 @@ func keysScenario(t *testing.T, b backend) {
 	lag := overrun(out.xs, func(x observe.Execution) (int, bool) { return keyJobSeconds, x.Job.ID != fail.ID })
 	t.Logf("overrun of the stack in this run: %v", lag.Round(10*time.Millisecond))
 	checkKeyFairness(t, out, quiet, noisy, premium)
-	checkLoweredCap(t, out, lowered.Add(keyCacheSecs*time.Second+2*time.Second+lag))
+	checkLoweredCap(t, out, "premium", premiumCap, premiumLowered, lowered.Add(keyCacheSecs*time.Second+2*time.Second+lag))
 	checkKeyAlone(t, out, burstSent, lag)
 }
 
@@ -248,31 +289,31 @@ func checkKeyFairness(t *testing.T, out *settled, quiet, noisy, premium []job) {
 	}
 }
 
-// checkLoweredCap: premium's cap, lowered from 4 to 2, holds for every bind made once the change
-// reached every function (from settled on: the change, the cache age, and slack). At that instant at
-// most 4 premium jobs held lanes, of which those already working will not start again: only the
-// rest, at most 4 minus those working, may have been bound under the old cap and start later. A
-// bind under the new cap counts every premium lease, those included, so once any has started no
-// premium start sees more than 2 working. So only among the first (4 - working) premium starts
-// after settled may one see more than 2 premium jobs working, itself included.
-func checkLoweredCap(t *testing.T, out *settled, settled time.Time) {
+// checkLoweredCap: a key's cap, lowered from before to after, holds for every bind made once the
+// change reached every function (from settled on: the change, the cache age, and slack). At that
+// instant at most before jobs of the key held lanes, of which those already working will not start
+// again: only the rest, at most before minus those working, may have been bound under the old cap and
+// start later. A bind under the new cap counts every lease of the key, those included, so once any has
+// started no start of the key sees more than after working. So only among the first (before -
+// working) starts of the key after settled may one see more than after working, itself included.
+func checkLoweredCap(t *testing.T, out *settled, key string, before, after int, settled time.Time) {
 	t.Helper()
-	isPremium := func(x observe.Execution) bool { return x.Job.Key == "premium" }
+	ofKey := func(x observe.Execution) bool { return x.Job.Key == key }
 	var post []observe.Execution
 	for _, x := range out.xs {
-		if isPremium(x) && x.Start.After(settled) {
+		if ofKey(x) && x.Start.After(settled) {
 			post = append(post, x)
 		}
 	}
 	sort.Slice(post, func(i, j int) bool { return post[i].Start.Before(post[j].Start) })
-	early := max(0, premiumCap-workingAt(out.xs, isPremium, settled, out.end))
-	t.Logf("premium after its lowered cap settled (%s): %d starts, the first %d of which may have been bound before", stamp(settled), len(post), early)
+	early := max(0, before-workingAt(out.xs, ofKey, settled, out.end))
+	t.Logf("key %s after its lowered cap settled (%s): %d starts, the first %d of which may have been bound before", key, stamp(settled), len(post), early)
 	if len(post) <= early {
-		t.Errorf("premium: %d starts after its lowered cap settled, none surely bound under it: the scenario tested nothing", len(post))
+		t.Errorf("key %s: %d starts after its lowered cap settled, none surely bound under it: the scenario tested nothing", key, len(post))
 	}
 	for i, x := range post {
-		if n := workingAt(out.xs, isPremium, x.Start, out.end); n > premiumLowered && i >= early {
-			t.Errorf("premium: execution %s started at %s with %d premium jobs working, over its lowered cap %d", x.Name, stamp(x.Start), n, premiumLowered)
+		if n := workingAt(out.xs, ofKey, x.Start, out.end); n > after && i >= early {
+			t.Errorf("key %s: execution %s started at %s with %d of its jobs working, over its lowered cap %d", key, x.Name, stamp(x.Start), n, after)
 		}
 	}
 }

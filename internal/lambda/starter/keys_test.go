@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
@@ -139,5 +140,61 @@ func TestDefaultKeyMovesToItsOneGroup(t *testing.T) {
 	}
 	if len(keys) != 2 || keys["d-1"] != "" || keys["a-9"] != "acme" {
 		t.Errorf("bound jobs and keys = %v, want d-1 (default key) and a-9 (acme)", keys)
+	}
+}
+
+// A job of a type that caps keys reaching a free lane without a bind (routed straight to a lane
+// before its type capped keys, as the random strategy does with its whole backlog, or a copy whose
+// bind was taken back) must not start there: only a bind counts its key's running jobs. It goes to
+// its key's waiting group, and the lane stays free; unless this very message made an attempt in the
+// lane whose lease is gone (deleted by hand), which goes on there as in TestRewaitGoesOnFromTheMessagesOwnAttempts.
+func TestJobInALaneWaitsForItsKeyCap(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		receive    int
+		own        sfntypes.ExecutionStatus // this message's attempt 1 in lane 3 ("": none)
+		wantMoved  bool
+		wantHeld   bool
+		wantLease3 bool
+	}{
+		{name: "first delivery moves to its key's group", receive: 1, wantMoved: true},
+		{name: "a later delivery without an attempt moves too", receive: 2, wantMoved: true},
+		{name: "its own running attempt stays in the lane", receive: 2, own: sfntypes.ExecutionStatusRunning, wantHeld: true, wantLease3: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			r := newKeyRig(t)
+			for ln, id := range map[int]string{1: "a-1", 2: "a-2"} {
+				l := leaseOf("llm", ln, id, 1, lease.Running, 1)
+				l.JobKey = "acme"
+				r.leases.Set(l)
+			}
+			m := keyed(t, job.GroupID("llm", 3), "acme", "a-3", tt.receive)
+			if tt.own != "" {
+				x := execution("llm", 3, "a-3", 1, tt.own, "", "")
+				x.Input = withMessageID(t, x.Input, m.MessageId)
+				r.sfn.Put(x)
+			}
+			resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{m}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if held := len(resp.BatchItemFailures) == 1; held != tt.wantHeld {
+				t.Errorf("held = %v, want %v", held, tt.wantHeld)
+			}
+			if got := startNames(r.sfn); len(got) != 0 {
+				t.Errorf("starts = %v, want none: acme runs its cap of 2 already", got)
+			}
+			cs := copies(t, r)
+			if moved := len(cs) == 1 && cs[0].group == "llm#acme" && cs[0].id == "a-3"; moved != tt.wantMoved || len(cs) > 1 {
+				t.Errorf("copies = %+v, want a-3 sent to its key's group llm#acme: %v", cs, tt.wantMoved)
+			}
+			if _, ok := r.leases.Lease(lease.Key{Type: "llm", Lane: 3}); ok != tt.wantLease3 {
+				t.Errorf("lane 3 holds a lease: %v, want %v", ok, tt.wantLease3)
+			}
+			if got, want := deleted(r.sqs), []string{handle("a-3", tt.receive)}; tt.wantMoved && !equal(got, want) {
+				t.Errorf("deleted = %v, want the original in the lane %v", got, want)
+			}
+		})
 	}
 }

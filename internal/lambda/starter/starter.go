@@ -354,7 +354,19 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 				return v, err
 			}
 		}
-		return s.move(ctx, x, l, cfg)
+		return s.move(ctx, x, l, cfg, "lane above the type's limit; job moved")
+	}
+	if l == nil && cfg.CapsKeys() {
+		// A job in a free lane it was not bound to: routed straight to a lane before its type
+		// capped keys (the random strategy routes its whole backlog so), or a copy whose bind was
+		// taken back. Only a bind counts its key's running jobs (bindFree): started here, it could
+		// take its key over its cap. It waits in its key's group first, with the attempts it made.
+		if x.Attributes["ApproximateReceiveCount"] != "1" {
+			if v, err, decided := s.ownAttempt(ctx, x, l, cfg); decided {
+				return v, err
+			}
+		}
+		return s.move(ctx, x, l, cfg, "job not bound in a type that caps keys; job moved to its key's group")
 	}
 
 	claimedAt := s.now()
@@ -642,12 +654,13 @@ func (s *Starter) confirmSince(ctx context.Context, x *msg, l lease.Lease, since
 	return hold, nil, true
 }
 
-// ownAttempt looks, before a job above its type's limit moves, for the execution of its next attempt
-// started by this very message in this lane. A lease deleted by hand leaves the job's attempts only in
-// Step Functions (and the message's body counts none of them): a moved copy, a new message in
-// another lane, would find that attempt and drop itself as a duplicate, so the job would be neither
-// retried nor dead-lettered. Such an attempt is claimed again here and goes on from its outcome, one
-// attempt per delivery, as in the job's own lane. decided is false when there is none: move the job.
+// ownAttempt looks, before a job leaves its lane (above its type's limit, or not bound in a type that
+// caps keys), for the execution of its next attempt started by this very message in this lane. A
+// lease deleted by hand leaves the job's attempts only in Step Functions (and the message's body
+// counts none of them): a moved copy, a new message in another lane, would find that attempt and drop
+// itself as a duplicate, so the job would be neither retried nor dead-lettered. Such an attempt is
+// claimed again here and goes on from its outcome, one attempt per delivery, as in the job's own
+// lane. decided is false when there is none: move the job.
 func (s *Starter) ownAttempt(ctx context.Context, x *msg, l *lease.Lease, cfg config.TypeConfig) (v verdict, err error, decided bool) {
 	next := x.job.Attempts + 1
 	if l != nil {
@@ -672,7 +685,7 @@ func (s *Starter) ownAttempt(ctx context.Context, x *msg, l *lease.Lease, cfg co
 	if err != nil {
 		return hold, err, true
 	}
-	x.log.InfoContext(ctx, "lane above the type's limit holds an attempt of this message; going on from it", "attempt", attempt)
+	x.log.InfoContext(ctx, "lane the job must leave holds an attempt of this message; going on from it", "attempt", attempt)
 	return s.confirm(ctx, x, claimed)
 }
 
@@ -867,7 +880,7 @@ func (s *Starter) awaitHandover(ctx context.Context, x *msg, other lease.Lease) 
 // copy is delivered as soon as it is sent, and a move may stop after the send). A move that stops
 // after the lease went leaves the original, which comes back to a free lane and finds the attempts it
 // made in Step Functions (ownAttempt), as after a lease deleted by hand.
-func (s *Starter) move(ctx context.Context, x *msg, l *lease.Lease, cfg config.TypeConfig) (verdict, error) {
+func (s *Starter) move(ctx context.Context, x *msg, l *lease.Lease, cfg config.TypeConfig, why string) (verdict, error) {
 	j := x.job
 	if l != nil {
 		j.Attempts = l.Attempt // attempts made so far travel with the job (a bound lease's are the job's)
@@ -894,7 +907,7 @@ func (s *Starter) move(ctx context.Context, x *msg, l *lease.Lease, cfg config.T
 	if _, err := s.Queue.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &s.QueueURL, ReceiptHandle: &x.ReceiptHandle}); err != nil {
 		x.log.WarnContext(ctx, "moved job's original message not deleted; the copy is a duplicate the starter will drop", "error", err)
 	}
-	x.log.InfoContext(ctx, "lane above the type's limit; job moved", "toLane", to, "limit", cfg.Limit)
+	x.log.InfoContext(ctx, why, "toLane", to, "limit", cfg.Limit)
 	s.Metrics.Add(x.key.Type, metrics.JobsMoved, 1)
 	return ack, nil
 }
