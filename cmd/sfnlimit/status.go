@@ -37,12 +37,12 @@ with the lanes it holds. Then the queues: the general queue (jobs not yet routed
 (waiting, and in flight: holding a lane or heading a parked waiting group) and the dead-letter
 queue. Queue counts are SQS's approximate ones: SQS cannot count one type's messages.
 Once a type has keyed work (key caps, or jobs with a key holding a lane or waiting), the main table
-gets a KEYS column (keys running, how many at their cap, keys waiting) and each such type a section:
-its keys running, most lanes first, with their cap, and its keys waiting, parked longest first, with
-what they wait for (a free lane, or their key to fall under its cap); the first --keys of each
-(default 5; --json lists all). Jobs without a key are the default key. Keys come from the leases and
-from the parked records of first-free types (a Query per type); a key whose group is not parked
-(its next job not yet looked at) is not seen waiting.
+gets a KEYS column (keys running, how many at their cap, keys waiting), and each such type where a
+key runs or waits gets a section: its keys running, most lanes first, with their cap, and its keys
+waiting, parked longest first, with what they wait for (a free lane, or their key to fall under its
+cap); the first --keys of each (default 5; --json lists all). Jobs without a key are the default
+key. Keys come from the leases and from the parked records of first-free types (a Query per type);
+a key whose group is not parked (its next job not yet looked at) is not seen waiting.
 With --watch it refreshes every --interval until interrupted (--json then prints one object a line).
 ` + targetHelp,
 		Example: `  sfnlimit status

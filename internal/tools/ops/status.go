@@ -382,8 +382,8 @@ func (s Status) WriteTableKeys(w io.Writer, keys int) error {
 	}
 	if keys > 0 {
 		for _, t := range s.Types {
-			if t.Keys == nil {
-				continue
+			if t.Keys == nil || len(t.Keys.Running)+len(t.Keys.Waiting) == 0 {
+				continue // a type that caps keys and has no work: its KEYS column says so
 			}
 			if err := t.writeKeys(w, keys); err != nil {
 				return err

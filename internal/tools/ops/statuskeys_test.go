@@ -173,7 +173,7 @@ func TestStatusKeys(t *testing.T) {
 // default key is capped too.
 func TestStatusKeysFromDefaults(t *testing.T) {
 	d := defaults()
-	d.KeyLimits = map[string]int{"reports": 2}
+	d.KeyLimits = map[string]int{"reports": 2, "payments": 1}
 	st, err := StatusReader{
 		SQS: noQueues, Leases: leaseTable(t, lease.Lease{Type: "reports", Lane: 4, JobID: "r-1", Status: lease.Bound}),
 		Parked: parkedTable(t), Defaults: d, Overrides: staticStore(nil),
@@ -190,5 +190,18 @@ func TestStatusKeysFromDefaults(t *testing.T) {
 	want := &KeysStatus{KeyLimit: 2, Running: []KeyRunning{{Key: "", Running: 1, Cap: 2}}, Waiting: []KeyWaiting{}}
 	if !reflect.DeepEqual(reports.Keys, want) {
 		t.Errorf("reports keys = %+v, want %+v", reports.Keys, want)
+	}
+	// payments caps keys and has no work: its KEYS column says so, and it gets no section.
+	var b strings.Builder
+	if err := st.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"0 running, 0 at cap, 0 waiting", "1 running, 0 at cap, 0 waiting", "Keys of reports (cap 2 a key): 1 key running, 0 at its cap; 0 keys waiting.\n  KEY        RUNNING  CAP  \n  (default)  1        2    \n"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("WriteTable() lacks %q:\n%s", want, b.String())
+		}
+	}
+	if strings.Contains(b.String(), "Keys of payments") {
+		t.Errorf("WriteTable() has a keys section for a type with no keyed work running or waiting:\n%s", b.String())
 	}
 }
