@@ -127,7 +127,7 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 	}
 	parked = true
 	if w.AtKeyCap {
-		x.log.InfoContext(ctx, "key at its cap; waiting group parked until a release wakes it", "key", x.job.Key,
+		x.log.InfoContext(ctx, "key at its cap; waiting group parked until a release wakes it",
 			"keyCap", cfg.KeyCap(x.job.Key), "group", w.Group)
 		s.Metrics.Add(x.key.Type, metrics.JobsAtKeyCap, 1)
 	} else {
