@@ -94,7 +94,7 @@ func TestAttachLocal(t *testing.T) {
 		t.Errorf("config get after --release events:\n%s", r)
 	}
 	r = must(t, local(t, "status"), exitOK)
-	if !strings.Contains(r.stdout, "RELEASE") || !regexpMatch(`(?m)^`+typ2+` +1 +override +\S+ +events +0 +1 +-$`, r.stdout) {
+	if !strings.Contains(r.stdout, "RELEASE") || !regexpMatch(`(?m)^`+typ2+` +1 +override +\S+ +events +0 +1 +(- +)?-$`, r.stdout) {
 		t.Errorf("status does not show %s in events mode:\n%s", typ2, r)
 	}
 	// A state machine that does not exist is refused before the mode is written.

@@ -342,8 +342,8 @@ func TestStatus(t *testing.T) {
 	})
 
 	// The table says the same: both lanes held, started. (The columns are as wide as the longest
-	// type name of the shared stack.)
-	row := regexp.MustCompile(`(?m)^` + typ + ` +2 +override +\S+ +step +2 +0 +w-\d \(lane [12], attempt 1, started, \d+s\)$`)
+	// type name of the shared stack, and it has a KEYS column once a type of it has keyed work.)
+	row := regexp.MustCompile(`(?m)^` + typ + ` +2 +override +\S+ +step +2 +0 +(- +)?w-\d \(lane [12], attempt 1, started, \d+s\)$`)
 	lanes := regexp.MustCompile(`(?m)^` + typ + ` +started 2 \(1-2\)$`)
 	eventually(t, time.Minute, func() error {
 		r := must(t, local(t, "status"), exitOK)
