@@ -8,8 +8,8 @@
 // read of the response body fails with "use of closed network connection", and the SDK retries it
 // as a connection error: a PutItem or DeleteItem that took effect is sent again and fails its own
 // condition (ConditionalCheckFailed), so the caller reads a success as a lost race. It takes a
-// server that answers before the writing goroutine gets the CPU back: moto on a busy machine does,
-// about one request in 3,000 under the race detector even on a quiet one.
+// server that answers before the writing goroutine gets the CPU back: moto does, under the race
+// detector, for up to one or two requests in 3,000, more often on a busy machine.
 //
 // Client gives net/http a copy of the body in memory, which the SDK never closes; the SDK's own
 // body is read once, before the request goes out.
