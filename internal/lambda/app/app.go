@@ -24,6 +24,7 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/releaser"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/router"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/sdkhttp"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/sqsbatch"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/starter"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/waitroom"
@@ -36,11 +37,14 @@ type Clients struct {
 	DDB *dynamodb.Client
 }
 
-// NewClients builds the clients from one AWS configuration.
+// NewClients builds the clients from one AWS configuration. Their HTTP client reads each request
+// body into memory first (sdkhttp): otherwise a quick answer can make the SDK send a conditional
+// write that took effect a second time.
 func NewClients(cfg aws.Config, opts ...func(*aws.Config)) Clients {
 	for _, o := range opts {
 		o(&cfg)
 	}
+	cfg.HTTPClient = sdkhttp.Client(cfg.HTTPClient)
 	return Clients{SQS: sqs.NewFromConfig(cfg), SFN: sfn.NewFromConfig(cfg), DDB: dynamodb.NewFromConfig(cfg)}
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/sdkhttp"
 	"github.com/sfnlimit/sfnlimit/internal/tools/local/stack"
 )
 
@@ -143,6 +144,7 @@ func Open(ctx context.Context, opts Options) (*Target, error) {
 	if _, err := cfg.Credentials.Retrieve(cctx); err != nil {
 		return nil, fmt.Errorf("no usable AWS credentials (give --profile, set AWS_PROFILE, or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; for SSO run aws sso login): %w", err)
 	}
+	cfg.HTTPClient = sdkhttp.Client(cfg.HTTPClient) // a write the SDK retries after it took effect fails its condition
 	t.Config = cfg
 	return t, nil
 }
@@ -180,6 +182,7 @@ func openLocal(opts Options) (*Target, error) {
 			Region:       region,
 			Credentials:  credentials.NewStaticCredentialsProvider("local", "local", ""),
 			BaseEndpoint: aws.String(info.Endpoint),
+			HTTPClient:   sdkhttp.Client(nil),
 		},
 		opts:    opts,
 		params:  info.Parameters,

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/sfnlimit/sfnlimit/internal/lambda/sdkhttp"
 	"github.com/sfnlimit/sfnlimit/internal/tools/emulator"
 )
 
@@ -33,11 +34,14 @@ func RunDynamoDB(m *testing.M, client **dynamodb.Client) int {
 	return m.Run()
 }
 
-// Client is a DynamoDB client for a loopback endpoint, with dummy credentials.
+// Client is a DynamoDB client for a loopback endpoint, with dummy credentials. moto answers fast
+// enough to meet the SDK's double send of a conditional write (sdkhttp): its HTTP client is the one
+// the functions use.
 func Client(endpoint string) *dynamodb.Client {
 	return dynamodb.New(dynamodb.Options{
 		Region: "us-east-1", BaseEndpoint: aws.String(endpoint),
 		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),
+		HTTPClient:  sdkhttp.Client(nil),
 	})
 }
 

@@ -27,6 +27,7 @@ import (
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/app"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/sdkhttp"
 	"github.com/sfnlimit/sfnlimit/internal/tools/cfntemplate"
 	"github.com/sfnlimit/sfnlimit/internal/tools/emulator"
 	"github.com/sfnlimit/sfnlimit/internal/tools/local/callcount"
@@ -182,12 +183,14 @@ func (s *Stack) Metrics() *metrics.Collector { return s.metrics }
 // Gateway gives access to fault injection and the gateway's call counts.
 func (s *Stack) Gateway() *gateway.Gateway { return s.gw }
 
-// AWSConfig returns an SDK configuration pointed at the stack; counter may be nil.
+// AWSConfig returns an SDK configuration pointed at the stack; counter may be nil. Its HTTP client
+// is the functions' (sdkhttp): moto answers fast enough to meet the SDK's double send of a write.
 func (s *Stack) AWSConfig(counter *callcount.Counter) aws.Config {
 	cfg := aws.Config{
 		Region:       Region,
 		Credentials:  credentials.NewStaticCredentialsProvider("local", "local", ""),
 		BaseEndpoint: aws.String(s.gw.URL()),
+		HTTPClient:   sdkhttp.Client(nil),
 	}
 	if counter != nil {
 		cfg.APIOptions = append(cfg.APIOptions, counter.Option)
