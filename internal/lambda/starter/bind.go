@@ -27,7 +27,7 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 		return hold, errors.New("the starter has no wait room to park first-free jobs in")
 	}
 	w := waitroom.Waiter{Type: x.key.Type, Group: x.Attributes["MessageGroupId"], MessageID: x.MessageId,
-		ReceiptHandle: x.ReceiptHandle, JobID: x.job.ID, Key: x.job.Key, SubmittedAt: x.job.SubmittedAt, ParkedAt: s.now()}
+		ReceiptHandle: x.ReceiptHandle, Receives: x.receives(), JobID: x.job.ID, Key: x.job.Key, SubmittedAt: x.job.SubmittedAt, ParkedAt: s.now()}
 	parked := false
 	if x.receives() != 1 {
 		// Parked on an earlier receive, perhaps: unless it parks again, its group's record goes, so

@@ -556,3 +556,55 @@ func TestJobsRoutedBeforeTheUpgradeRun(t *testing.T) {
 		t.Errorf("copies = %+v, want w-old bound to a free lane other than 2", c)
 	}
 }
+
+// raceLeases runs between on the second read of a type's leases: the look again after parking.
+type raceLeases struct {
+	*fakes.LeaseStore
+	lists   int
+	between func()
+}
+
+func (c *raceLeases) ListType(ctx context.Context, typ string) ([]lease.Lease, error) {
+	if c.lists++; c.lists == 2 {
+		c.between()
+	}
+	return c.LeaseStore.ListType(ctx, typ)
+}
+
+// A head that parks, is woken by a release while it looks again, and then binds on that look, was
+// received again meanwhile: that later delivery found every lane taken and parked the group. Its
+// record must stay, as the only way a release wakes the message, which no longer holds a lane of its
+// own (found by CI's throttling scenario on fauxqs: the earlier delivery's unpark removed it, and
+// the group waited the whole park period behind the message).
+func TestBindOnTheLookAgainLeavesALaterDeliverysRecord(t *testing.T) {
+	ctx := context.Background()
+	r := newRigStrategy(t, map[string]int{"reports": 1}, lane.FirstFree)
+	busy := leaseOf("reports", 1, "busy", 1, lease.Running, 1)
+	r.leases.Set(busy)
+	first := waiting(t, "reports", "w-1", 1)
+	later := waitroom.Waiter{Type: "reports", Group: "reports-0", MessageID: first.MessageId, ReceiptHandle: handle("w-1", 2),
+		Receives: 2, JobID: "w-1", SubmittedAt: submitted, ParkedAt: t0}
+	r.st.Leases = &raceLeases{LeaseStore: r.leases, between: func() {
+		// The release frees the lane and wakes the message; its second delivery finds the lane
+		// taken again (by the first delivery's bind, in AWS's order) and parks.
+		if err := r.leases.Delete(ctx, busy); err != nil {
+			t.Fatal(err)
+		}
+		if w, err := r.room.Take(ctx, "reports"); err != nil || w == nil || w.ReceiptHandle != first.ReceiptHandle {
+			t.Fatalf("release's Take = %+v, %v; want the first delivery's record", w, err)
+		}
+		if err := r.room.Park(ctx, later); err != nil {
+			t.Fatal(err)
+		}
+	}}
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{first}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("Handle = %+v, %v; want the first delivery bound and acknowledged", resp, err)
+	}
+	if c := copies(t, r); len(c) != 1 || c[0].lane != 1 {
+		t.Errorf("copies = %+v, want w-1 bound to lane 1", c)
+	}
+	if ws, err := r.room.List(ctx, "reports"); err != nil || len(ws) != 1 || ws[0].ReceiptHandle != later.ReceiptHandle {
+		t.Errorf("parked = %+v, %v; want the later delivery's record kept", ws, err)
+	}
+}

@@ -34,7 +34,10 @@ type Waiter struct {
 	Group         string
 	MessageID     string
 	ReceiptHandle string
-	JobID         string
+	// Receives is the parking delivery's ApproximateReceiveCount: a record of a later delivery of the
+	// same message is not an earlier delivery's to remove (Unpark).
+	Receives int
+	JobID    string
 	// Key is the head job's concurrency key: a key's jobs all wait in its one group.
 	Key string
 	// AtKeyCap says the head waits for its key to fall under its cap, not for a lane.
@@ -85,6 +88,9 @@ func (s *Store) Park(ctx context.Context, w Waiter) error {
 	item["messageId"] = &types.AttributeValueMemberS{Value: w.MessageID}
 	item["receiptHandle"] = &types.AttributeValueMemberS{Value: w.ReceiptHandle}
 	item["jobId"] = &types.AttributeValueMemberS{Value: w.JobID}
+	if w.Receives > 0 {
+		item["receives"] = &types.AttributeValueMemberN{Value: strconv.Itoa(w.Receives)}
+	}
 	item["submittedAt"] = &types.AttributeValueMemberS{Value: w.SubmittedAt.UTC().Format(time.RFC3339Nano)}
 	item["parkedAt"] = &types.AttributeValueMemberS{Value: w.ParkedAt.UTC().Format(time.RFC3339Nano)}
 	if w.Key != "" {
@@ -111,28 +117,50 @@ func (s *Store) Park(ctx context.Context, w Waiter) error {
 	return nil
 }
 
-// Unpark removes a group's record if its head is still w's message (it found a lane after all); a
-// record of another head of the group is left alone. It reads the record first: most heads that bind
-// were woken by a release, which took their record already, and a read costs a fifth of the failed
-// conditional delete it saves (a write unit is billed for a failed condition too).
+// Unpark removes a group's record if it was written by w's delivery of its message or an earlier one
+// (w found a lane after all, or binds on a later receive); a record of another head of the group, or
+// of a later delivery of w's message, is left alone. A later delivery exists when a release woke w's
+// message while w's delivery still looked for a lane: that delivery may park again, and its record is
+// the only way a release wakes it (found by CI's throttling scenario: a stale delivery that bound
+// removed the new delivery's record, and the group waited the whole park period). It reads the record
+// first: most heads that bind were woken by a release, which took their record already, and a read
+// costs a fifth of the failed conditional delete it saves (a write unit is billed for a failed
+// condition too).
 func (s *Store) Unpark(ctx context.Context, w Waiter) error {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table, Key: s.key(w.Type, w.Group), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return fmt.Errorf("read parked record of group %s: %w", w.Group, err)
 	}
-	if m, ok := out.Item["messageId"].(*types.AttributeValueMemberS); !ok || m.Value != w.MessageID {
+	if out.Item == nil {
+		return nil
+	}
+	if r := decode(w.Type, out.Item); !r.earlierOf(w) {
 		return nil
 	}
 	_, err = s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 		TableName: &s.table, Key: s.key(w.Type, w.Group),
-		ConditionExpression:       aws.String("messageId = :m"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":m": &types.AttributeValueMemberS{Value: w.MessageID}},
+		ConditionExpression: aws.String("messageId = :m AND (receiptHandle = :h OR attribute_not_exists(receives) OR receives < :r)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":m": &types.AttributeValueMemberS{Value: w.MessageID},
+			":h": &types.AttributeValueMemberS{Value: w.ReceiptHandle},
+			":r": &types.AttributeValueMemberN{Value: strconv.Itoa(w.Receives)},
+		},
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if err != nil && !errors.As(err, &ccf) {
 		return fmt.Errorf("unpark waiting group %s at job %s: %w", w.Group, w.JobID, err)
 	}
 	return nil
+}
+
+// earlierOf reports whether record r was parked by w's delivery of w's message or an earlier one. A
+// record that does not say its delivery's receive count was written before records did: it counts
+// as earlier.
+func (r Waiter) earlierOf(w Waiter) bool {
+	if r.MessageID != w.MessageID {
+		return false
+	}
+	return r.ReceiptHandle == w.ReceiptHandle || r.Receives == 0 || r.Receives < w.Receives
 }
 
 // List returns a type's parked groups, in no particular order.
@@ -216,6 +244,9 @@ func decode(typ string, it map[string]types.AttributeValue) Waiter {
 		return ""
 	}
 	w := Waiter{Type: typ, Group: str("sk"), MessageID: str("messageId"), ReceiptHandle: str("receiptHandle"), JobID: str("jobId"), Key: str("key")}
+	if n, ok := it["receives"].(*types.AttributeValueMemberN); ok {
+		w.Receives, _ = strconv.Atoi(n.Value)
+	}
 	if b, ok := it["atKeyCap"].(*types.AttributeValueMemberBOOL); ok {
 		w.AtKeyCap = b.Value
 	}

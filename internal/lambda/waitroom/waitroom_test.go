@@ -198,3 +198,52 @@ func TestTakeAnUpgradedRecord(t *testing.T) {
 		})
 	}
 }
+
+// A delivery of a message that binds after a release woke the message (so the message was received
+// again, and that later delivery parked) must not remove the later delivery's record: it is the
+// only way a release wakes the message again (found by CI's throttling scenario on fauxqs: the group
+// waited the whole park period). Its own record, and an earlier delivery's, go.
+func TestUnparkLeavesALaterDeliverysRecord(t *testing.T) {
+	forBoth(t, func(t *testing.T, s *waitroom.Store) {
+		ctx := context.Background()
+		delivery := func(n int) waitroom.Waiter {
+			w := waiter("pay", "0", "a", time.Second)
+			w.ReceiptHandle, w.Receives = fmt.Sprint("AQEB-a-", n), n
+			return w
+		}
+		parked := func() []string {
+			ws, err := s.List(ctx, "pay")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var hs []string
+			for _, w := range ws {
+				hs = append(hs, fmt.Sprint(w.ReceiptHandle, "/", w.Receives))
+			}
+			return hs
+		}
+		for _, tt := range []struct {
+			name           string
+			parked, unpark waitroom.Waiter
+			want           string
+		}{
+			{"a later delivery's record stays", delivery(3), delivery(2), "[AQEB-a-3/3]"},
+			{"its own record goes", delivery(2), delivery(2), "[]"},
+			{"an earlier delivery's record goes", delivery(1), delivery(2), "[]"},
+			{"another message's record stays", waiter("pay", "0", "b", 0), delivery(2), "[AQEB-b/0]"},
+		} {
+			if err := s.Park(ctx, tt.parked); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Unpark(ctx, tt.unpark); err != nil {
+				t.Fatal(err)
+			}
+			if got := fmt.Sprint(parked()); got != tt.want {
+				t.Errorf("%s: parked after Unpark = %s, want %s", tt.name, got, tt.want)
+			}
+			if _, err := s.Take(ctx, "pay"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}

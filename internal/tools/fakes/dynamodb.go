@@ -94,6 +94,24 @@ func check(cond *string, values map[string]types.AttributeValue, cur map[string]
 			y, err2 := strconv.ParseFloat(due.Value, 64)
 			ok = err1 == nil && err2 == nil && x < y
 		}
+	case "messageId = :m AND (receiptHandle = :h OR attribute_not_exists(receives) OR receives < :r)":
+		eq := func(attr, v string) bool {
+			want, _ := values[v].(*types.AttributeValueMemberS)
+			got, has := cur[attr].(*types.AttributeValueMemberS)
+			return has && want != nil && got.Value == want.Value
+		}
+		r, isN := values[":r"].(*types.AttributeValueMemberN)
+		if !isN {
+			return validation("condition value :r must be a number")
+		}
+		got, has := cur["receives"].(*types.AttributeValueMemberN)
+		earlier := !has
+		if has {
+			x, err1 := strconv.ParseFloat(got.Value, 64)
+			y, err2 := strconv.ParseFloat(r.Value, 64)
+			earlier = err1 == nil && err2 == nil && x < y
+		}
+		ok = eq("messageId", ":m") && (eq("receiptHandle", ":h") || earlier)
 	case "messageId = :m":
 		want, _ := values[":m"].(*types.AttributeValueMemberS)
 		got, has := cur["messageId"].(*types.AttributeValueMemberS)
