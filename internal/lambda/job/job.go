@@ -84,6 +84,8 @@ type Submission struct {
 	// that run at once, and shares its lanes fairly between keys. Empty is the default key.
 	Key   string          `json:"key,omitempty"`
 	Input json.RawMessage `json:"input,omitempty"`
+	// Priority orders a type's waiting jobs: "low", "normal" (the default), "high", or 1-9.
+	Priority json.RawMessage `json:"priority,omitempty"`
 	// Redrive counts how often the job came back from the dead-letter queue. Producers leave it
 	// out; dead letters carry the next value, so a redriven job runs under fresh execution names.
 	Redrive int `json:"redrive,omitempty"`
@@ -96,6 +98,8 @@ type Job struct {
 	Key         string          `json:"key,omitempty"`
 	Input       json.RawMessage `json:"input"`
 	SubmittedAt time.Time       `json:"submittedAt"`
+	// Priority is 1-9, higher first; 0 (none given, or routed before jobs had priorities) is normal.
+	Priority int `json:"priority,omitempty"`
 	// Attempts counts the executions already made for this job; it is carried when a job moves lanes.
 	Attempts int `json:"attempt,omitempty"`
 	Redrive  int `json:"redrive,omitempty"`
@@ -107,7 +111,9 @@ type Meta struct {
 	Type string `json:"type"`
 	// Key is the job's concurrency key ("" is the default key): per-key counts can be checked from
 	// Step Functions' own records.
-	Key         string    `json:"key,omitempty"`
+	Key string `json:"key,omitempty"`
+	// Priority is the job's priority when it is not normal.
+	Priority    int       `json:"priority,omitempty"`
 	Lane        int       `json:"lane"`
 	Attempt     int       `json:"attempt"`
 	Redrive     int       `json:"redrive,omitempty"`
@@ -191,11 +197,18 @@ func Parse(body []byte, defaultID string, submitted time.Time) (Job, error) {
 	if err := ValidateKey(s.Key); err != nil {
 		return known, err
 	}
+	prio, err := ParsePriority(s.Priority)
+	if err != nil {
+		return known, err
+	}
+	if prio == DefaultPriority {
+		prio = 0 // normal jobs' bodies and groups stay as before jobs had priorities
+	}
 	in := s.Input
 	if len(bytes.TrimSpace(in)) == 0 || bytes.Equal(bytes.TrimSpace(in), []byte("null")) {
 		in = json.RawMessage(`{}`)
 	}
-	j := Job{Type: s.Type, ID: s.ID, Key: s.Key, Input: in, SubmittedAt: submitted.UTC(), Redrive: s.Redrive}
+	j := Job{Type: s.Type, ID: s.ID, Key: s.Key, Priority: prio, Input: in, SubmittedAt: submitted.UTC(), Redrive: s.Redrive}
 	// The execution input adds metadata to the job input; check the whole against Step Functions' limit,
 	// at the widest lane, attempt, lanes-queue message id and receive count the starter may put in it.
 	widest := j.ExecutionInput(maxLaneForSize, 99)
@@ -218,7 +231,7 @@ const MaxReceiveForSize = 1<<31 - 1
 // ExecutionInput builds the workflow's input for a lane and attempt.
 func (j Job) ExecutionInput(lane, attempt int) ExecutionInput {
 	return ExecutionInput{
-		Job:   Meta{ID: j.ID, Type: j.Type, Key: j.Key, Lane: lane, Attempt: attempt, Redrive: j.Redrive, SubmittedAt: j.SubmittedAt},
+		Job:   Meta{ID: j.ID, Type: j.Type, Key: j.Key, Priority: j.Priority, Lane: lane, Attempt: attempt, Redrive: j.Redrive, SubmittedAt: j.SubmittedAt},
 		Input: j.Input,
 	}
 }
@@ -256,6 +269,17 @@ func KeyGroupID(typ, key string) string { return typ + "#" + key }
 
 // ParseGroupID splits a MessageGroupId into its type and lane (WaitingLane for a waiting group).
 func ParseGroupID(g string) (typ string, lane int, err error) {
+	if strings.Contains(g, "!") {
+		base, _, err := GroupPriority(g)
+		if err != nil {
+			return "", 0, err
+		}
+		typ, lane, err := ParseGroupID(base)
+		if err != nil || lane != WaitingLane {
+			return "", 0, fmt.Errorf("message group %q: a priority is only on a waiting group", g)
+		}
+		return typ, lane, nil
+	}
 	if typ, key, ok := strings.Cut(g, "#"); ok {
 		if typ == "" || !keyRe.MatchString(key) {
 			return "", 0, fmt.Errorf("message group %q is not {type}#{key}", g)

@@ -321,11 +321,11 @@ func (s *Service) submission(ctx context.Context, l lease.Lease) (string, error)
 		// No state machine is known for the type any more: the dead letter names the job, and its
 		// input is lost. Only a lease of a type removed from config, written before claims recorded
 		// their execution, can get here.
-		b, _ := json.Marshal(job.Submission{Type: l.Type, ID: l.JobID, Redrive: l.Redrive + 1})
+		b, _ := json.Marshal(job.Job{Type: l.Type, ID: l.JobID, Key: l.JobKey}.Resubmission(l.Redrive + 1))
 		return string(b), nil
 	}
 	// The next redrive generation: a redriven job runs under names its earlier runs did not take.
-	fallback, _ := json.Marshal(job.Submission{Type: l.Type, ID: l.JobID, Redrive: l.Redrive + 1})
+	fallback, _ := json.Marshal(job.Job{Type: l.Type, ID: l.JobID, Key: l.JobKey}.Resubmission(l.Redrive + 1))
 	out, err := s.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: &arn})
 	if err != nil {
 		return "", fmt.Errorf("read input of execution %s to dead-letter job %s: %w", arn, l.JobID, err)
@@ -334,7 +334,8 @@ func (s *Service) submission(ctx context.Context, l lease.Lease) (string, error)
 	if out.Input == nil || json.Unmarshal([]byte(*out.Input), &in) != nil {
 		return string(fallback), nil
 	}
-	b, err := json.Marshal(job.Submission{Type: l.Type, ID: l.JobID, Input: in.Input, Redrive: l.Redrive + 1})
+	// The key and priority too: a redriven tenant's job stays under its tenant's cap.
+	b, err := json.Marshal(job.Job{Type: l.Type, ID: l.JobID, Key: in.Job.Key, Priority: in.Job.Priority, Input: in.Input}.Resubmission(l.Redrive + 1))
 	if err != nil {
 		return string(fallback), nil
 	}

@@ -2,6 +2,7 @@ package releaser_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/deadletter"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/releaser"
 	"github.com/sfnlimit/sfnlimit/internal/tools/fakes"
@@ -446,5 +448,25 @@ func TestDeadLetterAfterAFailedInputRead(t *testing.T) {
 	}
 	if l, ok := r.leases.Lease(lease.Key{Type: "reports", Lane: 1}); ok {
 		t.Errorf("lane keeps lease %+v, want it free", l)
+	}
+}
+
+// A dead-lettered job keeps its key and priority: sent back to the general queue, a tenant's job
+// runs under its tenant's cap again, at its priority (found in review: the key was dropped).
+func TestDeadLetterKeepsKeyAndPriority(t *testing.T) {
+	r := newRig(t)
+	l := held("reports", 1, "r-1001", 3, lease.Running)
+	l.JobKey = "acme"
+	r.leases.Set(l)
+	x := execution("reports", 1, "r-1001", 3, `{"seconds":3}`, "FAILED", "JobFailed", "")
+	x.Input = string(job.Job{Type: "reports", ID: "r-1001", Key: "acme", Priority: 9, Input: json.RawMessage(`{"seconds":3}`), SubmittedAt: submitted}.
+		ExecutionInput(1, 3).MustJSON())
+	r.sfn.Put(x)
+	if got, err := r.svc.Release(context.Background(), req("reports", 1, "r-1001", 3, releaser.Failed, "JobFailed", "")); err != nil || got != releaser.DeadLettered {
+		t.Fatalf("Release() = %q, %v; want dead-lettered", got, err)
+	}
+	want := `{"type":"reports","id":"r-1001","key":"acme","input":{"seconds":3},"priority":9,"redrive":1}`
+	if dead := r.sqs.Sent(dlqURL); len(dead) != 1 || dead[0].Body != want {
+		t.Errorf("dead letters = %+v, want one with body %s", dead, want)
 	}
 }

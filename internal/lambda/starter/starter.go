@@ -917,7 +917,7 @@ func (s *Starter) move(ctx context.Context, x *msg, l *lease.Lease, cfg config.T
 // generation's names (attempts before a config reset, a start whose answer was lost), and a redrive
 // must neither find them nor be dropped by SQS as a copy of this run (docs/design.md, "Redrive").
 func (s *Starter) refuse(ctx context.Context, x *msg, l *lease.Lease, reason, cause string) (verdict, error) {
-	body, _ := json.Marshal(job.Submission{Type: x.job.Type, ID: x.job.ID, Input: x.job.Input, Redrive: x.job.Redrive + 1})
+	body, _ := json.Marshal(x.job.Resubmission(x.job.Redrive + 1))
 	if err := s.DLQ.Send(ctx, deadletter.Entry{Reason: reason, Source: "starter", Type: x.job.Type, JobID: x.job.ID, Cause: cause, Body: string(body)}); err != nil {
 		return hold, err
 	}
