@@ -39,6 +39,10 @@ type TypeConfig struct {
 	// of keys with their own. KeyCap reads them.
 	KeyLimit  int
 	KeyLimits map[string]int
+	// Pause, when set, stops the type's new starts (Paused).
+	Pause *Pause
+	// Rate bounds the type's starts per second (none when not IsSet).
+	Rate Rate
 	// Source says where the limit came from: "override", "default" (TYPE_LIMITS) or "fallback" (DEFAULT_LIMIT).
 	Source string
 }
@@ -59,6 +63,8 @@ type Defaults struct {
 	Releases map[string]string
 	// KeyLimits are the per-key caps of listed types (TYPE_KEY_LIMITS, "llm=5").
 	KeyLimits map[string]int
+	// Rates are the start rates of listed types (TYPE_RATES, "partner=5:10").
+	Rates map[string]Rate
 }
 
 // Override is a live per-type change stored in the table; zero fields leave the default in force.
@@ -73,6 +79,11 @@ type Override struct {
 	// keys with their own (a premium tenant), which may be above KeyLimit, never above Limit.
 	KeyLimit  int
 	KeyLimits map[string]int
+	// Pause pauses the type (nil: not paused).
+	Pause *Pause
+	// Rate replaces the type's start rate when IsSet; NoRate removes the default one.
+	Rate   Rate
+	NoRate bool
 }
 
 // Validate checks an override against the same rules as the defaults.
@@ -95,6 +106,15 @@ func (o Override) Validate() error {
 	}
 	if o.Limit > MaxInFlight {
 		return fmt.Errorf("type %s: limit %d is more than the FIFO in-flight quota %d", o.Type, o.Limit, MaxInFlight)
+	}
+	if err := o.Rate.Validate(); err != nil {
+		return fmt.Errorf("type %s: %w", o.Type, err)
+	}
+	if o.NoRate && o.Rate.IsSet() {
+		return fmt.Errorf("type %s: a rate and no rate at once", o.Type)
+	}
+	if err := validatePause(o.Type, o.Pause); err != nil {
+		return err
 	}
 	return validateKeyLimits(o.Type, o.KeyLimit, o.KeyLimits)
 }
@@ -166,6 +186,14 @@ func (d Defaults) Validate() error {
 	for t, n := range d.KeyLimits {
 		if err := validateKeyLimits(t, n, nil); err != nil {
 			return fmt.Errorf("TYPE_KEY_LIMITS: %w", err)
+		}
+	}
+	for t, r := range d.Rates {
+		if err := job.ValidateType(t); err != nil {
+			return fmt.Errorf("TYPE_RATES: %w", err)
+		}
+		if err := r.Validate(); err != nil {
+			return fmt.Errorf("TYPE_RATES: type %s: %w", t, err)
 		}
 	}
 	if d.DefaultMaxAttempts < 1 {
@@ -313,6 +341,7 @@ func (r *Resolver) merge(typ string, ov map[string]Override) (TypeConfig, error)
 		c.MaxAttempts = n
 	}
 	c.KeyLimit = d.KeyLimits[typ]
+	c.Rate = d.Rates[typ]
 	if o, ok := ov[typ]; ok {
 		if o.Limit > 0 {
 			c.Limit, c.Source = o.Limit, "override"
@@ -335,6 +364,13 @@ func (r *Resolver) merge(typ string, ov map[string]Override) (TypeConfig, error)
 		if len(o.KeyLimits) > 0 {
 			c.KeyLimits = o.KeyLimits
 		}
+		switch {
+		case o.Rate.IsSet():
+			c.Rate = o.Rate
+		case o.NoRate:
+			c.Rate = Rate{}
+		}
+		c.Pause = o.Pause
 	}
 	if c.CapsKeys() {
 		// A key's cap is counted by the one binder of the key's waiting group: only first-free

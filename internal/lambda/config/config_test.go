@@ -137,7 +137,7 @@ func TestFromEnv(t *testing.T) {
 		{
 			name:      "nothing set",
 			give:      map[string]string{},
-			want:      config.Defaults{Limits: map[string]int{}, MaxAttempts: map[string]int{}, DefaultMaxAttempts: 3, Releases: map[string]string{}, KeyLimits: map[string]int{}},
+			want:      config.Defaults{Limits: map[string]int{}, MaxAttempts: map[string]int{}, DefaultMaxAttempts: 3, Releases: map[string]string{}, KeyLimits: map[string]int{}, Rates: map[string]config.Rate{}},
 			wantCache: 30 * time.Second,
 		},
 		{
@@ -153,6 +153,7 @@ func TestFromEnv(t *testing.T) {
 				"RELEASE_MODE":         "events",
 				"TYPE_RELEASE_MODES":   "payments=step",
 				"TYPE_KEY_LIMITS":      "payments=5",
+				"TYPE_RATES":           "payments=2.5:4,reports=1",
 			},
 			want: config.Defaults{
 				Limits:             map[string]int{"payments": 50, "reports": 5},
@@ -164,13 +165,14 @@ func TestFromEnv(t *testing.T) {
 				Release:            "events",
 				Releases:           map[string]string{"payments": "step"},
 				KeyLimits:          map[string]int{"payments": 5},
+				Rates:              map[string]config.Rate{"payments": {PerSecond: 2.5, Burst: 4}, "reports": {PerSecond: 1, Burst: 1}},
 			},
 			wantCache: 10 * time.Second,
 		},
 		{
 			name:      "spaces around numbers",
 			give:      map[string]string{"DEFAULT_LIMIT": " 7 ", "DEFAULT_MAX_ATTEMPTS": " 2", "CONFIG_CACHE_SECONDS": "5 "},
-			want:      config.Defaults{Limits: map[string]int{}, MaxAttempts: map[string]int{}, FallbackLimit: 7, DefaultMaxAttempts: 2, Releases: map[string]string{}, KeyLimits: map[string]int{}},
+			want:      config.Defaults{Limits: map[string]int{}, MaxAttempts: map[string]int{}, FallbackLimit: 7, DefaultMaxAttempts: 2, Releases: map[string]string{}, KeyLimits: map[string]int{}, Rates: map[string]config.Rate{}},
 			wantCache: 5 * time.Second,
 		},
 		{name: "bad TYPE_LIMITS", give: map[string]string{"TYPE_LIMITS": "payments=zero"}, wantErr: "TYPE_LIMITS"},
@@ -185,6 +187,7 @@ func TestFromEnv(t *testing.T) {
 		{name: "unknown RELEASE_MODE", give: map[string]string{"RELEASE_MODE": "status"}, wantErr: "RELEASE_MODE"},
 		{name: "unknown mode in TYPE_RELEASE_MODES", give: map[string]string{"TYPE_RELEASE_MODES": "llm=event"}, wantErr: "TYPE_RELEASE_MODES"},
 		{name: "bad TYPE_KEY_LIMITS", give: map[string]string{"TYPE_KEY_LIMITS": "llm=0"}, wantErr: "TYPE_KEY_LIMITS"},
+		{name: "bad TYPE_RATES", give: map[string]string{"TYPE_RATES": "llm=0"}, wantErr: "TYPE_RATES"},
 		{name: "sum over the quota", give: map[string]string{"TYPE_LIMITS": "a=60000,b=60000"}, wantErr: "quota"},
 	}
 	for _, tt := range tests {

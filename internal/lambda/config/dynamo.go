@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -44,6 +45,13 @@ type overrideItem struct {
 	Release         string         `dynamodbav:"release,omitempty"`
 	KeyLimit        int            `dynamodbav:"keyLimit,omitempty"`
 	KeyLimits       map[string]int `dynamodbav:"keyLimits,omitempty"`
+	// A pause: pausedAt (RFC 3339) says the type is paused, pauseReason why.
+	PausedAt    string `dynamodbav:"pausedAt,omitempty"`
+	PauseReason string `dynamodbav:"pauseReason,omitempty"`
+	// A start rate: rate per second and burst; noRate removes the deployment's.
+	Rate   float64 `dynamodbav:"rate,omitempty"`
+	Burst  int     `dynamodbav:"burst,omitempty"`
+	NoRate bool    `dynamodbav:"noRate,omitempty"`
 }
 
 // ListOverrides reads every live override (one Query).
@@ -64,7 +72,7 @@ func (s *DynamoStore) ListOverrides(ctx context.Context) ([]Override, error) {
 			if err := attributevalue.UnmarshalMap(it, &oi); err != nil {
 				return nil, fmt.Errorf("decode config item: %w", err)
 			}
-			out = append(out, Override{
+			o := Override{
 				Type:            strings.TrimPrefix(oi.SK, typePrefix),
 				Limit:           oi.Limit,
 				MaxAttempts:     oi.MaxAttempts,
@@ -73,7 +81,17 @@ func (s *DynamoStore) ListOverrides(ctx context.Context) ([]Override, error) {
 				Release:         oi.Release,
 				KeyLimit:        oi.KeyLimit,
 				KeyLimits:       oi.KeyLimits,
-			})
+				Rate:            Rate{PerSecond: oi.Rate, Burst: oi.Burst},
+				NoRate:          oi.NoRate,
+			}
+			if oi.PausedAt != "" {
+				since, err := time.Parse(time.RFC3339Nano, oi.PausedAt)
+				if err != nil {
+					return nil, fmt.Errorf("config item of type %s: pausedAt %q: %w", o.Type, oi.PausedAt, err)
+				}
+				o.Pause = &Pause{Reason: oi.PauseReason, Since: since}
+			}
+			out = append(out, o)
 		}
 	}
 	return out, nil
@@ -84,10 +102,15 @@ func (s *DynamoStore) SetOverride(ctx context.Context, o Override) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
-	item, err := attributevalue.MarshalMap(overrideItem{
+	oi := overrideItem{
 		PK: configPK, SK: typePrefix + o.Type, Limit: o.Limit, MaxAttempts: o.MaxAttempts, StateMachineArn: o.StateMachineArn,
 		Strategy: o.Strategy, Release: o.Release, KeyLimit: o.KeyLimit, KeyLimits: o.KeyLimits,
-	})
+		Rate: o.Rate.PerSecond, Burst: o.Rate.Burst, NoRate: o.NoRate,
+	}
+	if o.Pause != nil {
+		oi.PausedAt, oi.PauseReason = o.Pause.Since.UTC().Format(time.RFC3339Nano), o.Pause.Reason
+	}
+	item, err := attributevalue.MarshalMap(oi)
 	if err != nil {
 		return fmt.Errorf("encode override of type %s: %w", o.Type, err)
 	}

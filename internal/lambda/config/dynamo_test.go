@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -250,6 +251,8 @@ func TestDynamoStoreRoundTrip(t *testing.T) {
 		{Type: "reports", Limit: 2},
 		{Type: "a_b_c", MaxAttempts: 1},
 		{Type: "llm", KeyLimit: 5, KeyLimits: map[string]int{"acme": 20, "tenant-7.eu": 1}},
+		{Type: "partner", Rate: config.Rate{PerSecond: 2.5, Burst: 5}, Pause: &config.Pause{Reason: "partner outage INC-42", Since: time.Date(2026, 11, 25, 9, 30, 0, 123e6, time.UTC)}},
+		{Type: "quiet", NoRate: true, Pause: &config.Pause{Since: time.Date(2026, 11, 25, 9, 31, 0, 0, time.UTC)}},
 	}
 	for _, o := range want {
 		if err := st.SetOverride(context.Background(), o); err != nil {

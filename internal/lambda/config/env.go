@@ -10,7 +10,7 @@ import (
 
 // FromEnv reads the deployment defaults and the cache age from the function's environment
 // (TYPE_LIMITS, DEFAULT_LIMIT, DEFAULT_MAX_ATTEMPTS, TYPE_MAX_ATTEMPTS, STATE_MACHINE_ARN,
-// CONFIG_CACHE_SECONDS, LANE_STRATEGY, RELEASE_MODE, TYPE_RELEASE_MODES, TYPE_KEY_LIMITS), as the template sets them.
+// CONFIG_CACHE_SECONDS, LANE_STRATEGY, RELEASE_MODE, TYPE_RELEASE_MODES, TYPE_KEY_LIMITS, TYPE_RATES), as the template sets them.
 func FromEnv(getenv func(string) string) (Defaults, time.Duration, error) {
 	if getenv == nil {
 		getenv = os.Getenv
@@ -26,6 +26,10 @@ func FromEnv(getenv func(string) string) (Defaults, time.Duration, error) {
 	keyLimits, err := ParseLimits(getenv("TYPE_KEY_LIMITS"))
 	if err != nil {
 		return Defaults{}, 0, fmt.Errorf("TYPE_KEY_LIMITS: %w", err)
+	}
+	rates, err := ParseRates(getenv("TYPE_RATES"))
+	if err != nil {
+		return Defaults{}, 0, fmt.Errorf("TYPE_RATES: %w", err)
 	}
 	releases, err := ParseReleaseModes(getenv("TYPE_RELEASE_MODES"))
 	if err != nil {
@@ -53,6 +57,7 @@ func FromEnv(getenv func(string) string) (Defaults, time.Duration, error) {
 		Release:            strings.TrimSpace(getenv("RELEASE_MODE")),
 		Releases:           releases,
 		KeyLimits:          keyLimits,
+		Rates:              rates,
 	}
 	if err := d.Validate(); err != nil {
 		return Defaults{}, 0, err

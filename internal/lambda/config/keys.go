@@ -33,16 +33,25 @@ func (c TypeConfig) CapsKeys() bool { return c.KeyLimit > 0 || len(c.KeyLimits) 
 // WaitingGroup is the MessageGroupId a first-free job of this type waits in: its key's group
 // ("{type}#{key}") for a job with a key; for the default key, the type's first waiting group when
 // the type has a keyLimit (so one binder at a time counts the default key's jobs, as for any key),
-// else one of the type's ceil(limit/10) waiting groups, by a hash of the job.
+// else one of the type's ceil(limit/10) waiting groups, by a hash of the job. A job that is not
+// normal priority waits in that group's twin for its priority ("{group}!{p}"), so a release can
+// serve the higher first; in a type that caps keys, a key's jobs keep to one group whatever their
+// priorities, as only one binder at a time may count the key's running jobs (its group's priority
+// is then its head's).
 func (c TypeConfig) WaitingGroup(j job.Job) string {
+	var g string
 	switch {
 	case j.Key != "":
-		return job.KeyGroupID(j.Type, j.Key)
+		g = job.KeyGroupID(j.Type, j.Key)
 	case c.KeyLimit > 0:
-		return job.WaitingGroupID(j.Type, 0)
+		g = job.WaitingGroupID(j.Type, 0)
 	default:
-		return job.WaitingGroupID(j.Type, lane.WaitingGroup(j, c.Limit))
+		g = job.WaitingGroupID(j.Type, lane.WaitingGroup(j, c.Limit))
 	}
+	if c.CapsKeys() {
+		return g
+	}
+	return job.PriorityGroupID(g, j.Priority)
 }
 
 // validateKeyLimits checks a type's key caps: keys as the job contract has them, caps from 1.
