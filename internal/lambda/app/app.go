@@ -188,10 +188,17 @@ func releaserWith(env Env, c Clients, res *config.Resolver, log *slog.Logger, re
 	if err != nil {
 		return nil, err
 	}
+	aging, err := env.seconds("PRIORITY_AGING_SECONDS", int(config.DefaultPriorityAging.Seconds()))
+	if err != nil {
+		return nil, err
+	}
+	if aging == 0 {
+		return nil, fmt.Errorf("PRIORITY_AGING_SECONDS must be at least 1")
+	}
 	leases := lease.NewStore(c.DDB, table)
 	svc := &releaser.Service{
 		Leases: leases, Queue: c.SQS, QueueURL: fifo, SFN: c.SFN, Config: res, DLQ: deadletter.New(c.SQS, dlq),
-		WaitRoom: waitroom.NewStore(c.DDB, table), Log: log, Metrics: rec,
+		WaitRoom: waitroom.NewStore(c.DDB, table), Log: log, Metrics: rec, PriorityAging: aging,
 	}
 	vis, err := env.seconds("FIFO_VISIBILITY_TIMEOUT", 900)
 	if err != nil {

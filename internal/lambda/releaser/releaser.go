@@ -110,6 +110,9 @@ type Service struct {
 	// Metrics receives JobsSucceeded, JobsRetried and JobsDeadLettered per type (nil: none). Whoever
 	// invokes the service flushes it.
 	Metrics *metrics.Recorder
+	// PriorityAging is how long a parked head waits before it ranks one priority higher
+	// (config.DefaultPriorityAging when 0): the bound on starvation by higher priorities.
+	PriorityAging time.Duration
 }
 
 // parkedJobs are the parked waiting groups of a type (internal/lambda/waitroom): a wake-up lists

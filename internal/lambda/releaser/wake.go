@@ -5,9 +5,12 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/waitroom"
 )
@@ -17,9 +20,14 @@ import (
 const maxWakes = 10
 
 // wake makes parked waiting groups of a type visible again, so the starter binds their heads to
-// the lane this release freed. Which groups, in order:
-//   - Groups without keys (no parked head has a key or waits for its key's cap): the one whose head
-//     was submitted earliest, so a type's jobs start in nearly their global FIFO order.
+// the lane this release freed. Nothing is woken while the type is paused. Which groups, in order:
+//   - The highest effective priority first: a head's priority, one level higher for every
+//     PriorityAging it has waited since it was submitted, up to job.MaxPriority. Aging bounds
+//     starvation: a head of priority p ranks at the top after (MaxPriority-p) x PriorityAging,
+//     where older heads go first, so later high-priority jobs cannot pass it for ever.
+//   - Within one effective priority, groups without keys (no parked head has a key or waits for
+//     its key's cap): the one whose head was submitted earliest, so a type's jobs start in nearly
+//     their global FIFO order.
 //   - Otherwise the fair rule across keys: only groups whose key is under its cap, the key with the
 //     fewest running jobs first, then the one that has waited longest for service (parked
 //     earliest). A key with a backlog so never takes a freed lane from a key with fewer running,
@@ -74,18 +82,23 @@ func (s *Service) wake(ctx context.Context, log *slog.Logger, typ string) {
 
 // wakeOrder returns the parked groups in the order they get free lanes, and how many to wake.
 func (s *Service) wakeOrder(ctx context.Context, log *slog.Logger, typ string, ws []waitroom.Waiter) ([]waitroom.Waiter, int) {
+	now := s.now()
+	rank := func(w waitroom.Waiter) int { return EffectivePriority(w, now, s.PriorityAging) }
+	cfg, cfgErr := s.Config.Get(ctx, typ)
+	if cfgErr == nil && cfg.Paused() {
+		return nil, 0 // a resume wakes them (sfnlimit resume), or they look again after their park
+	}
 	byHead := func() ([]waitroom.Waiter, int) {
 		slices.SortFunc(ws, func(a, b waitroom.Waiter) int {
-			return cmp.Or(a.SubmittedAt.Compare(b.SubmittedAt), a.ParkedAt.Compare(b.ParkedAt), cmp.Compare(a.Group, b.Group))
+			return cmp.Or(cmp.Compare(rank(b), rank(a)), a.SubmittedAt.Compare(b.SubmittedAt), a.ParkedAt.Compare(b.ParkedAt), cmp.Compare(a.Group, b.Group))
 		})
 		return ws, 1
 	}
 	if !slices.ContainsFunc(ws, func(w waitroom.Waiter) bool { return w.Key != "" || w.AtKeyCap }) {
 		return byHead()
 	}
-	cfg, err := s.Config.Get(ctx, typ)
-	if err != nil {
-		log.WarnContext(ctx, "type's config not read; waking the oldest parked job", "error", err)
+	if cfgErr != nil {
+		log.WarnContext(ctx, "type's config not read; waking the oldest parked job", "error", cfgErr)
 		return byHead()
 	}
 	leases, err := s.Leases.ListType(ctx, typ)
@@ -104,8 +117,28 @@ func (s *Service) wakeOrder(ctx context.Context, log *slog.Logger, typ string, w
 		}
 	}
 	slices.SortFunc(eligible, func(a, b waitroom.Waiter) int {
-		return cmp.Or(cmp.Compare(running[a.Key], running[b.Key]), a.ParkedAt.Compare(b.ParkedAt), cmp.Compare(a.Group, b.Group))
+		return cmp.Or(cmp.Compare(rank(b), rank(a)), cmp.Compare(running[a.Key], running[b.Key]), a.ParkedAt.Compare(b.ParkedAt), cmp.Compare(a.Group, b.Group))
 	})
 	free := cfg.Limit - len(leases)
 	return eligible, min(max(free, 0), maxWakes)
+}
+
+// EffectivePriority is the rank a release gives a parked group at now: its head's priority (the
+// record's, else its group's), one level higher per aging (config.DefaultPriorityAging when 0) its
+// head has waited since submission, at most job.MaxPriority.
+func EffectivePriority(w waitroom.Waiter, now time.Time, aging time.Duration) int {
+	p := w.Priority
+	if p == 0 {
+		_, p, _ = job.GroupPriority(w.Group)
+	}
+	if p == 0 {
+		p = job.DefaultPriority
+	}
+	if aging <= 0 {
+		aging = config.DefaultPriorityAging
+	}
+	if waited := now.Sub(w.SubmittedAt); waited > 0 && !w.SubmittedAt.IsZero() {
+		p += int(waited / aging)
+	}
+	return min(p, job.MaxPriority)
 }

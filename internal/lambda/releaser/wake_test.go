@@ -49,6 +49,38 @@ func TestReleaseWakesTheOldestParkedJob(t *testing.T) {
 			want:  []string{"h-1", "h-2"},
 		},
 		{
+			name: "a higher priority first", lease: held("reports", 1, "r-1001", 1, lease.Running),
+			give: req("reports", 1, "r-1001", 1, releaser.Succeeded, "", ""),
+			parked: []waitroom.Waiter{
+				{Type: "reports", Group: "reports-0", MessageID: "m-1", ReceiptHandle: "h-normal", JobID: "w-1", SubmittedAt: t0.Add(-time.Second)},
+				{Type: "reports", Group: "reports-0!9", MessageID: "m-2", ReceiptHandle: "h-high", JobID: "w-2", SubmittedAt: t0},
+				{Type: "reports", Group: "reports-0!1", MessageID: "m-3", ReceiptHandle: "h-low", JobID: "w-3", SubmittedAt: t0.Add(-2 * time.Second)},
+			},
+			want: []string{"h-high"},
+		},
+		{
+			// Aging: waited 9 minutes, low (1) ranks at the top (9), beside the fresh high head, and
+			// the older goes first.
+			name: "an old low-priority head passes fresh high ones", lease: held("reports", 1, "r-1001", 1, lease.Running),
+			give: req("reports", 1, "r-1001", 1, releaser.Succeeded, "", ""),
+			parked: []waitroom.Waiter{
+				{Type: "reports", Group: "reports-0!9", MessageID: "m-2", ReceiptHandle: "h-high", JobID: "w-2", SubmittedAt: t0.Add(-time.Second)},
+				{Type: "reports", Group: "reports-0!1", MessageID: "m-3", ReceiptHandle: "h-low", JobID: "w-3", SubmittedAt: t0.Add(-9 * time.Minute)},
+			},
+			want: []string{"h-low"},
+		},
+		{
+			// Keyed groups: priority comes before the fair rule across keys (acme runs nothing, beta
+			// one job, yet beta's head is high priority).
+			name: "priority before fairness across keys", lease: held("reports", 1, "r-1001", 1, lease.Running),
+			give: req("reports", 1, "r-1001", 1, releaser.Succeeded, "", ""),
+			parked: []waitroom.Waiter{
+				{Type: "reports", Group: "reports#acme", MessageID: "m-1", ReceiptHandle: "h-acme", JobID: "w-1", Key: "acme", SubmittedAt: t0},
+				{Type: "reports", Group: "reports#beta", MessageID: "m-2", ReceiptHandle: "h-beta", JobID: "w-2", Key: "beta", Priority: 9, SubmittedAt: t0},
+			},
+			want: []string{"h-beta", "h-acme"}, // two lanes free: both, beta first
+		},
+		{
 			name: "a retry keeps its lane and wakes nobody", lease: held("reports", 1, "r-1001", 1, lease.Running),
 			give: req("reports", 1, "r-1001", 1, releaser.Failed, "JobFailed", "boom"),
 			parked: []waitroom.Waiter{
@@ -61,6 +93,7 @@ func TestReleaseWakesTheOldestParkedJob(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
 			r := newRig(t)
+			r.svc.Now = r.clock.Now // heads age by the rig's clock
 			room := waitroom.NewStore(fakes.NewDynamoDB("table"), "table")
 			r.svc.WaitRoom = room
 			for _, w := range tt.parked {
@@ -247,5 +280,40 @@ func TestReleaseWakesKeysFairly(t *testing.T) {
 				t.Errorf("parked handles made visible = %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// overrides is a config store with fixed live overrides.
+type overrides []config.Override
+
+func (o overrides) ListOverrides(context.Context) ([]config.Override, error) { return o, nil }
+
+// A release of a paused type frees its lane and wakes no parked group: they wait for the resume.
+func TestReleaseOfAPausedTypeWakesNobody(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t)
+	res, err := config.NewResolver(config.Defaults{Limits: map[string]int{"reports": 3}, DefaultMaxAttempts: 3, StateMachineArn: smArn},
+		overrides{{Type: "reports", Pause: &config.Pause{Reason: "INC-7", Since: t0}}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.svc.Config = res
+	room := waitroom.NewStore(fakes.NewDynamoDB("table"), "table")
+	r.svc.WaitRoom = room
+	if err := room.Park(ctx, waitroom.Waiter{Type: "reports", Group: "reports-0", MessageID: "m-1", ReceiptHandle: "h-1", JobID: "w-1", SubmittedAt: t0, Paused: true}); err != nil {
+		t.Fatal(err)
+	}
+	l := held("reports", 1, "r-1001", 1, lease.Running)
+	r.leases.Set(l)
+	if got, err := r.svc.Release(ctx, req("reports", 1, "r-1001", 1, releaser.Succeeded, "", "")); err != nil || got != releaser.Deleted {
+		t.Fatalf("Release = %q, %v; want the job's message deleted", got, err)
+	}
+	for _, v := range r.sqs.VisibilityChanges() {
+		if v.ReceiptHandle == "h-1" {
+			t.Errorf("parked head woken while its type is paused: %+v", v)
+		}
+	}
+	if ws, _ := room.List(ctx, "reports"); len(ws) != 1 {
+		t.Errorf("parked = %+v, want the record kept for the resume", ws)
 	}
 }

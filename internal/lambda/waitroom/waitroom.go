@@ -42,6 +42,10 @@ type Waiter struct {
 	Key string
 	// AtKeyCap says the head waits for its key to fall under its cap, not for a lane.
 	AtKeyCap bool
+	// Priority is the head's priority (job.EffectivePriority): a release serves higher first.
+	Priority int
+	// Paused says the head parked because its type was paused: it waits for a resume, not a lane.
+	Paused bool
 	// SubmittedAt is when the head job was submitted: of groups without keys, a release wakes the
 	// one whose head is oldest.
 	SubmittedAt time.Time
@@ -98,6 +102,12 @@ func (s *Store) Park(ctx context.Context, w Waiter) error {
 	}
 	if w.AtKeyCap {
 		item["atKeyCap"] = &types.AttributeValueMemberBOOL{Value: true}
+	}
+	if w.Priority != 0 {
+		item["priority"] = &types.AttributeValueMemberN{Value: strconv.Itoa(w.Priority)}
+	}
+	if w.Paused {
+		item["paused"] = &types.AttributeValueMemberBOOL{Value: true}
 	}
 	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: &s.table, Item: item,
@@ -249,6 +259,12 @@ func decode(typ string, it map[string]types.AttributeValue) Waiter {
 	}
 	if b, ok := it["atKeyCap"].(*types.AttributeValueMemberBOOL); ok {
 		w.AtKeyCap = b.Value
+	}
+	if n, ok := it["priority"].(*types.AttributeValueMemberN); ok {
+		w.Priority, _ = strconv.Atoi(n.Value)
+	}
+	if b, ok := it["paused"].(*types.AttributeValueMemberBOOL); ok {
+		w.Paused = b.Value
 	}
 	w.SubmittedAt, _ = time.Parse(time.RFC3339Nano, str("submittedAt"))
 	w.ParkedAt, _ = time.Parse(time.RFC3339Nano, str("parkedAt"))

@@ -247,3 +247,20 @@ func TestUnparkLeavesALaterDeliverysRecord(t *testing.T) {
 		}
 	})
 }
+
+// A parked group's record keeps what a release orders by and acts on: its head's priority, and
+// whether it waits for a resume rather than a lane.
+func TestParkKeepsPriorityAndPause(t *testing.T) {
+	forBoth(t, func(t *testing.T, s *waitroom.Store) {
+		ctx := context.Background()
+		w := waiter("pay", "0", "a", 0)
+		w.Priority, w.Paused, w.Receives, w.Key = 9, true, 3, "acme"
+		if err := s.Park(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+		ws, err := s.List(ctx, "pay")
+		if err != nil || len(ws) != 1 || ws[0] != w {
+			t.Errorf("List = %+v, %v; want %+v", ws, err, w)
+		}
+	})
+}
