@@ -36,11 +36,18 @@ const (
 	RunningLeases     = "RunningLeases"
 	LaneOccupancy     = "LaneOccupancy"
 	StartLatency      = "StartLatency"
+	// JobsPaused counts waiting jobs parked because their type was paused.
+	JobsPaused = "JobsPaused"
+	// JobsRateLimited counts starts that waited for their type's rate.
+	JobsRateLimited = "JobsRateLimited"
+	// PausedSeconds is how long each paused type has been paused, at every sweep: the paused alarm
+	// watches its maximum.
+	PausedSeconds = "PausedSeconds"
 )
 
 // Units of the metrics.
 var units = map[string]string{
-	StartLatency: "Milliseconds", LaneOccupancy: "Percent",
+	StartLatency: "Milliseconds", LaneOccupancy: "Percent", PausedSeconds: "Seconds",
 }
 
 // NoType is the Type dimension of jobs whose type is not known (unreadable bodies).

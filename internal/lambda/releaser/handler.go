@@ -232,6 +232,7 @@ func (h *Handler) Sweep(ctx context.Context) (Response, error) {
 	}
 	wg.Wait()
 	h.cleanLegacy(ctx, all)
+	h.wakeResumed(ctx)
 	h.Log.InfoContext(ctx, "sweep done", "leases", len(all), "checked", len(due), "released", swept, "boundTakenBack", freed)
 	return Response{Swept: swept + freed, Checked: len(due)}, errors.Join(listErr, firstErr)
 }
@@ -347,6 +348,27 @@ func (h *Handler) sweepOne(ctx context.Context, l lease.Lease) (bool, error) {
 	return res != Noop, nil
 }
 
+// wakeResumed wakes the groups of every type that is no longer paused but whose heads parked while
+// it was: the resume wakes them itself, and this catches a resume cut short.
+func (h *Handler) wakeResumed(ctx context.Context) {
+	cs, err := h.Service.Config.All(ctx)
+	if err != nil {
+		return
+	}
+	for _, c := range cs {
+		if c.Paused() {
+			continue
+		}
+		n, err := h.Service.WakePaused(ctx, c.Type)
+		if err != nil {
+			h.Log.WarnContext(ctx, "sweep: jobs parked by a pause not woken; the next sweep tries again", "type", c.Type, "error", err)
+		}
+		if n > 0 {
+			h.Log.InfoContext(ctx, "sweep woke jobs parked while their type was paused", "type", c.Type, "woken", n)
+		}
+	}
+}
+
 // gauges records, per type with leases or a configured limit, the running leases and the share of
 // the type's lanes they hold. A claim (starting) counts: a confirmed start writes nothing more, so it
 // is the lease of almost every running job (and, for a moment, of a start not yet confirmed).
@@ -361,6 +383,9 @@ func (h *Handler) gauges(ctx context.Context, all []lease.Lease) {
 		for _, c := range cs {
 			if _, ok := running[c.Type]; !ok {
 				running[c.Type] = 0
+			}
+			if c.Paused() {
+				h.Service.Metrics.Observe(c.Type, metrics.PausedSeconds, h.now().Sub(c.Pause.Since).Seconds())
 			}
 		}
 	}

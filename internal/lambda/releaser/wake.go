@@ -3,6 +3,7 @@ package releaser
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"time"
@@ -141,4 +142,47 @@ func EffectivePriority(w waitroom.Waiter, now time.Time, aging time.Duration) in
 		p += int(waited / aging)
 	}
 	return min(p, job.MaxPriority)
+}
+
+// WakePaused makes visible every group of typ that parked because the type was paused, unless it
+// still is: a resume (sfnlimit resume) calls it at once, and every sweep after, in case the resume's
+// own wake-up was cut short. The heads bind in the order the starter receives them, and those that
+// find no lane park again to wait for one. It returns how many it woke.
+func (s *Service) WakePaused(ctx context.Context, typ string) (int, error) {
+	if s.WaitRoom == nil {
+		return 0, nil
+	}
+	if cfg, err := s.Config.Get(ctx, typ); err != nil || cfg.Paused() {
+		return 0, err
+	}
+	ws, err := s.WaitRoom.List(ctx, typ)
+	if err != nil {
+		return 0, err
+	}
+	slices.SortFunc(ws, func(a, b waitroom.Waiter) int {
+		now := s.now()
+		return cmp.Or(cmp.Compare(EffectivePriority(b, now, s.PriorityAging), EffectivePriority(a, now, s.PriorityAging)),
+			a.SubmittedAt.Compare(b.SubmittedAt), cmp.Compare(a.Group, b.Group))
+	})
+	woken := 0
+	for _, w := range ws {
+		if !w.Paused {
+			continue
+		}
+		ok, err := s.WaitRoom.Claim(ctx, w)
+		if err != nil {
+			return woken, err
+		}
+		if !ok {
+			continue
+		}
+		_, err = s.Queue.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: &s.QueueURL, ReceiptHandle: &w.ReceiptHandle, VisibilityTimeout: 0})
+		if err != nil && !IsStaleHandle(err) {
+			return woken, fmt.Errorf("wake parked job %s of resumed type %s: %w", w.JobID, typ, err)
+		}
+		if err == nil {
+			woken++
+		}
+	}
+	return woken, nil
 }

@@ -317,3 +317,36 @@ func TestReleaseOfAPausedTypeWakesNobody(t *testing.T) {
 		t.Errorf("parked = %+v, want the record kept for the resume", ws)
 	}
 }
+
+// Once its type is resumed, the sweep wakes every group that parked for the pause (the resume's own
+// wake-up may have been cut short), highest priority first, and leaves groups parked for a lane.
+func TestSweepWakesGroupsParkedByAPause(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t)
+	room := waitroom.NewStore(fakes.NewDynamoDB("table"), "table")
+	r.svc.WaitRoom = room
+	for _, w := range []waitroom.Waiter{
+		{Type: "reports", Group: "reports-0", MessageID: "m-1", ReceiptHandle: "h-normal", JobID: "w-1", SubmittedAt: t0, Paused: true},
+		{Type: "reports", Group: "reports-0!9", MessageID: "m-2", ReceiptHandle: "h-high", JobID: "w-2", SubmittedAt: t0, Paused: true, Priority: 9},
+		{Type: "reports", Group: "reports-w1", MessageID: "m-3", ReceiptHandle: "h-lane", JobID: "w-3", SubmittedAt: t0},
+	} {
+		if err := room.Park(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := r.h.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, v := range r.sqs.VisibilityChanges() {
+		if v.Timeout == 0 {
+			got = append(got, v.ReceiptHandle)
+		}
+	}
+	if fmt.Sprint(got) != "[h-high h-normal]" {
+		t.Errorf("woken = %v, want [h-high h-normal] (the groups parked by the pause, higher priority first)", got)
+	}
+	if ws, _ := room.List(ctx, "reports"); len(ws) != 1 || ws[0].JobID != "w-3" {
+		t.Errorf("parked after the sweep = %+v, want only w-3's record (parked for a lane)", ws)
+	}
+}
