@@ -323,6 +323,7 @@ func TestReleaseOfAPausedTypeWakesNobody(t *testing.T) {
 func TestSweepWakesGroupsParkedByAPause(t *testing.T) {
 	ctx := context.Background()
 	r := newRig(t)
+	r.svc.Now = r.clock.Now
 	room := waitroom.NewStore(fakes.NewDynamoDB("table"), "table")
 	r.svc.WaitRoom = room
 	for _, w := range []waitroom.Waiter{
