@@ -120,8 +120,15 @@ func (s *Service) wakeOrder(ctx context.Context, log *slog.Logger, typ string, w
 	slices.SortFunc(eligible, func(a, b waitroom.Waiter) int {
 		return cmp.Or(cmp.Compare(rank(b), rank(a)), cmp.Compare(running[a.Key], running[b.Key]), a.ParkedAt.Compare(b.ParkedAt), cmp.Compare(a.Group, b.Group))
 	})
-	free := cfg.Limit - len(leases)
-	return eligible, min(max(free, 0), maxWakes)
+	// Free lanes are those of 1..limit without a lease: jobs still running in lanes above a
+	// lowered limit take none of them (found in review: counting them left lanes idle).
+	taken := 0
+	for _, l := range leases {
+		if l.Lane <= cfg.Limit {
+			taken++
+		}
+	}
+	return eligible, min(max(cfg.Limit-taken, 0), maxWakes)
 }
 
 // EffectivePriority is the rank a release gives a parked group at now: its head's priority (the
