@@ -22,6 +22,7 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/legacy"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/ratelimit"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/releaser"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/router"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/sdkhttp"
@@ -247,5 +248,6 @@ func Starter(env Env, c Clients, log *slog.Logger, opts ...Option) (*starter.Sta
 		Config: res, Leases: lease.NewStore(c.DDB, table), SFN: c.SFN, Queue: c.SQS, QueueURL: svc.QueueURL,
 		DLQ: svc.DLQ, Releaser: svc, Lanes: lane.Hashed{}, WaitRoom: waitroom.NewStore(c.DDB, table), RetryDelay: retry,
 		StaleAfter: staleAfter(vis), HandoverWait: 500 * time.Millisecond, Concurrency: 10, Log: log, Metrics: rec,
+		Rates: ratelimit.New(c.DDB, table), Sleep: starter.SleepContext,
 	}, nil
 }

@@ -425,6 +425,16 @@ func (r *Resolver) All(ctx context.Context) ([]TypeConfig, error) {
 	return out, nil
 }
 
+// Fresh returns the effective configuration of a type read past the cache (the cache is refreshed
+// with it); when the table cannot be read it answers from the last overrides read, as Get does.
+// A starter about to park a paused type's jobs for long asks it, so a resume a moment ago counts.
+func (r *Resolver) Fresh(ctx context.Context, typ string) (TypeConfig, error) {
+	r.mu.Lock()
+	r.loadedAt = time.Time{}
+	r.mu.Unlock()
+	return r.Get(ctx, typ)
+}
+
 // Invalidate forgets cached overrides, so the next Get reads the table.
 func (r *Resolver) Invalidate() {
 	r.mu.Lock()

@@ -27,7 +27,8 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 		return hold, errors.New("the starter has no wait room to park first-free jobs in")
 	}
 	w := waitroom.Waiter{Type: x.key.Type, Group: x.Attributes["MessageGroupId"], MessageID: x.MessageId,
-		ReceiptHandle: x.ReceiptHandle, Receives: x.receives(), JobID: x.job.ID, Key: x.job.Key, SubmittedAt: x.job.SubmittedAt, ParkedAt: s.now()}
+		ReceiptHandle: x.ReceiptHandle, Receives: x.receives(), JobID: x.job.ID, Key: x.job.Key, Priority: x.job.EffectivePriority(),
+		SubmittedAt: x.job.SubmittedAt, ParkedAt: s.now()}
 	parked := false
 	if x.receives() != 1 {
 		// Parked on an earlier receive, perhaps: unless it parks again, its group's record goes, so
@@ -62,6 +63,14 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 		x.log.WarnContext(ctx, "duplicate job: it already holds a lane; dropping this copy", "heldLane", own.Lane, "status", own.Status)
 		s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
 		return ack, nil
+	}
+	if cfg.Paused() {
+		v, isParked, resumed, err := s.parkPaused(ctx, x, w)
+		if resumed == nil {
+			parked = isParked
+			return v, err
+		}
+		cfg = *resumed
 	}
 	if cfg.Strategy != lane.FirstFree {
 		// The type left first-free while the job waited: it goes to a lane as its strategy chooses.

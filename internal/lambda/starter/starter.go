@@ -118,6 +118,10 @@ type Starter struct {
 	Log         *slog.Logger
 	// Metrics receives the starter's counts per type (nil: none).
 	Metrics *metrics.Recorder
+	// Rates holds the types' start-rate buckets (nil: rates are not enforced).
+	Rates rateTaker
+	// Sleep waits for a start token due within maxRateSleep (nil: the message is put back instead).
+	Sleep func(ctx context.Context, d time.Duration) error
 }
 
 // verdict is what becomes of one message.
@@ -260,7 +264,8 @@ func (s *Starter) processIn(ctx context.Context, m events.SQSMessage, view *leas
 	typ, ln, gerr := job.ParseGroupID(m.Attributes["MessageGroupId"])
 	var j job.Job
 	jerr := json.Unmarshal([]byte(m.Body), &j)
-	if gerr != nil || jerr != nil || j.Type != typ || job.ValidateID(j.ID) != nil {
+	badPriority := j.Priority != 0 && (j.Priority < job.MinPriority || j.Priority > job.MaxPriority)
+	if gerr != nil || jerr != nil || j.Type != typ || job.ValidateID(j.ID) != nil || job.ValidateKey(j.Key) != nil || badPriority {
 		detail := fmt.Sprintf("group %q, body not a job for it", m.Attributes["MessageGroupId"])
 		s.Log.WarnContext(ctx, "lanes-queue message is not a job; dead-lettering it", "messageId", m.MessageId, "detail", detail)
 		if err := s.DLQ.Send(ctx, deadletter.Entry{Reason: ReasonBadMessage, Source: "starter", Type: typ, JobID: j.ID, Cause: detail, Body: m.Body}); err != nil {
@@ -356,6 +361,17 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 		}
 		return s.move(ctx, x, l, cfg, "lane above the type's limit; job moved")
 	}
+	if cfg.Paused() && (l == nil || l.Status == lease.Bound || l.Status == lease.Retrying) {
+		// No new start while the type is paused: the job waits in its waiting group (with the
+		// attempts it made), parked there until the resume, and its lane is free for nothing else
+		// meanwhile. A claim (starting) goes on: it is a running job's, or the same attempt again.
+		if l == nil && x.Attributes["ApproximateReceiveCount"] != "1" {
+			if v, err, decided := s.ownAttempt(ctx, x, l, cfg); decided {
+				return v, err
+			}
+		}
+		return s.move(ctx, x, l, cfg, "type paused; job back to wait until it is resumed")
+	}
 	if l == nil && cfg.CapsKeys() {
 		// A job in a free lane it was not bound to: routed straight to a lane before its type
 		// capped keys (the random strategy routes its whole backlog so), or a copy whose bind was
@@ -369,6 +385,17 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 		return s.move(ctx, x, l, cfg, "job not bound in a type that caps keys; job moved to its key's group")
 	}
 
+	if l == nil || l.Status == lease.Bound || l.Status == lease.Retrying {
+		// A new attempt starts only with a start token of its type's rate; waiting for one uses
+		// no attempt.
+		wait, err := s.takeToken(ctx, x, cfg)
+		if err != nil {
+			return hold, err
+		}
+		if wait > 0 {
+			return s.waitForToken(ctx, x, cfg, wait), nil
+		}
+	}
 	claimedAt := s.now()
 	attempt := x.job.Attempts + 1
 	stateMachine := cfg.StateMachineArn
@@ -890,7 +917,7 @@ func (s *Starter) move(ctx context.Context, x *msg, l *lease.Lease, cfg config.T
 		}
 	}
 	to := job.WaitingLane
-	if cfg.Strategy != lane.FirstFree {
+	if cfg.Strategy != lane.FirstFree && !cfg.Paused() { // a paused type's jobs wait to be woken by the resume
 		var err error
 		if to, err = s.Lanes.Choose(ctx, j, cfg.Limit); err != nil {
 			return hold, err

@@ -363,6 +363,22 @@ func TestHandle(t *testing.T) {
 			wantDLQ: []dead{{starter.ReasonBadMessage, "r-1001"}},
 		},
 		{
+			// Only a hand-made message gets here (the router validates keys): a key SQS would
+			// refuse as a group id must not send the job back and forth for ever.
+			name: "body with an invalid key: dead-lettered",
+			give: func(t *testing.T) []events.SQSMessage {
+				return []events.SQSMessage{message(t, "reports-1", "r-1001", `{"type":"reports","id":"r-1001","key":"a b","input":{}}`, 1)}
+			},
+			wantDLQ: []dead{{starter.ReasonBadMessage, "r-1001"}},
+		},
+		{
+			name: "body with a priority out of range: dead-lettered",
+			give: func(t *testing.T) []events.SQSMessage {
+				return []events.SQSMessage{message(t, "reports-1", "r-1001", `{"type":"reports","id":"r-1001","priority":12,"input":{}}`, 1)}
+			},
+			wantDLQ: []dead{{starter.ReasonBadMessage, "r-1001"}},
+		},
+		{
 			name: "bad message beside a good one: the good one starts",
 			give: func(t *testing.T) []events.SQSMessage {
 				return []events.SQSMessage{message(t, "reports-2", "x", `{"type":"reports","id":""}`, 1), jobMessage(t, "reports", 1, "r-1001", 0, 1)}

@@ -116,6 +116,14 @@ func check(cond *string, values map[string]types.AttributeValue, cur map[string]
 		want, _ := values[":m"].(*types.AttributeValueMemberS)
 		got, has := cur["messageId"].(*types.AttributeValueMemberS)
 		ok = has && want != nil && got.Value == want.Value
+	case "attribute_not_exists(pk) OR version = :v":
+		want, isN := values[":v"].(*types.AttributeValueMemberN)
+		if !isN {
+			return validation("condition value :v must be a number")
+		}
+		_, has := cur["pk"]
+		got, hasV := cur["version"].(*types.AttributeValueMemberN)
+		ok = !has || (hasV && numEqual(got.Value, want.Value))
 	case "version = :v":
 		want, isN := values[":v"].(*types.AttributeValueMemberN)
 		if !isN {

@@ -1,0 +1,117 @@
+// Package ratelimit keeps each job type's start rate: a token bucket in the limiter's table, shared
+// by every starter invocation. A bucket holds up to burst tokens and gains rate tokens per second;
+// a start takes one. Two takers of one bucket cannot both spend its last token: each write is
+// conditional on the version it read.
+//
+// Items: pk "RATE", sk "TYPE#{type}": tokens (N, after the last take), atMs (N, when they were
+// counted), version (N).
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Rate is a bucket's refill: PerSecond tokens a second, up to Burst.
+type Rate struct {
+	PerSecond float64
+	Burst     int
+}
+
+type dynamoAPI interface {
+	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+}
+
+// Buckets are the types' token buckets in one table.
+type Buckets struct {
+	db    dynamoAPI
+	table string
+	// Now is the clock (time.Now when nil). Starters' clocks may differ a little: a bucket never
+	// counts time backwards, so a taker behind another's clock gains nothing from it.
+	Now func() time.Time
+}
+
+// New returns the buckets of table.
+func New(db dynamoAPI, table string) *Buckets { return &Buckets{db: db, table: table} }
+
+// maxRounds bounds how often Take reads again after losing a race for the bucket.
+const maxRounds = 5
+
+// contended is the wait Take asks for after losing maxRounds races in a row.
+const contended = 100 * time.Millisecond
+
+// Take takes a token from typ's bucket. It returns 0 when it took one, else how long until one is
+// due: the caller waits that long and asks again (nothing is reserved meanwhile).
+func (b *Buckets) Take(ctx context.Context, typ string, r Rate) (time.Duration, error) {
+	if r.PerSecond <= 0 || r.Burst < 1 {
+		return 0, fmt.Errorf("rate of type %s: %v per second, burst %d: nothing to take from", typ, r.PerSecond, r.Burst)
+	}
+	key := map[string]types.AttributeValue{
+		"pk": &types.AttributeValueMemberS{Value: "RATE"}, "sk": &types.AttributeValueMemberS{Value: "TYPE#" + typ},
+	}
+	for range maxRounds {
+		out, err := b.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &b.table, Key: key, ConsistentRead: aws.Bool(true)})
+		if err != nil {
+			return 0, fmt.Errorf("read start rate bucket of type %s: %w", typ, err)
+		}
+		now := b.now()
+		tokens, at, version := float64(r.Burst), now, int64(0)
+		if out.Item != nil {
+			tokens, at, version = num(out.Item, "tokens"), time.UnixMilli(int64(num(out.Item, "atMs"))), int64(num(out.Item, "version"))
+			if now.After(at) {
+				tokens += now.Sub(at).Seconds() * r.PerSecond
+				at = now
+			}
+			tokens = min(tokens, float64(r.Burst))
+		}
+		if tokens < 1 {
+			return time.Duration(math.Ceil((1 - tokens) / r.PerSecond * float64(time.Second))), nil
+		}
+		item := map[string]types.AttributeValue{
+			"pk": key["pk"], "sk": key["sk"],
+			"tokens":  &types.AttributeValueMemberN{Value: strconv.FormatFloat(tokens-1, 'f', -1, 64)},
+			"atMs":    &types.AttributeValueMemberN{Value: strconv.FormatInt(at.UnixMilli(), 10)},
+			"version": &types.AttributeValueMemberN{Value: strconv.FormatInt(version+1, 10)},
+		}
+		_, err = b.db.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName: &b.table, Item: item,
+			ConditionExpression: aws.String("attribute_not_exists(pk) OR version = :v"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":v": &types.AttributeValueMemberN{Value: strconv.FormatInt(version, 10)},
+			},
+		})
+		var ccf *types.ConditionalCheckFailedException
+		if errors.As(err, &ccf) {
+			continue // another start took from the bucket since the read
+		}
+		if err != nil {
+			return 0, fmt.Errorf("take a start token of type %s: %w", typ, err)
+		}
+		return 0, nil
+	}
+	return contended, nil
+}
+
+func (b *Buckets) now() time.Time {
+	if b.Now != nil {
+		return b.Now()
+	}
+	return time.Now()
+}
+
+func num(it map[string]types.AttributeValue, k string) float64 {
+	if v, ok := it[k].(*types.AttributeValueMemberN); ok {
+		f, _ := strconv.ParseFloat(v.Value, 64)
+		return f
+	}
+	return 0
+}

@@ -1,0 +1,132 @@
+package ratelimit_test
+
+import (
+	"context"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/ratelimit"
+	"github.com/sfnlimit/sfnlimit/internal/tools/fakes"
+	"github.com/sfnlimit/sfnlimit/internal/tools/testmoto"
+)
+
+var moto *dynamodb.Client
+
+func TestMain(m *testing.M) { os.Exit(testmoto.RunDynamoDB(m, &moto)) }
+
+type db interface {
+	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+}
+
+// forBoth runs f on moto and on the in-memory table the starter's tests use.
+func forBoth(t *testing.T, f func(t *testing.T, b *ratelimit.Buckets, clock *fakes.Clock)) {
+	t.Run("dynamodb", func(t *testing.T) {
+		clock := fakes.NewClock(time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC))
+		b := ratelimit.New(moto, testmoto.Table(t, moto, "rate"))
+		b.Now = clock.Now
+		f(t, b, clock)
+	})
+	t.Run("fake", func(t *testing.T) {
+		clock := fakes.NewClock(time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC))
+		var d db = fakes.NewDynamoDB("t")
+		b := ratelimit.New(d, "t")
+		b.Now = clock.Now
+		f(t, b, clock)
+	})
+}
+
+// A full bucket gives its burst at once, then one token per 1/rate; a taker told to wait is told
+// how long until its token, and the types' buckets are apart.
+func TestTakeRefillsAtTheRate(t *testing.T) {
+	forBoth(t, func(t *testing.T, b *ratelimit.Buckets, clock *fakes.Clock) {
+		ctx := context.Background()
+		r := ratelimit.Rate{PerSecond: 2, Burst: 3}
+		take := func() time.Duration {
+			t.Helper()
+			w, err := b.Take(ctx, "partner", r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return w
+		}
+		for i := range 3 {
+			if w := take(); w != 0 {
+				t.Fatalf("take %d of a full bucket of 3 = wait %v, want a token", i+1, w)
+			}
+		}
+		if w := take(); w != 500*time.Millisecond {
+			t.Errorf("take from an empty bucket = wait %v, want 500ms (1 token at 2/s)", w)
+		}
+		clock.Advance(250 * time.Millisecond)
+		if w := take(); w != 250*time.Millisecond {
+			t.Errorf("take 250ms later = wait %v, want 250ms", w)
+		}
+		clock.Advance(250 * time.Millisecond)
+		if w := take(); w != 0 {
+			t.Errorf("take once a token is due = wait %v, want it", w)
+		}
+		if w, err := b.Take(ctx, "other", r); err != nil || w != 0 {
+			t.Errorf("another type's bucket = %v, %v; want a token from its own full bucket", w, err)
+		}
+		clock.Advance(time.Hour) // refills to the burst, no more
+		for i := range 4 {
+			if w := take(); (w == 0) != (i < 3) {
+				t.Errorf("take %d after an hour = wait %v; want the burst of 3, then a wait", i+1, w)
+			}
+		}
+	})
+}
+
+// Concurrent takers never spend more than the bucket holds: of 20 racing for a bucket of 5 at a
+// fixed moment, 5 get a token, however the races fall.
+func TestConcurrentTakersNeverOverspend(t *testing.T) {
+	forBoth(t, func(t *testing.T, b *ratelimit.Buckets, _ *fakes.Clock) {
+		var got atomic.Int32
+		var wg sync.WaitGroup
+		for range 20 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					w, err := b.Take(context.Background(), "partner", ratelimit.Rate{PerSecond: 0.001, Burst: 5})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if w == 0 {
+						got.Add(1)
+						return
+					}
+					if w > time.Second { // empty: no more tokens at this moment
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if n := got.Load(); n != 5 {
+			t.Errorf("tokens taken by 20 racing takers = %d, want the burst of 5", n)
+		}
+	})
+}
+
+// A taker whose clock is behind the bucket's last take gains nothing from the difference.
+func TestClockBehindGainsNothing(t *testing.T) {
+	forBoth(t, func(t *testing.T, b *ratelimit.Buckets, clock *fakes.Clock) {
+		ctx := context.Background()
+		r := ratelimit.Rate{PerSecond: 1, Burst: 1}
+		if w, _ := b.Take(ctx, "p", r); w != 0 {
+			t.Fatalf("first take = wait %v", w)
+		}
+		clock.Advance(-2 * time.Second)
+		if w, _ := b.Take(ctx, "p", r); w != time.Second {
+			t.Errorf("take by a clock 2 s behind = wait %v, want 1s (no token from the skew)", w)
+		}
+	})
+}

@@ -1,0 +1,135 @@
+package starter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/ratelimit"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/waitroom"
+)
+
+// Flow control (issue 14): a paused type starts nothing new, and a type with a rate starts at most
+// that many jobs per second.
+
+// PausedParkFor is how long the head of a paused type's waiting group stays invisible before it
+// looks at the config again by itself. A resume wakes it at once (sfnlimit resume, and every sweep
+// after); this is only the bound on a resume nobody woke. While a type is paused its queue is not
+// handed out over and over: each waiting group costs one receive, one visibility change and one
+// park record per PausedParkFor, whatever the number of jobs queued behind its head (FIFO hands out
+// none of them).
+const PausedParkFor = 15 * time.Minute
+
+// maxRateSleep is the longest a start waits for its token in the invocation; a longer wait puts the
+// message back for that long instead (its lane stays bound to it; no attempt is used).
+const maxRateSleep = 2 * time.Second
+
+// rateTaker takes start tokens from the types' buckets (internal/lambda/ratelimit).
+type rateTaker interface {
+	Take(ctx context.Context, typ string, r ratelimit.Rate) (time.Duration, error)
+}
+
+// freshConfig is a config getter that can read past its cache.
+type freshConfig interface {
+	Fresh(ctx context.Context, typ string) (config.TypeConfig, error)
+}
+
+// fresh reads the type's config past the cache when the getter can.
+func (s *Starter) fresh(ctx context.Context, typ string) (config.TypeConfig, error) {
+	if f, ok := s.Config.(freshConfig); ok {
+		return f.Fresh(ctx, typ)
+	}
+	return s.Config.Get(ctx, typ)
+}
+
+// parkPaused parks the waiting group of a paused type: its head stays in flight for PausedParkFor
+// (FIFO holds the jobs behind it) with a park record marked paused, for the resume to wake. The
+// record is written before the config is read again past its cache, so a resume either shows in
+// that read, or comes after the record and finds it. It returns the fresh config when the type
+// turned out to be resumed (the record is removed and the bind goes on), else the verdict.
+func (s *Starter) parkPaused(ctx context.Context, x *msg, w waitroom.Waiter) (v verdict, parked bool, resumed *config.TypeConfig, err error) {
+	current, err := s.holdsMessageFor(ctx, x, int32(PausedParkFor.Seconds()))
+	if err != nil {
+		return hold, false, nil, fmt.Errorf("park waiting message of a paused type: %w", err)
+	}
+	if !current {
+		x.log.InfoContext(ctx, "stale delivery of a waiting message; not parking it")
+		return hold, true, nil, nil
+	}
+	w.Paused = true
+	if err := s.WaitRoom.Park(ctx, w); errors.Is(err, waitroom.ErrGroupParked) {
+		x.log.InfoContext(ctx, "another message of the waiting group is parked; looking again shortly")
+		return s.backoff(ctx, x.SQSMessage), true, nil, nil
+	} else if err != nil {
+		return hold, false, nil, err
+	}
+	cfg, err := s.fresh(ctx, x.key.Type)
+	if err != nil || cfg.Paused() {
+		if err != nil {
+			x.log.WarnContext(ctx, "config not read again after parking; the parked group waits for a resume", "error", err)
+		} else {
+			x.log.InfoContext(ctx, "type paused; waiting group parked until it is resumed", "group", w.Group,
+				"pausedSinceMs", cfg.Pause.Since.UnixMilli(), "reason", cfg.Pause.Reason)
+		}
+		s.Metrics.Add(x.key.Type, metrics.JobsPaused, 1)
+		return hold, true, nil, nil
+	}
+	if err := s.WaitRoom.Unpark(ctx, w); err != nil {
+		x.log.WarnContext(ctx, "parked record not removed; the sweep wakes this group for nothing", "error", err)
+	}
+	return hold, false, &cfg, nil
+}
+
+// takeToken takes a start token for the job's type when the type has a rate: it returns 0 with one,
+// having waited up to maxRateSleep for it, or how long until the next is due.
+func (s *Starter) takeToken(ctx context.Context, x *msg, cfg config.TypeConfig) (time.Duration, error) {
+	if !cfg.Rate.IsSet() || s.Rates == nil {
+		return 0, nil
+	}
+	r := ratelimit.Rate{PerSecond: cfg.Rate.PerSecond, Burst: cfg.Rate.Burst}
+	slept := time.Duration(0)
+	for {
+		wait, err := s.Rates.Take(ctx, x.key.Type, r)
+		if err != nil || wait == 0 {
+			if err == nil && slept > 0 {
+				x.log.InfoContext(ctx, "waited for a start token", "rateWaitMs", slept.Milliseconds())
+			}
+			return 0, err
+		}
+		// A little jitter: starters told the same wait do not all come back at once.
+		wait += time.Duration(rand.Int64N(int64(wait/10) + 1))
+		if slept+wait > maxRateSleep || s.Sleep == nil {
+			return wait, nil
+		}
+		if err := s.Sleep(ctx, wait); err != nil {
+			return 0, err
+		}
+		slept += wait
+	}
+}
+
+// waitForToken puts the message back until its token is due: nothing is written, no attempt used,
+// and a bound lane stays bound to it.
+func (s *Starter) waitForToken(ctx context.Context, x *msg, cfg config.TypeConfig, wait time.Duration) verdict {
+	secs := int32((wait + time.Second - 1) / time.Second)
+	x.log.InfoContext(ctx, "start rate reached; the job waits for its start token", "rate", cfg.Rate.String(), "waitSeconds", secs)
+	s.Metrics.Add(x.key.Type, metrics.JobsRateLimited, 1)
+	s.setVisibility(ctx, x.SQSMessage, secs)
+	return hold
+}
+
+// SleepContext waits d, or until ctx ends.
+func SleepContext(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

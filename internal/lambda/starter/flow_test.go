@@ -1,0 +1,194 @@
+package starter_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/ratelimit"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/starter"
+	"github.com/sfnlimit/sfnlimit/internal/tools/fakes"
+)
+
+// liveConfig is a config store whose overrides a test changes; onList runs before each read.
+type liveConfig struct {
+	mu     sync.Mutex
+	list   []config.Override
+	onList func(reads int)
+	reads  int
+}
+
+func (c *liveConfig) ListOverrides(context.Context) ([]config.Override, error) {
+	c.mu.Lock()
+	c.reads++
+	n, hook := c.reads, c.onList
+	c.mu.Unlock()
+	if hook != nil {
+		hook(n)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]config.Override(nil), c.list...), nil
+}
+
+func (c *liveConfig) set(list ...config.Override) {
+	c.mu.Lock()
+	c.list = list
+	c.mu.Unlock()
+}
+
+// withLiveConfig gives the rig's starter (and its releaser) a resolver on store, cached for a
+// minute as a Lambda's would be (capped at config.MaxCacheAge).
+func withLiveConfig(t *testing.T, r *rig, store *liveConfig, d config.Defaults) *config.Resolver {
+	t.Helper()
+	res, err := config.NewResolver(d, store, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.SetClock(r.clock.Now)
+	r.st.Config, r.rel.Config = res, res
+	return res
+}
+
+var reportsDefaults = config.Defaults{Limits: map[string]int{"reports": 3}, DefaultMaxAttempts: 3, StateMachineArn: smArn, Strategy: lane.FirstFree}
+
+func paused(typ string) config.Override {
+	return config.Override{Type: typ, Pause: &config.Pause{Reason: "INC-42", Since: t0.Add(-time.Minute)}}
+}
+
+// A paused type's waiting job parks, with a record marked paused, for PausedParkFor: no lane is
+// bound, no copy sent, nothing dead-lettered, and the job is not given up on.
+func TestPausedTypeParksItsWaitingJobs(t *testing.T) {
+	ctx := context.Background()
+	r := newRigStrategy(t, nil, lane.FirstFree)
+	withLiveConfig(t, r, &liveConfig{list: []config.Override{paused("reports")}}, reportsDefaults)
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{waiting(t, "reports", "w-1", 1)}})
+	if err != nil || !equal(failures(resp), []string{"msg-w-1"}) {
+		t.Fatalf("Handle = %+v, %v; want w-1 held", resp, err)
+	}
+	if c := copies(t, r); len(c) != 0 {
+		t.Errorf("copies = %+v, want none while paused", c)
+	}
+	checkLeases(t, r.leases, nil)
+	checkDLQ(t, r.sqs, nil)
+	park := int32(starter.PausedParkFor.Seconds())
+	checkVisibility(t, r.sqs, []visibility{{handle("w-1", 1), park, park}})
+	ws, err := r.room.List(ctx, "reports")
+	if err != nil || len(ws) != 1 || !ws[0].Paused || ws[0].JobID != "w-1" {
+		t.Errorf("parked = %+v, %v; want w-1's group parked for the pause", ws, err)
+	}
+}
+
+// A resume that lands between the starter's cached read and its park shows in the read past the
+// cache after parking: the job binds at once and its record goes (else it would wait out
+// PausedParkFor, since the resume found no record to wake).
+func TestResumeDuringTheParkBinds(t *testing.T) {
+	ctx := context.Background()
+	r := newRigStrategy(t, nil, lane.FirstFree)
+	store := &liveConfig{list: []config.Override{paused("reports")}}
+	store.onList = func(reads int) {
+		if reads == 2 { // the read past the cache, after the park record was written
+			store.list = nil
+		}
+	}
+	withLiveConfig(t, r, store, reportsDefaults)
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{waiting(t, "reports", "w-1", 1)}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("Handle = %+v, %v; want w-1 bound and acknowledged", resp, err)
+	}
+	if c := copies(t, r); len(c) != 1 || c[0].id != "w-1" || c[0].lane < 1 {
+		t.Errorf("copies = %+v, want w-1 bound to a lane", c)
+	}
+	if ws, _ := r.room.List(ctx, "reports"); len(ws) != 0 {
+		t.Errorf("parked = %+v, want no record left", ws)
+	}
+}
+
+// A job already in a lane of a paused type (bound before the pause, or retrying there) does not
+// start: it goes back to wait, with its attempts, and its lane is freed; a claimed job (its
+// execution may run) goes on. After the resume, the sweep wakes the group and the job binds.
+func TestPausedTypeSendsLaneJobsBackToWait(t *testing.T) {
+	ctx := context.Background()
+	r := newRigStrategy(t, nil, lane.FirstFree)
+	store := &liveConfig{list: []config.Override{paused("reports")}}
+	withLiveConfig(t, r, store, reportsDefaults)
+	r.leases.Set(boundLease("reports", 1, "r-1"))
+	retrying := leaseOf("reports", 2, "r-2", 1, lease.Retrying, 1)
+	r.leases.Set(retrying)
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{
+		jobMessage(t, "reports", 1, "r-1", 0, 1), jobMessage(t, "reports", 2, "r-2", 1, 2),
+	}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("Handle = %+v, %v; want both moved and acknowledged", resp, err)
+	}
+	if got := startNames(r.sfn); len(got) != 0 {
+		t.Errorf("starts = %v, want none while paused", got)
+	}
+	c := copies(t, r)
+	if len(c) != 2 {
+		t.Fatalf("copies = %+v, want both jobs back in a waiting group", c)
+	}
+	for _, m := range c {
+		if m.lane != job.WaitingLane || (m.id == "r-2" && m.attempt != 1) {
+			t.Errorf("copy %+v, want it waiting, r-2 with its 1 attempt made", m)
+		}
+	}
+	checkLeases(t, r.leases, nil)
+}
+
+// A type with a rate starts at most its burst at once; a start over the rate waits for its token
+// with the message put back (no claim written, no attempt used), and starts once the token is due.
+func TestRateLimitedStartsWait(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t, nil)
+	buckets := ratelimit.New(fakes.NewDynamoDB("table"), "table")
+	buckets.Now = r.clock.Now
+	r.st.Rates = buckets
+	withLiveConfig(t, r, &liveConfig{list: []config.Override{{Type: "reports", Rate: config.Rate{PerSecond: 0.5, Burst: 2}}}},
+		config.Defaults{Limits: map[string]int{"reports": 3}, DefaultMaxAttempts: 3, StateMachineArn: smArn})
+	msgs := []events.SQSMessage{jobMessage(t, "reports", 1, "r-1", 0, 1), jobMessage(t, "reports", 2, "r-2", 0, 1), jobMessage(t, "reports", 3, "r-3", 0, 1)}
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: msgs}); err != nil {
+		t.Fatal(err)
+	}
+	started := startNames(r.sfn)
+	if len(started) != 2 {
+		t.Fatalf("starts = %v, want the burst of 2", started)
+	}
+	var waiting string
+	for _, id := range []string{"r-1", "r-2", "r-3"} {
+		if !contains(started, execName("reports", id, 1)) {
+			waiting = id
+		}
+	}
+	ln := map[string]int{"r-1": 1, "r-2": 2, "r-3": 3}[waiting]
+	if l, ok := r.leases.Lease(lease.Key{Type: "reports", Lane: ln}); ok {
+		t.Errorf("lane of the waiting job holds %+v, want no claim while it waits", l)
+	}
+	v := r.sqs.VisibilityChanges()
+	if len(v) != 1 || v[0].ReceiptHandle != handle(waiting, 1) || v[0].Timeout < 2 || v[0].Timeout > 3 {
+		t.Errorf("visibility changes = %+v, want %s back in 2-3 s (a token every 2 s)", v, waiting)
+	}
+	r.clock.Advance(2 * time.Second)
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", ln, waiting, 0, 2)}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := startNames(r.sfn); len(got) != 3 || !contains(got, execName("reports", waiting, 1)) {
+		t.Errorf("starts after its token was due = %v, want %s's attempt 1", got, waiting)
+	}
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
