@@ -237,9 +237,10 @@ type StarvationFigures struct {
 	High  PriorityWaits `json:"high"`
 	// LowStarted is how many low jobs started before the horizon, while high jobs still arrived.
 	LowStarted int `json:"lowStarted"`
-	// PastTop is the most a low job waited after it was ranked at the top as its group's head (its
-	// submission plus the bound, or when it became the head if later), and Passed how many times a job
-	// submitted after a low job was bound during that time: 0 is the documented bound.
+	// PastTop is the most a low job waited after the scheduler's rule ranks it at the top as its
+	// group's head (its submission plus the bound, or when it became the head if later), and Passed
+	// how many times a job submitted after a low job was bound during that time: 0 is the documented
+	// bound. The same point is used under every order, so that the baselines can be compared with it.
 	PastTop float64 `json:"pastTop"`
 	Passed  int     `json:"passed"`
 }
