@@ -107,6 +107,14 @@ bench: ## compare lane strategies with an ideal semaphore in virtual time (flags
 bench-keys: ## per-key limits (issue 13): a noisy key beside quiet keys, keyed scheduler vs FIFO order, in virtual time (BENCH_FLAGS)
 	$(GO) run ./cmd/bench --keys $(BENCH_FLAGS)
 
+.PHONY: bench-priority
+bench-priority: ## priorities (issue 14): low jobs then high jobs, the scheduler vs a strict-priority semaphore and FIFO, and starvation, in virtual time (BENCH_FLAGS)
+	$(GO) run ./cmd/bench --priority $(BENCH_FLAGS)
+
+.PHONY: bench-rate
+bench-rate: ## rate limits (issue 14): a backlog under a token bucket, the rate or the limit binding, no 1 s window over R + B, in virtual time (BENCH_FLAGS)
+	$(GO) run ./cmd/bench --rate $(BENCH_FLAGS)
+
 .PHONY: bench-local
 bench-local: ## check the simulator against the local stack: measured vs predicted waits (~90 s per strategy; BENCH_FLAGS)
 	$(GO) run ./cmd/bench --local $(BENCH_FLAGS)

@@ -61,6 +61,9 @@ type options struct {
 	local *localOptions
 	// keys prints issue 13's per-key limit figures instead (keys.go).
 	keys *keysOptions
+	// priority and rate print issue 14's flow control figures instead (priority.go, rate.go).
+	priority *priorityOptions
+	rate     *rateOptions
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -77,6 +80,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if opts.keys != nil {
 		return runKeys(ctx, opts, stdout, stderr)
+	}
+	if opts.priority != nil {
+		return runPriority(ctx, opts, stdout, stderr)
+	}
+	if opts.rate != nil {
+		return runRate(ctx, opts, stdout, stderr)
 	}
 	specs, err := sim.SpecsNamed(opts.strategies)
 	if err != nil {
@@ -152,6 +161,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	local := fs.Bool("local", false, "run the workload on the local stack (moto) in seconds of wall time and compare the measured waits with the simulator's prediction for the same jobs; minutes per strategy (see below)")
 	lf := localFlags(fs)
 	keys := fs.Bool("keys", false, "print issue 13's per-key limit figures instead: a noisy key beside quiet keys, keyed scheduler against FIFO order, and work conservation (see below)")
+	priority := fs.Bool("priority", false, "print issue 14's priority figures instead: low jobs then high jobs, the scheduler against a strict-priority semaphore and FIFO, and starvation (see below)")
+	aging := fs.Float64("aging", sim.DefaultAging, "with --priority: the head wait in seconds that raises a waiting group one priority level")
+	rate := fs.Bool("rate", false, "print issue 14's rate limit figures instead: a backlog under a token bucket, the rate or the limit binding (see below)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: go run ./cmd/bench [flags]
 
@@ -168,7 +180,7 @@ Strategies:
 			}
 			fmt.Fprintf(fs.Output(), "  %-18s %s%s\n", s.Name, s.About, real)
 		}
-		fmt.Fprintf(fs.Output(), "%s%s\nFlags:\n", localUsage, keysUsage)
+		fmt.Fprintf(fs.Output(), "%s%s%s%s\nFlags:\n", localUsage, keysUsage, priorityUsage, rateUsage)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -179,8 +191,20 @@ Strategies:
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if *keys && *local {
-		return opts, errors.New("--keys and --local do not go together")
+	var modes []string
+	for _, m := range []struct {
+		name string
+		on   bool
+	}{{"local", *local}, {"keys", *keys}, {"priority", *priority}, {"rate", *rate}} {
+		if m.on {
+			modes = append(modes, "--"+m.name)
+		}
+	}
+	if len(modes) > 1 {
+		return opts, fmt.Errorf("%s do not go together", strings.Join(modes, " and "))
+	}
+	if set["aging"] && !*priority {
+		return opts, errors.New("--aging needs --priority")
 	}
 	if !*local {
 		for _, name := range localOnly {
@@ -262,6 +286,16 @@ Strategies:
 	}
 	if *keys {
 		if opts.keys, err = resolveKeys(opts, set); err != nil {
+			return opts, err
+		}
+	}
+	if *priority {
+		if opts.priority, err = resolvePriority(opts, set, *aging); err != nil {
+			return opts, err
+		}
+	}
+	if *rate {
+		if opts.rate, err = resolveRate(opts, set); err != nil {
 			return opts, err
 		}
 	}
