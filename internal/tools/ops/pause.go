@@ -42,9 +42,8 @@ func (e ConfigEditor) Pause(ctx context.Context, typ string, reason *string) (Pa
 	}
 	now := e.now()
 	if reason != nil {
-		// The functions' own rule (config.Override.Validate), before anything is read.
-		if err := (config.Override{Type: typ, Pause: &config.Pause{Reason: *reason, Since: now}}).Validate(); err != nil {
-			return PauseResult{}, UsageError{fmt.Errorf("--reason: %w", err)}
+		if err := ValidatePauseReason(typ, *reason); err != nil {
+			return PauseResult{}, err
 		}
 	}
 	ovs, err := e.Store.ListOverrides(ctx)
@@ -76,6 +75,16 @@ func (e ConfigEditor) Pause(ctx context.Context, typ string, reason *string) (Pa
 	}
 	res.Pause = *pauseView(&p, now)
 	return res, nil
+}
+
+// ValidatePauseReason checks a pause's reason with the functions' own rule and words
+// (config.Override.Validate: at most config.MaxPauseReason characters, none a control character);
+// a bad one is a usage error.
+func ValidatePauseReason(typ, reason string) error {
+	if err := (config.Override{Type: typ, Pause: &config.Pause{Reason: reason, Since: time.Now()}}).Validate(); err != nil {
+		return UsageError{fmt.Errorf("--reason: %w", err)}
+	}
+	return nil
 }
 
 // checkLimit refuses to pause or resume a type that has no limit with the overrides ovs: none of
