@@ -337,3 +337,32 @@ func TestResumeWakesTheParkedMessage(t *testing.T) {
 		t.Errorf("still parked %+v, want llm-w1's record alone", left)
 	}
 }
+
+// A reset of a paused type's item resumes it too, and says who wakes the groups the pause parked.
+func TestResetOfAPausedType(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		name   string
+		stored config.Override
+		want   string // in the warnings; "" none about a pause
+	}{
+		{name: "paused", stored: config.Override{Type: "payments", Limit: 3, Pause: &config.Pause{Reason: "outage", Since: now.Add(-time.Hour)}},
+			want: `type payments was paused (for 1h00m: "outage"): the reset resumes it, and the releaser's sweep wakes its jobs parked by the pause within a minute (sfnlimit resume payments wakes them at once)`},
+		{name: "not paused", stored: config.Override{Type: "payments", Limit: 3}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			store := newMemStore(tt.stored)
+			res, err := ConfigEditor{Store: store, Defaults: defaults(), Now: func() time.Time { return now }}.Reset(context.Background(), "payments", false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := store.items["payments"]; ok || res.After.Pause != nil {
+				t.Errorf("after the reset: stored %v, pause %+v; want neither", store.items, res.After.Pause)
+			}
+			w := strings.Join(res.Warnings, "\n")
+			if tt.want != "" && !strings.Contains(w, tt.want) || tt.want == "" && strings.Contains(w, "paused") {
+				t.Errorf("warnings %q, want %q", res.Warnings, tt.want)
+			}
+		})
+	}
+}
