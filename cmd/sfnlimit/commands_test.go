@@ -46,7 +46,7 @@ func TestHelpOfEveryCommand(t *testing.T) {
 			t.Errorf("sfnlimit %s --help:\n%s", strings.Join(p, " "), r)
 		}
 	}
-	for _, want := range []string{"submit", "status", "config get", "config set", "config reset", "attach", "dlq list", "dlq redrive", "job show", "completion"} {
+	for _, want := range []string{"submit", "status", "config get", "config set", "config reset", "pause", "resume", "attach", "dlq list", "dlq redrive", "job show", "completion"} {
 		found := false
 		for _, p := range paths {
 			found = found || strings.Join(p, " ") == want
@@ -73,7 +73,7 @@ func TestExitCodes(t *testing.T) {
 		{name: "bad flag value", give: []string{"config", "set", "a", "--limit", "x"}, want: exitUsage, wantStderr: "invalid argument"},
 		{name: "missing argument", give: []string{"job", "show"}, want: exitUsage, wantStderr: "accepts 1 arg"},
 		{name: "invalid type", give: []string{"config", "set", "pay-ments", "--limit", "2"}, want: exitUsage, wantStderr: "invalid_type"},
-		{name: "nothing to set", give: []string{"config", "set", "payments"}, want: exitUsage, wantStderr: "nothing to set: give --limit, --max-attempts, --state-machine, --strategy, --release, --key-limit or --key with --limit"},
+		{name: "nothing to set", give: []string{"config", "set", "payments"}, want: exitUsage, wantStderr: "nothing to set: give --limit, --max-attempts, --state-machine, --strategy, --release, --key-limit, --key with --limit, --rate or --burst"},
 		{name: "limit zero", give: []string{"config", "set", "payments", "--limit", "0"}, want: exitUsage, wantStderr: "at least 1"},
 		{name: "limit over quota", give: []string{"config", "set", "payments", "--limit", "120000"}, want: exitUsage, wantStderr: "quota"},
 		{name: "bad state machine", give: []string{"config", "set", "payments", "--state-machine", "sample"}, want: exitUsage, wantStderr: "not a state machine ARN"},
@@ -94,6 +94,22 @@ func TestExitCodes(t *testing.T) {
 		{name: "negative key limit", give: []string{"config", "set", "llm", "--key-limit", "-1"}, want: exitUsage, wantStderr: "--key-limit -1 must be from 1"},
 		{name: "negative key cap", give: []string{"config", "set", "llm", "--key", "acme", "--limit", "-1"}, want: exitUsage, wantStderr: "--key acme --limit -1 must be from 1"},
 		{name: "negative --keys", give: []string{"status", "--keys", "-1"}, want: exitUsage, wantStderr: "--keys -1 must be 0 or more"},
+		{name: "rate not a number", give: []string{"config", "set", "llm", "--rate", "fast"}, want: exitUsage,
+			wantStderr: `--rate: rate "fast" must be a number of starts per second, like 5 or 0.5 (up to 3 decimals) (--rate 0 removes the rate)`},
+		{name: "rate over the most", give: []string{"config", "set", "llm", "--rate", "20000"}, want: exitUsage, wantStderr: "rate 20000 must be more than 0 and at most 10000 starts per second"},
+		{name: "burst of 0", give: []string{"config", "set", "llm", "--rate", "5", "--burst", "0"}, want: exitUsage, wantStderr: "--burst: burst 0 must be from 1 to 100000 starts"},
+		{name: "rate 0 with a burst", give: []string{"config", "set", "llm", "--rate", "0", "--burst", "2"}, want: exitUsage, wantStderr: "--rate 0 removes the rate: give no --burst with it"},
+		{name: "burst not a number", give: []string{"config", "set", "llm", "--burst", "x"}, want: exitUsage, wantStderr: "invalid argument"},
+		{name: "pause without a type", give: []string{"pause"}, want: exitUsage, wantStderr: "accepts 1 arg"},
+		{name: "pause a bad type", give: []string{"pause", "a-b"}, want: exitUsage, wantStderr: "invalid_type"},
+		{name: "pause reason too long", give: []string{"pause", "llm", "--reason", strings.Repeat("x", 201)}, want: exitUsage,
+			wantStderr: "--reason: type llm: pause reason is 201 characters, more than 200"},
+		{name: "pause reason with a control character", give: []string{"pause", "llm", "--reason", "a\tb"}, want: exitUsage, wantStderr: "pause reason has a control character"},
+		{name: "resume two types", give: []string{"resume", "a", "b"}, want: exitUsage, wantStderr: "accepts 1 arg"},
+		{name: "resume a bad type", give: []string{"resume", "a b"}, want: exitUsage, wantStderr: "invalid_type"},
+		{name: "unknown priority", give: []string{"submit", "--type", "a", "--priority", "urgent"}, want: exitUsage,
+			wantStderr: `--priority: invalid_priority: priority "urgent" must be low, normal, high or a whole number 1-9 (higher starts first)`},
+		{name: "priority out of range", give: []string{"submit", "jobs.jsonl", "--priority", "0"}, want: exitUsage, wantStderr: "invalid_priority"},
 		{name: "attach without a state machine", give: []string{"attach", "--type", "a", "--limit", "1"}, want: exitUsage, wantStderr: "accepts 1 arg"},
 		{name: "attach not an ARN", give: []string{"attach", "mine", "--type", "a", "--limit", "1"}, want: exitUsage, wantStderr: `"mine" is not a state machine ARN`},
 		{name: "attach without a type", give: []string{"attach", sampleArn, "--limit", "1"}, want: exitUsage, wantStderr: "--type: missing_type"},
@@ -342,8 +358,9 @@ func TestStatus(t *testing.T) {
 	})
 
 	// The table says the same: both lanes held, started. (The columns are as wide as the longest
-	// type name of the shared stack, and it has a KEYS column once a type of it has keyed work.)
-	row := regexp.MustCompile(`(?m)^` + typ + ` +2 +override +\S+ +step +2 +0 +(- +)?w-\d \(lane [12], attempt 1, started, \d+s\)$`)
+	// type name of the shared stack, and it has RATE, PAUSED and KEYS columns, "-" for this type,
+	// once a type of it has a rate, a pause or keyed work.)
+	row := regexp.MustCompile(`(?m)^` + typ + ` +2 +override +\S+ +step +2 +0 +(- +)*w-\d \(lane [12], attempt 1, started, \d+s\)$`)
 	lanes := regexp.MustCompile(`(?m)^` + typ + ` +started 2 \(1-2\)$`)
 	eventually(t, time.Minute, func() error {
 		r := must(t, local(t, "status"), exitOK)

@@ -33,6 +33,7 @@ ConfigCacheSeconds.
   sfnlimit config set llm --release events
   sfnlimit config set llm --key-limit 5
   sfnlimit config set llm --key acme --limit 20
+  sfnlimit config set partner --rate 5 --burst 10
   sfnlimit config reset payments`,
 		Args: commandArgs,
 		RunE: showHelp,
@@ -71,7 +72,10 @@ source (override: the live item; TypeReleaseModes: the type's entry there; Relea
 deployment's), the key limit, the cap of every concurrency key of the type, and its source
 (override: the live item; TypeKeyLimits: the type's entry there; none: keys are not capped), and
 the keys with their own cap (all of them up to 10, else how many and the first 10; --json lists
-all). A type with key caps runs first-free whatever its strategy: a configured random shows as
+all). Once some type has a start rate, a RATE column: starts per second and burst, and the source
+(override: the live item, where "none (override)" removes the type's TypeRates entry; TypeRates:
+the parameter). Once some type is paused, a PAUSED column: how long; and below the table, each
+paused type since when and why. A type with key caps runs first-free whatever its strategy: a configured random shows as
 first-free (key caps). And the stored override. A
 type configured with the retired least-loaded strategy (by its live item or by LaneStrategy) is
 shown as first-free, which it runs as, and marked with a note that says so.
@@ -106,13 +110,13 @@ shown as first-free, which it runs as, and marked with a note that says so.
 
 func newConfigSet(tgt *target) *cobra.Command {
 	var (
-		limit, attempts, keyLimit       int
-		machine, strategy, release, key string
-		asJSON                          bool
+		limit, attempts, keyLimit, burst      int
+		machine, strategy, release, key, rate string
+		asJSON                                bool
 	)
 	cmd := &cobra.Command{
-		Use:   "set TYPE [--limit N] [--max-attempts K] [--state-machine ARN] [--strategy NAME] [--release MODE] [--key-limit N] [--key K --limit N]",
-		Short: "Set a type's live limit, attempts, state machine, lane strategy, release mode or key caps",
+		Use:   "set TYPE [--limit N] [--max-attempts K] [--state-machine ARN] [--strategy NAME] [--release MODE] [--key-limit N] [--key K --limit N] [--rate R [--burst B]]",
+		Short: "Set a type's live limit, attempts, state machine, lane strategy, release mode, key caps or start rate",
 		Long: `set writes a type's live override. Only the fields given change; the others keep their stored
 value (config reset drops the whole override). A type not in the defaults can be added this way
 (with --limit). The new set of overrides is checked as the functions check it, and refused as a
@@ -134,7 +138,14 @@ cap, not the type's, and --limit 0 removes the key's own cap. A key is 1-64 char
 A-Z a-z 0-9 _ - . : as in jobs; a type holds at most ` + strconv.Itoa(config.MaxKeyOverrides) + ` keys with their own cap. A key's cap can
 never raise the type's total: a cap above the type's limit is refused, and nothing written. A type
 with key caps runs first-free even if its strategy is random (a key's cap is counted where its jobs
-wait for a free lane); set says so. Shows the effective configuration after.
+wait for a free lane); set says so.
+--rate R caps the type's starts at R a second (like 5, or 0.5 for one every two seconds; up to 3
+decimals, at most 10000), beside its concurrency limit, for an API that limits requests per second;
+--burst B lets up to B start at once after a quiet spell (default: a second's worth, at least 1).
+Starts over the rate wait in the queue: no attempt is used and nothing fails. The rate holds across
+all starters (a token bucket in the table). --burst alone changes the burst of the rate in force.
+--rate 0 removes the type's rate, also one its TypeRates entry gives (the live item then says
+noRate; config reset, or --rate again, brings a rate back). Shows the effective configuration after.
 ` + targetHelp,
 		Example: `  sfnlimit config set payments --limit 20
   sfnlimit config set llm --limit 10 --max-attempts 5
@@ -144,6 +155,10 @@ wait for a free lane); set says so. Shows the effective configuration after.
   sfnlimit config set llm --key acme --limit 20         # acme's own cap
   sfnlimit config set llm --key acme --limit 0          # acme follows the key limit again
   sfnlimit config set llm --key-limit 0                 # no live key limit
+  sfnlimit config set partner --rate 5                  # at most 5 starts a second, bursts of 5
+  sfnlimit config set partner --rate 0.5 --burst 2      # one start every 2 s, 2 at once after a pause
+  sfnlimit config set partner --burst 20                # the same rate, bursts of 20
+  sfnlimit config set partner --rate 0                  # no start rate (also none from TypeRates)
   sfnlimit config set reports --state-machine arn:aws:states:us-east-1:123456789012:stateMachine:reports`,
 		Args:              usageArgs(cobra.ExactArgs(1)),
 		ValidArgsFunction: completeTypeArg(tgt),
@@ -174,6 +189,12 @@ wait for a free lane); set says so. Shows the effective configuration after.
 			if cmd.Flags().Changed("release") {
 				c.Release = &release
 			}
+			if cmd.Flags().Changed("rate") {
+				c.Rate = &rate
+			}
+			if cmd.Flags().Changed("burst") {
+				c.Burst = &burst
+			}
 			if err := c.Validate(); err != nil {
 				return err
 			}
@@ -201,6 +222,8 @@ wait for a free lane); set says so. Shows the effective configuration after.
 	_ = cmd.RegisterFlagCompletionFunc("release", completeReleaseModes)
 	cmd.Flags().IntVar(&keyLimit, "key-limit", 0, "running jobs of any one concurrency key at once (0 removes the live key limit)")
 	cmd.Flags().StringVar(&key, "key", "", "a concurrency key whose own cap --limit sets")
+	cmd.Flags().StringVar(&rate, "rate", "", "starts per second at most, like 5 or 0.5 (0 removes the type's rate)")
+	cmd.Flags().IntVar(&burst, "burst", 0, "starts at once after a quiet spell (default with --rate: a second's worth, at least 1)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }

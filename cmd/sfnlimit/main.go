@@ -68,11 +68,13 @@ func newRoot() *cobra.Command {
 		Short: "Cap how many Step Functions executions of each job type run at once",
 		Long: `sfnlimit caps how many AWS Step Functions executions of each job type run at once,
 with SQS FIFO message groups as lanes. This tool runs it locally on emulators, and operates a
-deployed stack or the local one: submit jobs, watch the status, tune live limits, attach a workflow
-of your own as a job type, look at and redrive dead letters, and find a job.`,
+deployed stack or the local one: submit jobs, watch the status, tune live limits and start rates,
+pause and resume a type, attach a workflow of your own as a job type, look at and redrive dead
+letters, and find a job.`,
 		Example: `  sfnlimit local up --info local.json            # a local stack, in another terminal
   sfnlimit submit --local local.json --type demo --id job-1 --input '{"seconds":1}'
   sfnlimit status --stack sfnlimit --region eu-west-1 --watch
+  sfnlimit pause partner --reason "partner API down"; sfnlimit resume partner
   sfnlimit attach arn:aws:states:eu-west-1:123456789012:stateMachine:mine --type mine --limit 10
   sfnlimit completion bash > /etc/bash_completion.d/sfnlimit`,
 		SilenceUsage:  true,
@@ -82,7 +84,7 @@ of your own as a job type, look at and redrive dead letters, and find a job.`,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newDemo(), newLocal())
-	root.AddCommand(newSubmit(), newStatus(), newConfig(), newAttach(), newDLQ(), newJob())
+	root.AddCommand(newSubmit(), newStatus(), newConfig(), newPause(), newResume(), newAttach(), newDLQ(), newJob())
 	return root
 }
 

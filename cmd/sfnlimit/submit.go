@@ -23,6 +23,7 @@ func newSubmit() *cobra.Command {
 	var (
 		tgt                      target
 		typ, id, key, input      string
+		priority                 string
 		parallel                 int
 		strict, dryRun, skipType bool
 		asJSON, noProgress       bool
@@ -31,9 +32,12 @@ func newSubmit() *cobra.Command {
 		Use:   "submit [FILE | -]",
 		Short: "Send jobs to the general queue, validated as the router validates them",
 		Long: `submit sends one job given by flags, or many from a JSON Lines file (one job a line, as
-{"type": "...", "id": "...", "key": "...", "input": {...}}), or from standard input ("-", or when it
-is not a terminal). Every line is first checked with the router's own rules (type, id, key, input
-size) and
+{"type": "...", "id": "...", "key": "...", "priority": "high", "input": {...}}), or from standard
+input ("-", or when it is not a terminal). --priority gives the job, or every line without a
+priority of its own, a priority: low, normal (the default), high, or 1-9; among a type's waiting
+jobs, higher starts first, and a job that has waited long ranks higher (PriorityAgingSeconds), so
+low ones are not starved. Every line is first checked with the router's own rules (type, id, key,
+priority, input size) and
 against the limits (a type with no limit is refused as unknown_type); invalid lines are reported
 with their line numbers and not sent, the others are sent (--strict: nothing is sent if any line is
 invalid). Jobs go out with SendMessageBatch in tens, several batches at once; entries SQS fails are
@@ -42,6 +46,8 @@ counts what was sent and what failed, with SQS's reasons. Exit 1 if any line was
 ` + targetHelp,
 		Example: `  sfnlimit submit --type payments --id order-1 --input '{"amount":42}'
   sfnlimit submit --type llm --id req-1 --key acme      # a job of tenant acme
+  sfnlimit submit --type llm --id req-2 --priority high # starts before normal and low jobs waiting
+  sfnlimit submit backfill.jsonl --priority low         # lines with their own "priority" keep it
   sfnlimit submit jobs.jsonl
   generate-jobs | sfnlimit submit - --parallel 32
   sfnlimit submit jobs.jsonl --dry-run        # validate only
@@ -49,6 +55,14 @@ counts what was sent and what failed, with SQS's reasons. Exit 1 if any line was
 		Args: usageArgs(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			if cmd.Flags().Changed("priority") {
+				// The router's own rule and words (job.PriorityFromString).
+				if _, err := job.PriorityFromString(priority); err != nil {
+					return usageError{fmt.Errorf("--priority: %w", err)}
+				}
+			} else {
+				priority = ""
+			}
 			byFlags := cmd.Flags().Changed("type") || cmd.Flags().Changed("id") || cmd.Flags().Changed("key") || cmd.Flags().Changed("input")
 			var in io.Reader
 			source := ""
@@ -95,12 +109,13 @@ counts what was sent and what failed, with SQS's reasons. Exit 1 if any line was
 				check = ops.ResolverCheck(r)
 			}
 			var parsed ops.Parsed
+			parser := ops.Parser{Check: check, Priority: priority}
 			if byFlags {
 				body, _ := json.Marshal(job.Submission{Type: typ, ID: id, Key: key, Input: json.RawMessage(input)})
-				parsed, err = ops.ParseJob(ctx, body, check)
+				parsed, err = parser.ParseJob(ctx, body)
 				source = "flags"
 			} else {
-				parsed, err = ops.ParseJobs(ctx, in, check)
+				parsed, err = parser.ParseJobs(ctx, in)
 			}
 			if err != nil {
 				return s.explain(err)
@@ -149,6 +164,7 @@ counts what was sent and what failed, with SQS's reasons. Exit 1 if any line was
 	f.StringVar(&id, "id", "", "id of a single job (default: the SQS message id; give one so that a resubmission is a no-op)")
 	f.StringVar(&key, "key", "", "concurrency key of a single job (a tenant, say: 1-64 of A-Z a-z 0-9 _ - . :); default: none")
 	f.StringVar(&input, "input", "{}", "input of a single job, JSON")
+	f.StringVar(&priority, "priority", "", "priority of the job, or of every line without its own: low, normal, high or 1-9 (higher starts first; default normal)")
 	f.IntVar(&parallel, "parallel", 16, "batches of ten in flight at once")
 	f.BoolVar(&strict, "strict", false, "send nothing if any line is invalid")
 	f.BoolVar(&dryRun, "dry-run", false, "validate only; send nothing")
@@ -156,6 +172,7 @@ counts what was sent and what failed, with SQS's reasons. Exit 1 if any line was
 	f.BoolVar(&asJSON, "json", false, "print the summary as JSON")
 	f.BoolVar(&noProgress, "no-progress", false, "show no progress")
 	_ = cmd.RegisterFlagCompletionFunc("type", completeTypes(&tgt))
+	_ = cmd.RegisterFlagCompletionFunc("priority", cobra.FixedCompletions([]cobra.Completion{"low", "normal", "high"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 

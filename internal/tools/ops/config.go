@@ -48,6 +48,15 @@ type ConfigEditor struct {
 	Stack *StackAccess
 	// Status, if not nil, counts what waits of a type a reset would leave without a limit.
 	Status statusReader
+	// Now is the clock a pause starts by and is aged by (time.Now when nil).
+	Now func() time.Time
+}
+
+func (e ConfigEditor) now() time.Time {
+	if e.Now != nil {
+		return e.Now()
+	}
+	return time.Now()
 }
 
 // statusReader takes a reading of the limiter (StatusReader).
@@ -80,6 +89,12 @@ type TypeView struct {
 	KeyLimit       int            `json:"keyLimit"`
 	KeyLimitSource string         `json:"keyLimitSource"`
 	KeyLimits      map[string]int `json:"keyLimits,omitempty"`
+	// Rate is the type's start rate (nil: none), and RateSource where it comes from: RateFromOverride,
+	// RateFromType or RateNone.
+	Rate       *RateView `json:"rate,omitempty"`
+	RateSource string    `json:"rateSource"`
+	// Pause is the type's pause; nil when it is not paused.
+	Pause *PauseView `json:"pause,omitempty"`
 	// Override is the live item as stored; nil when the type has none.
 	Override *OverrideView `json:"override,omitempty"`
 }
@@ -94,12 +109,18 @@ type OverrideView struct {
 	KeyLimit        int    `json:"keyLimit,omitempty"`
 	// KeyCaps counts the keys with their own cap in the item (TypeView.KeyLimits lists them).
 	KeyCaps int `json:"keyCaps,omitempty"`
+	// Rate is the item's start rate as TypeRates writes it ("5:10"); NoRate says the item removes
+	// the type's TypeRates entry.
+	Rate   string `json:"rate,omitempty"`
+	NoRate bool   `json:"noRate,omitempty"`
+	// Paused says the item pauses the type (TypeView.Pause says since when and why).
+	Paused bool `json:"paused,omitempty"`
 }
 
 func overrideView(o config.Override) *OverrideView {
 	return &OverrideView{
 		Limit: o.Limit, MaxAttempts: o.MaxAttempts, StateMachineArn: o.StateMachineArn, Strategy: o.Strategy, Release: o.Release,
-		KeyLimit: o.KeyLimit, KeyCaps: len(o.KeyLimits),
+		KeyLimit: o.KeyLimit, KeyCaps: len(o.KeyLimits), Rate: o.Rate.String(), NoRate: o.NoRate, Paused: o.Pause != nil,
 	}
 }
 
@@ -147,6 +168,8 @@ type ConfigView struct {
 	Releases map[string]string `json:"releases,omitempty"`
 	// KeyLimits are the deployment's key caps per type (TypeKeyLimits).
 	KeyLimits map[string]int `json:"keyLimits,omitempty"`
+	// Rates are the deployment's start rates per type (TypeRates).
+	Rates map[string]RateView `json:"rates,omitempty"`
 	// Lanes is what the limits add up to, counted as the limiter counts them against the quota.
 	Lanes        int     `json:"lanes"`
 	Quota        int     `json:"quota"`
@@ -157,6 +180,8 @@ type ConfigView struct {
 	// Ignored lists stored overrides the functions ignore one by one (an item written by hand
 	// with, say, an unknown strategy), and why.
 	Ignored []string `json:"ignored,omitempty"`
+
+	at time.Time // when the view was taken: pauses are aged to it
 }
 
 // staticStore serves a fixed set of overrides to a config.Resolver.
@@ -187,6 +212,7 @@ func (e ConfigEditor) view(ctx context.Context, ovs []config.Override) (ConfigVi
 		StateMachineArn: e.Defaults.StateMachineArn, Strategy: defaultStrategy(e.Defaults),
 		RetiredStrategy: retiredStrategy(e.Defaults.Strategy),
 		Quota:           config.MaxInFlight, CacheSeconds: e.CacheAge.Seconds(),
+		at: e.now(),
 	}
 	v.Release, _ = releaseOf(config.Defaults{Release: e.Defaults.Release}, nil, "")
 	if len(e.Defaults.Releases) > 0 {
@@ -195,6 +221,7 @@ func (e ConfigEditor) view(ctx context.Context, ovs []config.Override) (ConfigVi
 	if len(e.Defaults.KeyLimits) > 0 {
 		v.KeyLimits = e.Defaults.KeyLimits
 	}
+	v.Rates = ratesOf(e.Defaults)
 	// The functions drop an override that breaks the rules on its own (config.Resolver); say so
 	// rather than leave it out without a word.
 	var valid []config.Override
@@ -242,6 +269,7 @@ func (e ConfigEditor) view(ctx context.Context, ovs []config.Override) (ConfigVi
 		}
 		tv.Release, tv.ReleaseSource = releaseOf(e.Defaults, ov, c.Type)
 		tv.setKeys(e.Defaults, ov, configuredStrategy(e.Defaults, ovs, c.Type))
+		tv.setFlow(e.Defaults, ov, v.at)
 		v.Types = append(v.Types, tv)
 		seen[c.Type] = true
 	}
@@ -290,6 +318,7 @@ func (v ConfigView) typeView(typ string, d config.Defaults, ovs []config.Overrid
 		}
 	}
 	tv.setKeys(d, ov, configuredStrategy(d, ovs, typ))
+	tv.setFlow(d, ov, v.at)
 	return tv
 }
 
@@ -361,6 +390,11 @@ type Change struct {
 	// follows the type's key limit again). Set refuses a cap above the type's limit.
 	Key    *string
 	KeyCap *int
+	// Rate is a start rate, "R" or "R:B" as config.ParseRate reads it (R starts per second, B the
+	// burst, by default config.DefaultBurst(R)); RemoveRate removes the type's rate. Burst replaces
+	// the burst (of Rate, or of the rate in force).
+	Rate  *string
+	Burst *int
 }
 
 var stateMachineArnRe = regexp.MustCompile(`^arn:aws[a-z-]*:states:[a-z0-9-]+:[0-9]{12}:stateMachine:[A-Za-z0-9_-]{1,80}$`)
@@ -378,10 +412,14 @@ func (c Change) Validate() error {
 	if err := job.ValidateType(c.Type); err != nil {
 		return UsageError{err}
 	}
-	if c.Limit == nil && c.MaxAttempts == nil && c.StateMachineArn == nil && c.Strategy == nil && c.Release == nil && c.KeyLimit == nil && c.Key == nil && c.KeyCap == nil {
-		return usagef("nothing to set: give --limit, --max-attempts, --state-machine, --strategy, --release, --key-limit or --key with --limit")
+	if c.Limit == nil && c.MaxAttempts == nil && c.StateMachineArn == nil && c.Strategy == nil && c.Release == nil && c.KeyLimit == nil && c.Key == nil && c.KeyCap == nil &&
+		c.Rate == nil && c.Burst == nil {
+		return usagef("nothing to set: give --limit, --max-attempts, --state-machine, --strategy, --release, --key-limit, --key with --limit, --rate or --burst")
 	}
 	if err := c.validateKeys(); err != nil {
+		return err
+	}
+	if err := c.validateRate(); err != nil {
 		return err
 	}
 	if c.Strategy != nil {
@@ -481,6 +519,10 @@ func (e ConfigEditor) Set(ctx context.Context, c Change) (SetResult, error) {
 		return SetResult{}, err
 	}
 	warnings = append(warnings, w...)
+	if w, err = c.applyRate(&o, e.Defaults); err != nil {
+		return SetResult{}, err
+	}
+	warnings = append(warnings, w...)
 	if c.StateMachineArn != nil || c.Release != nil {
 		w, err := e.checkStateMachine(ctx, o, c.StateMachineArn != nil)
 		if err != nil {
@@ -534,6 +576,11 @@ func (e ConfigEditor) Reset(ctx context.Context, typ string, force bool) (SetRes
 	if !found {
 		warnings = append(warnings, fmt.Sprintf("type %s had no live override: nothing changed", typ))
 	} else {
+		if p := before.typeView(typ, e.Defaults, ovs).Pause; p != nil {
+			// The item held the pause: dropping it resumes the type, but wakes nobody.
+			warnings = append(warnings, fmt.Sprintf("type %s was paused (for %s: %s): the reset resumes it, and the releaser's sweep wakes its jobs parked by the pause within a minute (sfnlimit resume %s wakes them at once)",
+				typ, p.age(), p.reasonText(), typ))
+		}
 		if err := e.checkSet(ctx, rest); err != nil {
 			return SetResult{}, fmt.Errorf("reset refused: %w", err)
 		}
@@ -689,6 +736,7 @@ func (e ConfigEditor) result(ctx context.Context, typ string, before ConfigView,
 		res.Warnings = append(res.Warnings, fmt.Sprintf("type %s has no limit: the router refuses its jobs (unknown_type) until one is set with --limit", typ))
 	}
 	res.Warnings = append(res.Warnings, keyWarnings(res.Before, res.After)...)
+	res.Warnings = append(res.Warnings, flowWarnings(res.Before, res.After)...)
 	if a := res.After; a.RetiredStrategy != "" && a.StrategySource == "override" {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("the live override of type %s keeps lane strategy %s, which is retired: it runs as %s (config set %s --strategy %s writes that)",
 			typ, a.RetiredStrategy, a.Strategy, typ, a.Strategy))
@@ -708,7 +756,19 @@ func (v ConfigView) WriteTable(w io.Writer) error {
 		}
 		return t.keyLimitText() + "\t"
 	}
-	fmt.Fprintf(tw, "TYPE\tLIMIT\tSOURCE\tMAX ATTEMPTS\tSTATE MACHINE\tSTRATEGY\tRELEASE\t%sLIVE OVERRIDE\n", keyCol(TypeView{KeyLimit: -1}))
+	// So are the RATE and PAUSED columns, once some type has a rate or is paused.
+	rates, paused := v.showsRate(), v.showsPaused()
+	flowCols := func(rate, pause string) string {
+		var b strings.Builder
+		if rates {
+			b.WriteString(rate + "\t")
+		}
+		if paused {
+			b.WriteString(pause + "\t")
+		}
+		return b.String()
+	}
+	fmt.Fprintf(tw, "TYPE\tLIMIT\tSOURCE\tMAX ATTEMPTS\tSTATE MACHINE\tSTRATEGY\tRELEASE\t%s%sLIVE OVERRIDE\n", keyCol(TypeView{KeyLimit: -1}), flowCols("RATE", "PAUSED"))
 	var retired []string
 	for _, t := range v.Types {
 		limit := strconv.Itoa(t.Limit)
@@ -720,8 +780,8 @@ func (v ConfigView) WriteTable(w io.Writer) error {
 			strategy += "*"
 			retired = append(retired, t.Type)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s (%s)\t%s (%s)\t%s%s\n", t.Type, limit, t.Source, t.MaxAttempts, shortArn(t.StateMachineArn),
-			strategy, t.StrategySource, t.Release, t.ReleaseSource, keyCol(t), t.Override.String())
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s (%s)\t%s (%s)\t%s%s%s\n", t.Type, limit, t.Source, t.MaxAttempts, shortArn(t.StateMachineArn),
+			strategy, t.StrategySource, t.Release, t.ReleaseSource, keyCol(t), flowCols(t.rateText(), t.pausedText()), t.Override.String())
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -731,6 +791,7 @@ func (v ConfigView) WriteTable(w io.Writer) error {
 			lane.LeastLoaded, lane.FirstFree, strings.Join(retired, ", "))
 	}
 	v.writeKeys(w)
+	v.writeFlow(w)
 	other := "refused (unknown_type)"
 	if v.FallbackLimit > 0 {
 		other = fmt.Sprintf("limit %d each (DefaultLimit)", v.FallbackLimit)
@@ -749,6 +810,9 @@ func (v ConfigView) WriteTable(w io.Writer) error {
 	fmt.Fprintln(w, ".")
 	if len(v.KeyLimits) > 0 {
 		fmt.Fprintf(w, "Key limits without an override: %s (TypeKeyLimits); other types cap no key.\n", config.FormatKeyLimits(v.KeyLimits))
+	}
+	if len(v.Rates) > 0 {
+		fmt.Fprintf(w, "Start rates without an override: %s (TypeRates, per second:burst); other types have none.\n", formatRates(v.Rates))
 	}
 	if v.Warning != "" {
 		fmt.Fprintf(w, "WARNING: the stored overrides are refused by the functions, which keep the last good set or the defaults: %s\n", v.Warning)
@@ -785,6 +849,15 @@ func (o *OverrideView) String() string {
 	if o.KeyCaps > 0 {
 		parts = append(parts, fmt.Sprintf("keyLimits=%s", plural(o.KeyCaps, "key", "keys")))
 	}
+	if o.Rate != "" {
+		parts = append(parts, "rate="+o.Rate)
+	}
+	if o.NoRate {
+		parts = append(parts, "noRate")
+	}
+	if o.Paused {
+		parts = append(parts, "paused")
+	}
 	if len(parts) == 0 {
 		return "(empty)"
 	}
@@ -802,6 +875,9 @@ func (r SetResult) WriteTable(w io.Writer) error {
 		fmt.Fprintf(w, "keys of type %s: key limit %s -> %s (%s); own caps %s -> %s\n", r.After.Type,
 			limitText(r.Before.KeyLimit), limitText(r.After.KeyLimit), r.After.KeyLimitSource,
 			keyCapsText(r.Before.KeyLimits, keysListed), keyCapsText(r.After.KeyLimits, keysListed))
+	}
+	if r.Before.Rate != nil || r.After.Rate != nil || r.After.RateSource == RateFromOverride {
+		fmt.Fprintf(w, "start rate of type %s: %s -> %s (%s)\n", r.After.Type, r.Before.Rate, r.After.Rate, r.After.RateSource)
 	}
 	for _, x := range r.Warnings {
 		fmt.Fprintln(w, "note:", x)

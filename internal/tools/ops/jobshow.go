@@ -48,6 +48,10 @@ type JobView struct {
 	// (job.key); "" for the default key. KeyCap is the cap its key has now, when the type caps keys.
 	Key    string `json:"key,omitempty"`
 	KeyCap int    `json:"keyCap,omitempty"`
+	// Priority is the job's priority as its last execution's input has it (job.priority):
+	// job.PriorityName of it, "normal" when the input has none; "" when the job has no execution
+	// (its lease does not carry it).
+	Priority string `json:"priority,omitempty"`
 	// State is the lease's status when the job holds a lane (bound, starting, running, retrying,
 	// dead-lettering), else what its last execution says: succeeded, dead-lettered (attempts
 	// exhausted or aborted), or not-started. A claim (lease status starting) whose execution exists
@@ -89,6 +93,9 @@ type ExecutionView struct {
 	Cause     string     `json:"cause,omitempty"`
 	// Key is the job's concurrency key as its execution input has it (job.key).
 	Key string `json:"key,omitempty"`
+	// Priority is the job's priority as its execution input has it (job.priority, 1-9; 0 when
+	// absent: normal).
+	Priority int `json:"priority,omitempty"`
 
 	submittedAt time.Time // from the execution input
 }
@@ -216,6 +223,9 @@ func (f JobFinder) show(ctx context.Context, typ, id string, leases []lease.Leas
 	}
 	f.summarize(&v)
 	v.setKey(cfg)
+	if n := len(v.Executions); n > 0 {
+		v.Priority = job.PriorityName(v.Executions[n-1].Priority) // 0 (absent) reads as normal
+	}
 	return v, nil
 }
 
@@ -256,7 +266,7 @@ func (f JobFinder) find(ctx context.Context, machines []string, name string) (Ex
 		}
 		var in job.ExecutionInput
 		if json.Unmarshal([]byte(aws.ToString(out.Input)), &in) == nil {
-			e.Lane, e.Key, e.submittedAt = in.Job.Lane, in.Job.Key, in.Job.SubmittedAt.UTC()
+			e.Lane, e.Key, e.Priority, e.submittedAt = in.Job.Lane, in.Job.Key, in.Job.Priority, in.Job.SubmittedAt.UTC()
 		}
 		return e, true, nil
 	}
@@ -354,6 +364,9 @@ func WriteJobs(w io.Writer, views []JobView) error {
 		}
 		if v.Key != "" || v.KeyCap > 0 {
 			fmt.Fprintf(w, "  key        %s\n", v.keyText())
+		}
+		if v.Priority != "" {
+			fmt.Fprintf(w, "  priority   %s\n", v.Priority)
 		}
 		if l := v.Lease; l != nil {
 			fmt.Fprintf(w, "  lease      lane %d, %s, attempt %d, since %s, updated %s\n", l.Lane, l.Status, l.Attempt, l.StartedAt.Format(time.RFC3339), l.UpdatedAt.Format(time.RFC3339))

@@ -293,3 +293,52 @@ func TestJobShowKey(t *testing.T) {
 		})
 	}
 }
+
+// job show gives the job's priority from its last execution's input (job.priority): by name when
+// it has one, normal when the input has none; nothing when the job has no execution to read it from.
+func TestJobShowPriority(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name     string
+		prios    []int // the priority in each attempt's input; none: no execution
+		wantPrio string
+		wantLine string // "" : no priority line
+	}{
+		{name: "high", prios: []int{9}, wantPrio: "high", wantLine: "  priority   high\n"},
+		{name: "low", prios: []int{1}, wantPrio: "low", wantLine: "  priority   low\n"},
+		{name: "a number", prios: []int{7}, wantPrio: "7", wantLine: "  priority   7\n"},
+		{name: "none in the input: normal", prios: []int{0}, wantPrio: "normal", wantLine: "  priority   normal\n"},
+		{name: "the last attempt's", prios: []int{0, 3}, wantPrio: "3", wantLine: "  priority   3\n"},
+		{name: "no execution yet"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, l := fakes.NewSFN(nil), fakes.NewLeaseStore(nil)
+			for i, p := range tt.prios {
+				in := job.Job{Type: "payments", ID: "o-1", Priority: p, Input: []byte(`{}`), SubmittedAt: now}.ExecutionInput(1, i+1).MustJSON()
+				f.Put(fakes.Execution{StateMachineArn: sampleArn, Name: job.RunName("payments", "o-1", 0, i+1), Status: sfntypes.ExecutionStatusFailed, Input: string(in), StartDate: now})
+			}
+			if len(tt.prios) == 0 {
+				l.Set(lease.Lease{Type: "payments", Lane: 1, JobID: "o-1", Status: lease.Bound, StartedAt: now})
+			}
+			r, err := config.NewResolver(defaults(), nil, time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			views, err := JobFinder{Leases: l, SFN: f, Config: r, Defaults: defaults()}.Show(context.Background(), "payments", "o-1")
+			if err != nil || len(views) != 1 {
+				t.Fatalf("Show() = %+v, %v; want one job", views, err)
+			}
+			if views[0].Priority != tt.wantPrio {
+				t.Errorf("Show() priority %q, want %q", views[0].Priority, tt.wantPrio)
+			}
+			var b strings.Builder
+			if err := WriteJobs(&b, views); err != nil {
+				t.Fatal(err)
+			}
+			if tt.wantLine != "" && !strings.Contains(b.String(), tt.wantLine) || tt.wantLine == "" && strings.Contains(b.String(), "priority") {
+				t.Errorf("WriteJobs() = \n%s\nwant the line %q", b.String(), tt.wantLine)
+			}
+		})
+	}
+}

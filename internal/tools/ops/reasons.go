@@ -17,7 +17,7 @@ import (
 // list complete.
 var Reasons = []string{
 	string(job.ReasonNotJSON), string(job.ReasonMissingType), string(job.ReasonInvalidType),
-	string(job.ReasonInvalidID), string(job.ReasonInvalidKey), string(job.ReasonUnknownType), string(job.ReasonInputTooLong),
+	string(job.ReasonInvalidID), string(job.ReasonInvalidKey), string(job.ReasonInvalidPriority), string(job.ReasonUnknownType), string(job.ReasonInputTooLong),
 	deadletter.ReasonAttemptsExhausted,
 	starter.ReasonBadMessage, starter.ReasonStartRefused, starter.ReasonNameTaken,
 	releaser.ReasonAborted,

@@ -89,6 +89,10 @@ type TypeStatus struct {
 	// Keys is the type's concurrency keys, running and waiting; nil when the type has no keyed
 	// work (no key caps, and no lease or parked group of a job with a key).
 	Keys *KeysStatus `json:"keys,omitempty"`
+	// Rate is the type's start rate (nil: none).
+	Rate *RateView `json:"rate,omitempty"`
+	// Paused is the type's pause, with its waiting groups parked by it; nil when it is not paused.
+	Paused *PauseView `json:"paused,omitempty"`
 }
 
 // LaneLease is the lease of one lane: the job that holds it and how far it got (Status as shown:
@@ -238,7 +242,7 @@ func (r StatusReader) Read(ctx context.Context) (Status, error) {
 	}
 	var parked map[string][]waitroom.Waiter
 	if r.Parked != nil {
-		if parked, err = readParked(ctx, r.Parked, firstFree(cfgs), 8); err != nil {
+		if parked, err = readParked(ctx, r.Parked, parking(cfgs), 8); err != nil {
 			return Status{}, err
 		}
 	}
@@ -248,6 +252,14 @@ func (r StatusReader) Read(ctx context.Context) (Status, error) {
 		byType[c.Type] = &TypeStatus{
 			Type: c.Type, Limit: c.Limit, Source: c.Source, Strategy: c.Strategy, Release: c.Release, Free: c.Limit,
 			RetiredStrategy: retiredStrategy(configuredStrategy(r.Defaults, ovs, c.Type)),
+			Rate:            rateView(c.Rate), Paused: pauseView(c.Pause, st.At),
+		}
+		if p := byType[c.Type].Paused; p != nil {
+			for _, w := range parked[c.Type] {
+				if w.Paused {
+					p.ParkedGroups++
+				}
+			}
 		}
 		st.Lanes += c.Limit
 	}
@@ -329,20 +341,26 @@ func (s Status) WriteTable(w io.Writer) error { return s.WriteTableKeys(w, KeysS
 
 // WriteTableKeys prints a status for people. Once some type has keyed work, the main table gets a
 // KEYS column and each such type a section with its first keys keys running and waiting (none:
-// the column only); a deployment without keys keeps its table as it was.
+// the column only); once some type has a start rate, a RATE column; once some type is paused, a
+// PAUSED column (how long) and a line per paused type below the table (since when, why, and its
+// waiting groups parked). A deployment without any of these keeps its table as it was.
 func (s Status) WriteTableKeys(w io.Writer, keys int) error {
-	keyed := false
+	keyed, rated, paused := false, false, false
 	for _, t := range s.Types {
 		keyed = keyed || t.Keys != nil
+		rated = rated || t.Rate != nil
+		paused = paused || t.Paused != nil
 	}
-	keysCol := func(v string) string {
-		if !keyed {
+	col := func(shown bool, v string) string {
+		if !shown {
 			return ""
 		}
 		return v + "\t"
 	}
+	keysCol := func(v string) string { return col(keyed, v) }
+	flowCols := func(rate, pause string) string { return col(rated, rate) + col(paused, pause) }
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "TYPE\tLIMIT\tSOURCE\tSTRATEGY\tRELEASE\tHELD\tFREE\t%sOLDEST LEASE\n", keysCol("KEYS"))
+	fmt.Fprintf(tw, "TYPE\tLIMIT\tSOURCE\tSTRATEGY\tRELEASE\tHELD\tFREE\t%s%sOLDEST LEASE\n", flowCols("RATE", "PAUSED"), keysCol("KEYS"))
 	var retired []string
 	for _, t := range s.Types {
 		limit, free := strconv.Itoa(t.Limit), strconv.Itoa(t.Free)
@@ -358,7 +376,15 @@ func (s Status) WriteTableKeys(w io.Writer, keys int) error {
 			strategy += "*"
 			retired = append(retired, fmt.Sprintf("%s (%s)", t.Type, t.RetiredStrategy))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s%s\n", t.Type, limit, t.Source, strategy, dash(t.Release), t.Running, free, keysCol(t.keysColumn()), oldest)
+		rate, pausedFor := "-", "-"
+		if t.Rate != nil {
+			rate = t.Rate.String()
+		}
+		if t.Paused != nil {
+			pausedFor = t.Paused.age()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s%s%s\n", t.Type, limit, t.Source, strategy, dash(t.Release), t.Running, free,
+			flowCols(rate, pausedFor), keysCol(t.keysColumn()), oldest)
 	}
 	if len(s.Types) == 0 {
 		fmt.Fprintln(tw, "(no types: no limits are set and no lane is held)")
@@ -368,6 +394,12 @@ func (s Status) WriteTableKeys(w io.Writer, keys int) error {
 	}
 	if len(retired) > 0 {
 		fmt.Fprintf(w, "* configured with a retired lane strategy, run as the one shown: %s. See sfnlimit config get.\n", strings.Join(retired, ", "))
+	}
+	for _, t := range s.Types {
+		if p := t.Paused; p != nil {
+			fmt.Fprintf(w, "Paused: %s for %s, since %s: %s. Nothing of it starts; %s parked until the resume (sfnlimit resume %s).\n",
+				t.Type, p.age(), p.Since.Format(time.RFC3339), p.reasonText(), plural(p.ParkedGroups, "waiting group", "waiting groups"), t.Type)
+		}
 	}
 	fmt.Fprintln(w)
 	if len(s.Types) > 0 {

@@ -65,6 +65,8 @@ type KeyWaiting struct {
 	AgeSeconds float64   `json:"ageSeconds"`
 	// AtCap says the head parked because its key ran at its cap, not because every lane was taken.
 	AtCap bool `json:"atCap"`
+	// Paused says the head parked because its type was paused: it waits for the resume.
+	Paused bool `json:"paused,omitempty"`
 }
 
 // capsKeys reports whether the type caps any key.
@@ -99,11 +101,12 @@ func readParked(ctx context.Context, p parkedLister, types []string, concurrency
 	return out, errors.Join(errs...)
 }
 
-// firstFree lists the types that run first-free: those whose jobs may park.
-func firstFree(cfgs []config.TypeConfig) []string {
+// parking lists the types whose jobs may park: those that run first-free, and paused ones (a
+// paused type's jobs wait in its waiting groups, parked until the resume, whatever its strategy).
+func parking(cfgs []config.TypeConfig) []string {
 	var out []string
 	for _, c := range cfgs {
-		if c.Strategy == lane.FirstFree {
+		if c.Strategy == lane.FirstFree || c.Paused() {
 			out = append(out, c.Type)
 		}
 	}
@@ -161,7 +164,7 @@ func keysOf(c *config.TypeConfig, leases []lease.Lease, parked []waitroom.Waiter
 		}
 		x.Groups++
 		if x.Groups == 1 || w.ParkedAt.Before(x.ParkedAt) {
-			x.HeadJobID, x.ParkedAt, x.AtCap = w.JobID, w.ParkedAt, w.AtKeyCap
+			x.HeadJobID, x.ParkedAt, x.AtCap, x.Paused = w.JobID, w.ParkedAt, w.AtKeyCap, w.Paused
 			if !w.ParkedAt.IsZero() {
 				x.AgeSeconds = roundSeconds(at.Sub(w.ParkedAt))
 			}
@@ -254,7 +257,10 @@ func (ts TypeStatus) writeKeys(w io.Writer, n int) error {
 				age = Age(time.Duration(x.AgeSeconds * float64(time.Second)))
 			}
 			what := "a free lane"
-			if x.AtCap {
+			switch {
+			case x.Paused:
+				what = "the type's resume"
+			case x.AtCap:
 				what = "its key to fall under its cap"
 			}
 			groups := ""

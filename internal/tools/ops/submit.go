@@ -14,6 +14,7 @@ import (
 	"io"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,11 +74,27 @@ type Parsed struct {
 	NoID int
 }
 
+// Parser reads jobs to submit.
+type Parser struct {
+	// Check, if not nil, checks each job's type has a limit.
+	Check TypeChecker
+	// Priority, if not "", is the priority of every job without one of its own (no "priority", or
+	// null): a name or a number, as job.PriorityFromString reads it (submit --priority). A job's
+	// own priority wins.
+	Priority string
+}
+
 // ParseJobs reads JSON Lines (one job a line, blank lines skipped) and validates each with the
 // router's rules (internal/lambda/job) and, if check is not nil, the type's limit. Lines of any
 // length are read; an error is returned only when r fails or check fails for another reason than a
 // refusal.
 func ParseJobs(ctx context.Context, r io.Reader, check TypeChecker) (Parsed, error) {
+	return Parser{Check: check}.ParseJobs(ctx, r)
+}
+
+// ParseJobs reads JSON Lines as the function ParseJobs does, giving jobs without a priority the
+// parser's.
+func (ps Parser) ParseJobs(ctx context.Context, r io.Reader) (Parsed, error) {
 	var p Parsed
 	br := bufio.NewReaderSize(r, 1<<20)
 	seen := map[string]int{}
@@ -87,7 +104,7 @@ func ParseJobs(ctx context.Context, r io.Reader, check TypeChecker) (Parsed, err
 		if len(raw) > 0 {
 			body := bytes.TrimSpace(raw)
 			if len(body) > 0 {
-				if err := p.add(ctx, no, body, now, check, seen); err != nil {
+				if err := p.add(ctx, no, ps.withPriority(body), now, ps.Check, seen); err != nil {
 					return p, err
 				}
 			}
@@ -103,9 +120,66 @@ func ParseJobs(ctx context.Context, r io.Reader, check TypeChecker) (Parsed, err
 
 // ParseJob validates one job given as a body (for `submit --type`).
 func ParseJob(ctx context.Context, body []byte, check TypeChecker) (Parsed, error) {
+	return Parser{Check: check}.ParseJob(ctx, body)
+}
+
+// ParseJob validates one job given as a body, giving it the parser's priority if it has none.
+func (ps Parser) ParseJob(ctx context.Context, body []byte) (Parsed, error) {
 	var p Parsed
-	err := p.add(ctx, 0, body, time.Now(), check, map[string]int{})
+	err := p.add(ctx, 0, ps.withPriority(body), time.Now(), ps.Check, map[string]int{})
 	return p, err
+}
+
+// PriorityJSON is a priority as a job's body carries it: a name as a string ("high"), a number as
+// a number (7). s is checked by the caller (job.PriorityFromString).
+func PriorityJSON(s string) json.RawMessage {
+	if _, err := strconv.Atoi(s); err == nil {
+		return json.RawMessage(s)
+	}
+	b, _ := json.Marshal(strings.ToLower(s))
+	return b
+}
+
+// withPriority gives a job's body the parser's priority when it has none of its own (no
+// "priority", in any case, as the router's decoder matches it, or null). A body that is not a
+// JSON object is left for job.Parse to refuse with its reason. The priority is put first, so the
+// rest of the line is sent as written.
+func (ps Parser) withPriority(body []byte) []byte {
+	if ps.Priority == "" {
+		return body
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(body, &fields) != nil {
+		return body
+	}
+	nulls := false
+	for k, v := range fields {
+		if strings.EqualFold(k, "priority") {
+			if !bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+				return body // the job's own priority wins
+			}
+			nulls = true
+			delete(fields, k)
+		}
+	}
+	raw := PriorityJSON(ps.Priority)
+	if nulls {
+		// Rare: rewrite the object, so no null is left for the router to read after ours.
+		fields["priority"] = raw
+		b, err := json.Marshal(fields)
+		if err != nil {
+			return body
+		}
+		return b
+	}
+	body = bytes.TrimSpace(body) // an object: '{' first
+	out := make([]byte, 0, len(body)+len(raw)+12)
+	out = append(out, `{"priority":`...)
+	out = append(out, raw...)
+	if rest := bytes.TrimSpace(body[1:]); len(rest) > 0 && rest[0] != '}' {
+		out = append(out, ',')
+	}
+	return append(out, body[1:]...)
 }
 
 func (p *Parsed) add(ctx context.Context, no int, body []byte, now time.Time, check TypeChecker, seen map[string]int) error {

@@ -299,3 +299,69 @@ func TestSubmitterCancel(t *testing.T) {
 		t.Errorf("Send() after cancel = %d sent (fake saw %d), %d failed (%+v)", res.Sent, sent, len(res.Failed), res.Failed[:1])
 	}
 }
+
+// A priority given to the parser (submit --priority) goes into every job without one of its own,
+// where the router reads it; a job's own priority wins, whatever its case; a bad one is refused
+// with the router's reason and words.
+func TestParseJobsPriority(t *testing.T) {
+	tests := []struct {
+		name     string
+		priority string // the parser's; "" none
+		give     string
+		wantBody string // sent; "" as given
+		wantPrio int    // the priority the router reads from the body sent
+		wantErr  string // the line's refusal
+	}{
+		{name: "none given, none added", give: `{"type":"llm","id":"1"}`, wantPrio: 5},
+		{name: "a name added first", priority: "high", give: `{"type":"llm","id":"1","input":{"n":1}}`,
+			wantBody: `{"priority":"high","type":"llm","id":"1","input":{"n":1}}`, wantPrio: 9},
+		{name: "a name in capitals, as a name", priority: "LOW", give: `{"type":"llm","id":"1"}`,
+			wantBody: `{"priority":"low","type":"llm","id":"1"}`, wantPrio: 1},
+		{name: "a number, as a number", priority: "7", give: ` {"type":"llm","id":"1"} `,
+			wantBody: `{"priority":7,"type":"llm","id":"1"}`, wantPrio: 7},
+		{name: "normal, written", priority: "normal", give: `{"type":"llm"}`, wantBody: `{"priority":"normal","type":"llm"}`, wantPrio: 5},
+		{name: "an empty object", priority: "high", give: `{}`, wantBody: `{"priority":"high"}`, wantErr: "missing_type"},
+		{name: "the line's own wins", priority: "high", give: `{"type":"llm","id":"1","priority":"low"}`, wantPrio: 1},
+		{name: "the line's own number wins", priority: "low", give: `{"type":"llm","id":"1","priority":3}`, wantPrio: 3},
+		{name: "the line's own in another case wins", priority: "low", give: `{"type":"llm","id":"1","Priority":"high"}`, wantPrio: 9},
+		{name: "a null is none", priority: "high", give: `{"type":"llm","id":"1","priority":null}`,
+			wantBody: `{"id":"1","priority":"high","type":"llm"}`, wantPrio: 9},
+		{name: "the line's own bad one is refused", priority: "high", give: `{"type":"llm","id":"1","priority":"urgent"}`,
+			wantErr: `invalid_priority: priority "urgent" must be low, normal, high or a whole number 1-9 (higher starts first)`},
+		{name: "out of range", give: `{"type":"llm","id":"1","priority":10}`, wantErr: "invalid_priority"},
+		{name: "not JSON stays refused", priority: "high", give: `{"type":"llm",`, wantErr: "not_json"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := Parser{Priority: tt.priority}.ParseJobs(context.Background(), strings.NewReader(tt.give+"\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.wantErr != "" {
+				if len(p.Jobs) != 0 || len(p.Invalid) != 1 || !strings.Contains(p.Invalid[0].Reason+": "+p.Invalid[0].Detail, tt.wantErr) {
+					t.Errorf("ParseJobs() = %+v, want the line refused with %q", p, tt.wantErr)
+				}
+				return
+			}
+			if len(p.Invalid) != 0 || len(p.Jobs) != 1 {
+				t.Fatalf("ParseJobs() = %+v, want one job", p)
+			}
+			want := tt.wantBody
+			if want == "" {
+				want = strings.TrimSpace(tt.give)
+			}
+			if got := string(p.Jobs[0].Body); got != want {
+				t.Errorf("body sent %s, want %s", got, want)
+			}
+			j, err := job.Parse(p.Jobs[0].Body, "m-1", time.Now())
+			if err != nil || j.EffectivePriority() != tt.wantPrio {
+				t.Errorf("the router reads priority %d (%v), want %d", j.EffectivePriority(), err, tt.wantPrio)
+			}
+			// One job from flags goes the same way.
+			one, err := Parser{Priority: tt.priority}.ParseJob(context.Background(), []byte(tt.give))
+			if err != nil || len(one.Jobs) != 1 || string(one.Jobs[0].Body) != want {
+				t.Errorf("ParseJob() = %+v, %v; want the body %s", one, err, want)
+			}
+		})
+	}
+}

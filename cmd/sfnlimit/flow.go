@@ -1,0 +1,122 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/waitroom"
+	"github.com/sfnlimit/sfnlimit/internal/tools/ops"
+	"github.com/sfnlimit/sfnlimit/internal/tools/resources"
+)
+
+// Flow control from the command line (issue 14): pause and resume. A type's start rate is set with
+// config set --rate, and a job's priority with submit --priority.
+
+func newPause() *cobra.Command {
+	var (
+		tgt    target
+		reason string
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "pause TYPE [--reason TEXT]",
+		Short: "Stop a type's new starts; its running jobs finish and its waiting jobs wait",
+		Long: `pause stops the new starts of a type, live, for an incident or a partner's outage. It writes a
+pause into the type's live override; within ConfigCacheSeconds no new execution of the type starts.
+Its running executions finish and release their lanes as usual. Its waiting jobs wait in their
+queue, in order: none is dead-lettered, no attempt is used, and none expires unless it waits longer
+than the lanes queue's retention (14 days since it was submitted). Each waiting group's first job is
+parked for 15 minutes at a time, so a long pause costs a few SQS calls per group an hour, however
+many jobs wait. New jobs of the type are still accepted and wait too.
+--reason says why (at most 200 characters, no control characters); status and config get show it
+with how long the type has been paused, and the stack's paused alarm fires once a pause is older
+than PauseAlarmSeconds. Pausing a paused type keeps the time its pause began and, with --reason,
+replaces the reason. resume starts the type again.
+` + targetHelp,
+		Example: `  sfnlimit pause partner --reason "partner API down, INC-4711"
+  sfnlimit pause reports                                  # no reason
+  sfnlimit pause partner --reason "still down, ETA 14:00"  # a new reason, the same start
+  sfnlimit status                                         # PAUSED: how long, and why
+  sfnlimit resume partner`,
+		Args:              usageArgs(cobra.ExactArgs(1)),
+		ValidArgsFunction: completeTypeArg(&tgt),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			typ := args[0]
+			if err := ops.ValidateTypeArg(typ); err != nil {
+				return err
+			}
+			var why *string
+			if cmd.Flags().Changed("reason") {
+				if err := ops.ValidatePauseReason(typ, reason); err != nil {
+					return err
+				}
+				why = &reason
+			}
+			ctx := cmd.Context()
+			s, e, err := tgt.editor(ctx)
+			if err != nil {
+				return err
+			}
+			res, err := e.Pause(ctx, typ, why)
+			if err != nil {
+				return s.explain(err)
+			}
+			return print(cmd.OutOrStdout(), asJSON, res, res.WriteTable)
+		},
+	}
+	registerTarget(cmd, &tgt)
+	cmd.Flags().StringVar(&reason, "reason", "", "why the type is paused, shown by status and config get (at most 200 characters)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newResume() *cobra.Command {
+	var (
+		tgt    target
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "resume TYPE",
+		Short: "Start a paused type again, its waiting jobs first",
+		Long: `resume lifts a type's pause (from its live override; the item goes if the pause was all it held)
+and wakes at once the type's waiting groups parked by the pause, so their jobs bind to free lanes
+again without waiting out their park: higher priority and older first, and the jobs behind each
+group's first follow in the group's order. It says how long the type was paused and how many
+groups it woke. Functions that read the config in the last ConfigCacheSeconds start new jobs once
+they read it again. If the wake-up fails after the pause is lifted, it says so and exits 1: the
+releaser's sweep wakes those groups within a minute, and resume can be run again.
+Resuming a type that is not paused changes nothing and exits 0; it still wakes any group an
+earlier, interrupted resume left parked.
+` + targetHelp,
+		Example: `  sfnlimit resume partner
+  sfnlimit resume partner --json | jq .woken`,
+		Args:              usageArgs(cobra.ExactArgs(1)),
+		ValidArgsFunction: completeTypeArg(&tgt),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			typ := args[0]
+			if err := ops.ValidateTypeArg(typ); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			s, e, err := tgt.editor(ctx)
+			if err != nil {
+				return err
+			}
+			outs, err := s.t.Outputs(ctx, resources.LanesQueueURL, resources.TableName)
+			if err != nil {
+				return s.explain(err)
+			}
+			w := ops.PausedWaker{Queue: s.sqs, QueueURL: outs[resources.LanesQueueURL], WaitRoom: waitroom.NewStore(s.ddb, outs[resources.TableName])}
+			res, err := e.Resume(ctx, typ, w)
+			if err != nil && res.Type == "" {
+				return s.explain(err) // nothing done
+			}
+			if perr := print(cmd.OutOrStdout(), asJSON, res, res.WriteTable); perr != nil {
+				return perr
+			}
+			return s.explain(err)
+		},
+	}
+	registerTarget(cmd, &tgt)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
