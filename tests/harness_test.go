@@ -96,6 +96,9 @@ type rigOptions struct {
 	// (esm.Poller.SetDuplicates), on every poller.
 	duplicates float64
 	dupWithin  time.Duration
+	// functionAWS adjusts each function's SDK configuration ("router", "starter", "releaser"), for
+	// example to time its calls (stack.Options.FunctionAWSConfig).
+	functionAWS func(function string, cfg *aws.Config)
 }
 
 // fastEnv makes the limiter's waits short enough for a test.
@@ -180,6 +183,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	s, err := stack.Start(ctx, stack.Options{
 		Parameters: o.params, Log: logs.logger(), FunctionEnv: env,
 		SweepEvery: 2 * time.Second, Fauxqs: o.backend.fauxqs, EmulatorLog: logs.emulatorWriter(), EventDropRate: o.eventDropRate, EventDupRate: o.eventDupRate,
+		FunctionAWSConfig: o.functionAWS,
 	})
 	if err != nil {
 		t.Fatalf("stack.Start() = %v", err)
@@ -258,6 +262,8 @@ type job struct {
 	Input any
 	// Key is the job's concurrency key ("": none, the type's default key).
 	Key string
+	// Priority is the job's priority as a producer gives it ("low", "high", "7"; "": none, normal).
+	Priority string
 	// Want is the outcome the job must reach: wantSucceeded (default) or a dead-letter reason.
 	Want string
 }
@@ -297,6 +303,9 @@ func (r *rig) submit(ctx context.Context, jobs ...job) {
 		m := map[string]any{"type": j.Type, "id": j.ID, "input": withCanary(j.Input)}
 		if j.Key != "" {
 			m["key"] = j.Key
+		}
+		if j.Priority != "" {
+			m["priority"] = j.Priority
 		}
 		body, err := json.Marshal(m)
 		if err != nil {
@@ -511,6 +520,8 @@ func (r *rig) scan(ctx context.Context, prefix string) []map[string]string {
 					m[k] = v.Value
 				case *ddbtypes.AttributeValueMemberN:
 					m[k] = v.Value
+				case *ddbtypes.AttributeValueMemberBOOL:
+					m[k] = strconv.FormatBool(v.Value)
 				}
 			}
 			out = append(out, m)
@@ -927,6 +938,24 @@ type logSink struct {
 	file   *os.File
 	// leaks are log lines that carried a job's input (the canary).
 	leaks []string
+	// events are the records of timedMessages, in the order they were logged.
+	events []logEvent
+}
+
+// timedMessages are the log messages whose records a scenario may read back with their times
+// (logSink.eventsOf): evidence of when the limiter did something, for tolerances measured on the
+// run itself, never for an invariant.
+var timedMessages = map[string]bool{
+	"started":                           true, // the starter, after StartExecution answered
+	"bound to a free lane":              true, // the starter, after a bind sent the job to its lane
+	"woke a parked job for a free lane": true, // a release
+}
+
+// logEvent is one record of a timed message: when it was logged and the job it names (jobId, or a
+// release's parkedJobId).
+type logEvent struct {
+	Msg, Type, JobID string
+	At               time.Time
 }
 
 const ringLines = 400
@@ -1037,6 +1066,8 @@ func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 type countingHandler struct {
 	sink  *logSink
 	inner slog.Handler
+	// attrs are the attributes the logger was given (With), where a record's job is named.
+	attrs []slog.Attr
 }
 
 func (h countingHandler) Enabled(ctx context.Context, l slog.Level) bool {
@@ -1046,14 +1077,44 @@ func (h countingHandler) Enabled(ctx context.Context, l slog.Level) bool {
 func (h countingHandler) Handle(ctx context.Context, r slog.Record) error {
 	h.sink.mu.Lock()
 	h.sink.counts[r.Message]++
+	if timedMessages[r.Message] {
+		e := logEvent{Msg: r.Message, At: r.Time}
+		see := func(a slog.Attr) bool {
+			switch a.Key {
+			case "jobId", "parkedJobId":
+				e.JobID = a.Value.String()
+			case "type":
+				e.Type = a.Value.String()
+			}
+			return true
+		}
+		for _, a := range h.attrs {
+			see(a)
+		}
+		r.Attrs(see)
+		h.sink.events = append(h.sink.events, e)
+	}
 	h.sink.mu.Unlock()
 	return h.inner.Handle(ctx, r)
 }
 
 func (h countingHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	return countingHandler{sink: h.sink, inner: h.inner.WithAttrs(as)}
+	return countingHandler{sink: h.sink, inner: h.inner.WithAttrs(as), attrs: append(append([]slog.Attr(nil), h.attrs...), as...)}
 }
 
 func (h countingHandler) WithGroup(name string) slog.Handler {
-	return countingHandler{sink: h.sink, inner: h.inner.WithGroup(name)}
+	return countingHandler{sink: h.sink, inner: h.inner.WithGroup(name), attrs: h.attrs}
+}
+
+// eventsOf returns the records of a timed message (timedMessages) so far.
+func (l *logSink) eventsOf(msg string) []logEvent {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []logEvent
+	for _, e := range l.events {
+		if e.Msg == msg {
+			out = append(out, e)
+		}
+	}
+	return out
 }
