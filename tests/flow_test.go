@@ -42,7 +42,7 @@ const flowCacheSecs = 1
 // paused through their live config items, as `sfnlimit pause` writes them. Type u (limit 2, never
 // paused) runs 4 jobs meanwhile. Once p's running jobs have ended, q gets 8 jobs of 3 s, which
 // arrive paused. The pause is held 25 s, then cleared and the parked jobs woken
-// (releaser.Service.WakePaused), as `sfnlimit resume` does.
+// (releaser.Service.WakeResumed), as `sfnlimit resume` does.
 //
 // Checked from Step Functions' records: every invariant of the suite; no job of p or q started once
 // the pause had reached every function (the pause, the cache age, and the longest a start that read
@@ -612,9 +612,9 @@ func (r *rig) resume(ctx context.Context, store *config.DynamoStore, typ string)
 	if err := store.SetOverride(ctx, o); err != nil {
 		r.t.Fatalf("resume %s: %v", typ, err)
 	}
-	n, err := r.releaserService().WakePaused(ctx, typ)
+	n, err := r.releaserService().WakeResumed(ctx, typ)
 	if err != nil {
-		r.t.Fatalf("WakePaused(%s) = %v", typ, err)
+		r.t.Fatalf("WakeResumed(%s) = %v", typ, err)
 	}
 	return n
 }

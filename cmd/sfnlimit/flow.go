@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/waitroom"
 	"github.com/sfnlimit/sfnlimit/internal/tools/ops"
 	"github.com/sfnlimit/sfnlimit/internal/tools/resources"
@@ -105,7 +106,8 @@ earlier, interrupted resume left parked.
 			if err != nil {
 				return s.explain(err)
 			}
-			w := ops.PausedWaker{Queue: s.sqs, QueueURL: outs[resources.LanesQueueURL], WaitRoom: waitroom.NewStore(s.ddb, outs[resources.TableName])}
+			w := ops.PausedWaker{Queue: s.sqs, QueueURL: outs[resources.LanesQueueURL], WaitRoom: waitroom.NewStore(s.ddb, outs[resources.TableName]),
+				Leases: lease.NewStore(s.ddb, outs[resources.TableName])}
 			res, err := e.Resume(ctx, typ, w)
 			if err != nil && res.Type == "" {
 				return s.explain(err) // nothing done

@@ -35,7 +35,7 @@ func (l *liveOverrides) set(os ...config.Override) {
 // A type paused while its lanes are busy: its waiting group's head is parked for a lane (not for the
 // pause; it parked before the pause), and every release during the pause frees a lane and wakes
 // nobody (TestReleaseOfAPausedTypeWakesNobody). After the resume every lane is free, but the resume
-// (WakePaused, which `sfnlimit resume` calls) and the sweep after it wake only groups parked *for
+// (WakeResumed, which `sfnlimit resume` calls) and the sweep after it wake only groups parked *for
 // the pause*: the head parked for a lane stays invisible until waitroom.ParkFor (60 s) runs out,
 // with all the type's lanes idle. Found by e2e scenario 17 (tests/flow_test.go): the first start
 // after the resume came 35 s after it, at the head's park plus 60 s.
@@ -70,7 +70,7 @@ func TestResumeWakesAGroupParkedForALaneBeforeThePause(t *testing.T) {
 	// Resumed 25 s later, well within the head's park: the resume and a sweep.
 	r.clock.Advance(25 * time.Second)
 	live.set()
-	n, err := r.svc.WakePaused(ctx, "reports")
+	n, err := r.svc.WakeResumed(ctx, "reports")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestResumeWakesAGroupParkedForALaneBeforeThePause(t *testing.T) {
 	}
 	if !woken {
 		ws, _ := room.List(ctx, "reports")
-		t.Errorf("after the resume (WakePaused woke %d) and a sweep, with all 3 lanes free, the head parked for a lane before the pause was not woken "+
+		t.Errorf("after the resume (WakeResumed woke %d) and a sweep, with all 3 lanes free, the head parked for a lane before the pause was not woken "+
 			"(parked: %+v): it waits until waitroom.ParkFor (%v) runs out", n, ws, waitroom.ParkFor)
 	}
 }

@@ -151,30 +151,60 @@ func EffectivePriority(w waitroom.Waiter, now time.Time, aging time.Duration) in
 	return min(p, job.MaxPriority)
 }
 
-// WakePaused makes visible every group of typ that parked because the type was paused, unless it
-// still is: a resume (sfnlimit resume) calls it at once, and every sweep after, in case the resume's
-// own wake-up was cut short. The heads bind in the order the starter receives them, and those that
-// find no lane park again to wait for one. It returns how many it woke.
+// WakeResumed wakes a type that was just resumed (sfnlimit resume): every group that parked because
+// the type was paused, and groups parked for a lane, as many as the type has free lanes. Releases
+// during the pause woke no one, so lanes freed then are free with heads parked for them (found by
+// e2e scenario 17: a head parked just before the pause waited out its park with every lane idle).
+// Heads go in the release's order (effective priority first); those that find no lane park again.
+// It returns how many it woke; nothing while the type is still paused.
+func (s *Service) WakeResumed(ctx context.Context, typ string) (int, error) {
+	return s.wakeAfterPause(ctx, typ, true)
+}
+
+// WakePaused wakes only the groups of typ parked because the type was paused, unless it still is:
+// every sweep calls it, in case a resume's own wake-up was cut short (a head parked for a lane looks
+// again by itself within waitroom.ParkFor).
 func (s *Service) WakePaused(ctx context.Context, typ string) (int, error) {
+	return s.wakeAfterPause(ctx, typ, false)
+}
+
+func (s *Service) wakeAfterPause(ctx context.Context, typ string, lanes bool) (int, error) {
 	if s.WaitRoom == nil {
 		return 0, nil
 	}
-	if cfg, err := s.Config.Get(ctx, typ); err != nil || cfg.Paused() {
+	cfg, err := s.Config.Get(ctx, typ)
+	if err != nil || cfg.Paused() {
 		return 0, err
 	}
 	ws, err := s.WaitRoom.List(ctx, typ)
-	if err != nil {
+	if err != nil || len(ws) == 0 {
 		return 0, err
 	}
+	free := 0
+	if lanes && s.Leases != nil {
+		leases, err := s.Leases.ListType(ctx, typ)
+		if err != nil {
+			return 0, err
+		}
+		free = cfg.Limit
+		for _, l := range leases {
+			if l.Lane <= cfg.Limit {
+				free--
+			}
+		}
+	}
+	now := s.now()
 	slices.SortFunc(ws, func(a, b waitroom.Waiter) int {
-		now := s.now()
 		return cmp.Or(cmp.Compare(EffectivePriority(b, now, s.PriorityAging), EffectivePriority(a, now, s.PriorityAging)),
 			a.SubmittedAt.Compare(b.SubmittedAt), cmp.Compare(a.Group, b.Group))
 	})
-	woken := 0
+	woken, forLanes := 0, 0
 	for _, w := range ws {
 		if !w.Paused {
-			continue
+			if forLanes >= free {
+				continue
+			}
+			forLanes++
 		}
 		ok, err := s.WaitRoom.Claim(ctx, w)
 		if err != nil {

@@ -72,7 +72,7 @@ func (s *Starter) parkPaused(ctx context.Context, x *msg, w waitroom.Waiter) (v 
 		if err != nil {
 			x.log.WarnContext(ctx, "config not read again after parking; the parked group waits for a resume", "error", err)
 		} else {
-			x.log.InfoContext(ctx, "type paused; waiting group parked until it is resumed", "group", w.Group,
+			x.log.InfoContext(ctx, "type paused; parked until it is resumed", "group", w.Group,
 				"pausedSinceMs", cfg.Pause.Since.UnixMilli(), "reason", cfg.Pause.Reason)
 		}
 		s.Metrics.Add(x.key.Type, metrics.JobsPaused, 1)
@@ -82,6 +82,25 @@ func (s *Starter) parkPaused(ctx context.Context, x *msg, w waitroom.Waiter) (v 
 		x.log.WarnContext(ctx, "parked record not removed; the sweep wakes this group for nothing", "error", err)
 	}
 	return hold, false, &cfg, nil
+}
+
+// parkInLane parks a job in its lane while its type is paused: its message stays in flight for
+// PausedParkFor, with a park record (keyed by the lane's group, marked paused) for the resume to
+// wake, so the job keeps its place: a bound lane stays bound to it, a retry keeps its lease, and a
+// random-strategy lane keeps its order. As for a waiting group, the config is read again past its
+// cache after the record is written; a type resumed meanwhile goes on at once (resumed is its
+// config).
+func (s *Starter) parkInLane(ctx context.Context, x *msg) (resumed *config.TypeConfig, v verdict, err error) {
+	if s.WaitRoom == nil {
+		return nil, s.backoff(ctx, x.SQSMessage), nil
+	}
+	w := waitroom.Waiter{Type: x.key.Type, Group: x.Attributes["MessageGroupId"], MessageID: x.MessageId, ReceiptHandle: x.ReceiptHandle,
+		Receives: x.receives(), JobID: x.job.ID, Key: x.job.Key, Priority: x.job.EffectivePriority(), SubmittedAt: x.job.SubmittedAt, ParkedAt: s.now()}
+	v, _, cfg, err := s.parkPaused(ctx, x, w)
+	if cfg == nil || err != nil {
+		return nil, v, err
+	}
+	return cfg, hold, nil
 }
 
 // takeToken takes a start token for the job's type when the type has a rate: it returns 0 with one,

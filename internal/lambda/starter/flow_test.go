@@ -9,7 +9,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
-	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/ratelimit"
@@ -112,35 +111,48 @@ func TestResumeDuringTheParkBinds(t *testing.T) {
 }
 
 // A job already in a lane of a paused type (bound before the pause, or retrying there) does not
-// start: it goes back to wait, with its attempts, and its lane is freed; a claimed job (its
-// execution may run) goes on. After the resume, the sweep wakes the group and the job binds.
-func TestPausedTypeSendsLaneJobsBackToWait(t *testing.T) {
+// start: it parks in its lane, keeping its place (the bound lane stays bound, the retry its lease),
+// with a record marked paused; the resume wakes it and it starts there, as its next attempt.
+func TestPausedTypeParksLaneJobsInPlace(t *testing.T) {
 	ctx := context.Background()
 	r := newRigStrategy(t, nil, lane.FirstFree)
 	store := &liveConfig{list: []config.Override{paused("reports")}}
 	withLiveConfig(t, r, store, reportsDefaults)
-	r.leases.Set(boundLease("reports", 1, "r-1"))
+	bound := boundLease("reports", 1, "r-1")
+	r.leases.Set(bound)
 	retrying := leaseOf("reports", 2, "r-2", 1, lease.Retrying, 1)
 	r.leases.Set(retrying)
-	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{
-		jobMessage(t, "reports", 1, "r-1", 0, 1), jobMessage(t, "reports", 2, "r-2", 1, 2),
-	}})
-	if err != nil || len(resp.BatchItemFailures) != 0 {
-		t.Fatalf("Handle = %+v, %v; want both moved and acknowledged", resp, err)
+	msgs := []events.SQSMessage{jobMessage(t, "reports", 1, "r-1", 0, 1), jobMessage(t, "reports", 2, "r-2", 1, 2)}
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: msgs})
+	if err != nil || !equal(failures(resp), sorted("msg-r-1", "msg-r-2")) {
+		t.Fatalf("Handle = %+v, %v; want both held", resp, err)
 	}
 	if got := startNames(r.sfn); len(got) != 0 {
 		t.Errorf("starts = %v, want none while paused", got)
 	}
-	c := copies(t, r)
-	if len(c) != 2 {
-		t.Fatalf("copies = %+v, want both jobs back in a waiting group", c)
+	if c := copies(t, r); len(c) != 0 {
+		t.Errorf("copies = %+v, want none: the jobs keep their places", c)
 	}
-	for _, m := range c {
-		if m.lane != job.WaitingLane || (m.id == "r-2" && m.attempt != 1) {
-			t.Errorf("copy %+v, want it waiting, r-2 with its 1 attempt made", m)
-		}
+	checkLeases(t, r.leases, map[lease.Key]wantLease{
+		{Type: "reports", Lane: 1}: {JobID: "r-1", Status: lease.Bound},
+		{Type: "reports", Lane: 2}: {JobID: "r-2", Status: lease.Retrying, Attempt: 1, Handle: retrying.ReceiptHandle},
+	})
+	ws, err := r.room.List(ctx, "reports")
+	if err != nil || len(ws) != 2 || !ws[0].Paused || !ws[1].Paused {
+		t.Fatalf("parked = %+v, %v; want both lanes' jobs parked for the pause", ws, err)
 	}
-	checkLeases(t, r.leases, nil)
+	store.set()
+	r.clock.Advance(config.MaxCacheAge + time.Second) // the releaser's cache sees the resume
+	if n, err := r.rel.WakeResumed(ctx, "reports"); err != nil || n != 2 {
+		t.Fatalf("WakeResumed = %d, %v; want both woken", n, err)
+	}
+	msgs = []events.SQSMessage{jobMessage(t, "reports", 1, "r-1", 0, 2), jobMessage(t, "reports", 2, "r-2", 1, 3)}
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: msgs}); err != nil {
+		t.Fatal(err)
+	}
+	if got := startNames(r.sfn); !equal(sorted(got...), sorted(execName("reports", "r-1", 1), execName("reports", "r-2", 2))) {
+		t.Errorf("starts after the resume = %v, want r-1's attempt 1 and r-2's attempt 2 in their lanes", got)
+	}
 }
 
 // A type with a rate starts at most its burst at once; a start over the rate waits for its token

@@ -362,15 +362,14 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 		return s.move(ctx, x, l, cfg, "lane above the type's limit; job moved")
 	}
 	if cfg.Paused() && (l == nil || l.Status == lease.Bound || l.Status == lease.Retrying) {
-		// No new start while the type is paused: the job waits in its waiting group (with the
-		// attempts it made), parked there until the resume, and its lane is free for nothing else
-		// meanwhile. A claim (starting) goes on: it is a running job's, or the same attempt again.
-		if l == nil && x.Attributes["ApproximateReceiveCount"] != "1" {
-			if v, err, decided := s.ownAttempt(ctx, x, l, cfg); decided {
-				return v, err
-			}
+		// No new start while the type is paused. The job keeps its place: parked in its lane (a
+		// bound lane stays bound to it, a retry keeps its lease), for the resume to wake. A claim
+		// (starting) goes on: it is a running job's, or the same attempt again.
+		resumed, v, err := s.parkInLane(ctx, x)
+		if resumed == nil {
+			return v, err
 		}
-		return s.move(ctx, x, l, cfg, "type paused; job back to wait until it is resumed")
+		cfg = *resumed
 	}
 	if l == nil && cfg.CapsKeys() {
 		// A job in a free lane it was not bound to: routed straight to a lane before its type
@@ -917,7 +916,7 @@ func (s *Starter) move(ctx context.Context, x *msg, l *lease.Lease, cfg config.T
 		}
 	}
 	to := job.WaitingLane
-	if cfg.Strategy != lane.FirstFree && !cfg.Paused() { // a paused type's jobs wait to be woken by the resume
+	if cfg.Strategy != lane.FirstFree {
 		var err error
 		if to, err = s.Lanes.Choose(ctx, j, cfg.Limit); err != nil {
 			return hold, err

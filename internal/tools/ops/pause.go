@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/releaser"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/waitroom"
 )
@@ -137,11 +138,14 @@ type parkedClaimer interface {
 }
 
 // PausedWaker wakes the waiting groups parked while a type was paused, as the releaser does
-// (releaser.Service.WakePaused): on the lanes queue and the wait room of the limiter's table.
+// (releaser.Service.WakeResumed): on the lanes queue and the wait room of the limiter's table.
 type PausedWaker struct {
 	Queue    laneQueueAPI
 	QueueURL string
 	WaitRoom parkedClaimer
+	// Leases are the type's lane leases: groups parked for a lane are woken as many as the lanes
+	// free (nil: only the groups parked by the pause).
+	Leases *lease.Store
 	// PriorityAging orders the groups woken (config.DefaultPriorityAging when 0; the starter binds
 	// them in the order it receives them anyway).
 	PriorityAging time.Duration
@@ -204,7 +208,10 @@ func (e ConfigEditor) Resume(ctx context.Context, typ string, w PausedWaker) (Re
 		Queue: w.Queue, QueueURL: w.QueueURL, WaitRoom: w.WaitRoom, Config: cfg, PriorityAging: w.PriorityAging,
 		Now: e.Now, Log: slog.New(slog.DiscardHandler),
 	}
-	res.Woken, err = svc.WakePaused(ctx, typ)
+	if w.Leases != nil {
+		svc.Leases = w.Leases
+	}
+	res.Woken, err = svc.WakeResumed(ctx, typ)
 	if err != nil {
 		res.WakeError = err.Error()
 		return res, fmt.Errorf("type %s is resumed, but waking its groups parked by the pause stopped after %d: %w; the releaser's sweep wakes the others within a minute, or run resume again",
