@@ -44,6 +44,11 @@ func typeKey(sk string) map[string]types.AttributeValue {
 	}
 }
 
+// RegisterType adds typ to the registry of types the sweep looks at, as a type's first lease does:
+// a type whose jobs park while it is paused may not have held a lease yet, and the sweep must find
+// it to wake them once it is resumed.
+func (s *Store) RegisterType(ctx context.Context, typ string) error { return s.registerType(ctx, typ) }
+
 // registerType writes typ's registry item unless this store has written it already.
 func (s *Store) registerType(ctx context.Context, typ string) error {
 	if _, done := s.registered.Load(typ); done {

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
+	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
@@ -351,20 +352,32 @@ func (h *Handler) sweepOne(ctx context.Context, l lease.Lease) (bool, error) {
 // wakeResumed wakes the groups of every type that is no longer paused but whose heads parked while
 // it was: the resume wakes them itself, and this catches a resume cut short.
 func (h *Handler) wakeResumed(ctx context.Context) {
-	cs, err := h.Service.Config.All(ctx)
-	if err != nil {
-		return
+	// The types in the config and every type that has held a lease: a type limited only by
+	// DEFAULT_LIMIT whose override held nothing but the pause is in the config no more once
+	// resumed (found in review).
+	types := map[string]bool{}
+	if cs, err := h.Service.Config.All(ctx); err == nil {
+		for _, c := range cs {
+			types[c.Type] = !c.Paused()
+		}
 	}
-	for _, c := range cs {
-		if c.Paused() {
+	if registered, err := h.Leases.Types(ctx); err == nil {
+		for _, t := range registered {
+			if _, seen := types[t]; !seen {
+				types[t] = true
+			}
+		}
+	}
+	for typ, resumed := range types {
+		if !resumed {
 			continue
 		}
-		n, err := h.Service.WakePaused(ctx, c.Type)
-		if err != nil {
-			h.Log.WarnContext(ctx, "sweep: jobs parked by a pause not woken; the next sweep tries again", "type", c.Type, "error", err)
+		n, err := h.Service.WakePaused(ctx, typ)
+		if err != nil && !errors.Is(err, config.ErrUnknownType) {
+			h.Log.WarnContext(ctx, "sweep: jobs parked by a pause not woken; the next sweep tries again", "type", typ, "error", err)
 		}
 		if n > 0 {
-			h.Log.InfoContext(ctx, "sweep woke jobs parked while their type was paused", "type", c.Type, "woken", n)
+			h.Log.InfoContext(ctx, "sweep woke jobs parked while their type was paused", "type", typ, "woken", n)
 		}
 	}
 }

@@ -27,6 +27,10 @@ func TestSweepWakesResumedTypeWithTheFallbackLimit(t *testing.T) {
 	r.svc.Config = res
 	room := waitroom.NewStore(fakes.NewDynamoDB("table"), "table")
 	r.svc.WaitRoom = room
+	// The starter registers a type whose jobs it parks for a pause (it may never have held a lease).
+	if err := r.leases.RegisterType(ctx, "partner"); err != nil {
+		t.Fatal(err)
+	}
 	if err := room.Park(ctx, waitroom.Waiter{Type: "partner", Group: "partner-0", MessageID: "m-1", ReceiptHandle: "h-1", JobID: "w-1", SubmittedAt: t0, ParkedAt: t0, Paused: true}); err != nil {
 		t.Fatal(err)
 	}

@@ -33,6 +33,11 @@ type rateTaker interface {
 	Take(ctx context.Context, typ string, r ratelimit.Rate) (time.Duration, error)
 }
 
+// typeRegistry registers the types the sweep looks at (lease.Store).
+type typeRegistry interface {
+	RegisterType(ctx context.Context, typ string) error
+}
+
 // freshConfig is a config getter that can read past its cache.
 type freshConfig interface {
 	Fresh(ctx context.Context, typ string) (config.TypeConfig, error)
@@ -61,6 +66,13 @@ func (s *Starter) parkPaused(ctx context.Context, x *msg, w waitroom.Waiter) (v 
 		return hold, true, nil, nil
 	}
 	w.Paused = true
+	if r, ok := s.Leases.(typeRegistry); ok {
+		// The sweep wakes a resumed type's parked groups if the resume's own wake-up was cut
+		// short: it must know the type even if it never held a lease (one write per container).
+		if err := r.RegisterType(ctx, x.key.Type); err != nil {
+			return hold, false, nil, err
+		}
+	}
 	if err := s.WaitRoom.Park(ctx, w); errors.Is(err, waitroom.ErrGroupParked) {
 		x.log.InfoContext(ctx, "another message of the waiting group is parked; looking again shortly")
 		return s.backoff(ctx, x.SQSMessage), true, nil, nil

@@ -83,6 +83,10 @@ func TestPausedTypeParksItsWaitingJobs(t *testing.T) {
 	if err != nil || len(ws) != 1 || !ws[0].Paused || ws[0].JobID != "w-1" {
 		t.Errorf("parked = %+v, %v; want w-1's group parked for the pause", ws, err)
 	}
+	// Registered, so the sweep finds the type when it is resumed though it never held a lease.
+	if ts, _ := r.leases.Types(ctx); !contains(ts, "reports") {
+		t.Errorf("registered types = %v, want reports", ts)
+	}
 }
 
 // A resume that lands between the starter's cached read and its park shows in the read past the

@@ -141,6 +141,17 @@ func (s *LeaseStore) Types(_ context.Context) ([]string, error) {
 	return out, nil
 }
 
+// RegisterType adds typ to the types that have held a lease, as lease.Store.RegisterType does.
+func (s *LeaseStore) RegisterType(_ context.Context, typ string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.types == nil {
+		s.types = map[string]bool{}
+	}
+	s.types[typ] = true
+	return nil
+}
+
 // ListType returns the leases of one type in lane order.
 func (s *LeaseStore) ListType(_ context.Context, typ string) ([]lease.Lease, error) {
 	if s.BeforeListType != nil {
