@@ -89,6 +89,9 @@ func TestDynamoStoreListOverrides(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			db := &fakeDynamo{}
 			db.query = func(in *dynamodb.QueryInput) (*dynamodb.QueryOutput, error) {
+				if !aws.ToBool(in.ConsistentRead) {
+					t.Errorf("config Query without ConsistentRead: a read past the cache could miss a pause or resume just written")
+				}
 				page := len(db.queries) - 1
 				out := &dynamodb.QueryOutput{Items: tt.give[page]}
 				if page+1 < len(tt.give) {
