@@ -48,6 +48,15 @@ func (s *Service) wake(ctx context.Context, log *slog.Logger, typ string) {
 	if len(ws) == 0 {
 		return
 	}
+	// A job parked in its lane by a pause holds that lane already: the resume wakes it, never a
+	// release, which would spend the lane it freed on it (found in review).
+	ws = slices.DeleteFunc(ws, func(w waitroom.Waiter) bool {
+		_, ln, err := job.ParseGroupID(w.Group)
+		return err == nil && ln != job.WaitingLane
+	})
+	if len(ws) == 0 {
+		return
+	}
 	order, n := s.wakeOrder(ctx, log, typ, ws)
 	woken, tries := 0, 0
 	for _, w := range order {

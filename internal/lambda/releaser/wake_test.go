@@ -351,3 +351,34 @@ func TestSweepWakesGroupsParkedByAPause(t *testing.T) {
 		t.Errorf("parked after the sweep = %+v, want only w-3's record (parked for a lane)", ws)
 	}
 }
+
+// A release after the resume, before the resume's own wake-up, skips a job parked in its lane by the
+// pause (it holds its lane; the resume wakes it) and wakes a waiting group for the lane it freed.
+func TestReleaseSkipsAJobParkedInItsLane(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t)
+	r.svc.Now = r.clock.Now
+	room := waitroom.NewStore(fakes.NewDynamoDB("table"), "table")
+	r.svc.WaitRoom = room
+	for _, w := range []waitroom.Waiter{
+		{Type: "reports", Group: "reports-2", MessageID: "m-lane", ReceiptHandle: "h-lane", JobID: "w-1", SubmittedAt: t0.Add(-time.Minute), Paused: true},
+		{Type: "reports", Group: "reports-0", MessageID: "m-wait", ReceiptHandle: "h-wait", JobID: "w-2", SubmittedAt: t0},
+	} {
+		if err := room.Park(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.leases.Set(held("reports", 1, "r-1001", 1, lease.Running))
+	if _, err := r.svc.Release(ctx, req("reports", 1, "r-1001", 1, releaser.Succeeded, "", "")); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, v := range r.sqs.VisibilityChanges() {
+		if v.Timeout == 0 {
+			got = append(got, v.ReceiptHandle)
+		}
+	}
+	if fmt.Sprint(got) != "[h-wait]" {
+		t.Errorf("woken = %v, want [h-wait]: the lane's own parked job is the resume's to wake", got)
+	}
+}
