@@ -368,3 +368,90 @@ func TestSummaryCapsDeadLettered(t *testing.T) {
 		t.Errorf("last record = %s, %d ids listed (more %v) of %d", last.Result, len(last.Summary.DeadLetteredIDs), last.Summary.DeadLetteredMore, last.Summary.Counts[batch.DeadLettered])
 	}
 }
+
+// gate holds the first two reads of a batch item until both have happened, so two records that
+// fill shards race for the batch item with the same version read.
+type gate struct {
+	db
+	mu      sync.Mutex
+	armed   bool
+	arrived int
+	both    chan struct{}
+}
+
+func (g *gate) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	out, err := g.db.GetItem(ctx, in, o...)
+	if sk, _ := in.Key["sk"].(*ddbtypes.AttributeValueMemberS); sk != nil && sk.Value == "META" {
+		g.mu.Lock()
+		if !g.armed {
+			g.mu.Unlock()
+			return out, err
+		}
+		g.arrived++
+		n := g.arrived
+		if n == 2 {
+			close(g.both)
+		}
+		g.mu.Unlock()
+		if n <= 2 {
+			select {
+			case <-g.both:
+			case <-time.After(5 * time.Second):
+			}
+		}
+	}
+	return out, err
+}
+
+// Two records that each fill a shard, having read the batch item at the same version: one writes
+// it, the other reads again, and the second fill closes the batch (a lost update of the filled
+// count would leave it open forever).
+func TestFillsRaceForTheBatchItem(t *testing.T) {
+	for name, d := range map[string]db{"dynamodb": nil, "fake": fakes.NewDynamoDB("t")} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			table := "t"
+			if d == nil {
+				d, table = moto, testmoto.Table(t, moto, "batch")
+			}
+			g := &gate{db: d, both: make(chan struct{})}
+			l := batch.New(g, table)
+			l.PerShard = 1 // two shards of one job: each record fills one
+			if err := l.Open(ctx, "two", 2, t0); err != nil {
+				t.Fatal(err)
+			}
+			// Show learns the batch's shape, so the gate holds the fills' reads only.
+			if sum, _, err := l.Show(ctx, "two", false); err != nil || sum.Shards != 2 {
+				t.Fatalf("Show = %+v, %v; want 2 shards", sum, err)
+			}
+			g.mu.Lock()
+			g.armed = true
+			g.mu.Unlock()
+			// Two jobs of different home shards: each fills its own, so they meet at the batch item only.
+			ids := []string{"j0"}
+			for i := 1; len(ids) < 2; i++ {
+				if id := fmt.Sprint("j", i); batch.Home(id, 2) != batch.Home(ids[0], 2) {
+					ids = append(ids, id)
+				}
+			}
+			var wg sync.WaitGroup
+			results := make([]batch.Result, 2)
+			for i, id := range ids {
+				wg.Go(func() {
+					r, err := l.Record(ctx, "two", id, 0, batch.Succeeded, t0)
+					if err != nil {
+						t.Errorf("Record(%s) = %v", id, err)
+					}
+					results[i] = r.Result
+				})
+			}
+			wg.Wait()
+			if got := fmt.Sprint(results); got != "[counted closed]" && got != "[closed counted]" {
+				t.Errorf("results = %s, want one counted and one closed", got)
+			}
+			if sum, _, err := l.Show(ctx, "two", false); err != nil || !sum.Closed || sum.Recorded != 2 {
+				t.Errorf("Show = %+v, %v; want closed with 2 recorded", sum, err)
+			}
+		})
+	}
+}
