@@ -53,6 +53,13 @@ func TestHoldWhileLanesQueueFull(t *testing.T) {
 			delete(sub, "id")
 			b, _ := json.Marshal(sub)
 			ev.Records[2].Body = string(b)
+			// The first is high priority: held, it must stay so (found in review: the hold dropped it).
+			var first map[string]any
+			_ = json.Unmarshal([]byte(ev.Records[0].Body), &first)
+			first["priority"] = "high"
+			b, _ = json.Marshal(first)
+			ev.Records[0].Body = string(b)
+			highID, _ := first["id"].(string)
 			lanes, held, dlq := &fakeSender{}, &fakeSender{fail: tt.failHold}, &fakeDLQ{}
 			r := newRouter(&fakeConfig{limits: map[string]int{"llm": 20}, strategy: map[string]string{"llm": lane.FirstFree}}, lanes, dlq, nil)
 			r.Backlog, r.Hold, r.HoldFor = tt.gauge, held, 2*time.Second
@@ -80,6 +87,9 @@ func TestHoldWhileLanesQueueFull(t *testing.T) {
 				}
 				if s.ID == "" || e.DelaySeconds != 2 {
 					t.Errorf("held %s: id %q, delay %d; want an id and the 2 s hold", aws.ToString(e.MessageBody), s.ID, e.DelaySeconds)
+				}
+				if p, _ := job.ParsePriority(s.Priority); s.ID == highID && p != job.HighPriority {
+					t.Errorf("held %s with priority %s, want high kept", s.ID, s.Priority)
 				}
 				wantGroup := s.Key
 				if wantGroup == "" {

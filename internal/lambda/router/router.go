@@ -180,7 +180,7 @@ func (r *Router) hold(ctx context.Context, jobs []*routed, depth int, fail func(
 	var entries []types.SendMessageBatchRequestEntry
 	byEntry := map[string]*routed{}
 	for i, x := range jobs {
-		body, err := json.Marshal(job.Submission{Type: x.j.Type, ID: x.j.ID, Key: x.j.Key, Input: x.j.Input, Redrive: x.j.Redrive})
+		body, err := json.Marshal(x.j.Resubmission(x.j.Redrive)) // with its key and priority
 		if err != nil {
 			r.Log.ErrorContext(ctx, "encode held job; the general queue will deliver it again", "jobId", x.j.ID, "type", x.j.Type, "error", err)
 			fail(x.m)
