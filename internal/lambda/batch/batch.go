@@ -26,7 +26,7 @@
 //	BATCH#{id}            LATE#{job}#{redrive} a job that ended after the batch closed: outcome, at
 //	BATCH#{id}#S{k}       COUNT                n, succeeded, dead_lettered, refused, firstMs, lastMs, version
 //	BATCH#{id}#S{home}    JOB#{job}            outcome, redrive, at, shard (where it was counted)
-//	BATCH#{id}#S{home}    DEAD#{job}           a dead-lettered job, for the completion event's list
+//	BATCH#{id}#S{home}    DEAD#{job}           a dead-lettered or refused job, for the completion event's list
 //
 // {home} is the shard the job id hashes to, whatever shard counted it, so every delivery of a job
 // meets the same record.
@@ -127,8 +127,9 @@ type Summary struct {
 	ClosedAt    time.Time
 	ClosedBy    string // the job whose record closed the batch
 	Announced   bool
-	// DeadLetteredIDs lists up to MaxListed dead-lettered jobs; DeadLetteredMore says there are more
-	// (Counts[DeadLettered] of them): DeadLetteredWhere says where to find them all.
+	// DeadLetteredIDs lists up to MaxListed jobs on the dead-letter queue (dead-lettered or
+	// refused); DeadLetteredMore says there are more (Counts[DeadLettered]+Counts[Refused] of
+	// them): DeadLetteredWhere says where to find them all.
 	DeadLetteredIDs   []string
 	DeadLetteredMore  bool
 	DeadLetteredWhere string
@@ -445,7 +446,7 @@ func (l *Ledger) Record(ctx context.Context, id, jobID string, redrive int, outc
 			next.lastMs = atMs
 		}
 		items = append(items, next.put(l.table, id))
-		if outcome == DeadLettered {
+		if outcome != Succeeded { // dead-lettered or refused: both are on the dead-letter queue
 			items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: &l.table, Item: map[string]types.AttributeValue{
 				"pk": job["pk"], "sk": s("DEAD#" + jobID), "at": jobItem["at"],
 			}}})
@@ -669,7 +670,8 @@ func (l *Ledger) summary(ctx context.Context, id string, allDead bool) (Summary,
 	if allDead {
 		limit = 0
 	}
-	for k := 0; k < m.shards && sum.Counts[DeadLettered] > 0; k++ {
+	dead := sum.Counts[DeadLettered] + sum.Counts[Refused]
+	for k := 0; k < m.shards && dead > 0; k++ {
 		its, err := l.query(ctx, shardPK(id, k), "DEAD#", limit)
 		if err != nil {
 			return Summary{}, err
@@ -685,7 +687,7 @@ func (l *Ledger) summary(ctx context.Context, id string, allDead bool) (Summary,
 	if limit > 0 && len(sum.DeadLetteredIDs) > limit {
 		sum.DeadLetteredIDs = sum.DeadLetteredIDs[:limit]
 	}
-	sum.DeadLetteredMore = len(sum.DeadLetteredIDs) < sum.Counts[DeadLettered]
+	sum.DeadLetteredMore = len(sum.DeadLetteredIDs) < dead
 	late, err := l.query(ctx, "BATCH#"+id, "LATE#", 0)
 	if err != nil {
 		return Summary{}, err

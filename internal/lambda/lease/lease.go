@@ -49,7 +49,10 @@ type Lease struct {
 	JobID string `dynamodbav:"jobId"`
 	// Key is the job's concurrency key ("" the default key): a key's running jobs are counted
 	// from its type's leases, the only record of occupancy.
-	JobKey        string `dynamodbav:"key,omitempty"`
+	JobKey string `dynamodbav:"key,omitempty"`
+	// Batch is the job's batch ("" none): whoever ends the job (a release, the sweep, the
+	// starter's dead letter) records it there without reading the execution's input.
+	Batch         string `dynamodbav:"batch,omitempty"`
 	MessageID     string `dynamodbav:"messageId"`
 	ReceiptHandle string `dynamodbav:"receiptHandle"`
 	// ExecutionArn is the attempt's execution, written with the claim (before StartExecution is

@@ -265,10 +265,12 @@ func (s *Starter) processIn(ctx context.Context, m events.SQSMessage, view *leas
 	var j job.Job
 	jerr := json.Unmarshal([]byte(m.Body), &j)
 	badPriority := j.Priority != 0 && (j.Priority < job.MinPriority || j.Priority > job.MaxPriority)
-	if gerr != nil || jerr != nil || j.Type != typ || job.ValidateID(j.ID) != nil || job.ValidateKey(j.Key) != nil || badPriority {
+	if gerr != nil || jerr != nil || j.Type != typ || job.ValidateID(j.ID) != nil || job.ValidateKey(j.Key) != nil || badPriority ||
+		job.ValidateBatch(j.Batch, j.BatchSize) != nil {
 		detail := fmt.Sprintf("group %q, body not a job for it", m.Attributes["MessageGroupId"])
 		s.Log.WarnContext(ctx, "lanes-queue message is not a job; dead-lettering it", "messageId", m.MessageId, "detail", detail)
-		if err := s.DLQ.Send(ctx, deadletter.Entry{Reason: ReasonBadMessage, Source: "starter", Type: typ, JobID: j.ID, Cause: detail, Body: m.Body}); err != nil {
+		if err := s.DLQ.Send(ctx, deadletter.Entry{Reason: ReasonBadMessage, Source: "starter", Type: typ, JobID: j.ID, Cause: detail, Body: m.Body,
+			Batch: j.Batch, Redrive: j.Redrive, Refused: true}); err != nil {
 			s.Log.ErrorContext(ctx, "dead-letter failed", "messageId", m.MessageId, "error", err)
 			return s.backoff(ctx, m)
 		}
@@ -428,7 +430,7 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 	// The claim is the only write of a start: a claim whose execution exists is a running job, and
 	// every reader of a lease takes it for one (docs/design.md, "Lease status").
 	claim := lease.Lease{
-		Type: x.key.Type, Lane: x.key.Lane, JobID: x.job.ID, JobKey: x.job.Key, MessageID: x.MessageId, ReceiptHandle: x.ReceiptHandle, Receives: x.receives(),
+		Type: x.key.Type, Lane: x.key.Lane, JobID: x.job.ID, JobKey: x.job.Key, Batch: x.job.Batch, MessageID: x.MessageId, ReceiptHandle: x.ReceiptHandle, Receives: x.receives(),
 		Attempt: attempt, Redrive: x.job.Redrive, Status: lease.Starting, StartedAt: startedAt, SubmittedAt: x.job.SubmittedAt,
 		StateMachineArn: stateMachine, ExecutionArn: job.ExecutionArn(stateMachine, job.RunName(x.key.Type, x.job.ID, x.job.Redrive, attempt)),
 	}
@@ -703,7 +705,7 @@ func (s *Starter) ownAttempt(ctx context.Context, x *msg, l *lease.Lease, cfg co
 	}
 	arn := job.ExecutionArn(cfg.StateMachineArn, job.RunName(x.key.Type, x.job.ID, x.job.Redrive, attempt))
 	claim := lease.Lease{
-		Type: x.key.Type, Lane: x.key.Lane, JobID: x.job.ID, JobKey: x.job.Key, MessageID: x.MessageId, ReceiptHandle: x.ReceiptHandle, Receives: x.receives(),
+		Type: x.key.Type, Lane: x.key.Lane, JobID: x.job.ID, JobKey: x.job.Key, Batch: x.job.Batch, MessageID: x.MessageId, ReceiptHandle: x.ReceiptHandle, Receives: x.receives(),
 		Attempt: attempt, Redrive: x.job.Redrive, Status: lease.Starting, StartedAt: s.now(), SubmittedAt: x.job.SubmittedAt,
 		StateMachineArn: cfg.StateMachineArn, ExecutionArn: arn,
 	}
@@ -944,7 +946,8 @@ func (s *Starter) move(ctx context.Context, x *msg, l *lease.Lease, cfg config.T
 // must neither find them nor be dropped by SQS as a copy of this run (docs/design.md, "Redrive").
 func (s *Starter) refuse(ctx context.Context, x *msg, l *lease.Lease, reason, cause string) (verdict, error) {
 	body, _ := json.Marshal(x.job.Resubmission(x.job.Redrive + 1))
-	if err := s.DLQ.Send(ctx, deadletter.Entry{Reason: reason, Source: "starter", Type: x.job.Type, JobID: x.job.ID, Cause: cause, Body: string(body)}); err != nil {
+	if err := s.DLQ.Send(ctx, deadletter.Entry{Reason: reason, Source: "starter", Type: x.job.Type, JobID: x.job.ID, Cause: cause, Body: string(body),
+		Batch: x.job.Batch, Redrive: x.job.Redrive}); err != nil {
 		return hold, err
 	}
 	x.log.WarnContext(ctx, "job dead-lettered", "reason", reason, "cause", cause)
