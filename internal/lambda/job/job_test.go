@@ -693,3 +693,23 @@ func TestDedupIDHashedFormIsNoOtherIDs(t *testing.T) {
 		t.Errorf("DedupID(t, %q...) = DedupID(t, %q) = %q, want different ids", long[:10], digest, a)
 	}
 }
+
+// A dead letter's body, sent back to the general queue, is the same job of the same batch: a job
+// redriven after its batch closed is reported in that batch as late, never counted in none.
+func TestResubmissionKeepsTheBatch(t *testing.T) {
+	j, err := job.Parse([]byte(`{"type":"docs","id":"d-1","key":"acme","priority":"high","batch":"up-1","batchSize":40,"input":{"x":1}}`), msgID, sent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(j.Resubmission(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := job.Parse(b, "other-message", sent)
+	if err != nil {
+		t.Fatalf("Parse(%s) = %v", b, err)
+	}
+	if back.ID != "d-1" || back.Key != "acme" || back.Priority != job.HighPriority || back.Batch != "up-1" || back.BatchSize != 40 || back.Redrive != 3 || string(back.Input) != `{"x":1}` {
+		t.Errorf("resubmitted job = %+v from %s, want d-1 acme high up-1/40 redrive 3", back, b)
+	}
+}
