@@ -45,12 +45,19 @@ func (p *publisher) sent() int {
 
 func newTracker(t *testing.T, p *publisher) *batchend.Tracker {
 	t.Helper()
+	tr, _ := newTrackerLedger(t, p)
+	return tr
+}
+
+func newTrackerLedger(t *testing.T, p *publisher) (*batchend.Tracker, *batch.Ledger) {
+	t.Helper()
 	l := batch.New(fakes.NewDynamoDB("t"), "t")
 	tr := batchend.New(l, p, "stack", fakes.Logger(t))
+	tr.AnnounceWait = 300 * time.Millisecond
 	if err := l.Open(t.Context(), "b", 1, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	return tr
+	return tr, l
 }
 
 var closer = batchend.End{Batch: "b", Type: "x", ID: "j1", Outcome: batch.Succeeded}
@@ -105,6 +112,31 @@ func TestFailedAnnouncementIsRetriedAtOnce(t *testing.T) {
 	}
 	if err := tr.Ended(t.Context(), closer); err != nil {
 		t.Fatalf("Ended() after the announcement = %v", err)
+	}
+	if p.sent() != 1 {
+		t.Errorf("%d completion events sent, want 1", p.sent())
+	}
+}
+
+// A claim whose holder crashed (it never announced nor gave the claim back) expires: the closing
+// job's next end sends the event then, not before.
+func TestCrashedClaimExpires(t *testing.T) {
+	p := &publisher{}
+	tr, l := newTrackerLedger(t, p)
+	now := time.Now()
+	tr.Now = func() time.Time { return now }
+	if _, err := l.Record(t.Context(), "b", "x/j1", 0, batch.Succeeded, now); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := l.ClaimAnnouncement(t.Context(), "b", "crashed", now, 30*time.Second); !ok || err != nil {
+		t.Fatalf("ClaimAnnouncement() = %v, %v", ok, err)
+	}
+	if err := tr.Ended(t.Context(), closer); !errors.Is(err, batch.ErrAnnouncing) {
+		t.Errorf("Ended() while the crashed claim runs = %v, want ErrAnnouncing", err)
+	}
+	now = now.Add(31 * time.Second)
+	if err := tr.Ended(t.Context(), closer); err != nil {
+		t.Errorf("Ended() after the claim expired = %v", err)
 	}
 	if p.sent() != 1 {
 		t.Errorf("%d completion events sent, want 1", p.sent())
