@@ -22,7 +22,7 @@
 //
 // Items (one table, keys pk and sk):
 //
-//	BATCH#{id}            META                 expected, shards, openedAt, filled, version, closedAt, closedBy, announced
+//	BATCH#{id}            META                 expected, shards, openedAt, filled, version, closedAt, closedBy, announced, claimBy, claimUntil
 //	BATCH#{id}            LATE#{job}#{redrive} a job that ended after the batch closed: outcome, at
 //	BATCH#{id}#S{k}       COUNT                n, succeeded, dead_lettered, refused, firstMs, lastMs, version
 //	BATCH#{id}#S{home}    JOB#{job}            outcome, redrive, at, shard (where it was counted)
@@ -256,6 +256,9 @@ type meta struct {
 	openedAt, closedAt       time.Time
 	closedBy                 string
 	announced                bool
+	// claimBy holds the announcement (ClaimAnnouncement) until claimUntil.
+	claimBy    string
+	claimUntil time.Time
 }
 
 func (m meta) closed() bool { return !m.closedAt.IsZero() }
@@ -273,6 +276,7 @@ func (l *Ledger) readMeta(ctx context.Context, id string) (meta, error) {
 		expected: int(integer(it, "expected")), shards: int(integer(it, "shards")), filled: int(integer(it, "filled")),
 		version: integer(it, "version"), closedBy: str(it, "closedBy"),
 		openedAt: stamp(it, "openedAt"), closedAt: stamp(it, "closedAt"),
+		claimBy: str(it, "claimBy"), claimUntil: stamp(it, "claimUntil"),
 	}
 	if b, ok := it["announced"].(*types.AttributeValueMemberBOOL); ok {
 		m.announced = b.Value
@@ -295,6 +299,9 @@ func (m meta) item(id string) map[string]types.AttributeValue {
 	}
 	if m.announced {
 		it["announced"] = &types.AttributeValueMemberBOOL{Value: true}
+	}
+	if m.claimBy != "" {
+		it["claimBy"], it["claimUntil"] = s(m.claimBy), s(m.claimUntil.UTC().Format(time.RFC3339Nano))
 	}
 	return it
 }
@@ -578,6 +585,75 @@ func (l *Ledger) late(ctx context.Context, id, jobID string, redrive int, outcom
 		return fmt.Errorf("list job %s as late in batch %s: %w", jobID, id, err)
 	}
 	return nil
+}
+
+// ErrAnnouncing: another end of the batch's closing job holds the announcement (ClaimAnnouncement).
+var ErrAnnouncing = errors.New("another end of the closing job is sending the completion event")
+
+// ClaimAnnouncement lets one of the closing job's ends send the completion event: Record answers
+// every record of the closing job Closed until Announced is written, so two ends of it at once
+// (a status event and the sweep releasing one execution, a batch delivered twice) would both
+// send. It answers true when holder now holds the claim until at+ttl (it held it already, or
+// nobody did, or the holder's claim expired: a holder that crashed), false when the batch has
+// been announced (nothing to send), and ErrAnnouncing while another holder's claim runs.
+func (l *Ledger) ClaimAnnouncement(ctx context.Context, id, holder string, at time.Time, ttl time.Duration) (bool, error) {
+	for range maxRounds {
+		m, err := l.readMeta(ctx, id)
+		if err != nil {
+			return false, err
+		}
+		switch {
+		case !m.closed():
+			return false, fmt.Errorf("announce batch %s: it has not closed", id)
+		case m.announced:
+			return false, nil
+		case m.claimBy != "" && m.claimBy != holder && at.Before(m.claimUntil):
+			return false, fmt.Errorf("announce batch %s: %w (until %s)", id, ErrAnnouncing, m.claimUntil.Format(time.RFC3339Nano))
+		}
+		prev := m.version
+		m.version++
+		m.claimBy, m.claimUntil = holder, at.Add(ttl)
+		if ok, err := l.putMeta(ctx, id, m, prev); err != nil {
+			return false, fmt.Errorf("announce batch %s: %w", id, err)
+		} else if ok {
+			return true, nil
+		}
+	}
+	return false, fmt.Errorf("announce batch %s: %w", id, ErrContended)
+}
+
+// ReleaseAnnouncement gives back holder's claim on the announcement (its send failed), so that the
+// next end of the closing job sends at once rather than when the claim expires.
+func (l *Ledger) ReleaseAnnouncement(ctx context.Context, id, holder string) error {
+	for range maxRounds {
+		m, err := l.readMeta(ctx, id)
+		if err != nil {
+			return err
+		}
+		if m.claimBy != holder {
+			return nil
+		}
+		prev := m.version
+		m.version++
+		m.claimBy, m.claimUntil = "", time.Time{}
+		if ok, err := l.putMeta(ctx, id, m, prev); err != nil || ok {
+			return err
+		}
+	}
+	return fmt.Errorf("release the announcement of batch %s: %w", id, ErrContended)
+}
+
+// putMeta writes the batch item if its version is still prev; false when it moved.
+func (l *Ledger) putMeta(ctx context.Context, id string, m meta, prev int64) (bool, error) {
+	_, err := l.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: &l.table, Item: m.item(id), ConditionExpression: aws.String("version = :v"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":v": n(prev)},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // Announced records that the completion event of batch id was sent: a redelivery of the closing

@@ -8,7 +8,9 @@
 // redelivery (or next release), which the ledger answers as a duplicate, or, for the closing job
 // while the event is unsent, as closing again: never an ended job without a record, never a closed
 // batch without its event. The price: the event may reach a rule a few milliseconds before the last
-// job's dead letter reaches the queue.
+// job's dead letter reaches the queue. Two ends of the closing job at once both find the batch
+// closed by it; the first to claim the announcement on the batch item sends, the other waits for it
+// (Ledger.ClaimAnnouncement), so the event goes out once unless a sender crashes after sending.
 package batchend
 
 import (
@@ -17,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -38,6 +41,8 @@ type ledger interface {
 	Open(ctx context.Context, id string, expected int, at time.Time) error
 	Record(ctx context.Context, id, jobID string, redrive int, outcome batch.Outcome, at time.Time) (batch.Recorded, error)
 	Announced(ctx context.Context, id string) error
+	ClaimAnnouncement(ctx context.Context, id, holder string, at time.Time, ttl time.Duration) (bool, error)
+	ReleaseAnnouncement(ctx context.Context, id, holder string) error
 	Show(ctx context.Context, id string, withJobs bool) (batch.Summary, []batch.Job, error)
 }
 
@@ -54,6 +59,12 @@ type Tracker struct {
 	Stack string
 	Log   *slog.Logger
 	Now   func() time.Time
+	// AnnounceWait is how long an end of the closing job that finds another one sending the
+	// completion event waits for it to be announced before it fails, to be retried (default 2 s).
+	AnnounceWait time.Duration
+	// ClaimFor is how long a sender holds the announcement: another end may send after it only
+	// when the holder crashed (default 30 s, more than a PutEvents with the SDK's retries takes).
+	ClaimFor time.Duration
 
 	mu     sync.Mutex
 	opened map[string]int // batches this process saw open, with their size
@@ -216,6 +227,33 @@ func DetailOf(sum batch.Summary, stack string) Detail {
 	return d
 }
 
+// claim takes the announcement of a closed batch for this call (Ledger.ClaimAnnouncement): another
+// end of the closing job may be sending the event right now (a status event and the sweep
+// releasing one execution at once, a batch delivered twice), and the ledger answers both
+// "closed". It waits up to AnnounceWait for that one's announcement; claimed is false, without an
+// error, when the batch was announced meanwhile (nothing left to send).
+func (t *Tracker) claim(ctx context.Context, id, holder string) (claimed bool, err error) {
+	wait, ttl := t.AnnounceWait, t.ClaimFor
+	if wait <= 0 {
+		wait = 2 * time.Second
+	}
+	if ttl <= 0 {
+		ttl = 30 * time.Second
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		claimed, err := t.Ledger.ClaimAnnouncement(ctx, id, holder, t.now(), ttl)
+		if !errors.Is(err, batch.ErrAnnouncing) || time.Now().After(deadline) {
+			return claimed, err
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 func (t *Tracker) announce(ctx context.Context, log *slog.Logger, sum *batch.Summary) error {
 	if sum == nil {
 		return fmt.Errorf("batch closed without a summary")
@@ -224,6 +262,24 @@ func (t *Tracker) announce(ctx context.Context, log *slog.Logger, sum *batch.Sum
 	if err != nil {
 		return fmt.Errorf("encode completion of batch %s: %w", sum.Batch, err)
 	}
+	holder := fmt.Sprintf("%x", rand.Uint64())
+	claimed, err := t.claim(ctx, sum.Batch, holder)
+	if err != nil {
+		return fmt.Errorf("send completion of batch %s: %w", sum.Batch, err)
+	}
+	if !claimed {
+		log.InfoContext(ctx, "batch's completion event was sent by another end of its closing job")
+		return nil
+	}
+	sent := false
+	defer func() {
+		if !sent {
+			// Give the claim back, so that the closing job's retry sends at once.
+			if err := t.Ledger.ReleaseAnnouncement(context.WithoutCancel(ctx), sum.Batch, holder); err != nil {
+				log.WarnContext(ctx, "could not give back the batch's announcement; its retry waits for the claim to expire", "error", err)
+			}
+		}
+	}()
 	out, err := t.Events.PutEvents(ctx, &eventbridge.PutEventsInput{Entries: []ebtypes.PutEventsRequestEntry{{
 		Source: aws.String(Source), DetailType: aws.String(DetailType), Detail: aws.String(string(detail)),
 		Time: aws.Time(sum.ClosedAt),
@@ -238,6 +294,7 @@ func (t *Tracker) announce(ctx context.Context, log *slog.Logger, sum *batch.Sum
 		}
 		return fmt.Errorf("send completion of batch %s: EventBridge refused it: %s %s", sum.Batch, code, msg)
 	}
+	sent = true // sent: whatever happens next, a retry must not find the claim free before it expires
 	if err := t.Ledger.Announced(ctx, sum.Batch); err != nil {
 		return fmt.Errorf("mark batch %s announced: %w", sum.Batch, err)
 	}

@@ -19,16 +19,18 @@ type DeadLetters struct {
 	Tracker *Tracker
 }
 
-// Send records e's job in its batch (Ended), then sends e. A failed record sends nothing: the caller
+// Send records e's job in its batch (Ended; unless e.BatchRecorded), then sends e. A failed record sends nothing: the caller
 // retries the whole, which the ledger answers as a duplicate if the record had been written.
 func (d DeadLetters) Send(ctx context.Context, e deadletter.Entry) error {
 	outcome := batch.DeadLettered
 	if e.Refused {
 		outcome = batch.Refused
 	}
-	end := End{Batch: e.Batch, Type: e.Type, ID: e.JobID, Redrive: e.Redrive, Outcome: outcome}
-	if err := d.Tracker.Ended(ctx, end); err != nil {
-		return err
+	if !e.BatchRecorded {
+		end := End{Batch: e.Batch, Type: e.Type, ID: e.JobID, Redrive: e.Redrive, Outcome: outcome}
+		if err := d.Tracker.Ended(ctx, end); err != nil {
+			return err
+		}
 	}
 	return d.Next.Send(ctx, e)
 }

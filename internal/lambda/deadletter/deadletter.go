@@ -52,6 +52,9 @@ type Entry struct {
 	Redrive int
 	// Refused says the job was refused as bad input rather than failed: its batch counts it so.
 	Refused bool
+	// BatchRecorded says the sender recorded the job's end in its batch already (before a step
+	// that must not fail after it), so batchend.DeadLetters does not record it again.
+	BatchRecorded bool
 }
 
 type sendAPI interface {

@@ -202,7 +202,7 @@ func (s *Service) releaseLease(ctx context.Context, log *slog.Logger, req Reques
 		// Ours, re-read after the lease moved under us; or left by a release that stopped before it
 		// finished, which may or may not have sent the dead letter: finish it (at least once). No
 		// other release would: every later one of an execution that ended SUCCEEDED is a success.
-		return s.deadLetter(ctx, log, req, l, dead, "")
+		return s.deadLetter(ctx, log, req, l, dead, "", false)
 	}
 	if req.Outcome == Succeeded {
 		if l.Status == lease.Retrying {
@@ -254,13 +254,19 @@ func (s *Service) releaseLease(ctx context.Context, log *slog.Logger, req Reques
 	if err != nil {
 		return "", err
 	}
+	// Likewise the job's end in its batch, and the batch's completion event when it closes it: they
+	// can fail (EventBridge, the ledger's own contention), so they come before the status change,
+	// and the dead letter does not record the job again.
+	if err := s.batchEnded(ctx, l, batch.DeadLettered); err != nil {
+		return "", err
+	}
 	next := l
 	next.Status = lease.DeadLettering
 	written, err := s.Leases.Put(ctx, next, &l)
 	if err != nil {
 		return "", err
 	}
-	return s.deadLetter(ctx, log, req, written, dead, body)
+	return s.deadLetter(ctx, log, req, written, dead, body, true)
 }
 
 // DeadLetterTakeover is how long a dead-lettering lease belongs to the release that wrote it: the
@@ -277,8 +283,9 @@ func (s *Service) now() time.Time {
 
 // deadLetter sends the dead letter of a lease in status dead-lettering (unless this call sent it
 // already), then deletes the job's message and the lease. body is the dead letter's body when the
-// caller has read it ("": read it here).
-func (s *Service) deadLetter(ctx context.Context, log *slog.Logger, req Request, l lease.Lease, dead *bool, body string) (Result, error) {
+// caller has read it ("": read it here); recorded says the caller recorded the job's end in its batch
+// (a lease found dead-lettering is recorded again: its writer may have been an older version).
+func (s *Service) deadLetter(ctx context.Context, log *slog.Logger, req Request, l lease.Lease, dead *bool, body string, recorded bool) (Result, error) {
 	if !*dead {
 		reason := deadletter.ReasonAttemptsExhausted
 		if req.Outcome == Aborted {
@@ -292,7 +299,7 @@ func (s *Service) deadLetter(ctx context.Context, log *slog.Logger, req Request,
 		}
 		if err := s.DLQ.Send(ctx, deadletter.Entry{
 			Reason: reason, Source: "releaser", Type: l.Type, JobID: l.JobID, Attempt: l.Attempt,
-			Error: req.Error, Cause: req.Cause, Body: body, Batch: l.Batch, Redrive: l.Redrive,
+			Error: req.Error, Cause: req.Cause, Body: body, Batch: l.Batch, Redrive: l.Redrive, BatchRecorded: recorded,
 		}); err != nil {
 			return "", err
 		}
