@@ -19,6 +19,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/app"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/batch"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/tools/cfntemplate"
 	"github.com/sfnlimit/sfnlimit/internal/tools/emulator"
@@ -46,7 +47,6 @@ var notExercised = map[string]string{
 	"starter DynamoDB.Scan": "lease.Store.All is not in the starter's leaseStore interface",
 	// config.DynamoStore writes live overrides for the CLI (config set, config reset); a handler's
 	// config.Resolver only lists them.
-	"router DynamoDB.PutItem":    "config.DynamoStore.SetOverride is the CLI's; the router's Resolver only lists overrides",
 	"router DynamoDB.DeleteItem": "config.DynamoStore.DeleteOverride is the CLI's; the router's Resolver only lists overrides",
 }
 
@@ -112,6 +112,25 @@ func TestEveryCallIsAllowedByItsRole(t *testing.T) {
 	submit("ff", "always-fails", map[string]any{"seconds": 0, "fail": true})
 	submit("unknown", "x", map[string]any{})
 	send("not json")
+	// Batches (internal/lambda/batchend): each function records ends and closes a batch, so each
+	// sends a completion event. iam-r is opened and closed by the router (a refused job carrying its
+	// size); iam-x (opened here) by the releaser's records of a success and a dead letter, its jobs'
+	// batch checked by the router; iam-s (opened here) by the starter's refusal of a bad lanes message.
+	ledger := batch.New(c.DDB, table)
+	for id, n := range map[string]int{"iam-x": 2, "iam-s": 1} {
+		if err := ledger.Open(ctx, id, n, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(`{"type":"unknown","id":"xb","batch":"iam-r","batchSize":1}`)
+	send(`{"type":"rr","id":"ok-b","batch":"iam-x","input":{"seconds":0}}`)
+	send(`{"type":"ff","id":"fails-b","batch":"iam-x","input":{"seconds":0,"fail":true}}`)
+	if _, err := c.SQS.SendMessage(ctx, &sqs.SendMessageInput{
+		QueueUrl: &lanes, MessageBody: aws.String(`{"type":"ff","id":"bad-b","batch":"iam-s","priority":12,"input":{}}`),
+		MessageGroupId: aws.String("ff-0"), MessageDeduplicationId: aws.String("iam-bad-b"),
+	}); err != nil {
+		t.Fatal(err)
+	}
 	// A copy of a running job written straight into the lanes queue: the starter finds its execution.
 	waitFor(t, 2*time.Minute, "a running execution of rr/ok-0", func() bool { return len(executions(t, c.SFN, sm, "rr", sfntypes.ExecutionStatusRunning)) > 0 })
 	// rr's limit drops to 1 while a job waits in lane 2: the starter moves it (send, then delete).
@@ -128,11 +147,19 @@ func TestEveryCallIsAllowedByItsRole(t *testing.T) {
 		}
 	}
 
-	// 3 + 1 of rr and 3 of ff succeed; ff/always-fails (2 attempts), unknown/x and "not json" are
-	// dead-lettered.
+	// 3 + 1 of rr and 3 of ff succeed, and rr/ok-b; ff/always-fails and ff/fails-b (2 attempts),
+	// unknown/x, unknown/xb, "not json" and ff/bad-b are dead-lettered; the three batches close.
 	waitFor(t, 4*time.Minute, "the jobs to end", func() bool {
 		ok := len(executions(t, c.SFN, sm, "", sfntypes.ExecutionStatusSucceeded))
-		return ok >= 7 && queueDepth(t, c.SQS, dlq) >= 3
+		if ok < 8 || queueDepth(t, c.SQS, dlq) < 6 {
+			return false
+		}
+		for _, id := range []string{"iam-r", "iam-x", "iam-s"} {
+			if sum, _, err := ledger.Show(ctx, id, false); err != nil || !sum.Announced {
+				return false
+			}
+		}
+		return true
 	})
 	time.Sleep(3 * time.Second) // releases in progress and one more sweep
 	s.StopRuntime()
