@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
@@ -35,6 +36,9 @@ type Account struct {
 //     (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-batch-api.html).
 //   - Step Functions: StartExecution is authorized on the state machine, DescribeExecution and
 //     StopExecution on the execution (Service Authorization Reference, AWS Step Functions).
+//   - EventBridge: PutEvents is authorized on the event bus of each entry (the default bus when it
+//     names none), with the entry's source and detail type as events:source and events:detail-type
+//     ("Using IAM policy conditions in Amazon EventBridge").
 //
 // A call this does not know is an error: a new SDK operation in the code must be mapped here before
 // the check passes.
@@ -67,6 +71,26 @@ func Requests(a Account, input any) ([]Request, error) {
 		return one("states:StopExecution", deref(in.ExecutionArn), nil)
 	case *sfn.ListExecutionsInput:
 		return one("states:ListExecutions", deref(in.StateMachineArn), nil)
+
+	// EventBridge
+	case *eventbridge.PutEventsInput:
+		var out []Request
+		for _, e := range in.Entries {
+			bus := deref(e.EventBusName)
+			if bus == "" {
+				bus = "default"
+			}
+			if !strings.HasPrefix(bus, "arn:") {
+				bus = fmt.Sprintf("arn:%s:events:%s:%s:event-bus/%s", a.Partition, a.Region, a.ID, bus)
+			}
+			out = append(out, Request{Action: "events:PutEvents", Resource: bus, Context: map[string][]string{
+				"events:source": {deref(e.Source)}, "events:detail-type": {deref(e.DetailType)},
+			}})
+		}
+		if len(out) == 0 {
+			return nil, fmt.Errorf("PutEvents without entries")
+		}
+		return out, nil
 
 	// DynamoDB
 	case *dynamodb.GetItemInput:
