@@ -52,3 +52,34 @@ func TestRedrivenRefusalWithoutIDIsCountedOnce(t *testing.T) {
 			sum.Recorded, sum.Closed, len(b.events))
 	}
 }
+
+// docs/design.md, "Batches": "A refused job that carries batchSize opens its batch first, so a batch
+// whose first job is bad still closes." A job refused for its type loses its batchSize on the way
+// (job.Parse keeps only its id, batch and redrive): the router waits for someone else to open the
+// batch, here nobody, and refuses it batch_not_open at its third delivery, uncounted.
+func TestRefusedForItsTypeOpensItsBatch(t *testing.T) {
+	ctx := context.Background()
+	ledger := batch.New(fakes.NewDynamoDB("t"), "t")
+	b := &bus{}
+	tracker := batchend.New(ledger, b, "s", slog.New(slog.DiscardHandler))
+	dlq := &fakeDLQ{}
+	r := newRouter(&fakeConfig{limits: limits}, &fakeSender{}, nil, nil)
+	r.DLQ = batchend.DeadLetters{Next: dlq, Tracker: tracker}
+	r.Batches = tracker
+	m := events.SQSMessage{MessageId: "c0000000-0000-4000-8000-000000000009", Body: `{"type":"bad-type","id":"t-1","batch":"one","batchSize":1,"input":{}}`,
+		Attributes: map[string]string{"ApproximateReceiveCount": "1", "SentTimestamp": "1709978500000"}}
+	resp, err := r.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{m}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.BatchItemFailures) != 0 || len(dlq.sent) != 1 {
+		t.Errorf("failures %v, %d dead letters; want the job refused at once", resp.BatchItemFailures, len(dlq.sent))
+	}
+	sum, _, err := ledger.Show(ctx, "one", false)
+	if err != nil {
+		t.Fatalf("batch one: %v; want it opened by its refused job", err)
+	}
+	if !sum.Closed || sum.Counts[batch.Refused] != 1 || len(b.events) != 1 {
+		t.Errorf("batch one: closed %v, refused %d, %d events; want closed by its refused job, 1 event", sum.Closed, sum.Counts[batch.Refused], len(b.events))
+	}
+}
