@@ -38,6 +38,7 @@ type ledger interface {
 	Open(ctx context.Context, id string, expected int, at time.Time) error
 	Record(ctx context.Context, id, jobID string, redrive int, outcome batch.Outcome, at time.Time) (batch.Recorded, error)
 	Announced(ctx context.Context, id string) error
+	Size(ctx context.Context, id string) (int, error)
 	Show(ctx context.Context, id string, withJobs bool) (batch.Summary, []batch.Job, error)
 }
 
@@ -101,11 +102,11 @@ func (t *Tracker) Admit(ctx context.Context, j job.Job) error {
 		t.remember(j.Batch, j.BatchSize)
 		return nil
 	}
-	sum, _, err := t.Ledger.Show(ctx, j.Batch, false)
+	size, err := t.Ledger.Size(ctx, j.Batch)
 	if err != nil {
 		return fmt.Errorf("batch %s of job %s: %w", j.Batch, j.ID, err)
 	}
-	t.remember(j.Batch, sum.Expected)
+	t.remember(j.Batch, size)
 	return nil
 }
 
