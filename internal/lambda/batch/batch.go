@@ -249,6 +249,13 @@ func (l *Ledger) Open(ctx context.Context, id string, expected int, at time.Time
 	return nil
 }
 
+// Size returns the number of jobs batch id was opened for (ErrNotOpen when it was not): one
+// consistent read of the batch item, none once this ledger has read it.
+func (l *Ledger) Size(ctx context.Context, id string) (int, error) {
+	sp, err := l.shapeOf(ctx, id)
+	return sp.expected, err
+}
+
 // meta is the batch item.
 type meta struct {
 	expected, shards, filled int

@@ -43,6 +43,7 @@ type ledger interface {
 	Announced(ctx context.Context, id string) error
 	ClaimAnnouncement(ctx context.Context, id, holder string, at time.Time, ttl time.Duration) (bool, error)
 	ReleaseAnnouncement(ctx context.Context, id, holder string) error
+	Size(ctx context.Context, id string) (int, error)
 	Show(ctx context.Context, id string, withJobs bool) (batch.Summary, []batch.Job, error)
 }
 
@@ -112,11 +113,11 @@ func (t *Tracker) Admit(ctx context.Context, j job.Job) error {
 		t.remember(j.Batch, j.BatchSize)
 		return nil
 	}
-	sum, _, err := t.Ledger.Show(ctx, j.Batch, false)
+	size, err := t.Ledger.Size(ctx, j.Batch)
 	if err != nil {
 		return fmt.Errorf("batch %s of job %s: %w", j.Batch, j.ID, err)
 	}
-	t.remember(j.Batch, sum.Expected)
+	t.remember(j.Batch, size)
 	return nil
 }
 

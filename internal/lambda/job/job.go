@@ -201,7 +201,7 @@ func Parse(body []byte, defaultID string, submitted time.Time) (Job, error) {
 	known.Redrive = s.Redrive
 	if err := ValidateType(s.Type); err != nil {
 		// The type is not named (it may be anything); the batch still counts the refusal.
-		return Job{ID: s.ID, Batch: s.Batch, Redrive: s.Redrive}, err
+		return Job{ID: s.ID, Batch: s.Batch, BatchSize: s.BatchSize, Redrive: s.Redrive}, err
 	}
 	if err := ValidateID(s.ID); err != nil {
 		return known, err

@@ -132,6 +132,13 @@ func (s *Service) batchEnded(ctx context.Context, l lease.Lease, outcome batch.O
 	return s.Batches.Ended(ctx, batchend.End{Batch: l.Batch, Type: l.Type, ID: l.JobID, Redrive: l.Redrive, Outcome: outcome})
 }
 
+// BatchEnded records in its batch the end of a job whose lease is gone (l names it: type, id, batch,
+// redrive), for an end found by someone else than a release: the starter acknowledging a message
+// whose last attempt succeeded. A duplicate of an end already recorded changes nothing.
+func (s *Service) BatchEnded(ctx context.Context, l lease.Lease, outcome batch.Outcome) error {
+	return s.batchEnded(ctx, l, outcome)
+}
+
 // parkedJobs are the parked waiting groups of a type (internal/lambda/waitroom): a wake-up lists
 // them and claims the one it wakes, removing its record.
 type parkedJobs interface {

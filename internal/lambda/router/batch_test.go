@@ -17,7 +17,9 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/tools/fakes"
 )
 
-type bus struct{ events []ebtypes.PutEventsRequestEntry }
+type bus struct {
+	events []ebtypes.PutEventsRequestEntry
+}
 
 func (b *bus) PutEvents(_ context.Context, in *eventbridge.PutEventsInput, _ ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
 	b.events = append(b.events, in.Entries...)

@@ -302,10 +302,33 @@ func (r *Router) check(ctx context.Context, m events.SQSMessage) (*routed, error
 func (r *Router) reject(ctx context.Context, m events.SQSMessage, j job.Job, reason job.Reason, cause error) error {
 	r.Metrics.Add(j.Type, metrics.JobsRejected, 1)
 	r.Log.WarnContext(ctx, "job refused", "messageId", m.MessageId, "type", j.Type, "jobId", j.ID, "reason", reason, "error", cause)
+	body := m.Body
+	if j.Batch != "" && j.ID == m.MessageId {
+		// A batch's job without an id is named by its first message's id, in its batch too: its
+		// dead letter names it, so that a redrive (a new message) is the same job, counted once.
+		body = withID(body, j.ID)
+	}
 	return r.DLQ.Send(ctx, deadletter.Entry{
-		Reason: string(reason), Source: "router", Type: j.Type, JobID: j.ID, Error: string(reason), Cause: cause.Error(), Body: m.Body,
+		Reason: string(reason), Source: "router", Type: j.Type, JobID: j.ID, Error: string(reason), Cause: cause.Error(), Body: body,
 		Batch: j.Batch, Redrive: j.Redrive, Refused: true,
 	})
+}
+
+// withID is a JSON object body with its "id" set to id when it has none; any other body unchanged.
+func withID(body, id string) string {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(body), &obj); err != nil || obj == nil {
+		return body
+	}
+	if v, ok := obj["id"]; ok && string(v) != `""` && string(v) != "null" {
+		return body
+	}
+	obj["id"], _ = json.Marshal(id)
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return body
+	}
+	return string(b)
 }
 
 func (r *Router) flush(ctx context.Context) {

@@ -23,6 +23,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/sfnlimit/sfnlimit/internal/lambda/batch"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/deadletter"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
@@ -79,6 +80,8 @@ type releaseFunc interface {
 	ExecutionArnOf(ctx context.Context, l lease.Lease) string
 	// Wake wakes a parked waiting group of a type for a lane the starter freed.
 	Wake(ctx context.Context, typ string)
+	// BatchEnded records a job's end in its batch when no release will (its lease is gone).
+	BatchEnded(ctx context.Context, l lease.Lease, outcome batch.Outcome) error
 }
 
 // clockSkew is how far Step Functions' clock (an execution's startDate, in milliseconds) may be from
@@ -862,6 +865,11 @@ func (s *Starter) rewait(ctx context.Context, x *msg) (verdict, error) {
 			case outcome == releaser.Succeeded:
 				// Its success is counted by the release (or the sweep) that ended its lease; this
 				// is most often a stale copy of a delivery that release already acted on.
+				// No lease of it is left, so no release counts it in its batch: count it here, before
+				// its message goes (a duplicate if a release did).
+				if err := s.Releaser.BatchEnded(ctx, lease.Lease{Type: x.key.Type, JobID: j.ID, Batch: j.Batch, Redrive: j.Redrive}, batch.Succeeded); err != nil {
+					return hold, err
+				}
 				x.log.InfoContext(ctx, "this message's last attempt succeeded; nothing left to run", "attempt", last)
 				return ack, nil
 			}
