@@ -32,6 +32,9 @@ const (
 	// DefaultOpenGrace is how long a waiter waits for a batch to be opened: a batch whose jobs carry
 	// batchSize is opened by the router when it takes the first of them, seconds after they are sent.
 	DefaultOpenGrace = time.Minute
+	// DefaultAnnounceGrace is how long a waiter reads a closed batch for its completion event to be
+	// marked sent: the closing job's handler sends it right after the close.
+	DefaultAnnounceGrace = 5 * time.Second
 )
 
 // BatchWaiter waits for a batch to close, reading its ledger.
@@ -41,6 +44,9 @@ type BatchWaiter struct {
 	Every time.Duration
 	// OpenGrace is how long a batch not open yet is waited for (DefaultOpenGrace when 0).
 	OpenGrace time.Duration
+	// AnnounceGrace is how long a closed batch is read again until its completion event is marked
+	// sent (DefaultAnnounceGrace when 0).
+	AnnounceGrace time.Duration
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 }
@@ -52,7 +58,8 @@ func (bw BatchWaiter) now() time.Time {
 	return time.Now()
 }
 
-// Wait reads batch id every bw.Every until it closes, calling progress (if not nil) with each
+// Wait reads batch id every bw.Every until it closes (and, for up to AnnounceGrace more, until its
+// completion event is marked sent), calling progress (if not nil) with each
 // reading (open false while the batch is not open yet). It returns the closed batch's view, or,
 // after timeout (none when 0), the last one read with an error wrapping ErrWaitTimeout. A batch not
 // open after OpenGrace is an error wrapping batch.ErrNotOpen.
@@ -60,12 +67,15 @@ func (bw BatchWaiter) Wait(ctx context.Context, id string, timeout time.Duration
 	if err := ValidateBatchArg(id); err != nil {
 		return BatchView{}, err
 	}
-	every, grace := bw.Every, bw.OpenGrace
+	every, grace, announce := bw.Every, bw.OpenGrace, bw.AnnounceGrace
 	if every <= 0 {
 		every = DefaultWaitEvery
 	}
 	if grace <= 0 {
 		grace = DefaultOpenGrace
+	}
+	if announce <= 0 {
+		announce = DefaultAnnounceGrace
 	}
 	parent := ctx
 	if timeout > 0 {
@@ -76,12 +86,15 @@ func (bw BatchWaiter) Wait(ctx context.Context, id string, timeout time.Duration
 	began := bw.now()
 	tick := time.NewTicker(every)
 	defer tick.Stop()
-	var last BatchView
+	var (
+		last     BatchView
+		closedAt time.Time // when this waiter first saw the batch closed
+	)
 	for {
 		v, open, err := bw.read(ctx, id)
 		switch {
 		case ctx.Err() != nil:
-			return last, bw.stopped(parent, id, timeout, last, open)
+			return bw.stopped(parent, id, timeout, last, open)
 		case err != nil:
 			return last, err
 		case !open && bw.now().Sub(began) >= grace:
@@ -91,15 +104,20 @@ func (bw BatchWaiter) Wait(ctx context.Context, id string, timeout time.Duration
 		if open {
 			last = v
 		}
-		if progress != nil {
+		if progress != nil && closedAt.IsZero() { // a closed batch is shown once
 			progress(v, open)
 		}
 		if open && v.State == "closed" {
-			return v, nil
+			if closedAt.IsZero() {
+				closedAt = bw.now()
+			}
+			if v.Announced || bw.now().Sub(closedAt) >= announce {
+				return v, nil
+			}
 		}
 		select {
 		case <-ctx.Done():
-			return last, bw.stopped(parent, id, timeout, last, open)
+			return bw.stopped(parent, id, timeout, last, open)
 		case <-tick.C:
 		}
 	}
@@ -117,16 +135,20 @@ func (bw BatchWaiter) read(ctx context.Context, id string) (BatchView, bool, err
 	return BatchViewOf(sum, bw.now()), true, nil
 }
 
-// stopped is the error of a wait cut short: by its timeout, or by its caller.
-func (bw BatchWaiter) stopped(parent context.Context, id string, timeout time.Duration, last BatchView, open bool) error {
+// stopped ends a wait cut short: by its timeout, or by its caller. A batch seen closed (its
+// completion event not yet marked sent) is no error.
+func (bw BatchWaiter) stopped(parent context.Context, id string, timeout time.Duration, last BatchView, open bool) (BatchView, error) {
+	if last.State == "closed" {
+		return last, nil
+	}
 	if parent.Err() != nil {
-		return fmt.Errorf("stopped waiting for batch %s: %w", id, parent.Err())
+		return last, fmt.Errorf("stopped waiting for batch %s: %w", id, parent.Err())
 	}
 	where := "it was not open yet"
 	if open || last.Batch != "" {
 		where = fmt.Sprintf("%d of %d jobs recorded", last.Recorded, last.Expected)
 	}
-	return fmt.Errorf("batch %s did not close within %s (%s); it goes on without us: \"sfnlimit batch wait %s\" waits again: %w",
+	return last, fmt.Errorf("batch %s did not close within %s (%s); it goes on without us: \"sfnlimit batch wait %s\" waits again: %w",
 		id, timeout, where, id, ErrWaitTimeout)
 }
 

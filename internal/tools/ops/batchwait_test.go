@@ -30,17 +30,23 @@ func (s *scripted) Show(ctx context.Context, id string, withJobs bool) (ledger.S
 // at read openAt (0: before the wait).
 func TestBatchWait(t *testing.T) {
 	tests := []struct {
-		name      string
-		openAt    int
-		ends      []ledger.Outcome // the job each read ends, in order; fewer than 3: never closes
-		timeout   time.Duration
-		grace     time.Duration
-		wantErr   error
-		wantMsg   string
-		wantState string
-		wantFail  bool // WaitResult is a BatchFailedError
-		wantSeen  []int
+		name          string
+		openAt        int
+		ends          []ledger.Outcome // the job each read ends, in order; fewer than 3: never closes
+		announceAt    int              // the read before which the completion event is marked sent (0: never)
+		timeout       time.Duration
+		grace         time.Duration
+		wantErr       error
+		wantMsg       string
+		wantState     string
+		wantFail      bool // WaitResult is a BatchFailedError
+		wantSeen      []int
+		wantAnnounced bool
 	}{
+		{
+			name: "read again until the completion event is sent", ends: []ledger.Outcome{ledger.Succeeded, ledger.Succeeded, ledger.Succeeded}, announceAt: 5,
+			wantState: "closed", wantSeen: []int{1, 2, 3}, wantAnnounced: true,
+		},
 		{
 			name: "every job succeeds", ends: []ledger.Outcome{ledger.Succeeded, ledger.Succeeded, ledger.Succeeded},
 			wantState: "closed", wantSeen: []int{1, 2, 3},
@@ -87,9 +93,19 @@ func TestBatchWait(t *testing.T) {
 					}
 					next++
 				}
+				if n == tt.announceAt {
+					if err := l.Ledger.Announced(ctx, "b"); err != nil {
+						t.Fatal(err)
+					}
+				}
 			}
 			var seen []int
-			w := BatchWaiter{Ledger: l, Every: time.Millisecond, OpenGrace: tt.grace}
+			ctx, cancel := context.WithTimeout(ctx, 10*time.Second) // a wait that never ends fails here
+			defer cancel()
+			w := BatchWaiter{Ledger: l, Every: time.Millisecond, OpenGrace: tt.grace, AnnounceGrace: time.Millisecond}
+			if tt.announceAt > 0 {
+				w.AnnounceGrace = time.Minute
+			}
 			v, err := w.Wait(ctx, "b", tt.timeout, func(v BatchView, open bool) {
 				if !open {
 					seen = append(seen, -1)
@@ -100,8 +116,8 @@ func TestBatchWait(t *testing.T) {
 			if !errors.Is(err, tt.wantErr) || tt.wantErr != nil && !strings.Contains(err.Error(), tt.wantMsg) {
 				t.Fatalf("Wait() error = %v, want %v with %q", err, tt.wantErr, tt.wantMsg)
 			}
-			if v.State != tt.wantState {
-				t.Errorf("Wait() state %q, want %q", v.State, tt.wantState)
+			if v.State != tt.wantState || v.Announced != tt.wantAnnounced {
+				t.Errorf("Wait() state %q, announced %v; want %q, %v", v.State, v.Announced, tt.wantState, tt.wantAnnounced)
 			}
 			if tt.wantSeen != nil && !equalInts(seen, tt.wantSeen) {
 				t.Errorf("progress saw %v, want %v", seen, tt.wantSeen)
