@@ -469,3 +469,32 @@ func TestStoreErrorsAreNotConflicts(t *testing.T) {
 		})
 	}
 }
+
+// A lane's lease deleted and written again for another job does not take the old lease's
+// versions: a release still holding the old lease (a sweep that read it before the status event
+// released it) must not delete or overwrite the new one. Seen in the demo: the sweep deleted the
+// lease of the job bound to the lane since, a third job was bound to the same lane, and two jobs
+// waited behind each other in one lane until the lanes queue's visibility timeout.
+func TestStoreStaleLeaseOfAFormerJob(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, _ table, _ string, s *lease.Store) {
+		ctx := context.Background()
+		old := mustPut(t, s, sample("llm", 2), nil)
+		old = mustPut(t, s, withStatus(old, lease.Running), &old) // what the sweep read
+		if err := s.Delete(ctx, old); err != nil {                // the status event's release
+			t.Fatal(err)
+		}
+		next := mustPut(t, s, withStatus(withJob(sample("llm", 2), "r-2002"), lease.Bound), nil)
+		next = mustPut(t, s, withStatus(next, lease.Starting), &next)
+
+		if err := s.Delete(ctx, old); !errors.Is(err, lease.ErrConflict) {
+			t.Errorf("Delete(the former job's lease) = %v, want a conflict", err)
+		}
+		if _, err := s.Put(ctx, withStatus(old, lease.Retrying), &old); !errors.Is(err, lease.ErrConflict) {
+			t.Errorf("Put(over the former job's lease) = %v, want a conflict", err)
+		}
+		got, err := s.Get(ctx, next.Key())
+		if err != nil || got == nil || !sameLease(*got, next) {
+			t.Errorf("lane holds %+v, %v; want the new job's lease %+v", got, err, next)
+		}
+	})
+}
