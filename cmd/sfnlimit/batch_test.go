@@ -26,7 +26,7 @@ func TestBatchOpenAndShow(t *testing.T) {
 	t.Parallel()
 	name := fmt.Sprintf("cli-open-%d", typeSeq.Add(1))
 	r := must(t, local(t, "batch", "show", name), exitError)
-	if !strings.Contains(r.stderr, "batch "+name+" is not open") {
+	if !strings.Contains(r.stderr, "batch "+name+": batch is not open: open it with") {
 		t.Errorf("batch show of a batch not open:\n%s", r)
 	}
 	r = must(t, local(t, "batch", "open", name, "--size", "3"), exitOK)

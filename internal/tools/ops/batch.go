@@ -129,7 +129,7 @@ func ShowBatch(ctx context.Context, l BatchLedger, id string, withJobs bool, now
 	}
 	sum, jobs, err := l.Show(ctx, id, withJobs)
 	if errors.Is(err, ledger.ErrNotOpen) {
-		return BatchView{}, fmt.Errorf("batch %s is not open: open it with \"sfnlimit batch open %s --size N\" or \"sfnlimit submit FILE --batch %s\", or give its jobs batchSize: %w", id, id, id, err)
+		return BatchView{}, fmt.Errorf("%w: open it with \"sfnlimit batch open %s --size N\" or \"sfnlimit submit FILE --batch %s\", or give its jobs batchSize", err, id, id)
 	}
 	if err != nil {
 		return BatchView{}, fmt.Errorf("read batch %s: %w", id, err)
