@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -141,6 +142,12 @@ func (s *Store) Get(ctx context.Context, k Key) (*Lease, error) {
 	return &l, nil
 }
 
+// firstVersion is a new lease's version. It is drawn at random, so a lane's successive leases do
+// not share versions: were every lease to start at 1, a release still holding a former job's lease
+// (read before another release freed the lane) would find its version on the next job's lease and
+// delete or overwrite it. Below 2^52, so the version stays exact as a JSON number.
+func firstVersion() int64 { return rand.Int64N(1<<52) + 1 }
+
 // Put writes next in place of prev: prev nil means the lane must be free. It returns the lease as
 // written (with its new version) or ErrConflict when the lane is no longer in state prev.
 func (s *Store) Put(ctx context.Context, next Lease, prev *Lease) (Lease, error) {
@@ -151,7 +158,7 @@ func (s *Store) Put(ctx context.Context, next Lease, prev *Lease) (Lease, error)
 		if err := s.registerType(ctx, next.Type); err != nil {
 			return Lease{}, err
 		}
-		next.Version = 1
+		next.Version = firstVersion()
 		in.ConditionExpression = aws.String("attribute_not_exists(pk)")
 	} else {
 		if prev.Key() != next.Key() {
