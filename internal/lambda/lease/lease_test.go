@@ -469,3 +469,34 @@ func TestStoreErrorsAreNotConflicts(t *testing.T) {
 		})
 	}
 }
+
+// A release that read a lane's lease, and deletes or rewrites it after the lane was freed and taken
+// by another job whose lease reached the same version, must not touch the other job's lease (ABA):
+// versions restart at 1 with each new lease. TestBatchUnderFaults (tests/batch_test.go) met it: a
+// late status-event release of one job, slowed by its batch record, deleted the lease of the job
+// bound to the lane since the sweep released it, and that job was claimed and started again.
+func TestStaleLeaseOfAnotherJobIsNotTouched(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, _ table, _ string, s *lease.Store) {
+		ctx := context.Background()
+		a1 := mustPut(t, s, withJob(sample("reports", 1), "job-a"), nil)
+		a2 := mustPut(t, s, withStatus(withJob(sample("reports", 1), "job-a"), lease.Running), &a1) // what the late release read
+		if err := s.Delete(ctx, a2); err != nil {
+			t.Fatal(err) // the sweep released job-a
+		}
+		b1 := mustPut(t, s, withJob(sample("reports", 1), "job-b"), nil)
+		b2 := mustPut(t, s, withStatus(withJob(sample("reports", 1), "job-b"), lease.Running), &b1)
+		if b2.Version != a2.Version {
+			t.Fatalf("versions %d and %d: the test needs the same version", b2.Version, a2.Version)
+		}
+		if err := s.Delete(ctx, a2); !errors.Is(err, lease.ErrConflict) {
+			t.Errorf("Delete(job-a's stale lease) = %v, want ErrConflict", err)
+		}
+		if _, err := s.Put(ctx, withStatus(a2, lease.Retrying), &a2); !errors.Is(err, lease.ErrConflict) {
+			t.Errorf("Put over job-a's stale lease = %v, want ErrConflict", err)
+		}
+		left, err := s.Get(ctx, a2.Key())
+		if err != nil || left == nil || left.JobID != "job-b" || left.Status != lease.Running {
+			t.Errorf("lane holds %+v (%v), want job-b's running lease", left, err)
+		}
+	})
+}
