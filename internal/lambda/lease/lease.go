@@ -165,10 +165,8 @@ func (s *Store) Put(ctx context.Context, next Lease, prev *Lease) (Lease, error)
 			return Lease{}, fmt.Errorf("lease of lane %s cannot replace lane %s", next.Key(), prev.Key())
 		}
 		next.Version = prev.Version + 1
-		in.ConditionExpression = aws.String("version = :v")
-		in.ExpressionAttributeValues = map[string]types.AttributeValue{
-			":v": &types.AttributeValueMemberN{Value: strconv.FormatInt(prev.Version, 10)},
-		}
+		in.ConditionExpression = aws.String(sameLease)
+		in.ExpressionAttributeValues = sameLeaseValues(*prev)
 	}
 	item, err := attributevalue.MarshalMap(next)
 	if err != nil {
@@ -187,15 +185,26 @@ func (s *Store) Put(ctx context.Context, next Lease, prev *Lease) (Lease, error)
 	return next, nil
 }
 
-// Delete removes prev, only if the lane still holds exactly that version.
+// sameLease is the condition that the lane still holds the lease a writer read: its version and
+// its job. The version alone is not enough: it restarts at 1 with each new lease, so a release that
+// read one job's lease and writes late (after the lane was freed and taken by another job whose
+// lease reached the same version) would delete or overwrite the other job's lease (ABA).
+const sameLease = "version = :v AND jobId = :j"
+
+func sameLeaseValues(prev Lease) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		":v": &types.AttributeValueMemberN{Value: strconv.FormatInt(prev.Version, 10)},
+		":j": &types.AttributeValueMemberS{Value: prev.JobID},
+	}
+}
+
+// Delete removes prev, only if the lane still holds exactly that version of that job's lease.
 func (s *Store) Delete(ctx context.Context, prev Lease) error {
 	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName:           &s.table,
-		Key:                 keyAttrs(prev.Key()),
-		ConditionExpression: aws.String("version = :v"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":v": &types.AttributeValueMemberN{Value: strconv.FormatInt(prev.Version, 10)},
-		},
+		TableName:                 &s.table,
+		Key:                       keyAttrs(prev.Key()),
+		ConditionExpression:       aws.String(sameLease),
+		ExpressionAttributeValues: sameLeaseValues(prev),
 	})
 	if err != nil {
 		if isConditionFailed(err) {

@@ -7,11 +7,13 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
@@ -498,4 +500,55 @@ func TestStoreStaleLeaseOfAFormerJob(t *testing.T) {
 			t.Errorf("lane holds %+v, %v; want the new job's lease %+v", got, err, next)
 		}
 	})
+}
+
+// A release that read a lane's lease, and deletes or rewrites it after the lane was freed and taken
+// by another job whose lease reached the same version, must not touch the other job's lease (ABA):
+// versions restart at 1 with each new lease. TestBatchUnderFaults (tests/batch_test.go) met it: a
+// late status-event release of one job, slowed by its batch record, deleted the lease of the job
+// bound to the lane since the sweep released it, and that job was claimed and started again.
+func TestStaleLeaseOfAnotherJobIsNotTouched(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, tb table, tableName string, s *lease.Store) {
+		ctx := context.Background()
+		a1 := mustPut(t, s, withJob(sample("reports", 1), "job-a"), nil)
+		a2 := mustPut(t, s, withStatus(withJob(sample("reports", 1), "job-a"), lease.Running), &a1) // what the late release read
+		if err := s.Delete(ctx, a2); err != nil {
+			t.Fatal(err) // the sweep released job-a
+		}
+		b1 := mustPut(t, s, withJob(sample("reports", 1), "job-b"), nil)
+		b2 := mustPut(t, s, withStatus(withJob(sample("reports", 1), "job-b"), lease.Running), &b1)
+		// A new lease draws a random first version; give job-b's the stale one's, as a lane whose
+		// leases restarted at 1 (before random versions) would have, to check the job condition.
+		b2 = forceVersion(t, tb, tableName, b2, a2.Version)
+		if err := s.Delete(ctx, a2); !errors.Is(err, lease.ErrConflict) {
+			t.Errorf("Delete(job-a's stale lease) = %v, want ErrConflict", err)
+		}
+		if _, err := s.Put(ctx, withStatus(a2, lease.Retrying), &a2); !errors.Is(err, lease.ErrConflict) {
+			t.Errorf("Put over job-a's stale lease = %v, want ErrConflict", err)
+		}
+		left, err := s.Get(ctx, a2.Key())
+		if err != nil || left == nil || left.JobID != "job-b" || left.Status != lease.Running {
+			t.Errorf("lane holds %+v (%v), want job-b's running lease", left, err)
+		}
+	})
+}
+
+// forceVersion rewrites l's item with version v, as another writer would, and returns l at v.
+func forceVersion(t *testing.T, db table, name string, l lease.Lease, v int64) lease.Lease {
+	t.Helper()
+	ctx := context.Background()
+	key := map[string]types.AttributeValue{
+		"pk": &types.AttributeValueMemberS{Value: "LEASE#" + l.Type},
+		"sk": &types.AttributeValueMemberS{Value: fmt.Sprintf("LANE#%06d", l.Lane)},
+	}
+	out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &name, Key: key, ConsistentRead: aws.Bool(true)})
+	if err != nil || out.Item == nil {
+		t.Fatalf("read lease item %v: %v", key, err)
+	}
+	out.Item["version"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+	if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &name, Item: out.Item}); err != nil {
+		t.Fatal(err)
+	}
+	l.Version = v
+	return l
 }

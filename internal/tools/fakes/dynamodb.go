@@ -17,7 +17,7 @@ import (
 
 // DynamoDB is one in-memory table with string keys pk and sk. It understands only the expressions
 // lease.Store, waitroom.Store and batch.Ledger write, and refuses any other with an error, so a new
-// expression cannot pass unnoticed: conditions "attribute_not_exists(pk)", "version = :v",
+// expression cannot pass unnoticed: conditions "attribute_not_exists(pk)", "version = :v", "version = :v AND jobId = :j",
 // "receiptHandle = :h" and "messageId = :m", the key conditions "pk = :pk" and
 // "pk = :pk AND begins_with(sk, :sk)" and the filter "begins_with(pk, :p)". Query and Scan return
 // PageSize items a page (all when 0), Scan applying its filter after the page is cut, as DynamoDB
@@ -127,6 +127,15 @@ func check(cond *string, values map[string]types.AttributeValue, cur map[string]
 		_, has := cur["pk"]
 		got, hasV := cur["version"].(*types.AttributeValueMemberN)
 		ok = !has || (hasV && numEqual(got.Value, want.Value))
+	case "version = :v AND jobId = :j":
+		want, isN := values[":v"].(*types.AttributeValueMemberN)
+		if !isN {
+			return validation("condition value :v must be a number")
+		}
+		got, has := cur["version"].(*types.AttributeValueMemberN)
+		wantJ, _ := values[":j"].(*types.AttributeValueMemberS)
+		gotJ, hasJ := cur["jobId"].(*types.AttributeValueMemberS)
+		ok = has && numEqual(got.Value, want.Value) && hasJ && wantJ != nil && gotJ.Value == wantJ.Value
 	case "version = :v":
 		want, isN := values[":v"].(*types.AttributeValueMemberN)
 		if !isN {

@@ -93,7 +93,7 @@ func (s *LeaseStore) Put(_ context.Context, next lease.Lease, prev *lease.Lease)
 		if prev.Key() != next.Key() {
 			return lease.Lease{}, fmt.Errorf("lease of lane %s cannot replace lane %s", next.Key(), prev.Key())
 		}
-		if !exists || cur.Version != prev.Version {
+		if !exists || cur.Version != prev.Version || cur.JobID != prev.JobID {
 			return lease.Lease{}, fmt.Errorf("write lease of lane %s: %w", next.Key(), lease.ErrConflict)
 		}
 		next.Version = prev.Version + 1
@@ -104,7 +104,7 @@ func (s *LeaseStore) Put(_ context.Context, next lease.Lease, prev *lease.Lease)
 	return next, nil
 }
 
-// Delete removes prev if the lane still holds exactly its version.
+// Delete removes prev if the lane still holds exactly its version of its job's lease.
 func (s *LeaseStore) Delete(_ context.Context, prev lease.Lease) error {
 	if s.BeforeDelete != nil {
 		if err := s.BeforeDelete(prev); err != nil {
@@ -114,7 +114,7 @@ func (s *LeaseStore) Delete(_ context.Context, prev lease.Lease) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur, exists := s.items[prev.Key()]
-	if !exists || cur.Version != prev.Version {
+	if !exists || cur.Version != prev.Version || cur.JobID != prev.JobID {
 		return fmt.Errorf("delete lease of lane %s: %w", prev.Key(), lease.ErrConflict)
 	}
 	delete(s.items, prev.Key())
