@@ -266,6 +266,9 @@ type job struct {
 	Priority string
 	// Want is the outcome the job must reach: wantSucceeded (default) or a dead-letter reason.
 	Want string
+	// Batch is the job's batch ("": none); BatchSize, when not 0, opens it with that many jobs.
+	Batch     string
+	BatchSize int
 }
 
 // work is the sample workflow's input: wait seconds, then succeed or fail.
@@ -306,6 +309,12 @@ func (r *rig) submit(ctx context.Context, jobs ...job) {
 		}
 		if j.Priority != "" {
 			m["priority"] = j.Priority
+		}
+		if j.Batch != "" {
+			m["batch"] = j.Batch
+		}
+		if j.BatchSize != 0 {
+			m["batchSize"] = j.BatchSize
 		}
 		body, err := json.Marshal(m)
 		if err != nil {

@@ -46,7 +46,7 @@ func TestHelpOfEveryCommand(t *testing.T) {
 			t.Errorf("sfnlimit %s --help:\n%s", strings.Join(p, " "), r)
 		}
 	}
-	for _, want := range []string{"submit", "status", "config get", "config set", "config reset", "pause", "resume", "attach", "dlq list", "dlq redrive", "job show", "completion"} {
+	for _, want := range []string{"submit", "status", "config get", "config set", "config reset", "pause", "resume", "attach", "dlq list", "dlq redrive", "job show", "batch open", "batch show", "batch wait", "completion"} {
 		found := false
 		for _, p := range paths {
 			found = found || strings.Join(p, " ") == want
@@ -123,6 +123,14 @@ func TestExitCodes(t *testing.T) {
 		{name: "flags and file", give: []string{"submit", "--type", "a", "jobs.jsonl"}, want: exitUsage, wantStderr: "not both"},
 		{name: "bad param", give: []string{"status", "--param", "x", "--local", missing}, want: exitUsage, wantStderr: "Name=Value"},
 		{name: "no info file", give: []string{"status", "--local", missing}, want: exitError, wantStderr: "sfnlimit local up --info"},
+		{name: "batch open without a size", give: []string{"batch", "open", "nightly"}, want: exitUsage, wantStderr: "--size: batch size 0 must be 1-1000000"},
+		{name: "batch open of a bad name", give: []string{"batch", "open", "a b", "--size", "2"}, want: exitUsage, wantStderr: `invalid_batch: batch "a b" must be 1-64 characters`},
+		{name: "batch show without a name", give: []string{"batch", "show"}, want: exitUsage, wantStderr: "accepts 1 arg"},
+		{name: "batch wait with a negative timeout", give: []string{"batch", "wait", "b", "--timeout", "-1s"}, want: exitUsage, wantStderr: "--timeout -1s must not be negative"},
+		{name: "submit --wait without --batch", give: []string{"submit", "jobs.jsonl", "--wait"}, want: exitUsage, wantStderr: "--wait needs --batch NAME"},
+		{name: "submit --timeout without --wait", give: []string{"submit", "jobs.jsonl", "--batch", "b", "--timeout", "1m"}, want: exitUsage, wantStderr: "--timeout needs --wait"},
+		{name: "submit --wait --dry-run", give: []string{"submit", "jobs.jsonl", "--batch", "b", "--wait", "--dry-run"}, want: exitUsage, wantStderr: "nothing is sent to wait for"},
+		{name: "submit to a bad batch name", give: []string{"submit", "jobs.jsonl", "--batch", strings.Repeat("b", 65)}, want: exitUsage, wantStderr: "--batch: invalid_batch"},
 		{name: "help", give: []string{"dlq"}, want: exitOK},
 	}
 	for _, tt := range tests {

@@ -21,6 +21,10 @@ const (
 	exitOK    = 0
 	exitError = 1
 	exitUsage = 2
+	// exitBatchFailed: a waited batch closed with jobs dead-lettered or refused.
+	exitBatchFailed = 3
+	// exitTimeout: a wait's --timeout passed before its batch closed.
+	exitTimeout = 4
 )
 
 func main() {
@@ -49,6 +53,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
 		return exitUsage
 	}
+	var failed ops.BatchFailedError
+	switch {
+	case errors.As(err, &failed):
+		return exitBatchFailed
+	case errors.Is(err, ops.ErrWaitTimeout):
+		return exitTimeout
+	}
 	return exitError
 }
 
@@ -70,9 +81,10 @@ func newRoot() *cobra.Command {
 with SQS FIFO message groups as lanes. This tool runs it locally on emulators, and operates a
 deployed stack or the local one: submit jobs, watch the status, tune live limits and start rates,
 pause and resume a type, attach a workflow of your own as a job type, look at and redrive dead
-letters, and find a job.`,
+letters, find a job, and run jobs as batches that tell when all of them have ended.`,
 		Example: `  sfnlimit local up --info local.json            # a local stack, in another terminal
   sfnlimit submit --local local.json --type demo --id job-1 --input '{"seconds":1}'
+  sfnlimit submit nightly.jsonl --batch nightly-2026-03-01 --wait --timeout 2h
   sfnlimit status --stack sfnlimit --region eu-west-1 --watch
   sfnlimit pause partner --reason "partner API down"; sfnlimit resume partner
   sfnlimit attach arn:aws:states:eu-west-1:123456789012:stateMachine:mine --type mine --limit 10
@@ -84,7 +96,7 @@ letters, and find a job.`,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newDemo(), newLocal())
-	root.AddCommand(newSubmit(), newStatus(), newConfig(), newPause(), newResume(), newAttach(), newDLQ(), newJob())
+	root.AddCommand(newSubmit(), newStatus(), newConfig(), newPause(), newResume(), newAttach(), newDLQ(), newJob(), newBatch())
 	return root
 }
 

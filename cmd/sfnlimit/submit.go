@@ -27,6 +27,9 @@ func newSubmit() *cobra.Command {
 		parallel                 int
 		strict, dryRun, skipType bool
 		asJSON, noProgress       bool
+		batchName                string
+		wait                     bool
+		timeout                  time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "submit [FILE | -]",
@@ -43,7 +46,14 @@ with their line numbers and not sent, the others are sent (--strict: nothing is 
 invalid). Jobs go out with SendMessageBatch in tens, several batches at once; entries SQS fails are
 retried with exponential back-off and jitter. A progress bar is shown on a terminal. The summary
 counts what was sent and what failed, with SQS's reasons. Exit 1 if any line was not sent.
-` + targetHelp,
+
+--batch NAME sends the jobs as one batch: it counts the valid jobs (a line repeating a job's type
+and id counts once), opens batch NAME for that many before sending anything, and sends each job with
+"batch": NAME. A job naming another batch, or carrying another batchSize, stops the submission
+before anything is sent; so does a batch NAME open already with another size. --wait then waits
+until the batch closes (every job succeeded, dead-lettered or refused), drawing its progress on
+standard error, and prints it as "sfnlimit batch show" does; --timeout bounds the wait.
+` + targetHelp + batchExitHelp,
 		Example: `  sfnlimit submit --type payments --id order-1 --input '{"amount":42}'
   sfnlimit submit --type llm --id req-1 --key acme      # a job of tenant acme
   sfnlimit submit --type llm --id req-2 --priority high # starts before normal and low jobs waiting
@@ -51,6 +61,8 @@ counts what was sent and what failed, with SQS's reasons. Exit 1 if any line was
   sfnlimit submit jobs.jsonl
   generate-jobs | sfnlimit submit - --parallel 32
   sfnlimit submit jobs.jsonl --dry-run        # validate only
+  sfnlimit submit nightly.jsonl --batch nightly-2026-03-01                     # one batch, sized from the file
+  sfnlimit submit nightly.jsonl --batch nightly-2026-03-01 --wait --timeout 2h # exit 0: every job succeeded
   sfnlimit submit --local local.json --type demo --id job-1 --input '{"seconds":1}'`,
 		Args: usageArgs(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -62,6 +74,9 @@ counts what was sent and what failed, with SQS's reasons. Exit 1 if any line was
 				}
 			} else {
 				priority = ""
+			}
+			if err := checkBatchFlags(cmd, batchName, wait, dryRun); err != nil {
+				return err
 			}
 			byFlags := cmd.Flags().Changed("type") || cmd.Flags().Changed("id") || cmd.Flags().Changed("key") || cmd.Flags().Changed("input")
 			var in io.Reader
@@ -109,7 +124,7 @@ counts what was sent and what failed, with SQS's reasons. Exit 1 if any line was
 				check = ops.ResolverCheck(r)
 			}
 			var parsed ops.Parsed
-			parser := ops.Parser{Check: check, Priority: priority}
+			parser := ops.Parser{Check: check, Priority: priority, Batch: batchName}
 			if byFlags {
 				body, _ := json.Marshal(job.Submission{Type: typ, ID: id, Key: key, Input: json.RawMessage(input)})
 				parsed, err = parser.ParseJob(ctx, body)
@@ -131,16 +146,64 @@ counts what was sent and what failed, with SQS's reasons. Exit 1 if any line was
 				send = nil
 				sum.Held = len(parsed.Jobs)
 			}
+			if batchName != "" {
+				sum.Batch, sum.BatchSize = batchName, ops.BatchSize(send)
+				if dryRun {
+					sum.BatchSize = ops.BatchSize(parsed.Jobs)
+				}
+			}
 			if len(send) > 0 {
 				progress := newProgress(cmd.ErrOrStderr(), len(send), noProgress || asJSON && !isTerminal(cmd.ErrOrStderr()))
-				res := ops.Submitter{SQS: s.sqs, QueueURL: queue, Parallel: parallel}.Send(ctx, send, progress.update)
+				submitter := ops.Submitter{SQS: s.sqs, QueueURL: queue, Parallel: parallel}
+				var res ops.SendResult
+				if batchName == "" {
+					res = submitter.Send(ctx, send, progress.update)
+				} else {
+					l, err := s.ledger(ctx)
+					if err != nil {
+						return s.explain(err)
+					}
+					var opened ops.BatchOpened
+					opened, res, err = ops.SubmitBatch(ctx, l, submitter, batchName, send, time.Now(), progress.update)
+					if err != nil {
+						progress.finish()
+						return s.explain(err)
+					}
+					sum.BatchOpenedAt, sum.BatchWasOpen = &opened.OpenedAt, opened.Already
+				}
 				progress.finish()
 				sum.Sent, sum.Failed, sum.Seconds = res.Sent, res.Failed, res.Elapsed.Seconds()
 			}
+			allSent := sum.Jobs == sum.Sent && !dryRun
+			if wait && allSent {
+				if !asJSON {
+					sum.write(out)
+				}
+				l, err := s.ledger(ctx)
+				if err != nil {
+					return s.explain(err)
+				}
+				v, werr := waitBatch(ctx, cmd.ErrOrStderr(), l, batchName, timeout)
+				if v.State != "" {
+					sum.BatchResult = &v
+				}
+				if asJSON {
+					if err := writeJSON(out, sum); err != nil {
+						return err
+					}
+				} else if v.State != "" {
+					fmt.Fprintln(out)
+					if err := ops.WriteBatch(out, v); err != nil {
+						return err
+					}
+				}
+				if werr != nil {
+					return s.explain(werr)
+				}
+				return ops.WaitResult(v)
+			}
 			if asJSON {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(sum); err != nil {
+				if err := writeJSON(out, sum); err != nil {
 					return err
 				}
 			} else {
@@ -148,9 +211,9 @@ counts what was sent and what failed, with SQS's reasons. Exit 1 if any line was
 			}
 			if notSent := sum.Jobs - sum.Sent; notSent > 0 && !dryRun {
 				if len(sum.Failed) > 0 {
-					return s.explain(fmt.Errorf("%d of %d jobs not sent (%d invalid, %d failed: %s)", notSent, sum.Jobs, len(sum.Invalid), len(sum.Failed), sum.Failed[0].Message))
+					return s.explain(fmt.Errorf("%d of %d jobs not sent (%d invalid, %d failed: %s)%s", notSent, sum.Jobs, len(sum.Invalid), len(sum.Failed), sum.Failed[0].Message, sum.batchNotSent(source)))
 				}
-				return fmt.Errorf("%d of %d jobs not sent (%d invalid)", notSent, sum.Jobs, len(sum.Invalid))
+				return fmt.Errorf("%d of %d jobs not sent (%d invalid)%s", notSent, sum.Jobs, len(sum.Invalid), sum.batchNotSent(source))
 			}
 			if dryRun && len(sum.Invalid) > 0 {
 				return fmt.Errorf("%d of %d jobs invalid", len(sum.Invalid), sum.Jobs)
@@ -171,6 +234,9 @@ counts what was sent and what failed, with SQS's reasons. Exit 1 if any line was
 	f.BoolVar(&skipType, "skip-type-check", false, "do not check that each type has a limit (needs no access to the defaults or the table)")
 	f.BoolVar(&asJSON, "json", false, "print the summary as JSON")
 	f.BoolVar(&noProgress, "no-progress", false, "show no progress")
+	f.StringVar(&batchName, "batch", "", "send the jobs as batch `NAME`, opened first for as many jobs as the input holds")
+	f.BoolVar(&wait, "wait", false, "with --batch: wait until the batch closes, then print it (exit 3 if a job was dead-lettered or refused)")
+	f.DurationVar(&timeout, "timeout", 0, "with --wait: stop waiting after this long (exit 4); 0 waits until the batch closes")
 	_ = cmd.RegisterFlagCompletionFunc("type", completeTypes(&tgt))
 	_ = cmd.RegisterFlagCompletionFunc("priority", cobra.FixedCompletions([]cobra.Completion{"low", "normal", "high"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
@@ -190,6 +256,53 @@ type submitSummary struct {
 	DryRun     bool          `json:"dryRun,omitempty"`
 	// Held counts valid jobs not sent because --strict found invalid ones.
 	Held int `json:"heldByStrict,omitempty"`
+	// Batch is the batch the jobs were sent as (--batch), BatchSize how many jobs it holds; an
+	// opened batch has BatchOpenedAt, and BatchWasOpen when it was open already. BatchResult is the
+	// batch when --wait ends.
+	Batch         string         `json:"batch,omitempty"`
+	BatchSize     int            `json:"batchSize,omitempty"`
+	BatchOpenedAt *time.Time     `json:"batchOpenedAt,omitempty"`
+	BatchWasOpen  bool           `json:"batchWasOpen,omitempty"`
+	BatchResult   *ops.BatchView `json:"batchResult,omitempty"`
+}
+
+// batchNotSent says what a batch whose jobs were not all sent needs, to be added to the error.
+func (s submitSummary) batchNotSent(source string) string {
+	if s.Batch == "" || s.BatchOpenedAt == nil {
+		return ""
+	}
+	if len(s.Failed) == 0 {
+		return fmt.Sprintf("; batch %s was opened for the %d valid jobs, which were sent (sfnlimit batch wait %s waits for it)", s.Batch, s.BatchSize, s.Batch)
+	}
+	return fmt.Sprintf("\n  batch %s was opened for %d jobs and closes only when they have all ended: send the same input again with --batch %s (jobs with ids are counted once)",
+		s.Batch, s.BatchSize, s.Batch)
+}
+
+// checkBatchFlags checks --batch, --wait and --timeout together.
+func checkBatchFlags(cmd *cobra.Command, name string, wait, dryRun bool) error {
+	if cmd.Flags().Changed("batch") {
+		if err := ops.ValidateBatchArg(name); err != nil {
+			return usageError{fmt.Errorf("--batch: %w", err)}
+		}
+	}
+	switch {
+	case wait && name == "":
+		return usageError{fmt.Errorf("--wait needs --batch NAME: it waits for that batch to close (sfnlimit batch wait NAME waits for a batch sent otherwise)")}
+	case wait && dryRun:
+		return usageError{fmt.Errorf("--wait with --dry-run: nothing is sent to wait for")}
+	case cmd.Flags().Changed("timeout") && !wait:
+		return usageError{fmt.Errorf("--timeout needs --wait")}
+	}
+	if t, _ := cmd.Flags().GetDuration("timeout"); t < 0 {
+		return usageError{fmt.Errorf("--timeout %s must not be negative", t)}
+	}
+	return nil
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 func (s submitSummary) write(w io.Writer) {
@@ -204,6 +317,17 @@ func (s submitSummary) write(w io.Writer) {
 			rate = fmt.Sprintf(" (%.0f jobs/s)", float64(s.Sent)/s.Seconds)
 		}
 		fmt.Fprintf(w, "sent %d of %d jobs from %s to %s in %s%s\n", s.Sent, s.Jobs, s.Source, s.Target, time.Duration(s.Seconds*float64(time.Second)).Round(time.Millisecond), rate)
+	}
+	switch {
+	case s.Batch == "":
+	case s.BatchOpenedAt != nil && s.BatchWasOpen:
+		fmt.Fprintf(w, "batch %s: open already for %d jobs since %s\n", s.Batch, s.BatchSize, s.BatchOpenedAt.Format(time.RFC3339))
+	case s.BatchOpenedAt != nil:
+		fmt.Fprintf(w, "batch %s: opened for %d jobs at %s (sfnlimit batch show %s)\n", s.Batch, s.BatchSize, s.BatchOpenedAt.Format(time.RFC3339), s.Batch)
+	case s.DryRun:
+		fmt.Fprintf(w, "batch %s would be opened for %d jobs\n", s.Batch, s.BatchSize)
+	default:
+		fmt.Fprintf(w, "batch %s: not opened\n", s.Batch)
 	}
 	if len(s.Invalid) > 0 {
 		fmt.Fprintf(w, "invalid, not sent: %d\n", len(s.Invalid))

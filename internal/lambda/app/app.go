@@ -13,9 +13,12 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/sfnlimit/sfnlimit/internal/lambda/batch"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/batchend"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/deadletter"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
@@ -36,6 +39,8 @@ type Clients struct {
 	SQS *sqs.Client
 	SFN *sfn.Client
 	DDB *dynamodb.Client
+	// Events sends batches' completion events to the default bus.
+	Events *eventbridge.Client
 }
 
 // NewClients builds the clients from one AWS configuration. Their HTTP client reads each request
@@ -46,7 +51,7 @@ func NewClients(cfg aws.Config, opts ...func(*aws.Config)) Clients {
 		o(&cfg)
 	}
 	cfg.HTTPClient = sdkhttp.Client(cfg.HTTPClient)
-	return Clients{SQS: sqs.NewFromConfig(cfg), SFN: sfn.NewFromConfig(cfg), DDB: dynamodb.NewFromConfig(cfg)}
+	return Clients{SQS: sqs.NewFromConfig(cfg), SFN: sfn.NewFromConfig(cfg), DDB: dynamodb.NewFromConfig(cfg), Events: eventbridge.NewFromConfig(cfg)}
 }
 
 // Option adjusts how handlers are built.
@@ -111,6 +116,16 @@ func (e Env) resolver(c Clients) (*config.Resolver, error) {
 	return config.NewResolver(d, config.NewDynamoStore(c.DDB, table), maxAge)
 }
 
+// tracker is the batch tracker of the function: batches live in the limiter's table, and the
+// completion event names the stack (STACK_NAME).
+func (e Env) tracker(c Clients, log *slog.Logger) (*batchend.Tracker, error) {
+	table, err := e.require("TABLE_NAME")
+	if err != nil {
+		return nil, err
+	}
+	return batchend.New(batch.New(c.DDB, table), c.Events, strings.TrimSpace(e("STACK_NAME")), log), nil
+}
+
 // Router builds the router from its environment.
 func Router(env Env, c Clients, log *slog.Logger, opts ...Option) (*router.Router, error) {
 	fifo, err := env.require("FIFO_QUEUE_URL")
@@ -133,9 +148,14 @@ func Router(env Env, c Clients, log *slog.Logger, opts ...Option) (*router.Route
 	}
 	// LANE_STRATEGY is read (and checked) with the rest of the configuration: each type's strategy
 	// is its override's, else the deployment's.
+	batches, err := env.tracker(c, log)
+	if err != nil {
+		return nil, err
+	}
 	r := &router.Router{
-		Config: res, Lanes: lane.Hashed{},
-		Lanesq: sqsbatch.NewSender(c.SQS, fifo), DLQ: deadletter.New(c.SQS, dlq), Log: log, Metrics: env.recorder(opts),
+		Config: res, Lanes: lane.Hashed{}, Batches: batches,
+		Lanesq: sqsbatch.NewSender(c.SQS, fifo), DLQ: batchend.DeadLetters{Next: deadletter.New(c.SQS, dlq), Tracker: batches},
+		Log: log, Metrics: env.recorder(opts),
 	}
 	if maxBacklog > 0 {
 		general, err := env.require("GENERAL_QUEUE_URL")
@@ -196,10 +216,15 @@ func releaserWith(env Env, c Clients, res *config.Resolver, log *slog.Logger, re
 	if aging == 0 {
 		return nil, fmt.Errorf("PRIORITY_AGING_SECONDS must be at least 1")
 	}
+	batches, err := env.tracker(c, log)
+	if err != nil {
+		return nil, err
+	}
 	leases := lease.NewStore(c.DDB, table)
 	svc := &releaser.Service{
-		Leases: leases, Queue: c.SQS, QueueURL: fifo, SFN: c.SFN, Config: res, DLQ: deadletter.New(c.SQS, dlq),
-		WaitRoom: waitroom.NewStore(c.DDB, table), Log: log, Metrics: rec, PriorityAging: aging,
+		Leases: leases, Queue: c.SQS, QueueURL: fifo, SFN: c.SFN, Config: res,
+		DLQ:      batchend.DeadLetters{Next: deadletter.New(c.SQS, dlq), Tracker: batches},
+		WaitRoom: waitroom.NewStore(c.DDB, table), Log: log, Metrics: rec, PriorityAging: aging, Batches: batches,
 	}
 	vis, err := env.seconds("FIFO_VISIBILITY_TIMEOUT", 900)
 	if err != nil {

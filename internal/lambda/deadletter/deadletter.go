@@ -24,6 +24,7 @@ const (
 	AttrAttempt = "attempt"
 	AttrError   = "error"
 	AttrCause   = "cause"
+	AttrBatch   = "batch"
 )
 
 // Reasons set by the limiter itself (the router's refusals use job.Reason values).
@@ -44,6 +45,16 @@ type Entry struct {
 	Error   string
 	Cause   string
 	Body    string
+	// Batch is the job's batch ("" none), sent as an attribute so that a batch's dead letters can
+	// be told apart; Redrive is the job's redrive generation that ended here (the body carries
+	// the next one, for a redrive).
+	Batch   string
+	Redrive int
+	// Refused says the job was refused as bad input rather than failed: its batch counts it so.
+	Refused bool
+	// BatchRecorded says the sender recorded the job's end in its batch already (before a step
+	// that must not fail after it), so batchend.DeadLetters does not record it again.
+	BatchRecorded bool
 }
 
 type sendAPI interface {
@@ -78,6 +89,7 @@ func (q *Queue) Send(ctx context.Context, e Entry) error {
 	}
 	add(AttrError, e.Error)
 	add(AttrCause, e.Cause)
+	add(AttrBatch, e.Batch)
 	body := e.Body
 	if body == "" {
 		body = "{}" // SQS refuses an empty body; the attributes carry what is known

@@ -89,6 +89,10 @@ type Submission struct {
 	// Redrive counts how often the job came back from the dead-letter queue. Producers leave it
 	// out; dead letters carry the next value, so a redriven job runs under fresh execution names.
 	Redrive int `json:"redrive,omitempty"`
+	// Batch is the batch the job belongs to ("": none); BatchSize, on any of its jobs, opens the
+	// batch with that many jobs (every job carrying it must give the same size).
+	Batch     string `json:"batch,omitempty"`
+	BatchSize int    `json:"batchSize,omitempty"`
 }
 
 // Job is a validated submission on its way to a lane; it is the body of a lanes-queue message.
@@ -103,6 +107,9 @@ type Job struct {
 	// Attempts counts the executions already made for this job; it is carried when a job moves lanes.
 	Attempts int `json:"attempt,omitempty"`
 	Redrive  int `json:"redrive,omitempty"`
+	// Batch and BatchSize are the job's batch, as submitted.
+	Batch     string `json:"batch,omitempty"`
+	BatchSize int    `json:"batchSize,omitempty"`
 }
 
 // Meta is the job metadata an execution receives beside the job's input.
@@ -113,7 +120,9 @@ type Meta struct {
 	// Step Functions' own records.
 	Key string `json:"key,omitempty"`
 	// Priority is the job's priority when it is not normal.
-	Priority    int       `json:"priority,omitempty"`
+	Priority int `json:"priority,omitempty"`
+	// Batch is the batch the job belongs to, if any.
+	Batch       string    `json:"batch,omitempty"`
 	Lane        int       `json:"lane"`
 	Attempt     int       `json:"attempt"`
 	Redrive     int       `json:"redrive,omitempty"`
@@ -181,15 +190,18 @@ func Parse(body []byte, defaultID string, submitted time.Time) (Job, error) {
 		return Job{}, &Error{ReasonNotJSON, "body has data after its JSON object"}
 	}
 	// What is known of a refused job travels with the refusal, so its dead letter names it.
-	known := Job{Type: s.Type, ID: s.ID, Key: s.Key}
+	// A job without an id takes its first message's id (the same on every redelivery).
+	if s.ID == "" {
+		s.ID = defaultID
+	}
+	known := Job{Type: s.Type, ID: s.ID, Key: s.Key, Batch: s.Batch, BatchSize: s.BatchSize}
 	if s.Redrive < 0 || s.Redrive > 999 {
 		return known, &Error{ReasonInvalidID, fmt.Sprintf("redrive %d must be 0-999", s.Redrive)}
 	}
+	known.Redrive = s.Redrive
 	if err := ValidateType(s.Type); err != nil {
-		return Job{ID: s.ID}, err
-	}
-	if s.ID == "" {
-		s.ID, known.ID = defaultID, defaultID
+		// The type is not named (it may be anything); the batch still counts the refusal.
+		return Job{ID: s.ID, Batch: s.Batch, BatchSize: s.BatchSize, Redrive: s.Redrive}, err
 	}
 	if err := ValidateID(s.ID); err != nil {
 		return known, err
@@ -201,6 +213,9 @@ func Parse(body []byte, defaultID string, submitted time.Time) (Job, error) {
 	if err != nil {
 		return known, err
 	}
+	if err := ValidateBatch(s.Batch, s.BatchSize); err != nil {
+		return known, err
+	}
 	if prio == DefaultPriority {
 		prio = 0 // normal jobs' bodies and groups stay as before jobs had priorities
 	}
@@ -208,7 +223,8 @@ func Parse(body []byte, defaultID string, submitted time.Time) (Job, error) {
 	if len(bytes.TrimSpace(in)) == 0 || bytes.Equal(bytes.TrimSpace(in), []byte("null")) {
 		in = json.RawMessage(`{}`)
 	}
-	j := Job{Type: s.Type, ID: s.ID, Key: s.Key, Priority: prio, Input: in, SubmittedAt: submitted.UTC(), Redrive: s.Redrive}
+	j := Job{Type: s.Type, ID: s.ID, Key: s.Key, Priority: prio, Input: in, SubmittedAt: submitted.UTC(), Redrive: s.Redrive,
+		Batch: s.Batch, BatchSize: s.BatchSize}
 	// The execution input adds metadata to the job input; check the whole against Step Functions' limit,
 	// at the widest lane, attempt, lanes-queue message id and receive count the starter may put in it.
 	widest := j.ExecutionInput(maxLaneForSize, 99)
@@ -231,7 +247,7 @@ const MaxReceiveForSize = 1<<31 - 1
 // ExecutionInput builds the workflow's input for a lane and attempt.
 func (j Job) ExecutionInput(lane, attempt int) ExecutionInput {
 	return ExecutionInput{
-		Job:   Meta{ID: j.ID, Type: j.Type, Key: j.Key, Priority: j.Priority, Lane: lane, Attempt: attempt, Redrive: j.Redrive, SubmittedAt: j.SubmittedAt},
+		Job:   Meta{ID: j.ID, Type: j.Type, Key: j.Key, Priority: j.Priority, Batch: j.Batch, Lane: lane, Attempt: attempt, Redrive: j.Redrive, SubmittedAt: j.SubmittedAt},
 		Input: j.Input,
 	}
 }

@@ -159,6 +159,22 @@ func TestParse(t *testing.T) {
 		{name: "key with space", give: `{"type":"t","id":"x","key":"a b"}`, giveID: msgID, wantReason: job.ReasonInvalidKey},
 		{name: "key not a string", give: `{"type":"t","id":"x","key":7}`, giveID: msgID, wantReason: job.ReasonNotJSON},
 
+		{
+			name:   "batch with size",
+			give:   `{"type":"docs","id":"d1","batch":"upload-7.a:b_c","batchSize":40000}`,
+			giveID: msgID,
+			want:   job.Job{Type: "docs", ID: "d1", Batch: "upload-7.a:b_c", BatchSize: 40000, Input: json.RawMessage(`{}`)},
+		},
+		{name: "batch of 64 characters", give: `{"type":"t","id":"x","batch":"` + strings.Repeat("b", 64) + `"}`, giveID: msgID,
+			want: job.Job{Type: "t", ID: "x", Batch: strings.Repeat("b", 64), Input: json.RawMessage(`{}`)}},
+		{name: "batch of 65 characters", give: `{"type":"t","id":"x","batch":"` + strings.Repeat("b", 65) + `"}`, giveID: msgID, wantReason: job.ReasonInvalidBatch},
+		{name: "batch with hash", give: `{"type":"t","id":"x","batch":"a#b"}`, giveID: msgID, wantReason: job.ReasonInvalidBatch},
+		{name: "batch with slash", give: `{"type":"t","id":"x","batch":"a/b"}`, giveID: msgID, wantReason: job.ReasonInvalidBatch},
+		{name: "batch size without batch", give: `{"type":"t","id":"x","batchSize":3}`, giveID: msgID, wantReason: job.ReasonInvalidBatch},
+		{name: "batch size negative", give: `{"type":"t","id":"x","batch":"b","batchSize":-1}`, giveID: msgID, wantReason: job.ReasonInvalidBatch},
+		{name: "batch size over the maximum", give: `{"type":"t","id":"x","batch":"b","batchSize":1000001}`, giveID: msgID, wantReason: job.ReasonInvalidBatch},
+		{name: "batch size not a number", give: `{"type":"t","id":"x","batch":"b","batchSize":"3"}`, giveID: msgID, wantReason: job.ReasonNotJSON},
+
 		{name: "empty body", give: ``, giveID: msgID, wantReason: job.ReasonNotJSON},
 		{name: "plain text", give: `hello`, giveID: msgID, wantReason: job.ReasonNotJSON},
 		{name: "truncated object", give: `{"type":"payments"`, giveID: msgID, wantReason: job.ReasonNotJSON},
@@ -221,6 +237,9 @@ func TestParse(t *testing.T) {
 			if got.Type != tt.want.Type || got.ID != tt.want.ID || got.Attempts != 0 {
 				t.Errorf("Parse(%.80q) = type %q id %q attempts %d, want type %q id %q attempts 0",
 					tt.give, got.Type, got.ID, got.Attempts, tt.want.Type, tt.want.ID)
+			}
+			if got.Batch != tt.want.Batch || got.BatchSize != tt.want.BatchSize {
+				t.Errorf("Parse(%.80q) = batch %q size %d, want batch %q size %d", tt.give, got.Batch, got.BatchSize, tt.want.Batch, tt.want.BatchSize)
 			}
 			if string(got.Input) != string(tt.want.Input) {
 				t.Errorf("Parse(%.80q).Input = %.80s, want %.80s", tt.give, got.Input, tt.want.Input)
@@ -672,5 +691,25 @@ func TestDedupIDHashedFormIsNoOtherIDs(t *testing.T) {
 	}
 	if a, b := job.DedupID("t", long, 0), job.DedupID("t", digest, 0); a == b {
 		t.Errorf("DedupID(t, %q...) = DedupID(t, %q) = %q, want different ids", long[:10], digest, a)
+	}
+}
+
+// A dead letter's body, sent back to the general queue, is the same job of the same batch: a job
+// redriven after its batch closed is reported in that batch as late, never counted in none.
+func TestResubmissionKeepsTheBatch(t *testing.T) {
+	j, err := job.Parse([]byte(`{"type":"docs","id":"d-1","key":"acme","priority":"high","batch":"up-1","batchSize":40,"input":{"x":1}}`), msgID, sent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(j.Resubmission(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := job.Parse(b, "other-message", sent)
+	if err != nil {
+		t.Fatalf("Parse(%s) = %v", b, err)
+	}
+	if back.ID != "d-1" || back.Key != "acme" || back.Priority != job.HighPriority || back.Batch != "up-1" || back.BatchSize != 40 || back.Redrive != 3 || string(back.Input) != `{"x":1}` {
+		t.Errorf("resubmitted job = %+v from %s, want d-1 acme high up-1/40 redrive 3", back, b)
 	}
 }

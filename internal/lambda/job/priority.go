@@ -101,10 +101,10 @@ func GroupPriority(g string) (base string, p int, err error) {
 }
 
 // Resubmission is the job as a producer sends it, for the dead-letter queue: sent back to the
-// general queue, it runs the same job again (its key and priority with it) under redrive
+// general queue, it runs the same job again (its key, priority and batch with it) under redrive
 // generation redrive.
 func (j Job) Resubmission(redrive int) Submission {
-	s := Submission{Type: j.Type, ID: j.ID, Key: j.Key, Input: j.Input, Redrive: redrive}
+	s := Submission{Type: j.Type, ID: j.ID, Key: j.Key, Input: j.Input, Redrive: redrive, Batch: j.Batch, BatchSize: j.BatchSize}
 	if j.Priority != 0 {
 		s.Priority = json.RawMessage(strconv.Itoa(j.Priority))
 	}

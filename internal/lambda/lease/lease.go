@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,7 +50,10 @@ type Lease struct {
 	JobID string `dynamodbav:"jobId"`
 	// Key is the job's concurrency key ("" the default key): a key's running jobs are counted
 	// from its type's leases, the only record of occupancy.
-	JobKey        string `dynamodbav:"key,omitempty"`
+	JobKey string `dynamodbav:"key,omitempty"`
+	// Batch is the job's batch ("" none): whoever ends the job (a release, the sweep, the
+	// starter's dead letter) records it there without reading the execution's input.
+	Batch         string `dynamodbav:"batch,omitempty"`
 	MessageID     string `dynamodbav:"messageId"`
 	ReceiptHandle string `dynamodbav:"receiptHandle"`
 	// ExecutionArn is the attempt's execution, written with the claim (before StartExecution is
@@ -138,6 +142,12 @@ func (s *Store) Get(ctx context.Context, k Key) (*Lease, error) {
 	return &l, nil
 }
 
+// firstVersion is a new lease's version. It is drawn at random, so a lane's successive leases do
+// not share versions: were every lease to start at 1, a release still holding a former job's lease
+// (read before another release freed the lane) would find its version on the next job's lease and
+// delete or overwrite it. Below 2^52, so the version stays exact as a JSON number.
+func firstVersion() int64 { return rand.Int64N(1<<52) + 1 }
+
 // Put writes next in place of prev: prev nil means the lane must be free. It returns the lease as
 // written (with its new version) or ErrConflict when the lane is no longer in state prev.
 func (s *Store) Put(ctx context.Context, next Lease, prev *Lease) (Lease, error) {
@@ -148,17 +158,15 @@ func (s *Store) Put(ctx context.Context, next Lease, prev *Lease) (Lease, error)
 		if err := s.registerType(ctx, next.Type); err != nil {
 			return Lease{}, err
 		}
-		next.Version = 1
+		next.Version = firstVersion()
 		in.ConditionExpression = aws.String("attribute_not_exists(pk)")
 	} else {
 		if prev.Key() != next.Key() {
 			return Lease{}, fmt.Errorf("lease of lane %s cannot replace lane %s", next.Key(), prev.Key())
 		}
 		next.Version = prev.Version + 1
-		in.ConditionExpression = aws.String("version = :v")
-		in.ExpressionAttributeValues = map[string]types.AttributeValue{
-			":v": &types.AttributeValueMemberN{Value: strconv.FormatInt(prev.Version, 10)},
-		}
+		in.ConditionExpression = aws.String(sameLease)
+		in.ExpressionAttributeValues = sameLeaseValues(*prev)
 	}
 	item, err := attributevalue.MarshalMap(next)
 	if err != nil {
@@ -177,15 +185,26 @@ func (s *Store) Put(ctx context.Context, next Lease, prev *Lease) (Lease, error)
 	return next, nil
 }
 
-// Delete removes prev, only if the lane still holds exactly that version.
+// sameLease is the condition that the lane still holds the lease a writer read: its version and
+// its job. The version alone is not enough: it restarts at 1 with each new lease, so a release that
+// read one job's lease and writes late (after the lane was freed and taken by another job whose
+// lease reached the same version) would delete or overwrite the other job's lease (ABA).
+const sameLease = "version = :v AND jobId = :j"
+
+func sameLeaseValues(prev Lease) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		":v": &types.AttributeValueMemberN{Value: strconv.FormatInt(prev.Version, 10)},
+		":j": &types.AttributeValueMemberS{Value: prev.JobID},
+	}
+}
+
+// Delete removes prev, only if the lane still holds exactly that version of that job's lease.
 func (s *Store) Delete(ctx context.Context, prev Lease) error {
 	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName:           &s.table,
-		Key:                 keyAttrs(prev.Key()),
-		ConditionExpression: aws.String("version = :v"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":v": &types.AttributeValueMemberN{Value: strconv.FormatInt(prev.Version, 10)},
-		},
+		TableName:                 &s.table,
+		Key:                       keyAttrs(prev.Key()),
+		ConditionExpression:       aws.String(sameLease),
+		ExpressionAttributeValues: sameLeaseValues(prev),
 	})
 	if err != nil {
 		if isConditionFailed(err) {

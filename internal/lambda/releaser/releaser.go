@@ -16,6 +16,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go"
 
+	"github.com/sfnlimit/sfnlimit/internal/lambda/batch"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/batchend"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/deadletter"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
@@ -113,6 +115,28 @@ type Service struct {
 	// PriorityAging is how long a parked head waits before it ranks one priority higher
 	// (config.DefaultPriorityAging when 0): the bound on starvation by higher priorities.
 	PriorityAging time.Duration
+	// Batches records a succeeded job in its batch (nil: not tracked). Dead letters are recorded
+	// by the DLQ sender (batchend.DeadLetters).
+	Batches batchEnder
+}
+
+// batchEnder records a job's end in its batch (internal/lambda/batchend).
+type batchEnder interface {
+	Ended(ctx context.Context, e batchend.End) error
+}
+
+func (s *Service) batchEnded(ctx context.Context, l lease.Lease, outcome batch.Outcome) error {
+	if s.Batches == nil || l.Batch == "" {
+		return nil
+	}
+	return s.Batches.Ended(ctx, batchend.End{Batch: l.Batch, Type: l.Type, ID: l.JobID, Redrive: l.Redrive, Outcome: outcome})
+}
+
+// BatchEnded records in its batch the end of a job whose lease is gone (l names it: type, id, batch,
+// redrive), for an end found by someone else than a release: the starter acknowledging a message
+// whose last attempt succeeded. A duplicate of an end already recorded changes nothing.
+func (s *Service) BatchEnded(ctx context.Context, l lease.Lease, outcome batch.Outcome) error {
+	return s.batchEnded(ctx, l, outcome)
 }
 
 // parkedJobs are the parked waiting groups of a type (internal/lambda/waitroom): a wake-up lists
@@ -185,11 +209,16 @@ func (s *Service) releaseLease(ctx context.Context, log *slog.Logger, req Reques
 		// Ours, re-read after the lease moved under us; or left by a release that stopped before it
 		// finished, which may or may not have sent the dead letter: finish it (at least once). No
 		// other release would: every later one of an execution that ended SUCCEEDED is a success.
-		return s.deadLetter(ctx, log, req, l, dead, "")
+		return s.deadLetter(ctx, log, req, l, dead, "", false)
 	}
 	if req.Outcome == Succeeded {
 		if l.Status == lease.Retrying {
 			return Noop, nil // a failure of this attempt was already acted on
+		}
+		// Counted in its batch before its message goes: a crash between leaves the lease for the
+		// next release, which the batch takes for a duplicate.
+		if err := s.batchEnded(ctx, l, batch.Succeeded); err != nil {
+			return "", err
 		}
 		if err := s.deleteMessage(ctx, l); err != nil {
 			return "", err
@@ -232,13 +261,19 @@ func (s *Service) releaseLease(ctx context.Context, log *slog.Logger, req Reques
 	if err != nil {
 		return "", err
 	}
+	// Likewise the job's end in its batch, and the batch's completion event when it closes it: they
+	// can fail (EventBridge, the ledger's own contention), so they come before the status change,
+	// and the dead letter does not record the job again.
+	if err := s.batchEnded(ctx, l, batch.DeadLettered); err != nil {
+		return "", err
+	}
 	next := l
 	next.Status = lease.DeadLettering
 	written, err := s.Leases.Put(ctx, next, &l)
 	if err != nil {
 		return "", err
 	}
-	return s.deadLetter(ctx, log, req, written, dead, body)
+	return s.deadLetter(ctx, log, req, written, dead, body, true)
 }
 
 // DeadLetterTakeover is how long a dead-lettering lease belongs to the release that wrote it: the
@@ -255,8 +290,9 @@ func (s *Service) now() time.Time {
 
 // deadLetter sends the dead letter of a lease in status dead-lettering (unless this call sent it
 // already), then deletes the job's message and the lease. body is the dead letter's body when the
-// caller has read it ("": read it here).
-func (s *Service) deadLetter(ctx context.Context, log *slog.Logger, req Request, l lease.Lease, dead *bool, body string) (Result, error) {
+// caller has read it ("": read it here); recorded says the caller recorded the job's end in its batch
+// (a lease found dead-lettering is recorded again: its writer may have been an older version).
+func (s *Service) deadLetter(ctx context.Context, log *slog.Logger, req Request, l lease.Lease, dead *bool, body string, recorded bool) (Result, error) {
 	if !*dead {
 		reason := deadletter.ReasonAttemptsExhausted
 		if req.Outcome == Aborted {
@@ -270,7 +306,7 @@ func (s *Service) deadLetter(ctx context.Context, log *slog.Logger, req Request,
 		}
 		if err := s.DLQ.Send(ctx, deadletter.Entry{
 			Reason: reason, Source: "releaser", Type: l.Type, JobID: l.JobID, Attempt: l.Attempt,
-			Error: req.Error, Cause: req.Cause, Body: body,
+			Error: req.Error, Cause: req.Cause, Body: body, Batch: l.Batch, Redrive: l.Redrive, BatchRecorded: recorded,
 		}); err != nil {
 			return "", err
 		}
@@ -324,11 +360,11 @@ func (s *Service) submission(ctx context.Context, l lease.Lease) (string, error)
 		// No state machine is known for the type any more: the dead letter names the job, and its
 		// input is lost. Only a lease of a type removed from config, written before claims recorded
 		// their execution, can get here.
-		b, _ := json.Marshal(job.Job{Type: l.Type, ID: l.JobID, Key: l.JobKey}.Resubmission(l.Redrive + 1))
+		b, _ := json.Marshal(job.Job{Type: l.Type, ID: l.JobID, Key: l.JobKey, Batch: l.Batch}.Resubmission(l.Redrive + 1))
 		return string(b), nil
 	}
 	// The next redrive generation: a redriven job runs under names its earlier runs did not take.
-	fallback, _ := json.Marshal(job.Job{Type: l.Type, ID: l.JobID, Key: l.JobKey}.Resubmission(l.Redrive + 1))
+	fallback, _ := json.Marshal(job.Job{Type: l.Type, ID: l.JobID, Key: l.JobKey, Batch: l.Batch}.Resubmission(l.Redrive + 1))
 	out, err := s.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: &arn})
 	if err != nil {
 		return "", fmt.Errorf("read input of execution %s to dead-letter job %s: %w", arn, l.JobID, err)
@@ -338,7 +374,7 @@ func (s *Service) submission(ctx context.Context, l lease.Lease) (string, error)
 		return string(fallback), nil
 	}
 	// The key and priority too: a redriven tenant's job stays under its tenant's cap.
-	b, err := json.Marshal(job.Job{Type: l.Type, ID: l.JobID, Key: in.Job.Key, Priority: in.Job.Priority, Input: in.Input}.Resubmission(l.Redrive + 1))
+	b, err := json.Marshal(job.Job{Type: l.Type, ID: l.JobID, Key: in.Job.Key, Priority: in.Job.Priority, Batch: l.Batch, Input: in.Input}.Resubmission(l.Redrive + 1))
 	if err != nil {
 		return string(fallback), nil
 	}

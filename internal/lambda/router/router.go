@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/sfnlimit/sfnlimit/internal/lambda/batch"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/deadletter"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
@@ -53,7 +54,24 @@ type Router struct {
 	Backlog backlogGauge
 	Hold    batchSender
 	HoldFor time.Duration
+	// Batches opens the batch of a job carrying batchSize and checks that any other job's batch is
+	// open (nil: jobs' batches are not tracked).
+	Batches batchAdmitter
 }
+
+type batchAdmitter interface {
+	// Admit opens or checks j's batch: a *job.Error refuses the job, batchend.ErrNotOpen says its
+	// batch is not open (yet).
+	Admit(ctx context.Context, j job.Job) error
+}
+
+// BatchWaitReceives is the delivery of a job at which the router stops waiting for its batch to be
+// opened and refuses it (job.ReasonBatchNotOpen): below the general queue's maxReceiveCount
+// (template.yaml), after which SQS would move the job to the dead-letter queue without a reason.
+// Until then each delivery of a job whose batch is not open is reported failed, and comes back
+// after the general queue's visibility timeout: the job that opens the batch (batchSize) may
+// simply have been delivered later.
+const BatchWaitReceives = 3
 
 type backlogGauge interface {
 	// Reserve says whether n more jobs may go to the lanes queue (and counts them), with the
@@ -84,6 +102,17 @@ func (r *Router) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 	}
 	for _, m := range ev.Records {
 		x, err := r.check(ctx, m)
+		if err == nil || job.ReasonOf(err) != "" {
+			// A refused job is counted in its batch too, which must be open for it.
+			if berr := r.admitBatch(ctx, m, x.j); berr != nil && job.ReasonOf(berr) == "" {
+				r.Log.WarnContext(ctx, "job's batch not ready; the general queue will deliver the job again",
+					"messageId", m.MessageId, "type", x.j.Type, "jobId", x.j.ID, "batch", x.j.Batch, "error", berr)
+				fail(m)
+				continue
+			} else if berr != nil && err == nil {
+				err = berr
+			}
+		}
 		if err != nil {
 			if reason := job.ReasonOf(err); reason != "" {
 				if dlErr := r.reject(ctx, m, x.j, reason, err); dlErr != nil {
@@ -223,6 +252,34 @@ func (r *Router) hold(ctx context.Context, jobs []*routed, depth int, fail func(
 	}
 }
 
+// admitBatch opens or checks the batch of j (a job or a refusal's known fields). An error with a
+// job.Reason refuses the job; any other asks for the job again later.
+func (r *Router) admitBatch(ctx context.Context, m events.SQSMessage, j job.Job) error {
+	if r.Batches == nil || j.Batch == "" || job.ValidateBatch(j.Batch, j.BatchSize) != nil {
+		return nil // no batch, or one the refusal names invalid: not counted
+	}
+	err := r.Batches.Admit(ctx, j)
+	if errors.Is(err, batchNotOpen) {
+		if receives(m) >= BatchWaitReceives {
+			return &job.Error{Reason: job.ReasonBatchNotOpen, Detail: fmt.Sprintf(
+				"batch %q is not open after %d deliveries: give the batch's jobs batchSize, or open it first (sfnlimit batch open)", j.Batch, receives(m))}
+		}
+	}
+	return err
+}
+
+// batchNotOpen is the error Admit wraps for a batch not open.
+var batchNotOpen = batch.ErrNotOpen
+
+// receives is the message's ApproximateReceiveCount (1 when unknown).
+func receives(m events.SQSMessage) int {
+	n, err := strconv.Atoi(m.Attributes["ApproximateReceiveCount"])
+	if err != nil || n < 1 {
+		return 1
+	}
+	return n
+}
+
 // check validates a message and reads its type's configuration. A job.Error means the job is
 // refused for good.
 func (r *Router) check(ctx context.Context, m events.SQSMessage) (*routed, error) {
@@ -245,9 +302,33 @@ func (r *Router) check(ctx context.Context, m events.SQSMessage) (*routed, error
 func (r *Router) reject(ctx context.Context, m events.SQSMessage, j job.Job, reason job.Reason, cause error) error {
 	r.Metrics.Add(j.Type, metrics.JobsRejected, 1)
 	r.Log.WarnContext(ctx, "job refused", "messageId", m.MessageId, "type", j.Type, "jobId", j.ID, "reason", reason, "error", cause)
+	body := m.Body
+	if j.Batch != "" && j.ID == m.MessageId {
+		// A batch's job without an id is named by its first message's id, in its batch too: its
+		// dead letter names it, so that a redrive (a new message) is the same job, counted once.
+		body = withID(body, j.ID)
+	}
 	return r.DLQ.Send(ctx, deadletter.Entry{
-		Reason: string(reason), Source: "router", Type: j.Type, JobID: j.ID, Error: string(reason), Cause: cause.Error(), Body: m.Body,
+		Reason: string(reason), Source: "router", Type: j.Type, JobID: j.ID, Error: string(reason), Cause: cause.Error(), Body: body,
+		Batch: j.Batch, Redrive: j.Redrive, Refused: true,
 	})
+}
+
+// withID is a JSON object body with its "id" set to id when it has none; any other body unchanged.
+func withID(body, id string) string {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(body), &obj); err != nil || obj == nil {
+		return body
+	}
+	if v, ok := obj["id"]; ok && string(v) != `""` && string(v) != "null" {
+		return body
+	}
+	obj["id"], _ = json.Marshal(id)
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return body
+	}
+	return string(b)
 }
 
 func (r *Router) flush(ctx context.Context) {

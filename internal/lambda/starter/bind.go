@@ -206,7 +206,7 @@ func (s *Starter) bindFree(ctx context.Context, x *msg, cfg config.TypeConfig, l
 			continue
 		}
 		b, err := s.Leases.Put(ctx, lease.Lease{
-			Type: x.key.Type, Lane: ln, JobID: x.job.ID, JobKey: x.job.Key, Redrive: x.job.Redrive, MessageID: x.MessageId,
+			Type: x.key.Type, Lane: ln, JobID: x.job.ID, JobKey: x.job.Key, Batch: x.job.Batch, Redrive: x.job.Redrive, MessageID: x.MessageId,
 			Attempt: x.job.Attempts, Status: lease.Bound, StartedAt: s.now(), SubmittedAt: x.job.SubmittedAt,
 		}, nil)
 		if errors.Is(err, lease.ErrConflict) {

@@ -23,6 +23,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/sfnlimit/sfnlimit/internal/lambda/batch"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/deadletter"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
@@ -79,6 +80,8 @@ type releaseFunc interface {
 	ExecutionArnOf(ctx context.Context, l lease.Lease) string
 	// Wake wakes a parked waiting group of a type for a lane the starter freed.
 	Wake(ctx context.Context, typ string)
+	// BatchEnded records a job's end in its batch when no release will (its lease is gone).
+	BatchEnded(ctx context.Context, l lease.Lease, outcome batch.Outcome) error
 }
 
 // clockSkew is how far Step Functions' clock (an execution's startDate, in milliseconds) may be from
@@ -265,10 +268,12 @@ func (s *Starter) processIn(ctx context.Context, m events.SQSMessage, view *leas
 	var j job.Job
 	jerr := json.Unmarshal([]byte(m.Body), &j)
 	badPriority := j.Priority != 0 && (j.Priority < job.MinPriority || j.Priority > job.MaxPriority)
-	if gerr != nil || jerr != nil || j.Type != typ || job.ValidateID(j.ID) != nil || job.ValidateKey(j.Key) != nil || badPriority {
+	if gerr != nil || jerr != nil || j.Type != typ || job.ValidateID(j.ID) != nil || job.ValidateKey(j.Key) != nil || badPriority ||
+		job.ValidateBatch(j.Batch, j.BatchSize) != nil {
 		detail := fmt.Sprintf("group %q, body not a job for it", m.Attributes["MessageGroupId"])
 		s.Log.WarnContext(ctx, "lanes-queue message is not a job; dead-lettering it", "messageId", m.MessageId, "detail", detail)
-		if err := s.DLQ.Send(ctx, deadletter.Entry{Reason: ReasonBadMessage, Source: "starter", Type: typ, JobID: j.ID, Cause: detail, Body: m.Body}); err != nil {
+		if err := s.DLQ.Send(ctx, deadletter.Entry{Reason: ReasonBadMessage, Source: "starter", Type: typ, JobID: j.ID, Cause: detail, Body: m.Body,
+			Batch: j.Batch, Redrive: j.Redrive, Refused: true}); err != nil {
 			s.Log.ErrorContext(ctx, "dead-letter failed", "messageId", m.MessageId, "error", err)
 			return s.backoff(ctx, m)
 		}
@@ -428,7 +433,7 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 	// The claim is the only write of a start: a claim whose execution exists is a running job, and
 	// every reader of a lease takes it for one (docs/design.md, "Lease status").
 	claim := lease.Lease{
-		Type: x.key.Type, Lane: x.key.Lane, JobID: x.job.ID, JobKey: x.job.Key, MessageID: x.MessageId, ReceiptHandle: x.ReceiptHandle, Receives: x.receives(),
+		Type: x.key.Type, Lane: x.key.Lane, JobID: x.job.ID, JobKey: x.job.Key, Batch: x.job.Batch, MessageID: x.MessageId, ReceiptHandle: x.ReceiptHandle, Receives: x.receives(),
 		Attempt: attempt, Redrive: x.job.Redrive, Status: lease.Starting, StartedAt: startedAt, SubmittedAt: x.job.SubmittedAt,
 		StateMachineArn: stateMachine, ExecutionArn: job.ExecutionArn(stateMachine, job.RunName(x.key.Type, x.job.ID, x.job.Redrive, attempt)),
 	}
@@ -703,7 +708,7 @@ func (s *Starter) ownAttempt(ctx context.Context, x *msg, l *lease.Lease, cfg co
 	}
 	arn := job.ExecutionArn(cfg.StateMachineArn, job.RunName(x.key.Type, x.job.ID, x.job.Redrive, attempt))
 	claim := lease.Lease{
-		Type: x.key.Type, Lane: x.key.Lane, JobID: x.job.ID, JobKey: x.job.Key, MessageID: x.MessageId, ReceiptHandle: x.ReceiptHandle, Receives: x.receives(),
+		Type: x.key.Type, Lane: x.key.Lane, JobID: x.job.ID, JobKey: x.job.Key, Batch: x.job.Batch, MessageID: x.MessageId, ReceiptHandle: x.ReceiptHandle, Receives: x.receives(),
 		Attempt: attempt, Redrive: x.job.Redrive, Status: lease.Starting, StartedAt: s.now(), SubmittedAt: x.job.SubmittedAt,
 		StateMachineArn: cfg.StateMachineArn, ExecutionArn: arn,
 	}
@@ -860,6 +865,11 @@ func (s *Starter) rewait(ctx context.Context, x *msg) (verdict, error) {
 			case outcome == releaser.Succeeded:
 				// Its success is counted by the release (or the sweep) that ended its lease; this
 				// is most often a stale copy of a delivery that release already acted on.
+				// No lease of it is left, so no release counts it in its batch: count it here, before
+				// its message goes (a duplicate if a release did).
+				if err := s.Releaser.BatchEnded(ctx, lease.Lease{Type: x.key.Type, JobID: j.ID, Batch: j.Batch, Redrive: j.Redrive}, batch.Succeeded); err != nil {
+					return hold, err
+				}
 				x.log.InfoContext(ctx, "this message's last attempt succeeded; nothing left to run", "attempt", last)
 				return ack, nil
 			}
@@ -944,7 +954,8 @@ func (s *Starter) move(ctx context.Context, x *msg, l *lease.Lease, cfg config.T
 // must neither find them nor be dropped by SQS as a copy of this run (docs/design.md, "Redrive").
 func (s *Starter) refuse(ctx context.Context, x *msg, l *lease.Lease, reason, cause string) (verdict, error) {
 	body, _ := json.Marshal(x.job.Resubmission(x.job.Redrive + 1))
-	if err := s.DLQ.Send(ctx, deadletter.Entry{Reason: reason, Source: "starter", Type: x.job.Type, JobID: x.job.ID, Cause: cause, Body: string(body)}); err != nil {
+	if err := s.DLQ.Send(ctx, deadletter.Entry{Reason: reason, Source: "starter", Type: x.job.Type, JobID: x.job.ID, Cause: cause, Body: string(body),
+		Batch: x.job.Batch, Redrive: x.job.Redrive}); err != nil {
 		return hold, err
 	}
 	x.log.WarnContext(ctx, "job dead-lettered", "reason", reason, "cause", cause)

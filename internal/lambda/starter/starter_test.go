@@ -379,6 +379,20 @@ func TestHandle(t *testing.T) {
 			wantDLQ: []dead{{starter.ReasonBadMessage, "r-1001"}},
 		},
 		{
+			name: "body with an invalid batch: dead-lettered",
+			give: func(t *testing.T) []events.SQSMessage {
+				return []events.SQSMessage{message(t, "reports-1", "r-1001", `{"type":"reports","id":"r-1001","batch":"a/b","input":{}}`, 1)}
+			},
+			wantDLQ: []dead{{starter.ReasonBadMessage, "r-1001"}},
+		},
+		{
+			name: "body with a batch size but no batch: dead-lettered",
+			give: func(t *testing.T) []events.SQSMessage {
+				return []events.SQSMessage{message(t, "reports-1", "r-1001", `{"type":"reports","id":"r-1001","batchSize":4,"input":{}}`, 1)}
+			},
+			wantDLQ: []dead{{starter.ReasonBadMessage, "r-1001"}},
+		},
+		{
 			name: "bad message beside a good one: the good one starts",
 			give: func(t *testing.T) []events.SQSMessage {
 				return []events.SQSMessage{message(t, "reports-2", "x", `{"type":"reports","id":""}`, 1), jobMessage(t, "reports", 1, "r-1001", 0, 1)}

@@ -22,6 +22,7 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/lambda/app"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/releaser"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/router"
 )
 
 // The application's own files: these tests hold template.yaml to the contract of docs/design.md.
@@ -1121,5 +1122,20 @@ func TestReleaserHasReservedConcurrency(t *testing.T) {
 	}
 	if n, _ := strconv.Atoi(p.Default); n < 1 {
 		t.Errorf("ReleaserReservedConcurrency default %q, want a reservation", p.Default)
+	}
+}
+
+// The router refuses a job whose batch is not open at its BatchWaitReceives-th delivery, with a
+// reason: before the general queue's redrive policy would move it to the dead-letter queue without one.
+func TestBatchWaitEndsBeforeTheGeneralQueuesRedrive(t *testing.T) {
+	s := newLocalStack(t, nil)
+	var rp struct {
+		MaxReceiveCount int `json:"maxReceiveCount"`
+	}
+	if err := json.Unmarshal([]byte(s.queues["GeneralQueue"].Attributes["RedrivePolicy"]), &rp); err != nil || rp.MaxReceiveCount == 0 {
+		t.Fatalf("GeneralQueue RedrivePolicy %q: %v", s.queues["GeneralQueue"].Attributes["RedrivePolicy"], err)
+	}
+	if router.BatchWaitReceives >= rp.MaxReceiveCount {
+		t.Errorf("router.BatchWaitReceives = %d, want below the general queue's maxReceiveCount %d", router.BatchWaitReceives, rp.MaxReceiveCount)
 	}
 }

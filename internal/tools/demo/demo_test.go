@@ -22,6 +22,7 @@ func TestDemoSmallRun(t *testing.T) {
 			{Type: "llm", Limit: 3, Jobs: 10, MeanSeconds: 1},
 		},
 		Malformed: true,
+		Batches:   true,
 		Seed:      7,
 	}
 	out := t.TempDir()
@@ -35,6 +36,19 @@ func TestDemoSmallRun(t *testing.T) {
 	}
 	if rep.Verified != rep.Jobs || len(rep.Mismatches) > 0 {
 		t.Errorf("verified %d of %d jobs, mismatches %v", rep.Verified, rep.Jobs, rep.Mismatches)
+	}
+	// Each type's batch closed with its jobs' outcomes and sent its event (a mismatch otherwise),
+	// and the run said so.
+	if len(rep.Batches) != 2 {
+		t.Errorf("batches %+v, want one per type", rep.Batches)
+	}
+	for _, b := range rep.Batches {
+		if !b.Closed || !b.Announced || b.Recorded != b.Jobs {
+			t.Errorf("batch %+v, want closed with every job and its event sent", b)
+		}
+		if !strings.Contains(buf.String(), "batch "+b.Batch+" closed ") {
+			t.Errorf("the run did not print the close of batch %s:\n%s", b.Batch, buf.String())
+		}
 	}
 	wantRefused := map[string]int{"not_json": 1, "missing_type": 1, "unknown_type": 1, "input_too_large": 1}
 	for k, v := range wantRefused {
@@ -82,7 +96,8 @@ func TestDemoSmallRun(t *testing.T) {
 	}
 	// The handlers' logs name jobs and never carry their input.
 	logs, _ := os.ReadFile(filepath.Join(out, "limiter.log"))
-	if strings.Contains(string(logs), `"seconds"`) || strings.Contains(string(logs), "this job always fails") {
+	// (Not "seconds": a batch's completion log gives its duration so.)
+	if strings.Contains(string(logs), `"failAttempts"`) || strings.Contains(string(logs), `"input":`) || strings.Contains(string(logs), "this job always fails") {
 		t.Errorf("limiter.log contains job input")
 	}
 	if !strings.Contains(string(logs), `"jobId"`) {

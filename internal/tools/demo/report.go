@@ -86,6 +86,8 @@ type Report struct {
 	// went wrong that the outcomes do not show (a stall beyond StallAfter, handler failures).
 	LongestStall Stall    `json:"longestStall"`
 	Trouble      []string `json:"trouble,omitempty"`
+	// Batches are the workload's batches (one per type) as they ended.
+	Batches []BatchResult `json:"batches,omitempty"`
 
 	execs []observe.Execution
 	start time.Time
@@ -442,6 +444,7 @@ func (r *Report) Print(w io.Writer) {
 		sort.Strings(parts)
 		fmt.Fprintf(w, "refused by the router or starter (dead-lettered with a reason): %s\n", strings.Join(parts, ", "))
 	}
+	printBatches(w, r.Batches)
 	for _, m := range r.Mismatches {
 		fmt.Fprintf(w, "UNEXPECTED: %s\n", m)
 	}

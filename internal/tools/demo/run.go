@@ -20,6 +20,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/app"
+	ledger "github.com/sfnlimit/sfnlimit/internal/lambda/batch"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/deadletter"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
@@ -123,8 +124,17 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	producer := s.Counter("producer")
 	c := app.NewClients(s.AWSConfig(producer))
 	jobs := w.Jobs()
+	// The demo's reads of its batches are not the limiter's cost either.
+	batches := newBatchWatch(ledger.New(obs.DDB, info.Output("TableName")), jobs)
+	if err := batches.open(ctx, time.Now()); err != nil {
+		return nil, err
+	}
+	if len(batches.batches) > 0 {
+		fmt.Fprintf(o.Out, "Opened batches %s\n", batches)
+	}
 
 	start := time.Now()
+	batches.start = start
 	if err := submit(ctx, c, info.Output("GeneralQueueUrl"), jobs); err != nil {
 		return nil, err
 	}
@@ -135,12 +145,24 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	dlqURL := info.Output("DeadLetterQueueUrl")
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	var batchesRead time.Time
+	const batchEvery = 3 * time.Second
 	for {
 		st, err := progress(ctx, obs, leases, []string{sm, bare}, dlqURL, w.Types)
 		if err != nil {
 			return nil, err
 		}
 		st.elapsed, st.total = time.Since(start), len(jobs)
+		if time.Since(batchesRead) >= batchEvery {
+			// A close is told by its time in the ledger, so the batches are read less often
+			// than the rest: they would load the emulator's one core.
+			batchesRead = time.Now()
+			closed, err := batches.poll(ctx)
+			if err != nil {
+				return nil, err
+			}
+			v.note(closed)
+		}
 		v.draw(st)
 		if st.succeeded+st.deadLettered >= len(jobs) {
 			break
@@ -152,6 +174,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 	}
 	wall := time.Since(start)
+	// A batch closes with its last job's record: in events mode that comes with the status event,
+	// after the execution ended.
+	if err := batches.settle(ctx, o.Out, 30*time.Second); err != nil {
+		return nil, err
+	}
 	// Let the last releases and the runtime settle before counting calls.
 	time.Sleep(3 * time.Second)
 	s.StopRuntime()
@@ -165,6 +192,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	rep := buildReport(w, jobs, xs, dead, wall, s)
+	rep.Batches = batches.results()
+	rep.Mismatches = append(rep.Mismatches, batchMismatches(rep.Batches)...)
 	if err := rep.write(o.OutDir); err != nil {
 		return nil, err
 	}
@@ -298,6 +327,32 @@ type liveView struct {
 	last  time.Time
 }
 
+// note writes lines above the view (a batch that closed): on a terminal the view is drawn again
+// below them.
+func (v *liveView) note(lines []string) {
+	if len(lines) == 0 {
+		return
+	}
+	if v.live && v.lines > 0 {
+		fmt.Fprintf(v.out, "\033[%dA", v.lines)
+		v.lines = 0
+	}
+	for _, l := range lines {
+		fmt.Fprintf(v.out, "%s%s\n", l, v.clear())
+	}
+	if !v.live {
+		v.last = time.Time{} // the view follows at once
+	}
+}
+
+// clear erases the rest of a line redrawn in place.
+func (v *liveView) clear() string {
+	if v.live {
+		return "\033[K"
+	}
+	return ""
+}
+
 func (v *liveView) draw(st status) {
 	if !v.live && time.Since(v.last) < 5*time.Second && st.succeeded+st.deadLettered < st.total {
 		return
@@ -307,13 +362,13 @@ func (v *liveView) draw(st status) {
 	for _, t := range v.types {
 		n := st.running[t.Type]
 		bar := strings.Repeat("█", min(n, t.Limit)) + strings.Repeat("·", max(t.Limit-n, 0))
-		fmt.Fprintf(&b, "  %-10s %2d/%-2d running  %s\n", t.Type, n, t.Limit, bar)
+		fmt.Fprintf(&b, "  %-10s %2d/%-2d running  %s%s\n", t.Type, n, t.Limit, bar, v.clear())
 	}
 	done := st.succeeded + st.deadLettered
 	width := 40
 	filled := width * done / max(st.total, 1)
-	fmt.Fprintf(&b, "  progress   [%s%s] %d/%d jobs ended (%d succeeded, %d dead-lettered)  %4.0fs\n",
-		strings.Repeat("#", filled), strings.Repeat(" ", width-filled), done, st.total, st.succeeded, st.deadLettered, st.elapsed.Seconds())
+	fmt.Fprintf(&b, "  progress   [%s%s] %d/%d jobs ended (%d succeeded, %d dead-lettered)  %4.0fs%s\n",
+		strings.Repeat("#", filled), strings.Repeat(" ", width-filled), done, st.total, st.succeeded, st.deadLettered, st.elapsed.Seconds(), v.clear())
 	if v.live && v.lines > 0 {
 		fmt.Fprintf(v.out, "\033[%dA", v.lines)
 	}

@@ -32,8 +32,15 @@ type Workload struct {
 	Types []TypeSpec
 	// Malformed adds one job of each kind the router refuses.
 	Malformed bool
-	Seed      uint64
+	// Batches puts each type's jobs in one batch (BatchOf), which the demo opens before it submits
+	// them and watches until it closes. A malformed job of a type of the workload joins its
+	// type's batch, and is counted there as refused.
+	Batches bool
+	Seed    uint64
 }
+
+// BatchOf is the batch of a type's jobs in the demo.
+func BatchOf(typ string) string { return "demo-" + typ }
 
 // DefaultWorkload is three types with limits 2, 5 and 10, varied durations, some failures and
 // malformed jobs: about a minute of work at those limits. llm runs on the bare workflow in events
@@ -46,6 +53,7 @@ func DefaultWorkload() Workload {
 			{Type: "llm", Limit: 10, Jobs: 120, MeanSeconds: 4, FailOnce: 0.05, FailAlways: 0.02, Release: "events"},
 		},
 		Malformed: true,
+		Batches:   true,
 		Seed:      42,
 	}
 }
@@ -75,7 +83,9 @@ func (w Workload) ReleaseModes() string {
 // Job is one submission, with what the demo expects of it.
 type Job struct {
 	Type, ID string
-	Body     string
+	// Batch is the job's batch ("": none).
+	Batch string
+	Body  string
 	// Expect is "succeeded", "dead-lettered" or a refusal reason.
 	Expect string
 }
@@ -97,19 +107,42 @@ func (w Workload) Jobs() []Job {
 			case u < t.FailAlways+t.FailOnce:
 				in["failAttempts"] = 1
 			}
-			b, _ := json.Marshal(map[string]any{"type": t.Type, "id": id, "input": in})
-			out = append(out, Job{Type: t.Type, ID: id, Body: string(b), Expect: expect})
+			body := map[string]any{"type": t.Type, "id": id, "input": in}
+			batch := w.batchOf(t.Type)
+			if batch != "" {
+				body["batch"] = batch
+			}
+			b, _ := json.Marshal(body)
+			out = append(out, Job{Type: t.Type, ID: id, Batch: batch, Body: string(b), Expect: expect})
 		}
 	}
 	r.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
 	if w.Malformed {
 		big := strings.Repeat("x", 300*1024)
+		// The oversized job joins the reports batch, if there is one: its refusal is counted there.
+		bigBatch, bigField := w.batchOf("reports"), ""
+		if bigBatch != "" {
+			bigField = `, "batch": "` + bigBatch + `"`
+		}
 		out = append(out,
 			Job{ID: "bad-json", Body: `{"type": "payments", "id": `, Expect: "not_json"},
 			Job{ID: "bad-notype", Body: `{"id": "bad-notype", "input": {}}`, Expect: "missing_type"},
 			Job{Type: "unknown", ID: "bad-unknown", Body: `{"type": "unknown", "id": "bad-unknown"}`, Expect: "unknown_type"},
-			Job{Type: "reports", ID: "bad-big", Body: `{"type": "reports", "id": "bad-big", "input": {"blob": "` + big + `"}}`, Expect: "input_too_large"},
+			Job{Type: "reports", ID: "bad-big", Batch: bigBatch, Body: `{"type": "reports", "id": "bad-big"` + bigField + `, "input": {"blob": "` + big + `"}}`, Expect: "input_too_large"},
 		)
 	}
 	return out
+}
+
+// batchOf is the batch of typ's jobs: BatchOf(typ) when the workload has batches and the type.
+func (w Workload) batchOf(typ string) string {
+	if !w.Batches {
+		return ""
+	}
+	for _, t := range w.Types {
+		if t.Type == typ {
+			return BatchOf(typ)
+		}
+	}
+	return ""
 }

@@ -2,6 +2,7 @@ package fakes
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"sort"
@@ -15,10 +16,12 @@ import (
 )
 
 // DynamoDB is one in-memory table with string keys pk and sk. It understands only the expressions
-// lease.Store and waitroom.Store write, and refuses any other with an error, so a new expression
-// cannot pass unnoticed: conditions "attribute_not_exists(pk)", "version = :v", "receiptHandle = :h" and "messageId = :m", the key condition "pk = :pk" and the
-// filter "begins_with(pk, :p)". Query and Scan return PageSize items a page (all when 0), Scan
-// applying its filter after the page is cut, as DynamoDB does.
+// lease.Store, waitroom.Store and batch.Ledger write, and refuses any other with an error, so a new
+// expression cannot pass unnoticed: conditions "attribute_not_exists(pk)", "version = :v", "version = :v AND jobId = :j",
+// "receiptHandle = :h" and "messageId = :m", the key conditions "pk = :pk" and
+// "pk = :pk AND begins_with(sk, :sk)" and the filter "begins_with(pk, :p)". Query and Scan return
+// PageSize items a page (all when 0), Scan applying its filter after the page is cut, as DynamoDB
+// does. TransactWriteItems takes Put actions only.
 type DynamoDB struct {
 	Table    string
 	PageSize int
@@ -124,6 +127,15 @@ func check(cond *string, values map[string]types.AttributeValue, cur map[string]
 		_, has := cur["pk"]
 		got, hasV := cur["version"].(*types.AttributeValueMemberN)
 		ok = !has || (hasV && numEqual(got.Value, want.Value))
+	case "version = :v AND jobId = :j":
+		want, isN := values[":v"].(*types.AttributeValueMemberN)
+		if !isN {
+			return validation("condition value :v must be a number")
+		}
+		got, has := cur["version"].(*types.AttributeValueMemberN)
+		wantJ, _ := values[":j"].(*types.AttributeValueMemberS)
+		gotJ, hasJ := cur["jobId"].(*types.AttributeValueMemberS)
+		ok = has && numEqual(got.Value, want.Value) && hasJ && wantJ != nil && gotJ.Value == wantJ.Value
 	case "version = :v":
 		want, isN := values[":v"].(*types.AttributeValueMemberN)
 		if !isN {
@@ -197,6 +209,64 @@ func (d *DynamoDB) DeleteItem(_ context.Context, in *dynamodb.DeleteItemInput, _
 	return &dynamodb.DeleteItemOutput{}, nil
 }
 
+// TransactWriteItems applies its Puts all or none, as DynamoDB does: when any condition fails,
+// nothing is written and the answer is a TransactionCanceledException with one reason per action, in
+// order ("ConditionalCheckFailed" or "None"). Two actions on one item are refused
+// (ValidationException), as DynamoDB refuses them. Only Put actions are understood.
+func (d *DynamoDB) TransactWriteItems(_ context.Context, in *dynamodb.TransactWriteItemsInput, _ ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	if d.OnCall != nil {
+		if err := d.OnCall("TransactWriteItems"); err != nil {
+			return nil, err
+		}
+	}
+	if len(in.TransactItems) == 0 || len(in.TransactItems) > 100 {
+		return nil, validation(fmt.Sprintf("a transaction takes 1 to 100 actions, got %d", len(in.TransactItems)))
+	}
+	keys := make([][2]string, len(in.TransactItems))
+	seen := map[[2]string]bool{}
+	for i, it := range in.TransactItems {
+		if it.Put == nil || it.Update != nil || it.Delete != nil || it.ConditionCheck != nil {
+			return nil, fmt.Errorf("fakes: transaction action %d: only Put is supported", i)
+		}
+		if aws.ToString(it.Put.TableName) != d.Table {
+			return nil, &types.ResourceNotFoundException{Message: aws.String("Requested resource not found: table " + aws.ToString(it.Put.TableName))}
+		}
+		k, err := keyOf(it.Put.Item)
+		if err != nil {
+			return nil, err
+		}
+		if seen[k] {
+			return nil, validation("Transaction request cannot include multiple operations on one item")
+		}
+		seen[k], keys[i] = true, k
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	reasons := make([]types.CancellationReason, len(in.TransactItems))
+	failed := false
+	for i, it := range in.TransactItems {
+		reasons[i].Code = aws.String("None")
+		err := check(it.Put.ConditionExpression, it.Put.ExpressionAttributeValues, d.items[keys[i]])
+		var ccf *types.ConditionalCheckFailedException
+		switch {
+		case errors.As(err, &ccf):
+			reasons[i].Code, reasons[i].Message, failed = aws.String("ConditionalCheckFailed"), aws.String("The conditional request failed"), true
+		case err != nil:
+			return nil, err
+		}
+	}
+	if failed {
+		return nil, &types.TransactionCanceledException{
+			Message:             aws.String("Transaction cancelled, please refer cancellation reasons for specific reasons"),
+			CancellationReasons: reasons,
+		}
+	}
+	for i, it := range in.TransactItems {
+		d.items[keys[i]] = maps.Clone(it.Put.Item)
+	}
+	return &dynamodb.TransactWriteItemsOutput{}, nil
+}
+
 // sorted returns the keys in (pk, sk) order, after start when start is set.
 func (d *DynamoDB) sorted(start map[string]types.AttributeValue, keep func([2]string) bool) ([][2]string, error) {
 	var after *[2]string
@@ -241,8 +311,19 @@ func (d *DynamoDB) Query(_ context.Context, in *dynamodb.QueryInput, _ ...func(*
 	if err := d.begin("Query", in.TableName); err != nil {
 		return nil, err
 	}
-	if strings.Join(strings.Fields(aws.ToString(in.KeyConditionExpression)), " ") != "pk = :pk" || in.FilterExpression != nil {
-		return nil, fmt.Errorf("fakes: query %q (filter %q) is not supported", aws.ToString(in.KeyConditionExpression), aws.ToString(in.FilterExpression))
+	skPrefix := ""
+	switch kc := strings.Join(strings.Fields(aws.ToString(in.KeyConditionExpression)), " "); {
+	case in.FilterExpression != nil:
+		return nil, fmt.Errorf("fakes: query %q (filter %q) is not supported", kc, aws.ToString(in.FilterExpression))
+	case kc == "pk = :pk":
+	case kc == "pk = :pk AND begins_with(sk, :sk)":
+		p, ok := in.ExpressionAttributeValues[":sk"].(*types.AttributeValueMemberS)
+		if !ok {
+			return nil, validation("key condition value :sk must be a string")
+		}
+		skPrefix = p.Value
+	default:
+		return nil, fmt.Errorf("fakes: query %q is not supported", kc)
 	}
 	pk, ok := in.ExpressionAttributeValues[":pk"].(*types.AttributeValueMemberS)
 	if !ok {
@@ -250,7 +331,7 @@ func (d *DynamoDB) Query(_ context.Context, in *dynamodb.QueryInput, _ ...func(*
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	keys, err := d.sorted(in.ExclusiveStartKey, func(k [2]string) bool { return k[0] == pk.Value })
+	keys, err := d.sorted(in.ExclusiveStartKey, func(k [2]string) bool { return k[0] == pk.Value && strings.HasPrefix(k[1], skPrefix) })
 	if err != nil {
 		return nil, err
 	}

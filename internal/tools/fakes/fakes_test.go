@@ -34,55 +34,58 @@ func TestLeaseStoreMatchesStore(t *testing.T) {
 	}
 	k := lease.Key{Type: "reports", Lane: 1}
 	base := lease.Lease{Type: "reports", Lane: 1, JobID: "r-1001", ReceiptHandle: "h1", Attempt: 1, Status: lease.Starting}
-	v1 := base
-	v1.Version = 1
-	v2 := base
-	v2.Version = 2
 	other := base
 	other.Lane = 2
-
-	const (
-		ok       = "ok"
-		conflict = "conflict"
-		failed   = "error"
-	)
-	steps := []struct {
-		name        string
-		do          func(s leaseStore) (version int64, err error)
-		want        string
-		wantVersion int64
-	}{
-		{"get free lane", func(s leaseStore) (int64, error) { return get(s, k) }, ok, 0},
-		{"claim free lane", func(s leaseStore) (int64, error) { return put(s, base, nil) }, ok, 1},
-		{"claim held lane", func(s leaseStore) (int64, error) { return put(s, base, nil) }, conflict, 0},
-		{"replace current", func(s leaseStore) (int64, error) { return put(s, base, &v1) }, ok, 2},
-		{"replace stale", func(s leaseStore) (int64, error) { return put(s, base, &v1) }, conflict, 0},
-		{"replace another lane", func(s leaseStore) (int64, error) { return put(s, other, &v2) }, failed, 0},
-		{"get held lane", func(s leaseStore) (int64, error) { return get(s, k) }, ok, 2},
-		{"delete stale", func(s leaseStore) (int64, error) { return 0, s.Delete(context.Background(), v1) }, conflict, 0},
-		{"delete current", func(s leaseStore) (int64, error) { return 0, s.Delete(context.Background(), v2) }, ok, 0},
-		{"delete again", func(s leaseStore) (int64, error) { return 0, s.Delete(context.Background(), v2) }, conflict, 0},
-		{"get freed lane", func(s leaseStore) (int64, error) { return get(s, k) }, ok, 0},
-		{"claim again", func(s leaseStore) (int64, error) { return put(s, base, nil) }, ok, 1},
-	}
 	for name, s := range stores {
 		t.Run(name, func(t *testing.T) {
-			for _, st := range steps {
-				v, err := st.do(s)
-				got := ok
-				switch {
-				case errors.Is(err, lease.ErrConflict):
-					got = conflict
-				case err != nil:
-					got = failed
+			ctx := context.Background()
+			step := func(what string, l lease.Lease, err error, want error) lease.Lease {
+				t.Helper()
+				if !errors.Is(err, want) || (want == nil && err != nil) {
+					t.Fatalf("%s = %+v, %v, want error %v", what, l, err, want)
 				}
-				if got != st.want || (got == ok && v != st.wantVersion) {
-					t.Fatalf("%s = version %d, %v (%s), want %s version %d", st.name, v, err, got, st.want, st.wantVersion)
-				}
+				return l
 			}
-			all, err := s.All(context.Background())
-			if err != nil || len(all) != 1 || all[0].Key() != k || all[0].Version != 1 {
-				t.Errorf("All() = %+v, %v, want the one lease of %s at version 1", all, err, k)
+			if l, err := s.Get(ctx, k); err != nil || l != nil {
+				t.Fatalf("get free lane = %+v, %v, want nil", l, err)
+			}
+			v1, err := s.Put(ctx, base, nil)
+			step("claim free lane", v1, err, nil)
+			if v1.Version < 1 {
+				t.Fatalf("claim free lane: version %d, want at least 1", v1.Version)
+			}
+			_, err = s.Put(ctx, base, nil)
+			step("claim held lane", lease.Lease{}, err, lease.ErrConflict)
+			v2, err := s.Put(ctx, base, &v1)
+			step("replace current", v2, err, nil)
+			if v2.Version != v1.Version+1 {
+				t.Errorf("replace current: version %d, want %d", v2.Version, v1.Version+1)
+			}
+			_, err = s.Put(ctx, base, &v1)
+			step("replace stale", lease.Lease{}, err, lease.ErrConflict)
+			if _, err := s.Put(ctx, other, &v2); err == nil || errors.Is(err, lease.ErrConflict) {
+				t.Errorf("replace another lane = %v, want an error other than a conflict", err)
+			}
+			if l, err := s.Get(ctx, k); err != nil || l == nil || l.Version != v2.Version {
+				t.Errorf("get held lane = %+v, %v, want version %d", l, err, v2.Version)
+			}
+			step("delete stale", lease.Lease{}, s.Delete(ctx, v1), lease.ErrConflict)
+			step("delete current", lease.Lease{}, s.Delete(ctx, v2), nil)
+			step("delete again", lease.Lease{}, s.Delete(ctx, v2), lease.ErrConflict)
+			if l, err := s.Get(ctx, k); err != nil || l != nil {
+				t.Fatalf("get freed lane = %+v, %v, want nil", l, err)
+			}
+			// A new lease of the lane never takes a version an earlier one had: a release still
+			// holding the former lease must not delete or overwrite it.
+			v3, err := s.Put(ctx, base, nil)
+			step("claim again", v3, err, nil)
+			if v3.Version == v1.Version || v3.Version == v2.Version {
+				t.Errorf("claim again: version %d, an earlier lease's (%d, %d)", v3.Version, v1.Version, v2.Version)
+			}
+			step("delete the former lease from the new one", lease.Lease{}, s.Delete(ctx, v2), lease.ErrConflict)
+			all, err := s.All(ctx)
+			if err != nil || len(all) != 1 || all[0].Key() != k || all[0].Version != v3.Version {
+				t.Errorf("All() = %+v, %v, want the one lease of %s at version %d", all, err, k, v3.Version)
 			}
 		})
 	}

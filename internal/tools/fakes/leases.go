@@ -27,8 +27,11 @@ type LeaseStore struct {
 	// BeforeListType runs before ListType, as the other hooks do.
 	BeforeListType func(typ string) error
 
-	mu      sync.Mutex
-	items   map[lease.Key]lease.Lease
+	mu    sync.Mutex
+	items map[lease.Key]lease.Lease
+	// last is the highest version each lane's leases have had: a new lease of a lane starts above
+	// it, so successive leases never share a version (lease.Store draws it at random).
+	last    map[lease.Key]int64
 	types   map[string]bool // the type registry: every type that has held a lease (lease.Store.Types)
 	gets    int
 	writes  int
@@ -37,7 +40,7 @@ type LeaseStore struct {
 
 // NewLeaseStore returns an empty store stamping writes with now (time.Now when nil).
 func NewLeaseStore(now func() time.Time) *LeaseStore {
-	return &LeaseStore{Now: now, items: map[lease.Key]lease.Lease{}, types: map[string]bool{}}
+	return &LeaseStore{Now: now, items: map[lease.Key]lease.Lease{}, types: map[string]bool{}, last: map[lease.Key]int64{}}
 }
 
 func (s *LeaseStore) now() time.Time {
@@ -84,23 +87,24 @@ func (s *LeaseStore) Put(_ context.Context, next lease.Lease, prev *lease.Lease)
 		if exists {
 			return lease.Lease{}, fmt.Errorf("write lease of lane %s: %w", next.Key(), lease.ErrConflict)
 		}
-		next.Version = 1
+		next.Version = s.last[next.Key()] + 1
 		s.types[next.Type] = true
 	} else {
 		if prev.Key() != next.Key() {
 			return lease.Lease{}, fmt.Errorf("lease of lane %s cannot replace lane %s", next.Key(), prev.Key())
 		}
-		if !exists || cur.Version != prev.Version {
+		if !exists || cur.Version != prev.Version || cur.JobID != prev.JobID {
 			return lease.Lease{}, fmt.Errorf("write lease of lane %s: %w", next.Key(), lease.ErrConflict)
 		}
 		next.Version = prev.Version + 1
 	}
 	s.items[next.Key()] = next
+	s.last[next.Key()] = max(s.last[next.Key()], next.Version)
 	s.writes++
 	return next, nil
 }
 
-// Delete removes prev if the lane still holds exactly its version.
+// Delete removes prev if the lane still holds exactly its version of its job's lease.
 func (s *LeaseStore) Delete(_ context.Context, prev lease.Lease) error {
 	if s.BeforeDelete != nil {
 		if err := s.BeforeDelete(prev); err != nil {
@@ -110,7 +114,7 @@ func (s *LeaseStore) Delete(_ context.Context, prev lease.Lease) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur, exists := s.items[prev.Key()]
-	if !exists || cur.Version != prev.Version {
+	if !exists || cur.Version != prev.Version || cur.JobID != prev.JobID {
 		return fmt.Errorf("delete lease of lane %s: %w", prev.Key(), lease.ErrConflict)
 	}
 	delete(s.items, prev.Key())
@@ -205,6 +209,7 @@ func (s *LeaseStore) Set(l lease.Lease) lease.Lease {
 		l.UpdatedAt = s.now()
 	}
 	s.items[l.Key()] = l
+	s.last[l.Key()] = max(s.last[l.Key()], l.Version)
 	s.types[l.Type] = true
 	return l
 }
@@ -222,6 +227,7 @@ func (s *LeaseStore) Update(k lease.Key, change func(*lease.Lease)) (lease.Lease
 	l.Version++
 	l.UpdatedAt = s.now()
 	s.items[k] = l
+	s.last[k] = max(s.last[k], l.Version)
 	return l, true
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
@@ -14,9 +15,10 @@ import (
 // clientServices are the SDK clients the limiter uses, by type, with the service id the SDK's
 // middleware reports for their calls (awsmiddleware.GetServiceID).
 var clientServices = map[reflect.Type]string{
-	reflect.TypeOf(&sqs.Client{}):      sqs.ServiceID,
-	reflect.TypeOf(&sfn.Client{}):      sfn.ServiceID,
-	reflect.TypeOf(&dynamodb.Client{}): dynamodb.ServiceID,
+	reflect.TypeOf(&sqs.Client{}):         sqs.ServiceID,
+	reflect.TypeOf(&sfn.Client{}):         sfn.ServiceID,
+	reflect.TypeOf(&dynamodb.Client{}):    dynamodb.ServiceID,
+	reflect.TypeOf(&eventbridge.Client{}): eventbridge.ServiceID,
 }
 
 // Reachable walks a wired handler (router.Router, starter.Starter, releaser.Handler, ...) through

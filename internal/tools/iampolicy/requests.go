@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
@@ -35,6 +36,13 @@ type Account struct {
 //     (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-batch-api.html).
 //   - Step Functions: StartExecution is authorized on the state machine, DescribeExecution and
 //     StopExecution on the execution (Service Authorization Reference, AWS Step Functions).
+//   - EventBridge: PutEvents is authorized on the event bus each entry goes to (the account's
+//     default bus when EventBusName is empty), once per entry, with the entry's source and detail
+//     type as the condition keys events:source and events:detail-type ("Using IAM policy
+//     conditions in Amazon EventBridge", EventBridge User Guide; an entry refused by them fails
+//     alone, NotAuthorizedForSourceException or NotAuthorizedForDetailTypeException in
+//     PutEventsResultEntry). Locally the whole call is refused, which a caller handles as it
+//     handles a failed entry.
 //
 // A call this does not know is an error: a new SDK operation in the code must be mapped here before
 // the check passes.
@@ -67,6 +75,24 @@ func Requests(a Account, input any) ([]Request, error) {
 		return one("states:StopExecution", deref(in.ExecutionArn), nil)
 	case *sfn.ListExecutionsInput:
 		return one("states:ListExecutions", deref(in.StateMachineArn), nil)
+
+	// EventBridge
+	case *eventbridge.PutEventsInput:
+		if len(in.Entries) == 0 {
+			return nil, fmt.Errorf("PutEvents without entries (EventBridge refuses it)")
+		}
+		out := make([]Request, 0, len(in.Entries))
+		for _, e := range in.Entries {
+			ctx := map[string][]string{}
+			if e.Source != nil {
+				ctx["events:source"] = []string{*e.Source}
+			}
+			if e.DetailType != nil {
+				ctx["events:detail-type"] = []string{*e.DetailType}
+			}
+			out = append(out, Request{Action: "events:PutEvents", Resource: a.eventBus(e.EventBusName), Context: ctx})
+		}
+		return out, nil
 
 	// DynamoDB
 	case *dynamodb.GetItemInput:
@@ -143,6 +169,19 @@ func (a Account) sqs(action string, queueURL *string) ([]Request, error) {
 		return nil, fmt.Errorf("%s: queue URL %q is not https://host/ACCOUNT/NAME", action, deref(queueURL))
 	}
 	return one(action, fmt.Sprintf("arn:%s:sqs:%s:%s:%s", a.Partition, a.Region, parts[0], parts[1]), nil)
+}
+
+// eventBus is the ARN of the bus a PutEvents entry names: the default bus when it names none, an
+// ARN as given, a name in the account.
+func (a Account) eventBus(name *string) string {
+	n := deref(name)
+	switch {
+	case n == "":
+		n = "default"
+	case strings.HasPrefix(n, "arn:"):
+		return n
+	}
+	return fmt.Sprintf("arn:%s:events:%s:%s:event-bus/%s", a.Partition, a.Region, a.ID, n)
 }
 
 func (a Account) table(name *string) string {

@@ -39,6 +39,8 @@ type Line struct {
 	Body []byte
 	Type string
 	ID   string // "" when the body has none (the router then uses the SQS message id)
+	// BatchSize is the batchSize the line carries itself (0: none).
+	BatchSize int
 }
 
 // Invalid is a line that is not sent, and why.
@@ -82,7 +84,13 @@ type Parser struct {
 	// null): a name or a number, as job.PriorityFromString reads it (submit --priority). A job's
 	// own priority wins.
 	Priority string
+	// Batch, if not "", is put in every job ("batch"): submit --batch. A job naming another batch
+	// is an error (ErrOtherBatch): nothing is sent.
+	Batch string
 }
+
+// ErrOtherBatch: submit --batch was given jobs that name another batch.
+var ErrOtherBatch = errors.New("a job names another batch")
 
 // ParseJobs reads JSON Lines (one job a line, blank lines skipped) and validates each with the
 // router's rules (internal/lambda/job) and, if check is not nil, the type's limit. Lines of any
@@ -104,7 +112,11 @@ func (ps Parser) ParseJobs(ctx context.Context, r io.Reader) (Parsed, error) {
 		if len(raw) > 0 {
 			body := bytes.TrimSpace(raw)
 			if len(body) > 0 {
-				if err := p.add(ctx, no, ps.withPriority(body), now, ps.Check, seen); err != nil {
+				body, err := ps.prepare(no, body)
+				if err != nil {
+					return p, err
+				}
+				if err := p.add(ctx, no, body, now, ps.Check, seen); err != nil {
 					return p, err
 				}
 			}
@@ -126,8 +138,74 @@ func ParseJob(ctx context.Context, body []byte, check TypeChecker) (Parsed, erro
 // ParseJob validates one job given as a body, giving it the parser's priority if it has none.
 func (ps Parser) ParseJob(ctx context.Context, body []byte) (Parsed, error) {
 	var p Parsed
-	err := p.add(ctx, 0, ps.withPriority(body), time.Now(), ps.Check, map[string]int{})
+	body, err := ps.prepare(0, body)
+	if err != nil {
+		return p, err
+	}
+	err = p.add(ctx, 0, body, time.Now(), ps.Check, map[string]int{})
 	return p, err
+}
+
+// prepare gives a job's body the parser's priority and batch.
+func (ps Parser) prepare(no int, body []byte) ([]byte, error) {
+	body = ps.withPriority(body)
+	if ps.Batch == "" {
+		return body, nil
+	}
+	return withBatch(no, body, ps.Batch)
+}
+
+// withBatch puts "batch": id in a job's body. A body that names batch id already is left as it
+// is; one that names another is ErrOtherBatch. A body that is not a JSON object is left for
+// job.Parse to refuse with its reason.
+func withBatch(no int, body []byte, id string) ([]byte, error) {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(body, &fields) != nil {
+		return body, nil
+	}
+	nulls := false
+	for k, v := range fields {
+		if !strings.EqualFold(k, "batch") {
+			continue
+		}
+		var named *string
+		if json.Unmarshal(v, &named) != nil || named != nil && *named != id {
+			return nil, fmt.Errorf("%s names batch %s, not %s: submit it without --batch, or remove its \"batch\": %w",
+				lineName(no), strings.TrimSpace(string(v)), id, ErrOtherBatch)
+		}
+		if named != nil {
+			return body, nil // the batch given
+		}
+		nulls = true
+		delete(fields, k)
+	}
+	raw, _ := json.Marshal(id)
+	if nulls {
+		fields["batch"] = raw
+		return json.Marshal(fields)
+	}
+	return prepend(body, "batch", raw), nil
+}
+
+// prepend puts "key": raw first in a JSON object, so the rest of it is sent as written.
+func prepend(body []byte, key string, raw json.RawMessage) []byte {
+	body = bytes.TrimSpace(body) // an object: '{' first
+	out := make([]byte, 0, len(body)+len(raw)+len(key)+6)
+	out = append(out, '{', '"')
+	out = append(out, key...)
+	out = append(out, '"', ':')
+	out = append(out, raw...)
+	if rest := bytes.TrimSpace(body[1:]); len(rest) > 0 && rest[0] != '}' {
+		out = append(out, ',')
+	}
+	return append(out, body[1:]...)
+}
+
+func lineName(no int) string {
+	if no == 0 {
+		return "the job"
+	}
+	return fmt.Sprintf("line %d", no)
 }
 
 // PriorityJSON is a priority as a job's body carries it: a name as a string ("high"), a number as
@@ -172,14 +250,7 @@ func (ps Parser) withPriority(body []byte) []byte {
 		}
 		return b
 	}
-	body = bytes.TrimSpace(body) // an object: '{' first
-	out := make([]byte, 0, len(body)+len(raw)+12)
-	out = append(out, `{"priority":`...)
-	out = append(out, raw...)
-	if rest := bytes.TrimSpace(body[1:]); len(rest) > 0 && rest[0] != '}' {
-		out = append(out, ',')
-	}
-	return append(out, body[1:]...)
+	return prepend(body, "priority", raw)
 }
 
 func (p *Parsed) add(ctx context.Context, no int, body []byte, now time.Time, check TypeChecker, seen map[string]int) error {
@@ -198,7 +269,7 @@ func (p *Parsed) add(ctx context.Context, no int, body []byte, now time.Time, ch
 		ID *string `json:"id"`
 	}
 	_ = json.Unmarshal(body, &s) // Parse accepted it
-	l := Line{No: no, Body: bytes.Clone(body), Type: j.Type}
+	l := Line{No: no, Body: bytes.Clone(body), Type: j.Type, BatchSize: j.BatchSize}
 	if s.ID != nil && *s.ID != "" {
 		l.ID = j.ID
 		key := j.Type + "\x00" + j.ID

@@ -4,6 +4,7 @@
 //   - Lambda Invoke (POST /2015-03-31/functions/{name or ARN}/invocations) runs a registered Go function
 //     and answers as Lambda does, function errors included;
 //   - SQS calls go to a configurable SQS emulator (moto or fauxqs);
+//   - EventBridge PutEvents is answered by the gateway, which keeps the events (events.go);
 //   - everything else goes to moto.
 //
 // It also injects faults (an AWS error instead of forwarding: SetFaults for a test's own rule,
@@ -61,7 +62,7 @@ type Fault struct {
 
 // FaultFunc decides, for each request, whether to fail it: it returns nil to forward the request. target
 // is the request's X-Amz-Target for JSON-protocol calls ("AWSStepFunctions.StartExecution",
-// "AmazonSQS.ReceiveMessage", "DynamoDB_20120810.PutItem"), "AmazonSQS.<Action>" for SQS's query
+// "AmazonSQS.ReceiveMessage", "DynamoDB_20120810.PutItem", "AWSEvents.PutEvents"), "AmazonSQS.<Action>" for SQS's query
 // protocol, and "Lambda.Invoke" for Lambda Invoke. Other requests are never failed. It is called
 // concurrently.
 type FaultFunc func(target string) *Fault
@@ -79,6 +80,8 @@ type Gateway struct {
 	sqsLimits atomic.Pointer[SQSLimits] // nil: AWSSQSLimits (sqslimits.go)
 
 	dedup fifoDedup // SQS FIFO deduplication as AWS applies it (fifodedup.go)
+
+	events eventLog // events accepted from PutEvents (events.go)
 
 	funcsMu sync.RWMutex
 	funcs   map[string]Func
@@ -266,6 +269,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.service == "sqs" && g.sqsLimit(w, r, req) { // SQS's request sizes (sqslimits.go)
+		return
+	}
+	if req.target == "AWSEvents.PutEvents" {
+		g.putEvents(w, r)
 		return
 	}
 	up := g.moto.Load()

@@ -32,6 +32,10 @@ type Faults struct {
 	// ThrottleInvoke, when set, throttles every Invoke it returns true for, whatever the rate: a
 	// function kept throttled for one job, to see what a Release step whose retries all fail does.
 	ThrottleInvoke func(function string, payload []byte) bool
+	// PutEventsFailure is the share of EventBridge PutEvents entries that fail with the retryable
+	// InternalFailure in the answer (PutEventsResultEntry, counted in FailedEntryCount) while the
+	// call succeeds: EventBridge documents this partial failure, which a sender must check for.
+	PutEventsFailure float64
 	// Seed makes the random draws repeatable; 0 picks a random seed.
 	Seed uint64
 }
@@ -41,6 +45,7 @@ const (
 	InjectedTransactionConflict = "dynamodb:TransactionConflict"
 	InjectedStaleDescribe       = "states:ExecutionDoesNotExist"
 	InjectedInvokeThrottle      = "lambda:TooManyRequestsException"
+	InjectedPutEventsFailure    = "events:InternalFailure"
 )
 
 // ObserverAppID is an SDK AppID (aws.Config.AppID, sent in the User-Agent as "app/ID") that exempts
@@ -148,6 +153,24 @@ func (g *Gateway) injectFault(w http.ResponseWriter, r *http.Request, target, fu
 		return true
 	}
 	return false
+}
+
+// entryFailures draws which of a PutEvents call's n entries fail (Faults.PutEventsFailure).
+func (in *injector) entryFailures(r *http.Request, n int) []bool {
+	out := make([]bool, n)
+	in.mu.Lock()
+	f := in.faults
+	in.mu.Unlock()
+	if f == nil || f.PutEventsFailure <= 0 || strings.Contains(r.Header.Get("User-Agent"), "app/"+ObserverAppID) {
+		return out
+	}
+	for i := range out {
+		if in.draw(f.PutEventsFailure) {
+			out[i] = true
+			in.count(InjectedPutEventsFailure)
+		}
+	}
+	return out
 }
 
 func (in *injector) draw(rate float64) bool {

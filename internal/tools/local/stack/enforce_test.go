@@ -35,13 +35,21 @@ func TestRoleMissingAnActionIsAccessDenied(t *testing.T) {
 	if n != 1 {
 		t.Fatalf("states:StartExecution written %d times in StarterRole, want 1", n)
 	}
+	// The functions' EventBridge client is checked too: without events:PutEvents the router cannot
+	// send the completion event of the batch its refusal of a job closes.
+	noEvents, n := removeAction(string(text), "RouterRole", "events:PutEvents")
+	if n != 1 {
+		t.Fatalf("events:PutEvents written %d times in RouterRole, want 1", n)
+	}
 	for _, c := range []struct {
 		name     string
 		template string
-		denied   bool
+		denied   string // the action denied, "" none
+		key      string // the job's key
 	}{
-		{"the template's roles", string(text), false},
-		{"a starter role without states:StartExecution", mutated, true},
+		{"the template's roles", string(text), "", ""},
+		{"a starter role without states:StartExecution", mutated, "states:StartExecution", ""},
+		{"a router role without events:PutEvents", noEvents, "events:PutEvents", "bad key!"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -67,19 +75,22 @@ func TestRoleMissingAnActionIsAccessDenied(t *testing.T) {
 				t.Fatal(err)
 			}
 			c2 := s.Clients()
-			body, _ := json.Marshal(map[string]any{"type": "d", "id": "j1", "input": map[string]any{"seconds": 0}})
+			body, _ := json.Marshal(map[string]any{"type": "d", "id": "j1", "input": map[string]any{"seconds": 0}, "batch": "b1", "batchSize": 1, "key": c.key})
 			general := s.Info().Output("GeneralQueueUrl")
 			if _, err := c2.SQS.SendMessage(t.Context(), &sqs.SendMessageInput{QueueUrl: &general, MessageBody: aws.String(string(body))}); err != nil {
 				t.Fatal(err)
 			}
 			sm := s.Info().Output("SampleStateMachineArn")
-			if c.denied {
-				waitFor(t, 2*time.Minute, "the starter's start to be denied", func() bool {
-					return strings.Contains(logs.String(), "AccessDeniedException") && strings.Contains(logs.String(), "states:StartExecution")
+			if c.denied != "" {
+				waitFor(t, 2*time.Minute, "a call to be denied", func() bool {
+					return strings.Contains(logs.String(), "AccessDeniedException") && strings.Contains(logs.String(), c.denied)
 				})
 				t.Logf("denied: %s", strings.SplitN(grep(logs.String(), "AccessDeniedException"), "\n", 2)[0])
-				if xs := executions(t, c2.SFN, sm, "", ""); len(xs) != 0 {
+				if xs := executions(t, c2.SFN, sm, "", ""); c.denied == "states:StartExecution" && len(xs) != 0 {
 					t.Errorf("executions %v started although the starter may not start any", xs)
+				}
+				if evs := s.Events(); len(evs) != 0 {
+					t.Errorf("events %+v were sent although a role was refused", evs)
 				}
 				return
 			}
@@ -89,6 +100,7 @@ func TestRoleMissingAnActionIsAccessDenied(t *testing.T) {
 			if strings.Contains(logs.String(), "AccessDenied") {
 				t.Errorf("a call was denied with the template's roles:\n%s", grep(logs.String(), "AccessDenied"))
 			}
+			waitFor(t, time.Minute, "the batch's completion event", func() bool { return len(s.Events()) == 1 })
 		})
 	}
 }

@@ -19,6 +19,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/app"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/batch"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/tools/cfntemplate"
 	"github.com/sfnlimit/sfnlimit/internal/tools/emulator"
@@ -46,7 +47,6 @@ var notExercised = map[string]string{
 	"starter DynamoDB.Scan": "lease.Store.All is not in the starter's leaseStore interface",
 	// config.DynamoStore writes live overrides for the CLI (config set, config reset); a handler's
 	// config.Resolver only lists them.
-	"router DynamoDB.PutItem":    "config.DynamoStore.SetOverride is the CLI's; the router's Resolver only lists overrides",
 	"router DynamoDB.DeleteItem": "config.DynamoStore.DeleteOverride is the CLI's; the router's Resolver only lists overrides",
 }
 
@@ -112,6 +112,21 @@ func TestEveryCallIsAllowedByItsRole(t *testing.T) {
 	submit("ff", "always-fails", map[string]any{"seconds": 0, "fail": true})
 	submit("unknown", "x", map[string]any{})
 	send("not json")
+	// Batches (each of one job, so that each function closes one and sends its completion event):
+	// the router opens iam-router and closes it with a refusal; ff/batched opens iam-releaser and
+	// the releaser closes it with its success; the starter closes iam-starter, opened beforehand as
+	// the CLI would, by dead-lettering a lanes-queue message that is not a job of its group.
+	send(`{"type":"ff","id":"bad-key","key":"bad key!","batch":"iam-router","batchSize":1}`)
+	send(`{"type":"ff","id":"batched","input":{"seconds":0},"batch":"iam-releaser","batchSize":1}`)
+	if err := batch.New(c.DDB, table).Open(ctx, "iam-starter", 1, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SQS.SendMessage(ctx, &sqs.SendMessageInput{
+		QueueUrl: &lanes, MessageBody: aws.String(`{"type":"rr","id":"not-ff","batch":"iam-starter"}`), MessageGroupId: aws.String("ff-1"),
+		MessageDeduplicationId: aws.String("iam-starter-batch"),
+	}); err != nil {
+		t.Fatal(err)
+	}
 	// A copy of a running job written straight into the lanes queue: the starter finds its execution.
 	waitFor(t, 2*time.Minute, "a running execution of rr/ok-0", func() bool { return len(executions(t, c.SFN, sm, "rr", sfntypes.ExecutionStatusRunning)) > 0 })
 	// rr's limit drops to 1 while a job waits in lane 2: the starter moves it (send, then delete).
@@ -128,11 +143,11 @@ func TestEveryCallIsAllowedByItsRole(t *testing.T) {
 		}
 	}
 
-	// 3 + 1 of rr and 3 of ff succeed; ff/always-fails (2 attempts), unknown/x and "not json" are
-	// dead-lettered.
+	// 3 + 1 of rr and 3 + 1 of ff succeed; ff/always-fails (2 attempts), unknown/x, "not json",
+	// ff/bad-key and the starter's bad message are dead-lettered; each batch sends its event.
 	waitFor(t, 4*time.Minute, "the jobs to end", func() bool {
 		ok := len(executions(t, c.SFN, sm, "", sfntypes.ExecutionStatusSucceeded))
-		return ok >= 7 && queueDepth(t, c.SQS, dlq) >= 3
+		return ok >= 8 && queueDepth(t, c.SQS, dlq) >= 5 && len(s.Events()) >= 3
 	})
 	time.Sleep(3 * time.Second) // releases in progress and one more sweep
 	s.StopRuntime()

@@ -183,6 +183,10 @@ func (s *Stack) Metrics() *metrics.Collector { return s.metrics }
 // Gateway gives access to fault injection and the gateway's call counts.
 func (s *Stack) Gateway() *gateway.Gateway { return s.gw }
 
+// Events returns the EventBridge events the functions (or anyone) sent to the stack, in the order
+// they were accepted: the gateway answers PutEvents itself and keeps them (gateway.Event).
+func (s *Stack) Events() []gateway.Event { return s.gw.Events() }
+
 // AWSConfig returns an SDK configuration pointed at the stack; counter may be nil. Its HTTP client
 // is the functions' (sdkhttp): moto answers fast enough to meet the SDK's double send of a write.
 func (s *Stack) AWSConfig(counter *callcount.Counter) aws.Config {

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sfnlimit/sfnlimit/internal/tools/ops"
+)
+
+// jobsFile writes JSON Lines jobs to a file of the test's own.
+func jobsFile(t *testing.T, lines ...string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "jobs.jsonl")
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// batch open opens a batch once, says so when it is open already, and refuses another size; batch
+// show of a batch nobody opened is an error.
+func TestBatchOpenAndShow(t *testing.T) {
+	t.Parallel()
+	name := fmt.Sprintf("cli-open-%d", typeSeq.Add(1))
+	r := must(t, local(t, "batch", "show", name), exitError)
+	if !strings.Contains(r.stderr, "batch "+name+": batch is not open: open it with") {
+		t.Errorf("batch show of a batch not open:\n%s", r)
+	}
+	r = must(t, local(t, "batch", "open", name, "--size", "3"), exitOK)
+	if !strings.Contains(r.stdout, "batch "+name+" opened for 3 jobs") {
+		t.Errorf("batch open:\n%s", r)
+	}
+	r = must(t, local(t, "batch", "open", name, "--size", "3"), exitOK)
+	if !strings.Contains(r.stdout, "was open already for 3 jobs") {
+		t.Errorf("batch open again:\n%s", r)
+	}
+	r = must(t, local(t, "batch", "open", name, "--size", "4"), exitError)
+	if !strings.Contains(r.stderr, "for 3 jobs, and a batch's size never changes") {
+		t.Errorf("batch open with another size:\n%s", r)
+	}
+	r = must(t, local(t, "batch", "show", name), exitOK)
+	for _, want := range []string{"batch " + name + ": open\n", "  recorded       0/3 (0%)\n", "; 3 jobs to go\n"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("batch show lacks %q:\n%s", want, r)
+		}
+	}
+}
+
+// submit --batch --wait opens the batch for the file's jobs, sends them naming it, waits until it
+// closes and exits 3 when a job was dead-lettered; batch show --jobs then lists every job.
+func TestSubmitBatchWait(t *testing.T) {
+	t.Parallel()
+	typ := newType(t, "batchw", 2)
+	name := "cli-" + typ
+	path := jobsFile(t,
+		fmt.Sprintf(`{"type":%q,"id":"ok-1","input":{"seconds":1}}`, typ),
+		fmt.Sprintf(`{"type":%q,"id":"ok-2","input":{"seconds":1}}`, typ),
+		fmt.Sprintf(`{"type":%q,"id":"bad-1","input":{"seconds":1,"fail":true}}`, typ),
+	)
+	r := must(t, local(t, "submit", path, "--batch", name, "--wait", "--timeout", "3m"), exitBatchFailed)
+	for _, want := range []string{
+		"sent 3 of 3 jobs", "batch " + name + ": opened for 3 jobs at ",
+		"batch " + name + ": closed, completion event sent\n", "  recorded       3/3 (100%)\n",
+		"  succeeded      2\n", "  dead_lettered  1\n", "  " + typ + "/bad-1\n",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("submit --wait output lacks %q:\n%s", want, r)
+		}
+	}
+	if !strings.Contains(r.stderr, "batch "+name+" [") || !strings.Contains(r.stderr, "closed with 1 of 3 jobs dead-lettered or refused") {
+		t.Errorf("submit --wait: no progress line or no failure on stderr:\n%s", r)
+	}
+	v := decode[ops.BatchView](t, must(t, local(t, "batch", "show", name, "--jobs", "--json"), exitOK))
+	if len(v.Jobs) != 3 || v.Counts["succeeded"] != 2 || v.Counts["dead_lettered"] != 1 || v.State != "closed" {
+		t.Errorf("batch show --jobs = %+v, want 3 jobs, 2 succeeded and 1 dead-lettered", v)
+	}
+	// The file again, as another batch, while its jobs name this one: refused, nothing opened.
+	named := jobsFile(t, fmt.Sprintf(`{"type":%q,"id":"x-1","batch":%q}`, typ, name))
+	r = must(t, local(t, "submit", named, "--batch", name+"-2"), exitError)
+	if !strings.Contains(r.stderr, fmt.Sprintf(`line 1 names batch %q, not %s-2`, name, name)) {
+		t.Errorf("submit of a job of another batch:\n%s", r)
+	}
+	must(t, local(t, "batch", "show", name+"-2"), exitError)
+}
+
+// --timeout stops waiting with exit 4 and leaves the batch to go on; batch wait waits again and
+// exits 0 when every job succeeded.
+func TestSubmitBatchTimeout(t *testing.T) {
+	t.Parallel()
+	typ := newType(t, "batcht", 1)
+	name := "cli-" + typ
+	path := jobsFile(t, fmt.Sprintf(`{"type":%q,"id":"slow-1","input":{"seconds":8}}`, typ))
+	r := must(t, local(t, "submit", path, "--batch", name, "--wait", "--timeout", "2s"), exitTimeout)
+	if !strings.Contains(r.stderr, "batch "+name+" did not close within 2s (0 of 1 jobs recorded)") {
+		t.Errorf("submit --wait --timeout:\n%s", r)
+	}
+	r = must(t, local(t, "batch", "wait", name, "--timeout", "3m"), exitOK)
+	if !strings.Contains(r.stdout, "batch "+name+": closed") || !strings.Contains(r.stdout, "  succeeded      1\n") {
+		t.Errorf("batch wait:\n%s", r)
+	}
+}

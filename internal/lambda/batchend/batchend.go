@@ -1,0 +1,306 @@
+// Package batchend connects the limiter's functions to the batch ledger (internal/lambda/batch):
+// the router opens a job's batch, whoever ends a job (a release, a dead letter, a refusal) records it,
+// and the record that closes the batch sends the one "sfnlimit Batch Completed" event to
+// EventBridge's default bus, then marks the batch announced.
+//
+// Order of writes: a job is recorded, and the batch it closes announced, before its end takes effect
+// (its message deleted, its dead letter sent). A crash in between leaves the job to end again on its
+// redelivery (or next release), which the ledger answers as a duplicate, or, for the closing job
+// while the event is unsent, as closing again: never an ended job without a record, never a closed
+// batch without its event. The price: the event may reach a rule a few milliseconds before the last
+// job's dead letter reaches the queue. Two ends of the closing job at once both find the batch
+// closed by it; the first to claim the announcement on the batch item sends, the other waits for it
+// (Ledger.ClaimAnnouncement), so the event goes out once unless a sender crashes after sending.
+package batchend
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/batch"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
+)
+
+// The completion event, as EventBridge rules match it.
+const (
+	Source     = "sfnlimit"
+	DetailType = "sfnlimit Batch Completed"
+)
+
+type ledger interface {
+	Open(ctx context.Context, id string, expected int, at time.Time) error
+	Record(ctx context.Context, id, jobID string, redrive int, outcome batch.Outcome, at time.Time) (batch.Recorded, error)
+	Announced(ctx context.Context, id string) error
+	ClaimAnnouncement(ctx context.Context, id, holder string, at time.Time, ttl time.Duration) (bool, error)
+	ReleaseAnnouncement(ctx context.Context, id, holder string) error
+	Size(ctx context.Context, id string) (int, error)
+	Show(ctx context.Context, id string, withJobs bool) (batch.Summary, []batch.Job, error)
+}
+
+type publisher interface {
+	PutEvents(context.Context, *eventbridge.PutEventsInput, ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error)
+}
+
+// Tracker opens batches and records their jobs' ends. A nil *Tracker tracks nothing.
+type Tracker struct {
+	Ledger ledger
+	Events publisher
+	// Stack names the stack in the completion event, so that rules can tell two stacks' batches
+	// apart on the account's one default bus.
+	Stack string
+	Log   *slog.Logger
+	Now   func() time.Time
+	// AnnounceWait is how long an end of the closing job that finds another one sending the
+	// completion event waits for it to be announced before it fails, to be retried (default 2 s).
+	AnnounceWait time.Duration
+	// ClaimFor is how long a sender holds the announcement: another end may send after it only
+	// when the holder crashed (default 30 s, more than a PutEvents with the SDK's retries takes).
+	ClaimFor time.Duration
+
+	mu     sync.Mutex
+	opened map[string]int // batches this process saw open, with their size
+}
+
+// New returns a tracker of l that publishes with events.
+func New(l ledger, events publisher, stack string, log *slog.Logger) *Tracker {
+	return &Tracker{Ledger: l, Events: events, Stack: stack, Log: log}
+}
+
+func (t *Tracker) now() time.Time {
+	if t.Now != nil {
+		return t.Now()
+	}
+	return time.Now()
+}
+
+// InvalidType stands for the type of a job refused for its type, in its batch's record.
+const InvalidType = "-"
+
+// ErrNotOpen: the job's batch has not been opened (by a job carrying batchSize, or by the CLI).
+var ErrNotOpen = batch.ErrNotOpen
+
+// Admit checks, as the router takes a job, that its batch can count it: a job carrying batchSize
+// opens its batch (an open batch of another size refuses the job: job.ReasonInvalidBatch); any other
+// job's batch must be open (ErrNotOpen otherwise, which the caller may wait out).
+func (t *Tracker) Admit(ctx context.Context, j job.Job) error {
+	if t == nil || j.Batch == "" {
+		return nil
+	}
+	t.mu.Lock()
+	size, seen := t.opened[j.Batch]
+	t.mu.Unlock()
+	if seen && (j.BatchSize == 0 || j.BatchSize == size) {
+		return nil
+	}
+	if j.BatchSize > 0 {
+		err := t.Ledger.Open(ctx, j.Batch, j.BatchSize, t.now())
+		if errors.Is(err, batch.ErrSizeMismatch) {
+			return &job.Error{Reason: job.ReasonInvalidBatch, Detail: err.Error()}
+		}
+		if err != nil {
+			return fmt.Errorf("open batch %s of job %s: %w", j.Batch, j.ID, err)
+		}
+		t.remember(j.Batch, j.BatchSize)
+		return nil
+	}
+	size, err := t.Ledger.Size(ctx, j.Batch)
+	if err != nil {
+		return fmt.Errorf("batch %s of job %s: %w", j.Batch, j.ID, err)
+	}
+	t.remember(j.Batch, size)
+	return nil
+}
+
+func (t *Tracker) remember(id string, size int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.opened == nil || len(t.opened) > 10_000 {
+		t.opened = map[string]int{}
+	}
+	t.opened[id] = size
+}
+
+// End is one job's end.
+type End struct {
+	Batch, Type, ID string
+	Redrive         int
+	Outcome         batch.Outcome
+}
+
+// Ended records e in its batch, once however often it is called, and when the record closes the
+// batch, sends the completion event and marks the batch announced. The caller makes the job's end
+// take effect (its message deleted, its dead letter sent) only after Ended returned nil, and retries
+// the whole on an error: a retry of the closing job's end finds the batch closed by it and not yet
+// announced, and sends the event again, so no crash loses the event.
+func (t *Tracker) Ended(ctx context.Context, e End) error {
+	closed, err := t.record(ctx, e)
+	if err != nil || closed == nil {
+		return err
+	}
+	return t.announce(ctx, t.logOf(e), closed)
+}
+
+// record records e; it returns the batch's summary when the record closed it.
+func (t *Tracker) record(ctx context.Context, e End) (*batch.Summary, error) {
+	if t == nil || e.Batch == "" {
+		return nil, nil
+	}
+	log := t.logOf(e)
+	if job.ValidateBatch(e.Batch, 0) != nil || job.ValidateID(e.ID) != nil {
+		// A refusal of a job whose own batch or id is out of the contract: the ledger's keys
+		// cannot name it, so it is not counted (its dead letter says why it was refused).
+		log.WarnContext(ctx, "job ended outside the batch contract; not counted in its batch")
+		return nil, nil
+	}
+	typ := e.Type
+	if job.ValidateType(typ) != nil {
+		typ = InvalidType // refused for its type: no type has a "-"
+	}
+	rec, err := t.Ledger.Record(ctx, e.Batch, job.BatchJobID(typ, e.ID), e.Redrive, e.Outcome, t.now())
+	if errors.Is(err, batch.ErrNotOpen) {
+		// Only a job that bypassed the router (a lanes-queue message sent by hand) meets a batch
+		// never opened: counting it is impossible, and holding its lane for it would leak the lane.
+		log.ErrorContext(ctx, "job's batch was never opened; not counted", "error", err)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("record job %s in batch %s: %w", e.ID, e.Batch, err)
+	}
+	switch rec.Result {
+	case batch.Closed:
+		if rec.Summary == nil {
+			return nil, fmt.Errorf("batch %s closed without a summary", e.Batch)
+		}
+		return rec.Summary, nil
+	case batch.AfterClose:
+		log.WarnContext(ctx, "job ended after its batch closed; listed as late, not counted")
+	case batch.Duplicate:
+		log.InfoContext(ctx, "job's end was recorded already")
+	}
+	return nil, nil
+}
+
+func (t *Tracker) logOf(e End) *slog.Logger {
+	return t.Log.With("batch", e.Batch, "jobId", e.ID, "type", e.Type, "outcome", e.Outcome)
+}
+
+// Detail is the completion event's detail.
+type Detail struct {
+	Batch    string         `json:"batch"`
+	Stack    string         `json:"stack,omitempty"`
+	Expected int            `json:"expected"`
+	Counts   map[string]int `json:"counts"`
+	OpenedAt time.Time      `json:"openedAt"`
+	// FirstEndedAt and LastEndedAt are the first and last end of a job of the batch.
+	FirstEndedAt time.Time `json:"firstEndedAt"`
+	LastEndedAt  time.Time `json:"lastEndedAt"`
+	ClosedAt     time.Time `json:"closedAt"`
+	// DeadLettered lists up to batch.MaxListed "{type}/{id}" of jobs dead-lettered or refused;
+	// DeadLetteredMore says there are more, DeadLetteredWhere where to find them all.
+	DeadLettered      []string `json:"deadLettered"`
+	DeadLetteredMore  bool     `json:"deadLetteredMore,omitempty"`
+	DeadLetteredWhere string   `json:"deadLetteredWhere,omitempty"`
+}
+
+// DetailOf is the completion event's detail for a closed batch's summary.
+func DetailOf(sum batch.Summary, stack string) Detail {
+	d := Detail{
+		Batch: sum.Batch, Stack: stack, Expected: sum.Expected, Counts: map[string]int{},
+		OpenedAt: sum.OpenedAt, FirstEndedAt: sum.First, LastEndedAt: sum.Last, ClosedAt: sum.ClosedAt,
+		DeadLettered: append([]string{}, sum.DeadLetteredIDs...), DeadLetteredMore: sum.DeadLetteredMore,
+	}
+	for _, o := range batch.Outcomes {
+		d.Counts[string(o)] = sum.Counts[o]
+	}
+	if d.DeadLetteredMore {
+		d.DeadLetteredWhere = sum.DeadLetteredWhere
+	}
+	return d
+}
+
+// claim takes the announcement of a closed batch for this call (Ledger.ClaimAnnouncement): another
+// end of the closing job may be sending the event right now (a status event and the sweep
+// releasing one execution at once, a batch delivered twice), and the ledger answers both
+// "closed". It waits up to AnnounceWait for that one's announcement; claimed is false, without an
+// error, when the batch was announced meanwhile (nothing left to send).
+func (t *Tracker) claim(ctx context.Context, id, holder string) (claimed bool, err error) {
+	wait, ttl := t.AnnounceWait, t.ClaimFor
+	if wait <= 0 {
+		wait = 2 * time.Second
+	}
+	if ttl <= 0 {
+		ttl = 30 * time.Second
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		claimed, err := t.Ledger.ClaimAnnouncement(ctx, id, holder, t.now(), ttl)
+		if !errors.Is(err, batch.ErrAnnouncing) || time.Now().After(deadline) {
+			return claimed, err
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (t *Tracker) announce(ctx context.Context, log *slog.Logger, sum *batch.Summary) error {
+	if sum == nil {
+		return fmt.Errorf("batch closed without a summary")
+	}
+	detail, err := json.Marshal(DetailOf(*sum, t.Stack))
+	if err != nil {
+		return fmt.Errorf("encode completion of batch %s: %w", sum.Batch, err)
+	}
+	holder := fmt.Sprintf("%x", rand.Uint64())
+	claimed, err := t.claim(ctx, sum.Batch, holder)
+	if err != nil {
+		return fmt.Errorf("send completion of batch %s: %w", sum.Batch, err)
+	}
+	if !claimed {
+		log.InfoContext(ctx, "batch's completion event was sent by another end of its closing job")
+		return nil
+	}
+	sent := false
+	defer func() {
+		if !sent {
+			// Give the claim back, so that the closing job's retry sends at once.
+			if err := t.Ledger.ReleaseAnnouncement(context.WithoutCancel(ctx), sum.Batch, holder); err != nil {
+				log.WarnContext(ctx, "could not give back the batch's announcement; its retry waits for the claim to expire", "error", err)
+			}
+		}
+	}()
+	out, err := t.Events.PutEvents(ctx, &eventbridge.PutEventsInput{Entries: []ebtypes.PutEventsRequestEntry{{
+		Source: aws.String(Source), DetailType: aws.String(DetailType), Detail: aws.String(string(detail)),
+		Time: aws.Time(sum.ClosedAt),
+	}}})
+	if err != nil {
+		return fmt.Errorf("send completion of batch %s: %w", sum.Batch, err)
+	}
+	if out.FailedEntryCount > 0 {
+		code, msg := "", ""
+		if len(out.Entries) > 0 {
+			code, msg = aws.ToString(out.Entries[0].ErrorCode), aws.ToString(out.Entries[0].ErrorMessage)
+		}
+		return fmt.Errorf("send completion of batch %s: EventBridge refused it: %s %s", sum.Batch, code, msg)
+	}
+	sent = true // sent: whatever happens next, a retry must not find the claim free before it expires
+	if err := t.Ledger.Announced(ctx, sum.Batch); err != nil {
+		return fmt.Errorf("mark batch %s announced: %w", sum.Batch, err)
+	}
+	log.InfoContext(ctx, "batch completed", "expected", sum.Expected, "succeeded", sum.Counts[batch.Succeeded],
+		"deadLettered", sum.Counts[batch.DeadLettered], "refused", sum.Counts[batch.Refused],
+		"seconds", sum.ClosedAt.Sub(sum.OpenedAt).Seconds())
+	return nil
+}

@@ -1,0 +1,36 @@
+package batchend
+
+import (
+	"context"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/batch"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/deadletter"
+)
+
+type deadLetterer interface {
+	Send(ctx context.Context, e deadletter.Entry) error
+}
+
+// DeadLetters sends dead letters through Next, recording each job's end in its batch first (as
+// dead-lettered, or refused when the entry says so): every function that dead-letters a job does
+// so through it, so none can end a batch's job without counting it.
+type DeadLetters struct {
+	Next    deadLetterer
+	Tracker *Tracker
+}
+
+// Send records e's job in its batch (Ended; unless e.BatchRecorded), then sends e. A failed record sends nothing: the caller
+// retries the whole, which the ledger answers as a duplicate if the record had been written.
+func (d DeadLetters) Send(ctx context.Context, e deadletter.Entry) error {
+	outcome := batch.DeadLettered
+	if e.Refused {
+		outcome = batch.Refused
+	}
+	if !e.BatchRecorded {
+		end := End{Batch: e.Batch, Type: e.Type, ID: e.JobID, Redrive: e.Redrive, Outcome: outcome}
+		if err := d.Tracker.Ended(ctx, end); err != nil {
+			return err
+		}
+	}
+	return d.Next.Send(ctx, e)
+}

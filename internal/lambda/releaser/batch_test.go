@@ -1,0 +1,111 @@
+package releaser_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/batch"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/batchend"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/deadletter"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/releaser"
+	"github.com/sfnlimit/sfnlimit/internal/tools/fakes"
+)
+
+type quietBus struct{ n int }
+
+func (b *quietBus) PutEvents(context.Context, *eventbridge.PutEventsInput, ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
+	b.n++
+	return &eventbridge.PutEventsOutput{}, nil
+}
+
+// failingEnder fails every record, as a throttled table would.
+type failingEnder struct{ calls int }
+
+func (f *failingEnder) Ended(context.Context, batchend.End) error {
+	f.calls++
+	return errors.New("ProvisionedThroughputExceeded")
+}
+
+// A release records its job in the job's batch (named by the lease): a success as succeeded, an
+// exhausted job as dead-lettered with the lease's redrive generation (through the dead-letter
+// sender), and a duplicate release counts nothing more.
+func TestReleaseRecordsTheBatch(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t)
+	ledger := batch.New(fakes.NewDynamoDB("t"), "t")
+	bus := &quietBus{}
+	tracker := batchend.New(ledger, bus, "s", fakes.Logger(t))
+	r.svc.Batches = tracker
+	r.svc.DLQ = batchend.DeadLetters{Next: deadletter.New(r.sqs, dlqURL), Tracker: tracker}
+	if err := ledger.Open(ctx, "up", 2, t0); err != nil {
+		t.Fatal(err)
+	}
+	ok := held("reports", 1, "r-1", 1, lease.Running)
+	ok.Batch = "up"
+	r.leases.Set(ok)
+	bad := held("reports", 2, "r-2", 3, lease.Running)
+	bad.Batch, bad.Redrive = "up", 2
+	r.leases.Set(bad)
+	r.sfn.Put(execution("reports", 2, "r-2", 3, `{}`, "FAILED", "JobFailed", ""))
+
+	for _, rq := range []releaser.Request{
+		req("reports", 1, "r-1", 1, releaser.Succeeded, "", ""),
+		req("reports", 1, "r-1", 1, releaser.Succeeded, "", ""), // the status event after the workflow's step
+	} {
+		if _, err := r.svc.Release(ctx, rq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rq := req("reports", 2, "r-2", 3, releaser.Failed, "JobFailed", "")
+	rq.Redrive = 2
+	if got, err := r.svc.Release(ctx, rq); err != nil || got != releaser.DeadLettered {
+		t.Fatalf("Release(exhausted) = %s, %v, want dead-lettered", got, err)
+	}
+	sum, jobs, err := ledger.Show(ctx, "up", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sum.Closed || sum.Counts[batch.Succeeded] != 1 || sum.Counts[batch.DeadLettered] != 1 || bus.n != 1 {
+		t.Errorf("batch closed %v, counts %v, %d events; want closed, 1 succeeded 1 dead-lettered, 1 event", sum.Closed, sum.Counts, bus.n)
+	}
+	for _, j := range jobs {
+		if j.ID == "reports/r-2" && j.Redrive != 2 {
+			t.Errorf("r-2 recorded with redrive %d, want the lease's 2", j.Redrive)
+		}
+	}
+	if got := r.sqs.Sent(dlqURL); len(got) != 1 {
+		t.Errorf("%d dead letters, want 1", len(got))
+	}
+}
+
+// A success whose batch record fails keeps the message and the lease: the next release records it.
+func TestReleaseKeepsTheLaneWhenTheBatchRecordFails(t *testing.T) {
+	r := newRig(t)
+	f := &failingEnder{}
+	r.svc.Batches = f
+	l := held("reports", 1, "r-1", 1, lease.Running)
+	l.Batch = "up"
+	r.leases.Set(l)
+	if _, err := r.svc.Release(context.Background(), req("reports", 1, "r-1", 1, releaser.Succeeded, "", "")); err == nil {
+		t.Fatal("Release with the batch record failing = nil error, want the error")
+	}
+	if f.calls != 1 || len(deletedHandles(r.sqs)) != 0 {
+		t.Errorf("batch record calls %d, deletes %v; want 1 and none", f.calls, deletedHandles(r.sqs))
+	}
+	checkLease(t, r.leases, l.Key(), &wantLease{JobID: "r-1", Status: lease.Running, Attempt: 1, Handle: handle("r-1", 2), Arn: l.ExecutionArn})
+	// A job without a batch does not call it.
+	r2 := newRig(t)
+	f2 := &failingEnder{}
+	r2.svc.Batches = f2
+	r2.leases.Set(held("reports", 1, "r-9", 1, lease.Running))
+	if got, err := r2.svc.Release(context.Background(), req("reports", 1, "r-9", 1, releaser.Succeeded, "", "")); err != nil || got != releaser.Deleted {
+		t.Errorf("Release without a batch = %s, %v, want deleted", got, err)
+	}
+	if f2.calls != 0 {
+		t.Errorf("batch record called %d times for a job without a batch", f2.calls)
+	}
+}

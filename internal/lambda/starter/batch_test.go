@@ -1,0 +1,53 @@
+package starter_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/batch"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/batchend"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/deadletter"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
+	"github.com/sfnlimit/sfnlimit/internal/tools/fakes"
+)
+
+type nopBus struct{}
+
+func (nopBus) PutEvents(context.Context, *eventbridge.PutEventsInput, ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
+	return &eventbridge.PutEventsOutput{}, nil
+}
+
+// The starter's claim carries the job's batch into the lease (so every release can record it), and
+// a lanes-queue message the starter refuses is counted in its batch as refused, once however often
+// it is delivered.
+func TestStarterCarriesTheBatch(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t, nil)
+	ledger := batch.New(fakes.NewDynamoDB("t"), "t")
+	tracker := batchend.New(ledger, nopBus{}, "s", fakes.Logger(t))
+	r.st.DLQ = batchend.DeadLetters{Next: deadletter.New(r.sqs, dlqURL), Tracker: tracker}
+	if err := ledger.Open(ctx, "up", 2, t0); err != nil {
+		t.Fatal(err)
+	}
+	good := message(t, "reports-1", "r-1", `{"type":"reports","id":"r-1","batch":"up","input":{}}`, 1)
+	bad := message(t, "reports-2", "r-2", `{"type":"reports","id":"r-2","batch":"up","priority":12,"input":{}}`, 1)
+	for range 2 { // the bad message delivered twice
+		if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{good, bad}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, ok := r.leases.Lease(lease.Key{Type: "reports", Lane: 1})
+	if !ok || l.Batch != "up" {
+		t.Errorf("lease of r-1 = %+v (found %v), want batch up", l, ok)
+	}
+	sum, _, err := ledger.Show(ctx, "up", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Recorded != 1 || sum.Counts[batch.Refused] != 1 || sum.Closed {
+		t.Errorf("batch recorded %d (refused %d), closed %v; want r-2 refused once, open", sum.Recorded, sum.Counts[batch.Refused], sum.Closed)
+	}
+}
