@@ -44,7 +44,6 @@ type ledger interface {
 	ClaimAnnouncement(ctx context.Context, id, holder string, at time.Time, ttl time.Duration) (bool, error)
 	ReleaseAnnouncement(ctx context.Context, id, holder string) error
 	Size(ctx context.Context, id string) (int, error)
-	Show(ctx context.Context, id string, withJobs bool) (batch.Summary, []batch.Job, error)
 }
 
 type publisher interface {

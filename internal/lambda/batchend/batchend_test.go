@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
@@ -278,6 +279,28 @@ func TestAdmit(t *testing.T) {
 	other := batchend.New(r.ledger, r.bus, "", slog.New(slog.DiscardHandler))
 	if err := other.Admit(ctx, job.Job{Type: "docs", ID: "9", Batch: "b", BatchSize: 6}); job.ReasonOf(err) != job.ReasonInvalidBatch {
 		t.Errorf("second process Admit with another size = %v, want reason %s", err, job.ReasonInvalidBatch)
+	}
+}
+
+// docs/design.md, "Batches": a job without batchSize has its batch checked "(one consistent read per
+// batch per router process)". Admit reads the batch's whole summary instead: every shard, and the
+// dead and late jobs' queries, some 260 reads for a large batch, in the router's handler, on every
+// router process's first job of every batch.
+func TestAdmitChecksABatchWithOneRead(t *testing.T) {
+	ctx := context.Background()
+	db := fakes.NewDynamoDB("t")
+	ledger := batch.New(db, "t")
+	if err := ledger.Open(ctx, "big", 100_000, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	db.OnCall = func(string) error { calls++; return nil }
+	tr := batchend.New(batch.New(db, "t"), &bus{}, "s", slog.New(slog.DiscardHandler)) // a new router process
+	if err := tr.Admit(ctx, job.Job{Type: "docs", ID: "a", Batch: "big"}); err != nil {
+		t.Fatal(err)
+	}
+	if calls != 1 {
+		t.Errorf("Admit of a job of an open batch made %d DynamoDB calls, want 1", calls)
 	}
 }
 

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
-
 	"github.com/sfnlimit/sfnlimit/internal/lambda/batch"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/batchend"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/deadletter"
@@ -14,13 +12,6 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/lambda/releaser"
 	"github.com/sfnlimit/sfnlimit/internal/tools/fakes"
 )
-
-type quietBus struct{ n int }
-
-func (b *quietBus) PutEvents(context.Context, *eventbridge.PutEventsInput, ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
-	b.n++
-	return &eventbridge.PutEventsOutput{}, nil
-}
 
 // failingEnder fails every record, as a throttled table would.
 type failingEnder struct{ calls int }
@@ -37,7 +28,7 @@ func TestReleaseRecordsTheBatch(t *testing.T) {
 	ctx := context.Background()
 	r := newRig(t)
 	ledger := batch.New(fakes.NewDynamoDB("t"), "t")
-	bus := &quietBus{}
+	bus := &flakyEvents{}
 	tracker := batchend.New(ledger, bus, "s", fakes.Logger(t))
 	r.svc.Batches = tracker
 	r.svc.DLQ = batchend.DeadLetters{Next: deadletter.New(r.sqs, dlqURL), Tracker: tracker}
@@ -69,8 +60,8 @@ func TestReleaseRecordsTheBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !sum.Closed || sum.Counts[batch.Succeeded] != 1 || sum.Counts[batch.DeadLettered] != 1 || bus.n != 1 {
-		t.Errorf("batch closed %v, counts %v, %d events; want closed, 1 succeeded 1 dead-lettered, 1 event", sum.Closed, sum.Counts, bus.n)
+	if !sum.Closed || sum.Counts[batch.Succeeded] != 1 || sum.Counts[batch.DeadLettered] != 1 || bus.sent != 1 {
+		t.Errorf("batch closed %v, counts %v, %d events; want closed, 1 succeeded 1 dead-lettered, 1 event", sum.Closed, sum.Counts, bus.sent)
 	}
 	for _, j := range jobs {
 		if j.ID == "reports/r-2" && j.Redrive != 2 {

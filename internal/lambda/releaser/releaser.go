@@ -125,18 +125,14 @@ type batchEnder interface {
 	Ended(ctx context.Context, e batchend.End) error
 }
 
-func (s *Service) batchEnded(ctx context.Context, l lease.Lease, outcome batch.Outcome) error {
+// BatchEnded records in its batch the end of the job l names (type, id, batch, redrive): a release's,
+// or one found by someone else than a release, such as the starter acknowledging a message whose last
+// attempt succeeded after its lease was gone. A duplicate of an end already recorded changes nothing.
+func (s *Service) BatchEnded(ctx context.Context, l lease.Lease, outcome batch.Outcome) error {
 	if s.Batches == nil || l.Batch == "" {
 		return nil
 	}
 	return s.Batches.Ended(ctx, batchend.End{Batch: l.Batch, Type: l.Type, ID: l.JobID, Redrive: l.Redrive, Outcome: outcome})
-}
-
-// BatchEnded records in its batch the end of a job whose lease is gone (l names it: type, id, batch,
-// redrive), for an end found by someone else than a release: the starter acknowledging a message
-// whose last attempt succeeded. A duplicate of an end already recorded changes nothing.
-func (s *Service) BatchEnded(ctx context.Context, l lease.Lease, outcome batch.Outcome) error {
-	return s.batchEnded(ctx, l, outcome)
 }
 
 // parkedJobs are the parked waiting groups of a type (internal/lambda/waitroom): a wake-up lists
@@ -217,7 +213,7 @@ func (s *Service) releaseLease(ctx context.Context, log *slog.Logger, req Reques
 		}
 		// Counted in its batch before its message goes: a crash between leaves the lease for the
 		// next release, which the batch takes for a duplicate.
-		if err := s.batchEnded(ctx, l, batch.Succeeded); err != nil {
+		if err := s.BatchEnded(ctx, l, batch.Succeeded); err != nil {
 			return "", err
 		}
 		if err := s.deleteMessage(ctx, l); err != nil {
@@ -264,7 +260,7 @@ func (s *Service) releaseLease(ctx context.Context, log *slog.Logger, req Reques
 	// Likewise the job's end in its batch, and the batch's completion event when it closes it: they
 	// can fail (EventBridge, the ledger's own contention), so they come before the status change,
 	// and the dead letter does not record the job again.
-	if err := s.batchEnded(ctx, l, batch.DeadLettered); err != nil {
+	if err := s.BatchEnded(ctx, l, batch.DeadLettered); err != nil {
 		return "", err
 	}
 	next := l

@@ -259,7 +259,7 @@ func (r *Router) admitBatch(ctx context.Context, m events.SQSMessage, j job.Job)
 		return nil // no batch, or one the refusal names invalid: not counted
 	}
 	err := r.Batches.Admit(ctx, j)
-	if errors.Is(err, batchNotOpen) {
+	if errors.Is(err, batch.ErrNotOpen) {
 		if receives(m) >= BatchWaitReceives {
 			return &job.Error{Reason: job.ReasonBatchNotOpen, Detail: fmt.Sprintf(
 				"batch %q is not open after %d deliveries: give the batch's jobs batchSize, or open it first (sfnlimit batch open)", j.Batch, receives(m))}
@@ -267,9 +267,6 @@ func (r *Router) admitBatch(ctx context.Context, m events.SQSMessage, j job.Job)
 	}
 	return err
 }
-
-// batchNotOpen is the error Admit wraps for a batch not open.
-var batchNotOpen = batch.ErrNotOpen
 
 // receives is the message's ApproximateReceiveCount (1 when unknown).
 func receives(m events.SQSMessage) int {
