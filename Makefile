@@ -69,9 +69,15 @@ tools: node_modules/.package-lock.json ## install the pinned npm tools; check mo
 	fi
 	@test -x $(NODE_BIN)/asl-validator || { echo "tools: $(NODE_BIN)/asl-validator is missing after npm install" >&2; exit 1; }
 
+# npm checks every package's "engines" against the Node that runs npm (the machine's, 20), and
+# warns that fauxqs and its dependencies want Node 22: they run on the node@22 package installed
+# beside them, so those warnings (EBADENGINE) are dropped and one line says so. npm's exit code
+# and every other line are kept.
 node_modules/.package-lock.json: package.json $(wildcard package-lock.json)
 	@command -v npm >/dev/null 2>&1 || { echo "tools: npm is missing from PATH" >&2; exit 1; }
-	@if [ -f package-lock.json ]; then npm ci --no-audit --no-fund; else npm install --no-audit --no-fund; fi
+	@echo "tools: installing the pinned npm tools (asl-validator, fauxqs, and the Node 22 fauxqs runs on)"
+	@if [ -f package-lock.json ]; then install=ci; else install=install; fi; \
+	npm "$$install" --no-audit --no-fund 2>&1 | { grep -v '^npm warn EBADENGINE' || true; }
 	@touch $@
 
 # Test timeouts, per test binary (go test's own default of 10 minutes is too short for ./tests/
@@ -96,7 +102,7 @@ test-unit: tools ## go test -race every package but the end-to-end suite (UNIT_T
 test-e2e: tools ## go test -race ./tests/, the end-to-end suite on the local stack (E2E_TIMEOUT)
 	$(GO) test -race -count=1 -timeout $(E2E_TIMEOUT) $(GOTEST_FLAGS) ./tests/
 
-demo: ## run the demo against the local stack
+demo: tools ## run the demo on the local stack (installs the pinned npm tools first, as test does)
 	$(GO) run ./cmd/sfnlimit demo
 
 .PHONY: bench
@@ -104,15 +110,15 @@ bench: ## compare lane strategies with an ideal semaphore in virtual time (flags
 	$(GO) run ./cmd/bench $(BENCH_FLAGS)
 
 .PHONY: bench-keys
-bench-keys: ## per-key limits (issue 13): a noisy key beside quiet keys, keyed scheduler vs FIFO order, in virtual time (BENCH_FLAGS)
+bench-keys: ## per-key limits: a noisy key beside quiet keys, keyed scheduler vs FIFO order, in virtual time (BENCH_FLAGS)
 	$(GO) run ./cmd/bench --keys $(BENCH_FLAGS)
 
 .PHONY: bench-priority
-bench-priority: ## priorities (issue 14): low jobs then high jobs, the scheduler vs a strict-priority semaphore and FIFO, and starvation, in virtual time (BENCH_FLAGS)
+bench-priority: ## priorities: low jobs then high jobs, the scheduler vs a strict-priority semaphore and FIFO, and starvation, in virtual time (BENCH_FLAGS)
 	$(GO) run ./cmd/bench --priority $(BENCH_FLAGS)
 
 .PHONY: bench-rate
-bench-rate: ## rate limits (issue 14): a backlog under a token bucket, the rate or the limit binding, no 1 s window over R + B, in virtual time (BENCH_FLAGS)
+bench-rate: ## rate limits: a backlog under a token bucket, the rate or the limit binding, no 1 s window over R + B, in virtual time (BENCH_FLAGS)
 	$(GO) run ./cmd/bench --rate $(BENCH_FLAGS)
 
 .PHONY: bench-local

@@ -64,7 +64,7 @@ func startFauxqs(t *testing.T) *Process {
 	t.Helper()
 	p, err := StartFauxqs(context.Background(), FauxqsOptions{})
 	if err != nil {
-		t.Fatalf("StartFauxqs() = %v (run `npm ci` at the repository root for fauxqs %s and node 22)", err, FauxqsVersion)
+		t.Fatalf("StartFauxqs() = %v (run `make tools` at the repository root for fauxqs %s and node 22)", err, FauxqsVersion)
 	}
 	t.Cleanup(func() {
 		if err := p.Stop(); err != nil {

@@ -54,7 +54,7 @@ func StartFauxqs(ctx context.Context, opts FauxqsOptions) (*Process, error) {
 		node = filepath.Join(root, "node_modules", "node", "bin", "node")
 	}
 	if _, err := os.Stat(node); err != nil {
-		return nil, fmt.Errorf("start fauxqs: node 22 not found at %s (run `npm ci` in %s): %w", node, root, err)
+		return nil, fmt.Errorf("start fauxqs: node 22 not found at %s (run `make tools` in %s, which installs the pinned npm tools): %w", node, root, err)
 	}
 
 	dir, err := os.MkdirTemp("", "sfnlimit-fauxqs-")
@@ -121,7 +121,7 @@ func StartFauxqs(ctx context.Context, opts FauxqsOptions) (*Process, error) {
 func checkFauxqs(root string) error {
 	b, err := os.ReadFile(filepath.Join(root, "node_modules", "fauxqs", "package.json"))
 	if err != nil {
-		return fmt.Errorf("fauxqs %s is not installed in %s/node_modules (run `npm ci` there): %w", FauxqsVersion, root, err)
+		return fmt.Errorf("fauxqs %s is not installed in %s/node_modules (run `make tools` in it, which installs the pinned npm tools): %w", FauxqsVersion, root, err)
 	}
 	var pkg struct {
 		Version string `json:"version"`
@@ -130,7 +130,7 @@ func checkFauxqs(root string) error {
 		return fmt.Errorf("read fauxqs package.json: %w", err)
 	}
 	if pkg.Version != FauxqsVersion {
-		return fmt.Errorf("fauxqs %s installed in %s/node_modules, want %s (run `npm ci` there)", pkg.Version, root, FauxqsVersion)
+		return fmt.Errorf("fauxqs %s installed in %s/node_modules, want %s (run `make tools` in it, which installs the pinned npm tools)", pkg.Version, root, FauxqsVersion)
 	}
 	return nil
 }
