@@ -59,7 +59,8 @@ type Handler struct {
 	Service *Service
 	// Leases is read type by type: the sweep never scans the table (lease.ListTypes).
 	Leases lease.TypeLister
-	// SweepMinAge skips leases changed more recently than this (they are being worked on).
+	// SweepMinAge skips leases changed more recently than this (they are being worked on), and
+	// executions that stopped more recently than this (their own release is on its way).
 	SweepMinAge time.Duration
 	// SweepMaxDescribes bounds DescribeExecution calls per sweep (Step Functions' quota is shared).
 	SweepMaxDescribes int
@@ -332,6 +333,11 @@ func (h *Handler) sweepOne(ctx context.Context, l lease.Lease) (bool, error) {
 	}
 	outcome, closed := OutcomeOf(string(out.Status))
 	if !closed {
+		return false, nil
+	}
+	if out.StopDate != nil && h.now().Sub(*out.StopDate) < h.SweepMinAge {
+		// Its own release is on its way: the Release step runs before the stop, the status event
+		// comes after it. The sweep is for releases that were missed, and counts them as such.
 		return false, nil
 	}
 	res, err := h.Service.Release(ctx, Request{

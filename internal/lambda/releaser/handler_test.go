@@ -327,6 +327,49 @@ func TestHandlerSweepDescribeErrorDoesNotStopOthers(t *testing.T) {
 	}
 }
 
+// An execution that closed moments ago is being released by its own Release step or status event,
+// which EventBridge delivers after the execution has stopped. The sweep leaves it to them for
+// SweepMinAge after its stop: a sweep that raced them would count a healthy release as a missed one
+// (LeasesSwept, which the lease-drift alarm watches). Once closed for longer, the release was missed
+// and the sweep makes it.
+func TestHandlerSweepLeavesARecentlyClosedExecutionToItsOwnRelease(t *testing.T) {
+	tests := []struct {
+		name      string
+		stopped   time.Duration // before the sweep; 0: no stop date known
+		wantSwept int
+	}{
+		{name: "stopped 2 s ago: its status event is on its way", stopped: 2 * time.Second, wantSwept: 0},
+		{name: "stopped just under SweepMinAge ago", stopped: time.Minute - time.Second, wantSwept: 0},
+		{name: "stopped over SweepMinAge ago: its release was missed", stopped: 2 * time.Minute, wantSwept: 1},
+		{name: "no stop date: released as before", wantSwept: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t)
+			l := held("reports", 1, "r-ok", 1, lease.Running)
+			l.UpdatedAt = t0.Add(-10 * time.Minute) // older than SweepMinAge: the sweep looks at it
+			r.leases.Set(l)
+			x := execution("reports", 1, "r-ok", 1, `{}`, "SUCCEEDED", "", "")
+			if tt.stopped > 0 {
+				x.StopDate = t0.Add(-tt.stopped)
+			}
+			r.sfn.Put(x)
+			got, err := r.h.Sweep(context.Background())
+			if err != nil {
+				t.Fatalf("Sweep() error = %v", err)
+			}
+			if got.Swept != tt.wantSwept {
+				t.Errorf("Sweep() swept %d, want %d", got.Swept, tt.wantSwept)
+			}
+			if tt.wantSwept == 0 {
+				checkLease(t, r.leases, l.Key(), &wantLease{JobID: "r-ok", Status: lease.Running, Attempt: 1, Handle: handle("r-ok", 2), Arn: execArn("reports", "r-ok", 1)})
+			} else {
+				checkLease(t, r.leases, l.Key(), nil)
+			}
+		})
+	}
+}
+
 // The sample's Release step can fail after its retries (a throttled releaser); its Catch ends the
 // execution SUCCEEDED with the lease still held. The sweep must release it as a success: the
 // message and the lease are deleted; the job is neither retried nor dead-lettered, even on its

@@ -23,6 +23,8 @@ type Execution struct {
 	Error           string
 	Cause           string
 	StartDate       time.Time
+	// StopDate is when a closed execution stopped; zero leaves it out of DescribeExecution.
+	StopDate time.Time
 }
 
 // StartCall is one StartExecution call.
@@ -135,6 +137,9 @@ func (f *SFN) DescribeExecution(_ context.Context, in *sfn.DescribeExecutionInpu
 		ExecutionArn: aws.String(e.Arn), StateMachineArn: aws.String(e.StateMachineArn), Name: aws.String(e.Name),
 		Status: e.Status, StartDate: aws.Time(e.StartDate), Input: aws.String(e.Input),
 		InputDetails: &sfntypes.CloudWatchEventsExecutionDataDetails{Included: true},
+	}
+	if !e.StopDate.IsZero() {
+		out.StopDate = aws.Time(e.StopDate)
 	}
 	if e.Error != "" {
 		out.Error = aws.String(e.Error)
