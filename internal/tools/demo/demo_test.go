@@ -19,7 +19,7 @@ func TestDemoSmallRun(t *testing.T) {
 	w := demo.Workload{
 		Types: []demo.TypeSpec{
 			{Type: "payments", Limit: 2, Jobs: 8, MeanSeconds: 1, FailOnce: 0.25, FailAlways: 0.15},
-			{Type: "llm", Limit: 3, Jobs: 10, MeanSeconds: 1},
+			{Type: "llm", Limit: 3, Jobs: 10, MeanSeconds: 1, Release: "events"},
 		},
 		Malformed: true,
 		Batches:   true,
@@ -77,6 +77,15 @@ func TestDemoSmallRun(t *testing.T) {
 	}
 	if int(succeeded) != wantSucceeded || int(dead) != wantDead {
 		t.Errorf("metrics JobsSucceeded %v, JobsDeadLettered %v; want %d and %d", succeeded, dead, wantSucceeded, wantDead)
+	}
+	// Every release was made by a Release step or a status event: the sweep, which is for releases
+	// that were missed, had none to make (the lease-drift alarm watches LeasesSwept).
+	var swept float64
+	for _, m := range rep.Metrics {
+		swept += m["LeasesSwept"]
+	}
+	if swept != 0 {
+		t.Errorf("LeasesSwept = %v on a healthy run, want 0", swept)
 	}
 	if rep.TotalPerMillion <= 0 || len(rep.Calls) == 0 {
 		t.Errorf("cost %v, %d call rows: want a priced report", rep.TotalPerMillion, len(rep.Calls))

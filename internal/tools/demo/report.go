@@ -471,6 +471,9 @@ func (r *Report) Print(w io.Writer) {
 			fmt.Fprintln(tw)
 		}
 		tw.Flush()
+		for _, note := range r.metricNotes() {
+			fmt.Fprintln(w, note)
+		}
 	}
 	fmt.Fprintln(w, "\nAPI calls per job (all submissions):")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -491,6 +494,44 @@ func (r *Report) Print(w io.Writer) {
 		// Last as well as first: the line a reader of a scrolled terminal sees.
 		fmt.Fprintf(w, "\nTROUBLE: %s (limiter.log has the handlers' errors)\n", strings.Join(r.Trouble, "; "))
 	}
+}
+
+// metricNotes explains the metric rows and columns a reader would otherwise take for errors or for
+// the table above under other names.
+func (r *Report) metricNotes() []string {
+	notes := []string{"Retried counts attempts that failed and ran again (a job retried twice counts 2); the retried column above counts jobs that ran more than once."}
+	if _, ok := r.Metrics[metrics.NoType]; ok {
+		notes = append(notes, metrics.NoType+": jobs refused before their type could be read (not JSON, no type).")
+	}
+	var unlimited []string
+	for t := range r.Metrics {
+		if t != metrics.NoType && !r.hasType(t) {
+			unlimited = append(unlimited, t)
+		}
+	}
+	sort.Strings(unlimited)
+	for _, t := range unlimited {
+		notes = append(notes, fmt.Sprintf("%s: a type with no limit; its jobs were refused as unknown_type.", t))
+	}
+	var swept float64
+	for _, m := range r.Metrics {
+		swept += m[metrics.LeasesSwept]
+	}
+	if swept == 0 {
+		notes = append(notes, "LeasesSwept: lanes the sweep had to release because their execution's own release was missed; 0 here, as on any healthy run.")
+	} else {
+		notes = append(notes, fmt.Sprintf("LeasesSwept: lanes the sweep had to release because their execution's own release was missed (%.0f here; a healthy run has none: limiter.log says which, \"sweep released\").", swept))
+	}
+	return notes
+}
+
+func (r *Report) hasType(t string) bool {
+	for _, tr := range r.Types {
+		if tr.Type == t {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *Report) write(dir string) error {
