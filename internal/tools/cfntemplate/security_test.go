@@ -145,7 +145,7 @@ func TestQueuesEncryptedAndTLSOnly(t *testing.T) {
 }
 
 // The table is encrypted and has point-in-time recovery, so a bad write can be undone.
-func TestTableEncryptedWithPointInTimeRecovery(t *testing.T) {
+func TestTableEncryptedRecoverableAndProtected(t *testing.T) {
 	tpl := loadApp(t)
 	for _, id := range tpl.ResourceIDs(TypeTable) {
 		p := tpl.byID[id].Properties
@@ -154,6 +154,11 @@ func TestTableEncryptedWithPointInTimeRecovery(t *testing.T) {
 		}
 		if asMap(p["PointInTimeRecoverySpecification"])["PointInTimeRecoveryEnabled"] != true {
 			t.Errorf("table %s: point-in-time recovery is not enabled", id)
+		}
+		// The table holds every lane's lease and every open batch: DeletionPolicy Retain keeps it
+		// when the stack goes, and deletion protection keeps a console or CLI delete from taking it.
+		if p["DeletionProtectionEnabled"] != true {
+			t.Errorf("table %s: DeletionProtectionEnabled is not true", id)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package cfntemplate
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"maps"
@@ -1095,7 +1096,7 @@ func TestReleaseFailureKeepsTheSuccess(t *testing.T) {
 // The releaser has reserved concurrency, so a burst of other functions in the account cannot starve
 // the releases (a throttled Release step ends in the sweep, minutes later). 0 reserves none: an
 // account must keep 100 unreserved, which a small account's quota cannot.
-func TestReleaserHasReservedConcurrency(t *testing.T) {
+func TestReleaserReservedConcurrencyIsOptional(t *testing.T) {
 	tpl := loadApp(t)
 	p, ok := tpl.Parameter("ReleaserReservedConcurrency")
 	if !ok {
@@ -1104,7 +1105,7 @@ func TestReleaserHasReservedConcurrency(t *testing.T) {
 	for _, tt := range []struct {
 		give string
 		want any
-	}{{p.Default, p.Default}, {"7", "7"}, {"0", nil}} { // nil: AWS::NoValue, the property is dropped
+	}{{"50", "50"}, {"7", "7"}, {"0", nil}} { // nil: AWS::NoValue, the property is dropped
 		r, err := tpl.Resolver(Env{Parameters: map[string]string{"ReleaserReservedConcurrency": tt.give}, Attr: ownAttr(tpl)})
 		if err != nil {
 			t.Fatal(err)
@@ -1120,8 +1121,10 @@ func TestReleaserHasReservedConcurrency(t *testing.T) {
 			t.Errorf("ReleaserReservedConcurrency=%s: ReservedConcurrentExecutions = %#v, want %#v", tt.give, got, tt.want)
 		}
 	}
-	if n, _ := strconv.Atoi(p.Default); n < 1 {
-		t.Errorf("ReleaserReservedConcurrency default %q, want a reservation", p.Default)
+	// Lambda keeps 100 of an account's concurrency unreserved, and new accounts may have a quota
+	// of 10 or 50: any default reservation would fail their first deploy.
+	if p.Default != "0" {
+		t.Errorf("ReleaserReservedConcurrency default %q, want 0 (no reservation: a reservation fails the deploy on accounts with a low concurrency quota)", p.Default)
 	}
 }
 
@@ -1137,5 +1140,64 @@ func TestBatchWaitEndsBeforeTheGeneralQueuesRedrive(t *testing.T) {
 	}
 	if router.BatchWaitReceives >= rp.MaxReceiveCount {
 		t.Errorf("router.BatchWaitReceives = %d, want below the general queue's maxReceiveCount %d", router.BatchWaitReceives, rp.MaxReceiveCount)
+	}
+}
+
+// Dashboards are global to an account, not per region: the same stack name deployed in a second
+// region must not take (and, on an update, overwrite) the first one's dashboard. The name fits
+// CloudWatch's rule (1-255 of A-Z a-z 0-9 - _) for every stack name CloudFormation allows, and the
+// DashboardUrl output opens the dashboard of that name.
+func TestDashboardNameIsUniqueAcrossRegions(t *testing.T) {
+	tpl := loadApp(t)
+	valid := regexp.MustCompile(`^[A-Za-z0-9_-]{1,255}$`)
+	longest := "s" + strings.Repeat("x-", 63) + "y" // 128 characters, CloudFormation's longest stack name
+	names := map[string]string{}
+	for _, tt := range []struct{ stack, region string }{
+		{"sfnlimit", "us-east-1"}, {"sfnlimit", "eu-west-1"}, {longest, "ap-southeast-2"},
+	} {
+		r, err := tpl.Resolver(Env{StackName: tt.stack, Region: tt.region, Attr: ownAttr(tpl)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := r.Eval(tpl.byID["Dashboard"].Properties["DashboardName"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		name, _ := got.(string)
+		if !valid.MatchString(name) {
+			t.Errorf("stack %s in %s: DashboardName %q breaks CloudWatch's rule (1-255 of A-Z a-z 0-9 - _)", tt.stack, tt.region, name)
+		}
+		if other, ok := names[name]; ok {
+			t.Errorf("stack %s in %s: DashboardName %q is also the dashboard of %s", tt.stack, tt.region, name, other)
+		}
+		names[name] = tt.stack + " in " + tt.region
+		outs, err := r.Outputs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u := outs["DashboardUrl"]; !strings.HasSuffix(u, "#dashboards:name="+name) {
+			t.Errorf("stack %s in %s: DashboardUrl %q does not open dashboard %q", tt.stack, tt.region, u, name)
+		}
+	}
+}
+
+// A job's lanes message lives for the lanes queue's retention, counted from when the router sent
+// it: a workflow allowed to run longer loses its lane (the message expires) while it still runs.
+func TestExecutionTimeoutFitsTheLanesQueueRetention(t *testing.T) {
+	tpl := loadApp(t)
+	p, ok := tpl.Parameter("ExecutionTimeoutSeconds")
+	if !ok || p.MaxValue == nil {
+		t.Fatal("template.yaml: ExecutionTimeoutSeconds has no MaxValue")
+	}
+	lanes, ok := tpl.byID["LanesQueue"]
+	if !ok {
+		t.Fatal("template.yaml has no LanesQueue")
+	}
+	retention, err := strconv.ParseFloat(strings.TrimSpace(fmt.Sprint(lanes.Properties["MessageRetentionPeriod"])), 64)
+	if err != nil {
+		t.Fatalf("LanesQueue MessageRetentionPeriod %v: %v", lanes.Properties["MessageRetentionPeriod"], err)
+	}
+	if *p.MaxValue > retention {
+		t.Errorf("ExecutionTimeoutSeconds MaxValue %v, want at most the lanes queue's retention %v s", *p.MaxValue, retention)
 	}
 }
