@@ -1,8 +1,11 @@
 package cfntemplate
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
+	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -213,5 +216,106 @@ func TestJobStoresAreRetained(t *testing.T) {
 	}
 	if checked != 4 {
 		t.Errorf("checked %d queues and tables, want 4 (three queues, one table)", checked)
+	}
+}
+
+// alarmMetrics returns an alarm's metric queries (Metrics), or one built from its single metric.
+func alarmMetrics(p map[string]any) []map[string]any {
+	if ms, ok := p["Metrics"].([]any); ok {
+		var out []map[string]any
+		for _, m := range ms {
+			out = append(out, asMap(m))
+		}
+		return out
+	}
+	return []map[string]any{{"Id": "m", "ReturnData": true, "MetricStat": map[string]any{
+		"Metric": map[string]any{"Namespace": p["Namespace"], "MetricName": p["MetricName"], "Dimensions": p["Dimensions"]}}}}
+}
+
+// A pause holds a type's jobs on purpose: the stalled alarm ("jobs wait, none start or end") must
+// not fire for it (the paused alarm watches pauses). Its expression reads the limiter's
+// PausedSeconds and is 0 while any type is paused.
+func TestStalledAlarmIsQuietDuringAPause(t *testing.T) {
+	p := loadApp(t).byID["StalledAlarm"].Properties
+	pausedID := ""
+	for _, m := range alarmMetrics(p) {
+		metric := asMap(asMap(m["MetricStat"])["Metric"])
+		if metric["MetricName"] == "PausedSeconds" && reflect.DeepEqual(metric["Namespace"], map[string]any{"Ref": "AWS::StackName"}) {
+			pausedID, _ = m["Id"].(string)
+		}
+	}
+	if pausedID == "" {
+		t.Fatal("StalledAlarm does not read the limiter's PausedSeconds: it fires during a pause")
+	}
+	for _, m := range alarmMetrics(p) {
+		if m["ReturnData"] == true {
+			expr, _ := m["Expression"].(string)
+			if !regexp.MustCompile(`FILL\(` + pausedID + `, 0\) == 0`).MatchString(expr) {
+				t.Errorf("StalledAlarm's expression %q does not hold it at 0 while %s (PausedSeconds) is reported", expr, pausedID)
+			}
+		}
+	}
+}
+
+// Attempts of every workflow the limiter starts can fail: the sample's, the bare one's and those
+// attached with ExtraStateMachineArns. The failed-executions alarm counts them all (the releaser's
+// JobsRetried and JobsDeadLettered), not the sample workflow's ExecutionsFailed alone.
+func TestFailedExecutionsAlarmWatchesEveryWorkflow(t *testing.T) {
+	p := loadApp(t).byID["ExecutionsFailedAlarm"].Properties
+	names := map[string]bool{}
+	for _, m := range alarmMetrics(p) {
+		metric := asMap(asMap(m["MetricStat"])["Metric"])
+		if metric == nil {
+			continue
+		}
+		dims, _ := metric["Dimensions"].([]any)
+		for _, d := range dims {
+			if asMap(d)["Name"] == "StateMachineArn" {
+				t.Errorf("ExecutionsFailedAlarm reads metric %v of one state machine (%v)", metric["MetricName"], asMap(d)["Value"])
+			}
+		}
+		if reflect.DeepEqual(metric["Namespace"], map[string]any{"Ref": "AWS::StackName"}) {
+			names[fmt.Sprint(metric["MetricName"])] = true
+		}
+	}
+	for _, want := range []string{"JobsRetried", "JobsDeadLettered"} {
+		if !names[want] {
+			t.Errorf("ExecutionsFailedAlarm does not count the limiter's %s (failed attempts of every type's workflow)", want)
+		}
+	}
+}
+
+// The dashboard's alarm widget shows every alarm of the stack.
+func TestDashboardShowsEveryAlarm(t *testing.T) {
+	tpl := loadApp(t)
+	r, err := tpl.Resolver(Env{Attr: ownAttr(tpl)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := r.Eval(tpl.byID["Dashboard"].Properties["DashboardBody"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Widgets []struct {
+			Type       string `json:"type"`
+			Properties struct {
+				Alarms []string `json:"alarms"`
+			} `json:"properties"`
+		} `json:"widgets"`
+	}
+	if err := json.Unmarshal([]byte(fmt.Sprint(body)), &dash); err != nil {
+		t.Fatalf("DashboardBody: %v", err)
+	}
+	shown := map[string]bool{}
+	for _, w := range dash.Widgets {
+		for _, a := range w.Properties.Alarms {
+			shown[a] = true
+		}
+	}
+	for _, id := range tpl.ResourceIDs("AWS::CloudWatch::Alarm") {
+		if arn, _ := ownAttr(tpl)(id, "Arn"); !shown[arn] {
+			t.Errorf("the dashboard does not show alarm %s", id)
+		}
 	}
 }
