@@ -405,6 +405,19 @@ func UnqualifiedStateMachine(arn string) string {
 	return arn
 }
 
+// UnqualifiedExecution is an execution's ARN as Step Functions names it, for an ARN derived by
+// earlier versions of ExecutionArn from a version or alias ARN, which kept the qualifier
+// (arn:...:execution:NAME:3:EXEC becomes arn:...:execution:NAME:EXEC); any other ARN is returned as
+// it is. A state machine's name and an execution's have no ":", so an execution ARN with one field
+// more than arn:PARTITION:states:REGION:ACCOUNT:execution:NAME:EXEC is such an ARN.
+func UnqualifiedExecution(arn string) string {
+	p := strings.Split(arn, ":")
+	if len(p) != 9 || p[0] != "arn" || p[2] != "states" || p[5] != "execution" {
+		return arn
+	}
+	return strings.Join(append(p[:7:7], p[8]), ":")
+}
+
 // StateMachineOf is the ARN of the state machine of the execution executionArn ("" for an ARN that
 // is not an execution's).
 func StateMachineOf(executionArn string) string {

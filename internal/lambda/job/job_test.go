@@ -750,3 +750,26 @@ func TestExecutionArn(t *testing.T) {
 		})
 	}
 }
+
+// Claims recorded before versions and aliases were handled hold execution ARNs with the qualifier
+// in them; read back, they name the execution Step Functions made.
+func TestUnqualifiedExecution(t *testing.T) {
+	const exec = "arn:aws:states:us-east-1:123456789012:execution:work:reports-r-1-1"
+	tests := []struct {
+		name, give, want string
+	}{
+		{name: "as Step Functions names it", give: exec, want: exec},
+		{name: "version kept", give: "arn:aws:states:us-east-1:123456789012:execution:work:3:reports-r-1-1", want: exec},
+		{name: "alias kept", give: "arn:aws:states:us-east-1:123456789012:execution:work:prod:reports-r-1-1", want: exec},
+		{name: "a Map Run's child", give: "arn:aws:states:us-east-1:123456789012:execution:work/map:0e5b", want: "arn:aws:states:us-east-1:123456789012:execution:work/map:0e5b"},
+		{name: "not an execution", give: "arn:aws:states:us-east-1:123456789012:stateMachine:work:prod", want: "arn:aws:states:us-east-1:123456789012:stateMachine:work:prod"},
+		{name: "empty", give: "", want: ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := job.UnqualifiedExecution(tt.give); got != tt.want {
+				t.Errorf("UnqualifiedExecution(%q) = %q, want %q", tt.give, got, tt.want)
+			}
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -294,5 +295,48 @@ func TestVersionOrAliasExecutionsAreReleased(t *testing.T) {
 		}
 		checkDLQ(t, r.sqs, []dead{{Reason: deadletter.ReasonAttemptsExhausted, JobID: "r-4", Attempt: "3", Error: "States.FAILED",
 			Body: `{"type":"reports","id":"r-4","input":{},"redrive":1}`}})
+	})
+}
+
+// Before versions and aliases were handled, a claim on one recorded its execution's ARN with the
+// qualifier (...:execution:sfnlimit-sample:prod:NAME), which names nothing: its type stalled. Such
+// a claim, still in the table after the upgrade, is released like any other, by its execution's
+// status event and by the sweep.
+func TestVersionOrAliasClaimsRecordedWithTheQualifierAreReleased(t *testing.T) {
+	old := func(qualifier string, ln int, jobID string) lease.Lease {
+		l := qualified(qualifier, ln, jobID, 1)
+		l.ExecutionArn = strings.Replace(l.StateMachineArn, ":stateMachine:", ":execution:", 1) + ":" + execName("reports", jobID, 1)
+		return l
+	}
+	t.Run("status event", func(t *testing.T) {
+		r := newRig(t)
+		l := r.leases.Set(old("prod", 1, "r-1001"))
+		got, err := r.h.Handle(context.Background(), statusEventOf(t, smArn, execArn("reports", "r-1001", 1), execName("reports", "r-1001", 1), "SUCCEEDED"))
+		if err != nil || got.Result != releaser.Deleted {
+			t.Fatalf("Handle(SUCCEEDED event) = %+v, %v; want %s", got, err, releaser.Deleted)
+		}
+		checkLease(t, r.leases, l.Key(), nil)
+	})
+	t.Run("sweep", func(t *testing.T) {
+		r := newRig(t)
+		r.h.Running = r.sfn
+		r.h.StaleAfter = time.Hour
+		for i, st := range []string{"RUNNING", "SUCCEEDED"} {
+			l := old("3", i+1, "r-"+strconv.Itoa(i+1))
+			l.UpdatedAt = t0.Add(-10 * time.Minute)
+			r.leases.Set(l)
+			r.sfn.Put(onAWS(l, st))
+		}
+		if _, err := r.h.Handle(context.Background(), fixture(t, "scheduled_event.json")); err != nil {
+			t.Fatalf("Handle(scheduled event) = %v", err)
+		}
+		if got, want := r.sfn.Describes(), []string{execArn("reports", "r-2", 1)}; !equal(got, want) {
+			t.Errorf("described = %q, want %q", got, want)
+		}
+		for ln, wantHeld := range map[int]bool{1: true, 2: false} {
+			if _, held := r.leases.Lease(lease.Key{Type: "reports", Lane: ln}); held != wantHeld {
+				t.Errorf("lane %d held = %v, want %v", ln, held, wantHeld)
+			}
+		}
 	})
 }
