@@ -378,9 +378,44 @@ func dedupID(typ, id, suffix string) string {
 }
 
 // ExecutionArn is the ARN of the execution named name of a state machine. It keeps the state
-// machine's partition, region and account.
+// machine's partition, region and account. A version or alias ARN (arn:...:stateMachine:NAME:3,
+// arn:...:stateMachine:NAME:PROD) starts an execution of the state machine itself: Step Functions
+// names it arn:...:execution:NAME:EXEC, and reports the version or alias beside it
+// (stateMachineVersionArn, stateMachineAliasArn), so the qualifier is not part of it.
 func ExecutionArn(stateMachineArn, name string) string {
-	return strings.Replace(stateMachineArn, ":stateMachine:", ":execution:", 1) + ":" + name
+	return strings.Replace(UnqualifiedStateMachine(stateMachineArn), ":stateMachine:", ":execution:", 1) + ":" + name
+}
+
+// UnqualifiedStateMachine is the ARN of the state machine a version or alias ARN belongs to
+// (arn:...:stateMachine:NAME for arn:...:stateMachine:NAME:3 or :PROD), and any other ARN as it
+// is. Execution names are unique per state machine, whatever version or alias started them; the
+// state machine's ARN is what ListExecutions lists all of them by, and what IAM authorizes a
+// version or alias by ("Step Functions uses the state machine's ARN instead of using the version
+// ARN or alias ARN", Step Functions Developer Guide, authorization for versions and aliases).
+func UnqualifiedStateMachine(arn string) string {
+	const marker = ":stateMachine:"
+	i := strings.Index(arn, marker)
+	if i < 0 {
+		return arn
+	}
+	i += len(marker)
+	if j := strings.IndexByte(arn[i:], ':'); j >= 0 {
+		return arn[:i+j]
+	}
+	return arn
+}
+
+// UnqualifiedExecution is an execution's ARN as Step Functions names it, for an ARN derived by
+// earlier versions of ExecutionArn from a version or alias ARN, which kept the qualifier
+// (arn:...:execution:NAME:3:EXEC becomes arn:...:execution:NAME:EXEC); any other ARN is returned as
+// it is. A state machine's name and an execution's have no ":", so an execution ARN with one field
+// more than arn:PARTITION:states:REGION:ACCOUNT:execution:NAME:EXEC is such an ARN.
+func UnqualifiedExecution(arn string) string {
+	p := strings.Split(arn, ":")
+	if len(p) != 9 || p[0] != "arn" || p[2] != "states" || p[5] != "execution" {
+		return arn
+	}
+	return strings.Join(append(p[:7:7], p[8]), ":")
 }
 
 // StateMachineOf is the ARN of the state machine of the execution executionArn ("" for an ARN that

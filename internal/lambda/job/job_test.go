@@ -713,3 +713,63 @@ func TestResubmissionKeepsTheBatch(t *testing.T) {
 		t.Errorf("resubmitted job = %+v from %s, want d-1 acme high up-1/40 redrive 3", back, b)
 	}
 }
+
+// Step Functions names an execution after its state machine and its own name, whatever version or
+// alias started it: StartExecution takes a version or alias ARN (arn:...:stateMachine:NAME:3,
+// arn:...:stateMachine:NAME:PROD) and runs that version, and the execution it makes is
+// arn:...:execution:NAME:EXEC, with the version or alias in DescribeExecution's
+// stateMachineVersionArn and stateMachineAliasArn. An ARN that kept the qualifier
+// (...:execution:NAME:3:EXEC) names no execution: status events never match the lease, the sweep
+// describes an execution that does not exist, and a last attempt's input cannot be read.
+func TestExecutionArn(t *testing.T) {
+	const (
+		sm   = "arn:aws:states:us-east-1:123456789012:stateMachine:work"
+		exec = "arn:aws:states:us-east-1:123456789012:execution:work:reports-r-1-1"
+	)
+	tests := []struct {
+		name, give, wantSM, want string
+	}{
+		{name: "unqualified", give: sm, wantSM: sm, want: exec},
+		{name: "version", give: sm + ":3", wantSM: sm, want: exec},
+		{name: "alias", give: sm + ":prod", wantSM: sm, want: exec},
+		{name: "alias of another partition", give: "arn:aws-cn:states:cn-north-1:123456789012:stateMachine:work:PROD_2-b",
+			wantSM: "arn:aws-cn:states:cn-north-1:123456789012:stateMachine:work",
+			want:   "arn:aws-cn:states:cn-north-1:123456789012:execution:work:reports-r-1-1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := job.ExecutionArn(tt.give, "reports-r-1-1"); got != tt.want {
+				t.Errorf("ExecutionArn(%q) = %q, want %q", tt.give, got, tt.want)
+			}
+			if got := job.UnqualifiedStateMachine(tt.give); got != tt.wantSM {
+				t.Errorf("UnqualifiedStateMachine(%q) = %q, want %q", tt.give, got, tt.wantSM)
+			}
+			if got := job.StateMachineOf(tt.want); got != tt.wantSM {
+				t.Errorf("StateMachineOf(%q) = %q, want %q", tt.want, got, tt.wantSM)
+			}
+		})
+	}
+}
+
+// Claims recorded before versions and aliases were handled hold execution ARNs with the qualifier
+// in them; read back, they name the execution Step Functions made.
+func TestUnqualifiedExecution(t *testing.T) {
+	const exec = "arn:aws:states:us-east-1:123456789012:execution:work:reports-r-1-1"
+	tests := []struct {
+		name, give, want string
+	}{
+		{name: "as Step Functions names it", give: exec, want: exec},
+		{name: "version kept", give: "arn:aws:states:us-east-1:123456789012:execution:work:3:reports-r-1-1", want: exec},
+		{name: "alias kept", give: "arn:aws:states:us-east-1:123456789012:execution:work:prod:reports-r-1-1", want: exec},
+		{name: "a Map Run's child", give: "arn:aws:states:us-east-1:123456789012:execution:work/map:0e5b", want: "arn:aws:states:us-east-1:123456789012:execution:work/map:0e5b"},
+		{name: "not an execution", give: "arn:aws:states:us-east-1:123456789012:stateMachine:work:prod", want: "arn:aws:states:us-east-1:123456789012:stateMachine:work:prod"},
+		{name: "empty", give: "", want: ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := job.UnqualifiedExecution(tt.give); got != tt.want {
+				t.Errorf("UnqualifiedExecution(%q) = %q, want %q", tt.give, got, tt.want)
+			}
+		})
+	}
+}

@@ -7,14 +7,18 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 
+	"github.com/sfnlimit/sfnlimit/internal/lambda/deadletter"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/releaser"
+	"github.com/sfnlimit/sfnlimit/internal/tools/fakes"
 )
 
 // claimed is a lane's lease as the starter leaves a started job: its claim (starting), which names
@@ -231,4 +235,108 @@ func TestSweepDescribesOnlyExecutionsNotRunning(t *testing.T) {
 			}
 		})
 	}
+}
+
+// qualified is a claim made on a version or alias ARN of the type's state machine (the config names
+// ...:stateMachine:sfnlimit-sample:3 or :prod): the starter records that ARN and the execution's
+// ARN as job.ExecutionArn derives it.
+func qualified(qualifier string, ln int, jobID string, attempt int) lease.Lease {
+	l := claimed("reports", ln, jobID, attempt)
+	l.StateMachineArn = smArn + ":" + qualifier
+	l.ExecutionArn = job.ExecutionArn(l.StateMachineArn, execName("reports", jobID, attempt))
+	return l
+}
+
+// onAWS is an execution of a claim as Step Functions records it: started through a version or
+// alias, it is an execution of the state machine itself (its ARN and stateMachineArn carry no
+// qualifier; DescribeExecution gives the version or alias in fields of their own).
+func onAWS(l lease.Lease, status string) fakes.Execution {
+	e := execution(l.Type, l.Lane, l.JobID, l.Attempt, `{}`, status, "", "")
+	e.StateMachineArn = job.UnqualifiedStateMachine(l.StateMachineArn)
+	e.Arn = job.ExecutionArn(e.StateMachineArn, e.Name)
+	return e
+}
+
+// A type may run a version or an alias of its state machine. Its executions' status events, the
+// sweep and the dead letter of a last attempt all find the execution by the ARN Step Functions gives
+// it, which has no qualifier; the sweep lists the running ones by the state machine, one list for
+// every version and alias the type's claims name.
+func TestVersionOrAliasExecutionsAreReleased(t *testing.T) {
+	t.Run("status event", func(t *testing.T) {
+		r := newRig(t)
+		l := r.leases.Set(qualified("prod", 1, "r-1001", 1))
+		got, err := r.h.Handle(context.Background(), statusEventOf(t, smArn, execArn("reports", "r-1001", 1), execName("reports", "r-1001", 1), "SUCCEEDED"))
+		if err != nil || got.Result != releaser.Deleted {
+			t.Fatalf("Handle(SUCCEEDED event of the alias's execution) = %+v, %v; want %s", got, err, releaser.Deleted)
+		}
+		checkLease(t, r.leases, l.Key(), nil)
+	})
+	t.Run("sweep", func(t *testing.T) {
+		r := newRig(t)
+		r.h.Running = r.sfn
+		r.h.StaleAfter = time.Hour
+		for i, tt := range []struct{ qualifier, status string }{{"3", "RUNNING"}, {"prod", "RUNNING"}, {"3", "SUCCEEDED"}, {"prod", "FAILED"}} {
+			l := qualified(tt.qualifier, i+1, "r-"+strconv.Itoa(i+1), 3)
+			l.UpdatedAt = t0.Add(-10 * time.Minute)
+			r.leases.Set(l)
+			r.sfn.Put(onAWS(l, tt.status))
+		}
+		if _, err := r.h.Handle(context.Background(), fixture(t, "scheduled_event.json")); err != nil {
+			t.Fatalf("Handle(scheduled event) = %v", err)
+		}
+		want := []string{execArn("reports", "r-3", 3), execArn("reports", "r-4", 3), execArn("reports", "r-4", 3)} // r-4's twice: its dead letter's input
+		if got := sorted(r.sfn.Describes()); !equal(got, sorted(want)) {
+			t.Errorf("described = %q, want %q", got, want)
+		}
+		for ln, wantHeld := range map[int]bool{1: true, 2: true, 3: false, 4: false} {
+			if _, held := r.leases.Lease(lease.Key{Type: "reports", Lane: ln}); held != wantHeld {
+				t.Errorf("lane %d held = %v, want %v", ln, held, wantHeld)
+			}
+		}
+		checkDLQ(t, r.sqs, []dead{{Reason: deadletter.ReasonAttemptsExhausted, JobID: "r-4", Attempt: "3", Error: "States.FAILED",
+			Body: `{"type":"reports","id":"r-4","input":{},"redrive":1}`}})
+	})
+}
+
+// Before versions and aliases were handled, a claim on one recorded its execution's ARN with the
+// qualifier (...:execution:sfnlimit-sample:prod:NAME), which names nothing: its type stalled. Such
+// a claim, still in the table after the upgrade, is released like any other, by its execution's
+// status event and by the sweep.
+func TestVersionOrAliasClaimsRecordedWithTheQualifierAreReleased(t *testing.T) {
+	old := func(qualifier string, ln int, jobID string) lease.Lease {
+		l := qualified(qualifier, ln, jobID, 1)
+		l.ExecutionArn = strings.Replace(l.StateMachineArn, ":stateMachine:", ":execution:", 1) + ":" + execName("reports", jobID, 1)
+		return l
+	}
+	t.Run("status event", func(t *testing.T) {
+		r := newRig(t)
+		l := r.leases.Set(old("prod", 1, "r-1001"))
+		got, err := r.h.Handle(context.Background(), statusEventOf(t, smArn, execArn("reports", "r-1001", 1), execName("reports", "r-1001", 1), "SUCCEEDED"))
+		if err != nil || got.Result != releaser.Deleted {
+			t.Fatalf("Handle(SUCCEEDED event) = %+v, %v; want %s", got, err, releaser.Deleted)
+		}
+		checkLease(t, r.leases, l.Key(), nil)
+	})
+	t.Run("sweep", func(t *testing.T) {
+		r := newRig(t)
+		r.h.Running = r.sfn
+		r.h.StaleAfter = time.Hour
+		for i, st := range []string{"RUNNING", "SUCCEEDED"} {
+			l := old("3", i+1, "r-"+strconv.Itoa(i+1))
+			l.UpdatedAt = t0.Add(-10 * time.Minute)
+			r.leases.Set(l)
+			r.sfn.Put(onAWS(l, st))
+		}
+		if _, err := r.h.Handle(context.Background(), fixture(t, "scheduled_event.json")); err != nil {
+			t.Fatalf("Handle(scheduled event) = %v", err)
+		}
+		if got, want := r.sfn.Describes(), []string{execArn("reports", "r-2", 1)}; !equal(got, want) {
+			t.Errorf("described = %q, want %q", got, want)
+		}
+		for ln, wantHeld := range map[int]bool{1: true, 2: false} {
+			if _, held := r.leases.Lease(lease.Key{Type: "reports", Lane: ln}); held != wantHeld {
+				t.Errorf("lane %d held = %v, want %v", ln, held, wantHeld)
+			}
+		}
+	})
 }

@@ -125,9 +125,18 @@ func (h *Handler) workflow(ctx context.Context, ev WorkflowEvent) (Response, err
 	if ev.Job.ID == "" || ev.Job.Type == "" || ev.Job.Lane < 1 || ev.Job.Attempt < 1 {
 		return Response{}, fmt.Errorf("workflow release event lacks job metadata (id, type, lane, attempt): pass $$.Execution.Input.job")
 	}
+	// The calling execution ($$.Execution.Id) must be the lease's: a child workflow started with the
+	// job's input carries the job's metadata, and its own Release step must not free the lane its
+	// parent still runs in (Release ignores a request naming another execution). A payload without
+	// executionArn, from a Release step written without it, is released as before: it cannot be told
+	// from the lease's own, and refusing it would hold every lane of such a workflow until the sweep.
+	if ev.ExecutionArn == "" {
+		h.Log.WarnContext(ctx, "workflow release without executionArn: not checked against the lease's execution; pass $$.Execution.Id",
+			"jobId", ev.Job.ID, "type", ev.Job.Type, "lane", ev.Job.Lane, "attempt", ev.Job.Attempt)
+	}
 	res, err := h.Service.Release(ctx, Request{
 		Key: lease.Key{Type: ev.Job.Type, Lane: ev.Job.Lane}, JobID: ev.Job.ID, Redrive: ev.Job.Redrive, Attempt: ev.Job.Attempt,
-		Outcome: ev.Outcome, Error: ev.Error, Cause: ev.Cause, Source: "workflow",
+		Outcome: ev.Outcome, Error: ev.Error, Cause: ev.Cause, Source: "workflow", ExecutionArn: ev.ExecutionArn,
 	})
 	return Response{Result: res}, err
 }
@@ -250,6 +259,11 @@ func (h *Handler) sweepLeases(ctx context.Context) ([]lease.Lease, error) {
 		types = append(types, c.Type)
 	}
 	all, err := lease.ListTypes(ctx, h.Leases, types, h.SweepConcurrency)
+	for i := range all {
+		// A claim on a version or alias written by an earlier version named its execution with the
+		// qualifier, which no execution has: read it as Step Functions names it.
+		all[i].ExecutionArn = job.UnqualifiedExecution(all[i].ExecutionArn)
+	}
 	if cfgErr != nil {
 		err = errors.Join(fmt.Errorf("read config: %w", cfgErr), err)
 	}

@@ -463,3 +463,91 @@ func TestHandlerSweepListErrorDoesNotStopOthers(t *testing.T) {
 		t.Error("the reports lease was not released")
 	}
 }
+
+// workflowRelease is a Release step's payload for job r-1001's attempt 1 in lane 1, sent by the
+// execution arn ("": a payload without executionArn, as a hand-written Release step may send).
+func workflowRelease(t *testing.T, outcome releaser.Outcome, arn string) []byte {
+	t.Helper()
+	ev := map[string]any{
+		"source": "workflow", "outcome": outcome,
+		"job": map[string]any{"id": "r-1001", "type": "reports", "lane": 1, "attempt": 1, "submittedAt": submitted},
+	}
+	if arn != "" {
+		ev["executionArn"] = arn
+	}
+	if outcome == releaser.Failed {
+		ev["error"], ev["cause"] = "JobFailed", "the work failed"
+	}
+	b, err := json.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// A workflow that starts a child workflow with its own input ("Input.$": "$") gives the child the
+// job's metadata; a child with Release steps of its own (the sample's, copied) sends the parent's
+// job in its release while the parent still runs. The release names the child's execution
+// ($$.Execution.Id), not the one the lease holds the lane for: it must not release the lane, or the
+// lane's next job starts beside the running parent and the type runs over its limit.
+func TestWorkflowReleaseOfAnotherExecutionDoesNotRelease(t *testing.T) {
+	const child = "arn:aws:states:us-east-1:123456789012:execution:etl-child:3f1c0a9e"
+	retrying := claimed("reports", 1, "r-1001", 1)
+	retrying.Status, retrying.ExecutionArn = lease.Retrying, "" // a retrying lease keeps only its machine
+	for _, tt := range []struct {
+		name    string
+		lease   lease.Lease
+		outcome releaser.Outcome
+	}{
+		{name: "child succeeded", lease: claimed("reports", 1, "r-1001", 1), outcome: releaser.Succeeded},
+		{name: "child failed", lease: claimed("reports", 1, "r-1001", 1), outcome: releaser.Failed},
+		{name: "child failed, the parent's lease retrying", lease: retrying, outcome: releaser.Failed},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t)
+			l := r.leases.Set(tt.lease)
+			got, err := r.h.Handle(context.Background(), workflowRelease(t, tt.outcome, child))
+			if err != nil {
+				t.Fatalf("Handle(child's %s release) = %v", tt.outcome, err)
+			}
+			if got.Result != releaser.Noop {
+				t.Errorf("Handle(child's %s release) = %+v, want %s: the parent still runs", tt.outcome, got, releaser.Noop)
+			}
+			checkLease(t, r.leases, l.Key(), &wantLease{JobID: "r-1001", Status: l.Status, Attempt: 1,
+				Handle: handle("r-1001", 2), Arn: l.ExecutionArn, Version: l.Version})
+			if d := deletedHandles(r.sqs); len(d) != 0 {
+				t.Errorf("DeleteMessage handles = %q, want none", d)
+			}
+			if v := visibleHandles(r.sqs); len(v) != 0 {
+				t.Errorf("made visible = %q, want none", v)
+			}
+		})
+	}
+}
+
+// The parent's own Release step releases its lane, and so, as before, does a Release step whose
+// payload has no executionArn (a workflow written before the payload had it, or without it): with
+// nothing to compare, the release is taken for the lease's execution's.
+func TestWorkflowReleaseOfTheLeasesExecution(t *testing.T) {
+	for _, tt := range []struct {
+		name, arn string
+	}{
+		{name: "the lease's execution", arn: execArn("reports", "r-1001", 1)},
+		{name: "no executionArn in the payload", arn: ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t)
+			l := r.leases.Set(claimed("reports", 1, "r-1001", 1))
+			got, err := r.h.Handle(context.Background(), workflowRelease(t, releaser.Succeeded, tt.arn))
+			if err != nil || got.Result != releaser.Deleted {
+				t.Fatalf("Handle(release) = %+v, %v; want %s", got, err, releaser.Deleted)
+			}
+			checkLease(t, r.leases, l.Key(), nil)
+			// A second delivery of the same release (Lambda retries an invocation) changes nothing.
+			again, err := r.h.Handle(context.Background(), workflowRelease(t, releaser.Succeeded, tt.arn))
+			if err != nil || again.Result != releaser.Noop {
+				t.Fatalf("Handle(release again) = %+v, %v; want %s", again, err, releaser.Noop)
+			}
+		})
+	}
+}

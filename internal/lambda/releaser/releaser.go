@@ -52,9 +52,10 @@ type Request struct {
 	Cause   string
 	Source  string // workflow, status-event, sweep, starter
 	// ExecutionArn is the execution that ended, when the caller has it from outside the lease (a
-	// status event): a lease that names another execution of the job's attempt is not released.
-	// Any execution whose input carries the job's metadata sends status events, such as a nested
-	// workflow the job's workflow starts with its own input, while the job's own execution runs.
+	// status event, or the workflow's Release step, which sends $$.Execution.Id): a lease that names
+	// another execution of the job's attempt is not released. Any execution whose input carries the
+	// job's metadata sends status events, and may call the releaser, such as a nested workflow the
+	// job's workflow starts with its own input, while the job's own execution runs.
 	ExecutionArn string
 }
 
@@ -156,6 +157,9 @@ func (s *Service) Release(ctx context.Context, req Request) (Result, error) {
 		if err != nil {
 			return "", err
 		}
+		if l != nil {
+			l.ExecutionArn = job.UnqualifiedExecution(l.ExecutionArn) // a claim on a version or alias by an earlier version
+		}
 		// A bound lease has no execution yet: a release that finds one is a late one of an attempt
 		// made before the job came back to wait.
 		if l == nil || !l.Holds(req.JobID, req.Redrive) || l.Attempt != req.Attempt || l.Status == lease.Bound {
@@ -163,7 +167,7 @@ func (s *Service) Release(ctx context.Context, req Request) (Result, error) {
 			return Noop, nil
 		}
 		if named := namedExecution(*l); req.ExecutionArn != "" && named != "" && named != req.ExecutionArn {
-			log.InfoContext(ctx, "another execution than the lease's ended; nothing to release", "executionArn", req.ExecutionArn, "leaseExecutionArn", named)
+			log.InfoContext(ctx, "release of another execution than the lease's (a nested workflow with the job's input); nothing to release", "executionArn", req.ExecutionArn, "leaseExecutionArn", named)
 			return Noop, nil
 		}
 		res, err := s.releaseLease(ctx, log, req, *l, &dead)

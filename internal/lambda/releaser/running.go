@@ -82,14 +82,18 @@ func (h *Handler) listRunning(ctx context.Context, sm string) ([]string, error) 
 	return arns, nil
 }
 
-// stateMachineOf is the state machine of a started lease: the one its claim names, else the one in
-// its execution's ARN.
+// stateMachineOf is the state machine whose running executions a started lease's execution is
+// listed among: the one its claim names, else the one in its execution's ARN. A claim on a version
+// or alias ARN (...:stateMachine:NAME:3, :PROD) is listed by the state machine itself, whose list
+// holds every execution of it whatever version or alias started it (and whose ARNs, like the
+// lease's, carry no qualifier): one list per state machine, however many versions and aliases the
+// types' claims name.
 func stateMachineOf(l lease.Lease) string {
 	if l.ExecutionArn == "" {
 		return ""
 	}
 	if l.StateMachineArn != "" {
-		return l.StateMachineArn
+		return job.UnqualifiedStateMachine(l.StateMachineArn)
 	}
 	return job.StateMachineOf(l.ExecutionArn)
 }

@@ -39,8 +39,12 @@ type StackAccess struct {
 	RedeployNotes []string
 }
 
-// startable says whether the stack's roles may start arn, and why.
+// startable says whether the stack's roles may start arn, and why. A version or alias ARN is
+// startable when its state machine is listed: IAM authorizes a version or alias by the state
+// machine's ARN, and the status-change rules and the sweep's ListExecutions name the state machine.
+// A version or alias listed by itself grants nothing.
 func (s *StackAccess) startable(arn string) (bool, string) {
+	arn = job.UnqualifiedStateMachine(arn)
 	names := make([]string, 0, len(s.Own))
 	for n := range s.Own {
 		names = append(names, n)
@@ -164,7 +168,7 @@ type Attach struct {
 // Validate checks the request with the limiter's rules, before anything is read or written.
 func (a Attach) Validate() error {
 	if !stateMachineArnRe.MatchString(a.StateMachineArn) {
-		return usagef("%q is not a state machine ARN (arn:aws:states:REGION:ACCOUNT:stateMachine:NAME)", a.StateMachineArn)
+		return usagef("%q is not a state machine ARN (%s)", a.StateMachineArn, stateMachineArnForm)
 	}
 	if err := job.ValidateType(a.Type); err != nil {
 		return usagef("--type: %v", err)
@@ -254,11 +258,15 @@ func (e ConfigEditor) Attach(ctx context.Context, a Attach) (AttachResult, error
 	if e.SFN == nil {
 		return refuse("state machine", "no Step Functions client to describe it with")
 	}
-	out, err := e.SFN.DescribeStateMachine(ctx, &sfn.DescribeStateMachineInput{StateMachineArn: aws.String(arn)})
+	// A version or alias ARN starts the version or alias, but its executions, its status events and
+	// its IAM are the state machine's: the machine is what is described and must be listed.
+	// DescribeStateMachine takes a version's ARN but not an alias's.
+	machine := job.UnqualifiedStateMachine(arn)
+	out, err := e.SFN.DescribeStateMachine(ctx, &sfn.DescribeStateMachineInput{StateMachineArn: aws.String(machine)})
 	var missing *sfntypes.StateMachineDoesNotExist
 	switch {
 	case errors.As(err, &missing):
-		return refuse("state machine", fmt.Sprintf("state machine %s does not exist", arn))
+		return refuse("state machine", fmt.Sprintf("state machine %s does not exist", machine))
 	case err != nil:
 		return refuse("state machine", fmt.Sprintf("could not describe state machine %s (%v): attach checks that it is Standard before it writes anything (it needs states:DescribeStateMachine)", arn, err))
 	}
@@ -273,6 +281,14 @@ func (e ConfigEditor) Attach(ctx context.Context, a Attach) (AttachResult, error
 		return refuse("state machine", fmt.Sprintf("state machine %s is %s, not ACTIVE", name, out.Status))
 	}
 	check("state machine", CheckOK, fmt.Sprintf("%s exists: STANDARD, ACTIVE", name))
+	if q := strings.TrimPrefix(arn, machine+":"); machine != arn {
+		kind := "alias"
+		if strings.Trim(q, "0123456789") == "" {
+			kind = "version"
+		}
+		check("version or alias", CheckNote, fmt.Sprintf("the type starts %s %s of %s; its executions are %s's (named without the %s), which the stack's roles, status-change rules and sweep name. Attach does not check that the %s exists: Step Functions refuses a start on a missing one, and its job is dead-lettered (start_refused)",
+			kind, q, name, name, kind, kind))
+	}
 	if e.Stack != nil && e.Stack.Releaser != "" {
 		calls := strings.Contains(aws.ToString(out.Definition), e.Stack.Releaser)
 		switch {
@@ -299,7 +315,7 @@ func (e ConfigEditor) Attach(ctx context.Context, a Attach) (AttachResult, error
 			return refuse("stack roles", fmt.Sprintf("could not read the stack's ExtraStateMachineArns parameter, which lists the state machines the starter may start: %v", e.Stack.ExtraErr))
 		}
 		if e.Stack.Redeploy != nil {
-			res.Redeploy = e.Stack.Redeploy(appendNew(e.Stack.Extra, arn))
+			res.Redeploy = e.Stack.Redeploy(appendNew(e.Stack.Extra, machine))
 			res.RedeployNotes = e.Stack.RedeployNotes
 		}
 		return refuse("stack roles", fmt.Sprintf("the stack's roles may not start %s: it is neither the stack's own state machine nor in ExtraStateMachineArns (now: %s). Redeploy with it listed, which also makes the status-change rules match its events, then run attach again",

@@ -22,6 +22,9 @@ func TestAttachValidate(t *testing.T) {
 		{name: "ok", give: Attach{StateMachineArn: mineArn, Type: "llm", Limit: 3}},
 		{name: "step", give: Attach{StateMachineArn: mineArn, Type: "llm", Limit: 3, Release: "step", MaxAttempts: ptr(2)}},
 		{name: "not an ARN", give: Attach{StateMachineArn: "mine", Type: "llm", Limit: 3}, wantErr: `"mine" is not a state machine ARN`},
+		{name: "a version", give: Attach{StateMachineArn: mineArn + ":3", Type: "llm", Limit: 3}},
+		{name: "an alias", give: Attach{StateMachineArn: mineArn + ":prod", Type: "llm", Limit: 3}},
+		{name: "two qualifiers", give: Attach{StateMachineArn: mineArn + ":prod:3", Type: "llm", Limit: 3}, wantErr: "is not a state machine ARN"},
 		{name: "bad type", give: Attach{StateMachineArn: mineArn, Type: "l-m", Limit: 3}, wantErr: "--type: invalid_type"},
 		{name: "no type", give: Attach{StateMachineArn: mineArn, Limit: 3}, wantErr: "--type: missing_type"},
 		{name: "no limit", give: Attach{StateMachineArn: mineArn, Type: "llm"}, wantErr: "--limit 0 must be at least 1"},
@@ -93,6 +96,33 @@ func TestAttach(t *testing.T) {
 			want:       config.Override{Type: "payments", Limit: 2, StateMachineArn: mineArn, Release: "events"},
 			wantChecks: map[string]string{"type": CheckWarn},
 			wantDetail: []string{"payments ran state machine sfnlimit-sample: its new jobs start mine"},
+		},
+		{
+			// Step Functions authorizes a version or alias by its state machine's ARN, names its
+			// executions after the state machine, and lists them under it: the stack lists the
+			// machine, and the type starts the version or alias.
+			name: "a version of a listed machine", give: Attach{StateMachineArn: mineArn + ":3", Type: "llm", Limit: 4}, extra: []string{mineArn},
+			want:       config.Override{Type: "llm", Limit: 4, StateMachineArn: mineArn + ":3", Release: "events"},
+			wantChecks: map[string]string{"state machine": CheckOK, "stack roles": CheckOK, "status events": CheckOK, "type": CheckOK},
+			wantDetail: []string{"mine exists: STANDARD, ACTIVE", "listed in the stack's ExtraStateMachineArns", "starts version 3 of mine"},
+		},
+		{
+			name: "an alias of the sample", give: Attach{StateMachineArn: sampleArn + ":prod", Type: "payments", Limit: 2},
+			want:       config.Override{Type: "payments", Limit: 2, StateMachineArn: sampleArn + ":prod", Release: "events"},
+			wantChecks: map[string]string{"state machine": CheckOK, "stack roles": CheckOK},
+			wantDetail: []string{"the stack's own state machine (SampleStateMachineArn)", "starts alias prod of sfnlimit-sample"},
+		},
+		{
+			name: "an alias of a machine not listed", give: Attach{StateMachineArn: mineArn + ":prod", Type: "llm", Limit: 4}, extra: []string{existing},
+			wantFail: "stack roles", wantErr: "the stack's roles may not start mine",
+			wantRedeploy: "sam deploy --stack-name sfnlimit --region us-east-1 --parameter-overrides 'ExtraStateMachineArns=" + existing + "," + mineArn + "'",
+		},
+		{
+			// A qualified ARN in ExtraStateMachineArns grants nothing: IAM authorizes by the state
+			// machine's ARN, and the status-change rules match the state machine's ARN.
+			name: "an alias listed only as an alias", give: Attach{StateMachineArn: mineArn + ":prod", Type: "llm", Limit: 4}, extra: []string{mineArn + ":prod"},
+			wantFail: "stack roles", wantErr: "the stack's roles may not start mine",
+			wantRedeploy: "sam deploy --stack-name sfnlimit --region us-east-1 --parameter-overrides 'ExtraStateMachineArns=" + mineArn + ":prod," + mineArn + "'",
 		},
 		{
 			name: "not in ExtraStateMachineArns", give: Attach{StateMachineArn: mineArn, Type: "llm", Limit: 4}, extra: []string{existing, other},

@@ -397,7 +397,13 @@ type Change struct {
 	Burst *int
 }
 
-var stateMachineArnRe = regexp.MustCompile(`^arn:aws[a-z-]*:states:[a-z0-9-]+:[0-9]{12}:stateMachine:[A-Za-z0-9_-]{1,80}$`)
+// stateMachineArnRe is a state machine's ARN, or one of its versions' or aliases' (a qualifier after
+// a colon: ...:stateMachine:NAME:3, ...:stateMachine:NAME:PROD). StartExecution runs the version or
+// alias, and the execution it makes is the state machine's (job.ExecutionArn).
+var stateMachineArnRe = regexp.MustCompile(`^arn:aws[a-z-]*:states:[a-z0-9-]+:[0-9]{12}:stateMachine:[A-Za-z0-9_-]{1,80}(:[A-Za-z0-9_-]{1,80})?$`)
+
+// stateMachineArnForm is the form stateMachineArnRe accepts, for refusals.
+const stateMachineArnForm = "arn:aws:states:REGION:ACCOUNT:stateMachine:NAME, or NAME:VERSION or NAME:ALIAS"
 
 // UsageError is a request that breaks the command's rules; the command line exits 2 for it.
 type UsageError struct{ Err error }
@@ -439,7 +445,7 @@ func (c Change) Validate() error {
 		return usagef("--max-attempts %d must be at least 1", *c.MaxAttempts)
 	}
 	if c.StateMachineArn != nil && !stateMachineArnRe.MatchString(*c.StateMachineArn) {
-		return usagef("--state-machine %q is not a state machine ARN (arn:aws:states:REGION:ACCOUNT:stateMachine:NAME)", *c.StateMachineArn)
+		return usagef("--state-machine %q is not a state machine ARN (%s)", *c.StateMachineArn, stateMachineArnForm)
 	}
 	return nil
 }
@@ -669,7 +675,9 @@ func (e ConfigEditor) checkStateMachine(ctx context.Context, o config.Override, 
 		}
 		return nonEmpty(reminder), nil
 	}
-	out, err := e.SFN.DescribeStateMachine(ctx, &sfn.DescribeStateMachineInput{StateMachineArn: aws.String(arn)})
+	// A version or alias is of its state machine's type; DescribeStateMachine takes a version ARN
+	// but not an alias's, so the machine itself is described.
+	out, err := e.SFN.DescribeStateMachine(ctx, &sfn.DescribeStateMachineInput{StateMachineArn: aws.String(job.UnqualifiedStateMachine(arn))})
 	var missing *sfntypes.StateMachineDoesNotExist
 	switch {
 	case errors.As(err, &missing):

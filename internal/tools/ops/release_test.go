@@ -122,6 +122,17 @@ func TestConfigSetRelease(t *testing.T) {
 			wantErr: "does not exist",
 		},
 		{
+			// DescribeStateMachine takes no alias ARN: the machine the alias belongs to is described.
+			name: "events on an alias of a Standard machine", give: Change{Type: "payments", StateMachineArn: ptr(mineArn + ":prod"), Release: ptr("events")},
+			want:        config.Override{Type: "payments", StateMachineArn: mineArn + ":prod", Release: "events"},
+			wantRelease: "events", wantSource: ReleaseFromOverride, wantCalls: 1,
+			wantWarning: "ExtraStateMachineArns",
+		},
+		{
+			name: "events on a version of an Express machine", give: Change{Type: "payments", StateMachineArn: ptr(expressArn + ":2"), Release: ptr("events")},
+			wantErr: "nothing would release the lanes of type payments (nothing written)",
+		},
+		{
 			name: "limit only: TypeReleaseModes stays", releases: map[string]string{"payments": "events"}, give: Change{Type: "payments", Limit: ptr(4)},
 			want:        config.Override{Type: "payments", Limit: 4},
 			wantRelease: "events", wantSource: ReleaseFromType, wantCalls: 0,
