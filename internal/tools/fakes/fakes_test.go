@@ -171,6 +171,38 @@ func TestSFNNameIdempotency(t *testing.T) {
 	}
 }
 
+// As on AWS, a start through a version or alias ARN names its execution under the state machine
+// itself; ListExecutions of the state machine lists it, and so does one of the version or alias it
+// was started through, but not another's.
+func TestSFNVersionAndAliasExecutions(t *testing.T) {
+	const sm = "arn:aws:states:us-east-1:123456789012:stateMachine:work"
+	ctx := context.Background()
+	f := fakes.NewSFN(nil)
+	out, err := f.StartExecution(ctx, &sfn.StartExecutionInput{StateMachineArn: aws.String(sm + ":prod"), Name: aws.String("job-1"), Input: aws.String("{}")})
+	if err != nil {
+		t.Fatalf("StartExecution(alias) error: %v", err)
+	}
+	if got, want := aws.ToString(out.ExecutionArn), "arn:aws:states:us-east-1:123456789012:execution:work:job-1"; got != want {
+		t.Errorf("StartExecution(alias) ARN = %q, want %q", got, want)
+	}
+	d, err := f.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: out.ExecutionArn})
+	if err != nil || aws.ToString(d.StateMachineArn) != sm {
+		t.Errorf("DescribeExecution = %v, %v; want state machine %s", d, err, sm)
+	}
+	for _, tt := range []struct {
+		of   string
+		want int
+	}{{sm, 1}, {sm + ":prod", 1}, {sm + ":3", 0}} {
+		l, err := f.ListExecutions(ctx, &sfn.ListExecutionsInput{StateMachineArn: aws.String(tt.of)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(l.Executions) != tt.want {
+			t.Errorf("ListExecutions(%s) = %d executions, want %d", tt.of, len(l.Executions), tt.want)
+		}
+	}
+}
+
 func TestSQSRecordsCallsAndErrors(t *testing.T) {
 	q := &fakes.SQS{}
 	ctx := context.Background()

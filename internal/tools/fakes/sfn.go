@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 )
 
 // Execution is one execution the fake Step Functions knows.
@@ -25,6 +27,10 @@ type Execution struct {
 	StartDate       time.Time
 	// StopDate is when a closed execution stopped; zero leaves it out of DescribeExecution.
 	StopDate time.Time
+	// StartedWith is the ARN StartExecution was given when it named a version or alias; a
+	// ListExecutions of that version or alias lists the execution (StateMachineArn stays the
+	// state machine's own, as AWS reports it).
+	StartedWith string
 }
 
 // StartCall is one StartExecution call.
@@ -65,8 +71,11 @@ func NewSFN(now func() time.Time) *SFN {
 }
 
 // ExecutionArn is the ARN of the execution name of the state machine stateMachineArn.
+//
+// As on AWS, an execution started through a version or alias ARN (...:stateMachine:NAME:3 or
+// ...:stateMachine:NAME:prod) is named under the state machine itself, without the qualifier.
 func ExecutionArn(stateMachineArn, name string) string {
-	return strings.Replace(stateMachineArn, ":stateMachine:", ":execution:", 1) + ":" + name
+	return strings.Replace(job.UnqualifiedStateMachine(stateMachineArn), ":stateMachine:", ":execution:", 1) + ":" + name
 }
 
 func (f *SFN) now() time.Time {
@@ -101,8 +110,8 @@ func (f *SFN) StartExecution(_ context.Context, in *sfn.StartExecutionInput, _ .
 		record(err)
 		return nil, err
 	case !exists:
-		e = Execution{Arn: arn, StateMachineArn: call.StateMachineArn, Name: call.Name, Status: sfntypes.ExecutionStatusRunning,
-			Input: call.Input, StartDate: f.now()}
+		e = Execution{Arn: arn, StateMachineArn: job.UnqualifiedStateMachine(call.StateMachineArn), StartedWith: call.StateMachineArn,
+			Name: call.Name, Status: sfntypes.ExecutionStatusRunning, Input: call.Input, StartDate: f.now()}
 		f.execs[arn] = e
 	}
 	f.mu.Unlock()
@@ -154,6 +163,9 @@ func (f *SFN) DescribeExecution(_ context.Context, in *sfn.DescribeExecutionInpu
 func (f *SFN) Put(e Execution) Execution {
 	if e.Arn == "" {
 		e.Arn = ExecutionArn(e.StateMachineArn, e.Name)
+	}
+	if q := e.StateMachineArn; job.UnqualifiedStateMachine(q) != q {
+		e.StateMachineArn, e.StartedWith = job.UnqualifiedStateMachine(q), q
 	}
 	if e.Status == "" {
 		e.Status = sfntypes.ExecutionStatusRunning
@@ -228,7 +240,10 @@ func (f *SFN) ListExecutions(_ context.Context, in *sfn.ListExecutionsInput, _ .
 	f.mu.Lock()
 	var all []Execution
 	for _, e := range f.execs {
-		if e.StateMachineArn == aws.ToString(in.StateMachineArn) && (in.StatusFilter == "" || e.Status == in.StatusFilter) {
+		// A state machine's ARN lists all its executions; a version's or alias's, those started
+		// through it.
+		of := aws.ToString(in.StateMachineArn)
+		if (e.StateMachineArn == of || (e.StartedWith != "" && e.StartedWith == of)) && (in.StatusFilter == "" || e.Status == in.StatusFilter) {
 			all = append(all, e)
 		}
 	}
