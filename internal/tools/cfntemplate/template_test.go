@@ -849,8 +849,9 @@ func TestDescribeAndStartScopes(t *testing.T) {
 			if !reflect.DeepEqual(got, tt.wantDescribe) {
 				t.Errorf("DescribeExecutions Resource = %v, want %v", got, tt.wantDescribe)
 			}
-			// The sweep lists the running executions of the same state machines the starter starts.
-			list := statement(t, s.tpl, "DescribeExecutionsPolicy", "ListRunningExecutions")
+			// The sweep (the releaser) lists the running executions of the same state machines the
+			// starter starts.
+			list := statement(t, s.tpl, "ReleaserRole", "ListRunningExecutions")
 			got, err = s.r.Eval(list["Resource"])
 			if err != nil {
 				t.Fatalf("ListRunningExecutions Resource: %v", err)

@@ -132,3 +132,47 @@ func TestUnknownIsAnError(t *testing.T) {
 		t.Error("Parse of a statement without Resource = no error, want one")
 	}
 }
+
+// A grant no call needs is reported: an action of a statement whose resource or leading keys no
+// request matched is unused even when another statement allows the same action.
+func TestUnused(t *testing.T) {
+	getConfig := &dynamodb.GetItemInput{TableName: aws.String("t"), Key: map[string]ddbtypes.AttributeValue{"pk": s("CONFIG")}}
+	queryConfig := &dynamodb.QueryInput{TableName: aws.String("t"), KeyConditionExpression: aws.String("pk = :pk"),
+		ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":pk": s("CONFIG")}}
+	putCount := &dynamodb.PutItemInput{TableName: aws.String("t"), Item: map[string]ddbtypes.AttributeValue{"pk": s("OCC#ll")}}
+	send := &sqs.SendMessageInput{QueueUrl: aws.String("https://sqs.us-east-1.amazonaws.com/123456789012/lanes.fifo")}
+	cases := []struct {
+		name  string
+		calls []any
+		want  []string
+	}{
+		{"every grant used", []any{send, getConfig, queryConfig, putCount}, nil},
+		{"a query alone leaves GetItem unused", []any{send, queryConfig, putCount}, []string{"router/ReadConfig dynamodb:GetItem"}},
+		{"nothing called", nil, []string{"router/Send sqs:SendMessage", "router/ReadConfig dynamodb:GetItem", "router/ReadConfig dynamodb:Query", "router/CountLanes dynamodb:PutItem"}},
+		{"a count's PutItem does not use ReadConfig's actions", []any{putCount},
+			[]string{"router/Send sqs:SendMessage", "router/ReadConfig dynamodb:GetItem", "router/ReadConfig dynamodb:Query"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var reqs []iampolicy.Request
+			for _, in := range c.calls {
+				rs, err := iampolicy.Requests(acct, in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				reqs = append(reqs, rs...)
+			}
+			unused, err := iampolicy.Unused(routerPolicy(t), reqs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, g := range unused {
+				got = append(got, g.String())
+			}
+			if strings.Join(got, "; ") != strings.Join(c.want, "; ") {
+				t.Errorf("Unused() = %q, want %q", got, c.want)
+			}
+		})
+	}
+}

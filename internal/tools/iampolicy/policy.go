@@ -331,3 +331,44 @@ func wildcard(p, s string, fold bool) bool {
 	}
 	return pi == len(p)
 }
+
+// Grant is one action of one Allow statement of a policy.
+type Grant struct {
+	Policy, Sid, Action string
+}
+
+func (g Grant) String() string { return g.Policy + "/" + g.Sid + " " + g.Action }
+
+// Unused returns the grants of policies that allowed none of reqs: each action of each Allow
+// statement that no request needed, with the statement's resources and conditions. A role should
+// grant what its code calls and nothing more; an action a request matches by wildcard is used.
+func Unused(policies []Policy, reqs []Request) ([]Grant, error) {
+	var out []Grant
+	for _, p := range policies {
+		for _, st := range p.Statements {
+			if st.Effect != "Allow" {
+				continue
+			}
+			for _, a := range st.Action {
+				used := false
+				for _, r := range reqs {
+					if !wildcard(a, r.Action, true) {
+						continue
+					}
+					ok, err := st.matches(r)
+					if err != nil {
+						return nil, fmt.Errorf("policy %s statement %q: %w", p.Name, st.Sid, err)
+					}
+					if ok {
+						used = true
+						break
+					}
+				}
+				if !used {
+					out = append(out, Grant{Policy: p.Name, Sid: st.Sid, Action: a})
+				}
+			}
+		}
+	}
+	return out, nil
+}

@@ -50,6 +50,27 @@ var notExercised = map[string]string{
 	"router DynamoDB.DeleteItem": "config.DynamoStore.DeleteOverride is the CLI's; the router's Resolver only lists overrides",
 }
 
+// grantedForAWS are grants of a function's role that its code never calls because AWS uses them
+// on the function's behalf, keyed "function Sid action", with who uses them.
+var grantedForAWS = map[string]string{}
+
+func init() {
+	for _, fn := range []string{"router", "starter", "releaser"} {
+		grantedForAWS[fn+" Logs logs:CreateLogStream"] = "Lambda writes the function's logs with its role"
+		grantedForAWS[fn+" Logs logs:PutLogEvents"] = "Lambda writes the function's logs with its role"
+		grantedForAWS[fn+" Tracing xray:PutTraceSegments"] = "Lambda sends the function's X-Ray traces with its role"
+		grantedForAWS[fn+" Tracing xray:PutTelemetryRecords"] = "Lambda sends the function's X-Ray traces with its role"
+	}
+	// The event source mappings poll with the function's role (the local stack's pollers use
+	// clients of their own, which the recorders do not see).
+	for _, a := range []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"} {
+		grantedForAWS["router PollGeneralQueue "+a] = "the general queue's event source mapping polls with the router's role"
+	}
+	for _, a := range []string{"sqs:ReceiveMessage", "sqs:GetQueueAttributes"} {
+		grantedForAWS["starter Lanes "+a] = "the lanes queue's event source mapping polls with the starter's role"
+	}
+}
+
 const module = "github.com/sfnlimit/sfnlimit/"
 
 func TestEveryCallIsAllowedByItsRole(t *testing.T) {
@@ -171,9 +192,27 @@ func TestEveryCallIsAllowedByItsRole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	used, denied := check(t, s, templateText, root, acct, functions, calls)
+	used, denied, unused := check(t, s, templateText, root, acct, functions, calls)
 	for _, d := range denied {
 		t.Error(d)
+	}
+	// A role grants what its function calls, and what AWS does on the function's behalf with
+	// its role: nothing more.
+	exempted := map[string]bool{}
+	for kind, grants := range unused {
+		for _, g := range grants {
+			key := kind + " " + g.Sid + " " + g.Action
+			if _, ok := grantedForAWS[key]; ok {
+				exempted[key] = true
+				continue
+			}
+			t.Errorf("%s's role grants %s, which none of its calls needed: remove it, or list it in grantedForAWS with the reason", kind, g)
+		}
+	}
+	for key := range grantedForAWS {
+		if !exempted[key] {
+			t.Errorf("grantedForAWS lists %q, which is not an unused grant: remove the entry", key)
+		}
 	}
 
 	reachable := reachableOps(t, s, functions)
@@ -213,7 +252,7 @@ func TestEveryCallIsAllowedByItsRole(t *testing.T) {
 				t.Errorf("%s's %s comes from %s, but the action is not written there", kind, action, policy)
 				continue
 			}
-			_, denied := check(t, s, []byte(mutated), root, acct, functions, map[string][]iampolicy.Call{kind: calls[kind]})
+			_, denied, _ := check(t, s, []byte(mutated), root, acct, functions, map[string][]iampolicy.Call{kind: calls[kind]})
 			found := false
 			for _, d := range denied {
 				if strings.Contains(d, " "+action+" on ") {
@@ -236,7 +275,7 @@ func TestEveryCallIsAllowedByItsRole(t *testing.T) {
 // function against its role's policies. It returns, per function, each action it used with the
 // policy statement that allowed it, and a line per authorization refused.
 func check(t *testing.T, s *stack.Stack, text []byte, root string, acct iampolicy.Account, functions map[string]string,
-	calls map[string][]iampolicy.Call) (used map[string]map[string]string, denied []string) {
+	calls map[string][]iampolicy.Call) (used map[string]map[string]string, denied []string, unused map[string][]iampolicy.Grant) {
 	t.Helper()
 	tpl, err := cfntemplate.Parse(text, root)
 	if err != nil {
@@ -256,12 +295,13 @@ func check(t *testing.T, s *stack.Stack, text []byte, root string, acct iampolic
 	if err != nil {
 		t.Fatal(err)
 	}
-	used = map[string]map[string]string{}
+	used, unused = map[string]map[string]string{}, map[string][]iampolicy.Grant{}
 	for kind, cs := range calls {
 		id := functions[kind]
 		policies := rolePolicies(t, res, id)
 		used[kind] = map[string]string{}
 		checked := map[string]bool{}
+		var all []iampolicy.Request
 		for _, call := range cs {
 			reqs, err := iampolicy.Requests(acct, call.Input)
 			if err != nil {
@@ -274,6 +314,7 @@ func check(t *testing.T, s *stack.Stack, text []byte, root string, acct iampolic
 					continue
 				}
 				checked[key] = true
+				all = append(all, rq)
 				d, err := iampolicy.Decide(policies, rq)
 				switch {
 				case err != nil:
@@ -285,8 +326,12 @@ func check(t *testing.T, s *stack.Stack, text []byte, root string, acct iampolic
 				}
 			}
 		}
+		var err error
+		if unused[kind], err = iampolicy.Unused(policies, all); err != nil {
+			t.Errorf("%s: %v", kind, err)
+		}
 	}
-	return used, denied
+	return used, denied, unused
 }
 
 // removeAction takes action out of the resource's block of the template text (a list item
