@@ -13,6 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/sqsbatch"
 )
 
 // Attribute names on dead-letter messages.
@@ -94,12 +96,38 @@ func (q *Queue) Send(ctx context.Context, e Entry) error {
 	if body == "" {
 		body = "{}" // SQS refuses an empty body; the attributes carry what is known
 	}
+	// SQS counts the attributes (names, types and values) in the message's 1 MiB. A job refused
+	// near that size (input_too_large) would not fit beside its reason, and a failed send would
+	// leave it to SQS's redrive, which moves it without one: its body is cut to fit, and says so.
+	if room := sqsbatch.MaxMessageBytes - attrBytes(attrs) - attrBytes(truncationAttr(len(body))); len(body)+attrBytes(attrs) > sqsbatch.MaxMessageBytes {
+		for k, v := range truncationAttr(len(body)) {
+			attrs[k] = v
+		}
+		body = clean(body, room)
+	}
 	if _, err := q.client.SendMessage(ctx, &sqs.SendMessageInput{
 		QueueUrl: &q.url, MessageBody: &body, MessageAttributes: attrs,
 	}); err != nil {
 		return fmt.Errorf("dead-letter job %q (%s): %w", e.JobID, e.Reason, err)
 	}
 	return nil
+}
+
+// AttrBodyTruncatedFrom, on a dead letter whose body was cut to fit SQS's message size, is the
+// job's size in bytes: the body is its first bytes, not a job that can be redriven.
+const AttrBodyTruncatedFrom = "bodyTruncatedFrom"
+
+func truncationAttr(size int) map[string]types.MessageAttributeValue {
+	return map[string]types.MessageAttributeValue{AttrBodyTruncatedFrom: {DataType: aws.String("String"), StringValue: aws.String(strconv.Itoa(size))}}
+}
+
+// attrBytes is what attributes count toward a message's size: each one's name, type and value.
+func attrBytes(attrs map[string]types.MessageAttributeValue) int {
+	n := 0
+	for k, v := range attrs {
+		n += len(k) + len(aws.ToString(v.DataType)) + len(aws.ToString(v.StringValue))
+	}
+	return n
 }
 
 // clean keeps what SQS accepts in a message attribute (#x9 #xA #xD #x20-#xD7FF #xE000-#xFFFD

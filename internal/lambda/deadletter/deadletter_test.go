@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -156,5 +157,68 @@ func TestSendKeepsAttributesValid(t *testing.T) {
 				t.Errorf("cause attribute has control character %U, which SQS refuses", r)
 			}
 		}
+	}
+}
+
+// sizedSQS refuses, as SQS does, a message whose body and attributes (names, types and values)
+// add up to more than 1 MiB.
+type sizedSQS struct{ fakeSQS }
+
+func (f *sizedSQS) SendMessage(ctx context.Context, in *sqs.SendMessageInput, o ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	n := len(aws.ToString(in.MessageBody))
+	for k, v := range in.MessageAttributes {
+		n += len(k) + len(aws.ToString(v.DataType)) + len(aws.ToString(v.StringValue))
+	}
+	if n > 1<<20 {
+		return nil, errors.New("InvalidParameterValue: One or more parameters are invalid. Reason: Message must be shorter than 1048576 bytes")
+	}
+	return f.fakeSQS.SendMessage(ctx, in, o...)
+}
+
+// A job refused near SQS's 1 MiB (input_too_large) still reaches the dead-letter queue with its
+// reason: its body is cut to fit beside the attributes, and says so, rather than the send failing
+// and SQS's own redrive moving the job later without a reason.
+func TestSendKeepsTheReasonOfABodyNearTheSizeLimit(t *testing.T) {
+	tests := []struct {
+		name          string
+		bodyBytes     int
+		wantTruncated bool
+	}{
+		{name: "a small body is sent whole", bodyBytes: 1000},
+		{name: "a body that fits with its attributes is sent whole", bodyBytes: 1<<20 - 200},
+		{name: "a body of 1 MiB less 8 bytes is cut", bodyBytes: 1<<20 - 8, wantTruncated: true},
+		{name: "a body of 1 MiB is cut", bodyBytes: 1 << 20, wantTruncated: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body := `{"type":"reports","id":"big-1","input":"` + strings.Repeat("é", (tt.bodyBytes-50)/2) + `"}`
+			body += strings.Repeat(" ", tt.bodyBytes-len(body))
+			f := &sizedSQS{}
+			err := deadletter.New(f, dlqURL).Send(context.Background(), deadletter.Entry{
+				Reason: "input_too_large", Source: "router", Type: "reports", JobID: "big-1", Body: body,
+			})
+			if err != nil {
+				t.Fatalf("Send() error = %v, want the dead letter sent", err)
+			}
+			got := f.sent[len(f.sent)-1]
+			a := attrs(t, got.MessageAttributes)
+			if a["reason"] != "input_too_large" || a["jobId"] != "big-1" {
+				t.Errorf("attributes = %v, want the reason and the job", a)
+			}
+			sent := aws.ToString(got.MessageBody)
+			if !utf8.ValidString(sent) {
+				t.Errorf("body cut inside a character")
+			}
+			if tt.wantTruncated {
+				if want := strconv.Itoa(len(body)); a["bodyTruncatedFrom"] != want {
+					t.Errorf("bodyTruncatedFrom = %q, want %s", a["bodyTruncatedFrom"], want)
+				}
+				if len(sent) >= len(body) || !strings.HasPrefix(body, sent) {
+					t.Errorf("body %d bytes, want a prefix of the job's %d", len(sent), len(body))
+				}
+			} else if sent != body || a["bodyTruncatedFrom"] != "" {
+				t.Errorf("body %d bytes (truncated from %q), want the job's %d whole", len(sent), a["bodyTruncatedFrom"], len(body))
+			}
+		})
 	}
 }
