@@ -142,3 +142,51 @@ func TestCrashedClaimExpires(t *testing.T) {
 		t.Errorf("%d completion events sent, want 1", p.sent())
 	}
 }
+
+// flakyAnnounce is the ledger with its first failAnnounced Announced calls failing, as a
+// throttled or failed DynamoDB write does after the SDK's own retries.
+type flakyAnnounce struct {
+	*batch.Ledger
+	mu             sync.Mutex
+	failAnnounced  int
+	announcedCalls int
+}
+
+func (f *flakyAnnounce) Announced(ctx context.Context, id string) error {
+	f.mu.Lock()
+	f.announcedCalls++
+	fail := f.announcedCalls <= f.failAnnounced
+	f.mu.Unlock()
+	if fail {
+		return errors.New("ProvisionedThroughputExceededException: injected")
+	}
+	return f.Ledger.Announced(ctx, id)
+}
+
+// The completion event went out, and marking the batch announced failed for a moment: that write
+// is tried again where it failed, so the closing job's next end (its retry once the claim has
+// expired) finds the batch announced and sends nothing. Without it, the event went out twice
+// with no crash at all.
+func TestAnnouncementMarkedAfterATransientFailure(t *testing.T) {
+	p := &publisher{}
+	_, l := newTrackerLedger(t, p)
+	flaky := &flakyAnnounce{Ledger: l, failAnnounced: 2}
+	tr := batchend.New(flaky, p, "stack", fakes.Logger(t))
+	now := time.Now()
+	tr.Now = func() time.Time { return now }
+	err := tr.Ended(t.Context(), closer)
+	if err != nil {
+		t.Logf("Ended() = %v (retried later)", err)
+	}
+	now = now.Add(31 * time.Second) // any claim has expired: a retry may send again
+	if err := tr.Ended(t.Context(), closer); err != nil {
+		t.Fatalf("Ended() again = %v", err)
+	}
+	if p.sent() != 1 {
+		t.Errorf("%d completion events sent, want 1", p.sent())
+	}
+	sum, _, err := l.Show(t.Context(), "b", false)
+	if err != nil || !sum.Announced {
+		t.Errorf("batch announced = %v (%v), want true", sum.Announced, err)
+	}
+}

@@ -10,7 +10,9 @@
 // batch without its event. The price: the event may reach a rule a few milliseconds before the last
 // job's dead letter reaches the queue. Two ends of the closing job at once both find the batch
 // closed by it; the first to claim the announcement on the batch item sends, the other waits for it
-// (Ledger.ClaimAnnouncement), so the event goes out once unless a sender crashes after sending.
+// (Ledger.ClaimAnnouncement), so the event goes out once unless a sender crashes after sending, or
+// DynamoDB refuses to mark the batch announced for half the claim's time after the send (the
+// write is tried again until then).
 package batchend
 
 import (
@@ -254,6 +256,30 @@ func (t *Tracker) claim(ctx context.Context, id, holder string) (claimed bool, e
 	}
 }
 
+// markAnnounced marks a batch whose event was sent. A failure is tried again here, with growing
+// pauses for up to half the claim's time: the event is out, and an error would have the closing
+// job's retry send it a second time once the claim expires.
+func (t *Tracker) markAnnounced(ctx context.Context, id string) error {
+	ttl := t.ClaimFor
+	if ttl <= 0 {
+		ttl = 30 * time.Second
+	}
+	deadline := time.Now().Add(ttl / 2)
+	pause := 50 * time.Millisecond
+	for {
+		err := t.Ledger.Announced(ctx, id)
+		if err == nil || ctx.Err() != nil || time.Now().Add(pause).After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(pause + rand.N(pause)):
+		}
+		pause = min(2*pause, 2*time.Second)
+	}
+}
+
 func (t *Tracker) announce(ctx context.Context, log *slog.Logger, sum *batch.Summary) error {
 	if sum == nil {
 		return fmt.Errorf("batch closed without a summary")
@@ -295,7 +321,9 @@ func (t *Tracker) announce(ctx context.Context, log *slog.Logger, sum *batch.Sum
 		return fmt.Errorf("send completion of batch %s: EventBridge refused it: %s %s", sum.Batch, code, msg)
 	}
 	sent = true // sent: whatever happens next, a retry must not find the claim free before it expires
-	if err := t.Ledger.Announced(ctx, sum.Batch); err != nil {
+	if err := t.markAnnounced(ctx, sum.Batch); err != nil {
+		// The event went out: a retry of the closing job sends it again once the claim expires.
+		log.ErrorContext(ctx, "batch's completion event was sent but not marked so; it may be sent again", "error", err)
 		return fmt.Errorf("mark batch %s announced: %w", sum.Batch, err)
 	}
 	log.InfoContext(ctx, "batch completed", "expected", sum.Expected, "succeeded", sum.Counts[batch.Succeeded],
