@@ -194,6 +194,13 @@ func TestDocsExamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The documents' commands use these as a reader would; a missing one fails the test rather than
+	// skipping the documents.
+	for _, tool := range []string{"bash", "jq", "aws", "moto_server"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("the documents' examples need %s on PATH: %v", tool, err)
+		}
+	}
 	bin := t.TempDir()
 	build := exec.Command("go", "build", "-o", filepath.Join(bin, "sfnlimit"), "./cmd/sfnlimit")
 	build.Dir = root
