@@ -392,6 +392,77 @@ func TestDocsReadable(t *testing.T) {
 	}
 }
 
+// TestDocsLinks checks that every relative link of README.md and docs/*.md names a file that exists
+// and, with #anchor, a heading of it: sections move between documents, and links must follow.
+func TestDocsLinks(t *testing.T) {
+	docs, err := filepath.Glob("../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors := map[string]map[string]bool{} // file -> its headings' anchors
+	anchorsOf := func(path string) map[string]bool {
+		if a, ok := anchors[path]; ok {
+			return a
+		}
+		a := map[string]bool{}
+		b, err := os.ReadFile(path)
+		if err == nil {
+			in := false
+			for _, l := range strings.Split(string(b), "\n") {
+				if strings.HasPrefix(l, "```") {
+					in = !in
+				}
+				if !in && strings.HasPrefix(l, "#") {
+					a[headingAnchor(strings.TrimLeft(l, "#"))] = true
+				}
+			}
+		}
+		anchors[path] = a
+		return a
+	}
+	for _, doc := range append([]string{"../README.md"}, docs...) {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range mdLink.FindAllStringSubmatch(string(b), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			file, anchor, _ := strings.Cut(target, "#")
+			path := doc
+			if file != "" {
+				path = filepath.Join(filepath.Dir(doc), file)
+			}
+			if _, err := os.Stat(path); err != nil {
+				t.Errorf("%s links to %s, which does not exist", strings.TrimPrefix(doc, "../"), target)
+				continue
+			}
+			if anchor != "" && strings.HasSuffix(path, ".md") && !anchorsOf(path)[anchor] {
+				t.Errorf("%s links to %s: %s has no heading with anchor #%s", strings.TrimPrefix(doc, "../"), target, strings.TrimPrefix(path, "../"), anchor)
+			}
+		}
+	}
+}
+
+var mdLink = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+
+// headingAnchor is GitHub's anchor of a Markdown heading: lower case, spaces to hyphens, and
+// punctuation other than hyphens and underscores dropped.
+func headingAnchor(h string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(strings.TrimSpace(h)) {
+		switch {
+		case r == ' ':
+			b.WriteRune('-')
+		case r == '-' || r == '_' || ('a' <= r && r <= 'z') || ('0' <= r && r <= '9') || r > 127:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
 var (
 	hexWord     = regexp.MustCompile(`\b[0-9a-f]{7,40}\b`)
 	historyWord = regexp.MustCompile(`(?i)\bissue\s+#?\d+|\bat commit\b|\b(?:last|this|previous) session\b|\bthe review\b|\breview\s*\d+`)
