@@ -342,14 +342,21 @@ func stopDocStack(t *testing.T, pidFile string) {
 		t.Errorf("stack pid file: %v", err)
 		return
 	}
-	_ = syscall.Kill(pid, syscall.SIGINT)
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if syscall.Kill(pid, 0) != nil {
-			return
+	began := time.Now()
+	for _, step := range []struct {
+		sig  syscall.Signal
+		wait time.Duration
+	}{{syscall.SIGINT, 20 * time.Second}, {syscall.SIGTERM, 10 * time.Second}} {
+		_ = syscall.Kill(pid, step.sig)
+		for deadline := time.Now().Add(step.wait); time.Now().Before(deadline); {
+			if syscall.Kill(pid, 0) != nil {
+				t.Logf("the local stack stopped on %v in %s", step.sig, time.Since(began).Round(time.Millisecond))
+				return
+			}
+			time.Sleep(200 * time.Millisecond)
 		}
-		time.Sleep(200 * time.Millisecond)
 	}
+	t.Errorf("the local stack (pid %d) did not stop on SIGINT or SIGTERM within 30s: killed", pid)
 	_ = syscall.Kill(pid, syscall.SIGKILL)
 }
 
