@@ -19,7 +19,7 @@ import (
 //
 // make test runs it with 60 jobs per type and checks the invariants; the rates are figures, printed,
 // never asserted (a busy machine changes them). `make bench-binds` runs it with more jobs
-// (SFNLIMIT_BIND_JOBS) for the figure in the README.
+// (SFNLIMIT_BIND_JOBS) for the figure in docs/strategies.md.
 func TestBindThroughput(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
