@@ -58,13 +58,13 @@ lint: tools ## gofmt, go vet, cfn-lint template.yaml, asl-validator on statemach
 # or older than package.json / package-lock.json (npm writes node_modules/.package-lock.json on
 # every install). The Python tools come with the machine and are never skipped: a missing one
 # fails with its name.
-tools: node_modules/.package-lock.json ## install the pinned npm tools; check moto_server, cfn-lint, aws
+tools: node_modules/.package-lock.json ## install the pinned npm tools; check jq, moto_server, cfn-lint, aws
 	@missing=""; \
-	for tool in go node npm moto_server cfn-lint aws; do \
+	for tool in go node npm jq moto_server cfn-lint aws; do \
 		command -v "$$tool" >/dev/null 2>&1 || missing="$$missing $$tool"; \
 	done; \
 	if [ -n "$$missing" ]; then \
-		echo "tools: missing from PATH:$$missing (moto_server, cfn-lint and aws are preinstalled Python tools: moto 5.2.1, cfn-lint 1.51.0, awscli)" >&2; \
+		echo "tools: missing from PATH:$$missing (moto_server, cfn-lint and aws are preinstalled Python tools: moto 5.2.1, cfn-lint 1.51.0, awscli; jq is Debian's, apt-get install jq)" >&2; \
 		exit 1; \
 	fi
 	@test -x $(NODE_BIN)/asl-validator || { echo "tools: $(NODE_BIN)/asl-validator is missing after npm install" >&2; exit 1; }

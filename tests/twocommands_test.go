@@ -110,7 +110,7 @@ mkdir -p node_modules/.bin && printf '#!/bin/sh\n' > node_modules/.bin/asl-valid
 				}
 			}
 			bin, calls := standIns(t, map[string]string{
-				"npm": tt.npm, "go": "", "node": "", "moto_server": "", "cfn-lint": "", "aws": "",
+				"npm": tt.npm, "go": "", "node": "", "jq": "", "moto_server": "", "cfn-lint": "", "aws": "",
 			})
 			cmd := exec.Command("make", "--no-print-directory", "demo")
 			cmd.Dir = dir

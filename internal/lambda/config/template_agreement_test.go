@@ -132,7 +132,7 @@ func TestTypeParametersAgreeWithTheCode(t *testing.T) {
 
 // What a pattern cannot see: a type listed twice, and limits that only together reach the FIFO
 // in-flight quota. The template accepts these and the functions refuse them at cold start; the
-// README says so. The test keeps the list honest: if the code starts accepting one, it moves up.
+// docs/configuration.md says so. The test keeps the list honest: if the code starts accepting one, it moves up.
 func TestTypeLimitsThePatternCannotSee(t *testing.T) {
 	tpl, err := cfntemplate.Load(filepath.Join("..", "..", "..", "template.yaml"))
 	if err != nil {

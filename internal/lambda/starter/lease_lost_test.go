@@ -43,7 +43,7 @@ func deliver(t *testing.T, r *rig, receive int) bool {
 	return len(resp.BatchItemFailures) == 0
 }
 
-// An operator deletes a stuck lease, as the README advises. The job's attempts are not lost with it:
+// An operator deletes a stuck lease, as docs/operations.md advises. The job's attempts are not lost with it:
 // Step Functions keeps which message started each attempt, so the message's next deliveries go on
 // from the last attempt's outcome instead of taking the job for a duplicate and dropping it.
 func TestDeletedLeaseKeepsTheJobsAttempts(t *testing.T) {

@@ -92,7 +92,7 @@ func drain(t *testing.T, r *rig, q []queued, rounds int) {
 	}
 }
 
-// An operator deletes a lane's lease (the README's advice for a stuck lane), and the type's limit
+// An operator deletes a lane's lease (docs/operations.md's advice for a stuck lane), and the type's limit
 // is lowered below that lane before the job's message comes back. The message's attempts are in
 // Step Functions, started by that message in that lane: the job goes on from them. Moving it with
 // the attempt count its body carries (0) made the copy start attempt 1 again, find it taken by

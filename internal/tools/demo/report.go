@@ -17,7 +17,7 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/tools/local/stack"
 )
 
-// AWS list prices (us-east-1), see the README's cost section.
+// AWS list prices (us-east-1), see docs/limits.md.
 const (
 	priceSQSPerMillion         = 0.50         // FIFO; standard is 0.40: every SQS call is priced as FIFO (an upper bound)
 	priceTransition            = 0.025 / 1000 // Step Functions Standard, per state transition
