@@ -254,6 +254,17 @@ func (r *Resolver) SetClock(now func() time.Time) { r.now = now }
 // Defaults returns the deployment defaults.
 func (r *Resolver) Defaults() Defaults { return r.defaults }
 
+// Listed says whether typ has a limit of its own: in the deployment's TYPE_LIMITS, or in a live
+// override as last read (it reads nothing). Any other type runs on DEFAULT_LIMIT, or is refused.
+func (r *Resolver) Listed(typ string) bool {
+	if _, ok := r.defaults.Limits[typ]; ok {
+		return true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.overrides[typ].Limit > 0
+}
+
 func (r *Resolver) load(ctx context.Context) (map[string]Override, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

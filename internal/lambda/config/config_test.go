@@ -640,3 +640,31 @@ func TestResolverRefusesOverridesOverQuota(t *testing.T) {
 type quotaStore struct{ list []config.Override }
 
 func (q *quotaStore) ListOverrides(context.Context) ([]config.Override, error) { return q.list, nil }
+
+// Listed says which types have a limit of their own, from the deployment's TYPE_LIMITS and the live
+// overrides last read, without reading the table: the metrics recorder asks it for every count.
+func TestResolverListed(t *testing.T) {
+	store := &fakeStore{list: []config.Override{
+		{Type: "live", Limit: 4},
+		{Type: "pausedonly", Pause: &config.Pause{Reason: "maintenance", Since: time.Date(2024, 3, 9, 10, 0, 0, 0, time.UTC)}}, // no limit of its own: runs on the fallback
+	}}
+	r, err := config.NewResolver(testDefaults(2), store, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Listed("live") {
+		t.Errorf("Listed(live) before the overrides were read = true, want false (it reads nothing)")
+	}
+	if _, err := r.Get(t.Context(), "live"); err != nil {
+		t.Fatal(err)
+	}
+	reads := store.reads()
+	for typ, want := range map[string]bool{"payments": true, "live": true, "pausedonly": false, "invented": false, "": false} {
+		if got := r.Listed(typ); got != want {
+			t.Errorf("Listed(%q) = %v, want %v", typ, got, want)
+		}
+	}
+	if store.reads() != reads {
+		t.Errorf("Listed read the store")
+	}
+}

@@ -53,6 +53,11 @@ var units = map[string]string{
 // NoType is the Type dimension of jobs whose type is not known (unreadable bodies).
 const NoType = "(none)"
 
+// Unlisted is the one Type dimension of every type without a limit of its own, once the recorder
+// knows which types are listed (Recorder.Listed): producers choose types, and each dimension value
+// is a billed custom metric.
+const Unlisted = "(unlisted)"
+
 // Recorder accumulates metrics of one function; it is safe for concurrent use. A nil *Recorder
 // records nothing.
 type Recorder struct {
@@ -61,6 +66,7 @@ type Recorder struct {
 	now       func() time.Time
 
 	mu     sync.Mutex
+	listed func(typ string) bool
 	counts map[string]map[string]float64   // type -> metric -> sum
 	values map[string]map[string][]float64 // type -> metric -> samples (latencies, gauges)
 }
@@ -73,16 +79,35 @@ func New(w io.Writer, namespace string) *Recorder {
 	return &Recorder{w: w, namespace: namespace, now: time.Now, counts: map[string]map[string]float64{}, values: map[string]map[string][]float64{}}
 }
 
+// Listed bounds the Type dimension: a type for which listed is false is recorded as Unlisted.
+func (r *Recorder) Listed(listed func(typ string) bool) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	r.listed = listed
+	r.mu.Unlock()
+}
+
+// dimension is typ's Type dimension value; r.mu is held.
+func (r *Recorder) dimension(typ string) string {
+	switch {
+	case typ == "":
+		return NoType
+	case r.listed != nil && !r.listed(typ):
+		return Unlisted
+	}
+	return typ
+}
+
 // Add adds n to a count of a type.
 func (r *Recorder) Add(typ, metric string, n float64) {
 	if r == nil {
 		return
 	}
-	if typ == "" {
-		typ = NoType
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	typ = r.dimension(typ)
 	if r.counts[typ] == nil {
 		r.counts[typ] = map[string]float64{}
 	}
@@ -94,11 +119,9 @@ func (r *Recorder) Observe(typ, metric string, v float64) {
 	if r == nil {
 		return
 	}
-	if typ == "" {
-		typ = NoType
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	typ = r.dimension(typ)
 	if r.values[typ] == nil {
 		r.values[typ] = map[string][]float64{}
 	}

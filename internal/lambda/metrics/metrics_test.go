@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"reflect"
 	"testing"
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
@@ -94,5 +96,38 @@ func TestCollectorSums(t *testing.T) {
 	nilRec.Add("a", metrics.JobsStarted, 1) // a nil recorder records nothing and does not panic
 	if err := nilRec.Flush(); err != nil {
 		t.Errorf("nil Flush() = %v", err)
+	}
+}
+
+// Any producer may send jobs of any well-formed type: a type without a limit of its own (refused as
+// unknown_type, or run on DefaultLimit) must not become a metric dimension of its own, or producers
+// could add CloudWatch custom metrics, each billed, without bound. With the configured types known,
+// every other type is counted under one dimension, Unlisted.
+func TestUnlistedTypesShareOneDimension(t *testing.T) {
+	var buf bytes.Buffer
+	r := metrics.New(&buf, "ns")
+	r.Listed(func(typ string) bool { return typ == "payments" })
+	r.Add("payments", metrics.JobsStarted, 1)
+	for i := range 1000 {
+		r.Add(fmt.Sprintf("invented%d", i), metrics.JobsRejected, 1)
+		r.Observe(fmt.Sprintf("invented%d", i), metrics.StartLatency, 5)
+	}
+	r.Add("", metrics.JobsRejected, 1)
+	if err := r.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	types := map[string]bool{}
+	sc := bufio.NewScanner(&buf)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var doc struct{ Type string }
+		if err := json.Unmarshal(sc.Bytes(), &doc); err != nil {
+			t.Fatal(err)
+		}
+		types[doc.Type] = true
+	}
+	want := map[string]bool{"payments": true, metrics.Unlisted: true, metrics.NoType: true}
+	if !reflect.DeepEqual(types, want) {
+		t.Errorf("Type dimensions = %v, want %v", types, want)
 	}
 }
