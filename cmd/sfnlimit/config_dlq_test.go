@@ -80,8 +80,8 @@ func TestConfig(t *testing.T) {
 		t.Errorf("config get after reset still lists %s: %+v", typ, v.Types)
 	}
 	// Submitting to it now is refused before anything is sent.
-	r = must(t, local(t, "submit", "--type", typ, "--id", "c-2"), exitError)
-	if !strings.Contains(r.stdout, "unknown_type") {
+	r = must(t, local(t, "submit", "--type", typ, "--id", "c-2"), exitUsage)
+	if !strings.Contains(r.stderr, "--type: unknown_type") {
 		t.Errorf("submit to a reset type:\n%s", r)
 	}
 }

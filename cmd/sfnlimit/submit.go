@@ -45,7 +45,9 @@ against the limits (a type with no limit is refused as unknown_type); invalid li
 with their line numbers and not sent, the others are sent (--strict: nothing is sent if any line is
 invalid). Jobs go out with SendMessageBatch in tens, several batches at once; entries SQS fails are
 retried with exponential back-off and jitter. A progress bar is shown on a terminal. The summary
-counts what was sent and what failed, with SQS's reasons. Exit 1 if any line was not sent.
+counts what was sent and what failed, with SQS's reasons. Exit 1 if any line was not sent. A job
+given by flags that breaks a rule (its type, id, key, priority or input; a type with no limit) is a
+usage error, exit 2, naming the flag; so is an input that holds no job.
 
 --batch NAME sends the jobs as one batch: it counts the valid jobs (a line repeating a job's type
 and id counts once), opens batch NAME for that many before sending anything, and sends each job with
@@ -134,6 +136,18 @@ standard error, and prints it as "sfnlimit batch show" does; --timeout bounds th
 			}
 			if err != nil {
 				return s.explain(err)
+			}
+			if byFlags && len(parsed.Invalid) > 0 {
+				// A job given by flags is judged as the command line is: a usage error, naming the flag.
+				x := parsed.Invalid[0]
+				return usageError{fmt.Errorf("%s: %s: %s", flagOf(x.Reason), x.Reason, x.Detail)}
+			}
+			if len(parsed.Jobs)+len(parsed.Invalid) == 0 {
+				where := "in " + source
+				if source == "standard input" {
+					where = "on standard input"
+				}
+				return usageError{fmt.Errorf("no jobs %s: give one JSON object a line, a job by --type, --id and --input, or a file", where)}
 			}
 			out := cmd.OutOrStdout()
 			sum := submitSummary{Source: source, Target: s.t.String(), Jobs: len(parsed.Jobs) + len(parsed.Invalid), Invalid: parsed.Invalid, Duplicates: parsed.Duplicates, NoID: parsed.NoID}
@@ -240,6 +254,23 @@ standard error, and prints it as "sfnlimit batch show" does; --timeout bounds th
 	_ = cmd.RegisterFlagCompletionFunc("type", completeTypes(&tgt))
 	_ = cmd.RegisterFlagCompletionFunc("priority", cobra.FixedCompletions([]cobra.Completion{"low", "normal", "high"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
+}
+
+// flagOf is the flag of `submit --type ...` that a job's refusal reason (job.Reason) is about.
+func flagOf(reason string) string {
+	switch job.Reason(reason) {
+	case job.ReasonMissingType, job.ReasonInvalidType, job.ReasonUnknownType:
+		return "--type"
+	case job.ReasonInvalidID:
+		return "--id"
+	case job.ReasonInvalidKey:
+		return "--key"
+	case job.ReasonInvalidPriority:
+		return "--priority"
+	case job.ReasonInvalidBatch:
+		return "--batch"
+	}
+	return "--input" // not_json, input_too_large
 }
 
 // submitSummary is what submit reports.
