@@ -93,7 +93,7 @@ and how (succeeded, dead_lettered, refused), when it opened and closed and how l
 has been open), the jobs dead-lettered or refused ("{type}/{id}", up to 100, then where to find
 the rest), and the late jobs: ones that ended after the batch closed (a redrive, or more jobs than
 its size), not counted. --jobs lists every job's outcome, redrive and end time, and every
-dead-lettered job. Exit 1 if the batch is not open.
+dead-lettered job. Exit 1 if the batch does not exist (nobody opened it).
 ` + targetHelp,
 		Example: `  sfnlimit batch show nightly-2026-03-01
   sfnlimit batch show nightly-2026-03-01 --jobs

@@ -26,8 +26,8 @@ func TestBatchOpenAndShow(t *testing.T) {
 	t.Parallel()
 	name := fmt.Sprintf("cli-open-%d", typeSeq.Add(1))
 	r := must(t, local(t, "batch", "show", name), exitError)
-	if !strings.Contains(r.stderr, "batch "+name+": batch is not open: open it with") {
-		t.Errorf("batch show of a batch not open:\n%s", r)
+	if !strings.Contains(r.stderr, "batch "+name+" does not exist: no batch of that name was opened; open it with") {
+		t.Errorf("batch show of a batch never opened:\n%s", r)
 	}
 	r = must(t, local(t, "batch", "open", name, "--size", "3"), exitOK)
 	if !strings.Contains(r.stdout, "batch "+name+" opened for 3 jobs") {
