@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -395,6 +398,10 @@ type Change struct {
 	// the burst (of Rate, or of the rate in force).
 	Rate  *string
 	Burst *int
+	// NewType says the type may be new to the stack (config set --new-type): without it, a change
+	// to a type that neither the deployment's parameters nor a live override name is refused, so
+	// that a typo does not create a type.
+	NewType bool
 }
 
 var stateMachineArnRe = regexp.MustCompile(`^arn:aws[a-z-]*:states:[a-z0-9-]+:[0-9]{12}:stateMachine:[A-Za-z0-9_-]{1,80}$`)
@@ -435,11 +442,22 @@ func (c Change) Validate() error {
 	if c.Limit != nil && (*c.Limit < 1 || *c.Limit >= config.MaxInFlight) {
 		return usagef("--limit %d must be at least 1 and under the SQS FIFO in-flight quota of %d (to drop an override: config reset)", *c.Limit, config.MaxInFlight)
 	}
-	if c.MaxAttempts != nil && *c.MaxAttempts < 1 {
-		return usagef("--max-attempts %d must be at least 1", *c.MaxAttempts)
+	if c.MaxAttempts != nil {
+		if err := validateAttempts(*c.MaxAttempts); err != nil {
+			return err
+		}
 	}
 	if c.StateMachineArn != nil && !stateMachineArnRe.MatchString(*c.StateMachineArn) {
 		return usagef("--state-machine %q is not a state machine ARN (arn:aws:states:REGION:ACCOUNT:stateMachine:NAME)", *c.StateMachineArn)
+	}
+	return nil
+}
+
+// validateAttempts checks --max-attempts against the range the template allows a type
+// (TypeMaxAttempts: 1-999, config.MaxTypeAttempts).
+func validateAttempts(n int) error {
+	if n < 1 || n > config.MaxTypeAttempts {
+		return usagef("--max-attempts %d must be 1-%d", n, config.MaxTypeAttempts)
 	}
 	return nil
 }
@@ -479,6 +497,26 @@ type SetResult struct {
 	After    TypeView   `json:"after"`
 	Config   ConfigView `json:"config"`
 	Warnings []string   `json:"warnings,omitempty"`
+	// AppliesWithinSeconds is how soon the functions act on what was written (ConfigCacheSeconds,
+	// the stack's own); nil when nothing was written.
+	AppliesWithinSeconds *float64 `json:"appliesWithinSeconds,omitempty"`
+	// Unchanged says the change left the live override as it was: nothing was written.
+	Unchanged bool `json:"unchanged,omitempty"`
+}
+
+// written marks a result as written: the functions act on it within cache.
+func (r *SetResult) written(cache time.Duration) {
+	s := cache.Seconds()
+	r.AppliesWithinSeconds = &s
+}
+
+// appliesText says how soon the functions act on a live change that caches for d
+// (ConfigCacheSeconds).
+func appliesText(d time.Duration) string {
+	if d <= 0 {
+		return "at once (ConfigCacheSeconds is 0)"
+	}
+	return fmt.Sprintf("within %s (ConfigCacheSeconds)", d)
 }
 
 // Set changes a type's live override: the fields given replace the stored ones, the others stay.
@@ -496,7 +534,13 @@ func (e ConfigEditor) Set(ctx context.Context, c Change) (SetResult, error) {
 	if err != nil {
 		return SetResult{}, err
 	}
+	if !c.NewType {
+		if err := e.checkKnown(c.Type, ovs); err != nil {
+			return SetResult{}, err
+		}
+	}
 	o, rest := splitOverrides(ovs, c.Type)
+	stored := o
 	if c.Limit != nil {
 		o.Limit = *c.Limit
 	}
@@ -541,10 +585,107 @@ func (e ConfigEditor) Set(ctx context.Context, c Change) (SetResult, error) {
 	if err := e.checkKeyCaps(ctx, c, next); err != nil {
 		return SetResult{}, err
 	}
+	if sameOverride(o, stored) {
+		what := fmt.Sprintf("the live override of type %s says so already", c.Type)
+		if _, found := findOverride(ovs, c.Type); !found {
+			what = fmt.Sprintf("type %s has no live override, and this change would write an empty one", c.Type)
+		}
+		res, err := e.result(ctx, c.Type, before, append(warnings, "nothing changed, nothing written: "+what))
+		res.Unchanged = true
+		return res, err
+	}
 	if err := e.Store.SetOverride(ctx, o); err != nil {
 		return SetResult{}, err
 	}
-	return e.result(ctx, c.Type, before, warnings)
+	res, err := e.result(ctx, c.Type, before, warnings)
+	res.written(e.CacheAge)
+	return res, err
+}
+
+// sameOverride reports whether two overrides of a type say the same (an empty map is none).
+func sameOverride(a, b config.Override) bool {
+	if len(a.KeyLimits) == 0 && len(b.KeyLimits) == 0 {
+		a.KeyLimits, b.KeyLimits = nil, nil
+	}
+	return reflect.DeepEqual(a, b)
+}
+
+// findOverride returns typ's live override, if it has one.
+func findOverride(ovs []config.Override, typ string) (config.Override, bool) {
+	for _, o := range ovs {
+		if o.Type == typ {
+			return o, true
+		}
+	}
+	return config.Override{}, false
+}
+
+// knownTypes are the types the stack knows: those its parameters name (a limit, attempts, a
+// release mode, a key limit or a rate) and those with a live override.
+func (e ConfigEditor) knownTypes(ovs []config.Override) []string {
+	seen := map[string]bool{}
+	for _, m := range []map[string]int{e.Defaults.Limits, e.Defaults.MaxAttempts, e.Defaults.KeyLimits} {
+		for t := range m {
+			seen[t] = true
+		}
+	}
+	for t := range e.Defaults.Releases {
+		seen[t] = true
+	}
+	for t := range e.Defaults.Rates {
+		seen[t] = true
+	}
+	for _, o := range ovs {
+		seen[o.Type] = true
+	}
+	return slices.Sorted(maps.Keys(seen))
+}
+
+// checkKnown refuses a change to a type the stack does not know (knownTypes): most often a typo,
+// which would create a type nobody sends jobs to. It suggests the closest known type.
+func (e ConfigEditor) checkKnown(typ string, ovs []config.Override) error {
+	known := e.knownTypes(ovs)
+	if slices.Contains(known, typ) {
+		return nil
+	}
+	hint := ""
+	if s := closest(typ, known); s != "" {
+		hint = fmt.Sprintf(" Did you mean %s?", s)
+	}
+	return usagef("type %s is not known to the stack (no limit or other setting in its parameters, no live override): nothing written.%s To create type %s, add --new-type", typ, hint, typ)
+}
+
+// closest is the known name nearest to name by edit distance (case aside), if it is near enough to
+// be a typo of it: at most 2 edits, and fewer than name has characters.
+func closest(name string, known []string) string {
+	best, bestD := "", 3
+	for _, k := range known {
+		if d := editDistance(strings.ToLower(name), strings.ToLower(k)); d < bestD && d < len(name) {
+			best, bestD = k, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance of two strings, byte by byte (type names are ASCII).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // Reset removes a type's live override, so its defaults apply again. A type that exists only as
@@ -577,7 +718,12 @@ func (e ConfigEditor) Reset(ctx context.Context, typ string, force bool) (SetRes
 		warnings = append(warnings, fmt.Sprintf("type %s had no live override: nothing changed", typ))
 	} else {
 		if p := before.typeView(typ, e.Defaults, ovs).Pause; p != nil {
-			// The item held the pause: dropping it resumes the type, but wakes nobody.
+			// The item held the pause: dropping it resumes the type, which "reset" does not say.
+			if !force {
+				return SetResult{}, usagef("type %s is paused (for %s: %s): a reset drops its live override, pause included, so it resumes %s and its waiting jobs start. Nothing written: resume it with \"sfnlimit resume %s\", or add --force to reset it anyway",
+					typ, p.age(), p.reasonText(), appliesText(e.CacheAge), typ)
+			}
+			// Forced: it resumes, but the reset wakes nobody.
 			warnings = append(warnings, fmt.Sprintf("type %s was paused (for %s: %s): the reset resumes it, and the releaser's sweep wakes its jobs parked by the pause within a minute (sfnlimit resume %s wakes them at once)",
 				typ, p.age(), p.reasonText(), typ))
 		}
@@ -599,7 +745,11 @@ func (e ConfigEditor) Reset(ctx context.Context, typ string, force bool) (SetRes
 			return SetResult{}, err
 		}
 	}
-	return e.result(ctx, typ, before, warnings)
+	res, err := e.result(ctx, typ, before, warnings)
+	if found {
+		res.written(e.CacheAge)
+	}
+	return res, err
 }
 
 // waiting says, for people, what can be counted of a type's jobs not yet done. Leases count those
@@ -871,6 +1021,14 @@ func (r SetResult) WriteTable(w io.Writer) error {
 		r.Before.MaxAttempts, r.After.MaxAttempts, shortArn(r.After.StateMachineArn),
 		r.Before.Strategy, r.After.Strategy, r.After.StrategySource,
 		r.Before.Release, r.After.Release, r.After.ReleaseSource)
+	if s := r.AppliesWithinSeconds; s != nil {
+		d := time.Duration(*s * float64(time.Second))
+		if d > 0 {
+			fmt.Fprintf(w, "the change applies %s: until then, a function that read the config before it goes on with the old one\n", appliesText(d))
+		} else {
+			fmt.Fprintf(w, "the change applies %s\n", appliesText(d))
+		}
+	}
 	if r.Before.capsKeys() || r.After.capsKeys() {
 		fmt.Fprintf(w, "keys of type %s: key limit %s -> %s (%s); own caps %s -> %s\n", r.After.Type,
 			limitText(r.Before.KeyLimit), limitText(r.After.KeyLimit), r.After.KeyLimitSource,

@@ -97,7 +97,7 @@ func TestConfigSetRelease(t *testing.T) {
 		},
 		{
 			name: "an Express machine and events at once",
-			give: Change{Type: "llm", Limit: ptr(2), StateMachineArn: ptr(expressArn), Release: ptr("events")}, wantErr: "nothing would release the lanes of type llm (nothing written)",
+			give: Change{Type: "llm", Limit: ptr(2), StateMachineArn: ptr(expressArn), Release: ptr("events"), NewType: true}, wantErr: "nothing would release the lanes of type llm (nothing written)",
 		},
 		{
 			name: "an Express machine in step mode", give: Change{Type: "payments", StateMachineArn: ptr(expressArn)},
