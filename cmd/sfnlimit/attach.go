@@ -130,10 +130,5 @@ func (s *session) stackAccess(ctx context.Context, tgt *target) *ops.StackAccess
 // submitLine is a command that submits one job of typ to the limiter the command was given.
 func submitLine(tgt *target, typ string) string {
 	parts := []string{"sfnlimit", "submit", "--type", typ, "--id", "job-1", "--input", "'{}'"}
-	for _, f := range []struct{ name, v string }{{"--local", tgt.local}, {"--stack", tgt.stack}, {"--region", tgt.region}, {"--profile", tgt.profile}} {
-		if f.v != "" {
-			parts = append(parts, f.name, ops.ShellQuote(f.v))
-		}
-	}
-	return strings.Join(parts, " ")
+	return strings.Join(append(parts, tgt.flagArgs()...), " ")
 }

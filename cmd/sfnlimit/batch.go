@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -17,7 +18,8 @@ import (
 const batchExitHelp = `
 Waiting (batch wait, submit --wait) ends with exit 0 when every job of the batch succeeded, 3 when
 the batch closed with jobs dead-lettered or refused, 4 when --timeout passed before it closed (the
-batch goes on; wait again), 1 on an error, 2 on a usage error.`
+batch goes on; wait again), 1 on an error, 2 on a usage error, 130 when interrupted (Ctrl-C: it
+stops waiting, the batch goes on, and it prints the command that waits again).`
 
 func newBatch() *cobra.Command {
 	var tgt target
@@ -151,7 +153,7 @@ router takes the first of them). Use it for a batch submitted by other means tha
 			if err != nil {
 				return err
 			}
-			v, err := waitBatch(ctx, cmd.ErrOrStderr(), l, args[0], timeout)
+			v, err := waitBatch(ctx, cmd.ErrOrStderr(), tgt, l, args[0], timeout)
 			if v.State != "" {
 				if perr := print(cmd.OutOrStdout(), asJSON, v, func(w io.Writer) error { return ops.WriteBatch(w, v) }); perr != nil {
 					return perr
@@ -168,12 +170,24 @@ router takes the first of them). Use it for a batch submitted by other means tha
 	return cmd
 }
 
-// waitBatch waits for batch id to close, drawing its progress on w.
-func waitBatch(ctx context.Context, w io.Writer, l ops.BatchLedger, id string, timeout time.Duration) (ops.BatchView, error) {
+// waitBatch waits for batch id of the limiter tgt names to close, drawing its progress on w. Cut
+// short by the command's context (Ctrl-C), it returns a stoppedWaiting that says how to wait again.
+func waitBatch(ctx context.Context, w io.Writer, tgt *target, l ops.BatchLedger, id string, timeout time.Duration) (ops.BatchView, error) {
 	p := &ops.BatchProgress{W: w, TTY: isTerminal(w)}
 	v, err := ops.BatchWaiter{Ledger: l}.Wait(ctx, id, timeout, p.Update)
 	p.Done()
+	if err != nil && ctx.Err() != nil {
+		again := append([]string{"sfnlimit", "batch", "wait", ops.ShellQuote(id)}, tgt.flagArgs()...)
+		return v, stoppedWaiting{batch: id, again: strings.Join(again, " ")}
+	}
 	return v, err
+}
+
+// stoppedWaiting is a wait for a batch cut short by its caller: the batch goes on.
+type stoppedWaiting struct{ batch, again string }
+
+func (s stoppedWaiting) Error() string {
+	return fmt.Sprintf("stopped waiting for batch %s: the batch goes on; wait again with:\n  %s", s.batch, s.again)
 }
 
 // ledger opens the target and its batch ledger.

@@ -197,7 +197,7 @@ standard error, and prints it as "sfnlimit batch show" does; --timeout bounds th
 				if err != nil {
 					return s.explain(err)
 				}
-				v, werr := waitBatch(ctx, cmd.ErrOrStderr(), l, batchName, timeout)
+				v, werr := waitBatch(ctx, cmd.ErrOrStderr(), &tgt, l, batchName, timeout)
 				if v.State != "" {
 					sum.BatchResult = &v
 				}
