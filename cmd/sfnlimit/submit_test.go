@@ -101,3 +101,35 @@ func TestSubmitStoppedStack(t *testing.T) {
 		t.Errorf("submit to a stopped stack = %s\nwant exit 1 naming job payments/order-1, no line 0, and the hint", r)
 	}
 }
+
+// A job sent again with the type and id of one submitted before never runs again (its execution
+// names are taken, and the lanes queue drops a copy within 5 minutes): submit says so, counts it
+// apart from the jobs sent, sends it not, and exits 1.
+func TestSubmitAgain(t *testing.T) {
+	t.Parallel()
+	typ := newType(t, "again", 2)
+	must(t, local(t, "submit", "--type", typ, "--id", "once", "--input", `{"seconds":0}`), exitOK)
+	waitJob(t, typ, "once", "succeeded")
+
+	r := must(t, local(t, "submit", "--type", typ, "--id", "once", "--input", `{"seconds":0}`), exitError)
+	for _, want := range []string{
+		"sent 0 of 1 jobs from flags",
+		"already submitted, not sent: 1\n  " + typ + "/once was already submitted (execution " + typ + "-once-1 SUCCEEDED): it will not run again; use a new id\n",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("submit of a job submitted before lacks %q:\n%s", want, r)
+		}
+	}
+	if !strings.Contains(r.stderr, "1 of 1 jobs not sent (1 already submitted)") {
+		t.Errorf("submit of a job submitted before: stderr\n%s", r)
+	}
+	// In a file, the other jobs are sent.
+	path := jobsFile(t,
+		`{"type":"`+typ+`","id":"fresh","input":{"seconds":0}}`,
+		`{"type":"`+typ+`","id":"once","input":{"seconds":0}}`)
+	s := decode[submitSummary](t, must(t, local(t, "submit", path, "--json"), exitError))
+	if s.Sent != 1 || s.Jobs != 2 || len(s.Already) != 1 || s.Already[0].No != 2 || s.Already[0].ID != "once" || s.Checked != 2 {
+		t.Errorf("submit of a file with a job submitted before = %+v, want 1 of 2 sent, line 2 already submitted, 2 looked up", s)
+	}
+	waitJob(t, typ, "fresh", "succeeded")
+}
