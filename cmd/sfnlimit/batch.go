@@ -53,7 +53,7 @@ func newBatchOpen(tgt *target) *cobra.Command {
 		Short: "Open a batch for N jobs, before its jobs are sent",
 		Long: `open opens batch NAME for N jobs (1-1000000). Its jobs then need only "batch": NAME, no
 batchSize. Opening an open batch again with the same size changes nothing; with another size it is
-refused: a batch's size never changes, give the other one another name. Jobs of a batch nobody
+refused (exit 2): a batch's size never changes, give the other one another name. Jobs of a batch nobody
 opened are refused (batch_not_open) after a few deliveries.
 ` + targetHelp,
 		Example: `  sfnlimit batch open nightly-2026-03-01 --size 5000

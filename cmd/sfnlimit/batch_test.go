@@ -39,7 +39,7 @@ func TestBatchOpenAndShow(t *testing.T) {
 	if !strings.Contains(r.stdout, "was open already for 3 jobs") {
 		t.Errorf("batch open again:\n%s", r)
 	}
-	r = must(t, local(t, "batch", "open", name, "--size", "4"), exitError)
+	r = must(t, local(t, "batch", "open", name, "--size", "4"), exitUsage)
 	if !strings.Contains(r.stderr, "for 3 jobs, and a batch's size never changes") {
 		t.Errorf("batch open with another size:\n%s", r)
 	}

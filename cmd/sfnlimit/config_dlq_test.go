@@ -40,12 +40,12 @@ func TestConfig(t *testing.T) {
 	}
 	sm := s.Info().Output("SampleStateMachineArn")
 	must(t, local(t, "config", "set", typ, "--state-machine", sm), exitOK)
-	r := must(t, local(t, "config", "set", typ, "--state-machine", strings.Replace(sm, "sfnlimit-sample", "nope", 1)), exitError)
+	r := must(t, local(t, "config", "set", typ, "--state-machine", strings.Replace(sm, "sfnlimit-sample", "nope", 1)), exitUsage)
 	if !strings.Contains(r.stderr, "does not exist") {
 		t.Errorf("config set with a missing state machine:\n%s", r)
 	}
 	// The quota counts every limit: base's 2 and this one's.
-	r = must(t, local(t, "config", "set", typ, "--limit", "119999"), exitError)
+	r = must(t, local(t, "config", "set", typ, "--limit", "119999"), exitUsage)
 	if !strings.Contains(r.stderr, "in-flight quota") {
 		t.Errorf("config set over the quota:\n%s", r)
 	}

@@ -64,7 +64,7 @@ func OpenBatch(ctx context.Context, l BatchLedger, id string, size int, now time
 		if serr != nil {
 			return BatchOpened{}, fmt.Errorf("open batch %s for %d jobs: it is open with another size: %w", id, size, err)
 		}
-		return BatchOpened{}, fmt.Errorf("open batch %s for %d jobs: it was opened at %s for %d jobs, and a batch's size never changes: give the batch another name: %w",
+		return BatchOpened{}, usagef("open batch %s for %d jobs: it was opened at %s for %d jobs, and a batch's size never changes: give the batch another name: %w",
 			id, size, stamp(sum.OpenedAt), sum.Expected, ledger.ErrSizeMismatch)
 	}
 	if err != nil {

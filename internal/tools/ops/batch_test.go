@@ -64,8 +64,9 @@ func TestOpenBatch(t *testing.T) {
 	}
 
 	_, err = OpenBatch(ctx, l, "nightly-1", 4, batchNow)
-	if !errors.Is(err, ledger.ErrSizeMismatch) || !strings.Contains(err.Error(), "opened at 2026-03-01T12:00:00Z for 3 jobs") {
-		t.Errorf("OpenBatch() with another size: %v; want ErrSizeMismatch naming the open size", err)
+	var ue UsageError
+	if !errors.Is(err, ledger.ErrSizeMismatch) || !errors.As(err, &ue) || !strings.Contains(err.Error(), "opened at 2026-03-01T12:00:00Z for 3 jobs") {
+		t.Errorf("OpenBatch() with another size: %v; want a usage error, ErrSizeMismatch naming the open size", err)
 	}
 
 	for _, bad := range []struct {

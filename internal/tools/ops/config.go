@@ -728,7 +728,7 @@ func (e ConfigEditor) Reset(ctx context.Context, typ string, force bool) (SetRes
 				typ, p.age(), p.reasonText(), typ))
 		}
 		if err := e.checkSet(ctx, rest); err != nil {
-			return SetResult{}, fmt.Errorf("reset refused: %w", err)
+			return SetResult{}, UsageError{fmt.Errorf("reset refused: %w", err)}
 		}
 		after, err := e.view(ctx, rest)
 		if err != nil {
@@ -780,14 +780,14 @@ func (e ConfigEditor) waiting(ctx context.Context, typ string) string {
 }
 
 // checkSet runs a set of overrides through the functions' own checks (config.Resolver): one that
-// would be refused there is refused here.
+// would be refused there is refused here, as a usage error.
 func (e ConfigEditor) checkSet(ctx context.Context, ovs []config.Override) error {
 	r, err := config.NewResolver(e.Defaults, staticStore(ovs), time.Second)
 	if err != nil {
 		return err
 	}
 	if _, err := r.All(ctx); err != nil {
-		return err
+		return UsageError{err}
 	}
 	return nil
 }
@@ -823,7 +823,7 @@ func (e ConfigEditor) checkStateMachine(ctx context.Context, o config.Override, 
 	var missing *sfntypes.StateMachineDoesNotExist
 	switch {
 	case errors.As(err, &missing):
-		return nil, fmt.Errorf("state machine %s does not exist", arn)
+		return nil, usagef("state machine %s does not exist", arn)
 	case err != nil && events:
 		return nil, fmt.Errorf("type %s in events mode: could not check that state machine %s is Standard (%w); Express workflows send no status events, so events mode is set only on a machine described as STANDARD (nothing written; the check needs states:DescribeStateMachine)", o.Type, arn, err)
 	case err != nil:
@@ -837,7 +837,7 @@ func (e ConfigEditor) checkStateMachine(ctx context.Context, o config.Override, 
 
 // expressRefusal says why a type on an Express workflow cannot run in events mode.
 func expressRefusal(typ, arn string) error {
-	return fmt.Errorf("Express workflows send no status events: state machine %s is EXPRESS, so in events mode nothing would release the lanes of type %s (nothing written). Keep it in step mode, where the workflow's Release state releases, or use a Standard workflow", arn, typ)
+	return usagef("Express workflows send no status events: state machine %s is EXPRESS, so in events mode nothing would release the lanes of type %s (nothing written). Keep it in step mode, where the workflow's Release state releases, or use a Standard workflow", arn, typ)
 }
 
 // startableNote says whether the stack's roles may start a state machine, as far as e.Stack knows.
