@@ -737,7 +737,7 @@ func (e ConfigEditor) Reset(ctx context.Context, typ string, force bool) (SetRes
 		if after.typeView(typ, e.Defaults, rest).Limit == 0 {
 			waiting := e.waiting(ctx, typ)
 			if !force {
-				return SetResult{}, usagef("type %s exists only as a live override: reset, it has no limit, so the router refuses its new jobs and the starter dead-letters every job of it still queued (unknown_type). %s. Reset it anyway with --force; to run those jobs later, set a limit again and redrive them (sfnlimit dlq redrive --type %s --reason unknown_type)", typ, waiting, typ)
+				return SetResult{}, usagef("type %s exists only as a live override: reset, it has no limit, so the router refuses its new jobs and the starter dead-letters every job of it still queued (unknown_type). %s. Nothing written: add --force to reset it anyway; to run those jobs later, set a limit again and redrive them (sfnlimit dlq redrive --type %s --reason unknown_type)", typ, waiting, typ)
 			}
 			warnings = append(warnings, fmt.Sprintf("type %s has no limit any more: its jobs still queued are dead-lettered (unknown_type); %s", typ, waiting))
 		}

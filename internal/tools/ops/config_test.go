@@ -679,7 +679,7 @@ func TestConfigResetOverrideOnlyNeedsForce(t *testing.T) {
 		wantStays bool
 	}{
 		{name: "first-free", typ: "llm", status: fakeStatus{st: reading},
-			wantErr: []string{"exists only as a live override", "unknown_type", "4 of its jobs hold a lane (leases)", "191 waiting", "5 in flight", "7 waiting", "cannot count one type's", "--force"}},
+			wantErr: []string{"exists only as a live override", "unknown_type", "4 of its jobs hold a lane (leases)", "191 waiting", "5 in flight", "7 waiting", "cannot count one type's", "Nothing written: add --force to reset it anyway"}},
 		{name: "random", typ: "chat", status: fakeStatus{st: reading},
 			wantErr: []string{"1 of its jobs holds a lane (leases)", "191 waiting", "--force"}},
 		{name: "status unreadable", typ: "llm", status: fakeStatus{err: errors.New("table unreachable")},
