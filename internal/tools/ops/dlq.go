@@ -471,7 +471,7 @@ func (r RedriveResult) WriteTable(w io.Writer) error {
 		fmt.Fprintf(w, "  %s (%s/%s): %s\n", d.MessageID, dash(d.Type), dash(d.JobID), reason)
 	}
 	if r.Max > 0 && len(chosen) >= r.Max {
-		fmt.Fprintf(w, "--max %d reached: the scan stopped there, so dead letters after those were not looked at (sfnlimit dlq list shows them)\n", r.Max)
+		fmt.Fprintf(w, "--max %d reached: the scan stopped there; dead letters it had not looked at yet are not counted above (sfnlimit dlq list shows them all)\n", r.Max)
 	}
 	if r.Returned > 0 {
 		fmt.Fprintf(w, "dead-lettered again while the redrive ran, left (each job is redriven once a run): %d\n", r.Returned)

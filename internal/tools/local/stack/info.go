@@ -22,7 +22,7 @@ type InfoFileInUseError struct {
 
 func (e *InfoFileInUseError) Error() string {
 	if e.Live {
-		return fmt.Sprintf("info file %s names a local stack that is still running (it answers at %s): writing it would leave that stack running but unreachable through the file, and this one would remove the file when it stops. Stop that stack first (Ctrl-C where it runs), or give this one another info file",
+		return fmt.Sprintf("info file %s names a local stack that is still running (it answers at %s): writing it would leave that stack running but unreachable through the file, and this one would remove the file when it stops. Stop that stack first (Ctrl-C where it runs) or give this one another info file",
 			e.Path, e.Endpoint)
 	}
 	return fmt.Sprintf("info file %s is not the info file of a local stack (%v): it would be overwritten, and removed when the stack stops. Give another info file", e.Path, e.Err)
