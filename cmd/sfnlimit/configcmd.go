@@ -218,7 +218,7 @@ ConfigCacheSeconds, as the stack runs with it. Shows the effective configuration
 		},
 	}
 	cmd.Flags().IntVar(&limit, "limit", 0, "lanes: executions of the type at once; with --key, the key's own cap (0 removes it)")
-	cmd.Flags().IntVar(&attempts, "max-attempts", 0, "executions per job before it is dead-lettered")
+	cmd.Flags().IntVar(&attempts, "max-attempts", 0, "executions per job before it is dead-lettered (1-999)")
 	cmd.Flags().StringVar(&machine, "state-machine", "", "ARN of the state machine the type's jobs run")
 	cmd.Flags().StringVar(&strategy, "strategy", "", "how the type's jobs get a lane: "+strings.Join(lane.Strategies, " or "))
 	_ = cmd.RegisterFlagCompletionFunc("strategy", completeStrategies)

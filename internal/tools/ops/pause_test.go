@@ -84,6 +84,8 @@ func TestPause(t *testing.T) {
 			wantErr: "pause reason is 300 characters"},
 		{name: "a type with no limit", typ: "nolimit", reason: ptr("x"),
 			wantErr: "type nolimit has no limit, so none of its jobs start (unknown_type): nothing to pause; config set nolimit --limit N gives it one"},
+		{name: "a typo of a type", typ: "paymnets",
+			wantErr: "type paymnets has no limit, so none of its jobs start (unknown_type): nothing to pause. Did you mean payments?"},
 		{name: "a bad type", typ: "a-b", wantErr: "invalid_type"},
 	}
 	for _, tt := range tests {
