@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
 	"github.com/sfnlimit/sfnlimit/internal/tools/ops"
@@ -127,11 +128,13 @@ standard error, and prints it as "sfnlimit batch show" does; --timeout bounds th
 				return s.explain(err)
 			}
 			var (
-				check  ops.TypeChecker
-				finder *ops.JobFinder // looks up jobs submitted before; nil with --skip-type-check
+				check    ops.TypeChecker
+				resolver *config.Resolver
+				finder   *ops.JobFinder // looks up jobs submitted before; nil with --skip-type-check
 			)
 			if !skipType {
 				r, d, _, err := s.resolver(ctx)
+				resolver = r
 				if err != nil {
 					return s.explain(fmt.Errorf("%w (--skip-type-check sends without checking the types' limits)", err))
 				}
@@ -155,7 +158,11 @@ standard error, and prints it as "sfnlimit batch show" does; --timeout bounds th
 			if byFlags && len(parsed.Invalid) > 0 {
 				// A job given by flags is judged as the command line is: a usage error, naming the flag.
 				x := parsed.Invalid[0]
-				return usageError{fmt.Errorf("%s: %s: %s", flagOf(x.Reason), x.Reason, x.Detail)}
+				hint := ""
+				if x.Reason == string(job.ReasonUnknownType) && resolver != nil {
+					hint = ops.SuggestType(ctx, resolver, typ)
+				}
+				return usageError{fmt.Errorf("%s: %s: %s%s", flagOf(x.Reason), x.Reason, x.Detail, hint)}
 			}
 			if len(parsed.Jobs)+len(parsed.Invalid) == 0 {
 				where := "in " + source

@@ -133,3 +133,13 @@ func TestSubmitAgain(t *testing.T) {
 	}
 	waitJob(t, typ, "fresh", "succeeded")
 }
+
+// A job given by flags of a type with no limit is a usage error that suggests the closest type
+// that has one: most often it is a typo.
+func TestSubmitUnknownTypeSuggests(t *testing.T) {
+	t.Parallel()
+	r := must(t, local(t, "submit", "--type", "bsae", "--id", "x"), exitUsage)
+	if !strings.Contains(r.stderr, "--type: unknown_type: ") || !strings.Contains(r.stderr, "Did you mean base?") {
+		t.Errorf("submit --type bsae:\n%s", r)
+	}
+}

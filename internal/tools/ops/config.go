@@ -655,6 +655,23 @@ func (e ConfigEditor) checkKnown(typ string, ovs []config.Override) error {
 	return usagef("type %s is not known to the stack (no limit or other setting in its parameters, no live override): nothing written.%s To create type %s, add --new-type", typ, hint, typ)
 }
 
+// SuggestType is " Did you mean T?" when a type with a limit is close enough to typ to be what a
+// typo meant, else "".
+func SuggestType(ctx context.Context, r *config.Resolver, typ string) string {
+	all, err := r.All(ctx)
+	if err != nil {
+		return ""
+	}
+	names := make([]string, 0, len(all))
+	for _, c := range all {
+		names = append(names, c.Type)
+	}
+	if near := closest(typ, names); near != "" {
+		return fmt.Sprintf(" Did you mean %s?", near)
+	}
+	return ""
+}
+
 // closest is the known name nearest to name by edit distance (case aside), if it is near enough to
 // be a typo of it: at most 2 edits, and fewer than name has characters.
 func closest(name string, known []string) string {
