@@ -175,16 +175,17 @@ standard error, and prints it as "sfnlimit batch show" does; --timeout bounds th
 			sum := submitSummary{Source: source, Target: s.t.String(), Jobs: len(parsed.Jobs) + len(parsed.Invalid), Invalid: parsed.Invalid, Duplicates: parsed.Duplicates, NoID: parsed.NoID}
 			if finder != nil {
 				// A job submitted before never runs again: say so, and send it not.
-				found, checked, err := finder.FindEarlier(ctx, parsed.Jobs)
+				found, checked, unchecked, err := finder.FindEarlier(ctx, parsed.Jobs)
 				sum.Checked = checked
-				if err != nil {
+				switch {
+				case err != nil:
 					sum.EarlierCheck = fmt.Sprintf("could not look up whether the jobs were submitted before (%v): sent as they are; one submitted before will not run again", s.explain(err))
-				} else {
+				case len(found) > 0 && unchecked > 0:
+					sum.EarlierCheck = fmt.Sprintf("only the first %d jobs with an id were looked up; the other %d were sent as they are, and any of them submitted before will not run again either", checked, unchecked)
+				}
+				if err == nil {
 					sum.Already = found
-					parsed.Jobs = withoutEarlier(parsed.Jobs, found)
-					if withID := countWithID(parsed.Jobs) + len(found); len(found) > 0 && withID > checked {
-						sum.EarlierCheck = fmt.Sprintf("only the first %d jobs with an id were looked up; the other %d were sent as they are, and any of them submitted before will not run again either", checked, withID-checked)
-					}
+					parsed.Jobs = ops.WithoutEarlier(parsed.Jobs, found)
 				}
 			}
 			send := parsed.Jobs
@@ -356,34 +357,6 @@ func (s submitSummary) whyNotSent() string {
 		parts = append(parts, fmt.Sprintf("%d held by --strict", s.Held))
 	}
 	return strings.Join(parts, ", ")
-}
-
-// withoutEarlier is jobs without the lines found submitted before.
-func withoutEarlier(jobs []ops.Line, found []ops.Earlier) []ops.Line {
-	if len(found) == 0 {
-		return jobs
-	}
-	drop := map[int]bool{}
-	for _, e := range found {
-		drop[e.No] = true
-	}
-	var out []ops.Line
-	for _, l := range jobs {
-		if !drop[l.No] {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
-func countWithID(jobs []ops.Line) int {
-	n := 0
-	for _, l := range jobs {
-		if l.ID != "" {
-			n++
-		}
-	}
-	return n
 }
 
 // batchNotSent says what a batch whose jobs were not all sent needs, to be added to the error.

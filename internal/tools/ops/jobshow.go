@@ -449,28 +449,30 @@ func (e Earlier) Text() string {
 }
 
 // FindEarlier looks up the first MaxEarlierChecks jobs with an id (a job without one gets a fresh
-// message id: it is never a copy) as job show does, and returns those submitted before, and how
-// many it looked up. A lookup that fails is an error: the caller decides whether to send anyway.
-func (f JobFinder) FindEarlier(ctx context.Context, jobs []Line) (found []Earlier, checked int, err error) {
+// message id: it is never a copy) as job show does, and returns those submitted before, how many
+// it looked up, and how many jobs with an id it left unchecked. A lookup that fails is an error:
+// the caller decides whether to send anyway.
+func (f JobFinder) FindEarlier(ctx context.Context, jobs []Line) (found []Earlier, checked, unchecked int, err error) {
 	leases := map[string][]lease.Lease{} // by type, read once
 	for _, l := range jobs {
 		if l.ID == "" {
 			continue
 		}
 		if checked == MaxEarlierChecks {
-			break
+			unchecked++
+			continue
 		}
 		checked++
 		ls, ok := leases[l.Type]
 		if !ok {
 			if ls, err = f.Leases.ListType(ctx, l.Type); err != nil {
-				return nil, checked, fmt.Errorf("read the leases of type %s: %w", l.Type, err)
+				return nil, checked, 0, fmt.Errorf("read the leases of type %s: %w", l.Type, err)
 			}
 			leases[l.Type] = ls
 		}
 		v, err := f.show(ctx, l.Type, l.ID, ls)
 		if err != nil {
-			return nil, checked, err
+			return nil, checked, 0, err
 		}
 		if v.Lease == nil && len(v.Executions) == 0 {
 			continue
@@ -484,5 +486,23 @@ func (f JobFinder) FindEarlier(ctx context.Context, jobs []Line) (found []Earlie
 		}
 		found = append(found, e)
 	}
-	return found, checked, nil
+	return found, checked, unchecked, nil
+}
+
+// WithoutEarlier is jobs without the lines found submitted before (FindEarlier).
+func WithoutEarlier(jobs []Line, found []Earlier) []Line {
+	if len(found) == 0 {
+		return jobs
+	}
+	drop := make(map[int]bool, len(found))
+	for _, e := range found {
+		drop[e.No] = true
+	}
+	out := make([]Line, 0, len(jobs)-len(found))
+	for _, l := range jobs {
+		if !drop[l.No] {
+			out = append(out, l)
+		}
+	}
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -369,12 +370,15 @@ func TestFindEarlier(t *testing.T) {
 		jobs = append(jobs, Line{No: 5 + i, Type: "payments", ID: fmt.Sprint("more-", i)})
 	}
 	jobs = append(jobs, Line{No: 99, Type: "payments", ID: "done"}) // past the checks
-	found, checked, err := finder.FindEarlier(context.Background(), jobs)
+	found, checked, unchecked, err := finder.FindEarlier(context.Background(), jobs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if checked != MaxEarlierChecks {
-		t.Errorf("checked %d, want the first %d jobs with an id", checked, MaxEarlierChecks)
+	if checked != MaxEarlierChecks || unchecked != 4 {
+		t.Errorf("checked %d, %d unchecked; want the first %d jobs with an id, and 4 left", checked, unchecked, MaxEarlierChecks)
+	}
+	if rest := WithoutEarlier(jobs, found); len(rest) != len(jobs)-2 || slices.ContainsFunc(rest, func(l Line) bool { return l.No == 2 || l.No == 4 }) {
+		t.Errorf("WithoutEarlier() = %+v, want every line but 2 and 4", rest)
 	}
 	if len(found) != 2 || found[0].No != 2 || found[0].State != "succeeded" || found[0].Execution != "payments-done-1" || found[0].Status != "SUCCEEDED" ||
 		found[1].No != 4 || found[1].State != "starting" || found[1].Lane != 2 {
@@ -395,7 +399,7 @@ func TestFindEarlier(t *testing.T) {
 	}
 	// A lookup that fails is an error: the caller sends without it, and says so.
 	finder.SFN = failingDescribe{}
-	if _, _, err := finder.FindEarlier(context.Background(), jobs[:1]); err == nil {
+	if _, _, _, err := finder.FindEarlier(context.Background(), jobs[:1]); err == nil {
 		t.Error("FindEarlier() with Step Functions failing = nil error")
 	}
 }
