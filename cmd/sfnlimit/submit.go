@@ -160,7 +160,9 @@ standard error, and prints it as "sfnlimit batch show" does; --timeout bounds th
 				x := parsed.Invalid[0]
 				hint := ""
 				if x.Reason == string(job.ReasonUnknownType) && resolver != nil {
-					hint = ops.SuggestType(ctx, resolver, typ)
+					if near := ops.SuggestType(ctx, resolver, typ); near != "" {
+						hint = fmt.Sprintf(" (did you mean %s?)", near)
+					}
 				}
 				return usageError{fmt.Errorf("%s: %s: %s%s", flagOf(x.Reason), x.Reason, x.Detail, hint)}
 			}

@@ -139,7 +139,7 @@ func TestSubmitAgain(t *testing.T) {
 func TestSubmitUnknownTypeSuggests(t *testing.T) {
 	t.Parallel()
 	r := must(t, local(t, "submit", "--type", "bsae", "--id", "x"), exitUsage)
-	if !strings.Contains(r.stderr, "--type: unknown_type: ") || !strings.Contains(r.stderr, "Did you mean base?") {
+	if !strings.Contains(r.stderr, "--type: unknown_type: ") || !strings.HasSuffix(strings.TrimSuffix(strings.SplitN(r.stderr, "\n", 2)[0], "\r"), " (did you mean base?)") {
 		t.Errorf("submit --type bsae:\n%s", r)
 	}
 }

@@ -45,8 +45,7 @@ func (e ConfigEditor) checkKnown(typ string, ovs []config.Override) error {
 	return usagef("type %s is not known to the stack (no limit or other setting in its parameters, no live override): nothing written.%s To create type %s, add --new-type", typ, hint, typ)
 }
 
-// SuggestType is " Did you mean T?" when a type with a limit is close enough to typ to be what a
-// typo meant, else "".
+// SuggestType is the type with a limit close enough to typ to be what a typo of it meant, else "".
 func SuggestType(ctx context.Context, r *config.Resolver, typ string) string {
 	all, err := r.All(ctx)
 	if err != nil {
@@ -56,10 +55,7 @@ func SuggestType(ctx context.Context, r *config.Resolver, typ string) string {
 	for _, c := range all {
 		names = append(names, c.Type)
 	}
-	if near := closest(typ, names); near != "" {
-		return fmt.Sprintf(" Did you mean %s?", near)
-	}
-	return ""
+	return closest(typ, names)
 }
 
 // closest is the known name nearest to name by edit distance (case aside), if it is near enough to
