@@ -85,7 +85,7 @@ Then it shows the configuration and how to submit a job. A refusal writes nothin
 	cmd.Flags().StringVar(&typ, "type", "", "the job type to run it as (1-40 characters of A-Z a-z 0-9 _)")
 	cmd.Flags().IntVar(&limit, "limit", 0, "lanes: executions of the type at once")
 	cmd.Flags().StringVar(&release, "release", "", "how its lanes are released: events (default) or step")
-	cmd.Flags().IntVar(&attempts, "max-attempts", 0, "executions per job before it is dead-lettered (default: the type's current, else DefaultMaxAttempts)")
+	cmd.Flags().IntVar(&attempts, "max-attempts", 0, "executions per job before it is dead-lettered, 1-999 (default: the type's current, else DefaultMaxAttempts)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	_ = cmd.RegisterFlagCompletionFunc("release", completeReleaseModes)
 	_ = cmd.RegisterFlagCompletionFunc("type", completeTypes(&tgt))
@@ -130,10 +130,5 @@ func (s *session) stackAccess(ctx context.Context, tgt *target) *ops.StackAccess
 // submitLine is a command that submits one job of typ to the limiter the command was given.
 func submitLine(tgt *target, typ string) string {
 	parts := []string{"sfnlimit", "submit", "--type", typ, "--id", "job-1", "--input", "'{}'"}
-	for _, f := range []struct{ name, v string }{{"--local", tgt.local}, {"--stack", tgt.stack}, {"--region", tgt.region}, {"--profile", tgt.profile}} {
-		if f.v != "" {
-			parts = append(parts, f.name, ops.ShellQuote(f.v))
-		}
-	}
-	return strings.Join(parts, " ")
+	return strings.Join(append(parts, tgt.flagArgs()...), " ")
 }

@@ -100,7 +100,7 @@ func TestAttachLocal(t *testing.T) {
 		t.Errorf("status does not show %s in events mode:\n%s", typ2, r)
 	}
 	// A state machine that does not exist is refused before the mode is written.
-	r = must(t, local(t, "config", "set", typ2, "--release", "step", "--state-machine", strings.Replace(sample, "sfnlimit-sample", "gone", 1)), exitError)
+	r = must(t, local(t, "config", "set", typ2, "--release", "step", "--state-machine", strings.Replace(sample, "sfnlimit-sample", "gone", 1)), exitUsage)
 	if !strings.Contains(r.stderr, "does not exist") {
 		t.Errorf("config set with a missing state machine:\n%s", r)
 	}

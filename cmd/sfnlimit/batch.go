@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -17,7 +18,8 @@ import (
 const batchExitHelp = `
 Waiting (batch wait, submit --wait) ends with exit 0 when every job of the batch succeeded, 3 when
 the batch closed with jobs dead-lettered or refused, 4 when --timeout passed before it closed (the
-batch goes on; wait again), 1 on an error, 2 on a usage error.`
+batch goes on; wait again), 1 on an error, 2 on a usage error, 130 when interrupted (Ctrl-C: it
+stops waiting, the batch goes on, and it prints the command that waits again).`
 
 func newBatch() *cobra.Command {
 	var tgt target
@@ -51,7 +53,7 @@ func newBatchOpen(tgt *target) *cobra.Command {
 		Short: "Open a batch for N jobs, before its jobs are sent",
 		Long: `open opens batch NAME for N jobs (1-1000000). Its jobs then need only "batch": NAME, no
 batchSize. Opening an open batch again with the same size changes nothing; with another size it is
-refused: a batch's size never changes, give the other one another name. Jobs of a batch nobody
+refused (exit 2): a batch's size never changes, give the other one another name. Jobs of a batch nobody
 opened are refused (batch_not_open) after a few deliveries.
 ` + targetHelp,
 		Example: `  sfnlimit batch open nightly-2026-03-01 --size 5000
@@ -93,7 +95,7 @@ and how (succeeded, dead_lettered, refused), when it opened and closed and how l
 has been open), the jobs dead-lettered or refused ("{type}/{id}", up to 100, then where to find
 the rest), and the late jobs: ones that ended after the batch closed (a redrive, or more jobs than
 its size), not counted. --jobs lists every job's outcome, redrive and end time, and every
-dead-lettered job. Exit 1 if the batch is not open.
+dead-lettered job. Exit 1 if the batch does not exist (nobody opened it).
 ` + targetHelp,
 		Example: `  sfnlimit batch show nightly-2026-03-01
   sfnlimit batch show nightly-2026-03-01 --jobs
@@ -151,7 +153,7 @@ router takes the first of them). Use it for a batch submitted by other means tha
 			if err != nil {
 				return err
 			}
-			v, err := waitBatch(ctx, cmd.ErrOrStderr(), l, args[0], timeout)
+			v, err := waitBatch(ctx, cmd.ErrOrStderr(), tgt, l, args[0], timeout)
 			if v.State != "" {
 				if perr := print(cmd.OutOrStdout(), asJSON, v, func(w io.Writer) error { return ops.WriteBatch(w, v) }); perr != nil {
 					return perr
@@ -168,12 +170,24 @@ router takes the first of them). Use it for a batch submitted by other means tha
 	return cmd
 }
 
-// waitBatch waits for batch id to close, drawing its progress on w.
-func waitBatch(ctx context.Context, w io.Writer, l ops.BatchLedger, id string, timeout time.Duration) (ops.BatchView, error) {
+// waitBatch waits for batch id of the limiter tgt names to close, drawing its progress on w. Cut
+// short by the command's context (Ctrl-C), it returns a stoppedWaiting that says how to wait again.
+func waitBatch(ctx context.Context, w io.Writer, tgt *target, l ops.BatchLedger, id string, timeout time.Duration) (ops.BatchView, error) {
 	p := &ops.BatchProgress{W: w, TTY: isTerminal(w)}
 	v, err := ops.BatchWaiter{Ledger: l}.Wait(ctx, id, timeout, p.Update)
 	p.Done()
+	if err != nil && ctx.Err() != nil {
+		again := append([]string{"sfnlimit", "batch", "wait", ops.ShellQuote(id)}, tgt.flagArgs()...)
+		return v, stoppedWaiting{batch: id, again: strings.Join(again, " ")}
+	}
 	return v, err
+}
+
+// stoppedWaiting is a wait for a batch cut short by its caller: the batch goes on.
+type stoppedWaiting struct{ batch, again string }
+
+func (s stoppedWaiting) Error() string {
+	return fmt.Sprintf("stopped waiting for batch %s: the batch goes on; wait again with:\n  %s", s.batch, s.again)
 }
 
 // ledger opens the target and its batch ledger.

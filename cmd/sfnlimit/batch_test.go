@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sfnlimit/sfnlimit/internal/tools/ops"
 )
@@ -26,8 +28,8 @@ func TestBatchOpenAndShow(t *testing.T) {
 	t.Parallel()
 	name := fmt.Sprintf("cli-open-%d", typeSeq.Add(1))
 	r := must(t, local(t, "batch", "show", name), exitError)
-	if !strings.Contains(r.stderr, "batch "+name+": batch is not open: open it with") {
-		t.Errorf("batch show of a batch not open:\n%s", r)
+	if !strings.Contains(r.stderr, "batch "+name+" does not exist: no batch of that name was opened; open it with") {
+		t.Errorf("batch show of a batch never opened:\n%s", r)
 	}
 	r = must(t, local(t, "batch", "open", name, "--size", "3"), exitOK)
 	if !strings.Contains(r.stdout, "batch "+name+" opened for 3 jobs") {
@@ -37,7 +39,7 @@ func TestBatchOpenAndShow(t *testing.T) {
 	if !strings.Contains(r.stdout, "was open already for 3 jobs") {
 		t.Errorf("batch open again:\n%s", r)
 	}
-	r = must(t, local(t, "batch", "open", name, "--size", "4"), exitError)
+	r = must(t, local(t, "batch", "open", name, "--size", "4"), exitUsage)
 	if !strings.Contains(r.stderr, "for 3 jobs, and a batch's size never changes") {
 		t.Errorf("batch open with another size:\n%s", r)
 	}
@@ -100,5 +102,30 @@ func TestSubmitBatchTimeout(t *testing.T) {
 	r = must(t, local(t, "batch", "wait", name, "--timeout", "3m"), exitOK)
 	if !strings.Contains(r.stdout, "batch "+name+": closed") || !strings.Contains(r.stdout, "  succeeded      1\n") {
 		t.Errorf("batch wait:\n%s", r)
+	}
+}
+
+// Interrupted (Ctrl-C cancels the command's context), a wait says that it stopped waiting, that the
+// batch goes on, and the command that waits again, and exits 130: not "context canceled", exit 1.
+func TestWaitInterrupted(t *testing.T) {
+	t.Parallel()
+	_, info := localStack(t)
+	typ := newType(t, "intr", 1)
+	must(t, local(t, "pause", typ), exitOK) // its jobs wait: the batch stays open
+	waitCache()
+	name := "cli-" + typ
+	for _, args := range [][]string{
+		{"submit", jobsFile(t, fmt.Sprintf(`{"type":%q,"id":"i-1"}`, typ)), "--batch", name, "--wait"},
+		{"batch", "wait", name},
+	} {
+		ctx, cancel := context.WithCancel(t.Context())
+		time.AfterFunc(2*time.Second, cancel) // a Ctrl-C while it waits
+		r := sfnlimitIn(ctx, "", append(args, localFlags(info)...)...)
+		cancel()
+		again := "sfnlimit batch wait " + name + " --local " + info
+		if r.code != exitInterrupted || strings.Contains(r.stderr, "context canceled") ||
+			!strings.Contains(r.stderr, "stopped waiting for batch "+name+": the batch goes on; wait again with:\n  "+again) {
+			t.Errorf("sfnlimit %s interrupted = %s\nwant exit 130, that it stopped waiting, and %q", strings.Join(args[:2], " "), r, again)
+		}
 	}
 }

@@ -148,7 +148,7 @@ var typeSeq atomic.Int64
 func newType(t *testing.T, prefix string, limit int) string {
 	t.Helper()
 	typ := fmt.Sprintf("%s%d", prefix, typeSeq.Add(1))
-	must(t, local(t, "config", "set", typ, "--limit", fmt.Sprint(limit)), exitOK)
+	must(t, local(t, "config", "set", typ, "--limit", fmt.Sprint(limit), "--new-type"), exitOK)
 	waitCache()
 	return typ
 }

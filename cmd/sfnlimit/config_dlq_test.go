@@ -29,7 +29,7 @@ func TestConfig(t *testing.T) {
 		t.Errorf("config get base = %+v, want limit 2 from default", base)
 	}
 
-	res := decode[ops.SetResult](t, must(t, local(t, "config", "set", typ, "--limit", "3", "--json"), exitOK))
+	res := decode[ops.SetResult](t, must(t, local(t, "config", "set", typ, "--limit", "3", "--json", "--new-type"), exitOK))
 	if res.Before.Limit != 0 || res.After.Limit != 3 || res.After.Source != "override" || res.After.MaxAttempts != 2 {
 		t.Errorf("config set --limit 3 = %+v", res)
 	}
@@ -40,12 +40,12 @@ func TestConfig(t *testing.T) {
 	}
 	sm := s.Info().Output("SampleStateMachineArn")
 	must(t, local(t, "config", "set", typ, "--state-machine", sm), exitOK)
-	r := must(t, local(t, "config", "set", typ, "--state-machine", strings.Replace(sm, "sfnlimit-sample", "nope", 1)), exitError)
+	r := must(t, local(t, "config", "set", typ, "--state-machine", strings.Replace(sm, "sfnlimit-sample", "nope", 1)), exitUsage)
 	if !strings.Contains(r.stderr, "does not exist") {
 		t.Errorf("config set with a missing state machine:\n%s", r)
 	}
 	// The quota counts every limit: base's 2 and this one's.
-	r = must(t, local(t, "config", "set", typ, "--limit", "119999"), exitError)
+	r = must(t, local(t, "config", "set", typ, "--limit", "119999"), exitUsage)
 	if !strings.Contains(r.stderr, "in-flight quota") {
 		t.Errorf("config set over the quota:\n%s", r)
 	}
@@ -80,9 +80,61 @@ func TestConfig(t *testing.T) {
 		t.Errorf("config get after reset still lists %s: %+v", typ, v.Types)
 	}
 	// Submitting to it now is refused before anything is sent.
-	r = must(t, local(t, "submit", "--type", typ, "--id", "c-2"), exitError)
-	if !strings.Contains(r.stdout, "unknown_type") {
+	r = must(t, local(t, "submit", "--type", typ, "--id", "c-2"), exitUsage)
+	if !strings.Contains(r.stderr, "--type: unknown_type") {
 		t.Errorf("submit to a reset type:\n%s", r)
+	}
+}
+
+// config set refuses what is most likely a mistake, and writes nothing: a type the stack does not
+// know (a typo: the closest known type is suggested; --new-type adds one), attempts out of the
+// template's range, and a change that would write nothing new (removing a key cap the type does not
+// have). A change written says when it applies, with the ConfigCacheSeconds the stack runs with: the
+// info file's parameters, without --param.
+func TestConfigSetMistakes(t *testing.T) {
+	t.Parallel()
+	_, info := localStack(t)
+	r := must(t, local(t, "config", "set", "bsae", "--limit", "3"), exitUsage)
+	if !strings.Contains(r.stderr, "type bsae is not known to the stack") || !strings.Contains(r.stderr, "Did you mean base?") || !strings.Contains(r.stderr, "add --new-type") {
+		t.Errorf("config set of a typo:\n%s", r)
+	}
+	if v := decode[ops.ConfigView](t, must(t, local(t, "config", "get", "--json"), exitOK)); find(v.Types, "bsae") != nil {
+		t.Errorf("config set of a typo created type bsae: %+v", v.Types)
+	}
+	r = must(t, local(t, "config", "set", "base", "--max-attempts", "9999999999999"), exitUsage)
+	if !strings.Contains(r.stderr, "--max-attempts 9999999999999 must be 1-999") {
+		t.Errorf("config set --max-attempts 9999999999999:\n%s", r)
+	}
+	r = must(t, local(t, "config", "set", "base", "--key", "acme", "--limit", "0"), exitOK)
+	if !strings.Contains(r.stdout, "note: nothing changed, nothing written: type base has no live override") {
+		t.Errorf("config set --key acme --limit 0 of a type without key caps:\n%s", r)
+	}
+	if v := decode[ops.ConfigView](t, must(t, local(t, "config", "get", "base", "--json"), exitOK)); v.Types[0].Override != nil {
+		t.Errorf("config set that changed nothing wrote %+v", v.Types[0].Override)
+	}
+	typ := fmt.Sprintf("when%d", typeSeq.Add(1))
+	r = must(t, sfnlimitIn(t.Context(), "", "config", "set", typ, "--limit", "2", "--new-type", "--local", info), exitOK)
+	if lines := strings.SplitN(r.stdout, "\n", 3); len(lines) < 2 || !strings.HasPrefix(lines[1], "the change applies within 1s (ConfigCacheSeconds)") {
+		t.Errorf("config set does not say, below the change, that it applies within the stack's 1s:\n%s", r)
+	}
+}
+
+// config reset of a paused type would resume it: refused (exit 2, nothing written) with what it
+// would do, unless --force.
+func TestConfigResetOfAPausedType(t *testing.T) {
+	t.Parallel()
+	typ := newType(t, "rstp", 1)
+	must(t, local(t, "pause", typ, "--reason", "outage"), exitOK)
+	r := must(t, local(t, "config", "reset", typ), exitUsage)
+	if !strings.Contains(r.stderr, "type "+typ+" is paused") || !strings.Contains(r.stderr, "so it resumes within 1s (ConfigCacheSeconds)") || !strings.Contains(r.stderr, "add --force") {
+		t.Errorf("config reset of a paused type:\n%s", r)
+	}
+	if v := decode[ops.ConfigView](t, must(t, local(t, "config", "get", typ, "--json"), exitOK)); v.Types[0].Pause == nil {
+		t.Errorf("a refused reset resumed %s: %+v", typ, v.Types[0])
+	}
+	r = must(t, local(t, "config", "reset", typ, "--force"), exitOK)
+	if !strings.Contains(r.stdout, "note: type "+typ+" was paused") {
+		t.Errorf("config reset --force of a paused type:\n%s", r)
 	}
 }
 
@@ -112,7 +164,7 @@ func TestConfigStrategy(t *testing.T) {
 		wantSource string
 		wantOut    string // in the table of config set
 	}{
-		{args: []string{"--limit", "3", "--strategy", "random"}, want: ops.OverrideView{Limit: 3, Strategy: "random"}, wantSource: "override",
+		{args: []string{"--limit", "3", "--strategy", "random", "--new-type"}, want: ops.OverrideView{Limit: 3, Strategy: "random"}, wantSource: "override",
 			wantOut: "strategy first-free -> random (override)"},
 		{args: []string{"--max-attempts", "4"}, want: ops.OverrideView{Limit: 3, MaxAttempts: 4, Strategy: "random"}, wantSource: "override",
 			wantOut: "limit=3 maxAttempts=4 strategy=random"},
@@ -319,7 +371,7 @@ func TestDLQ(t *testing.T) {
 		t.Errorf("dlq list --reason nonsense, want the known reasons named:\n%s", r)
 	}
 	// Give it a limit, and the redrive sends it back; it then runs and succeeds.
-	must(t, local(t, "config", "set", ghost, "--limit", "1"), exitOK)
+	must(t, local(t, "config", "set", ghost, "--limit", "1", "--new-type"), exitOK)
 	waitCache()
 	dry := decode[ops.RedriveResult](t, must(t, local(t, "dlq", "redrive", "--type", ghost, "--dry-run", "--json"), exitOK))
 	if !dry.DryRun || dry.Redriven != 0 || len(dry.WouldRedrive) != 1 || dry.WouldRedrive[0].JobID != "g-1" || len(dry.Refused) != 0 {

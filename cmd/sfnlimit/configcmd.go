@@ -112,14 +112,16 @@ func newConfigSet(tgt *target) *cobra.Command {
 	var (
 		limit, attempts, keyLimit, burst      int
 		machine, strategy, release, key, rate string
-		asJSON                                bool
+		asJSON, newType                       bool
 	)
 	cmd := &cobra.Command{
 		Use:   "set TYPE [--limit N] [--max-attempts K] [--state-machine ARN] [--strategy NAME] [--release MODE] [--key-limit N] [--key K --limit N] [--rate R [--burst B]]",
 		Short: "Set a type's live limit, attempts, state machine, lane strategy, release mode, key caps or start rate",
 		Long: `set writes a type's live override. Only the fields given change; the others keep their stored
-value (config reset drops the whole override). A type not in the defaults can be added this way
-(with --limit). The new set of overrides is checked as the functions check it, and refused as a
+value (config reset drops the whole override). A type the stack does not know (no limit or other
+setting in its parameters, no live override) is refused as a likely typo, with the closest known
+type suggested; --new-type adds it (give it --limit). A change that leaves the live override as it
+is writes nothing and says so. --max-attempts is 1-999, as in TypeMaxAttempts. The new set of overrides is checked as the functions check it, and refused as a
 whole if the limits would add up to the SQS FIFO in-flight quota or more. A state machine is
 checked to exist; the starter starts only the stack's own and those in the ExtraStateMachineArns
 parameter, and set says when it is not listed (sfnlimit attach checks all of it before it writes).
@@ -145,9 +147,11 @@ decimals, at most 10000), beside its concurrency limit, for an API that limits r
 Starts over the rate wait in the queue: no attempt is used and nothing fails. The rate holds across
 all starters (a token bucket in the table). --burst alone changes the burst of the rate in force.
 --rate 0 removes the type's rate, also one its TypeRates entry gives (the live item then says
-noRate; config reset, or --rate again, brings a rate back). Shows the effective configuration after.
+noRate; config reset, or --rate again, brings a rate back). Says when the change applies: within
+ConfigCacheSeconds, as the stack runs with it. Shows the effective configuration after.
 ` + targetHelp,
 		Example: `  sfnlimit config set payments --limit 20
+  sfnlimit config set thumbs --limit 5 --new-type       # a type the stack does not know yet
   sfnlimit config set llm --limit 10 --max-attempts 5
   sfnlimit config set reports --strategy random
   sfnlimit config set llm --release events
@@ -163,7 +167,7 @@ noRate; config reset, or --rate again, brings a rate back). Shows the effective 
 		Args:              usageArgs(cobra.ExactArgs(1)),
 		ValidArgsFunction: completeTypeArg(tgt),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c := ops.Change{Type: args[0]}
+			c := ops.Change{Type: args[0], NewType: newType}
 			switch {
 			case cmd.Flags().Changed("key"):
 				// With --key, --limit is the key's own cap (set TYPE --key K --limit N).
@@ -214,7 +218,7 @@ noRate; config reset, or --rate again, brings a rate back). Shows the effective 
 		},
 	}
 	cmd.Flags().IntVar(&limit, "limit", 0, "lanes: executions of the type at once; with --key, the key's own cap (0 removes it)")
-	cmd.Flags().IntVar(&attempts, "max-attempts", 0, "executions per job before it is dead-lettered")
+	cmd.Flags().IntVar(&attempts, "max-attempts", 0, "executions per job before it is dead-lettered (1-999)")
 	cmd.Flags().StringVar(&machine, "state-machine", "", "ARN of the state machine the type's jobs run")
 	cmd.Flags().StringVar(&strategy, "strategy", "", "how the type's jobs get a lane: "+strings.Join(lane.Strategies, " or "))
 	_ = cmd.RegisterFlagCompletionFunc("strategy", completeStrategies)
@@ -224,6 +228,7 @@ noRate; config reset, or --rate again, brings a rate back). Shows the effective 
 	cmd.Flags().StringVar(&key, "key", "", "a concurrency key whose own cap --limit sets")
 	cmd.Flags().StringVar(&rate, "rate", "", "starts per second at most, like 5 or 0.5 (0 removes the type's rate)")
 	cmd.Flags().IntVar(&burst, "burst", 0, "starts at once after a quiet spell (default with --rate: a second's worth, at least 1)")
+	cmd.Flags().BoolVar(&newType, "new-type", false, "TYPE is new to the stack: add it (without this flag, a type that neither the stack's parameters nor a live override name is refused as a likely typo)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
@@ -238,10 +243,13 @@ with no default limit is then refused (unknown_type), unless DefaultLimit gives 
 refuses its new jobs and the starter dead-letters every job of it still queued. Such a reset (a
 type that exists only as its override) says what it can count of the jobs waiting (the leases, and
 the queues' approximate depths of every type: SQS cannot count one type's messages) and is done
-only with --force.
+only with --force. So is the reset of a paused type: the pause is part of its live override, so the
+reset would resume it; resume says that better, and --force resets it anyway. A refusal writes
+nothing and exits 2.
 ` + targetHelp,
 		Example: `  sfnlimit config reset payments
-  sfnlimit config reset llm --force     # llm has no default limit: its queued jobs are dead-lettered`,
+  sfnlimit config reset llm --force     # llm has no default limit: its queued jobs are dead-lettered
+  sfnlimit config reset partner --force # partner is paused: the reset resumes it`,
 		Args:              usageArgs(cobra.ExactArgs(1)),
 		ValidArgsFunction: completeTypeArg(tgt),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -266,7 +274,7 @@ only with --force.
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	cmd.Flags().BoolVar(&force, "force", false, "reset a type that exists only as an override, dead-lettering its queued jobs (unknown_type)")
+	cmd.Flags().BoolVar(&force, "force", false, "reset a paused type (it resumes), or a type that exists only as an override (its queued jobs are dead-lettered: unknown_type)")
 	return cmd
 }
 

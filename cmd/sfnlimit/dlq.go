@@ -136,9 +136,12 @@ again under fresh execution names. Each message is deleted from the dead-letter 
 its send succeeded; one whose send fails stays there, and one sent but not deleted stays in both
 (redriving it again finds the same executions). Nothing is lost on a partial failure. Dead letters
 whose body the router would refuse again (not JSON, bad type or id, a type with no limit) are left
-and listed, and a job that fails again while the redrive runs is not sent a second time. Exit 1 if
-any matching dead letter was not moved. --dry-run makes the same decisions, the router's refusals
-included, and moves nothing (exit 1 if any matching dead letter would not be moved).
+and listed, and a job that fails again while the redrive runs is not sent a second time. It lists
+each dead letter it moved (message id, type/id, reason), and counts those left: not matching the
+filter, and matching but held back by --max (the scan stops once --max are chosen, so dead letters
+after them are not looked at). Exit 1 if any matching dead letter was not moved for another reason
+than --max. --dry-run makes the same decisions, the router's refusals included, lists what it
+would move, and moves nothing (exit 1 if any matching dead letter would not be moved).
 ` + targetHelp,
 		Example: `  sfnlimit dlq redrive --dry-run
   sfnlimit dlq redrive --reason attempts_exhausted --type payments

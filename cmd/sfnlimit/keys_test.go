@@ -69,8 +69,8 @@ func TestKeys(t *testing.T) {
 	if !strings.Contains(r.stdout, "sent 3 of 4 jobs") || !strings.Contains(r.stdout, `line 4: invalid_key: key "tenant a" must be 1-64 characters of A-Z a-z 0-9 _ - . :`) {
 		t.Errorf("submit of keyed jobs:\n%s", r)
 	}
-	r = must(t, local(t, "submit", "--type", typ, "--id", "x-2", "--key", "a/b"), exitError)
-	if !strings.Contains(r.stdout, `job: invalid_key: key "a/b" must be`) {
+	r = must(t, local(t, "submit", "--type", typ, "--id", "x-2", "--key", "a/b"), exitUsage)
+	if !strings.Contains(r.stderr, `--key: invalid_key: key "a/b" must be`) {
 		t.Errorf("submit --key a/b:\n%s", r)
 	}
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -29,6 +30,7 @@ func newLocalUp() *cobra.Command {
 		params   []string
 		limits   string
 		fauxqs   bool
+		force    bool
 		verbose  bool
 		dropRate float64
 		samcfg   string
@@ -41,7 +43,11 @@ func newLocalUp() *cobra.Command {
 them), starts moto (and fauxqs with --fauxqs), creates template.yaml's queues, table and state
 machine on them, and runs the router, starter and releaser handlers with Lambda's event-source
 semantics and EventBridge's status events, until SIGINT or SIGTERM. It writes the endpoint, region and
-the template's Outputs as JSON to --info, so any AWS client can use the stack:
+the template's Outputs as JSON to --info, so any AWS client can use the stack, and removes that file
+when it stops (unless another stack wrote it since). An --info file that names a stack still
+running (it answers at its endpoint), or that is not an info file, is refused before anything
+starts (exit 2): overwriting it would leave that stack running but unreachable through it.
+--force writes it anyway. The file of a stack that stopped is replaced.
 
   aws --endpoint-url "$(jq -r .endpoint local.json)" --region us-east-1 sqs send-message \
     --queue-url "$(jq -r .outputs.GeneralQueueUrl local.json)" \
@@ -65,6 +71,19 @@ the template's Outputs as JSON to --info, so any AWS client can use the stack:
 			}
 			if limits != "" {
 				p["TypeLimits"] = limits
+			}
+			if info != "" {
+				stale, err := stack.CheckInfoFile(cmd.Context(), info)
+				var inUse *stack.InfoFileInUseError
+				switch {
+				case errors.As(err, &inUse) && !force:
+					return usageError{fmt.Errorf("%w, or add --force to write it anyway", err)}
+				case errors.As(err, &inUse):
+				case err != nil:
+					return err
+				case stale != nil:
+					fmt.Fprintf(cmd.OutOrStdout(), "replacing info file %s: the stack it names (%s) no longer answers\n", info, stale.Endpoint)
+				}
 			}
 			level := slog.LevelWarn
 			if verbose {
@@ -110,17 +129,18 @@ the template's Outputs as JSON to --info, so any AWS client can use the stack:
 			fmt.Fprintln(out, "stopping: pollers stop, unhandled messages go back to their queues")
 			s.StopRuntime()
 			if info != "" {
-				_ = os.Remove(info)
+				_ = stack.RemoveInfoFile(info, s.Info().Endpoint)
 			}
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&info, "info", "", "write the endpoint, region and Outputs as JSON to this file (removed on exit)")
+	cmd.Flags().StringVar(&info, "info", "", "write the endpoint, region and Outputs as JSON to this file (removed on exit); refused if it names a stack still running")
 	cmd.Flags().StringArrayVar(&params, "param", nil, "override a template parameter, Name=Value (repeatable)")
 	cmd.Flags().StringVar(&limits, "limits", "", "per-type limits, as the TypeLimits parameter (type=n,...); overrides samconfig.toml")
 	cmd.Flags().StringVar(&samcfg, "samconfig", "samconfig.toml", "read parameter_overrides from this samconfig file (skipped if absent)")
 	cmd.Flags().StringVar(&cfgEnv, "config-env", "default", "samconfig environment to read")
 	cmd.Flags().BoolVar(&fauxqs, "fauxqs", false, "run SQS on fauxqs instead of moto")
+	cmd.Flags().BoolVar(&force, "force", false, "write --info even over the file of a stack still running, or a file that is not an info file")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log every handler line (JSON) to stderr")
 	cmd.Flags().Float64Var(&dropRate, "drop-status-events", 0, "share of status-change events not delivered (exercises the sweep)")
 	return cmd

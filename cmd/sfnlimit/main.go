@@ -25,6 +25,9 @@ const (
 	exitBatchFailed = 3
 	// exitTimeout: a wait's --timeout passed before its batch closed.
 	exitTimeout = 4
+	// exitInterrupted: the command was interrupted (SIGINT, Ctrl-C; or SIGTERM), as shells count
+	// a death by SIGINT (128+2).
+	exitInterrupted = 130
 )
 
 func main() {
@@ -59,6 +62,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return exitBatchFailed
 	case errors.Is(err, ops.ErrWaitTimeout):
 		return exitTimeout
+	case ctx.Err() != nil:
+		return exitInterrupted
 	}
 	return exitError
 }

@@ -28,8 +28,9 @@ func newStatus() *cobra.Command {
 		Short: "Show each type's limit, the leases of its lanes, and the queues",
 		Long: `status shows, per job type, its limit and where it comes from (default: the TypeLimits
 parameter; fallback: DefaultLimit; override: a live config item), its lane strategy, how many lanes
-its jobs hold (their leases, whatever their state), how many of its lanes are free (no lease) and
-its oldest lease. A type configured with the retired least-loaded strategy is marked: it runs as
+its jobs hold (their leases, whatever their state; "9/4 over cap (lowered)" when they are more than
+its limit, which was lowered while they ran), how many of its lanes are free (no lease) and its
+oldest lease. A type configured with the retired least-loaded strategy is marked: it runs as
 first-free. Then each type's leases lane by lane, status by status: bound (a first-free job bound
 to the lane, its execution not yet started), started (its execution was started, or is being
 started: status reads leases only; job show tells a running one), retrying and dead-lettering, each
@@ -37,8 +38,9 @@ with the lanes it holds. Then the queues: the general queue (jobs not yet routed
 (waiting, and in flight: holding a lane or heading a parked waiting group) and the dead-letter
 queue. Queue counts are SQS's approximate ones: SQS cannot count one type's messages.
 Once a type has keyed work (key caps, or jobs with a key holding a lane or waiting), the main table
-gets a KEYS column (keys running, how many at their cap, keys waiting), and each such type where a
-key runs or waits gets a section: its keys running, most lanes first, with their cap, and its keys
+gets a KEYS column (keys running, how many at their cap, how many over it, keys waiting), and each
+such type where a key runs or waits gets a section: its keys running, most lanes first, with their
+cap ("at its cap", or "6/3 over cap (lowered)" for a key whose cap was lowered below what it ran), and its keys
 waiting, parked longest first, with what they wait for (a free lane, or their key to fall under its
 cap); the first --keys of each (default 5; --json lists all). Jobs without a key are the default
 key. Keys come from the leases and from the parked records of first-free types (a Query per type);

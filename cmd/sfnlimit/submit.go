@@ -5,13 +5,16 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
 	"github.com/sfnlimit/sfnlimit/internal/tools/ops"
 	"github.com/sfnlimit/sfnlimit/internal/tools/resources"
 )
@@ -45,7 +48,16 @@ against the limits (a type with no limit is refused as unknown_type); invalid li
 with their line numbers and not sent, the others are sent (--strict: nothing is sent if any line is
 invalid). Jobs go out with SendMessageBatch in tens, several batches at once; entries SQS fails are
 retried with exponential back-off and jitter. A progress bar is shown on a terminal. The summary
-counts what was sent and what failed, with SQS's reasons. Exit 1 if any line was not sent.
+counts what was sent and what failed, with SQS's reasons.
+A job whose type and id were submitted before never runs again (its executions' names,
+{type}-{id}-{attempt}, are taken for 90 days, and the lanes queue drops a copy within 5 minutes):
+submit looks up the first 10 jobs with an id as "sfnlimit job show" does (a lease, or an
+execution), and sends none it finds, listing each as already submitted. The other jobs of a larger
+input are not looked up (a few Step Functions calls each); neither are jobs with
+--skip-type-check. A job waiting in a queue, not yet started, is not found either.
+Exit 1 if any job was not sent (invalid, already submitted, or failed). A job
+given by flags that breaks a rule (its type, id, key, priority or input; a type with no limit) is a
+usage error, exit 2, naming the flag; so is an input that holds no job.
 
 --batch NAME sends the jobs as one batch: it counts the valid jobs (a line repeating a job's type
 and id counts once), opens batch NAME for that many before sending anything, and sends each job with
@@ -115,13 +127,21 @@ standard error, and prints it as "sfnlimit batch show" does; --timeout bounds th
 			if err != nil {
 				return s.explain(err)
 			}
-			var check ops.TypeChecker
+			var (
+				check    ops.TypeChecker
+				resolver *config.Resolver
+				finder   *ops.JobFinder // looks up jobs submitted before; nil with --skip-type-check
+			)
 			if !skipType {
-				r, _, _, err := s.resolver(ctx)
+				r, d, _, err := s.resolver(ctx)
+				resolver = r
 				if err != nil {
 					return s.explain(fmt.Errorf("%w (--skip-type-check sends without checking the types' limits)", err))
 				}
 				check = ops.ResolverCheck(r)
+				if table, err := s.t.Output(ctx, resources.TableName); err == nil {
+					finder = &ops.JobFinder{Leases: lease.ReadOnly(lease.NewStore(s.ddb, table)), SFN: s.sfn, Config: r, Defaults: d}
+				}
 			}
 			var parsed ops.Parsed
 			parser := ops.Parser{Check: check, Priority: priority, Batch: batchName}
@@ -135,8 +155,41 @@ standard error, and prints it as "sfnlimit batch show" does; --timeout bounds th
 			if err != nil {
 				return s.explain(err)
 			}
+			if byFlags && len(parsed.Invalid) > 0 {
+				// A job given by flags is judged as the command line is: a usage error, naming the flag.
+				x := parsed.Invalid[0]
+				hint := ""
+				if x.Reason == string(job.ReasonUnknownType) && resolver != nil {
+					if near := ops.SuggestType(ctx, resolver, typ); near != "" {
+						hint = fmt.Sprintf(" (did you mean %s?)", near)
+					}
+				}
+				return usageError{fmt.Errorf("%s: %s: %s%s", flagOf(x.Reason), x.Reason, x.Detail, hint)}
+			}
+			if len(parsed.Jobs)+len(parsed.Invalid) == 0 {
+				where := "in " + source
+				if source == "standard input" {
+					where = "on standard input"
+				}
+				return usageError{fmt.Errorf("no jobs %s: give one JSON object a line, a job by --type, --id and --input, or a file", where)}
+			}
 			out := cmd.OutOrStdout()
 			sum := submitSummary{Source: source, Target: s.t.String(), Jobs: len(parsed.Jobs) + len(parsed.Invalid), Invalid: parsed.Invalid, Duplicates: parsed.Duplicates, NoID: parsed.NoID}
+			if finder != nil {
+				// A job submitted before never runs again: say so, and send it not.
+				found, checked, unchecked, err := finder.FindEarlier(ctx, parsed.Jobs)
+				sum.Checked = checked
+				switch {
+				case err != nil:
+					sum.EarlierCheck = fmt.Sprintf("could not look up whether the jobs were submitted before (%v): sent as they are; one submitted before will not run again", s.explain(err))
+				case len(found) > 0 && unchecked > 0:
+					sum.EarlierCheck = fmt.Sprintf("only the first %d jobs with an id were looked up; the other %d were sent as they are, and any of them submitted before will not run again either", checked, unchecked)
+				}
+				if err == nil {
+					sum.Already = found
+					parsed.Jobs = ops.WithoutEarlier(parsed.Jobs, found)
+				}
+			}
 			send := parsed.Jobs
 			switch {
 			case dryRun:
@@ -183,7 +236,7 @@ standard error, and prints it as "sfnlimit batch show" does; --timeout bounds th
 				if err != nil {
 					return s.explain(err)
 				}
-				v, werr := waitBatch(ctx, cmd.ErrOrStderr(), l, batchName, timeout)
+				v, werr := waitBatch(ctx, cmd.ErrOrStderr(), &tgt, l, batchName, timeout)
 				if v.State != "" {
 					sum.BatchResult = &v
 				}
@@ -210,13 +263,14 @@ standard error, and prints it as "sfnlimit batch show" does; --timeout bounds th
 				sum.write(out)
 			}
 			if notSent := sum.Jobs - sum.Sent; notSent > 0 && !dryRun {
+				err := fmt.Errorf("%d of %d jobs not sent (%s)%s", notSent, sum.Jobs, sum.whyNotSent(), sum.batchNotSent(source))
 				if len(sum.Failed) > 0 {
-					return s.explain(fmt.Errorf("%d of %d jobs not sent (%d invalid, %d failed: %s)%s", notSent, sum.Jobs, len(sum.Invalid), len(sum.Failed), sum.Failed[0].Message, sum.batchNotSent(source)))
+					return s.explain(err)
 				}
-				return fmt.Errorf("%d of %d jobs not sent (%d invalid)%s", notSent, sum.Jobs, len(sum.Invalid), sum.batchNotSent(source))
+				return err
 			}
-			if dryRun && len(sum.Invalid) > 0 {
-				return fmt.Errorf("%d of %d jobs invalid", len(sum.Invalid), sum.Jobs)
+			if dryRun && len(sum.Invalid)+len(sum.Already) > 0 {
+				return fmt.Errorf("dry run: %d of %d jobs would not be sent (%s)", len(sum.Invalid)+len(sum.Already), sum.Jobs, sum.whyNotSent())
 			}
 			return nil
 		},
@@ -242,6 +296,23 @@ standard error, and prints it as "sfnlimit batch show" does; --timeout bounds th
 	return cmd
 }
 
+// flagOf is the flag of `submit --type ...` that a job's refusal reason (job.Reason) is about.
+func flagOf(reason string) string {
+	switch job.Reason(reason) {
+	case job.ReasonMissingType, job.ReasonInvalidType, job.ReasonUnknownType:
+		return "--type"
+	case job.ReasonInvalidID:
+		return "--id"
+	case job.ReasonInvalidKey:
+		return "--key"
+	case job.ReasonInvalidPriority:
+		return "--priority"
+	case job.ReasonInvalidBatch:
+		return "--batch"
+	}
+	return "--input" // not_json, input_too_large
+}
+
 // submitSummary is what submit reports.
 type submitSummary struct {
 	Source     string        `json:"source"`
@@ -252,8 +323,14 @@ type submitSummary struct {
 	Failed     []ops.Failed  `json:"failed"`
 	Duplicates int           `json:"duplicates"`
 	NoID       int           `json:"withoutId"`
-	Seconds    float64       `json:"seconds"`
-	DryRun     bool          `json:"dryRun,omitempty"`
+	// Already are jobs submitted before (a lease or an execution of the same type and id): not
+	// sent, as they would never run again. Checked counts the jobs looked up (the first
+	// ops.MaxEarlierChecks with an id), and EarlierCheck says what was not looked up, or why not.
+	Already      []ops.Earlier `json:"alreadySubmitted,omitempty"`
+	Checked      int           `json:"checkedForEarlier"`
+	EarlierCheck string        `json:"earlierCheck,omitempty"`
+	Seconds      float64       `json:"seconds"`
+	DryRun       bool          `json:"dryRun,omitempty"`
 	// Held counts valid jobs not sent because --strict found invalid ones.
 	Held int `json:"heldByStrict,omitempty"`
 	// Batch is the batch the jobs were sent as (--batch), BatchSize how many jobs it holds; an
@@ -266,13 +343,31 @@ type submitSummary struct {
 	BatchResult   *ops.BatchView `json:"batchResult,omitempty"`
 }
 
+// whyNotSent counts, for an error, why jobs were not sent.
+func (s submitSummary) whyNotSent() string {
+	var parts []string
+	if n := len(s.Invalid); n > 0 {
+		parts = append(parts, fmt.Sprintf("%d invalid", n))
+	}
+	if n := len(s.Already); n > 0 {
+		parts = append(parts, fmt.Sprintf("%d already submitted", n))
+	}
+	if n := len(s.Failed); n > 0 {
+		parts = append(parts, fmt.Sprintf("%d failed: %s", n, s.Failed[0].Message))
+	}
+	if s.Held > 0 {
+		parts = append(parts, fmt.Sprintf("%d held by --strict", s.Held))
+	}
+	return strings.Join(parts, ", ")
+}
+
 // batchNotSent says what a batch whose jobs were not all sent needs, to be added to the error.
 func (s submitSummary) batchNotSent(source string) string {
 	if s.Batch == "" || s.BatchOpenedAt == nil {
 		return ""
 	}
 	if len(s.Failed) == 0 {
-		return fmt.Sprintf("; batch %s was opened for the %d valid jobs, which were sent (sfnlimit batch wait %s waits for it)", s.Batch, s.BatchSize, s.Batch)
+		return fmt.Sprintf("; batch %s was opened for the %d jobs sent (sfnlimit batch wait %s waits for it)", s.Batch, s.BatchSize, s.Batch)
 	}
 	return fmt.Sprintf("\n  batch %s was opened for %d jobs and closes only when they have all ended: send the same input again with --batch %s (jobs with ids are counted once)",
 		s.Batch, s.BatchSize, s.Batch)
@@ -307,6 +402,8 @@ func writeJSON(w io.Writer, v any) error {
 
 func (s submitSummary) write(w io.Writer) {
 	switch {
+	case s.DryRun && len(s.Already) > 0:
+		fmt.Fprintf(w, "dry run: %d of %d jobs from %s are valid, %d of them submitted before; nothing sent\n", s.Jobs-len(s.Invalid), s.Jobs, s.Source, len(s.Already))
 	case s.DryRun:
 		fmt.Fprintf(w, "dry run: %d of %d jobs from %s are valid; nothing sent\n", s.Jobs-len(s.Invalid), s.Jobs, s.Source)
 	case s.Held > 0:
@@ -338,6 +435,23 @@ func (s submitSummary) write(w io.Writer) {
 			}
 			fmt.Fprintf(w, "  %s: %s: %s\n", lineName(x.No), x.Reason, x.Detail)
 		}
+	}
+	if len(s.Already) > 0 {
+		fmt.Fprintf(w, "already submitted, not sent: %d\n", len(s.Already))
+		for i, x := range s.Already {
+			if i == maxListed {
+				fmt.Fprintf(w, "  ... and %d more (--json lists all)\n", len(s.Already)-maxListed)
+				break
+			}
+			if x.No > 0 {
+				fmt.Fprintf(w, "  %s: %s\n", lineName(x.No), x.Text())
+			} else {
+				fmt.Fprintf(w, "  %s\n", x.Text())
+			}
+		}
+	}
+	if s.EarlierCheck != "" {
+		fmt.Fprintf(w, "note: %s\n", s.EarlierCheck)
 	}
 	if len(s.Failed) > 0 {
 		fmt.Fprintf(w, "failed after retries, not sent: %d\n", len(s.Failed))

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
+	"github.com/sfnlimit/sfnlimit/internal/tools/ops"
 	"github.com/sfnlimit/sfnlimit/internal/tools/resources"
 )
 
@@ -33,7 +34,8 @@ The limiter is found from, in order: --local FILE (the info file of "sfnlimit lo
 FILE", or $SFNLIMIT_LOCAL); the queue, table and function flags, each on its own; the Outputs of
 the CloudFormation stack --stack (or $SFNLIMIT_STACK, else samconfig.toml's stack_name, else
 "sfnlimit"). AWS settings are the standard ones: --profile or AWS_PROFILE, --region or AWS_REGION,
-AWS_ENDPOINT_URL, ~/.aws/config. Exit codes: 0 ok, 1 error, 2 usage.`
+AWS_ENDPOINT_URL, ~/.aws/config. Exit codes: 0 ok, 1 error, 2 a usage or validation error (also
+a refusal that --force overrides), 130 interrupted (Ctrl-C).`
 
 func (t *target) register(fs *pflag.FlagSet) {
 	fs.StringVar(&t.stack, "stack", "", "CloudFormation stack name (default: $SFNLIMIT_STACK, samconfig.toml's stack_name, or sfnlimit)")
@@ -48,6 +50,26 @@ func (t *target) register(fs *pflag.FlagSet) {
 	fs.StringVar(&t.table, "table", "", "leases and live-config table (instead of the stack's TableName)")
 	fs.StringVar(&t.starter, "starter-function", "", "starter function, whose environment holds the defaults (instead of the stack's StarterFunctionName)")
 	fs.StringArrayVar(&t.params, "param", nil, "local stack only: a template parameter it runs with, as given to \"local up --param\": `Name=Value` (repeatable)")
+}
+
+// flagArgs are the target flags given, as a command line names them (shell-quoted), so that a
+// command the tool prints reaches the same limiter.
+func (t *target) flagArgs() []string {
+	var out []string
+	for _, f := range []struct{ name, v, unset string }{
+		{"--local", t.local, ""}, {"--stack", t.stack, ""}, {"--profile", t.profile, ""}, {"--region", t.region, ""},
+		{"--samconfig", t.samconfig, "samconfig.toml"}, {"--config-env", t.configEnv, "default"},
+		{"--general-queue-url", t.general, ""}, {"--lanes-queue-url", t.lanes, ""}, {"--dead-letter-queue-url", t.dlq, ""},
+		{"--table", t.table, ""}, {"--starter-function", t.starter, ""},
+	} {
+		if f.v != f.unset {
+			out = append(out, f.name, ops.ShellQuote(f.v))
+		}
+	}
+	for _, p := range t.params {
+		out = append(out, "--param", ops.ShellQuote(p))
+	}
+	return out
 }
 
 // registerTarget adds the target flags to cmd, for it and its subcommands, with completion.

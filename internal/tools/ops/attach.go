@@ -181,8 +181,10 @@ func (a Attach) Validate() error {
 			return err
 		}
 	}
-	if a.MaxAttempts != nil && *a.MaxAttempts < 1 {
-		return usagef("--max-attempts %d must be at least 1", *a.MaxAttempts)
+	if a.MaxAttempts != nil {
+		if err := validateAttempts(*a.MaxAttempts); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -374,6 +376,7 @@ func (e ConfigEditor) Attach(ctx context.Context, a Attach) (AttachResult, error
 	if err != nil {
 		return res, err
 	}
+	set.written(e.CacheAge)
 	res.Set = &set
 	return res, nil
 }

@@ -64,7 +64,7 @@ func OpenBatch(ctx context.Context, l BatchLedger, id string, size int, now time
 		if serr != nil {
 			return BatchOpened{}, fmt.Errorf("open batch %s for %d jobs: it is open with another size: %w", id, size, err)
 		}
-		return BatchOpened{}, fmt.Errorf("open batch %s for %d jobs: it was opened at %s for %d jobs, and a batch's size never changes: give the batch another name: %w",
+		return BatchOpened{}, usagef("open batch %s for %d jobs: it was opened at %s for %d jobs, and a batch's size never changes: give the batch another name: %w",
 			id, size, stamp(sum.OpenedAt), sum.Expected, ledger.ErrSizeMismatch)
 	}
 	if err != nil {
@@ -122,6 +122,17 @@ type BatchJobView struct {
 	At      time.Time `json:"at"`
 }
 
+// NoBatchError is a batch that does not exist: nobody opened it. (A batch that exists is open or
+// closed.) It wraps batch.ErrNotOpen, the ledger's word for it.
+type NoBatchError struct{ Batch string }
+
+func (e NoBatchError) Error() string {
+	return fmt.Sprintf("batch %s does not exist: no batch of that name was opened; open it with \"sfnlimit batch open %s --size N\" or \"sfnlimit submit FILE --batch %s\", or give its jobs batchSize",
+		e.Batch, e.Batch, e.Batch)
+}
+
+func (e NoBatchError) Unwrap() error { return ledger.ErrNotOpen }
+
 // ShowBatch reads batch id (withJobs: every job's record, and every dead-lettered id).
 func ShowBatch(ctx context.Context, l BatchLedger, id string, withJobs bool, now time.Time) (BatchView, error) {
 	if err := ValidateBatchArg(id); err != nil {
@@ -129,7 +140,7 @@ func ShowBatch(ctx context.Context, l BatchLedger, id string, withJobs bool, now
 	}
 	sum, jobs, err := l.Show(ctx, id, withJobs)
 	if errors.Is(err, ledger.ErrNotOpen) {
-		return BatchView{}, fmt.Errorf("%w: open it with \"sfnlimit batch open %s --size N\" or \"sfnlimit submit FILE --batch %s\", or give its jobs batchSize", err, id, id)
+		return BatchView{}, NoBatchError{Batch: id}
 	}
 	if err != nil {
 		return BatchView{}, fmt.Errorf("read batch %s: %w", id, err)

@@ -64,8 +64,9 @@ func TestOpenBatch(t *testing.T) {
 	}
 
 	_, err = OpenBatch(ctx, l, "nightly-1", 4, batchNow)
-	if !errors.Is(err, ledger.ErrSizeMismatch) || !strings.Contains(err.Error(), "opened at 2026-03-01T12:00:00Z for 3 jobs") {
-		t.Errorf("OpenBatch() with another size: %v; want ErrSizeMismatch naming the open size", err)
+	var ue UsageError
+	if !errors.Is(err, ledger.ErrSizeMismatch) || !errors.As(err, &ue) || !strings.Contains(err.Error(), "opened at 2026-03-01T12:00:00Z for 3 jobs") {
+		t.Errorf("OpenBatch() with another size: %v; want a usage error, ErrSizeMismatch naming the open size", err)
 	}
 
 	for _, bad := range []struct {
@@ -188,11 +189,14 @@ func TestShowBatchManyDeadLettered(t *testing.T) {
 	}
 }
 
-// A batch nobody opened is an error that says how to open one.
+// A batch nobody opened does not exist, and the error says so (a batch is open or closed: "not
+// open" would read as a third state), and how to open one.
 func TestShowBatchNotOpen(t *testing.T) {
 	_, err := ShowBatch(context.Background(), newLedger(), "nope", false, batchNow)
-	if !errors.Is(err, ledger.ErrNotOpen) || !strings.Contains(err.Error(), "sfnlimit batch open nope --size N") {
-		t.Errorf("ShowBatch() of a batch not open = %v; want ErrNotOpen saying how to open it", err)
+	var none NoBatchError
+	if !errors.Is(err, ledger.ErrNotOpen) || !errors.As(err, &none) || !strings.Contains(err.Error(), "sfnlimit batch open nope --size N") ||
+		!strings.HasPrefix(err.Error(), "batch nope does not exist: ") || strings.Contains(err.Error(), "not open") {
+		t.Errorf("ShowBatch() of a batch not open = %v; want a NoBatchError that says it does not exist and how to open it", err)
 	}
 }
 

@@ -98,7 +98,7 @@ func (bw BatchWaiter) Wait(ctx context.Context, id string, timeout time.Duration
 		case err != nil:
 			return last, err
 		case !open && bw.now().Sub(began) >= grace:
-			return last, fmt.Errorf("batch %s was not opened within %s: check its name, open it (sfnlimit batch open %s --size N), or give its jobs batchSize: %w",
+			return last, fmt.Errorf("batch %s does not exist: it was not opened within %s: check its name, open it (sfnlimit batch open %s --size N), or give its jobs batchSize: %w",
 				id, grace, id, ledger.ErrNotOpen)
 		}
 		if open {

@@ -66,7 +66,7 @@ func TestBatchWait(t *testing.T) {
 		},
 		{
 			name: "never opened", openAt: 1 << 30, grace: 20 * time.Millisecond,
-			wantErr: ledger.ErrNotOpen, wantMsg: "batch b was not opened within 20ms",
+			wantErr: ledger.ErrNotOpen, wantMsg: "batch b does not exist: it was not opened within 20ms",
 		},
 	}
 	for _, tt := range tests {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"regexp"
 	"sort"
 	"strconv"
@@ -395,6 +396,10 @@ type Change struct {
 	// the burst (of Rate, or of the rate in force).
 	Rate  *string
 	Burst *int
+	// NewType says the type may be new to the stack (config set --new-type): without it, a change
+	// to a type that neither the deployment's parameters nor a live override name is refused, so
+	// that a typo does not create a type.
+	NewType bool
 }
 
 // stateMachineArnRe is a state machine's ARN, or one of its versions' or aliases' (a qualifier after
@@ -441,11 +446,22 @@ func (c Change) Validate() error {
 	if c.Limit != nil && (*c.Limit < 1 || *c.Limit >= config.MaxInFlight) {
 		return usagef("--limit %d must be at least 1 and under the SQS FIFO in-flight quota of %d (to drop an override: config reset)", *c.Limit, config.MaxInFlight)
 	}
-	if c.MaxAttempts != nil && *c.MaxAttempts < 1 {
-		return usagef("--max-attempts %d must be at least 1", *c.MaxAttempts)
+	if c.MaxAttempts != nil {
+		if err := validateAttempts(*c.MaxAttempts); err != nil {
+			return err
+		}
 	}
 	if c.StateMachineArn != nil && !stateMachineArnRe.MatchString(*c.StateMachineArn) {
 		return usagef("--state-machine %q is not a state machine ARN (%s)", *c.StateMachineArn, stateMachineArnForm)
+	}
+	return nil
+}
+
+// validateAttempts checks --max-attempts against the range the template allows a type
+// (TypeMaxAttempts: 1-999, config.MaxTypeAttempts).
+func validateAttempts(n int) error {
+	if n < 1 || n > config.MaxTypeAttempts {
+		return usagef("--max-attempts %d must be 1-%d", n, config.MaxTypeAttempts)
 	}
 	return nil
 }
@@ -485,6 +501,26 @@ type SetResult struct {
 	After    TypeView   `json:"after"`
 	Config   ConfigView `json:"config"`
 	Warnings []string   `json:"warnings,omitempty"`
+	// AppliesWithinSeconds is how soon the functions act on what was written (ConfigCacheSeconds,
+	// the stack's own); nil when nothing was written.
+	AppliesWithinSeconds *float64 `json:"appliesWithinSeconds,omitempty"`
+	// Unchanged says the change left the live override as it was: nothing was written.
+	Unchanged bool `json:"unchanged,omitempty"`
+}
+
+// written marks a result as written: the functions act on it within cache.
+func (r *SetResult) written(cache time.Duration) {
+	s := cache.Seconds()
+	r.AppliesWithinSeconds = &s
+}
+
+// appliesText says how soon the functions act on a live change that caches for d
+// (ConfigCacheSeconds).
+func appliesText(d time.Duration) string {
+	if d <= 0 {
+		return "at once (ConfigCacheSeconds is 0)"
+	}
+	return fmt.Sprintf("within %s (ConfigCacheSeconds)", d)
 }
 
 // Set changes a type's live override: the fields given replace the stored ones, the others stay.
@@ -502,7 +538,13 @@ func (e ConfigEditor) Set(ctx context.Context, c Change) (SetResult, error) {
 	if err != nil {
 		return SetResult{}, err
 	}
+	if !c.NewType {
+		if err := e.checkKnown(c.Type, ovs); err != nil {
+			return SetResult{}, err
+		}
+	}
 	o, rest := splitOverrides(ovs, c.Type)
+	stored := o
 	if c.Limit != nil {
 		o.Limit = *c.Limit
 	}
@@ -547,10 +589,39 @@ func (e ConfigEditor) Set(ctx context.Context, c Change) (SetResult, error) {
 	if err := e.checkKeyCaps(ctx, c, next); err != nil {
 		return SetResult{}, err
 	}
+	if sameOverride(o, stored) {
+		what := fmt.Sprintf("the live override of type %s says so already", c.Type)
+		if _, found := findOverride(ovs, c.Type); !found {
+			what = fmt.Sprintf("type %s has no live override, and this change would write an empty one", c.Type)
+		}
+		res, err := e.result(ctx, c.Type, before, append(warnings, "nothing changed, nothing written: "+what))
+		res.Unchanged = true
+		return res, err
+	}
 	if err := e.Store.SetOverride(ctx, o); err != nil {
 		return SetResult{}, err
 	}
-	return e.result(ctx, c.Type, before, warnings)
+	res, err := e.result(ctx, c.Type, before, warnings)
+	res.written(e.CacheAge)
+	return res, err
+}
+
+// sameOverride reports whether two overrides of a type say the same (an empty map is none).
+func sameOverride(a, b config.Override) bool {
+	if len(a.KeyLimits) == 0 && len(b.KeyLimits) == 0 {
+		a.KeyLimits, b.KeyLimits = nil, nil
+	}
+	return reflect.DeepEqual(a, b)
+}
+
+// findOverride returns typ's live override, if it has one.
+func findOverride(ovs []config.Override, typ string) (config.Override, bool) {
+	for _, o := range ovs {
+		if o.Type == typ {
+			return o, true
+		}
+	}
+	return config.Override{}, false
 }
 
 // Reset removes a type's live override, so its defaults apply again. A type that exists only as
@@ -583,12 +654,17 @@ func (e ConfigEditor) Reset(ctx context.Context, typ string, force bool) (SetRes
 		warnings = append(warnings, fmt.Sprintf("type %s had no live override: nothing changed", typ))
 	} else {
 		if p := before.typeView(typ, e.Defaults, ovs).Pause; p != nil {
-			// The item held the pause: dropping it resumes the type, but wakes nobody.
+			// The item held the pause: dropping it resumes the type, which "reset" does not say.
+			if !force {
+				return SetResult{}, usagef("type %s is paused (for %s: %s): a reset drops its live override, pause included, so it resumes %s and its waiting jobs start. Nothing written: resume it with \"sfnlimit resume %s\", or add --force to reset it anyway",
+					typ, p.age(), p.reasonText(), appliesText(e.CacheAge), typ)
+			}
+			// Forced: it resumes, but the reset wakes nobody.
 			warnings = append(warnings, fmt.Sprintf("type %s was paused (for %s: %s): the reset resumes it, and the releaser's sweep wakes its jobs parked by the pause within a minute (sfnlimit resume %s wakes them at once)",
 				typ, p.age(), p.reasonText(), typ))
 		}
 		if err := e.checkSet(ctx, rest); err != nil {
-			return SetResult{}, fmt.Errorf("reset refused: %w", err)
+			return SetResult{}, UsageError{fmt.Errorf("reset refused: %w", err)}
 		}
 		after, err := e.view(ctx, rest)
 		if err != nil {
@@ -597,7 +673,7 @@ func (e ConfigEditor) Reset(ctx context.Context, typ string, force bool) (SetRes
 		if after.typeView(typ, e.Defaults, rest).Limit == 0 {
 			waiting := e.waiting(ctx, typ)
 			if !force {
-				return SetResult{}, usagef("type %s exists only as a live override: reset, it has no limit, so the router refuses its new jobs and the starter dead-letters every job of it still queued (unknown_type). %s. Reset it anyway with --force; to run those jobs later, set a limit again and redrive them (sfnlimit dlq redrive --type %s --reason unknown_type)", typ, waiting, typ)
+				return SetResult{}, usagef("type %s exists only as a live override: reset, it has no limit, so the router refuses its new jobs and the starter dead-letters every job of it still queued (unknown_type). %s. Nothing written: add --force to reset it anyway; to run those jobs later, set a limit again and redrive them (sfnlimit dlq redrive --type %s --reason unknown_type)", typ, waiting, typ)
 			}
 			warnings = append(warnings, fmt.Sprintf("type %s has no limit any more: its jobs still queued are dead-lettered (unknown_type); %s", typ, waiting))
 		}
@@ -605,7 +681,11 @@ func (e ConfigEditor) Reset(ctx context.Context, typ string, force bool) (SetRes
 			return SetResult{}, err
 		}
 	}
-	return e.result(ctx, typ, before, warnings)
+	res, err := e.result(ctx, typ, before, warnings)
+	if found {
+		res.written(e.CacheAge)
+	}
+	return res, err
 }
 
 // waiting says, for people, what can be counted of a type's jobs not yet done. Leases count those
@@ -636,14 +716,14 @@ func (e ConfigEditor) waiting(ctx context.Context, typ string) string {
 }
 
 // checkSet runs a set of overrides through the functions' own checks (config.Resolver): one that
-// would be refused there is refused here.
+// would be refused there is refused here, as a usage error.
 func (e ConfigEditor) checkSet(ctx context.Context, ovs []config.Override) error {
 	r, err := config.NewResolver(e.Defaults, staticStore(ovs), time.Second)
 	if err != nil {
 		return err
 	}
 	if _, err := r.All(ctx); err != nil {
-		return err
+		return UsageError{err}
 	}
 	return nil
 }
@@ -681,7 +761,7 @@ func (e ConfigEditor) checkStateMachine(ctx context.Context, o config.Override, 
 	var missing *sfntypes.StateMachineDoesNotExist
 	switch {
 	case errors.As(err, &missing):
-		return nil, fmt.Errorf("state machine %s does not exist", arn)
+		return nil, usagef("state machine %s does not exist", arn)
 	case err != nil && events:
 		return nil, fmt.Errorf("type %s in events mode: could not check that state machine %s is Standard (%w); Express workflows send no status events, so events mode is set only on a machine described as STANDARD (nothing written; the check needs states:DescribeStateMachine)", o.Type, arn, err)
 	case err != nil:
@@ -695,7 +775,7 @@ func (e ConfigEditor) checkStateMachine(ctx context.Context, o config.Override, 
 
 // expressRefusal says why a type on an Express workflow cannot run in events mode.
 func expressRefusal(typ, arn string) error {
-	return fmt.Errorf("Express workflows send no status events: state machine %s is EXPRESS, so in events mode nothing would release the lanes of type %s (nothing written). Keep it in step mode, where the workflow's Release state releases, or use a Standard workflow", arn, typ)
+	return usagef("Express workflows send no status events: state machine %s is EXPRESS, so in events mode nothing would release the lanes of type %s (nothing written). Keep it in step mode, where the workflow's Release state releases, or use a Standard workflow", arn, typ)
 }
 
 // startableNote says whether the stack's roles may start a state machine, as far as e.Stack knows.
@@ -879,6 +959,14 @@ func (r SetResult) WriteTable(w io.Writer) error {
 		r.Before.MaxAttempts, r.After.MaxAttempts, shortArn(r.After.StateMachineArn),
 		r.Before.Strategy, r.After.Strategy, r.After.StrategySource,
 		r.Before.Release, r.After.Release, r.After.ReleaseSource)
+	if s := r.AppliesWithinSeconds; s != nil {
+		d := time.Duration(*s * float64(time.Second))
+		if d > 0 {
+			fmt.Fprintf(w, "the change applies %s: until then, a function that read the config before it goes on with the old one\n", appliesText(d))
+		} else {
+			fmt.Fprintf(w, "the change applies %s\n", appliesText(d))
+		}
+	}
 	if r.Before.capsKeys() || r.After.capsKeys() {
 		fmt.Fprintf(w, "keys of type %s: key limit %s -> %s (%s); own caps %s -> %s\n", r.After.Type,
 			limitText(r.Before.KeyLimit), limitText(r.After.KeyLimit), r.After.KeyLimitSource,

@@ -85,7 +85,7 @@ func TestChangeValidate(t *testing.T) {
 		{name: "nothing", give: Change{Type: "a"}, wantErr: "nothing to set: give --limit, --max-attempts, --state-machine, --strategy, --release, --key-limit, --key with --limit, --rate or --burst"},
 		{name: "zero limit", give: Change{Type: "a", Limit: ptr(0)}, wantErr: "at least 1"},
 		{name: "limit at quota", give: Change{Type: "a", Limit: ptr(config.MaxInFlight)}, wantErr: "quota"},
-		{name: "zero attempts", give: Change{Type: "a", MaxAttempts: ptr(0)}, wantErr: "at least 1"},
+		{name: "zero attempts", give: Change{Type: "a", MaxAttempts: ptr(0)}, wantErr: "--max-attempts 0 must be 1-999"},
 		{name: "not an ARN", give: Change{Type: "a", StateMachineArn: ptr("sample")}, wantErr: "not a state machine ARN"},
 		{name: "an execution ARN", give: Change{Type: "a", StateMachineArn: ptr("arn:aws:states:us-east-1:123456789012:execution:x:y")}, wantErr: "not a state machine ARN"},
 		{name: "a version ARN", give: Change{Type: "a", StateMachineArn: ptr(sampleArn + ":3")}},
@@ -165,7 +165,7 @@ func TestConfigSet(t *testing.T) {
 	t.Run("a new type", func(t *testing.T) {
 		store := newMemStore()
 		e := ConfigEditor{Store: store, Defaults: defaults(), CacheAge: time.Second}
-		res, err := e.Set(ctx, Change{Type: "llm", Limit: ptr(10)})
+		res, err := e.Set(ctx, Change{Type: "llm", Limit: ptr(10), NewType: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -178,7 +178,7 @@ func TestConfigSet(t *testing.T) {
 	})
 	t.Run("attempts without a limit leave the type refused", func(t *testing.T) {
 		e := ConfigEditor{Store: newMemStore(), Defaults: defaults()}
-		res, err := e.Set(ctx, Change{Type: "llm", MaxAttempts: ptr(2)})
+		res, err := e.Set(ctx, Change{Type: "llm", MaxAttempts: ptr(2), NewType: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -199,7 +199,7 @@ func TestConfigSet(t *testing.T) {
 		store := newMemStore(config.Override{Type: "big", Limit: 100000})
 		e := ConfigEditor{Store: store, Defaults: d}
 		// 100000 + 2 + 5 + 3 + 19990 = 120000: at the quota.
-		if _, err := e.Set(ctx, Change{Type: "other", Limit: ptr(19990)}); err == nil || !strings.Contains(err.Error(), "quota") {
+		if _, err := e.Set(ctx, Change{Type: "other", Limit: ptr(19990), NewType: true}); err == nil || !strings.Contains(err.Error(), "quota") {
 			t.Errorf("Set() over the quota = %v", err)
 		}
 		// Overriding an existing limit replaces it rather than adds to it.
@@ -221,6 +221,131 @@ func TestConfigSet(t *testing.T) {
 			t.Errorf("Set() = %v with %d writes, want does not exist and none", err, store.writes)
 		}
 	})
+}
+
+// A type the stack does not know (not in the deployment's defaults, no live override) is refused
+// unless the change says it is new: a typo must not create a type. The closest known type is
+// suggested. A known type needs no flag.
+func TestConfigSetUnknownType(t *testing.T) {
+	ctx := context.Background()
+	d := defaults()
+	d.Rates = map[string]config.Rate{"partner": {PerSecond: 5, Burst: 5}}
+	tests := []struct {
+		name      string
+		stored    []config.Override
+		give      Change
+		wantErr   string
+		wantWrite bool
+	}{
+		{name: "a typo of a default type", give: Change{Type: "paymnets", Limit: ptr(3)},
+			wantErr: "type paymnets is not known to the stack (no limit or other setting in its parameters, no live override): nothing written. Did you mean payments? To create type paymnets, add --new-type"},
+		{name: "a typo of a live type", stored: []config.Override{{Type: "llm_chat", Limit: 4}}, give: Change{Type: "llm_caht", MaxAttempts: ptr(2)},
+			wantErr: "Did you mean llm_chat?"},
+		{name: "nothing close", give: Change{Type: "thumbnails", Limit: ptr(3)},
+			wantErr: "type thumbnails is not known to the stack (no limit or other setting in its parameters, no live override): nothing written. To create type thumbnails, add --new-type"},
+		{name: "a new type", give: Change{Type: "thumbnails", Limit: ptr(3), NewType: true}, wantWrite: true},
+		{name: "a default type", give: Change{Type: "payments", Limit: ptr(3)}, wantWrite: true},
+		{name: "a type known by its rate alone", give: Change{Type: "partner", Limit: ptr(3)}, wantWrite: true},
+		{name: "a live type", stored: []config.Override{{Type: "llm", Limit: 4}}, give: Change{Type: "llm", Limit: ptr(3)}, wantWrite: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store := newMemStore(tt.stored...)
+			e := ConfigEditor{Store: store, Defaults: d, CacheAge: time.Second}
+			_, err := e.Set(ctx, tt.give)
+			if tt.wantErr != "" {
+				var ue UsageError
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.As(err, &ue) {
+					t.Errorf("Set() = %v, want a usage error with %q", err, tt.wantErr)
+				}
+			} else if err != nil {
+				t.Errorf("Set() = %v, want nil", err)
+			}
+			if wrote := store.writes > 0; wrote != tt.wantWrite {
+				t.Errorf("Set() wrote %d times, want a write %v", store.writes, tt.wantWrite)
+			}
+		})
+	}
+}
+
+// Out-of-range attempts are refused as the template refuses them (1-999).
+func TestChangeValidateAttempts(t *testing.T) {
+	for _, n := range []int{0, 1000, 9999999999999} {
+		var ue UsageError
+		if err := (Change{Type: "payments", MaxAttempts: ptr(n)}).Validate(); err == nil || !errors.As(err, &ue) || !strings.Contains(err.Error(), "must be 1-999") {
+			t.Errorf("Validate() of --max-attempts %d = %v, want a usage error: must be 1-999", n, err)
+		}
+		if err := (Attach{StateMachineArn: sampleArn, Type: "mine", Limit: 1, MaxAttempts: ptr(n)}).Validate(); err == nil || !errors.As(err, &ue) || !strings.Contains(err.Error(), "must be 1-999") {
+			t.Errorf("Attach.Validate() of --max-attempts %d = %v, want a usage error: must be 1-999", n, err)
+		}
+	}
+	for _, n := range []int{1, 999} {
+		if err := (Change{Type: "payments", MaxAttempts: ptr(n)}).Validate(); err != nil {
+			t.Errorf("Validate() of --max-attempts %d = %v, want nil", n, err)
+		}
+	}
+}
+
+// A change written says when it applies: within ConfigCacheSeconds, the time the functions cache
+// the live config, as the editor was told it (the stack's own value).
+func TestConfigSetSaysWhenItApplies(t *testing.T) {
+	ctx := context.Background()
+	for _, tt := range []struct {
+		cache time.Duration
+		want  string
+	}{
+		{cache: 30 * time.Second, want: "the change applies within 30s (ConfigCacheSeconds): until then, a function that read the config before it goes on with the old one\n"},
+		{cache: 0, want: "the change applies at once (ConfigCacheSeconds is 0)\n"},
+	} {
+		e := ConfigEditor{Store: newMemStore(), Defaults: defaults(), CacheAge: tt.cache}
+		res, err := e.Set(ctx, Change{Type: "payments", Limit: ptr(4)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.AppliesWithinSeconds == nil || *res.AppliesWithinSeconds != tt.cache.Seconds() {
+			t.Errorf("Set() appliesWithinSeconds = %v, want %v", res.AppliesWithinSeconds, tt.cache.Seconds())
+		}
+		var b strings.Builder
+		if err := res.WriteTable(&b); err != nil {
+			t.Fatal(err)
+		}
+		// Right below the change, not only at the foot of the table.
+		if lines := strings.SplitAfterN(b.String(), "\n", 3); len(lines) < 2 || lines[1] != tt.want {
+			t.Errorf("WriteTable() =\n%s\nwant its second line %q", b.String(), tt.want)
+		}
+	}
+}
+
+// A change that leaves the stored override as it was writes nothing, and says so: removing a key's
+// cap that it does not have must not write an empty item.
+func TestConfigSetNothingChanged(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name   string
+		stored []config.Override
+		give   Change
+	}{
+		{name: "no override, no key cap", give: Change{Type: "payments", Key: ptr("acme"), KeyCap: ptr(0)}},
+		{name: "an override without that key cap", stored: []config.Override{{Type: "payments", Limit: 4}}, give: Change{Type: "payments", Key: ptr("acme"), KeyCap: ptr(0)}},
+		{name: "a new type with nothing to keep", give: Change{Type: "llm", Key: ptr("acme"), KeyCap: ptr(0), NewType: true}},
+		{name: "the same limit", stored: []config.Override{{Type: "payments", Limit: 4}}, give: Change{Type: "payments", Limit: ptr(4)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store := newMemStore(tt.stored...)
+			e := ConfigEditor{Store: store, Defaults: defaults(), CacheAge: time.Second}
+			res, err := e.Set(ctx, tt.give)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if store.writes != 0 || len(store.items) != len(tt.stored) {
+				t.Errorf("Set() wrote %d times (overrides %v), want no write", store.writes, store.items)
+			}
+			if !res.Unchanged || !strings.Contains(strings.Join(res.Warnings, "\n"), "nothing changed, nothing written") {
+				t.Errorf("Set() = %+v, want it unchanged and a note that nothing was written", res)
+			}
+		})
+	}
 }
 
 // --strategy follows the rule of the other fields: it changes the stored strategy and nothing else,
@@ -558,7 +683,7 @@ func TestConfigResetOverrideOnlyNeedsForce(t *testing.T) {
 		wantStays bool
 	}{
 		{name: "first-free", typ: "llm", status: fakeStatus{st: reading},
-			wantErr: []string{"exists only as a live override", "unknown_type", "4 of its jobs hold a lane (leases)", "191 waiting", "5 in flight", "7 waiting", "cannot count one type's", "--force"}},
+			wantErr: []string{"exists only as a live override", "unknown_type", "4 of its jobs hold a lane (leases)", "191 waiting", "5 in flight", "7 waiting", "cannot count one type's", "Nothing written: add --force to reset it anyway"}},
 		{name: "random", typ: "chat", status: fakeStatus{st: reading},
 			wantErr: []string{"1 of its jobs holds a lane (leases)", "191 waiting", "--force"}},
 		{name: "status unreadable", typ: "llm", status: fakeStatus{err: errors.New("table unreachable")},

@@ -23,6 +23,7 @@ func TestConfigSetRate(t *testing.T) {
 		give        Change
 		wantErr     string          // in the usage error; nothing written
 		want        config.Override // the stored override after
+		unchanged   bool            // nothing to write: the store is left as it was
 		wantRate    string          // the type's rate after (RateView.String) and its source
 		wantWarning string
 	}{
@@ -87,8 +88,7 @@ func TestConfigSetRate(t *testing.T) {
 		},
 		{
 			name: "rate 0 of a type with none", give: Change{Type: "payments", Rate: ptr("0")},
-			want:     config.Override{Type: "payments"},
-			wantRate: "none (none)", wantWarning: "type payments had no start rate: nothing removed",
+			unchanged: true, wantRate: "none (none)", wantWarning: "type payments had no start rate: nothing removed",
 		},
 
 		{name: "not a number", give: Change{Type: "llm", Rate: ptr("fast")},
@@ -125,6 +125,12 @@ func TestConfigSetRate(t *testing.T) {
 			}
 			if err != nil {
 				t.Fatal(err)
+			}
+			if tt.unchanged {
+				if store.writes != 0 || len(store.items) != len(tt.stored) || !res.Unchanged || !strings.Contains(strings.Join(res.Warnings, "\n"), tt.wantWarning) {
+					t.Errorf("Set() = %+v with %d writes (overrides %v); want it unchanged, no write, and a warning with %q", res, store.writes, store.items, tt.wantWarning)
+				}
+				return
 			}
 			if got := store.items[tt.give.Type]; !reflect.DeepEqual(got, tt.want) || store.writes != 1 {
 				t.Errorf("stored %+v (%d writes), want %+v in one write", got, store.writes, tt.want)

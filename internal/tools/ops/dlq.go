@@ -234,8 +234,15 @@ type RedriveResult struct {
 	// DryRun says nothing was moved: WouldRedrive are the dead letters a redrive would send.
 	DryRun       bool         `json:"dryRun,omitempty"`
 	WouldRedrive []DeadLetter `json:"wouldRedrive,omitempty"`
+	// Moved are the dead letters sent back to the general queue (Redriven counts them).
+	Moved []DeadLetter `json:"moved,omitempty"`
 	// Skipped counts dead letters that do not match the filter, left where they are.
 	Skipped int `json:"skipped"`
+	// Max is the most a run moves (--max; 0: all), and HeldBack counts the matching dead letters it
+	// looked at and left because Max were chosen already. The scan stops there: those not looked
+	// at are not counted.
+	Max      int `json:"max,omitempty"`
+	HeldBack int `json:"heldBack,omitempty"`
 	// Returned counts dead letters of jobs this redrive already sent back, which failed again while
 	// it ran: they are left, so that a job is redriven at most once per run.
 	Returned int `json:"returned,omitempty"`
@@ -277,7 +284,7 @@ func (d DLQ) Redrive(ctx context.Context, f Filter, limit int, progress func(red
 	}
 	seen := map[string]bool{}
 	moved := map[string]bool{} // jobs sent back by this run, by type and id, and by body
-	res.DryRun = d.DryRun
+	res.DryRun, res.Max = d.DryRun, limit
 	// chosen counts the dead letters sent, or in a dry run those that would be.
 	chosen := func() int { return res.Redriven + len(res.WouldRedrive) }
 	for (limit == 0 || chosen() < limit) && ctx.Err() == nil {
@@ -297,8 +304,11 @@ func (d DLQ) Redrive(ctx context.Context, f Filter, limit int, progress func(red
 			seen[m.MessageID] = true
 			fresh++
 			switch {
-			case !f.Match(m) || (limit > 0 && chosen()+len(move) >= limit):
+			case !f.Match(m):
 				res.Skipped++
+				held.add(m)
+			case limit > 0 && chosen()+len(move) >= limit:
+				res.HeldBack++
 				held.add(m)
 			case moved[jobKey(m)] || moved[bodyKey(m)]:
 				res.Returned++
@@ -407,12 +417,13 @@ func (d DLQ) move(ctx context.Context, sender *sqsbatch.Sender, ms []DeadLetter,
 			notDeleted[aws.ToString(f.Id)] = RedriveFailure{MessageID: m.MessageID, Type: m.Type, JobID: m.JobID, Code: aws.ToString(f.Code), Message: aws.ToString(f.Message)}
 		}
 	}
-	for i := range sent {
+	for i, m := range sent {
 		if f, bad := notDeleted[strconv.Itoa(i)]; bad {
 			res.DeleteFailed = append(res.DeleteFailed, f)
 			continue
 		}
 		res.Redriven++
+		res.Moved = append(res.Moved, m)
 	}
 	return kept
 }
@@ -441,17 +452,26 @@ func WriteDeadLetters(w io.Writer, list []DeadLetter, total int, now time.Time) 
 
 // WriteTable prints a redrive's result for people.
 func (r RedriveResult) WriteTable(w io.Writer) error {
+	held := ""
+	if r.HeldBack > 0 {
+		held = fmt.Sprintf("; held back by --max %d, left: %d", r.Max, r.HeldBack)
+	}
+	chosen := r.Moved
 	if r.DryRun {
-		fmt.Fprintf(w, "dry run, nothing moved: would redrive to the general queue: %d; not matching: %d\n", len(r.WouldRedrive), r.Skipped)
-		for _, d := range r.WouldRedrive {
-			reason := d.Reason
-			if reason == "" {
-				reason = ReasonRedrivenBySQS
-			}
-			fmt.Fprintf(w, "  %s (%s/%s): %s\n", d.MessageID, dash(d.Type), dash(d.JobID), reason)
-		}
+		chosen = r.WouldRedrive
+		fmt.Fprintf(w, "dry run, nothing moved: would redrive to the general queue: %d; not matching, left: %d%s\n", len(r.WouldRedrive), r.Skipped, held)
 	} else {
-		fmt.Fprintf(w, "redriven to the general queue: %d; not matching, left: %d\n", r.Redriven, r.Skipped)
+		fmt.Fprintf(w, "redriven to the general queue: %d; not matching, left: %d%s\n", r.Redriven, r.Skipped, held)
+	}
+	for _, d := range chosen {
+		reason := d.Reason
+		if reason == "" {
+			reason = ReasonRedrivenBySQS
+		}
+		fmt.Fprintf(w, "  %s (%s/%s): %s\n", d.MessageID, dash(d.Type), dash(d.JobID), reason)
+	}
+	if r.Max > 0 && len(chosen) >= r.Max {
+		fmt.Fprintf(w, "--max %d reached: the scan stopped there; dead letters it had not looked at yet are not counted above (sfnlimit dlq list shows them all)\n", r.Max)
 	}
 	if r.Returned > 0 {
 		fmt.Fprintf(w, "dead-lettered again while the redrive ran, left (each job is redriven once a run): %d\n", r.Returned)

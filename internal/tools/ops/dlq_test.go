@@ -237,6 +237,44 @@ func TestDLQRedrive(t *testing.T) {
 	}
 }
 
+// --max holds matching dead letters back: they are reported as held back by it, not as "not
+// matching", and a redrive lists what it moved, as a dry run lists what it would move.
+func TestDLQRedriveMax(t *testing.T) {
+	t.Parallel()
+	c := sqsClient(t)
+	url, general := queues(t, c)
+	for i := range 3 {
+		deadLetter(t, c, url, deadletter.Entry{Reason: deadletter.ReasonAttemptsExhausted, Type: "payments", JobID: fmt.Sprint("m-", i), Body: body("payments", fmt.Sprint("m-", i), 1)})
+	}
+	deadLetter(t, c, url, deadletter.Entry{Reason: deadletter.ReasonAttemptsExhausted, Type: "reports", JobID: "r-0", Body: body("reports", "r-0", 1)})
+	for _, dry := range []bool{true, false} {
+		d := DLQ{SQS: c, URL: url, General: general, DryRun: dry}
+		res, err := d.Redrive(t.Context(), Filter{Types: []string{"payments"}}, 1, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		chosen := res.Moved
+		if dry {
+			chosen = res.WouldRedrive
+		}
+		// moto answers a receive with every visible message (up to 10): all four are looked at.
+		if len(chosen) != 1 || chosen[0].Type != "payments" || res.HeldBack != 2 || res.Skipped != 1 || res.Max != 1 {
+			t.Errorf("Redrive(payments, max 1, dry run %v) = %+v; want 1 chosen, 2 held back by --max, 1 not matching", dry, res)
+		}
+		var out strings.Builder
+		if err := res.WriteTable(&out); err != nil {
+			t.Fatal(err)
+		}
+		want := "not matching, left: 1; held back by --max 1, left: 2\n  " + chosen[0].MessageID + " (payments/" + chosen[0].JobID + "): attempts_exhausted\n"
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("dry run %v: output\n%s\nwant it to contain\n%s", dry, out.String(), want)
+		}
+	}
+	if got := drain(t, c, general); len(got) != 1 {
+		t.Errorf("general queue holds %d, want the 1 redriven", len(got))
+	}
+}
+
 // A type with no limit is left, as the router would refuse it again.
 func TestDLQRedriveChecksTypes(t *testing.T) {
 	t.Parallel()

@@ -415,3 +415,94 @@ func timeText(t *time.Time) string {
 	}
 	return t.Format(time.RFC3339)
 }
+
+// MaxEarlierChecks is how many jobs of an input submit looks up before sending them (FindEarlier):
+// each costs a DescribeExecution or two, so a large file is only sampled by its first jobs.
+const MaxEarlierChecks = 10
+
+// Earlier is a job submitted before: it has a lease or an execution. Execution names
+// ({type}-{id}-{attempt}) are unique for 90 days and the lanes queue drops a copy within 5 minutes,
+// so a job sent again with the same type and id never runs again.
+type Earlier struct {
+	No    int    `json:"line,omitempty"`
+	Type  string `json:"type"`
+	ID    string `json:"id"`
+	State string `json:"state"` // as job show works it out
+	// Lane is the lane its lease holds (0: none); Execution and Status are its last execution's
+	// name and status, if it has one.
+	Lane      int    `json:"lane,omitempty"`
+	Execution string `json:"execution,omitempty"`
+	Status    string `json:"status,omitempty"`
+}
+
+// Text says, for people, that the job will not run again and what to do.
+func (e Earlier) Text() string {
+	what := fmt.Sprintf("execution %s %s", e.Execution, e.Status)
+	if e.Lane > 0 {
+		what = fmt.Sprintf("it holds lane %d: %s", e.Lane, e.State)
+	}
+	todo := "use a new id"
+	if e.State == "dead-lettered" || e.State == "failed" {
+		todo += fmt.Sprintf(", or redrive its dead letter (sfnlimit dlq redrive --type %s --id %s)", e.Type, e.ID)
+	}
+	return fmt.Sprintf("%s/%s was already submitted (%s): it will not run again; %s", e.Type, e.ID, what, todo)
+}
+
+// FindEarlier looks up the first MaxEarlierChecks jobs with an id (a job without one gets a fresh
+// message id: it is never a copy) as job show does, and returns those submitted before, how many
+// it looked up, and how many jobs with an id it left unchecked. A lookup that fails is an error:
+// the caller decides whether to send anyway.
+func (f JobFinder) FindEarlier(ctx context.Context, jobs []Line) (found []Earlier, checked, unchecked int, err error) {
+	leases := map[string][]lease.Lease{} // by type, read once
+	for _, l := range jobs {
+		if l.ID == "" {
+			continue
+		}
+		if checked == MaxEarlierChecks {
+			unchecked++
+			continue
+		}
+		checked++
+		ls, ok := leases[l.Type]
+		if !ok {
+			if ls, err = f.Leases.ListType(ctx, l.Type); err != nil {
+				return nil, checked, 0, fmt.Errorf("read the leases of type %s: %w", l.Type, err)
+			}
+			leases[l.Type] = ls
+		}
+		v, err := f.show(ctx, l.Type, l.ID, ls)
+		if err != nil {
+			return nil, checked, 0, err
+		}
+		if v.Lease == nil && len(v.Executions) == 0 {
+			continue
+		}
+		e := Earlier{No: l.No, Type: l.Type, ID: l.ID, State: v.State}
+		if v.Lease != nil {
+			e.Lane = v.Lease.Lane
+		}
+		if n := len(v.Executions); n > 0 {
+			e.Execution, e.Status = v.Executions[n-1].Name, v.Executions[n-1].Status
+		}
+		found = append(found, e)
+	}
+	return found, checked, unchecked, nil
+}
+
+// WithoutEarlier is jobs without the lines found submitted before (FindEarlier).
+func WithoutEarlier(jobs []Line, found []Earlier) []Line {
+	if len(found) == 0 {
+		return jobs
+	}
+	drop := make(map[int]bool, len(found))
+	for _, e := range found {
+		drop[e.No] = true
+	}
+	out := make([]Line, 0, len(jobs)-len(found))
+	for _, l := range jobs {
+		if !drop[l.No] {
+			out = append(out, l)
+		}
+	}
+	return out
+}

@@ -3,10 +3,13 @@ package ops
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
@@ -341,4 +344,68 @@ func TestJobShowPriority(t *testing.T) {
 			}
 		})
 	}
+}
+
+// submit looks up whether the jobs it is about to send were submitted before (a lease or an
+// execution of the same type and id: execution names are unique for 90 days, so such a job never
+// runs again), for the first MaxEarlierChecks jobs with an id; the others are not looked up.
+func TestFindEarlier(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	f, l := fakes.NewSFN(nil), fakes.NewLeaseStore(nil)
+	in := job.Job{Type: "payments", ID: "done", Input: []byte(`{}`), SubmittedAt: now}.ExecutionInput(1, 1).MustJSON()
+	f.Put(fakes.Execution{StateMachineArn: sampleArn, Name: job.RunName("payments", "done", 0, 1), Status: sfntypes.ExecutionStatusSucceeded, Input: string(in), StartDate: now})
+	l.Set(lease.Lease{Type: "payments", Lane: 2, JobID: "busy", Attempt: 1, Status: lease.Starting, StartedAt: now})
+	r, err := config.NewResolver(defaults(), nil, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	finder := JobFinder{Leases: l, SFN: f, Config: r, Defaults: defaults()}
+	jobs := []Line{
+		{No: 1, Type: "payments", ID: "new"},
+		{No: 2, Type: "payments", ID: "done"},
+		{No: 3, Type: "payments"}, // no id: a new job whatever it holds
+		{No: 4, Type: "payments", ID: "busy"},
+	}
+	for i := range MaxEarlierChecks {
+		jobs = append(jobs, Line{No: 5 + i, Type: "payments", ID: fmt.Sprint("more-", i)})
+	}
+	jobs = append(jobs, Line{No: 99, Type: "payments", ID: "done"}) // past the checks
+	found, checked, unchecked, err := finder.FindEarlier(context.Background(), jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked != MaxEarlierChecks || unchecked != 4 {
+		t.Errorf("checked %d, %d unchecked; want the first %d jobs with an id, and 4 left", checked, unchecked, MaxEarlierChecks)
+	}
+	if rest := WithoutEarlier(jobs, found); len(rest) != len(jobs)-2 || slices.ContainsFunc(rest, func(l Line) bool { return l.No == 2 || l.No == 4 }) {
+		t.Errorf("WithoutEarlier() = %+v, want every line but 2 and 4", rest)
+	}
+	if len(found) != 2 || found[0].No != 2 || found[0].State != "succeeded" || found[0].Execution != "payments-done-1" || found[0].Status != "SUCCEEDED" ||
+		found[1].No != 4 || found[1].State != "starting" || found[1].Lane != 2 {
+		t.Fatalf("FindEarlier() = %+v, want line 2 (succeeded) and line 4 (holding lane 2)", found)
+	}
+	for _, tt := range []struct {
+		give Earlier
+		want string
+	}{
+		{give: found[0], want: "payments/done was already submitted (execution payments-done-1 SUCCEEDED): it will not run again; use a new id"},
+		{give: found[1], want: "payments/busy was already submitted (it holds lane 2: starting): it will not run again; use a new id"},
+		{give: Earlier{Type: "payments", ID: "x", State: "dead-lettered", Execution: "payments-x-3", Status: "FAILED"},
+			want: "payments/x was already submitted (execution payments-x-3 FAILED): it will not run again; use a new id, or redrive its dead letter (sfnlimit dlq redrive --type payments --id x)"},
+	} {
+		if got := tt.give.Text(); got != tt.want {
+			t.Errorf("Text() = %q, want %q", got, tt.want)
+		}
+	}
+	// A lookup that fails is an error: the caller sends without it, and says so.
+	finder.SFN = failingDescribe{}
+	if _, _, _, err := finder.FindEarlier(context.Background(), jobs[:1]); err == nil {
+		t.Error("FindEarlier() with Step Functions failing = nil error")
+	}
+}
+
+type failingDescribe struct{}
+
+func (failingDescribe) DescribeExecution(context.Context, *sfn.DescribeExecutionInput, ...func(*sfn.Options)) (*sfn.DescribeExecutionOutput, error) {
+	return nil, errors.New("AccessDeniedException")
 }

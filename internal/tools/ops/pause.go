@@ -96,6 +96,9 @@ func (e ConfigEditor) checkLimit(ctx context.Context, ovs []config.Override, typ
 		return err
 	}
 	if _, err := r.Get(ctx, typ); errors.Is(err, config.ErrUnknownType) {
+		if near := closest(typ, e.knownTypes(ovs)); near != "" {
+			return usagef("type %s has no limit, so none of its jobs start (unknown_type): nothing to %s. Did you mean %s?", typ, what, near)
+		}
 		return usagef("type %s has no limit, so none of its jobs start (unknown_type): nothing to %s; config set %s --limit N gives it one", typ, what, typ)
 	} else if err != nil {
 		return err

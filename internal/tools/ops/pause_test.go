@@ -84,6 +84,8 @@ func TestPause(t *testing.T) {
 			wantErr: "pause reason is 300 characters"},
 		{name: "a type with no limit", typ: "nolimit", reason: ptr("x"),
 			wantErr: "type nolimit has no limit, so none of its jobs start (unknown_type): nothing to pause; config set nolimit --limit N gives it one"},
+		{name: "a typo of a type", typ: "paymnets",
+			wantErr: "type paymnets has no limit, so none of its jobs start (unknown_type): nothing to pause. Did you mean payments?"},
 		{name: "a bad type", typ: "a-b", wantErr: "invalid_type"},
 	}
 	for _, tt := range tests {
@@ -338,21 +340,38 @@ func TestResumeWakesTheParkedMessage(t *testing.T) {
 	}
 }
 
-// A reset of a paused type's item resumes it too, and says who wakes the groups the pause parked.
+// A reset of a paused type's item would resume it too: that is not what "reset" says, so it is
+// refused (exit 2, nothing written) unless forced, with what it would do; forced, it says who wakes
+// the groups the pause parked.
 func TestResetOfAPausedType(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	paused := config.Override{Type: "payments", Limit: 3, Pause: &config.Pause{Reason: "outage", Since: now.Add(-time.Hour)}}
 	for _, tt := range []struct {
-		name   string
-		stored config.Override
-		want   string // in the warnings; "" none about a pause
+		name    string
+		stored  config.Override
+		force   bool
+		wantErr string // in the refusal; "" the reset is done
+		want    string // in the warnings; "" none about a pause
 	}{
-		{name: "paused", stored: config.Override{Type: "payments", Limit: 3, Pause: &config.Pause{Reason: "outage", Since: now.Add(-time.Hour)}},
+		{name: "paused", stored: paused,
+			wantErr: `type payments is paused (for 1h00m: "outage"): a reset drops its live override, pause included, so it resumes within 30s (ConfigCacheSeconds) and its waiting jobs start. Nothing written: resume it with "sfnlimit resume payments", or add --force to reset it anyway`},
+		{name: "paused, forced", stored: paused, force: true,
 			want: `type payments was paused (for 1h00m: "outage"): the reset resumes it, and the releaser's sweep wakes its jobs parked by the pause within a minute (sfnlimit resume payments wakes them at once)`},
 		{name: "not paused", stored: config.Override{Type: "payments", Limit: 3}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			store := newMemStore(tt.stored)
-			res, err := ConfigEditor{Store: store, Defaults: defaults(), Now: func() time.Time { return now }}.Reset(context.Background(), "payments", false)
+			res, err := ConfigEditor{Store: store, Defaults: defaults(), CacheAge: 30 * time.Second, Now: func() time.Time { return now }}.Reset(context.Background(), "payments", tt.force)
+			if tt.wantErr != "" {
+				var ue UsageError
+				if err == nil || !errors.As(err, &ue) || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Errorf("Reset() = %v, want a usage error with %q", err, tt.wantErr)
+				}
+				if _, ok := store.items["payments"]; !ok || store.writes != 0 {
+					t.Errorf("a refused reset changed the overrides: %v (%d writes)", store.items, store.writes)
+				}
+				return
+			}
 			if err != nil {
 				t.Fatal(err)
 			}

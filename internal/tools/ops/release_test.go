@@ -97,7 +97,7 @@ func TestConfigSetRelease(t *testing.T) {
 		},
 		{
 			name: "an Express machine and events at once",
-			give: Change{Type: "llm", Limit: ptr(2), StateMachineArn: ptr(expressArn), Release: ptr("events")}, wantErr: "nothing would release the lanes of type llm (nothing written)",
+			give: Change{Type: "llm", Limit: ptr(2), StateMachineArn: ptr(expressArn), Release: ptr("events"), NewType: true}, wantErr: "nothing would release the lanes of type llm (nothing written)",
 		},
 		{
 			name: "an Express machine in step mode", give: Change{Type: "payments", StateMachineArn: ptr(expressArn)},
@@ -262,5 +262,36 @@ func TestConfigGetRelease(t *testing.T) {
 	var ue UsageError
 	if _, err := e.Set(context.Background(), Change{Type: "payments", Release: ptr("fast")}); !errors.As(err, &ue) {
 		t.Errorf("Set(--release fast) = %v, want a usage error", err)
+	}
+}
+
+// A change the limiter's rules refuse is a usage error (exit 2), as a bad flag is: the limits over
+// the quota, a state machine that does not exist, events mode on an Express workflow. A check that
+// could not be made (Step Functions failing) is an error (exit 1).
+func TestConfigSetRefusalsAreUsageErrors(t *testing.T) {
+	denied := &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "not authorized"}
+	tests := []struct {
+		name      string
+		stored    []config.Override
+		give      Change
+		sfnErr    error
+		wantUsage bool
+	}{
+		{name: "over the quota", stored: []config.Override{{Type: "big", Limit: 119000}}, give: Change{Type: "payments", Limit: ptr(1000)}, wantUsage: true},
+		{name: "a state machine that does not exist", give: Change{Type: "payments", StateMachineArn: ptr(strings.Replace(mineArn, "mine", "gone", 1))}, wantUsage: true},
+		{name: "events on an Express workflow", give: Change{Type: "payments", StateMachineArn: ptr(expressArn), Release: ptr("events")}, wantUsage: true},
+		{name: "events not checkable", give: Change{Type: "payments", Release: ptr("events")}, sfnErr: denied},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fake := machines()
+			fake.err = tt.sfnErr
+			e := ConfigEditor{Store: newMemStore(tt.stored...), Defaults: defaults(), CacheAge: time.Second, SFN: fake}
+			_, err := e.Set(context.Background(), tt.give)
+			var ue UsageError
+			if err == nil || errors.As(err, &ue) != tt.wantUsage {
+				t.Errorf("Set() = %v; want an error, a usage error %v", err, tt.wantUsage)
+			}
+		})
 	}
 }

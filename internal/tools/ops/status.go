@@ -83,6 +83,9 @@ type TypeStatus struct {
 	ByStatus map[string]int `json:"byStatus,omitempty"`
 	// Free counts the lanes 1..Limit that no lease holds.
 	Free int `json:"free"`
+	// Over counts the leases beyond the limit (Running - Limit): the type runs over its cap, which
+	// was lowered while they ran. 0 for a type at or under its limit, or with no limit.
+	Over int `json:"over,omitempty"`
 	// Leases are the type's leases, lane by lane (lane 1 first).
 	Leases []LaneLease `json:"leases,omitempty"`
 	Oldest *RunningJob `json:"oldest,omitempty"`
@@ -298,6 +301,9 @@ func (r StatusReader) Read(ctx context.Context) (Status, error) {
 		cfgOf[cfgs[i].Type] = &cfgs[i]
 	}
 	for typ, ts := range byType {
+		if ts.Limit > 0 && ts.Running > ts.Limit {
+			ts.Over = ts.Running - ts.Limit
+		}
 		ts.Keys = keysOf(cfgOf[typ], leasesOf[typ], parked[typ], st.At)
 		st.Types = append(st.Types, *ts)
 	}
@@ -383,7 +389,7 @@ func (s Status) WriteTableKeys(w io.Writer, keys int) error {
 		if t.Paused != nil {
 			pausedFor = t.Paused.age()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s%s%s\n", t.Type, limit, t.Source, strategy, dash(t.Release), t.Running, free,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s%s\n", t.Type, limit, t.Source, strategy, dash(t.Release), t.heldText(), free,
 			flowCols(rate, pausedFor), keysCol(t.keysColumn()), oldest)
 	}
 	if len(s.Types) == 0 {
@@ -434,6 +440,17 @@ func (s Status) WriteTableKeys(w io.Writer, keys int) error {
 		s.LanesInUse, s.Lanes, s.Lanes, config.MaxInFlight, s.At.Format(time.RFC3339))
 	return err
 }
+
+// heldText is the HELD column: the lanes the type's jobs hold, and, over its limit, of how many.
+func (ts TypeStatus) heldText() string {
+	if ts.Over > 0 {
+		return overCapText(ts.Running, ts.Limit)
+	}
+	return strconv.Itoa(ts.Running)
+}
+
+// overCapText says that n run against a cap that was lowered below n while they ran.
+func overCapText(n, limit int) string { return fmt.Sprintf("%d/%d over cap (lowered)", n, limit) }
 
 // Age prints a duration the way people read an age: 45s, 3m12s, 2h05m, 3d04h.
 func Age(d time.Duration) string {

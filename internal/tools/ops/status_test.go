@@ -284,6 +284,42 @@ func TestStatusFree(t *testing.T) {
 	}
 }
 
+// A type that holds more lanes than its limit (lowered while its jobs ran) is shown over its cap,
+// with how many it holds of how many, not as a type with lanes free or at its cap.
+func TestStatusOverCap(t *testing.T) {
+	var held []lease.Lease
+	for ln := 1; ln <= 9; ln++ {
+		held = append(held, lease.Lease{Type: "payments", Lane: ln, JobID: fmt.Sprint("p-", ln), Attempt: 1, Status: lease.Starting})
+	}
+	held = append(held, lease.Lease{Type: "reports", Lane: 1, JobID: "r-1", Attempt: 1, Status: lease.Starting})
+	st, err := StatusReader{
+		SQS: noQueues, Leases: leaseTable(t, held...), Defaults: defaults(), Overrides: staticStore{{Type: "payments", Limit: 4}},
+	}.Read(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	over := map[string]int{}
+	for _, ts := range st.Types {
+		over[ts.Type] = ts.Over
+	}
+	if over["payments"] != 5 || over["reports"] != 0 {
+		t.Errorf("over = %v, want payments 5 over its limit of 4, reports 0", over)
+	}
+	var b strings.Builder
+	if err := st.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"payments  4      override  first-free  step     9/4 over cap (lowered)  0     -\n",
+		"reports   5      default   first-free  step     1                       4     -\n",
+		"payments  started 9 (1-9); above the limit: 5-9\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("WriteTable() lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
 // overridesFunc is a function-type fake of the live overrides.
 type overridesFunc func() ([]config.Override, error)
 

@@ -37,8 +37,10 @@ type KeysStatus struct {
 	Running []KeyRunning `json:"running"`
 	// Waiting is every key with a parked waiting group, the one parked longest first.
 	Waiting []KeyWaiting `json:"waiting"`
-	// AtCap counts the keys whose running jobs reach their cap (0 when the type caps no key).
-	AtCap int `json:"atCap"`
+	// AtCap counts the keys whose running jobs reach their cap (0 when the type caps no key), and
+	// OverCap those of them above it: their cap was lowered while they ran.
+	AtCap   int `json:"atCap"`
+	OverCap int `json:"overCap,omitempty"`
 }
 
 // KeyRunning is a key that holds lanes.
@@ -50,6 +52,8 @@ type KeyRunning struct {
 	// type's limit); 0 when the type caps no key.
 	Cap   int  `json:"cap,omitempty"`
 	AtCap bool `json:"atCap,omitempty"`
+	// OverCap says it runs more than its cap (which was lowered while they ran): AtCap too.
+	OverCap bool `json:"overCap,omitempty"`
 }
 
 // KeyWaiting is a key whose jobs wait in a parked waiting group: its head is in flight, holding
@@ -141,10 +145,13 @@ func keysOf(c *config.TypeConfig, leases []lease.Lease, parked []waitroom.Waiter
 		if caps {
 			r.Cap = c.KeyCap(key)
 			// As the starter counts it (bindFree): a key with this many leases binds no more.
-			r.AtCap = n >= r.Cap
+			r.AtCap, r.OverCap = n >= r.Cap, n > r.Cap
 		}
 		if r.AtCap {
 			k.AtCap++
+		}
+		if r.OverCap {
+			k.OverCap++
 		}
 		k.Running = append(k.Running, r)
 	}
@@ -200,7 +207,10 @@ func (ts TypeStatus) keysColumn() string {
 	}
 	parts := []string{fmt.Sprintf("%d running", len(k.Running))}
 	if k.capsKeys() {
-		parts = append(parts, fmt.Sprintf("%d at cap", k.AtCap))
+		parts = append(parts, fmt.Sprintf("%d at cap", k.AtCap-k.OverCap))
+		if k.OverCap > 0 {
+			parts = append(parts, fmt.Sprintf("%d over cap", k.OverCap))
+		}
 	}
 	return strings.Join(append(parts, fmt.Sprintf("%d waiting", len(k.Waiting))), ", ")
 }
@@ -220,7 +230,10 @@ func (ts TypeStatus) writeKeys(w io.Writer, n int) error {
 	}
 	atCap := ""
 	if k.capsKeys() {
-		atCap = fmt.Sprintf(", %d at its cap", k.AtCap)
+		atCap = fmt.Sprintf(", %d at its cap", k.AtCap-k.OverCap)
+		if k.OverCap > 0 {
+			atCap += fmt.Sprintf(", %d over it (lowered)", k.OverCap)
+		}
 	}
 	fmt.Fprintf(w, "Keys of %s (%s): %s running%s; %s waiting.\n", ts.Type, caps,
 		plural(len(k.Running), "key", "keys"), atCap, plural(len(k.Waiting), "key", "keys"))
@@ -232,7 +245,10 @@ func (ts TypeStatus) writeKeys(w io.Writer, n int) error {
 			if r.Cap > 0 {
 				cp = fmt.Sprint(r.Cap)
 			}
-			if r.AtCap {
+			switch {
+			case r.OverCap:
+				note = overCapText(r.Running, r.Cap)
+			case r.AtCap:
 				note = "at its cap"
 			}
 			fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\n", keyName(r.Key), r.Running, cp, note)

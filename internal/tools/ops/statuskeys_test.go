@@ -2,6 +2,7 @@ package ops
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -166,6 +167,51 @@ func TestStatusKeys(t *testing.T) {
 	}
 	if !strings.Contains(b.String(), "3 running, 2 at cap, 3 waiting") || strings.Contains(b.String(), "Keys of") {
 		t.Errorf("WriteTableKeys(0) = \n%s\nwant the KEYS column and no keys' sections", b.String())
+	}
+}
+
+// A key that runs more jobs than its cap (lowered while they ran) is over its cap, not at it.
+func TestStatusKeysOverCap(t *testing.T) {
+	var held []lease.Lease
+	for ln := 1; ln <= 6; ln++ {
+		held = append(held, lease.Lease{Type: "llm", Lane: ln, JobID: fmt.Sprint("a-", ln), JobKey: "acme", Attempt: 1, Status: lease.Starting})
+	}
+	held = append(held,
+		lease.Lease{Type: "llm", Lane: 7, JobID: "g-1", JobKey: "globex", Attempt: 1, Status: lease.Starting},
+		lease.Lease{Type: "llm", Lane: 8, JobID: "g-2", JobKey: "globex", Attempt: 1, Status: lease.Starting},
+		lease.Lease{Type: "llm", Lane: 9, JobID: "u-1", JobKey: "umbrella", Attempt: 1, Status: lease.Starting})
+	st, err := StatusReader{
+		SQS: noQueues, Leases: leaseTable(t, held...), Parked: parkedTable(t), Defaults: defaults(),
+		Overrides: staticStore{{Type: "llm", Limit: 10, KeyLimit: 2, KeyLimits: map[string]int{"acme": 3}}},
+	}.Read(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var llm TypeStatus
+	for _, ts := range st.Types {
+		if ts.Type == "llm" {
+			llm = ts
+		}
+	}
+	want := &KeysStatus{KeyLimit: 2, OwnCaps: 1, AtCap: 2, OverCap: 1, Running: []KeyRunning{
+		{Key: "acme", Running: 6, Cap: 3, AtCap: true, OverCap: true}, {Key: "globex", Running: 2, Cap: 2, AtCap: true}, {Key: "umbrella", Running: 1, Cap: 2},
+	}, Waiting: []KeyWaiting{}}
+	if !reflect.DeepEqual(llm.Keys, want) {
+		t.Errorf("llm keys = %+v, want %+v", llm.Keys, want)
+	}
+	var b strings.Builder
+	if err := st.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"3 running, 1 at cap, 1 over cap, 0 waiting",
+		"Keys of llm (cap 2 a key, 1 key with its own cap): 3 keys running, 1 at its cap, 1 over it (lowered); 0 keys waiting.\n",
+		"  acme      6        3    6/3 over cap (lowered)\n",
+		"  globex    2        2    at its cap\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("WriteTable() lacks %q:\n%s", want, b.String())
+		}
 	}
 }
 

@@ -201,6 +201,18 @@ func prepend(body []byte, key string, raw json.RawMessage) []byte {
 	return append(out, body[1:]...)
 }
 
+// jobName names a parsed job for people: by its line, or, for a job given by flags (no 0), by its
+// type and id.
+func jobName(no int, j job.Job) string {
+	switch {
+	case no > 0:
+		return fmt.Sprintf("line %d", no)
+	case j.ID == "" || j.ID == placeholderID:
+		return "the job of type " + j.Type
+	}
+	return fmt.Sprintf("job %s/%s", j.Type, j.ID)
+}
+
 func lineName(no int) string {
 	if no == 0 {
 		return "the job"
@@ -258,7 +270,7 @@ func (p *Parsed) add(ctx context.Context, no int, body []byte, now time.Time, ch
 	if err == nil && check != nil {
 		err = check(ctx, j.Type)
 		if err != nil && job.ReasonOf(err) == "" {
-			return fmt.Errorf("check the type of line %d: %w", no, err)
+			return fmt.Errorf("check the type of %s: %w", jobName(no, j), err)
 		}
 	}
 	if err != nil {

@@ -138,6 +138,38 @@ func TestParseJobsCheckError(t *testing.T) {
 	}
 }
 
+// A check that fails for a job given by flags names the job, not a line of a file it is not in; a
+// job of a file is named by its line.
+func TestParseJobCheckErrorNamesTheJob(t *testing.T) {
+	boom := errors.New("table unreachable")
+	check := func(context.Context, string) error { return boom }
+	tests := []struct {
+		name string
+		give func() error
+		want string
+	}{
+		{name: "flags", give: func() error {
+			_, err := ParseJob(context.Background(), []byte(`{"type":"payments","id":"order-1"}`), check)
+			return err
+		}, want: "check the type of job payments/order-1: table unreachable"},
+		{name: "flags without an id", give: func() error {
+			_, err := ParseJob(context.Background(), []byte(`{"type":"payments"}`), check)
+			return err
+		}, want: "check the type of the job of type payments: table unreachable"},
+		{name: "file", give: func() error {
+			_, err := ParseJobs(context.Background(), strings.NewReader("\n"+`{"type":"payments","id":"order-1"}`), check)
+			return err
+		}, want: "check the type of line 2: table unreachable"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.give(); err == nil || err.Error() != tt.want {
+				t.Errorf("error = %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
 func TestBatch(t *testing.T) {
 	line := func(n int, size int) Line { return Line{No: n, Body: []byte(strings.Repeat("x", size))} }
 	tests := []struct {
