@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"unicode"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -441,7 +442,7 @@ func WriteDeadLetters(w io.Writer, list []DeadLetter, total int, now time.Time) 
 		if d.Attempt > 0 {
 			attempt = strconv.Itoa(d.Attempt)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", Age(now.Sub(d.SentAt)), reason, dash(d.Type), dash(d.JobID), attempt, dash(d.Source), clipText(dash(d.Error), 60))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", Age(now.Sub(d.SentAt)), dash(reason), dash(d.Type), dash(d.JobID), attempt, dash(d.Source), clipText(d.Error, 60))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -468,7 +469,7 @@ func (r RedriveResult) WriteTable(w io.Writer) error {
 		if reason == "" {
 			reason = ReasonRedrivenBySQS
 		}
-		fmt.Fprintf(w, "  %s (%s/%s): %s\n", d.MessageID, dash(d.Type), dash(d.JobID), reason)
+		fmt.Fprintf(w, "  %s (%s/%s): %s\n", d.MessageID, dash(d.Type), dash(d.JobID), dash(reason))
 	}
 	if r.Max > 0 && len(chosen) >= r.Max {
 		fmt.Fprintf(w, "--max %d reached: the scan stopped there; dead letters it had not looked at yet are not counted above (sfnlimit dlq list shows them all)\n", r.Max)
@@ -479,7 +480,7 @@ func (r RedriveResult) WriteTable(w io.Writer) error {
 	if len(r.Refused) > 0 {
 		fmt.Fprintf(w, "left in the dead-letter queue, the router would refuse them again: %d\n", len(r.Refused))
 		for _, d := range r.Refused {
-			fmt.Fprintf(w, "  %s (%s/%s): %s\n", d.MessageID, dash(d.Type), dash(d.JobID), d.Refusal)
+			fmt.Fprintf(w, "  %s (%s/%s): %s\n", d.MessageID, dash(d.Type), dash(d.JobID), dash(d.Refusal))
 		}
 	}
 	if len(r.SendFailed) > 0 {
@@ -497,15 +498,22 @@ func (r RedriveResult) WriteTable(w io.Writer) error {
 	return nil
 }
 
+// dash is a field of a dead letter as printed for people: "-" when empty, quoted with its control
+// characters escaped when it has any. The fields come from producers (a refused job's id and type)
+// and workflows (error, cause): a newline, tab or terminal escape in them must not forge rows or
+// columns, nor reach the terminal.
 func dash(s string) string {
 	if s == "" {
 		return "-"
+	}
+	if strings.IndexFunc(s, func(r rune) bool { return !unicode.IsGraphic(r) || (unicode.IsSpace(r) && r != ' ') }) >= 0 {
+		return strconv.QuoteToGraphic(s)
 	}
 	return s
 }
 
 func clipText(s string, n int) string {
-	s = strings.ReplaceAll(s, "\n", " ")
+	s = dash(s)
 	if len(s) > n {
 		return s[:n-3] + "..."
 	}

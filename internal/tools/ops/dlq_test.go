@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -477,5 +478,40 @@ func TestDLQRedriveInterrupted(t *testing.T) {
 	left, sent := drain(t, c, url), drain(t, c, general)
 	if len(sent) != res.Redriven || len(left)+len(sent) != len(all) {
 		t.Errorf("after the interruption: %d left, %d sent, %d redriven; want all %d in one queue", len(left), len(sent), res.Redriven, len(all))
+	}
+}
+
+// A dead letter's attributes come from whoever sent the job (its id, its type) and from workflows
+// (error, cause): a newline, a tab or a terminal escape in them must not forge rows or columns of
+// dlq list or dlq redrive, nor drive the operator's terminal. Such a value is printed quoted, with
+// its control characters escaped.
+func TestDeadLetterFieldsAreEscaped(t *testing.T) {
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	forged := DeadLetter{MessageID: "m-1", Reason: "invalid_id", Type: "payments", Source: "router",
+		JobID: "x\n1s      attempts_exhausted  payments  victim-7\t3", Error: "boom\x1b[2J", SentAt: now.Add(-time.Second)}
+	plain := DeadLetter{MessageID: "m-2", Reason: "attempts_exhausted", Type: "payments", JobID: "order-1", Attempt: 3, Source: "releaser", SentAt: now.Add(-time.Minute)}
+	var list bytes.Buffer
+	if err := WriteDeadLetters(&list, []DeadLetter{forged, plain}, 2, now); err != nil {
+		t.Fatal(err)
+	}
+	var redrive bytes.Buffer
+	if err := (RedriveResult{Redriven: 2, Moved: []DeadLetter{forged, plain}}).WriteTable(&redrive); err != nil {
+		t.Fatal(err)
+	}
+	for name, out := range map[string]string{"dlq list": list.String(), "dlq redrive": redrive.String()} {
+		if strings.Contains(out, "\x1b") {
+			t.Errorf("%s printed a raw escape character:\n%q", name, out)
+		}
+		if !strings.Contains(out, `"x\n1s      attempts_exhausted  payments  victim-7\t3"`) {
+			t.Errorf("%s does not show the forged id quoted and escaped:\n%s", name, out)
+		}
+		if !strings.Contains(out, "order-1") {
+			t.Errorf("%s lost the plain row:\n%s", name, out)
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if strings.Contains(line, "victim-7") && !strings.Contains(line, "m-1") && !strings.Contains(line, "invalid_id") {
+				t.Errorf("%s: the forged id made a row of its own: %q", name, line)
+			}
+		}
 	}
 }
