@@ -17,6 +17,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 )
 
 // Status is where a lease is in its life.
@@ -139,7 +141,17 @@ func (s *Store) Get(ctx context.Context, k Key) (*Lease, error) {
 	if err := attributevalue.UnmarshalMap(out.Item, &l); err != nil {
 		return nil, fmt.Errorf("decode lease of lane %s: %w", k, err)
 	}
+	l = AsRead(l)
 	return &l, nil
+}
+
+// AsRead is a stored lease as its readers take it: a claim on a version or alias of its state
+// machine, written by an earlier version, named its execution with the qualifier
+// (...:execution:NAME:3:EXEC), which no execution has; it is read as Step Functions names it
+// (job.UnqualifiedExecution). Every store of leases reads through it.
+func AsRead(l Lease) Lease {
+	l.ExecutionArn = job.UnqualifiedExecution(l.ExecutionArn)
+	return l
 }
 
 // firstVersion is a new lease's version. It is drawn at random, so a lane's successive leases do
@@ -268,6 +280,7 @@ func decodeAll(items []map[string]types.AttributeValue) ([]Lease, error) {
 		if err := attributevalue.UnmarshalMap(it, &l); err != nil {
 			return nil, fmt.Errorf("decode lease %v: %w", it["pk"], err)
 		}
+		l = AsRead(l)
 		if l.Type == "" { // tolerate items written by hand: recover the key from pk/sk
 			if s, ok := it["pk"].(*types.AttributeValueMemberS); ok {
 				l.Type = strings.TrimPrefix(s.Value, leasePrefix)

@@ -441,6 +441,38 @@ func TestStoreAllRecoversTypeOfHandWrittenItem(t *testing.T) {
 	})
 }
 
+// An earlier version named a claim's execution on a version or alias of its state machine with the
+// qualifier (...:execution:work:3:NAME), which no execution has: Step Functions names it under the
+// state machine (...:execution:work:NAME). Every reader of such a lease, the starter's as well as
+// the releaser's, reads it as Step Functions names it.
+func TestStoreReadsAQualifiedExecutionArnAsStepFunctionsNamesIt(t *testing.T) {
+	const stored = "arn:aws:states:us-east-1:123456789012:execution:work:3:reports-r-1-1"
+	const want = "arn:aws:states:us-east-1:123456789012:execution:work:reports-r-1-1"
+	forEachBackend(t, func(t *testing.T, db table, name string, s *lease.Store) {
+		ctx := context.Background()
+		if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &name, Item: map[string]types.AttributeValue{
+			"pk": &types.AttributeValueMemberS{Value: "LEASE#reports"}, "sk": &types.AttributeValueMemberS{Value: "LANE#000001"},
+			"type": &types.AttributeValueMemberS{Value: "reports"}, "lane": &types.AttributeValueMemberN{Value: "1"},
+			"jobId": &types.AttributeValueMemberS{Value: "r-1"}, "version": &types.AttributeValueMemberN{Value: "7"},
+			"status": &types.AttributeValueMemberS{Value: "running"}, "executionArn": &types.AttributeValueMemberS{Value: stored},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Get(ctx, lease.Key{Type: "reports", Lane: 1})
+		if err != nil || got == nil || got.ExecutionArn != want {
+			t.Errorf("Get() = %+v, %v; want executionArn %s", got, err, want)
+		}
+		for _, list := range []func(context.Context) ([]lease.Lease, error){
+			func(ctx context.Context) ([]lease.Lease, error) { return s.ListType(ctx, "reports") }, s.All,
+		} {
+			ls, err := list(ctx)
+			if err != nil || len(ls) != 1 || ls[0].ExecutionArn != want {
+				t.Errorf("listed %+v, %v; want one lease with executionArn %s", ls, err, want)
+			}
+		}
+	})
+}
+
 func TestStoreErrorsAreNotConflicts(t *testing.T) {
 	throttled := fakes.APIError("ProvisionedThroughputExceededException", "The level of configured provisioned throughput for the table was exceeded")
 	db := fakes.NewDynamoDB("leases")

@@ -259,11 +259,6 @@ func (h *Handler) sweepLeases(ctx context.Context) ([]lease.Lease, error) {
 		types = append(types, c.Type)
 	}
 	all, err := lease.ListTypes(ctx, h.Leases, types, h.SweepConcurrency)
-	for i := range all {
-		// A claim on a version or alias written by an earlier version named its execution with the
-		// qualifier, which no execution has: read it as Step Functions names it.
-		all[i].ExecutionArn = job.UnqualifiedExecution(all[i].ExecutionArn)
-	}
 	if cfgErr != nil {
 		err = errors.Join(fmt.Errorf("read config: %w", cfgErr), err)
 	}

@@ -157,9 +157,6 @@ func (s *Service) Release(ctx context.Context, req Request) (Result, error) {
 		if err != nil {
 			return "", err
 		}
-		if l != nil {
-			l.ExecutionArn = job.UnqualifiedExecution(l.ExecutionArn) // a claim on a version or alias by an earlier version
-		}
 		// A bound lease has no execution yet: a release that finds one is a late one of an attempt
 		// made before the job came back to wait.
 		if l == nil || !l.Holds(req.JobID, req.Redrive) || l.Attempt != req.Attempt || l.Status == lease.Bound {

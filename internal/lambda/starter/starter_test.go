@@ -105,6 +105,32 @@ func TestHandle(t *testing.T) {
 			},
 		},
 		{
+			// An earlier version named a claim's execution on a version of its state machine with
+			// the qualifier, which no execution has: the starter reads it as Step Functions names it.
+			name:   "redelivered while running, its lease naming the execution with a version's qualifier: held",
+			leases: []lease.Lease{qualifiedArn(leaseOf("reports", 1, "r-1001", 1, lease.Running, 1))},
+			execs:  []fakes.Execution{execution("reports", 1, "r-1001", 1, sfntypes.ExecutionStatusRunning, "", "")},
+			give: func(t *testing.T) []events.SQSMessage {
+				return []events.SQSMessage{jobMessage(t, "reports", 1, "r-1001", 0, 2)}
+			},
+			wantFailures:   []string{"msg-r-1001"},
+			wantExecutions: 1,
+			wantLeases: map[lease.Key]wantLease{
+				reports1: {"r-1001", lease.Running, 1, handle("r-1001", 2), execArn("reports", "r-1001", 1)},
+			},
+		},
+		{
+			name:   "redelivered after its execution succeeded, its lease naming it with a version's qualifier: released",
+			leases: []lease.Lease{qualifiedArn(leaseOf("reports", 1, "r-1001", 1, lease.Running, 1))},
+			execs:  []fakes.Execution{execution("reports", 1, "r-1001", 1, sfntypes.ExecutionStatusSucceeded, "", "")},
+			give: func(t *testing.T) []events.SQSMessage {
+				return []events.SQSMessage{jobMessage(t, "reports", 1, "r-1001", 0, 2)}
+			},
+			wantExecutions: 1,
+			wantDeleted:    []string{handle("r-1001", 2)},
+			wantVisibility: []visibility{grace(handle("r-1001", 2))},
+		},
+		{
 			name:   "redelivered after its execution succeeded: released with the new handle",
 			leases: []lease.Lease{leaseOf("reports", 1, "r-1001", 1, lease.Running, 1)},
 			execs:  []fakes.Execution{execution("reports", 1, "r-1001", 1, sfntypes.ExecutionStatusSucceeded, "", "")},
@@ -458,6 +484,14 @@ func withUpdated(l lease.Lease, at time.Time) lease.Lease { l.UpdatedAt = at; re
 
 // TestHandleFixture runs the recorded single-message event unchanged: the execution is named
 // deterministically and its input is the job's metadata and input, never the receipt handle.
+// qualifiedArn is l as an earlier version wrote a claim on version 3 of its state machine: with the
+// qualifier in its execution's ARN.
+func qualifiedArn(l lease.Lease) lease.Lease {
+	i := strings.LastIndex(l.ExecutionArn, ":")
+	l.ExecutionArn = l.ExecutionArn[:i] + ":3" + l.ExecutionArn[i:]
+	return l
+}
+
 func TestHandleFixture(t *testing.T) {
 	r := newRig(t, nil)
 	ev := loadEvent(t, "sqs_fifo_event.json")

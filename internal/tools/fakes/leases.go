@@ -64,6 +64,7 @@ func (s *LeaseStore) Get(_ context.Context, k lease.Key) (*lease.Lease, error) {
 	if !ok {
 		return nil, nil
 	}
+	l = lease.AsRead(l)
 	return &l, nil
 }
 
@@ -129,7 +130,11 @@ func (s *LeaseStore) All(_ context.Context) ([]lease.Lease, error) {
 			return nil, err
 		}
 	}
-	return s.Leases(), nil
+	var out []lease.Lease
+	for _, l := range s.Leases() {
+		out = append(out, lease.AsRead(l))
+	}
+	return out, nil
 }
 
 // Types returns every type that has held a lease (written by Put or Set), sorted, as
@@ -166,7 +171,7 @@ func (s *LeaseStore) ListType(_ context.Context, typ string) ([]lease.Lease, err
 	var out []lease.Lease
 	for _, l := range s.Leases() {
 		if l.Type == typ {
-			out = append(out, l)
+			out = append(out, lease.AsRead(l))
 		}
 	}
 	return out, nil
