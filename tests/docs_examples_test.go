@@ -169,6 +169,9 @@ __docs_local_up() {
 func docScript(doc string, blocks []docBlock) (script string, skipped []string) {
 	var b strings.Builder
 	b.WriteString(docPrelude)
+	if os.Getenv(transcriptsEnv) != "" {
+		b.WriteString("set -v\n") // each command line before its output, for the samples
+	}
 	for _, bl := range blocks {
 		if bl.skipWhy != "" {
 			skipped = append(skipped, fmt.Sprintf("%s:%d (%s): not run: %s", doc, bl.line, bl.lang, bl.skipWhy))
@@ -185,6 +188,10 @@ func docScript(doc string, blocks []docBlock) (script string, skipped []string) 
 	b.WriteString("\necho done >\"$DOCS_BLOCK\"\n")
 	return b.String(), skipped
 }
+
+// transcriptsEnv names a directory where TestDocsExamples writes each document's transcript (every
+// command line, then its output), to copy the samples of the documents from; unset, it writes none.
+const transcriptsEnv = "SFNLIMIT_DOCS_TRANSCRIPTS"
 
 // TestDocsExamples runs every runnable block of README.md and docs/*.md as pasted, in order, and
 // fails on a non-zero exit the text does not announce (an announced one is caught in the text:
@@ -293,6 +300,16 @@ func runDocSession(t *testing.T, root, bin, doc, script string) {
 
 	transcript, _ := os.ReadFile(outPath)
 	block, _ := os.ReadFile(blockFile)
+	if dir := os.Getenv(transcriptsEnv); dir != "" {
+		name := filepath.Join(dir, strings.ReplaceAll(doc, "/", "_")+".txt")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Error(err)
+		} else if err := os.WriteFile(name, transcript, 0o644); err != nil {
+			t.Error(err)
+		} else {
+			t.Logf("%s: transcript written to %s", doc, name)
+		}
+	}
 	if testing.Verbose() {
 		t.Logf("%s: transcript\n%s", doc, transcript)
 	}
