@@ -77,6 +77,9 @@ func parseDocBlocks(text string) ([]docBlock, error) {
 				} else {
 					cur.script = strings.Join(body, "\n")
 				}
+				if cur.skipWhy == "" && andList(cur.script) {
+					return nil, fmt.Errorf("line %d: a command chained with &&: put each command on a line of its own (under set -e, a failure before the last command of an && list does not stop the session)", cur.line)
+				}
 				blocks = append(blocks, cur)
 			} else if cur.skipWhy != "" {
 				return nil, fmt.Errorf("line %d: a not-run marker before a %q block, which never runs", cur.line, cur.lang)
@@ -93,9 +96,12 @@ func parseDocBlocks(text string) ([]docBlock, error) {
 }
 
 // consoleCommands returns the commands of a console transcript: each line that begins with "$ ",
-// with the lines that continue it (after a trailing \, |, && or ||). The rest is sample output.
+// with the lines that continue it (after a trailing \ or |). The rest is sample output. A command
+// that announces its failure (`|| echo "exit $?..."`) and whose sample output shows `exit N` is
+// checked to exit N: a refusal the document shows must still be one.
 func consoleCommands(body []string) string {
 	var cmds []string
+	var outs [][]string
 	cont := false
 	for _, l := range body {
 		switch {
@@ -103,13 +109,64 @@ func consoleCommands(body []string) string {
 			cmds[len(cmds)-1] += "\n" + l
 		case strings.HasPrefix(l, "$ "):
 			cmds = append(cmds, strings.TrimPrefix(l, "$ "))
+			outs = append(outs, nil)
 		default:
+			if len(outs) > 0 {
+				outs[len(outs)-1] = append(outs[len(outs)-1], l)
+			}
 			continue
 		}
 		t := strings.TrimSpace(stripComment(l))
-		cont = strings.HasSuffix(t, `\`) || strings.HasSuffix(t, "|") || strings.HasSuffix(t, "&&")
+		cont = strings.HasSuffix(t, `\`) || strings.HasSuffix(t, "|")
+	}
+	for i, c := range cmds {
+		cmds[i] = checkAnnouncedExit(c, outs[i])
 	}
 	return strings.Join(cmds, "\n")
+}
+
+var (
+	announcedFailure = regexp.MustCompile(`(?s)^(.*\S)\s*\|\|\s*echo "exit \$\?([^"]*)"\s*$`)
+	sampleExit       = regexp.MustCompile(`^exit (\d+)\b`)
+)
+
+// checkAnnouncedExit rewrites `CMD || echo "exit $?REST"` into a command that prints the same line
+// and fails the session unless CMD exited as the sample output after it says (`exit N`).
+func checkAnnouncedExit(cmd string, out []string) string {
+	m := announcedFailure.FindStringSubmatch(stripComment(cmd))
+	if m == nil {
+		return cmd
+	}
+	for _, l := range out {
+		if e := sampleExit.FindStringSubmatch(l); e != nil {
+			return fmt.Sprintf("if %s; then __docs_rc=0; else __docs_rc=$?; fi; echo \"exit ${__docs_rc}%s\"; __docs_want_exit %s \"$__docs_rc\" %q",
+				m[1], m[2], e[1], strings.SplitN(m[1], "\n", 2)[0])
+		}
+	}
+	return cmd
+}
+
+// andList reports whether a runnable line chains commands with &&: under set -e a failure of any
+// but the last command of such a list does not stop the session, so a documented command could
+// fail unseen.
+func andList(script string) bool {
+	for _, l := range strings.Split(script, "\n") {
+		var q rune
+		l = stripComment(l)
+		for i, r := range l {
+			switch {
+			case q != 0:
+				if r == q {
+					q = 0
+				}
+			case r == '\'' || r == '"':
+				q = r
+			case r == '&' && i+1 < len(l) && l[i+1] == '&':
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // stripComment drops a trailing " # ..." comment outside quotes, roughly: enough to see how a
@@ -137,6 +194,9 @@ func stripComment(l string) string {
 // returns once its info file names the queues.
 const docPrelude = `set -euo pipefail
 trap 'echo "docs: exit $? from: $BASH_COMMAND" >&2' ERR
+__docs_want_exit() {
+	if [ "$2" != "$1" ]; then echo "docs: the document shows exit $1 for: $3; it exited $2" >&2; return 1; fi
+}
 go() {
 	if [ "${1-}" = run ] && [ "${2-}" = ./cmd/sfnlimit ]; then shift 2; sfnlimit "$@"; return; fi
 	if [ "${1-}" = install ] && [ "${2-}" = ./cmd/sfnlimit ]; then echo "(sfnlimit is on PATH: $(command -v sfnlimit))"; return; fi
@@ -546,5 +606,59 @@ func TestDocsParseBlocks(t *testing.T) {
 	script, _ := docScript("d.md", []docBlock{{line: 1, lang: "sh", script: "go run ./cmd/sfnlimit local up --info l.json  # in another terminal"}})
 	if !strings.Contains(script, "\n__docs_local_up --info l.json  # in another terminal\n") {
 		t.Errorf("docScript does not start the local stack in the background:\n%s", script)
+	}
+}
+
+// A refusal the document shows (`CMD || echo "exit $?"` followed by `exit N`) must still be one,
+// with that exit code: a command that starts to succeed, or fails otherwise, fails the session.
+func TestDocsAnnouncedExitIsChecked(t *testing.T) {
+	tests := []struct {
+		name    string
+		block   string
+		wantErr bool
+	}{
+		{name: "refused as shown", block: "$ (exit 2) || echo \"exit $?\"\nexit 2\n"},
+		{name: "refused as shown, with a note", block: "$ (exit 3) || echo \"exit $?: r-2 failed\"  # a note\nexit 3: r-2 failed\n"},
+		{name: "now accepted", block: "$ true || echo \"exit $?\"\nexit 2\n", wantErr: true},
+		{name: "refused with another code", block: "$ (exit 1) || echo \"exit $?\"\nexit 2\n", wantErr: true},
+		{name: "no exit shown: not checked", block: "$ true || echo \"exit $?\"\nok\n"},
+		{name: "a plain failure", block: "$ false\n", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			blocks, err := parseDocBlocks("```console\n" + tt.block + "```\n")
+			if err != nil {
+				t.Fatal(err)
+			}
+			script, _ := docScript("d.md", blocks)
+			cmd := exec.Command("bash", "-c", script)
+			cmd.Env = append(os.Environ(), "DOCS_BLOCK="+filepath.Join(t.TempDir(), "block"))
+			out, err := cmd.CombinedOutput()
+			if gotErr := err != nil; gotErr != tt.wantErr {
+				t.Errorf("session error = %v, want error %v; output:\n%s", err, tt.wantErr, out)
+			}
+		})
+	}
+}
+
+// Under set -e, a failure of any but the last command of an && list does not stop the session:
+// the documents put each command on a line of its own, and the test refuses a chain.
+func TestDocsRefuseAndLists(t *testing.T) {
+	for _, doc := range []string{
+		"```console\n$ false && echo never\n```\n",
+		"```sh\nfalse && echo never\n```\n",
+		"```console\n$ sfnlimit config set a --limit 1 &&\n  sfnlimit config set b --limit 2\n```\n",
+	} {
+		if _, err := parseDocBlocks(doc); err == nil || !strings.Contains(err.Error(), "&&") {
+			t.Errorf("parseDocBlocks(%q) error = %v, want a refusal of the && chain", doc, err)
+		}
+	}
+	for _, doc := range []string{
+		"<!-- not run: needs AWS -->\n```sh\nsam build && sam deploy\n```\n",
+		"```sh\necho 'a && b' \"c && d\"  # && in a comment\n```\n",
+	} {
+		if _, err := parseDocBlocks(doc); err != nil {
+			t.Errorf("parseDocBlocks(%q) error = %v, want none", doc, err)
+		}
 	}
 }
