@@ -188,14 +188,35 @@ func (c *checker) tick() {
 		cur := c.current(t)
 		run, byKey := 0, map[string]int{}
 		busy := map[string]bool{}
+		lanes := map[int]bool{}
 		for _, x := range w.sfn.order {
 			if x.meta.Type == t && x.status == sfntypes.ExecutionStatusRunning {
 				busy[jobKey(x.meta.Type, x.meta.ID)] = true
 				if x.running() {
 					run++
 					byKey[x.meta.Key]++
+					lanes[x.meta.Lane] = true
 				}
 			}
+		}
+		if c.overrides[t].Strategy == "random" {
+			// A random type's job waits in its lane: only that lane must not stay idle (the
+			// strategy leaves other lanes idle by design, failure-modes.md #8). The lane's
+			// group in the lanes queue says which jobs wait there.
+			for l := 1; l <= cur.limit; l++ {
+				g := fmt.Sprintf("%s-%d", t, l)
+				waiting := ""
+				if !lanes[l] {
+					for _, m := range w.lanes.live() {
+						if k := subjectOfBody(m); m.group == g && c.ended[k] == "" && !busy[k] {
+							waiting = k
+							break
+						}
+					}
+				}
+				c.idle(g, waiting, fmt.Sprintf("lane %s has no running execution", g))
+			}
+			continue
 		}
 		waiting := ""
 		for _, j := range w.order {
@@ -209,16 +230,10 @@ func (c *checker) tick() {
 			waiting = k
 			break
 		}
-		if run < cur.limit && waiting != "" {
-			if c.idleSince[t].IsZero() {
-				c.idleSince[t] = now
-			} else if d := now.Sub(c.idleSince[t]); d > c.idleBound() {
-				c.violate(KindIdle, waiting, "type %s has run %d of %d lanes for %s while %s waits (bound %s)", t, run, cur.limit, d.Truncate(time.Second), waiting, c.idleBound())
-				c.idleSince[t] = now
-			}
-		} else {
-			c.idleSince[t] = time.Time{}
+		if run >= cur.limit {
+			waiting = ""
 		}
+		c.idle(t, waiting, fmt.Sprintf("type %s runs %d of %d lanes", t, run, cur.limit))
 	}
 	if len(c.ended) >= len(w.order) {
 		if c.settleFrom.IsZero() {
@@ -245,6 +260,24 @@ func (c *checker) tick() {
 		return
 	}
 	w.sched.after(c.every, c.tick)
+}
+
+// idle tracks how long what (a type, or a random type's lane) has had room while waiting (a
+// job) waits, and reports it past the bound.
+func (c *checker) idle(what, waiting, why string) {
+	now := c.w.now()
+	if waiting == "" {
+		c.idleSince[what] = time.Time{}
+		return
+	}
+	if c.idleSince[what].IsZero() {
+		c.idleSince[what] = now
+		return
+	}
+	if d := now.Sub(c.idleSince[what]); d > c.idleBound() {
+		c.violate(KindIdle, waiting, "%s for %s while %s waits (bound %s)", why, d.Truncate(time.Second), waiting, c.idleBound())
+		c.idleSince[what] = now
+	}
 }
 
 // idleBound is the work-conservation bound. Without crashes a lane waits at most for a parked

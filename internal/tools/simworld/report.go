@@ -7,7 +7,11 @@ import (
 
 // Report is a failing seed's short story: the violations, and the trace lines about the first
 // one's job (its id) or type, at most max lines (the first and last halves when longer).
-func (w *World) Report(vs []Violation, max int) string {
+func (w *World) Report(vs []Violation, max int) string { return w.ReportOn(vs, "", max) }
+
+// ReportOn is Report with the trace about filter (a job id, a group such as "gamma-1"); "" is the
+// first violation's job.
+func (w *World) ReportOn(vs []Violation, filter string, max int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "seed %d: %d violations\n", w.seed, len(vs))
 	for i, v := range vs {
@@ -17,12 +21,15 @@ func (w *World) Report(vs []Violation, max int) string {
 		}
 		fmt.Fprintf(&b, "  %s\n", v)
 	}
-	if len(vs) == 0 {
+	if len(vs) == 0 && filter == "" {
 		return b.String()
 	}
-	id := vs[0].Subject
-	if i := strings.LastIndexAny(id, "/-"); i >= 0 {
-		id = id[i+1:]
+	id := filter
+	if id == "" {
+		id = vs[0].Subject
+		if i := strings.LastIndexAny(id, "/-"); i >= 0 {
+			id = id[i+1:]
+		}
 	}
 	var lines []string
 	for _, l := range w.traceLog {

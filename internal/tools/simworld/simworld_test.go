@@ -34,9 +34,15 @@ func TestOneSeed(t *testing.T) {
 		}
 		seed = n
 	}
-	w, vs := runSeed(t, seed, DefaultConfig())
+	cfg := DefaultConfig()
+	f, err := Profile(*flagProf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Faults = f
+	w, vs := runSeed(t, seed, cfg)
 	t.Logf("seed %d: %+v", seed, w.Stats)
-	if len(vs) > 0 {
-		t.Errorf("%s", w.Report(vs, 80))
+	if len(vs) > 0 || os.Getenv("TRACE") != "" {
+		t.Errorf("%s", w.ReportOn(vs, os.Getenv("TRACE"), 120))
 	}
 }

@@ -196,6 +196,11 @@ func (q *queue) remove(h string) {
 	if m, ok := q.byHandle(h); ok {
 		m.deleted = true
 		q.w.trace(m.group, "sqs.delete %s %s", q.name, m.id)
+		// A FIFO group whose message is gone hands out its next one: long-polling event
+		// sources see it at once.
+		if q.onVisible != nil {
+			q.onVisible()
+		}
 	}
 }
 
