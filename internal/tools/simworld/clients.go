@@ -55,7 +55,7 @@ type sqsClient struct{ w *World }
 func (s sqsClient) q(url *string) (*queue, error) {
 	q, ok := s.w.queues[aws.ToString(url)]
 	if !ok {
-		return nil, apiError("AWS.SimpleQueueService.NonExistentQueue", "The specified queue does not exist")
+		return nil, &sqstypes.QueueDoesNotExist{Message: aws.String("The specified queue does not exist")}
 	}
 	return q, nil
 }
@@ -104,7 +104,7 @@ func (s sqsClient) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatc
 		return nil, err
 	}
 	if len(in.Entries) == 0 || len(in.Entries) > 10 {
-		return after(c, (*sqs.SendMessageBatchOutput)(nil), apiError("AWS.SimpleQueueService.TooManyEntriesInBatchRequest", "a batch takes 1 to 10 entries"))
+		return after(c, (*sqs.SendMessageBatchOutput)(nil), &sqstypes.TooManyEntriesInBatchRequest{Message: aws.String("a batch takes 1 to 10 entries")})
 	}
 	total := 0
 	for _, e := range in.Entries {
@@ -114,7 +114,7 @@ func (s sqsClient) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatc
 		}
 	}
 	if total > 1<<20 {
-		return after(c, (*sqs.SendMessageBatchOutput)(nil), apiError("AWS.SimpleQueueService.BatchRequestTooLong", "Batch requests cannot be longer than 1048576 bytes"))
+		return after(c, (*sqs.SendMessageBatchOutput)(nil), &sqstypes.BatchRequestTooLong{Message: aws.String("Batch requests cannot be longer than 1048576 bytes")})
 	}
 	out := &sqs.SendMessageBatchOutput{}
 	for _, e := range in.Entries {
@@ -175,7 +175,7 @@ func (s sqsClient) ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.Cha
 	for _, e := range in.Entries {
 		if err := q.changeVisibility(aws.ToString(e.ReceiptHandle), time.Duration(e.VisibilityTimeout)*time.Second); err != nil {
 			code := "ReceiptHandleIsInvalid"
-			if strings.Contains(err.Error(), "MessageNotInflight") {
+			if _, ok := err.(*sqstypes.MessageNotInflight); ok {
 				code = "MessageNotInflight"
 			}
 			out.Failed = append(out.Failed, sqstypes.BatchResultErrorEntry{Id: e.Id, Code: aws.String(code), Message: aws.String(err.Error()), SenderFault: true})

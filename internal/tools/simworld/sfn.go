@@ -62,13 +62,13 @@ func validName(n string) bool {
 
 func (s *sfnService) start(sm, name, input string) (*sfn.StartExecutionOutput, error) {
 	if sm != sampleSM && sm != bareSM {
-		return nil, apiError("StateMachineDoesNotExist", "State Machine Does Not Exist: '"+sm+"'")
+		return nil, &sfntypes.StateMachineDoesNotExist{Message: aws.String("State Machine Does Not Exist: '" + sm + "'")}
 	}
 	if !validName(name) {
-		return nil, apiError("InvalidName", "Invalid Name: '"+name+"'")
+		return nil, &sfntypes.InvalidName{Message: aws.String("Invalid Name: '" + name + "'")}
 	}
 	if len(input) > 256*1024 {
-		return nil, apiError("InvalidExecutionInput", "input is over 256 KiB")
+		return nil, &sfntypes.InvalidExecutionInput{Message: aws.String("input is over 256 KiB")}
 	}
 	arn := job.ExecutionArn(sm, name)
 	if e, ok := s.execs[arn]; ok {
@@ -76,7 +76,7 @@ func (s *sfnService) start(sm, name, input string) (*sfn.StartExecutionOutput, e
 			s.w.trace(e.meta.Type+"-"+e.meta.ID, "sfn.start %s again: same execution", name)
 			return &sfn.StartExecutionOutput{ExecutionArn: aws.String(arn), StartDate: aws.Time(e.start)}, nil
 		}
-		return nil, apiError("ExecutionAlreadyExists", "Execution Already Exists: '"+arn+"'")
+		return nil, &sfntypes.ExecutionAlreadyExists{Message: aws.String("Execution Already Exists: '" + arn + "'")}
 	}
 	now := s.w.now()
 	e := &execution{arn: arn, name: name, sm: sm, input: input, status: sfntypes.ExecutionStatusRunning, start: now}
@@ -187,7 +187,7 @@ func (s *sfnService) describe(arn string, stale bool) (*sfn.DescribeExecutionOut
 	e, ok := s.execs[arn]
 	now := s.w.now()
 	if !ok || (stale && now.Sub(e.start) < StaleWindow) {
-		return nil, apiError("ExecutionDoesNotExist", "Execution Does Not Exist: '"+arn+"'")
+		return nil, &sfntypes.ExecutionDoesNotExist{Message: aws.String("Execution Does Not Exist: '" + arn + "'")}
 	}
 	out := &sfn.DescribeExecutionOutput{
 		ExecutionArn: aws.String(e.arn), StateMachineArn: aws.String(e.sm), Name: aws.String(e.name),

@@ -209,10 +209,10 @@ func (q *queue) changeVisibility(h string, d time.Duration) error {
 	m, ok := q.byHandle(h)
 	now := q.w.now()
 	if !ok {
-		return apiError("ReceiptHandleIsInvalid", "The receipt handle has expired")
+		return &sqstypes.ReceiptHandleIsInvalid{Message: aws.String("The receipt handle has expired")}
 	}
 	if m.visible(now) {
-		return apiError("MessageNotInflight", "Message is not in flight")
+		return &sqstypes.MessageNotInflight{Message: aws.String("Message is not in flight")}
 	}
 	m.visibleAt = now.Add(d)
 	q.w.trace(m.group, "sqs.visibility %s %s %s", q.name, m.id, d)

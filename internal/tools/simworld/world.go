@@ -407,6 +407,5 @@ func (w *World) setOverride(o config.Override) {
 	}
 }
 
-
 func (w *World) started(e *execution) { w.Stats.Starts++; w.check.started(e) }
 func (w *World) closed(e *execution)  { w.check.closed(e) }
