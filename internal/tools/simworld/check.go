@@ -121,11 +121,13 @@ func (c *checker) started(e *execution) {
 	}
 	oldest := e.start
 	run, runKey := 0, 0
+	var names []string
 	for _, x := range c.w.sfn.order {
 		if !x.running() || x.meta.Type != m.Type {
 			continue
 		}
 		run++
+		names = append(names, fmt.Sprintf("%s(lane %d, key %q, since %s)", x.name, x.meta.Lane, x.meta.Key, x.start.Sub(c.start).Truncate(time.Millisecond)))
 		if x.start.Before(oldest) {
 			oldest = x.start
 		}
@@ -138,10 +140,10 @@ func (c *checker) started(e *execution) {
 	}
 	lim, keyCap := c.bound(m.Type, oldest)
 	if run > lim {
-		c.violate(KindLimit, m.Type+"-"+m.ID, "%d executions of %s run, limit %d (start of %s in lane %d)", run, m.Type, lim, e.name, m.Lane)
+		c.violate(KindLimit, m.Type+"-"+m.ID, "%d executions of %s run, limit %d (start of %s in lane %d): %s", run, m.Type, lim, e.name, m.Lane, strings.Join(names, " "))
 	}
 	if keyCap > 0 && runKey > keyCap {
-		c.violate(KindKeyCap, m.Type+"-"+m.ID, "%d executions of %s key %q run, cap %d (start of %s)", runKey, m.Type, m.Key, keyCap, e.name)
+		c.violate(KindKeyCap, m.Type+"-"+m.ID, "%d executions of %s key %q run, cap %d (start of %s): %s", runKey, m.Type, m.Key, keyCap, e.name, strings.Join(names, " "))
 	}
 }
 

@@ -33,8 +33,9 @@ type execution struct {
 	errName, cause       string
 	meta                 job.Meta
 	spec                 *jobSpec
-	// released: the workflow's Release step returned; the execution's work is over and only its
-	// last transition is left (it no longer counts as running for the limits).
+	// released: the execution's work is over and only its Release step (and last transition) is
+	// left; it no longer counts as running for the limits (the Release step frees the lane before
+	// it returns, by design).
 	released bool
 }
 
@@ -130,6 +131,7 @@ func (s *sfnService) run(e *execution) {
 			ev["error"], ev["cause"] = errName, "the job input asked the work to fail"
 		}
 		raw, _ := json.Marshal(ev)
+		e.released = true
 		s.releaseStep(e, raw, 0, fail)
 	})
 }
@@ -146,7 +148,6 @@ func (s *sfnService) releaseStep(e *execution, raw []byte, try int, fail bool) {
 			return
 		}
 		if err == nil {
-			e.released = true
 			s.w.sched.after(s.w.latency(), func() {
 				if fail {
 					s.close(e, sfntypes.ExecutionStatusFailed, "JobFailed", "the job's work failed; its lane was released with outcome failed")
