@@ -59,6 +59,7 @@ type checker struct {
 	attempts   map[string]int
 	in         map[string]bool
 	ended      map[string]string // job -> "succeeded" / "dead-lettered"
+	letters    map[string]string // job -> its dead letter's body
 	idleSince  map[string]time.Time
 	settleFrom time.Time
 	done       bool
@@ -66,7 +67,7 @@ type checker struct {
 
 func newChecker(w *World) *checker {
 	return &checker{w: w, every: 5 * time.Second, start: w.now(), history: map[string][]limitAt{}, overrides: map[string]config.Override{},
-		attempts: map[string]int{}, in: map[string]bool{}, ended: map[string]string{}, idleSince: map[string]time.Time{}}
+		attempts: map[string]int{}, in: map[string]bool{}, ended: map[string]string{}, letters: map[string]string{}, idleSince: map[string]time.Time{}}
 }
 
 func (c *checker) violate(kind, subject, format string, args ...any) {
@@ -158,7 +159,18 @@ func (c *checker) deadLettered(m *msg) {
 	if attr(m, deadletter.AttrReason) == "" {
 		c.violate(KindNoReason, jobKey(typ, id), "dead letter %s has no reason", m.id)
 	}
-	c.end(jobKey(typ, id), "dead-lettered ("+attr(m, deadletter.AttrReason)+")")
+	how := "dead-lettered (" + attr(m, deadletter.AttrReason) + ")"
+	k := jobKey(typ, id)
+	// Dead letters are at least once (docs/design.md, Redrive): a release that sent one and failed
+	// before its last write is taken over and sends it again. A copy with the same body (the same
+	// next generation, so its redrive deduplicates) is not a second end.
+	if prev, ok := c.letters[k]; ok && prev == m.body && c.ended[k] == how {
+		c.w.Stats.DuplicateDeadLetters++
+		c.w.trace(k, "duplicate dead letter (same body and reason)")
+		return
+	}
+	c.letters[k] = m.body
+	c.end(k, how)
 }
 
 func attr(m *msg, k string) string {

@@ -74,7 +74,10 @@ type World struct {
 // Stats count what a run did.
 type Stats struct {
 	Invocations, Kills, Calls, Faults, Starts, Events int
-	VirtualTime                                       time.Duration
+	// DuplicateDeadLetters counts dead letters sent again for a job already dead-lettered, with
+	// the same body and reason (at least once, by design).
+	DuplicateDeadLetters int
+	VirtualTime          time.Duration
 }
 
 type traceLine struct {
