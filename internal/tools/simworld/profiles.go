@@ -23,11 +23,22 @@ func Profiles() map[string]Faults {
 	}
 }
 
-// Profile returns the named profile; names may be joined with "+" ("ambiguous+kill").
+// Profile returns the named profile; names may be joined with "+" ("ambiguous+kill"), and a
+// "-name" turns that profile's classes off ("all-ambiguous-duplicate").
 func Profile(name string) (Faults, error) {
 	ps := Profiles()
 	var f Faults
-	for _, n := range strings.Split(name, "+") {
+	var offs []Faults
+	for _, part := range strings.Split(name, "+") {
+		subs := strings.Split(part, "-")
+		n := subs[0]
+		for _, off := range subs[1:] {
+			o, ok := ps[off]
+			if !ok {
+				return Faults{}, fmt.Errorf("no fault profile %q", off)
+			}
+			offs = append(offs, o)
+		}
 		p, ok := ps[n]
 		if !ok {
 			names := make([]string, 0, len(ps))
@@ -39,7 +50,35 @@ func Profile(name string) (Faults, error) {
 		}
 		f = merge(f, p)
 	}
+	for _, o := range offs {
+		f = without(f, o)
+	}
 	return f, nil
+}
+
+// without turns off in a every class that b has on.
+func without(a, b Faults) Faults {
+	z := func(x *float64, y float64) {
+		if y != 0 {
+			*x = 0
+		}
+	}
+	z(&a.DDBAmbiguous, b.DDBAmbiguous)
+	z(&a.DDBLost, b.DDBLost)
+	z(&a.DDBThrottle, b.DDBThrottle)
+	z(&a.DDBConflict, b.DDBConflict)
+	z(&a.SFNThrottle, b.SFNThrottle)
+	z(&a.SFNLost, b.SFNLost)
+	z(&a.SFNStale, b.SFNStale)
+	z(&a.Duplicate, b.Duplicate)
+	z(&a.Kill, b.Kill)
+	z(&a.EventDrop, b.EventDrop)
+	z(&a.EventDup, b.EventDup)
+	z(&a.EventDelay, b.EventDelay)
+	if b.LimitChanges != 0 {
+		a.LimitChanges = 0
+	}
+	return a
 }
 
 func merge(a, b Faults) Faults {

@@ -96,6 +96,7 @@ type typeSpec struct {
 
 type jobSpec struct {
 	typ, id, key string
+	k            string // type/id
 	submitAt     time.Duration
 	duration     time.Duration
 	fail         bool
@@ -124,7 +125,8 @@ func (w *World) workload() []typeSpec {
 		case x < 0.15:
 			j.failAttempts = 1
 		}
-		w.jobs[jobKey(j.typ, j.id)] = j
+		j.k = jobKey(j.typ, j.id)
+		w.jobs[j.k] = j
 		w.order = append(w.order, j)
 	}
 	return ts

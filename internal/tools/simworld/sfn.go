@@ -32,6 +32,7 @@ type execution struct {
 	start, stop          time.Time
 	errName, cause       string
 	meta                 job.Meta
+	jk                   string // type/id
 	spec                 *jobSpec
 	// released: the execution's work is over and only its Release step (and last transition) is
 	// left; it no longer counts as running for the limits (the Release step frees the lane before
@@ -47,6 +48,8 @@ type sfnService struct {
 	w     *World
 	execs map[string]*execution
 	order []*execution
+	// open are the executions not closed, in start order.
+	open []*execution
 }
 
 func validName(n string) bool {
@@ -84,10 +87,12 @@ func (s *sfnService) start(sm, name, input string) (*sfn.StartExecutionOutput, e
 	var in job.ExecutionInput
 	if json.Unmarshal([]byte(input), &in) == nil {
 		e.meta = in.Job
-		e.spec = s.w.jobs[jobKey(in.Job.Type, in.Job.ID)]
+		e.jk = jobKey(in.Job.Type, in.Job.ID)
+		e.spec = s.w.jobs[e.jk]
 	}
 	s.execs[arn] = e
 	s.order = append(s.order, e)
+	s.open = append(s.open, e)
 	s.w.trace(e.meta.Type+"-"+e.meta.ID, "sfn.start %s lane=%d attempt=%d", name, e.meta.Lane, e.meta.Attempt)
 	s.w.started(e)
 	s.run(e)
@@ -175,6 +180,12 @@ func (s *sfnService) close(e *execution, st sfntypes.ExecutionStatus, errName, c
 		return
 	}
 	e.status, e.stop, e.errName, e.cause = st, s.w.now(), errName, cause
+	for i, x := range s.open {
+		if x == e {
+			s.open = append(s.open[:i], s.open[i+1:]...)
+			break
+		}
+	}
 	s.w.trace(e.meta.Type+"-"+e.meta.ID, "sfn.close %s %s", e.name, st)
 	s.w.closed(e)
 	// EventBridge rules of template.yaml: StatusChange (FAILED, TIMED_OUT, ABORTED of every
