@@ -84,7 +84,17 @@
 //     its batch comes back after the visibility timeout, and nothing it does later reaches the
 //     world.
 //   - events: status events dropped, sent twice, or up to 30 s late (so out of order).
+//   - slow: a call that takes 0.5-5 s (a network stall, an SDK retry after a timeout), which
+//     widens every window between a read and the write that depends on it.
 //   - operator: limit changes (and the key caps that must follow them).
+//
+// "all" turns every class on at DefaultConfig's rates. The fixed seed set (TestSeeds) runs
+// GateProfile, "all" without ambiguous writes and duplicate deliveries: those two find defects not
+// fixed yet, each held by a test at its seed (finds_test.go): defect 1 of issue 22 (seed 9,
+// profile ambiguous) and a dead letter lost to a duplicate delivery after a kill (seed 63, profile
+// all-ambiguous-slow). The lease ABA fixed by 8cd6001 and f6e2fdb breaks the limit at seed 250 of
+// all-ambiguous-duplicate+slow+events when both fixes are reverted; TestLeaseABASeedHolds keeps
+// that seed passing.
 //
 // # Invariants (check.go), from Step Functions', SQS's and DynamoDB's own state
 //

@@ -20,6 +20,7 @@ func Profiles() map[string]Faults {
 		"kill":      {Kill: 0.005},
 		"events":    {EventDrop: 0.1, EventDup: 0.1, EventDelay: 0.3},
 		"operator":  {LimitChanges: 3},
+		"slow":      {Slow: 0.02},
 	}
 }
 
@@ -75,6 +76,7 @@ func without(a, b Faults) Faults {
 	z(&a.EventDrop, b.EventDrop)
 	z(&a.EventDup, b.EventDup)
 	z(&a.EventDelay, b.EventDelay)
+	z(&a.Slow, b.Slow)
 	if b.LimitChanges != 0 {
 		a.LimitChanges = 0
 	}
@@ -94,6 +96,7 @@ func merge(a, b Faults) Faults {
 	a.EventDrop += b.EventDrop
 	a.EventDup += b.EventDup
 	a.EventDelay += b.EventDelay
+	a.Slow += b.Slow
 	a.LimitChanges += b.LimitChanges
 	return a
 }

@@ -44,6 +44,9 @@ type Faults struct {
 	// EventDrop, EventDup, EventDelay: status-change events lost, sent twice, or up to 30 s late
 	// (so out of order).
 	EventDrop, EventDup, EventDelay float64
+	// Slow: a call that takes 0.5-5 s instead of milliseconds (a network stall, an SDK retry
+	// after a timeout), which widens every window between a read and the write that depends on it.
+	Slow float64
 	// LimitChanges is how many times an operator changes a type's limit during a run.
 	LimitChanges int
 }
@@ -76,7 +79,7 @@ func DefaultConfig() Config {
 			SFNThrottle: 0.02, SFNLost: 0.01, SFNStale: 0.05,
 			Duplicate: 0.03, Kill: 0.003,
 			EventDrop: 0.05, EventDup: 0.05, EventDelay: 0.2,
-			LimitChanges: 2,
+			Slow: 0.005, LimitChanges: 2,
 		},
 		Visibility: 300 * time.Second, SweepEvery: time.Minute, ExecutionTimeout: 10 * time.Minute,
 		ReleaserTimeout: 120 * time.Second, FunctionTimeout: 30 * time.Second, MaxTime: 8 * time.Hour,

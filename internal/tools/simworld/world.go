@@ -162,7 +162,11 @@ func (w *World) admit(calls []*call) {
 			fmt.Fprintf(w.debug, "%s %s %s %s\n", w.now().Sub(epoch), c.proc.name, c.op, c.key)
 		}
 		w.decide(c)
-		w.sched.afterCall(w.latency(), func() {
+		lat := w.latency()
+		if f := w.cfg.Faults.Slow; f > 0 && w.rng.Float64() < f {
+			lat += 500*time.Millisecond + time.Duration(w.rng.Int64N(int64(4500*time.Millisecond)))
+		}
+		w.sched.afterCall(lat, func() {
 			if c.proc.dead {
 				c.kill = killBefore
 			} else if c.kill != noKill {
