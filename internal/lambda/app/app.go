@@ -43,6 +43,54 @@ type Clients struct {
 	Events *eventbridge.Client
 }
 
+// Services are the AWS calls the handlers make, as interfaces that *sqs.Client, *sfn.Client,
+// *dynamodb.Client and *eventbridge.Client satisfy. The builders take them so that the deterministic
+// simulation (internal/tools/simworld) can run the same wiring on in-memory services; Lambda and the
+// local stack pass Clients.
+type Services struct {
+	SQS    SQSAPI
+	SFN    SFNAPI
+	DDB    DynamoDBAPI
+	Events EventsAPI
+}
+
+// SQSAPI is the SQS calls of the handlers.
+type SQSAPI interface {
+	SendMessage(context.Context, *sqs.SendMessageInput, ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+	SendMessageBatch(context.Context, *sqs.SendMessageBatchInput, ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
+	DeleteMessage(context.Context, *sqs.DeleteMessageInput, ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
+	ChangeMessageVisibility(context.Context, *sqs.ChangeMessageVisibilityInput, ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
+	ChangeMessageVisibilityBatch(context.Context, *sqs.ChangeMessageVisibilityBatchInput, ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
+	GetQueueAttributes(context.Context, *sqs.GetQueueAttributesInput, ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+}
+
+// SFNAPI is the Step Functions calls of the handlers.
+type SFNAPI interface {
+	StartExecution(context.Context, *sfn.StartExecutionInput, ...func(*sfn.Options)) (*sfn.StartExecutionOutput, error)
+	DescribeExecution(context.Context, *sfn.DescribeExecutionInput, ...func(*sfn.Options)) (*sfn.DescribeExecutionOutput, error)
+	ListExecutions(context.Context, *sfn.ListExecutionsInput, ...func(*sfn.Options)) (*sfn.ListExecutionsOutput, error)
+}
+
+// DynamoDBAPI is the DynamoDB calls of the handlers.
+type DynamoDBAPI interface {
+	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	DeleteItem(context.Context, *dynamodb.DeleteItemInput, ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+	Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	Scan(context.Context, *dynamodb.ScanInput, ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+	TransactWriteItems(context.Context, *dynamodb.TransactWriteItemsInput, ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+}
+
+// EventsAPI is the EventBridge call of the handlers (batches' completion events).
+type EventsAPI interface {
+	PutEvents(context.Context, *eventbridge.PutEventsInput, ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error)
+}
+
+// Services returns the clients as the builders take them.
+func (c Clients) Services() Services {
+	return Services{SQS: c.SQS, SFN: c.SFN, DDB: c.DDB, Events: c.Events}
+}
+
 // NewClients builds the clients from one AWS configuration. Their HTTP client reads each request
 // body into memory first (sdkhttp): otherwise a quick answer can make the SDK send a conditional
 // write that took effect a second time.
@@ -104,7 +152,7 @@ func (e Env) number(name string, def int) (int, error) {
 	return int(d / time.Second), err
 }
 
-func (e Env) resolver(c Clients) (*config.Resolver, error) {
+func (e Env) resolver(c Services) (*config.Resolver, error) {
 	table, err := e.require("TABLE_NAME")
 	if err != nil {
 		return nil, err
@@ -118,7 +166,7 @@ func (e Env) resolver(c Clients) (*config.Resolver, error) {
 
 // tracker is the batch tracker of the function: batches live in the limiter's table, and the
 // completion event names the stack (STACK_NAME).
-func (e Env) tracker(c Clients, log *slog.Logger) (*batchend.Tracker, error) {
+func (e Env) tracker(c Services, log *slog.Logger) (*batchend.Tracker, error) {
 	table, err := e.require("TABLE_NAME")
 	if err != nil {
 		return nil, err
@@ -128,6 +176,11 @@ func (e Env) tracker(c Clients, log *slog.Logger) (*batchend.Tracker, error) {
 
 // Router builds the router from its environment.
 func Router(env Env, c Clients, log *slog.Logger, opts ...Option) (*router.Router, error) {
+	return RouterOn(env, c.Services(), log, opts...)
+}
+
+// RouterOn builds the router from its environment on any implementation of the AWS calls.
+func RouterOn(env Env, c Services, log *slog.Logger, opts ...Option) (*router.Router, error) {
 	fifo, err := env.require("FIFO_QUEUE_URL")
 	if err != nil {
 		return nil, err
@@ -181,6 +234,11 @@ func Router(env Env, c Clients, log *slog.Logger, opts ...Option) (*router.Route
 
 // Releaser builds the releaser (its service and event handler) from its environment.
 func Releaser(env Env, c Clients, log *slog.Logger, opts ...Option) (*releaser.Handler, error) {
+	return ReleaserOn(env, c.Services(), log, opts...)
+}
+
+// ReleaserOn builds the releaser from its environment on any implementation of the AWS calls.
+func ReleaserOn(env Env, c Services, log *slog.Logger, opts ...Option) (*releaser.Handler, error) {
 	res, err := env.resolver(c)
 	if err != nil {
 		return nil, err
@@ -188,7 +246,7 @@ func Releaser(env Env, c Clients, log *slog.Logger, opts ...Option) (*releaser.H
 	return releaserWith(env, c, res, log, env.recorder(opts))
 }
 
-func releaserWith(env Env, c Clients, res *config.Resolver, log *slog.Logger, rec *metrics.Recorder) (*releaser.Handler, error) {
+func releaserWith(env Env, c Services, res *config.Resolver, log *slog.Logger, rec *metrics.Recorder) (*releaser.Handler, error) {
 	fifo, err := env.require("FIFO_QUEUE_URL")
 	if err != nil {
 		return nil, err
@@ -244,6 +302,11 @@ func staleAfter(vis time.Duration) time.Duration { return vis + vis/2 }
 // Starter builds the starter from its environment; it carries its own releaser service for jobs
 // whose executions ended without a release.
 func Starter(env Env, c Clients, log *slog.Logger, opts ...Option) (*starter.Starter, error) {
+	return StarterOn(env, c.Services(), log, opts...)
+}
+
+// StarterOn builds the starter from its environment on any implementation of the AWS calls.
+func StarterOn(env Env, c Services, log *slog.Logger, opts ...Option) (*starter.Starter, error) {
 	res, err := env.resolver(c)
 	if err != nil {
 		return nil, err

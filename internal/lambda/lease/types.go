@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -192,7 +194,7 @@ func ListTypes(ctx context.Context, l TypeLister, types []string, concurrency in
 		wg  sync.WaitGroup
 		sem = make(chan struct{}, max(concurrency, 1))
 	)
-	for t := range want {
+	for _, t := range slices.Sorted(maps.Keys(want)) {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func(t string) {

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -288,7 +290,7 @@ func (h *Handler) cleanLegacy(ctx context.Context, all []lease.Lease) {
 			types[t] = true
 		}
 	}
-	for t := range types {
+	for _, t := range slices.Sorted(maps.Keys(types)) {
 		n, err := h.Legacy.Clean(ctx, t)
 		if err != nil {
 			h.Log.WarnContext(ctx, "retired lane counts not deleted; the next sweep tries again", "type", t, "error", err)
@@ -383,8 +385,8 @@ func (h *Handler) wakeResumed(ctx context.Context) {
 			}
 		}
 	}
-	for typ, resumed := range types {
-		if !resumed {
+	for _, typ := range slices.Sorted(maps.Keys(types)) {
+		if !types[typ] {
 			continue
 		}
 		n, err := h.Service.WakePaused(ctx, typ)
@@ -417,7 +419,8 @@ func (h *Handler) gauges(ctx context.Context, all []lease.Lease) {
 			}
 		}
 	}
-	for typ, n := range running {
+	for _, typ := range slices.Sorted(maps.Keys(running)) {
+		n := running[typ]
 		h.Service.Metrics.Observe(typ, metrics.RunningLeases, float64(n))
 		if c, err := h.Service.Config.Get(ctx, typ); err == nil && c.Limit > 0 {
 			h.Service.Metrics.Observe(typ, metrics.LaneOccupancy, 100*float64(n)/float64(c.Limit))

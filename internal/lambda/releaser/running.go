@@ -3,6 +3,8 @@ package releaser
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
@@ -41,7 +43,7 @@ func (h *Handler) withoutRunning(ctx context.Context, due []lease.Lease) []lease
 	}
 	running := map[string]bool{}
 	listed := map[string]bool{}
-	for sm := range machines {
+	for _, sm := range slices.Sorted(maps.Keys(machines)) {
 		arns, err := h.listRunning(ctx, sm)
 		if err != nil {
 			h.Log.WarnContext(ctx, "sweep: running executions not listed; describing each due lease", "stateMachineArn", sm, "error", err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
@@ -132,7 +131,7 @@ func (s *Starter) takeToken(ctx context.Context, x *msg, cfg config.TypeConfig) 
 			return 0, err
 		}
 		// A little jitter: starters told the same wait do not all come back at once.
-		wait += time.Duration(rand.Int64N(int64(wait/10) + 1))
+		wait += time.Duration(s.jitter(int64(wait/10) + 1))
 		if slept+wait > maxRateSleep || s.Sleep == nil {
 			return wait, nil
 		}

@@ -125,6 +125,16 @@ type Starter struct {
 	Rates rateTaker
 	// Sleep waits for a start token due within maxRateSleep (nil: the message is put back instead).
 	Sleep func(ctx context.Context, d time.Duration) error
+	// Jitter returns a random number in [0, n) for the back-off and rate-wait jitter (nil:
+	// math/rand). The deterministic simulation gives it a seeded source.
+	Jitter func(n int64) int64
+}
+
+func (s *Starter) jitter(n int64) int64 {
+	if s.Jitter != nil {
+		return s.Jitter(n)
+	}
+	return rand.Int64N(n)
 }
 
 // verdict is what becomes of one message.
@@ -1017,7 +1027,7 @@ func (s *Starter) backoff(ctx context.Context, m events.SQSMessage) verdict {
 	if d <= 0 {
 		d = 5 * time.Second
 	}
-	d += time.Duration(rand.Int64N(int64(d))) // jitter up to 2x, so throttled starts spread out
+	d += time.Duration(s.jitter(int64(d))) // jitter up to 2x, so throttled starts spread out
 	s.setVisibility(ctx, m, int32(d.Round(time.Second)/time.Second))
 	return hold
 }

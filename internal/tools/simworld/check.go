@@ -1,0 +1,375 @@
+package simworld
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/deadletter"
+)
+
+// Violation is an invariant found broken.
+type Violation struct {
+	At      time.Duration // virtual time since the run's start
+	Kind    string
+	Subject string // the job (type/id) or type the report's trace is about
+	Detail  string
+}
+
+func (v Violation) String() string {
+	return fmt.Sprintf("%s at %s: %s: %s", v.Kind, v.At.Truncate(time.Millisecond), v.Subject, v.Detail)
+}
+
+// Invariant kinds.
+const (
+	KindLimit        = "limit exceeded"
+	KindKeyCap       = "key cap exceeded"
+	KindStartedTwice = "attempt started twice"
+	KindRunningTwice = "job running twice"
+	KindNotEnded     = "job not ended"
+	KindEndedTwice   = "job ended twice"
+	KindNoReason     = "dead letter without a reason"
+	KindLeftover     = "left at quiescence"
+	KindIdle         = "lane idle while a job waits"
+	KindNotSettled   = "run did not settle"
+)
+
+type limitAt struct {
+	from          time.Time
+	limit, keyCap int
+}
+
+// checker checks the invariants from the simulated services' own state: Step Functions'
+// executions, the queues' messages, the table's items. It never reads the limiter's bookkeeping.
+type checker struct {
+	w          *World
+	every      time.Duration
+	start      time.Time
+	history    map[string][]limitAt
+	overrides  map[string]config.Override
+	violations []Violation
+	attempts   map[string]int
+	in         map[string]bool
+	ended      map[string]string // job -> "succeeded" / "dead-lettered"
+	letters    map[string]string // job -> its dead letter's body
+	idleSince  map[string]time.Time
+	settleFrom time.Time
+	done       bool
+}
+
+func newChecker(w *World) *checker {
+	return &checker{w: w, every: 5 * time.Second, start: w.now(), history: map[string][]limitAt{}, overrides: map[string]config.Override{},
+		attempts: map[string]int{}, in: map[string]bool{}, ended: map[string]string{}, letters: map[string]string{}, idleSince: map[string]time.Time{}}
+}
+
+func (c *checker) violate(kind, subject, format string, args ...any) {
+	v := Violation{At: c.w.now().Sub(c.start), Kind: kind, Subject: subject, Detail: fmt.Sprintf(format, args...)}
+	c.violations = append(c.violations, v)
+	c.w.trace(subject, "VIOLATION %s", v)
+}
+
+func (c *checker) setLimit(typ string, limit, keyCap int) {
+	c.history[typ] = append(c.history[typ], limitAt{from: c.w.now(), limit: limit, keyCap: keyCap})
+}
+
+func (c *checker) current(typ string) limitAt {
+	h := c.history[typ]
+	return h[len(h)-1]
+}
+
+// bound is the most executions of typ (and of one key) that may run now: the highest limit in
+// force since the oldest running execution started, or in the configuration cache's age before
+// now (a starter may act on a limit it read that long ago).
+func (c *checker) bound(typ string, since time.Time) (int, int) {
+	cache := 10*time.Second + time.Second
+	from := c.w.now().Add(-cache)
+	if since.Before(from) {
+		from = since.Add(-cache)
+	}
+	h := c.history[typ]
+	lim, key := 0, 0
+	for i, l := range h {
+		end := time.Time{}
+		if i+1 < len(h) {
+			end = h[i+1].from
+		}
+		if !end.IsZero() && end.Before(from) {
+			continue
+		}
+		lim, key = max(lim, l.limit), max(key, l.keyCap)
+	}
+	return lim, key
+}
+
+func (c *checker) submitted(j *jobSpec) { c.in[jobKey(j.typ, j.id)] = true }
+
+// started checks a new execution against the limits and the executions already started.
+func (c *checker) started(e *execution) {
+	m := e.meta
+	job := jobKey(m.Type, m.ID)
+	a := fmt.Sprintf("%s~g%d#%d", job, m.Redrive, m.Attempt)
+	c.attempts[a]++
+	if c.attempts[a] > 1 {
+		c.violate(KindStartedTwice, job, "attempt %d (generation %d) has %d executions; this one %s", m.Attempt, m.Redrive, c.attempts[a], e.name)
+	}
+	oldest := e.start
+	run, runKey := 0, 0
+	var names []string
+	for _, x := range c.w.sfn.open {
+		if !x.running() || x.meta.Type != m.Type {
+			continue
+		}
+		run++
+		names = append(names, fmt.Sprintf("%s(lane %d, key %q, since %s)", x.name, x.meta.Lane, x.meta.Key, x.start.Sub(c.start).Truncate(time.Millisecond)))
+		if x.start.Before(oldest) {
+			oldest = x.start
+		}
+		if x.meta.Key == m.Key {
+			runKey++
+		}
+		if x != e && x.meta.ID == m.ID && x.meta.Redrive == m.Redrive {
+			c.violate(KindRunningTwice, job, "%s started while %s runs", e.name, x.name)
+		}
+	}
+	lim, keyCap := c.bound(m.Type, oldest)
+	if run > lim {
+		c.violate(KindLimit, m.Type+"-"+m.ID, "%d executions of %s run, limit %d (start of %s in lane %d): %s", run, m.Type, lim, e.name, m.Lane, strings.Join(names, " "))
+	}
+	if keyCap > 0 && runKey > keyCap {
+		c.violate(KindKeyCap, m.Type+"-"+m.ID, "%d executions of %s key %q run, cap %d (start of %s): %s", runKey, m.Type, m.Key, keyCap, e.name, strings.Join(names, " "))
+	}
+}
+
+func (c *checker) closed(e *execution) {
+	if e.status == sfntypes.ExecutionStatusSucceeded {
+		c.end(e.jk, "succeeded")
+	}
+}
+
+func (c *checker) deadLettered(m *msg) {
+	typ, id := attr(m, deadletter.AttrType), attr(m, deadletter.AttrJobID)
+	if attr(m, deadletter.AttrReason) == "" {
+		c.violate(KindNoReason, jobKey(typ, id), "dead letter %s has no reason", m.id)
+	}
+	how := "dead-lettered (" + attr(m, deadletter.AttrReason) + ")"
+	k := jobKey(typ, id)
+	// Dead letters are at least once (docs/design.md, Redrive): a release that sent one and failed
+	// before its last write is taken over and sends it again. A copy with the same body (the same
+	// next generation, so its redrive deduplicates) is not a second end.
+	if prev, ok := c.letters[k]; ok && prev == m.body && c.ended[k] == how {
+		c.w.Stats.DuplicateDeadLetters++
+		c.w.trace(k, "duplicate dead letter (same body and reason)")
+		return
+	}
+	c.letters[k] = m.body
+	c.end(k, how)
+}
+
+func attr(m *msg, k string) string {
+	if v, ok := m.attrs[k]; ok {
+		return aws.ToString(v.StringValue)
+	}
+	return ""
+}
+
+func (c *checker) end(job, how string) {
+	if prev, ok := c.ended[job]; ok {
+		c.violate(KindEndedTwice, job, "%s, then %s", prev, how)
+		return
+	}
+	c.ended[job] = how
+	c.w.trace(job, "job ended: %s", how)
+}
+
+// tick checks work conservation and whether the run has settled.
+func (c *checker) tick() {
+	w := c.w
+	now := w.now()
+	types := make([]string, 0, len(c.history))
+	for t := range c.history {
+		types = append(types, t)
+	}
+	sort.Strings(types)
+	for _, t := range types {
+		cur := c.current(t)
+		run, byKey := 0, map[string]int{}
+		busy := map[string]bool{}
+		lanes := map[int]bool{}
+		for _, x := range w.sfn.open {
+			if x.meta.Type == t {
+				busy[x.jk] = true
+				if x.running() {
+					run++
+					byKey[x.meta.Key]++
+					lanes[x.meta.Lane] = true
+				}
+			}
+		}
+		if c.overrides[t].Strategy == "random" {
+			// A random type's job waits in its lane: only that lane must not stay idle (the
+			// strategy leaves other lanes idle by design, failure-modes.md #8). The lane's
+			// group in the lanes queue says which jobs wait there.
+			for l := 1; l <= cur.limit; l++ {
+				g := fmt.Sprintf("%s-%d", t, l)
+				waiting := ""
+				if !lanes[l] {
+					for _, m := range w.lanes.live() {
+						if k := subjectOfBody(m); m.group == g && c.ended[k] == "" && !busy[k] {
+							waiting = k
+							break
+						}
+					}
+				}
+				c.idle(g, waiting, fmt.Sprintf("lane %s has no running execution", g))
+			}
+			continue
+		}
+		waiting := ""
+		for _, j := range w.order {
+			k := j.k
+			if j.typ != t || !c.in[k] || c.ended[k] != "" || busy[k] {
+				continue
+			}
+			if cur.keyCap > 0 && byKey[j.key] >= cur.keyCap {
+				continue
+			}
+			waiting = k
+			break
+		}
+		if run >= cur.limit {
+			waiting = ""
+		}
+		c.idle(t, waiting, fmt.Sprintf("type %s runs %d of %d lanes", t, run, cur.limit))
+	}
+	if len(c.ended) >= len(w.order) {
+		if c.settleFrom.IsZero() {
+			c.settleFrom = now
+		}
+		if now.Sub(c.settleFrom) >= c.settle() {
+			c.quiescence()
+			c.finish()
+			return
+		}
+	}
+	if now.Sub(c.start) >= w.cfg.MaxTime {
+		var left []string
+		for _, j := range w.order {
+			if k := jobKey(j.typ, j.id); c.ended[k] == "" {
+				left = append(left, k)
+			}
+		}
+		if len(left) > 0 {
+			c.violate(KindNotSettled, left[0], "%d jobs not ended after %s: %s", len(left), w.cfg.MaxTime, strings.Join(left[:min(len(left), 10)], " "))
+		}
+		c.quiescence()
+		c.finish()
+		return
+	}
+	w.sched.after(c.every, c.tick)
+}
+
+// idle tracks how long what (a type, or a random type's lane) has had room while waiting (a
+// job) waits, and reports it past the bound.
+func (c *checker) idle(what, waiting, why string) {
+	now := c.w.now()
+	if waiting == "" {
+		c.idleSince[what] = time.Time{}
+		return
+	}
+	if c.idleSince[what].IsZero() {
+		c.idleSince[what] = now
+		return
+	}
+	if d := now.Sub(c.idleSince[what]); d > c.idleBound() {
+		c.violate(KindIdle, waiting, "%s for %s while %s waits (bound %s)", why, d.Truncate(time.Second), waiting, c.idleBound())
+		c.idleSince[what] = now
+	}
+}
+
+// idleBound is the work-conservation bound. Without crashes a lane waits at most for a parked
+// group's ParkFor (60 s), a dead-letter back-off (120 s) or a lost status event (the sweep: its
+// minimum age and period), plus a margin: 5 minutes. A crash may leave a lane to its message's
+// visibility timeout and then to the sweep's stale check (1.5 times the visibility timeout) and
+// period; the bound allows two such crashes in a row (a loose bound: seeds 130 and 364 of the
+// gate profile idle a type for just over one crash's worth).
+func (c *checker) idleBound() time.Duration {
+	if c.w.cfg.IdleBound > 0 {
+		return c.w.cfg.IdleBound
+	}
+	b := 5 * time.Minute
+	if c.w.cfg.Faults.Kill > 0 {
+		b += 2 * (c.w.cfg.Visibility*5/2 + c.w.cfg.SweepEvery)
+	}
+	return b
+}
+
+// settle is how long the world runs on after the last job ended before its leftovers are checked.
+func (c *checker) settle() time.Duration {
+	return c.w.cfg.Visibility*3 + 3*c.w.cfg.SweepEvery
+}
+
+// quiescence checks that nothing is left: no message in flight or waiting, no lease, no park
+// record, no running execution, and every job ended.
+func (c *checker) quiescence() {
+	w := c.w
+	for _, q := range []*queue{w.general, w.lanes} {
+		for _, m := range q.live() {
+			c.violate(KindLeftover, subjectOfBody(m), "message %s of group %q in %s (%d receives)", m.id, m.group, q.name, m.receives)
+		}
+	}
+	out, err := w.table.Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String("sim")})
+	if err != nil {
+		c.violate(KindLeftover, "table", "scan: %v", err)
+	}
+	if out != nil {
+		for _, it := range out.Items {
+			k := keyString(it)
+			if strings.HasPrefix(k, "LEASE#") || strings.HasPrefix(k, "WAIT#") {
+				job := ""
+				if s, ok := it["jobId"].(*ddbtypes.AttributeValueMemberS); ok {
+					job = s.Value
+				}
+				status := ""
+				if s, ok := it["status"].(*ddbtypes.AttributeValueMemberS); ok {
+					status = s.Value
+				}
+				c.violate(KindLeftover, strings.TrimPrefix(strings.SplitN(k, "|", 2)[0], "LEASE#")+"/"+job, "item %s (status %q, job %s)", k, status, job)
+			}
+		}
+	}
+	for _, e := range w.sfn.order {
+		if e.status == sfntypes.ExecutionStatusRunning {
+			c.violate(KindLeftover, jobKey(e.meta.Type, e.meta.ID), "execution %s still running", e.name)
+		}
+	}
+	for _, j := range w.order {
+		if k := jobKey(j.typ, j.id); c.ended[k] == "" {
+			c.violate(KindNotEnded, k, "submitted at %s, never succeeded nor dead-lettered", j.submitAt)
+		}
+	}
+}
+
+func subjectOfBody(m *msg) string {
+	if i := strings.Index(m.body, `"id":"`); i >= 0 {
+		rest := m.body[i+6:]
+		if j := strings.IndexByte(rest, '"'); j >= 0 {
+			return typeOfGroup(m.group) + "/" + rest[:j]
+		}
+	}
+	return m.group
+}
+
+// finish stops the world: no more polls, sweeps or submissions; the invocations in flight run to
+// their end so that every goroutine of the bubble returns.
+func (c *checker) finish() {
+	c.done = true
+	c.w.stopped = true
+}

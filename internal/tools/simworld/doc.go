@@ -1,0 +1,126 @@
+// Package simworld is a deterministic simulation of a whole sfnlimit deployment (issue 22): the
+// real router, starter and releaser handlers of internal/lambda, built by the same wiring as in
+// Lambda (app.RouterOn, app.StarterOn, app.ReleaserOn), run against in-memory AWS services in
+// virtual time, under seeded faults, with invariants checked from the services' own state.
+//
+// # Model
+//
+// A run lives in a testing/synctest bubble: every clock the handlers read (time.Now, timers,
+// context deadlines) is virtual, so hours pass in well under a second. One goroutine, the world,
+// decides everything from one seed (math/rand/v2 PCG): the workload, every call's latency
+// (2-40 ms), every fault, every kill, the order of equal-time events. Handlers run in their own
+// goroutines but one at a time: each AWS call blocks at a gate until the world lets it through
+// at its virtual time, and the world decides nothing until synctest.Wait says every goroutine is
+// blocked again. New calls are sorted by (invocation, operation, key) before their latencies are
+// drawn, so Go's goroutine scheduling cannot change a run; SEED=n replays bit for bit
+// (TestReplay compares two runs' whole traces). Three things had to be made deterministic for
+// that, each a small seam in internal/lambda: the starter's back-off jitter (Starter.Jitter),
+// the sweep's map-ordered loops (now sorted), and the builders taking the AWS calls as
+// interfaces (app.Services). Random lease versions (lease.firstVersion) stay random: they only
+// ever meet equality checks, and no sort key of the world includes them.
+//
+// Two settings differ from a deployment: the starter works on one group of a batch at a time
+// (Concurrency 1) and the sweep describes one execution at a time (SweepConcurrency 1). Their
+// worker goroutines share a container's config cache, whose lock is held across a DynamoDB read,
+// and a goroutine waiting on a sync.Mutex is not "durably blocked" for synctest, so the world
+// could never tell that everyone waits. Invocations still run side by side (5 starter and 5
+// router invocations at once, any number of releasers), which is where the races between
+// functions are.
+//
+// # The simulated services, and the AWS rule each follows
+//
+//   - SQS (sqs.go). Standard queues (general, dead-letter) hand out visible messages in an order
+//     the seed shuffles. The FIFO lanes queue: one group in flight at a time, a receive takes as
+//     many of a group's messages as it can ("FIFO delivery logic", SQS Developer Guide);
+//     deduplication ids remembered 5 minutes from the send, also after a delete, per message group
+//     as DeduplicationScope=messageGroup (template.yaml); a received message is hidden for the
+//     visibility timeout and comes back with a new receipt handle and ApproximateReceiveCount+1;
+//     only the latest handle acts: DeleteMessage with an older one succeeds and deletes nothing,
+//     ChangeMessageVisibility with it fails ReceiptHandleIsInvalid, on a visible message
+//     MessageNotInflight; the general queue redrives after maxReceiveCount 5 (template.yaml);
+//     SendMessageBatch takes 1-10 entries and 1 MiB in all (BatchRequestTooLong). Errors are the
+//     SDK's typed ones.
+//   - Lambda event source mappings (world.go, mapping). Batches of up to 10, up to 5 concurrent
+//     invocations (MaximumConcurrency), ReportBatchItemFailures: the messages not reported are
+//     deleted with the batch's receipt handles; an error or a killed invocation leaves the whole
+//     batch in flight until its visibility timeout. Pollers long-poll: a send, a delete or a
+//     visibility change wakes them. Each invocation runs in a warm container of its own (a
+//     pool), with the function's timeout; a killed container is thrown away, as Lambda does.
+//   - DynamoDB (clients.go over fakes.DynamoDB). Conditional writes, TransactWriteItems all or
+//     nothing with cancellation reasons, consistent Query and GetItem; the table refuses any
+//     expression it does not know.
+//   - Step Functions Standard (sfn.go). StartExecution is idempotent for the same name and input
+//     while the execution runs, ExecutionAlreadyExists otherwise (closed, or another input);
+//     executions run the job's duration, then the sample machine calls the releaser from its
+//     Release or ReleaseFailed step with the ASL's retries (6 attempts, 1 s doubling, full
+//     jitter) and ends SUCCEEDED or FAILED; the bare machine just ends; past ExecutionTimeout
+//     (10 minutes) an execution ends TIMED_OUT without its Release step. DescribeExecution and
+//     ListExecutions may be eventually consistent (faultStale).
+//   - The releaser's three callers: the workflow's Release step (synchronous, retried by the
+//     ASL), status-change events through EventBridge (FAILED, TIMED_OUT, ABORTED of every
+//     machine, SUCCEEDED of the bare one, as template.yaml's two rules; Lambda's asynchronous
+//     invocation retries twice, after 1 and 2 minutes) and the sweep (rate(1 minute)).
+//   - Operators change limits at random times through config.DynamoStore, as `config set` does.
+//
+// # Workload
+//
+// Three types drawn per seed: alpha (limit 1-4, Release step), beta (limit 2-5, every key capped
+// at 1-2, keys k1-k3, Release step) and gamma (limit 1-3, released by status events on the bare
+// machine, first-free or random). About 100 jobs over 5-25 minutes, durations log-normal around
+// 40 s (up to 15 minutes, so some time out), 5% always failing (dead-lettered after 3 attempts),
+// 10% failing their first attempt.
+//
+// # Fault classes (Faults, and the named Profiles)
+//
+//   - ambiguous: a DynamoDB write applied and its answer lost, then the SDK's retry of the same
+//     request answered (a conditional write then fails its own condition); or applied and the SDK
+//     gives up (an error).
+//   - throttle: DynamoDB calls and Step Functions calls throttled past the SDK's retries;
+//     transactions cancelled with TransactionConflict.
+//   - sfn: starts that went through with their answer lost; stale DescribeExecution and
+//     ListExecutions (up to 2 s behind).
+//   - duplicate: the event source hands a batch to two invocations (same receipt handles).
+//   - kill: an invocation killed at one of its calls, before the call or after it (answer lost);
+//     its batch comes back after the visibility timeout, and nothing it does later reaches the
+//     world.
+//   - events: status events dropped, sent twice, or up to 30 s late (so out of order).
+//   - slow: a call that takes 0.5-5 s (a network stall, an SDK retry after a timeout), which
+//     widens every window between a read and the write that depends on it.
+//   - operator: limit changes (and the key caps that must follow them).
+//
+// "all" turns every class on at DefaultConfig's rates. The fixed seed set (TestSeeds) runs
+// GateProfile, "all" without ambiguous writes and duplicate deliveries: those two find defects not
+// fixed yet, each held by a test at its seed (finds_test.go): defect 1 of issue 22 (seed 9,
+// profile ambiguous) and a dead letter lost to a duplicate delivery after a kill (seed 63, profile
+// all-ambiguous-slow). The lease ABA fixed by 8cd6001 and f6e2fdb breaks the limit at seed 250 of
+// all-ambiguous-duplicate+slow+events when both fixes are reverted; TestLeaseABASeedHolds keeps
+// that seed passing.
+//
+// # Invariants (check.go), from Step Functions', SQS's and DynamoDB's own state
+//
+//   - at every start, running executions of a type are at most its limit, and of a key at most
+//     its cap (an execution counts from its start until its work ends: the Release step frees
+//     the lane before it returns). With limit changes, the bound is the highest limit in force
+//     since the oldest running execution started, or in the configuration cache's age (10 s).
+//   - no attempt (type, id, generation, attempt) has two executions; no job has two running.
+//   - every job ends exactly once: an execution SUCCEEDED, or a dead letter with a reason (a
+//     dead letter sent again with the same body and reason is the design's at-least-once and is
+//     counted, not a second end); a job both succeeded and dead-lettered, or dead-lettered with
+//     two reasons, is a violation.
+//   - at quiescence (every job ended, then 3 visibility timeouts and 3 sweeps): no message in
+//     the general or lanes queue, no LEASE# or WAIT# item, no running execution.
+//   - work conservation: no first-free type has a free lane (fewer running executions than its
+//     limit) for longer than the bound while one of its jobs that may run (not running, its key
+//     under its cap) waits; for a random type, per lane, while a job waits in that lane's group.
+//     The bound is 5 minutes without kills; with kills it allows two crashes in a row
+//     (2 x (2.5 visibility timeouts + a sweep)).
+//
+// # Running it
+//
+//	go test ./internal/tools/simworld                      # the fixed seed set and the finds
+//	SEED=n go test ./internal/tools/simworld -run TestOneSeed -v [-args -profile all]
+//	go test ./internal/tools/simworld -run TestSurvey -args -seeds 100000 -profile all
+//
+// A failing seed prints the violations and a trace of the first one's job (handler log lines and
+// service events); TRACE=alpha-3 follows a group or anything else instead.
+package simworld

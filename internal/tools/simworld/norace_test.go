@@ -1,0 +1,5 @@
+//go:build !race
+
+package simworld
+
+const raceOn = false

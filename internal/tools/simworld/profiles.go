@@ -1,0 +1,102 @@
+package simworld
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Profiles are named sets of fault classes. "all" is DefaultConfig's; the others turn one class
+// on alone, to tell which class finds what.
+func Profiles() map[string]Faults {
+	all := DefaultConfig().Faults
+	return map[string]Faults{
+		"none":      {},
+		"all":       all,
+		"ambiguous": {DDBAmbiguous: 0.03, DDBLost: 0.01},
+		"throttle":  {DDBThrottle: 0.02, SFNThrottle: 0.03, DDBConflict: 0.02},
+		"sfn":       {SFNThrottle: 0.03, SFNLost: 0.02, SFNStale: 0.1},
+		"duplicate": {Duplicate: 0.1},
+		"kill":      {Kill: 0.005},
+		"events":    {EventDrop: 0.1, EventDup: 0.1, EventDelay: 0.3},
+		"operator":  {LimitChanges: 3},
+		"slow":      {Slow: 0.02},
+	}
+}
+
+// Profile returns the named profile; names may be joined with "+" ("ambiguous+kill"), and a
+// "-name" turns that profile's classes off ("all-ambiguous-duplicate").
+func Profile(name string) (Faults, error) {
+	ps := Profiles()
+	var f Faults
+	var offs []Faults
+	for _, part := range strings.Split(name, "+") {
+		subs := strings.Split(part, "-")
+		n := subs[0]
+		for _, off := range subs[1:] {
+			o, ok := ps[off]
+			if !ok {
+				return Faults{}, fmt.Errorf("no fault profile %q", off)
+			}
+			offs = append(offs, o)
+		}
+		p, ok := ps[n]
+		if !ok {
+			names := make([]string, 0, len(ps))
+			for k := range ps {
+				names = append(names, k)
+			}
+			sort.Strings(names)
+			return Faults{}, fmt.Errorf("no fault profile %q (have %s)", n, strings.Join(names, ", "))
+		}
+		f = merge(f, p)
+	}
+	for _, o := range offs {
+		f = without(f, o)
+	}
+	return f, nil
+}
+
+// without turns off in a every class that b has on.
+func without(a, b Faults) Faults {
+	z := func(x *float64, y float64) {
+		if y != 0 {
+			*x = 0
+		}
+	}
+	z(&a.DDBAmbiguous, b.DDBAmbiguous)
+	z(&a.DDBLost, b.DDBLost)
+	z(&a.DDBThrottle, b.DDBThrottle)
+	z(&a.DDBConflict, b.DDBConflict)
+	z(&a.SFNThrottle, b.SFNThrottle)
+	z(&a.SFNLost, b.SFNLost)
+	z(&a.SFNStale, b.SFNStale)
+	z(&a.Duplicate, b.Duplicate)
+	z(&a.Kill, b.Kill)
+	z(&a.EventDrop, b.EventDrop)
+	z(&a.EventDup, b.EventDup)
+	z(&a.EventDelay, b.EventDelay)
+	z(&a.Slow, b.Slow)
+	if b.LimitChanges != 0 {
+		a.LimitChanges = 0
+	}
+	return a
+}
+
+func merge(a, b Faults) Faults {
+	a.DDBAmbiguous += b.DDBAmbiguous
+	a.DDBLost += b.DDBLost
+	a.DDBThrottle += b.DDBThrottle
+	a.DDBConflict += b.DDBConflict
+	a.SFNThrottle += b.SFNThrottle
+	a.SFNLost += b.SFNLost
+	a.SFNStale += b.SFNStale
+	a.Duplicate += b.Duplicate
+	a.Kill += b.Kill
+	a.EventDrop += b.EventDrop
+	a.EventDup += b.EventDup
+	a.EventDelay += b.EventDelay
+	a.Slow += b.Slow
+	a.LimitChanges += b.LimitChanges
+	return a
+}

@@ -1,0 +1,313 @@
+package simworld
+
+import (
+	"context"
+
+	"encoding/json"
+	"fmt"
+	"github.com/cenkalti/backoff/v5"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/app"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/router"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/sqsbatch"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/starter"
+	"github.com/sfnlimit/sfnlimit/internal/tools/fakes"
+)
+
+// Faults are the probabilities of each fault class (0: off).
+type Faults struct {
+	// DDBAmbiguous: a write applied whose answer is lost, then the SDK's retry of the same request
+	// answered (ConditionalCheckFailed when the write was conditional on the state it changed).
+	DDBAmbiguous float64
+	// DDBLost: a write applied whose answer is lost, and the SDK gives up (an error).
+	DDBLost float64
+	// DDBThrottle: a call throttled past the SDK's retries, not applied.
+	DDBThrottle float64
+	// DDBConflict: a transaction cancelled with TransactionConflict.
+	DDBConflict float64
+	// SFNThrottle: a Step Functions call throttled; SFNLost: a start that went through, its answer
+	// lost; SFNStale: a DescribeExecution or ListExecutions answer up to StaleWindow behind.
+	SFNThrottle, SFNLost, SFNStale float64
+	// Duplicate: the event source hands a batch to two invocations.
+	Duplicate float64
+	// Kill: an invocation killed at one of its AWS calls (before it, or after it with its answer
+	// lost): its batch comes back after the visibility timeout.
+	Kill float64
+	// EventDrop, EventDup, EventDelay: status-change events lost, sent twice, or up to 30 s late
+	// (so out of order).
+	EventDrop, EventDup, EventDelay float64
+	// Slow: a call that takes 0.5-5 s instead of milliseconds (a network stall, an SDK retry
+	// after a timeout), which widens every window between a read and the write that depends on it.
+	Slow float64
+	// LimitChanges is how many times an operator changes a type's limit during a run.
+	LimitChanges int
+}
+
+// Config is one run's shape. Seeded fields are drawn from the seed; the rest are fixed.
+type Config struct {
+	Jobs   int
+	Faults Faults
+	// Visibility is the lanes queue's visibility timeout (FIFO_VISIBILITY_TIMEOUT).
+	Visibility       time.Duration
+	SweepEvery       time.Duration
+	ExecutionTimeout time.Duration
+	ReleaserTimeout  time.Duration
+	FunctionTimeout  time.Duration
+	// IdleBound is the work-conservation bound: no type may have a free lane for longer than this
+	// while one of its jobs that may run waits (0: derived from the faults on).
+	IdleBound time.Duration
+	// MaxTime ends a run that has not settled.
+	MaxTime time.Duration
+	// Trace keeps a trace for failure reports.
+	Trace bool
+}
+
+// DefaultConfig is the fixed set's shape: about 100 jobs, every fault class on.
+func DefaultConfig() Config {
+	return Config{
+		Jobs: 100,
+		Faults: Faults{
+			DDBAmbiguous: 0.01, DDBLost: 0.005, DDBThrottle: 0.01, DDBConflict: 0.01,
+			SFNThrottle: 0.02, SFNLost: 0.01, SFNStale: 0.05,
+			Duplicate: 0.03, Kill: 0.003,
+			EventDrop: 0.05, EventDup: 0.05, EventDelay: 0.2,
+			Slow: 0.005, LimitChanges: 2,
+		},
+		Visibility: 300 * time.Second, SweepEvery: time.Minute, ExecutionTimeout: 10 * time.Minute,
+		ReleaserTimeout: 120 * time.Second, FunctionTimeout: 30 * time.Second, MaxTime: 8 * time.Hour,
+		Trace: true,
+	}
+}
+
+// typeSpec is a job type of the workload.
+type typeSpec struct {
+	name     string
+	limit    int
+	keyLimit int
+	keys     []string
+	release  string // step or events
+	strategy string
+}
+
+type jobSpec struct {
+	typ, id, key string
+	k            string // type/id
+	submitAt     time.Duration
+	duration     time.Duration
+	fail         bool
+	failAttempts int
+}
+
+func (w *World) workload() []typeSpec {
+	r := w.rng
+	ts := []typeSpec{
+		{name: "alpha", limit: 1 + r.IntN(4), release: "step", strategy: "first-free"},
+		{name: "beta", limit: 2 + r.IntN(4), keyLimit: 1 + r.IntN(2), keys: []string{"k1", "k2", "k3"}, release: "step", strategy: "first-free"},
+		{name: "gamma", limit: 1 + r.IntN(3), release: "events", strategy: []string{"first-free", "random"}[r.IntN(2)]},
+	}
+	span := time.Duration(5+r.IntN(20)) * time.Minute
+	for i := range w.cfg.Jobs {
+		t := ts[r.IntN(len(ts))]
+		j := &jobSpec{typ: t.name, id: fmt.Sprintf("j%03d", i), submitAt: time.Duration(r.Int64N(int64(span)))}
+		if len(t.keys) > 0 {
+			j.key = t.keys[r.IntN(len(t.keys))]
+		}
+		secs := math.Exp(r.NormFloat64()*1.2 + math.Log(40))
+		j.duration = time.Duration(min(secs, 900) * float64(time.Second))
+		switch x := r.Float64(); {
+		case x < 0.05:
+			j.fail = true
+		case x < 0.15:
+			j.failAttempts = 1
+		}
+		j.k = jobKey(j.typ, j.id)
+		w.jobs[j.k] = j
+		w.order = append(w.order, j)
+	}
+	return ts
+}
+
+// New builds a world for seed. Call Run inside a synctest bubble.
+func New(seed uint64, cfg Config) *World {
+	w := &World{cfg: cfg, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed)), sched: newSched(),
+		queues: map[string]*queue{}, jobs: map[string]*jobSpec{}}
+	w.log = slog.New(traceHandler{w: w})
+	mk := func(name string, fifo bool, vis time.Duration) *queue {
+		q := &queue{w: w, name: name, url: "https://sqs.us-east-1.amazonaws.com/123456789012/" + name, fifo: fifo, visibility: vis, dedup: map[string]dedupEntry{}}
+		w.queues[q.url] = q
+		return q
+	}
+	w.dlq = mk("dlq", false, 30*time.Second)
+	w.general = mk("general", false, 180*time.Second)
+	w.general.maxRecv, w.general.dlq = 5, w.dlq
+	w.lanes = mk("lanes.fifo", true, cfg.Visibility)
+	w.lanes.groupDedup = true
+	w.table = fakes.NewDynamoDB("sim")
+	w.sfn = &sfnService{w: w, execs: map[string]*execution{}}
+	w.svc = app.Services{SQS: sqsClient{w}, SFN: sfnClient{w}, DDB: ddbClient{w: w, t: w.table}, Events: eventsClient{w}}
+	w.check = newChecker(w)
+	return w
+}
+
+// Run plays the world until every job has ended and the world has settled, then checks the
+// quiescence invariants. It must run inside synctest.Test.
+func (w *World) Run() []Violation {
+	ts := w.workload()
+	limits, keyLimits, modes := "", "", ""
+	for _, t := range ts {
+		limits += fmt.Sprintf("%s=%d,", t.name, t.limit)
+		if t.keyLimit > 0 {
+			keyLimits += fmt.Sprintf("%s=%d,", t.name, t.keyLimit)
+		}
+		if t.release == "events" {
+			modes += t.name + "=events,"
+		}
+		w.check.setLimit(t.name, t.limit, t.keyLimit)
+	}
+	trim := func(s string) string {
+		if s != "" {
+			return s[:len(s)-1]
+		}
+		return s
+	}
+	w.env = map[string]string{
+		"FIFO_QUEUE_URL": w.lanes.url, "DLQ_URL": w.dlq.url, "GENERAL_QUEUE_URL": w.general.url, "TABLE_NAME": "sim",
+		"STATE_MACHINE_ARN": sampleSM, "TYPE_LIMITS": trim(limits), "TYPE_KEY_LIMITS": trim(keyLimits),
+		"TYPE_RELEASE_MODES": trim(modes), "DEFAULT_MAX_ATTEMPTS": "3", "CONFIG_CACHE_SECONDS": "10",
+		"FIFO_VISIBILITY_TIMEOUT": strconv.Itoa(int(w.cfg.Visibility / time.Second)), "START_RETRY_SECONDS": "5",
+		"SWEEP_MIN_AGE_SECONDS": "60", "STACK_NAME": "sim", "METRICS_NAMESPACE": "sim",
+	}
+	for _, t := range ts {
+		o := config.Override{Type: t.name, Strategy: t.strategy}
+		if t.release == "events" {
+			o.StateMachineArn, o.Release = bareSM, "events"
+		}
+		w.setOverride(o)
+		w.check.overrides[t.name] = o
+	}
+	w.genESM = &mapping{w: w, name: "router", q: w.general, size: 10, maxConc: 5, timeout: w.cfg.FunctionTimeout}
+	routers := pool[*router.Router]{build: func() *router.Router {
+		r, err := app.RouterOn(w.getenv, w.svc, w.log)
+		if err != nil {
+			panic(fmt.Sprintf("simworld: build router: %v", err))
+		}
+		// The senders' back-off is jittered from math/rand; the seed decides it here.
+		for _, x := range []any{r.Lanesq, r.Hold} {
+			if snd, ok := x.(*sqsbatch.Sender); ok {
+				snd.NewBackOff = w.backOff
+			}
+		}
+		return r
+	}}
+	w.genESM.handler = func() (func(context.Context, events.SQSEvent) (events.SQSEventResponse, error), func()) {
+		r := routers.get()
+		return r.Handle, func() { routers.put(r) }
+	}
+	w.lanesESM = &mapping{w: w, name: "starter", q: w.lanes, size: 10, maxConc: 5, timeout: w.cfg.FunctionTimeout}
+	starters := pool[*starter.Starter]{build: func() *starter.Starter {
+		s, err := app.StarterOn(w.getenv, w.svc, w.log)
+		if err != nil {
+			panic(fmt.Sprintf("simworld: build starter: %v", err))
+		}
+		// One group at a time within an invocation: the starter's workers share a container's
+		// config cache, whose lock is held across its DynamoDB read, and a goroutine waiting on a
+		// lock is not one synctest can tell is blocked. Invocations still run side by side.
+		s.Concurrency = 1
+		s.Jitter = w.rng.Int64N
+		return s
+	}}
+	w.lanesESM.handler = func() (func(context.Context, events.SQSEvent) (events.SQSEventResponse, error), func()) {
+		s := starters.get()
+		return s.Handle, func() { starters.put(s) }
+	}
+	w.general.onVisible = func() { w.genESM.schedulePoll(w.now().Add(w.latency())) }
+	w.lanes.onVisible = func() { w.lanesESM.schedulePoll(w.now().Add(w.latency())) }
+
+	start := w.now()
+	for _, j := range w.order {
+		body, _ := json.Marshal(map[string]any{"type": j.typ, "id": j.id, "key": j.key, "input": map[string]any{"seconds": int(j.duration / time.Second)}})
+		if j.key == "" {
+			body, _ = json.Marshal(map[string]any{"type": j.typ, "id": j.id, "input": map[string]any{"seconds": int(j.duration / time.Second)}})
+		}
+		w.sched.at(start.Add(j.submitAt), func() {
+			w.check.submitted(j)
+			w.general.send(string(body), "", "", nil, 0)
+		})
+	}
+	w.operator(ts, start)
+	w.sched.after(w.cfg.SweepEvery, w.sweepEvery)
+	w.sched.after(w.check.every, w.check.tick)
+	w.sched.run(w.admit, func() bool { return w.stopped }, func() int { return w.live })
+	w.Stats.VirtualTime = w.now().Sub(start)
+	return w.check.violations
+}
+
+// operator changes limits at random times, as `sfnlimit config set --limit` would.
+func (w *World) operator(ts []typeSpec, start time.Time) {
+	for range w.cfg.Faults.LimitChanges {
+		t := ts[w.rng.IntN(len(ts))]
+		at := time.Duration(w.rng.Int64N(int64(20 * time.Minute)))
+		n := 1 + w.rng.IntN(5)
+		w.sched.at(start.Add(at), func() {
+			o := w.check.overrides[t.name]
+			o.Limit = n
+			if o.KeyLimit == 0 && t.keyLimit > n {
+				o.KeyLimit = n
+			}
+			w.trace(t.name, "operator: limit of %s set to %d", t.name, n)
+			w.setOverride(o)
+			w.check.overrides[t.name] = o
+			w.check.setLimit(t.name, n, min(t.keyLimit, n))
+		})
+	}
+}
+
+// backOff is sqsbatch's default back-off with its jitter drawn from the seed.
+func (w *World) backOff() backoff.BackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = 100 * time.Millisecond
+	b.RandomizationFactor = 0
+	b.Multiplier = 2
+	b.MaxInterval = 2 * time.Second
+	b.Reset()
+	return &jittered{BackOff: b, w: w}
+}
+
+type jittered struct {
+	backoff.BackOff
+	w *World
+}
+
+func (j *jittered) NextBackOff() time.Duration {
+	d := j.BackOff.NextBackOff()
+	if d <= 0 {
+		return d
+	}
+	return d/2 + time.Duration(j.w.rng.Int64N(int64(d)))
+}
+
+// pool holds a function's warm containers: an invocation takes one (or starts a new one), and
+// gives it back when it ends; one container serves one invocation at a time, as in Lambda.
+type pool[T any] struct {
+	free  []T
+	build func() T
+}
+
+func (p *pool[T]) get() T {
+	if n := len(p.free); n > 0 {
+		x := p.free[n-1]
+		p.free = p.free[:n-1]
+		return x
+	}
+	return p.build()
+}
+
+func (p *pool[T]) put(x T) { p.free = append(p.free, x) }
