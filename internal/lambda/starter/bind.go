@@ -189,20 +189,45 @@ func holding(leases []lease.Lease, j job.Job) *lease.Lease {
 // The key's count is exact: every job of a key binds from the key's one waiting group, whose
 // messages FIFO hands out one batch at a time, so no other binder adds to it meanwhile (releases
 // only lower it).
+//
+// A limit lowered under running jobs leaves some in lanes above it, and they count: a job binds
+// only while the type holds fewer leases than its limit, and then only to one of the lowest free
+// lanes left after the lanes above the limit are counted (so two binders reading the same leases
+// cannot both take the last place).
 func (s *Starter) bindFree(ctx context.Context, x *msg, cfg config.TypeConfig, leases []lease.Lease) (b *lease.Lease, atCap bool, err error) {
 	taken := make(map[int]bool, len(leases))
-	ofKey := 0
+	ofKey, above := 0, 0
 	for _, l := range leases {
 		taken[l.Lane] = true
 		if l.JobKey == x.job.Key {
 			ofKey++
 		}
+		if l.Lane > cfg.Limit {
+			above++
+		}
 	}
 	if cfg.CapsKeys() && ofKey >= cfg.KeyCap(x.job.Key) {
 		return nil, true, nil
 	}
+	allowed := map[int]bool{} // with jobs above the limit: the lanes a bind may take
+	if above > 0 {
+		left := -above
+		for ln := 1; ln <= cfg.Limit; ln++ {
+			if !taken[ln] {
+				left++
+			}
+		}
+		for ln := 1; ln <= cfg.Limit && len(allowed) < left; ln++ {
+			if !taken[ln] {
+				allowed[ln] = true
+			}
+		}
+		if len(allowed) == 0 {
+			return nil, false, nil
+		}
+	}
 	for _, ln := range lane.Spread(x.job, cfg.Limit) {
-		if taken[ln] {
+		if taken[ln] || (above > 0 && !allowed[ln]) {
 			continue
 		}
 		b, err := s.Leases.Put(ctx, lease.Lease{

@@ -349,6 +349,47 @@ func TestLoweredLimitSendsFirstFreeJobsBackToWait(t *testing.T) {
 	}
 }
 
+// A limit lowered under running jobs leaves some of them in lanes above it: they still count. A
+// waiting job binds only while the type holds fewer leases than its limit, and then only to one of
+// the lowest lanes that leaves room for them, so two binders cannot both take the last place. (The
+// simulation found a type running 4 against a lowered limit of 3: seeds 1517 and 1965 of profile
+// all-ambiguous, `SEED=1517 go test ./internal/tools/simworld -run TestOneSeed -args -profile
+// all-ambiguous`.)
+func TestBindCountsJobsAboveALoweredLimit(t *testing.T) {
+	tests := []struct {
+		name      string
+		held      []int // lanes with a running job; the limit is 3
+		wantBound []int // lanes a waiting job may be bound to; nil: it parks
+	}{
+		{name: "three above the limit: none", held: []int{4, 5, 6}},
+		{name: "two above, one in range: none", held: []int{1, 4, 5}},
+		{name: "one above, one in range: one place, the lowest free lane", held: []int{2, 4}, wantBound: []int{1}},
+		{name: "one above, none in range: two places, the lowest two lanes", held: []int{5}, wantBound: []int{1, 2}},
+		{name: "none above: any free lane", held: []int{1}, wantBound: []int{2, 3}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for try := range 4 { // several jobs: the lane a bind starts at is a hash of the job
+				r := newRigStrategy(t, nil, lane.FirstFree) // reports=3
+				for _, ln := range tt.held {
+					r.leases.Set(leaseOf("reports", ln, fmt.Sprintf("run-%d", ln), 1, lease.Running, 1))
+				}
+				id := fmt.Sprintf("w-%d", try)
+				if _, err := r.st.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{waiting(t, "reports", id, 1)}}); err != nil {
+					t.Fatal(err)
+				}
+				cs := copies(t, r)
+				switch {
+				case tt.wantBound == nil && len(cs) != 0:
+					t.Errorf("%s bound to lane %d beside %d held lanes of a type limited to 3", id, cs[0].lane, len(tt.held))
+				case tt.wantBound != nil && (len(cs) != 1 || !slices.Contains(tt.wantBound, cs[0].lane)):
+					t.Errorf("%s copies = %+v, want one bound to one of lanes %v", id, cs, tt.wantBound)
+				}
+			}
+		})
+	}
+}
+
 // A release that finds a bound lease of the job (a late release of an attempt made before the job
 // came back to wait and was bound to the same lane) changes nothing: the bind has no execution yet.
 func TestLateReleaseLeavesABoundLease(t *testing.T) {
