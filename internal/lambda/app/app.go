@@ -112,7 +112,10 @@ type options struct{ metrics io.Writer }
 // are dropped.
 func WithMetrics(w io.Writer) Option { return func(o *options) { o.metrics = w } }
 
-func (e Env) recorder(opts []Option) *metrics.Recorder {
+// recorder returns the function's metrics recorder, its Type dimension bounded to the types with a
+// limit of their own (res.Listed): producers choose types, and each dimension value is a billed
+// custom metric.
+func (e Env) recorder(opts []Option, res *config.Resolver) *metrics.Recorder {
 	ns := e("METRICS_NAMESPACE")
 	o := options{}
 	for _, f := range opts {
@@ -121,7 +124,9 @@ func (e Env) recorder(opts []Option) *metrics.Recorder {
 	if o.metrics == nil {
 		return nil
 	}
-	return metrics.New(o.metrics, ns)
+	rec := metrics.New(o.metrics, ns)
+	rec.Listed(res.Listed)
+	return rec
 }
 
 // Env reads a variable of the function's environment (os.Getenv, or a map for the local stack).
@@ -208,7 +213,7 @@ func RouterOn(env Env, c Services, log *slog.Logger, opts ...Option) (*router.Ro
 	r := &router.Router{
 		Config: res, Lanes: lane.Hashed{}, Batches: batches,
 		Lanesq: sqsbatch.NewSender(c.SQS, fifo), DLQ: batchend.DeadLetters{Next: deadletter.New(c.SQS, dlq), Tracker: batches},
-		Log: log, Metrics: env.recorder(opts),
+		Log: log, Metrics: env.recorder(opts, res),
 	}
 	if maxBacklog > 0 {
 		general, err := env.require("GENERAL_QUEUE_URL")
@@ -243,7 +248,7 @@ func ReleaserOn(env Env, c Services, log *slog.Logger, opts ...Option) (*release
 	if err != nil {
 		return nil, err
 	}
-	return releaserWith(env, c, res, log, env.recorder(opts))
+	return releaserWith(env, c, res, log, env.recorder(opts, res))
 }
 
 func releaserWith(env Env, c Services, res *config.Resolver, log *slog.Logger, rec *metrics.Recorder) (*releaser.Handler, error) {
@@ -311,7 +316,7 @@ func StarterOn(env Env, c Services, log *slog.Logger, opts ...Option) (*starter.
 	if err != nil {
 		return nil, err
 	}
-	rec := env.recorder(opts)
+	rec := env.recorder(opts, res)
 	rel, err := releaserWith(env, c, res, log, rec)
 	if err != nil {
 		return nil, err

@@ -1,7 +1,9 @@
 package app_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -25,6 +27,7 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/releaser"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/router"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/starter"
@@ -624,4 +627,33 @@ func fakeDynamo(t *testing.T) (app.Clients, *atomic.Int64) {
 	t.Cleanup(srv.Close)
 	cfg := aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL), Credentials: credentials.NewStaticCredentialsProvider("x", "x", "")}
 	return app.NewClients(cfg), &calls
+}
+
+// Every function's metrics name a type without a limit of its own (one a producer invented, refused
+// as unknown_type or run on DEFAULT_LIMIT) under one Type dimension: producers choose types, and
+// each dimension value is a billed CloudWatch custom metric.
+func TestMetricsBoundTheTypeDimension(t *testing.T) {
+	var buf bytes.Buffer
+	r, err := app.Router(envOf(with(fullEnv(), map[string]string{"DEFAULT_LIMIT": "2"})), clients(), discard(), app.WithMetrics(&buf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Metrics.Add("demo", metrics.JobsRouted, 1)
+	for i := range 50 {
+		r.Metrics.Add(fmt.Sprintf("invented%d", i), metrics.JobsRouted, 1)
+	}
+	if err := r.Metrics.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	types := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var doc struct{ Type string }
+		if err := json.Unmarshal([]byte(line), &doc); err != nil {
+			t.Fatal(err)
+		}
+		types[doc.Type] = true
+	}
+	if want := map[string]bool{"demo": true, metrics.Unlisted: true}; !maps.Equal(types, want) {
+		t.Errorf("Type dimensions = %v, want %v", types, want)
+	}
 }

@@ -503,15 +503,8 @@ func (r *Report) metricNotes() []string {
 	if _, ok := r.Metrics[metrics.NoType]; ok {
 		notes = append(notes, metrics.NoType+": jobs refused before their type could be read (not JSON, no type).")
 	}
-	var unlimited []string
-	for t := range r.Metrics {
-		if t != metrics.NoType && !r.hasType(t) {
-			unlimited = append(unlimited, t)
-		}
-	}
-	sort.Strings(unlimited)
-	for _, t := range unlimited {
-		notes = append(notes, fmt.Sprintf("%s: a type with no limit; its jobs were refused as unknown_type.", t))
+	if _, ok := r.Metrics[metrics.Unlisted]; ok {
+		notes = append(notes, metrics.Unlisted+": every type without a limit of its own, in one row (producers may invent any number of types, and each row is a billed metric); here the demo's job of type unknown, refused as unknown_type.")
 	}
 	var swept float64
 	for _, m := range r.Metrics {
@@ -523,15 +516,6 @@ func (r *Report) metricNotes() []string {
 		notes = append(notes, fmt.Sprintf("LeasesSwept: lanes the sweep had to release because their execution's own release was missed (%.0f here; a healthy run has none: limiter.log says which, \"sweep released\").", swept))
 	}
 	return notes
-}
-
-func (r *Report) hasType(t string) bool {
-	for _, tr := range r.Types {
-		if tr.Type == t {
-			return true
-		}
-	}
-	return false
 }
 
 func (r *Report) write(dir string) error {
