@@ -16,7 +16,7 @@ NODE_BIN  := node_modules/.bin
 GO_LAMBDA_ENV   := GOOS=linux GOARCH=arm64 CGO_ENABLED=0
 GO_LAMBDA_FLAGS := -tags lambda.norpc -trimpath -ldflags "-s -w"
 
-.PHONY: help build lint tools test test-unit test-e2e demo clean \
+.PHONY: help build lint tools test test-unit test-sim test-e2e demo clean \
 	build-RouterFunction build-StarterFunction build-ReleaserFunction
 
 help: ## list the targets
@@ -88,10 +88,16 @@ UNIT_TIMEOUT ?= 20m
 E2E_TIMEOUT  ?= 45m
 GOTEST_FLAGS ?=
 
-test: tools ## test-unit, then test-e2e, then lint
+test: tools ## test-unit, then test-sim, then test-e2e, then lint
 	$(MAKE) --no-print-directory test-unit
+	$(MAKE) --no-print-directory test-sim
 	$(MAKE) --no-print-directory test-e2e
 	$(MAKE) --no-print-directory lint
+
+# test-unit runs the simulation under the race detector on a smaller seed set (the detector slows
+# it about four times); test-sim runs the full fixed set without it.
+test-sim: ## the deterministic fault simulation's fixed seed set (500 seeds) without the race detector
+	$(GO) test -count=1 -timeout 10m $(GOTEST_FLAGS) ./internal/tools/simworld
 
 # The packages run as go test runs them (as many at once as there are CPUs). The end-to-end suite
 # is a step of its own, so that its stacks (two at a time on 2 cores) never share the machine with
@@ -120,6 +126,13 @@ bench-priority: ## priorities: low jobs then high jobs, the scheduler vs a stric
 .PHONY: bench-rate
 bench-rate: ## rate limits: a backlog under a token bucket, the rate or the limit binding, no 1 s window over R + B, in virtual time (BENCH_FLAGS)
 	$(GO) run ./cmd/bench --rate $(BENCH_FLAGS)
+
+.PHONY: simulate
+SEEDS   ?= 10000
+FROM    ?= 1
+PROFILE ?= all
+simulate: ## the deterministic fault simulation of the real handlers over SEEDS seeds from FROM (PROFILE: fault classes, see internal/tools/simworld)
+	$(GO) test -count=1 -v -timeout 12h -run 'TestSurvey$$' ./internal/tools/simworld -args -seeds $(SEEDS) -from $(FROM) -profile $(PROFILE)
 
 .PHONY: bench-local
 bench-local: ## check the simulator against the local stack: measured vs predicted waits (~90 s per strategy; BENCH_FLAGS)
