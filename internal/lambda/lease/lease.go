@@ -187,14 +187,38 @@ func (s *Store) Put(ctx context.Context, next Lease, prev *Lease) (Lease, error)
 	for k, v := range keyAttrs(next.Key()) {
 		item[k] = v
 	}
+	// The write's own token: when DynamoDB applies the write and its answer is lost, the SDK sends
+	// the same request again, which fails its condition against the first; the item that failed
+	// it (ALL_OLD) then carries this token, and the write is known to be done.
+	token := writeToken()
+	item[writeIDAttr] = &types.AttributeValueMemberS{Value: token}
 	in.Item = item
+	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
 	if _, err := s.db.PutItem(ctx, in); err != nil {
-		if isConditionFailed(err) {
+		if old, failed := conditionFailed(err); failed {
+			if own, ok := old[writeIDAttr].(*types.AttributeValueMemberS); ok && own.Value == token {
+				return next, nil
+			}
 			return Lease{}, fmt.Errorf("write lease of lane %s: %w", next.Key(), ErrConflict)
 		}
 		return Lease{}, fmt.Errorf("write lease of lane %s: %w", next.Key(), err)
 	}
 	return next, nil
+}
+
+// writeIDAttr holds each lease write's token (Put).
+const writeIDAttr = "writeId"
+
+func writeToken() string { return strconv.FormatUint(rand.Uint64(), 36) }
+
+// conditionFailed reports whether err is a failed condition, with the item that failed it when the
+// request asked for it (nil: none was stored).
+func conditionFailed(err error) (map[string]types.AttributeValue, bool) {
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return ccf.Item, true
+	}
+	return nil, false
 }
 
 // sameLease is the condition that the lane still holds the lease a writer read: its version and
@@ -211,6 +235,11 @@ func sameLeaseValues(prev Lease) map[string]types.AttributeValue {
 }
 
 // Delete removes prev, only if the lane still holds exactly that version of that job's lease.
+//
+// A delete that DynamoDB applied and answered as failed (the SDK's retry finds the lane free) is
+// reported as a conflict, as a lane freed by another release is: the two cannot be told apart, and
+// a caller must not count another release's work as its own. Its callers read the lane again and
+// find it free; what they lose is the wake-up, which the parked head's own look makes up for.
 func (s *Store) Delete(ctx context.Context, prev Lease) error {
 	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 		TableName:                 &s.table,
@@ -219,7 +248,7 @@ func (s *Store) Delete(ctx context.Context, prev Lease) error {
 		ExpressionAttributeValues: sameLeaseValues(prev),
 	})
 	if err != nil {
-		if isConditionFailed(err) {
+		if _, failed := conditionFailed(err); failed {
 			return fmt.Errorf("delete lease of lane %s: %w", prev.Key(), ErrConflict)
 		}
 		return fmt.Errorf("delete lease of lane %s: %w", prev.Key(), err)
@@ -289,9 +318,4 @@ func decodeAll(items []map[string]types.AttributeValue) ([]Lease, error) {
 		out = append(out, l)
 	}
 	return out, nil
-}
-
-func isConditionFailed(err error) bool {
-	var ccf *types.ConditionalCheckFailedException
-	return errors.As(err, &ccf)
 }

@@ -584,3 +584,57 @@ func forceVersion(t *testing.T, db table, name string, l lease.Lease, v int64) l
 	l.Version = v
 	return l
 }
+
+// ambiguous applies a write, loses its answer and sends the same request again, as the SDK does
+// when a response is lost: the caller gets the second answer.
+type ambiguous struct{ table }
+
+func (a ambiguous) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	_, _ = a.table.PutItem(ctx, in, o...)
+	return a.table.PutItem(ctx, in, o...)
+}
+
+func (a ambiguous) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	_, _ = a.table.DeleteItem(ctx, in, o...)
+	return a.table.DeleteItem(ctx, in, o...)
+}
+
+// A lease write that DynamoDB applied but answered as failed, retried by the SDK, fails its own
+// condition the second time: the store must know its own write (it finds the stored lease written
+// by this very call) and answer success, or the starter takes a lane it holds for taken and binds
+// another (the simulation's seed 9 of profile ambiguous: a lane leaked until the sweep).
+func TestStoreKnowsItsOwnAmbiguousWrite(t *testing.T) {
+	ctx := context.Background()
+	db := fakes.NewDynamoDB("leases")
+	s := lease.NewStore(ambiguous{db}, "leases")
+	bound := lease.Lease{Type: "reports", Lane: 1, JobID: "r-1", Status: lease.Bound}
+	got, err := s.Put(ctx, bound, nil)
+	if err != nil {
+		t.Fatalf("Put(new lease) applied and retried = %v, want success", err)
+	}
+	claimed := got
+	claimed.Status, claimed.Attempt = lease.Starting, 1
+	claimed, err = s.Put(ctx, claimed, &got)
+	if err != nil {
+		t.Fatalf("Put(next version) applied and retried = %v, want success", err)
+	}
+	if stored, err := s.Get(ctx, claimed.Key()); err != nil || stored == nil || stored.Version != claimed.Version || stored.Status != lease.Starting {
+		t.Errorf("stored = %+v, %v; want the lease as written (version %d)", stored, err, claimed.Version)
+	}
+	// Another writer's lease is still a conflict.
+	other := lease.Lease{Type: "reports", Lane: 1, JobID: "r-2", Status: lease.Bound}
+	if _, err := s.Put(ctx, other, nil); !errors.Is(err, lease.ErrConflict) {
+		t.Errorf("Put(another job's lease on a held lane) = %v, want ErrConflict", err)
+	}
+	if _, err := s.Put(ctx, claimed, &got); !errors.Is(err, lease.ErrConflict) {
+		t.Errorf("Put(from a stale version) = %v, want ErrConflict", err)
+	}
+	// A delete applied and answered as failed cannot be told from a lane freed by another release:
+	// it is a conflict, and the lane is free.
+	if err := s.Delete(ctx, claimed); !errors.Is(err, lease.ErrConflict) {
+		t.Errorf("Delete() applied and retried = %v, want ErrConflict", err)
+	}
+	if stored, _ := s.Get(ctx, claimed.Key()); stored != nil {
+		t.Errorf("lease still stored after Delete: %+v", stored)
+	}
+}

@@ -184,10 +184,21 @@ func (d *DynamoDB) PutItem(_ context.Context, in *dynamodb.PutItemInput, _ ...fu
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := check(in.ConditionExpression, in.ExpressionAttributeValues, d.items[k]); err != nil {
-		return nil, err
+		return nil, withOld(err, in.ReturnValuesOnConditionCheckFailure, d.items[k])
 	}
 	d.items[k] = maps.Clone(in.Item)
 	return &dynamodb.PutItemOutput{}, nil
+}
+
+// withOld adds the item that failed a condition to its ConditionalCheckFailedException when the
+// request asked for it (ReturnValuesOnConditionCheckFailure ALL_OLD), as DynamoDB does: nil when no
+// item is stored.
+func withOld(err error, rv types.ReturnValuesOnConditionCheckFailure, cur map[string]types.AttributeValue) error {
+	var ccf *types.ConditionalCheckFailedException
+	if rv == types.ReturnValuesOnConditionCheckFailureAllOld && errors.As(err, &ccf) && cur != nil {
+		ccf.Item = maps.Clone(cur)
+	}
+	return err
 }
 
 // DeleteItem removes the item if its condition holds (deleting a missing item without a condition
@@ -203,7 +214,7 @@ func (d *DynamoDB) DeleteItem(_ context.Context, in *dynamodb.DeleteItemInput, _
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := check(in.ConditionExpression, in.ExpressionAttributeValues, d.items[k]); err != nil {
-		return nil, err
+		return nil, withOld(err, in.ReturnValuesOnConditionCheckFailure, d.items[k])
 	}
 	delete(d.items, k)
 	return &dynamodb.DeleteItemOutput{}, nil
