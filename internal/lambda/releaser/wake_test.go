@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -380,5 +381,164 @@ func TestReleaseSkipsAJobParkedInItsLane(t *testing.T) {
 	}
 	if fmt.Sprint(got) != "[h-wait]" {
 		t.Errorf("woken = %v, want [h-wait]: the lane's own parked job is the resume's to wake", got)
+	}
+}
+
+// After a type's limit is lowered, jobs still running in lanes above it finish there; the lanes
+// within the limit are what binds take (lane.Spread(job, limit)). A keyed wake-up counts free lanes
+// as limit - every lease, those above the limit included, so a release that leaves lanes within
+// the limit free wakes nobody, and a parked key under its cap waits out waitroom.ParkFor with
+// lanes idle (the keyless wake-up wakes one group whatever the count).
+func TestKeyedWakeAfterALoweredLimit(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t)
+	res, err := config.NewResolver(config.Defaults{
+		Limits: map[string]int{"llm": 4}, KeyLimits: map[string]int{"llm": 2}, DefaultMaxAttempts: 3, StateMachineArn: smArn,
+	}, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.svc.Config = res
+	room := waitroom.NewStore(fakes.NewDynamoDB("table"), "table")
+	r.svc.WaitRoom = room
+	if err := room.Park(ctx, waitroom.Waiter{Type: "llm", Group: "llm#qa", MessageID: "m-qa", ReceiptHandle: "h-qa", JobID: "qa-head",
+		Key: "qa", SubmittedAt: t0.Add(-time.Hour), ParkedAt: t0.Add(-time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	// Lane 1 within the limit of 4 is released; lanes 5-8 (the limit was 8) still run other keys'
+	// jobs. Lanes 1-4 are then all free.
+	for ln, key := range map[int]string{1: "k1", 5: "k5", 6: "k6", 7: "k7", 8: "k8"} {
+		l := held("llm", ln, fmt.Sprintf("%s-%d", key, ln), 1, lease.Running)
+		l.JobKey = key
+		r.leases.Set(l)
+	}
+	if _, err := r.svc.Release(ctx, req("llm", 1, "k1-1", 1, releaser.Succeeded, "", "")); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, v := range r.sqs.VisibilityChanges() {
+		if v.Timeout == 0 {
+			got = append(got, v.ReceiptHandle)
+		}
+	}
+	if !slices.Equal(got, []string{"h-qa"}) {
+		t.Errorf("parked handles made visible = %v, want [h-qa]: lanes 1-4 are free and qa runs none", got)
+	}
+}
+
+// liveOverrides is a config store whose overrides change, as the table's do when an operator pauses
+// and resumes a type.
+type liveOverrides struct {
+	mu sync.Mutex
+	os []config.Override
+}
+
+func (l *liveOverrides) ListOverrides(context.Context) ([]config.Override, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]config.Override(nil), l.os...), nil
+}
+
+func (l *liveOverrides) set(os ...config.Override) {
+	l.mu.Lock()
+	l.os = os
+	l.mu.Unlock()
+}
+
+// A type paused while its lanes are busy: its waiting group's head is parked for a lane (not for the
+// pause; it parked before the pause), and every release during the pause frees a lane and wakes
+// nobody (TestReleaseOfAPausedTypeWakesNobody). After the resume every lane is free, but the resume
+// (WakeResumed, which `sfnlimit resume` calls) and the sweep after it wake only groups parked *for
+// the pause*: the head parked for a lane stays invisible until waitroom.ParkFor (60 s) runs out,
+// with all the type's lanes idle. Found by e2e scenario 17 (tests/flow_test.go): the first start
+// after the resume came 35 s after it, at the head's park plus 60 s.
+func TestResumeWakesAGroupParkedForALaneBeforeThePause(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t)
+	r.svc.Now = r.clock.Now
+	live := &liveOverrides{}
+	res, err := config.NewResolver(config.Defaults{Limits: map[string]int{"reports": 3}, DefaultMaxAttempts: 3, StateMachineArn: smArn}, live, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.svc.Config = res
+	room := waitroom.NewStore(fakes.NewDynamoDB("table"), "table")
+	r.svc.WaitRoom = room
+
+	// All three lanes run; the waiting group's head parked for a lane a moment before the pause.
+	for ln, id := range map[int]string{1: "r-1", 2: "r-2", 3: "r-3"} {
+		r.leases.Set(held("reports", ln, id, 1, lease.Running))
+	}
+	if err := room.Park(ctx, waitroom.Waiter{Type: "reports", Group: "reports-0", MessageID: "m-4", ReceiptHandle: "h-head", JobID: "r-4",
+		SubmittedAt: t0.Add(-10 * time.Second), ParkedAt: t0.Add(-time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	live.set(config.Override{Type: "reports", Pause: &config.Pause{Reason: "INC-14", Since: t0}})
+	for ln, id := range map[int]string{1: "r-1", 2: "r-2", 3: "r-3"} {
+		if got, err := r.svc.Release(ctx, req("reports", ln, id, 1, releaser.Succeeded, "", "")); err != nil || got != releaser.Deleted {
+			t.Fatalf("Release(%s) = %q, %v; want deleted", id, got, err)
+		}
+	}
+
+	// Resumed 25 s later, well within the head's park: the resume and a sweep.
+	r.clock.Advance(25 * time.Second)
+	live.set()
+	n, err := r.svc.WakeResumed(ctx, "reports")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.h.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	woken := false
+	for _, v := range r.sqs.VisibilityChanges() {
+		if v.ReceiptHandle == "h-head" && v.Timeout == 0 {
+			woken = true
+		}
+	}
+	if !woken {
+		ws, _ := room.List(ctx, "reports")
+		t.Errorf("after the resume (WakeResumed woke %d) and a sweep, with all 3 lanes free, the head parked for a lane before the pause was not woken "+
+			"(parked: %+v): it waits until waitroom.ParkFor (%v) runs out", n, ws, waitroom.ParkFor)
+	}
+}
+
+// A type that takes its limit from DEFAULT_LIMIT was paused (its live override
+// held the pause alone) and resumed: `sfnlimit resume` deletes the item, and if its wake-up was cut
+// short, "the releaser's sweep wakes those groups within a minute" (resume's help, docs/design.md).
+// The sweep's wakeResumed walks Config.All, which lists types with a TYPE_LIMITS entry or an override
+// only: the resumed type is in neither, so its heads parked by the pause wait out PausedParkFor
+// (15 minutes), with every lane idle. `config reset --force` of a paused override-only type says the
+// same and is worse: the type is unknown, its lane park records are never removed.
+func TestSweepWakesResumedTypeWithTheFallbackLimit(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t)
+	r.svc.Now = r.clock.Now
+	res, err := config.NewResolver(config.Defaults{Limits: map[string]int{"reports": 3}, FallbackLimit: 4, DefaultMaxAttempts: 3, StateMachineArn: smArn}, &liveOverrides{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.svc.Config = res
+	room := waitroom.NewStore(fakes.NewDynamoDB("table"), "table")
+	r.svc.WaitRoom = room
+	// The starter registers a type whose jobs it parks for a pause (it may never have held a lease).
+	if err := r.leases.RegisterType(ctx, "partner"); err != nil {
+		t.Fatal(err)
+	}
+	if err := room.Park(ctx, waitroom.Waiter{Type: "partner", Group: "partner-0", MessageID: "m-1", ReceiptHandle: "h-1", JobID: "w-1", SubmittedAt: t0, ParkedAt: t0, Paused: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.h.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	woken := false
+	for _, v := range r.sqs.VisibilityChanges() {
+		woken = woken || (v.ReceiptHandle == "h-1" && v.Timeout == 0)
+	}
+	if !woken {
+		t.Errorf("head parked by the pause of resumed type partner (DEFAULT_LIMIT) not woken by the sweep")
+	}
+	if ws, _ := room.List(ctx, "partner"); len(ws) != 0 {
+		t.Errorf("parked after the sweep = %+v, want the record claimed", ws)
 	}
 }
