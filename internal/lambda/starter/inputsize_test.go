@@ -36,3 +36,42 @@ func TestLargestAcceptedJobFitsAtEveryReceive(t *testing.T) {
 		}
 	}
 }
+
+// largestAccepted returns the largest input job.Parse accepts for a job of typ and id: an object
+// {"s":"xxx..."} found by bisection.
+func largestAccepted(t *testing.T, typ, id string) json.RawMessage {
+	t.Helper()
+	mk := func(n int) string { return `{"s":"` + strings.Repeat("x", n) + `"}` }
+	lo, hi := 0, job.MaxExecutionInput // lo accepted, hi refused
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		if _, err := job.Parse([]byte(`{"type":"`+typ+`","id":"`+id+`","input":`+mk(mid)+`}`), "m", submitted); err == nil {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return json.RawMessage(mk(lo))
+}
+
+// A job the router accepts starts: the execution input the starter builds, message id included
+// (SQS message ids are up to 100 characters; today they are 36-character UUIDs), fits Step
+// Functions' 256 KiB. Were it over, StartExecution would refuse it as a client error on every
+// delivery: the job would never run nor be dead-lettered, and its lane would stay blocked.
+func TestLargestAcceptedJobFitsStepFunctionsInput(t *testing.T) {
+	r := newRig(t, nil)
+	in := largestAccepted(t, "reports", "r-1001")
+	body, _ := json.Marshal(job.Job{Type: "reports", ID: "r-1001", Input: in, SubmittedAt: submitted})
+	m := message(t, "reports-1", "r-1001", string(body), 1)
+	m.MessageId = "4f1c7b9e-8e1a-4c4d-9a51-0d2f7c1b2a10" // as SQS gives them
+	if _, err := r.st.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{m}}); err != nil {
+		t.Fatal(err)
+	}
+	starts := r.sfn.Starts()
+	if len(starts) != 1 {
+		t.Fatalf("starts = %d, want 1", len(starts))
+	}
+	if n := len(starts[0].Input); n > job.MaxExecutionInput {
+		t.Errorf("execution input of the largest accepted job = %d bytes, over Step Functions' %d", n, job.MaxExecutionInput)
+	}
+}

@@ -3,6 +3,7 @@ package starter_test
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"testing"
 	"time"
 
@@ -332,6 +333,183 @@ func TestLateCopyLeavesAnyLeaseAlone(t *testing.T) {
 			}
 			if n := len(r.sfn.Starts()); n != 0 {
 				t.Errorf("StartExecution calls = %d, want none from a late copy", n)
+			}
+		})
+	}
+}
+
+// A claim whose start was never confirmed may be running: lowering the limit must not move it and
+// start it a second time in another lane.
+func TestUnconfirmedStartIsNotMoved(t *testing.T) {
+	r := newRig(t, nil) // reports=3
+	r.leases.Set(leaseOf("reports", 7, "r-1001", 1, lease.Starting, 1))
+	r.sfn.Put(execution("reports", 7, "r-1001", 1, sfntypes.ExecutionStatusRunning, "", ""))
+	ctx := context.Background()
+	resp, _ := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 7, "r-1001", 0, 2)}})
+	if len(resp.BatchItemFailures) != 1 {
+		t.Errorf("running unconfirmed job: batch item failures = %d, want 1 (held)", len(resp.BatchItemFailures))
+	}
+	if n := len(r.sqs.Sent(lanesURL)); n != 0 {
+		t.Errorf("running unconfirmed job was moved: %d messages sent to the lanes queue, want 0", n)
+	}
+	if l, ok := r.leases.Lease(lease.Key{Type: "reports", Lane: 7}); !ok || l.Status != lease.Running {
+		t.Errorf("lease = %+v (found %v), want running", l, ok)
+	}
+}
+
+// queued is a lanes-queue message a test delivers: its group, id, body and how often it was received.
+type queued struct {
+	group, id, body string
+	receive         int
+}
+
+// drain delivers the queue's messages one at a time, as a FIFO lane would, for at most rounds
+// deliveries: a held message comes back (its next receive), an acknowledged one goes, and what the
+// starter sends to the lanes queue (a moved job's copy) joins the queue with a message id of its own.
+func drain(t *testing.T, r *rig, q []queued, rounds int) {
+	t.Helper()
+	sent := len(r.sqs.Sent(lanesURL))
+	for i := 0; i < rounds && len(q) > 0; i++ {
+		x := q[0]
+		var j job.Job
+		if err := json.Unmarshal([]byte(x.body), &j); err != nil {
+			t.Fatal(err)
+		}
+		m := message(t, x.group, j.ID, x.body, x.receive)
+		m.MessageId = x.id
+		resp, err := r.st.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{m}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.clock.Advance(2 * retryDelay)
+		q = q[1:]
+		if len(resp.BatchItemFailures) > 0 {
+			x.receive++
+			q = append(q, x)
+		}
+		for _, s := range r.sqs.Sent(lanesURL)[sent:] {
+			sent++
+			q = append(q, queued{group: s.MessageGroupID, id: "copy-" + strconv.Itoa(sent), body: s.Body, receive: 1})
+		}
+	}
+}
+
+// An operator deletes a lane's lease (docs/operations.md's advice for a stuck lane), and the type's limit
+// is lowered below that lane before the job's message comes back. The message's attempts are in
+// Step Functions, started by that message in that lane: the job goes on from them. Moving it with
+// the attempt count its body carries (0) made the copy start attempt 1 again, find it taken by
+// another message in another lane, and drop itself as a duplicate: a failed job was neither retried
+// nor dead-lettered, and a running one lost its message.
+func TestDeletedLeaseAboveLoweredLimitKeepsTheJobsAttempts(t *testing.T) {
+	const self = "msg-r-1001"
+	tests := []struct {
+		name        string
+		ran         []sfntypes.ExecutionStatus // attempts started by the message in lane 7
+		wantRunning string                     // the execution running at the end ("" for none)
+		wantLane    int                        // the lane whose lease holds it (0: any within the limit, 1-3)
+		wantDead    string                     // the dead letter's reason ("" for none)
+	}{
+		{name: "attempt 1 failed: attempt 2 runs within the limit", ran: []sfntypes.ExecutionStatus{"FAILED"},
+			wantRunning: execName("reports", "r-1001", 2)},
+		{name: "attempts 1 and 2 failed: attempt 3 runs within the limit", ran: []sfntypes.ExecutionStatus{"FAILED", "FAILED"},
+			wantRunning: execName("reports", "r-1001", 3)},
+		{name: "every attempt failed: dead-lettered", ran: []sfntypes.ExecutionStatus{"FAILED", "FAILED", "FAILED"},
+			wantDead: deadletter.ReasonAttemptsExhausted},
+		{name: "attempt 1 still running: it keeps its lane and message", ran: []sfntypes.ExecutionStatus{"RUNNING"},
+			wantRunning: execName("reports", "r-1001", 1), wantLane: 7},
+		{name: "attempt 1 succeeded: done", ran: []sfntypes.ExecutionStatus{"SUCCEEDED"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t, nil) // reports=3
+			for i, st := range tt.ran {
+				r.sfn.Put(startedBy(t, execution("reports", 7, "r-1001", i+1, st, "JobFailed", "boom"), self))
+			}
+			drain(t, r, []queued{{group: "reports-7", id: self, body: jobBody("reports", "r-1001", 0), receive: 2}}, 12)
+			var running []string
+			for _, e := range r.sfn.Executions() {
+				if e.Status == sfntypes.ExecutionStatusRunning {
+					running = append(running, e.Name)
+				}
+			}
+			var want []string
+			if tt.wantRunning != "" {
+				want = []string{tt.wantRunning}
+			}
+			if !equal(running, want) {
+				t.Errorf("running executions = %q, want %q", running, want)
+			}
+			dead := r.sqs.Sent(dlqURL)
+			switch {
+			case tt.wantDead == "" && len(dead) != 0:
+				t.Errorf("dead letters = %+v, want none", dead)
+			case tt.wantDead != "" && (len(dead) != 1 || dead[0].Attributes[deadletter.AttrReason] != tt.wantDead):
+				t.Errorf("dead letters = %+v, want one with reason %s", dead, tt.wantDead)
+			}
+			// A running attempt is held by a lease naming it (its release and the sweep find it through
+			// the lease); an ended job leaves no lease.
+			ls := r.leases.Leases()
+			inLane := func(l lease.Lease) bool {
+				if tt.wantLane == 0 {
+					return l.Lane >= 1 && l.Lane <= 3
+				}
+				return l.Lane == tt.wantLane
+			}
+			switch {
+			case tt.wantRunning == "" && len(ls) != 0:
+				t.Errorf("job ended, yet its lanes keep leases %+v", ls)
+			case tt.wantRunning != "" && (len(ls) != 1 || !holdsRunning(ls[0]) || !inLane(ls[0]) || ls[0].ExecutionArn != fakes.ExecutionArn(smArn, tt.wantRunning)):
+				t.Errorf("leases = %+v, want one lease (starting or running) of %s in lane %d", ls, tt.wantRunning, tt.wantLane)
+			}
+		})
+	}
+}
+
+// A lowered limit moves every job queued above it; a message received for the first time has made
+// no attempt, so its move costs no DescribeExecution (Step Functions' quota is shared).
+func TestFirstReceiveMovesWithoutLookingForAttempts(t *testing.T) {
+	r := newRig(t, nil) // reports=3
+	drain(t, r, []queued{{group: "reports-7", id: "msg-r-1001", body: jobBody("reports", "r-1001", 0), receive: 1}}, 1)
+	if n := len(r.sqs.Sent(lanesURL)); n != 1 {
+		t.Fatalf("copies sent = %d, want 1 (moved)", n)
+	}
+	if d := r.sfn.Describes(); len(d) != 0 {
+		t.Errorf("describes = %q, want none", d)
+	}
+}
+
+// The type's maxAttempts was lowered (5 -> 3) while attempt 4 of a job ran, and the operator then
+// deleted the job's lease. Walking the message's attempts from the first, the starter found attempt 3
+// exhausted and dead-lettered the job, deleted its message and freed the lane, while attempt 4 still
+// ran with no lease: the lane took another job beside it, and attempt 4's outcome went nowhere. The
+// last attempt the message started decides, in its own lane and in one above a lowered limit.
+func TestDeletedLeaseGoesOnFromTheLastAttempt(t *testing.T) {
+	const self = "msg-r-1001"
+	for _, ln := range []int{1, 7} { // reports=3: lane 7 is above the limit
+		t.Run("lane "+strconv.Itoa(ln), func(t *testing.T) {
+			r := newRig(t, nil) // reports: maxAttempts 3
+			for a, st := range []sfntypes.ExecutionStatus{"FAILED", "FAILED", "FAILED", "RUNNING"} {
+				r.sfn.Put(startedBy(t, execution("reports", ln, "r-1001", a+1, st, "JobFailed", "boom"), self))
+			}
+			drain(t, r, []queued{{group: job.GroupID("reports", ln), id: self, body: jobBody("reports", "r-1001", 0), receive: 2}}, 8)
+			if dead := r.sqs.Sent(dlqURL); len(dead) != 0 {
+				t.Errorf("dead letters = %d while attempt 4 runs, want none", len(dead))
+			}
+			if n := len(r.sqs.Sent(lanesURL)); n != 0 {
+				t.Errorf("copies sent = %d while attempt 4 runs, want none", n)
+			}
+			l, ok := r.leases.Lease(lease.Key{Type: "reports", Lane: ln})
+			if !ok || l.Status != lease.Running || l.Attempt != 4 || l.ExecutionArn != execArn("reports", "r-1001", 4) {
+				t.Errorf("lease = %+v (held %v), want attempt 4 running", l, ok)
+			}
+			// When attempt 4 ends in failure, the job is dead-lettered (4 >= 3), once.
+			r.sfn.Close(execArn("reports", "r-1001", 4), sfntypes.ExecutionStatusFailed, "JobFailed", "boom")
+			drain(t, r, []queued{{group: job.GroupID("reports", ln), id: self, body: jobBody("reports", "r-1001", 0), receive: 20}}, 4)
+			if dead := r.sqs.Sent(dlqURL); len(dead) != 1 || dead[0].Attributes[deadletter.AttrAttempt] != "4" {
+				t.Errorf("dead letters = %+v, want one, of attempt 4", dead)
+			}
+			if ls := r.leases.Leases(); len(ls) != 0 {
+				t.Errorf("leases = %+v, want none", ls)
 			}
 		})
 	}

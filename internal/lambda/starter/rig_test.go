@@ -1,14 +1,17 @@
 package starter_test
 
 import (
+	"context"
 	"crypto/md5"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -287,4 +290,30 @@ func sorted(s ...string) []string {
 	s = append([]string(nil), s...)
 	sort.Strings(s)
 	return s
+}
+
+// switchableConfig is a type configuration an operator can reset and set again (`config reset`,
+// `config set`): a reset type is unknown.
+type switchableConfig struct {
+	inner interface {
+		Get(ctx context.Context, typ string) (config.TypeConfig, error)
+	}
+	mu   sync.Mutex
+	gone map[string]bool
+}
+
+func (c *switchableConfig) Get(ctx context.Context, typ string) (config.TypeConfig, error) {
+	c.mu.Lock()
+	gone := c.gone[typ]
+	c.mu.Unlock()
+	if gone {
+		return config.TypeConfig{}, fmt.Errorf("type %s: %w", typ, config.ErrUnknownType)
+	}
+	return c.inner.Get(ctx, typ)
+}
+
+func (c *switchableConfig) set(typ string, gone bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gone[typ] = gone
 }

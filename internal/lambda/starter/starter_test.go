@@ -3,6 +3,7 @@ package starter_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/releaser"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/starter"
 	"github.com/sfnlimit/sfnlimit/internal/tools/fakes"
 )
@@ -767,3 +769,80 @@ func TestHandleStartTimedOutThenRedelivered(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// A StartExecution that answers with a network error may still have started the execution. The
+// claim must survive, so the attempt's end is acted on, never taken for a duplicate's.
+func TestAmbiguousStartErrorKeepsTheJob(t *testing.T) {
+	tests := []struct {
+		name        string
+		prev        *lease.Lease
+		attempt     int
+		receive     int
+		closeAs     sfntypes.ExecutionStatus
+		wantOutcome releaser.Outcome
+	}{
+		{name: "fresh job, execution failed", attempt: 1, receive: 1, closeAs: sfntypes.ExecutionStatusFailed, wantOutcome: releaser.Failed},
+		{name: "fresh job, execution aborted", attempt: 1, receive: 1, closeAs: sfntypes.ExecutionStatusAborted, wantOutcome: releaser.Aborted},
+		{name: "retrying job, execution failed", prev: ptr(leaseOf("reports", 1, "r-1001", 1, lease.Retrying, 1)), attempt: 2, receive: 2, closeAs: sfntypes.ExecutionStatusFailed, wantOutcome: releaser.Failed},
+		{name: "retrying job, execution succeeded", prev: ptr(leaseOf("reports", 1, "r-1001", 1, lease.Retrying, 1)), attempt: 2, receive: 2, closeAs: sfntypes.ExecutionStatusSucceeded, wantOutcome: releaser.Succeeded},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t, nil)
+			if tt.prev != nil {
+				r.leases.Set(*tt.prev)
+			}
+			ctx := context.Background()
+			r.sfn.AfterStart = func(*sfn.StartExecutionInput, string) error {
+				return errors.New("request send failed: read tcp: connection reset by peer")
+			}
+			if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 1, "r-1001", 0, tt.receive)}}); err != nil {
+				t.Fatal(err)
+			}
+			r.sfn.AfterStart = nil
+			r.sfn.Close(execArn("reports", "r-1001", tt.attempt), tt.closeAs, "JobFailed", "boom")
+			r.clock.Advance(retryDelay * 2)
+			resp, _ := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 1, "r-1001", 0, tt.receive+1)}})
+			acked := len(resp.BatchItemFailures) == 0
+			l, leased := r.leases.Lease(reports1)
+			switch tt.wantOutcome {
+			case releaser.Failed:
+				if acked || !leased || l.Status != lease.Retrying {
+					t.Errorf("failed attempt %d: acknowledged %v, lease %+v (leased %v); want held and retrying", tt.attempt, acked, l, leased)
+				}
+			case releaser.Aborted:
+				if n := len(r.sqs.Sent(dlqURL)); n != 1 {
+					t.Errorf("aborted job: dead letters = %d, want 1", n)
+				}
+			case releaser.Succeeded:
+				if leased {
+					t.Errorf("succeeded job's lane keeps lease %+v", l)
+				}
+			}
+		})
+	}
+}
+
+// When a batch holds several messages of one group and one of them is the job that holds the lane
+// (being retried), that one runs: the lane's holder never waits behind the jobs it blocks, even if
+// the queue hands the group out of order.
+func TestLaneHolderRunsFirstInItsGroup(t *testing.T) {
+	r := newRig(t, nil)
+	r.leases.Set(leaseOf("reports", 1, "r-1001", 1, lease.Retrying, 1))
+	ev := events.SQSEvent{Records: []events.SQSMessage{
+		jobMessage(t, "reports", 1, "r-2002", 0, 1),
+		jobMessage(t, "reports", 1, "r-1001", 0, 2),
+	}}
+	resp, err := r.st.Handle(context.Background(), ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.BatchItemFailures) != 2 {
+		t.Errorf("batch item failures = %d, want 2 (the holder held, the other returned)", len(resp.BatchItemFailures))
+	}
+	l, _ := r.leases.Lease(reports1)
+	if l.JobID != "r-1001" || l.Attempt != 2 || l.Status != lease.Starting {
+		t.Errorf("lease = %s attempt %d %s, want r-1001 attempt 2 claimed (starting)", l.JobID, l.Attempt, l.Status)
+	}
+	checkVisibility(t, r.sqs, []visibility{{ev.Records[0].ReceiptHandle, 0, 0}})
+}

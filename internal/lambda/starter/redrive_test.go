@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,7 +14,6 @@ import (
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/deadletter"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
@@ -26,32 +24,6 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/lambda/starter"
 	"github.com/sfnlimit/sfnlimit/internal/tools/fakes"
 )
-
-// switchableConfig is a type configuration an operator can reset and set again (`config reset`,
-// `config set`): a reset type is unknown.
-type switchableConfig struct {
-	inner interface {
-		Get(ctx context.Context, typ string) (config.TypeConfig, error)
-	}
-	mu   sync.Mutex
-	gone map[string]bool
-}
-
-func (c *switchableConfig) Get(ctx context.Context, typ string) (config.TypeConfig, error) {
-	c.mu.Lock()
-	gone := c.gone[typ]
-	c.mu.Unlock()
-	if gone {
-		return config.TypeConfig{}, fmt.Errorf("type %s: %w", typ, config.ErrUnknownType)
-	}
-	return c.inner.Get(ctx, typ)
-}
-
-func (c *switchableConfig) set(typ string, gone bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.gone[typ] = gone
-}
 
 // fifoLanes is the lanes queue as SQS runs it (template.yaml: DeduplicationScope messageGroup): a
 // message whose MessageDeduplicationId was sent to its group within the last five minutes is
@@ -285,5 +257,54 @@ func TestStarterDeadLettersCarryTheNextGeneration(t *testing.T) {
 				t.Errorf("dead letter body %s: redrive %d, want %d", dead[0].Body, j.Redrive, tt.wantGen)
 			}
 		})
+	}
+}
+
+// A job dead-lettered after its attempts and redriven as its dead letter's body runs again, under
+// names its first run did not take.
+func TestRedrivenDeadLetterRunsAgain(t *testing.T) {
+	r := newRig(t, nil)
+	ctx := context.Background()
+	for a := 1; a <= 3; a++ {
+		r.sfn.Put(execution("reports", 1, "r-1001", a, sfntypes.ExecutionStatusFailed, "JobFailed", "boom"))
+	}
+	r.leases.Set(leaseOf("reports", 1, "r-1001", 3, lease.Running, 3))
+	r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 1, "r-1001", 0, 4)}}) // dead-lettered
+	dead := r.sqs.Sent(dlqURL)
+	if len(dead) != 1 {
+		t.Fatalf("dead letters = %d, want 1", len(dead))
+	}
+	j, err := job.Parse([]byte(dead[0].Body), "redrive-msg", submitted) // redrive through the router
+	if err != nil {
+		t.Fatalf("dead letter body %s does not parse as a job: %v", dead[0].Body, err)
+	}
+	ln, _ := lane.Hashed{}.Choose(ctx, j, 3)
+	body, _ := json.Marshal(j)
+	before := len(r.sfn.Executions())
+	r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{message(t, job.GroupID("reports", ln), "r-1001", string(body), 1)}})
+	if got := len(r.sfn.Executions()); got != before+1 {
+		t.Errorf("redriven job: executions %d -> %d, want one new execution", before, got)
+	}
+}
+
+// A keyed job the starter dead-letters (here its type lost its limit while it waited: unknown_type,
+// which `config reset` advises to redrive once the type has a limit again) must keep its key in the
+// dead letter's body, which is redriven unchanged: without it the job comes back under the default
+// key, outside its tenant's cap.
+func TestStarterDeadLetterKeepsTheJobsKey(t *testing.T) {
+	r := newKeyRig(t)
+	b, _ := json.Marshal(job.Job{Type: "gone", ID: "g-1", Key: "acme", Input: json.RawMessage(`{}`), SubmittedAt: submitted})
+	m := message(t, job.KeyGroupID("gone", "acme"), "g-1", string(b), 1)
+	if _, err := r.st.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{m}}); err != nil {
+		t.Fatal(err)
+	}
+	checkDLQ(t, r.sqs, []dead{{Reason: string(job.ReasonUnknownType), JobID: "g-1"}})
+	got := r.sqs.Sent(dlqURL)
+	if len(got) != 1 {
+		t.Fatalf("dead letters = %+v", got)
+	}
+	var s job.Submission
+	if err := json.Unmarshal([]byte(got[0].Body), &s); err != nil || s.Key != "acme" {
+		t.Errorf("dead letter body = %s, want it to keep the job's key \"acme\"", got[0].Body)
 	}
 }
