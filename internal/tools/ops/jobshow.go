@@ -106,6 +106,13 @@ var ErrJobNotFound = errors.New("job not found")
 const (
 	maxGenerations  = 50  // redrives searched at most
 	maxAttemptsSeen = 200 // attempts searched per redrive at most
+	// maxRefusedGenerations is how many generations in a row with no execution the search looks
+	// past. The starter dead-letters a job it refuses before any execution starts (unknown_type,
+	// start_refused) with the next generation (starter.refuse), so a job redriven after that runs
+	// only under later names ({type}-{id}__g1-1), and its lease is gone once it ended. Each
+	// generation looked at costs a DescribeExecution or two; a job refused more than this many
+	// times in a row before it ran is not found beyond them.
+	maxRefusedGenerations = 2
 )
 
 // Show finds a job of type typ, or of any type when typ is "" (the types with a limit or a lease).
@@ -200,7 +207,8 @@ func (f JobFinder) show(ctx context.Context, typ, id string, leases []lease.Leas
 		}
 	}
 	machines = slices.Compact(machines)
-	for gen := 0; gen < maxGenerations; gen++ {
+	// empty counts the generations in a row, from the lease's on, with no execution.
+	for gen, empty := 0, 0; gen < maxGenerations && empty <= maxRefusedGenerations; gen++ {
 		found := 0
 		misses := 0
 		for attempt := 1; attempt <= maxAttemptsSeen && misses < 2; attempt++ {
@@ -217,8 +225,11 @@ func (f JobFinder) show(ctx context.Context, typ, id string, leases []lease.Leas
 			v.Executions = append(v.Executions, e)
 			found++
 		}
-		if found == 0 && gen >= minGen {
-			break
+		switch {
+		case found > 0:
+			empty = 0
+		case gen >= minGen:
+			empty++
 		}
 	}
 	f.summarize(&v)
