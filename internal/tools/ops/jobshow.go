@@ -98,6 +98,7 @@ type ExecutionView struct {
 	Priority int `json:"priority,omitempty"`
 
 	submittedAt time.Time // from the execution input
+	batch       string    // from the execution input
 }
 
 // ErrJobNotFound means no lease and no execution of the job was found.
@@ -277,7 +278,7 @@ func (f JobFinder) find(ctx context.Context, machines []string, name string) (Ex
 		}
 		var in job.ExecutionInput
 		if json.Unmarshal([]byte(aws.ToString(out.Input)), &in) == nil {
-			e.Lane, e.Key, e.Priority, e.submittedAt = in.Job.Lane, in.Job.Key, in.Job.Priority, in.Job.SubmittedAt.UTC()
+			e.Lane, e.Key, e.Priority, e.submittedAt, e.batch = in.Job.Lane, in.Job.Key, in.Job.Priority, in.Job.SubmittedAt.UTC(), in.Job.Batch
 		}
 		return e, true, nil
 	}
@@ -444,6 +445,9 @@ type Earlier struct {
 	Lane      int    `json:"lane,omitempty"`
 	Execution string `json:"execution,omitempty"`
 	Status    string `json:"status,omitempty"`
+	// Batch is the batch it was submitted as, from its lease, else from its last execution's
+	// input (job.batch); "" for none.
+	Batch string `json:"batch,omitempty"`
 }
 
 // Text says, for people, that the job will not run again and what to do.
@@ -489,15 +493,25 @@ func (f JobFinder) FindEarlier(ctx context.Context, jobs []Line) (found []Earlie
 			continue
 		}
 		e := Earlier{No: l.No, Type: l.Type, ID: l.ID, State: v.State}
-		if v.Lease != nil {
-			e.Lane = v.Lease.Lane
-		}
 		if n := len(v.Executions); n > 0 {
-			e.Execution, e.Status = v.Executions[n-1].Name, v.Executions[n-1].Status
+			e.Execution, e.Status, e.Batch = v.Executions[n-1].Name, v.Executions[n-1].Status, v.Executions[n-1].batch
+		}
+		if v.Lease != nil {
+			e.Lane, e.Batch = v.Lease.Lane, leaseBatch(ls, l.ID)
 		}
 		found = append(found, e)
 	}
 	return found, checked, unchecked, nil
+}
+
+// leaseBatch is the batch of job id's lease among a type's leases.
+func leaseBatch(leases []lease.Lease, id string) string {
+	for _, l := range leases {
+		if l.JobID == id {
+			return l.Batch
+		}
+	}
+	return ""
 }
 
 // WithoutEarlier is jobs without the lines found submitted before (FindEarlier).

@@ -460,3 +460,23 @@ func TestShowLooksPastARefusedGeneration(t *testing.T) {
 		t.Errorf("Show() = %+v, want 2 executions (redrives 0 and 2), succeeded at redrive 2", v)
 	}
 }
+
+// A job found submitted before carries the batch it was submitted as, from its execution's input,
+// so that a resend of a batch's input counts it in the batch.
+func TestFindEarlierSaysTheBatch(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	f, l := fakes.NewSFN(nil), fakes.NewLeaseStore(nil)
+	in := job.Job{Type: "payments", ID: "o-1", Input: []byte(`{}`), SubmittedAt: now, Batch: "nightly"}.ExecutionInput(1, 1).MustJSON()
+	f.Put(fakes.Execution{StateMachineArn: sampleArn, Name: job.RunName("payments", "o-1", 0, 1), Status: sfntypes.ExecutionStatusSucceeded, Input: string(in), StartDate: now})
+	r, err := config.NewResolver(defaults(), nil, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found, _, _, err := JobFinder{Leases: l, SFN: f, Config: r, Defaults: defaults()}.FindEarlier(context.Background(), []Line{{No: 1, Type: "payments", ID: "o-1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(found) != 1 || found[0].Batch != "nightly" {
+		t.Errorf("FindEarlier() = %+v, want payments/o-1 of batch nightly", found)
+	}
+}
