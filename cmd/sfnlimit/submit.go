@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -182,6 +183,10 @@ standard error, and prints it as "sfnlimit batch show" does; --timeout bounds th
 				// A job submitted before never runs again: say so, and send it not.
 				found, checked, unchecked, err := finder.FindEarlier(ctx, parsed.Jobs)
 				sum.Checked = checked
+				if err != nil && ctx.Err() != nil {
+					// Interrupted (Ctrl-C): stop here, before sending anything (exit 130).
+					return errors.New("interrupted while looking up whether the jobs were submitted before: nothing sent")
+				}
 				switch {
 				case err != nil:
 					sum.EarlierCheck = fmt.Sprintf("could not look up whether the jobs were submitted before (%v): sent as they are; one submitted before will not run again", s.explain(err))
@@ -284,7 +289,7 @@ standard error, and prints it as "sfnlimit batch show" does; --timeout bounds th
 	registerTarget(cmd, &tgt)
 	f := cmd.Flags()
 	f.StringVar(&typ, "type", "", "type of a single job")
-	f.StringVar(&id, "id", "", "id of a single job (default: the SQS message id; give one so that a resubmission is a no-op)")
+	f.StringVar(&id, "id", "", "id of a single job (default: the SQS message id); a job whose type and id were submitted before is reported and not sent (exit 1)")
 	f.StringVar(&key, "key", "", "concurrency key of a single job (a tenant, say: 1-64 of A-Z a-z 0-9 _ - . :); default: none")
 	f.StringVar(&input, "input", "{}", "input of a single job, JSON")
 	f.StringVar(&priority, "priority", "", "priority of the job, or of every line without its own: low, normal, high or 1-9 (higher starts first; default normal)")
