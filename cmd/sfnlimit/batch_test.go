@@ -31,6 +31,11 @@ func TestBatchOpenAndShow(t *testing.T) {
 	if !strings.Contains(r.stderr, "batch "+name+" does not exist: no batch of that name was opened; open it with") {
 		t.Errorf("batch show of a batch never opened:\n%s", r)
 	}
+	// Waited for with a timeout, it is said not to exist as well: exit 1, not 4 ("it goes on").
+	w := must(t, local(t, "batch", "wait", name, "--timeout", "1s"), exitError)
+	if !strings.Contains(w.stderr, "sfnlimit: batch "+name+" does not exist: no batch of that name was opened; open it with") {
+		t.Errorf("batch wait --timeout 1s of a batch never opened:\n%s", w)
+	}
 	r = must(t, local(t, "batch", "open", name, "--size", "3"), exitOK)
 	if !strings.Contains(r.stdout, "batch "+name+" opened for 3 jobs") {
 		t.Errorf("batch open:\n%s", r)
