@@ -134,7 +134,8 @@ func newBatchWait(tgt *target) *cobra.Command {
 		Long: `wait reads batch NAME every second until it closes, then prints it as "batch show" does.
 Its progress goes to standard error: one line redrawn in place on a terminal, else a line every
 10 seconds. A batch not open yet is waited for a minute (its jobs' batchSize opens it when the
-router takes the first of them). Use it for a batch submitted by other means than "submit --batch
+router takes the first of them); one still not open then, or when --timeout passes, does not exist
+(exit 1, as batch show says). Use it for a batch submitted by other means than "submit --batch
 --wait".
 ` + targetHelp + batchExitHelp,
 		Example: `  sfnlimit batch wait nightly-2026-03-01

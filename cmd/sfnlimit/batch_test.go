@@ -31,6 +31,11 @@ func TestBatchOpenAndShow(t *testing.T) {
 	if !strings.Contains(r.stderr, "batch "+name+" does not exist: no batch of that name was opened; open it with") {
 		t.Errorf("batch show of a batch never opened:\n%s", r)
 	}
+	// Waited for with a timeout, it is said not to exist as well: exit 1, not 4 ("it goes on").
+	w := must(t, local(t, "batch", "wait", name, "--timeout", "1s"), exitError)
+	if !strings.Contains(w.stderr, "sfnlimit: batch "+name+" does not exist: no batch of that name was opened; open it with") {
+		t.Errorf("batch wait --timeout 1s of a batch never opened:\n%s", w)
+	}
 	r = must(t, local(t, "batch", "open", name, "--size", "3"), exitOK)
 	if !strings.Contains(r.stdout, "batch "+name+" opened for 3 jobs") {
 		t.Errorf("batch open:\n%s", r)
@@ -128,4 +133,36 @@ func TestWaitInterrupted(t *testing.T) {
 			t.Errorf("sfnlimit %s interrupted = %s\nwant exit 130, that it stopped waiting, and %q", strings.Join(args[:2], " "), r, again)
 		}
 	}
+}
+
+// docs/cli.md: "If SQS fails some jobs after its retries, the batch waits for them: send the same
+// input again with the same --batch (the size is the same, and the ledger counts a job with an id
+// once)." The jobs that did go out ran; the earlier-submission check must not shrink the batch's
+// count, or the documented recovery is refused as "another size" and the batch never closes.
+func TestSubmitBatchResendAfterPartialSend(t *testing.T) {
+	t.Parallel()
+	typ := newType(t, "resend", 3)
+	name := fmt.Sprintf("resend-%d", time.Now().UnixNano())
+	lines := []string{
+		`{"type":"` + typ + `","id":"r-1","input":{"seconds":0}}`,
+		`{"type":"` + typ + `","id":"r-2","input":{"seconds":0}}`,
+		`{"type":"` + typ + `","id":"r-3","input":{"seconds":0}}`,
+	}
+	// As if SQS had failed line 3: the batch is open for 3, lines 1 and 2 were sent and ran.
+	must(t, local(t, "batch", "open", name, "--size", "3"), exitOK)
+	sent := strings.ReplaceAll(lines[0]+"\n"+lines[1]+"\n", `"input"`, `"batch":"`+name+`","input"`)
+	must(t, localIn(t, sent, "submit", "-"), exitOK)
+	waitJob(t, typ, "r-1", "succeeded")
+	waitJob(t, typ, "r-2", "succeeded")
+
+	r := local(t, "submit", jobsFile(t, lines...), "--batch", name)
+	if r.code == exitUsage || strings.Contains(r.stderr, "another size") {
+		t.Fatalf("the documented recovery (same input, same --batch) was refused:\n%s", r)
+	}
+	for _, want := range []string{"sent 1 of 3 jobs", "batch " + name + ": open already for 3 jobs", "note: 2 jobs were sent before as jobs of batch " + name} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("submit of the same input again lacks %q:\n%s", want, r)
+		}
+	}
+	must(t, local(t, "batch", "wait", name, "--timeout", "1m"), exitOK)
 }

@@ -45,9 +45,10 @@ machine on them, and runs the router, starter and releaser handlers with Lambda'
 semantics and EventBridge's status events, until SIGINT or SIGTERM. It writes the endpoint, region and
 the template's Outputs as JSON to --info, so any AWS client can use the stack, and removes that file
 when it stops (unless another stack wrote it since). An --info file that names a stack still
-running (it answers at its endpoint), or that is not an info file, is refused before anything
-starts (exit 2): overwriting it would leave that stack running but unreachable through it.
---force writes it anyway. The file of a stack that stopped is replaced.
+running (it answers at its endpoint), that another local up claims (it holds FILE.lock from its
+start until it stops), or that is not an info file, is refused before anything starts (exit 2):
+overwriting it would leave that stack running but unreachable through it. --force writes it
+anyway. The file of a stack that stopped is replaced.
 
   aws --endpoint-url "$(jq -r .endpoint local.json)" --region us-east-1 sqs send-message \
     --queue-url "$(jq -r .outputs.GeneralQueueUrl local.json)" \
@@ -73,17 +74,19 @@ starts (exit 2): overwriting it would leave that stack running but unreachable t
 				p["TypeLimits"] = limits
 			}
 			if info != "" {
-				stale, err := stack.CheckInfoFile(cmd.Context(), info)
+				// Claimed from here until the stack stops, so that another local up with the
+				// same --info, started before this one writes the file, is refused.
+				claim, err := stack.ClaimInfoFile(cmd.Context(), info, force)
 				var inUse *stack.InfoFileInUseError
 				switch {
-				case errors.As(err, &inUse) && !force:
-					return usageError{fmt.Errorf("%w, or add --force to write it anyway", err)}
 				case errors.As(err, &inUse):
+					return usageError{fmt.Errorf("%w, or add --force to write it anyway", err)}
 				case err != nil:
 					return err
-				case stale != nil:
-					fmt.Fprintf(cmd.OutOrStdout(), "replacing info file %s: the stack it names (%s) no longer answers\n", info, stale.Endpoint)
+				case claim.Stale != nil:
+					fmt.Fprintf(cmd.OutOrStdout(), "replacing info file %s: the stack it names (%s) no longer answers\n", info, claim.Stale.Endpoint)
 				}
+				defer claim.Release()
 			}
 			level := slog.LevelWarn
 			if verbose {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -62,7 +63,9 @@ usage error, exit 2, naming the flag; so is an input that holds no job.
 --batch NAME sends the jobs as one batch: it counts the valid jobs (a line repeating a job's type
 and id counts once), opens batch NAME for that many before sending anything, and sends each job with
 "batch": NAME. A job naming another batch, or carrying another batchSize, stops the submission
-before anything is sent; so does a batch NAME open already with another size. --wait then waits
+before anything is sent; so does a batch NAME open already with another size. The same input sent
+again with the same --batch (after SQS failed some of its jobs) sizes the batch as the first time:
+its jobs found submitted before as jobs of batch NAME count, and are not sent again. --wait then waits
 until the batch closes (every job succeeded, dead-lettered or refused), drawing its progress on
 standard error, and prints it as "sfnlimit batch show" does; --timeout bounds the wait.
 ` + targetHelp + batchExitHelp,
@@ -175,10 +178,15 @@ standard error, and prints it as "sfnlimit batch show" does; --timeout bounds th
 			}
 			out := cmd.OutOrStdout()
 			sum := submitSummary{Source: source, Target: s.t.String(), Jobs: len(parsed.Jobs) + len(parsed.Invalid), Invalid: parsed.Invalid, Duplicates: parsed.Duplicates, NoID: parsed.NoID}
+			valid := parsed.Jobs
 			if finder != nil {
 				// A job submitted before never runs again: say so, and send it not.
 				found, checked, unchecked, err := finder.FindEarlier(ctx, parsed.Jobs)
 				sum.Checked = checked
+				if err != nil && ctx.Err() != nil {
+					// Interrupted (Ctrl-C): stop here, before sending anything (exit 130).
+					return errors.New("interrupted while looking up whether the jobs were submitted before: nothing sent")
+				}
 				switch {
 				case err != nil:
 					sum.EarlierCheck = fmt.Sprintf("could not look up whether the jobs were submitted before (%v): sent as they are; one submitted before will not run again", s.explain(err))
@@ -199,10 +207,13 @@ standard error, and prints it as "sfnlimit batch show" does; --timeout bounds th
 				send = nil
 				sum.Held = len(parsed.Jobs)
 			}
+			// The batch's jobs: those sent now, and those an earlier submission of this input with
+			// this --batch sent (found above, not sent again), so that the size is the same.
+			members := ops.BatchMembers(valid, sum.Already, batchName)
 			if batchName != "" {
-				sum.Batch, sum.BatchSize = batchName, ops.BatchSize(send)
-				if dryRun {
-					sum.BatchSize = ops.BatchSize(parsed.Jobs)
+				sum.Batch = batchName
+				if len(send) > 0 || dryRun {
+					sum.BatchSize = ops.BatchSize(members)
 				}
 			}
 			if len(send) > 0 {
@@ -217,7 +228,7 @@ standard error, and prints it as "sfnlimit batch show" does; --timeout bounds th
 						return s.explain(err)
 					}
 					var opened ops.BatchOpened
-					opened, res, err = ops.SubmitBatch(ctx, l, submitter, batchName, send, time.Now(), progress.update)
+					opened, res, err = ops.SubmitBatch(ctx, l, submitter, batchName, members, send, time.Now(), progress.update)
 					if err != nil {
 						progress.finish()
 						return s.explain(err)
@@ -227,7 +238,7 @@ standard error, and prints it as "sfnlimit batch show" does; --timeout bounds th
 				progress.finish()
 				sum.Sent, sum.Failed, sum.Seconds = res.Sent, res.Failed, res.Elapsed.Seconds()
 			}
-			allSent := sum.Jobs == sum.Sent && !dryRun
+			allSent := sum.Jobs == sum.Sent+sum.inBatch() && !dryRun
 			if wait && allSent {
 				if !asJSON {
 					sum.write(out)
@@ -278,7 +289,7 @@ standard error, and prints it as "sfnlimit batch show" does; --timeout bounds th
 	registerTarget(cmd, &tgt)
 	f := cmd.Flags()
 	f.StringVar(&typ, "type", "", "type of a single job")
-	f.StringVar(&id, "id", "", "id of a single job (default: the SQS message id; give one so that a resubmission is a no-op)")
+	f.StringVar(&id, "id", "", "id of a single job (default: the SQS message id); a job whose type and id were submitted before is reported and not sent (exit 1)")
 	f.StringVar(&key, "key", "", "concurrency key of a single job (a tenant, say: 1-64 of A-Z a-z 0-9 _ - . :); default: none")
 	f.StringVar(&input, "input", "{}", "input of a single job, JSON")
 	f.StringVar(&priority, "priority", "", "priority of the job, or of every line without its own: low, normal, high or 1-9 (higher starts first; default normal)")
@@ -361,13 +372,26 @@ func (s submitSummary) whyNotSent() string {
 	return strings.Join(parts, ", ")
 }
 
+// inBatch counts the jobs found submitted before as jobs of the batch: sent by an earlier
+// submission of the same input with the same --batch, they are the batch's, and a wait waits for
+// them too.
+func (s submitSummary) inBatch() int {
+	n := 0
+	for _, e := range s.Already {
+		if s.Batch != "" && e.Batch == s.Batch {
+			n++
+		}
+	}
+	return n
+}
+
 // batchNotSent says what a batch whose jobs were not all sent needs, to be added to the error.
 func (s submitSummary) batchNotSent(source string) string {
 	if s.Batch == "" || s.BatchOpenedAt == nil {
 		return ""
 	}
 	if len(s.Failed) == 0 {
-		return fmt.Sprintf("; batch %s was opened for the %d jobs sent (sfnlimit batch wait %s waits for it)", s.Batch, s.BatchSize, s.Batch)
+		return fmt.Sprintf("; batch %s is open for %d jobs (sfnlimit batch wait %s waits for it)", s.Batch, s.BatchSize, s.Batch)
 	}
 	return fmt.Sprintf("\n  batch %s was opened for %d jobs and closes only when they have all ended: send the same input again with --batch %s (jobs with ids are counted once)",
 		s.Batch, s.BatchSize, s.Batch)
@@ -449,6 +473,9 @@ func (s submitSummary) write(w io.Writer) {
 				fmt.Fprintf(w, "  %s\n", x.Text())
 			}
 		}
+	}
+	if n := s.inBatch(); n > 0 {
+		fmt.Fprintf(w, "note: %s sent before as jobs of batch %s, which counts each as it ends\n", plural(n, "job was", "jobs were"), s.Batch)
 	}
 	if s.EarlierCheck != "" {
 		fmt.Fprintf(w, "note: %s\n", s.EarlierCheck)

@@ -4,10 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/sfnlimit/sfnlimit/internal/tools/local/stack"
 )
 
 // deadStack writes an info file of a local stack that has stopped: nothing answers at its
@@ -141,5 +149,63 @@ func TestSubmitUnknownTypeSuggests(t *testing.T) {
 	r := must(t, local(t, "submit", "--type", "bsae", "--id", "x"), exitUsage)
 	if !strings.Contains(r.stderr, "--type: unknown_type: ") || !strings.HasSuffix(strings.TrimSuffix(strings.SplitN(r.stderr, "\n", 2)[0], "\r"), " (did you mean base?)") {
 		t.Errorf("submit --type bsae:\n%s", r)
+	}
+}
+
+// Ctrl-C while submit looks up whether its jobs were submitted before stops it there: exit 130,
+// nothing sent, and no note that the jobs are "sent as they are" (they are not: its context is
+// cancelled). The lookup is held by a proxy in front of the shared stack that, at the first
+// DescribeExecution, cancels the command's context as Ctrl-C does.
+func TestSubmitInterruptedWhileLookingUpEarlier(t *testing.T) {
+	t.Parallel()
+	_, info := localStack(t)
+	typ := newType(t, "lookup", 1)
+	b, err := os.ReadFile(info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var si stack.Info
+	if err := json.Unmarshal(b, &si); err != nil {
+		t.Fatal(err)
+	}
+	target, err := url.Parse(si.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var sends atomic.Int32
+	upstream := httputil.NewSingleHostReverseProxy(target)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch op := r.Header.Get("X-Amz-Target"); {
+		case strings.HasSuffix(op, ".DescribeExecution"):
+			cancel() // Ctrl-C while the lookup runs
+			select { // the client gives up on its cancelled context; the connection may stay open
+			case <-r.Context().Done():
+			case <-time.After(3 * time.Second):
+			}
+			panic(http.ErrAbortHandler) // no answer: the connection is dropped
+		case strings.HasSuffix(op, ".SendMessageBatch"), strings.HasSuffix(op, ".SendMessage"):
+			sends.Add(1)
+		}
+		upstream.ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
+	si.Endpoint = proxy.URL
+	via := filepath.Join(t.TempDir(), "local.json")
+	b, err = json.Marshal(si)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(via, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	r := sfnlimitIn(ctx, "", append([]string{"submit", "--type", typ, "--id", "l-1"}, localFlags(via)...)...)
+	if r.code != exitInterrupted || strings.Contains(r.stdout, "sent as they are") || strings.Contains(r.stdout, "sent 1") || sends.Load() > 0 {
+		t.Errorf("submit interrupted during its lookup = %s (%d sends)\nwant exit 130, nothing sent, no \"sent as they are\"", r, sends.Load())
+	}
+	if !strings.Contains(r.stderr, "interrupted while looking up whether the jobs were submitted before: nothing sent") {
+		t.Errorf("submit interrupted during its lookup: stderr\n%s", r)
 	}
 }

@@ -293,15 +293,40 @@ func BatchSize(jobs []Line) int {
 	return n
 }
 
-// SubmitBatch opens batch id for jobs (BatchSize), then sends them with s: the jobs name the batch
-// already (Parser.Batch). Nothing is sent when the batch cannot be opened, or when a job carries
-// a batchSize of its own that is not the batch's.
-func SubmitBatch(ctx context.Context, l BatchLedger, s Submitter, id string, jobs []Line, now time.Time, progress func(done int)) (BatchOpened, SendResult, error) {
-	if len(jobs) == 0 {
+// BatchMembers is the jobs of batch id among an input's valid jobs: those not submitted before,
+// and those found submitted before as jobs of this batch. The second are the jobs an earlier
+// submission of the same input with the same --batch sent (the documented recovery after SQS failed
+// some): they are not sent again, and the batch counts them as they end or ended, so its size is the
+// same as the first time. A job submitted before outside this batch is none of its jobs: it is not
+// sent, and no end of it is recorded in this batch.
+func BatchMembers(jobs []Line, found []Earlier, id string) []Line {
+	other := map[int]bool{}
+	for _, e := range found {
+		if e.Batch != id {
+			other[e.No] = true
+		}
+	}
+	if len(other) == 0 {
+		return jobs
+	}
+	out := make([]Line, 0, len(jobs))
+	for _, l := range jobs {
+		if !other[l.No] {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// SubmitBatch opens batch id for its members (BatchMembers, counted by BatchSize), then sends send
+// with s: the jobs name the batch already (Parser.Batch). Nothing is sent when the batch cannot be
+// opened, or when a job carries a batchSize of its own that is not the batch's.
+func SubmitBatch(ctx context.Context, l BatchLedger, s Submitter, id string, members, send []Line, now time.Time, progress func(done int)) (BatchOpened, SendResult, error) {
+	if len(send) == 0 {
 		return BatchOpened{}, SendResult{}, fmt.Errorf("batch %s: no valid job to send, so it is not opened", id)
 	}
-	size := BatchSize(jobs)
-	for _, j := range jobs {
+	size := BatchSize(members)
+	for _, j := range members {
 		if j.BatchSize != 0 && j.BatchSize != size {
 			return BatchOpened{}, SendResult{}, fmt.Errorf("%s carries batchSize %d, but the batch %s of this input holds %d jobs: remove its batchSize (--batch sizes the batch): nothing sent",
 				lineName(j.No), j.BatchSize, id, size)
@@ -311,5 +336,5 @@ func SubmitBatch(ctx context.Context, l BatchLedger, s Submitter, id string, job
 	if err != nil {
 		return BatchOpened{}, SendResult{}, fmt.Errorf("%w: nothing sent", err)
 	}
-	return opened, s.Send(ctx, jobs, progress), nil
+	return opened, s.Send(ctx, send, progress), nil
 }

@@ -286,7 +286,7 @@ func TestSubmitBatch(t *testing.T) {
 			l := loggedLedger{newLedger(), log}
 			p, err := Parser{Batch: "nightly"}.ParseJobs(ctx, strings.NewReader(tt.give))
 			if err == nil {
-				_, _, err = SubmitBatch(ctx, l, Submitter{SQS: log, QueueURL: "q", Parallel: 1}, "nightly", p.Jobs, batchNow, nil)
+				_, _, err = SubmitBatch(ctx, l, Submitter{SQS: log, QueueURL: "q", Parallel: 1}, "nightly", p.Jobs, p.Jobs, batchNow, nil)
 			}
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
@@ -319,8 +319,35 @@ func TestSubmitBatchOpenWithAnotherSize(t *testing.T) {
 		t.Fatal(err)
 	}
 	jobs := []Line{{No: 1, Type: "a", ID: "1", Body: []byte(`{"batch":"nightly","type":"a","id":"1"}`)}}
-	_, res, err := SubmitBatch(ctx, l, Submitter{SQS: log, QueueURL: "q"}, "nightly", jobs, batchNow, nil)
+	_, res, err := SubmitBatch(ctx, l, Submitter{SQS: log, QueueURL: "q"}, "nightly", jobs, jobs, batchNow, nil)
 	if !errors.Is(err, ledger.ErrSizeMismatch) || !strings.Contains(err.Error(), "nothing sent") || res.Sent != 0 || slices.Contains(log.calls, "send") {
 		t.Errorf("SubmitBatch() = %+v, %v, calls %v; want ErrSizeMismatch and nothing sent", res, err, log.calls)
+	}
+}
+
+// Sent again with the same --batch after SQS failed some of its jobs, an input sizes its batch as
+// the first time: the jobs found submitted before as jobs of this batch are counted (not sent),
+// and only a job submitted before outside it (another batch, or none) is left out, as it was then.
+func TestBatchMembers(t *testing.T) {
+	jobs := []Line{{No: 1, Type: "a", ID: "1"}, {No: 2, Type: "a", ID: "2"}, {No: 3, Type: "a", ID: "3"}, {No: 4, Type: "a", ID: "4"}}
+	tests := []struct {
+		name string
+		give []Earlier
+		want []int // line numbers
+	}{
+		{name: "nothing submitted before", want: []int{1, 2, 3, 4}},
+		{name: "lines 1 and 2 sent before in this batch", give: []Earlier{{No: 1, Batch: "nightly"}, {No: 2, Batch: "nightly"}}, want: []int{1, 2, 3, 4}},
+		{name: "line 3 sent before in another batch, line 4 in none", give: []Earlier{{No: 1, Batch: "nightly"}, {No: 3, Batch: "weekly"}, {No: 4}}, want: []int{1, 2}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []int
+			for _, l := range BatchMembers(jobs, tt.give, "nightly") {
+				got = append(got, l.No)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("BatchMembers() = lines %v, want %v", got, tt.want)
+			}
+		})
 	}
 }

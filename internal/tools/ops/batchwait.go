@@ -35,6 +35,8 @@ const (
 	// DefaultAnnounceGrace is how long a waiter reads a closed batch for its completion event to be
 	// marked sent: the closing job's handler sends it right after the close.
 	DefaultAnnounceGrace = 5 * time.Second
+	// finalReadTimeout bounds the read of a batch never seen open, at the end of a wait's timeout.
+	finalReadTimeout = 10 * time.Second
 )
 
 // BatchWaiter waits for a batch to close, reading its ledger.
@@ -62,7 +64,8 @@ func (bw BatchWaiter) now() time.Time {
 // completion event is marked sent), calling progress (if not nil) with each
 // reading (open false while the batch is not open yet). It returns the closed batch's view, or,
 // after timeout (none when 0), the last one read with an error wrapping ErrWaitTimeout. A batch not
-// open after OpenGrace is an error wrapping batch.ErrNotOpen.
+// open after OpenGrace is an error wrapping batch.ErrNotOpen; so is one not open when timeout
+// passes (a NoBatchError, as ShowBatch's).
 func (bw BatchWaiter) Wait(ctx context.Context, id string, timeout time.Duration, progress func(v BatchView, open bool)) (BatchView, error) {
 	if err := ValidateBatchArg(id); err != nil {
 		return BatchView{}, err
@@ -94,7 +97,7 @@ func (bw BatchWaiter) Wait(ctx context.Context, id string, timeout time.Duration
 		v, open, err := bw.read(ctx, id)
 		switch {
 		case ctx.Err() != nil:
-			return bw.stopped(parent, id, timeout, last, open)
+			return bw.stopped(parent, id, timeout, last)
 		case err != nil:
 			return last, err
 		case !open && bw.now().Sub(began) >= grace:
@@ -117,7 +120,7 @@ func (bw BatchWaiter) Wait(ctx context.Context, id string, timeout time.Duration
 		}
 		select {
 		case <-ctx.Done():
-			return bw.stopped(parent, id, timeout, last, open)
+			return bw.stopped(parent, id, timeout, last)
 		case <-tick.C:
 		}
 	}
@@ -137,17 +140,32 @@ func (bw BatchWaiter) read(ctx context.Context, id string) (BatchView, bool, err
 
 // stopped ends a wait cut short: by its timeout, or by its caller. A batch seen closed (its
 // completion event not yet marked sent) is no error.
-func (bw BatchWaiter) stopped(parent context.Context, id string, timeout time.Duration, last BatchView, open bool) (BatchView, error) {
+func (bw BatchWaiter) stopped(parent context.Context, id string, timeout time.Duration, last BatchView) (BatchView, error) {
 	if last.State == "closed" {
 		return last, nil
 	}
 	if parent.Err() != nil {
 		return last, fmt.Errorf("stopped waiting for batch %s: %w", id, parent.Err())
 	}
-	where := "it was not open yet"
-	if open || last.Batch != "" {
-		where = fmt.Sprintf("%d of %d jobs recorded", last.Recorded, last.Expected)
+	if last.Batch == "" {
+		// Never seen open: read it once more at the end of the wait. A batch that does not exist
+		// then is said not to, as batch show says it (exit 1): reported as a timeout ("it goes
+		// on", exit 4), a misspelt name would be waited for again and again.
+		rctx, cancel := context.WithTimeout(parent, finalReadTimeout)
+		v, open, err := bw.read(rctx, id)
+		cancel()
+		switch {
+		case err != nil:
+			return last, err
+		case !open:
+			return last, NoBatchError{Batch: id}
+		}
+		last = v
+		if last.State == "closed" {
+			return last, nil
+		}
 	}
+	where := fmt.Sprintf("%d of %d jobs recorded", last.Recorded, last.Expected)
 	return last, fmt.Errorf("batch %s did not close within %s (%s); it goes on without us: \"sfnlimit batch wait %s\" waits again: %w",
 		id, timeout, where, id, ErrWaitTimeout)
 }

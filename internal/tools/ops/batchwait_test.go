@@ -65,6 +65,12 @@ func TestBatchWait(t *testing.T) {
 			wantState: "open",
 		},
 		{
+			// A typo in the name: as batch show says, not "did not close... it goes on" (exit 4),
+			// which a script would take for "still running" and wait again forever.
+			name: "never opened by the end of the timeout", openAt: 1 << 30, timeout: 30 * time.Millisecond,
+			wantErr: NoBatchError{Batch: "b"}, wantMsg: "batch b does not exist: no batch of that name was opened",
+		},
+		{
 			name: "never opened", openAt: 1 << 30, grace: 20 * time.Millisecond,
 			wantErr: ledger.ErrNotOpen, wantMsg: "batch b does not exist: it was not opened within 20ms",
 		},

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -512,10 +513,13 @@ func dash(s string) string {
 	return s
 }
 
+// clipText is s (as dash shows it) clipped to n characters, its end replaced by "...": counted and
+// cut by character, as a column's width is, never inside one.
 func clipText(s string, n int) string {
 	s = dash(s)
-	if len(s) > n {
-		return s[:n-3] + "..."
+	if utf8.RuneCountInString(s) <= n {
+		return s
 	}
-	return s
+	r := []rune(s)
+	return string(r[:n-3]) + "..."
 }

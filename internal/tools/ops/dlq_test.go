@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -513,5 +514,21 @@ func TestDeadLetterFieldsAreEscaped(t *testing.T) {
 				t.Errorf("%s: the forged id made a row of its own: %q", name, line)
 			}
 		}
+	}
+}
+
+// A workflow's error name is the workflow's own (any Unicode, up to 256 characters): the ERROR
+// column clips it to its width by characters, never cutting one in two (invalid UTF-8 on the
+// terminal, and a broken character where the "..." should be).
+func TestWriteDeadLettersClipsErrorByCharacter(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	var b bytes.Buffer
+	err := WriteDeadLetters(&b, []DeadLetter{{Reason: "attempts_exhausted", Type: "payments", JobID: "o-1", Source: "releaser",
+		Error: "Échec.Paiement." + strings.Repeat("é", 60), SentAt: now}}, 1, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !utf8.Valid(b.Bytes()) {
+		t.Errorf("dlq list printed invalid UTF-8 for a long non-ASCII error:\n%q", b.String())
 	}
 }

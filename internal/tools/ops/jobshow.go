@@ -98,6 +98,7 @@ type ExecutionView struct {
 	Priority int `json:"priority,omitempty"`
 
 	submittedAt time.Time // from the execution input
+	batch       string    // from the execution input
 }
 
 // ErrJobNotFound means no lease and no execution of the job was found.
@@ -106,6 +107,13 @@ var ErrJobNotFound = errors.New("job not found")
 const (
 	maxGenerations  = 50  // redrives searched at most
 	maxAttemptsSeen = 200 // attempts searched per redrive at most
+	// maxRefusedGenerations is how many generations in a row with no execution the search looks
+	// past. The starter dead-letters a job it refuses before any execution starts (unknown_type,
+	// start_refused) with the next generation (starter.refuse), so a job redriven after that runs
+	// only under later names ({type}-{id}__g1-1), and its lease is gone once it ended. Each
+	// generation looked at costs a DescribeExecution or two; a job refused more than this many
+	// times in a row before it ran is not found beyond them.
+	maxRefusedGenerations = 2
 )
 
 // Show finds a job of type typ, or of any type when typ is "" (the types with a limit or a lease).
@@ -200,7 +208,8 @@ func (f JobFinder) show(ctx context.Context, typ, id string, leases []lease.Leas
 		}
 	}
 	machines = slices.Compact(machines)
-	for gen := 0; gen < maxGenerations; gen++ {
+	// empty counts the generations in a row, from the lease's on, with no execution.
+	for gen, empty := 0, 0; gen < maxGenerations && empty <= maxRefusedGenerations; gen++ {
 		found := 0
 		misses := 0
 		for attempt := 1; attempt <= maxAttemptsSeen && misses < 2; attempt++ {
@@ -217,8 +226,11 @@ func (f JobFinder) show(ctx context.Context, typ, id string, leases []lease.Leas
 			v.Executions = append(v.Executions, e)
 			found++
 		}
-		if found == 0 && gen >= minGen {
-			break
+		switch {
+		case found > 0:
+			empty = 0
+		case gen >= minGen:
+			empty++
 		}
 	}
 	f.summarize(&v)
@@ -266,7 +278,7 @@ func (f JobFinder) find(ctx context.Context, machines []string, name string) (Ex
 		}
 		var in job.ExecutionInput
 		if json.Unmarshal([]byte(aws.ToString(out.Input)), &in) == nil {
-			e.Lane, e.Key, e.Priority, e.submittedAt = in.Job.Lane, in.Job.Key, in.Job.Priority, in.Job.SubmittedAt.UTC()
+			e.Lane, e.Key, e.Priority, e.submittedAt, e.batch = in.Job.Lane, in.Job.Key, in.Job.Priority, in.Job.SubmittedAt.UTC(), in.Job.Batch
 		}
 		return e, true, nil
 	}
@@ -433,6 +445,9 @@ type Earlier struct {
 	Lane      int    `json:"lane,omitempty"`
 	Execution string `json:"execution,omitempty"`
 	Status    string `json:"status,omitempty"`
+	// Batch is the batch it was submitted as, from its lease, else from its last execution's
+	// input (job.batch); "" for none.
+	Batch string `json:"batch,omitempty"`
 }
 
 // Text says, for people, that the job will not run again and what to do.
@@ -478,15 +493,25 @@ func (f JobFinder) FindEarlier(ctx context.Context, jobs []Line) (found []Earlie
 			continue
 		}
 		e := Earlier{No: l.No, Type: l.Type, ID: l.ID, State: v.State}
-		if v.Lease != nil {
-			e.Lane = v.Lease.Lane
-		}
 		if n := len(v.Executions); n > 0 {
-			e.Execution, e.Status = v.Executions[n-1].Name, v.Executions[n-1].Status
+			e.Execution, e.Status, e.Batch = v.Executions[n-1].Name, v.Executions[n-1].Status, v.Executions[n-1].batch
+		}
+		if v.Lease != nil {
+			e.Lane, e.Batch = v.Lease.Lane, leaseBatch(ls, l.ID)
 		}
 		found = append(found, e)
 	}
 	return found, checked, unchecked, nil
+}
+
+// leaseBatch is the batch of job id's lease among a type's leases.
+func leaseBatch(leases []lease.Lease, id string) string {
+	for _, l := range leases {
+		if l.JobID == id {
+			return l.Batch
+		}
+	}
+	return ""
 }
 
 // WithoutEarlier is jobs without the lines found submitted before (FindEarlier).

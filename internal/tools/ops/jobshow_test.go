@@ -409,3 +409,74 @@ type failingDescribe struct{}
 func (failingDescribe) DescribeExecution(context.Context, *sfn.DescribeExecutionInput, ...func(*sfn.Options)) (*sfn.DescribeExecutionOutput, error) {
 	return nil, errors.New("AccessDeniedException")
 }
+
+// A job the starter dead-lettered before any execution of it started (unknown_type after its limit
+// was removed, start_refused) carries the next redrive generation (starter.refuse), so once
+// redriven it runs only under generation 1's names: payments-o-1__g1-1. Its lease is gone when it
+// has ended. It was submitted before (an execution exists for its type and id), and a new
+// submission would run it a second time under generation 0's free names: FindEarlier must find it,
+// as job show must.
+func TestFindEarlierRedrivenAfterStarterRefusal(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	f, l := fakes.NewSFN(nil), fakes.NewLeaseStore(nil)
+	in := job.Job{Type: "payments", ID: "o-1", Input: []byte(`{}`), SubmittedAt: now, Redrive: 1}.ExecutionInput(1, 1).MustJSON()
+	f.Put(fakes.Execution{StateMachineArn: sampleArn, Name: job.RunName("payments", "o-1", 1, 1), Status: sfntypes.ExecutionStatusSucceeded, Input: string(in), StartDate: now})
+	r, err := config.NewResolver(defaults(), nil, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	finder := JobFinder{Leases: l, SFN: f, Config: r, Defaults: defaults()}
+	found, _, _, err := finder.FindEarlier(context.Background(), []Line{{No: 1, Type: "payments", ID: "o-1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(found) != 1 || found[0].Execution != job.RunName("payments", "o-1", 1, 1) {
+		t.Errorf("FindEarlier() = %+v, want payments/o-1 found by its redriven execution %s", found, job.RunName("payments", "o-1", 1, 1))
+	}
+}
+
+// A job that ran in generation 0, was dead-lettered (generation 1), redriven and refused by the
+// starter (generation 2), then redriven again runs as payments-o-2__g2-1: job show lists its
+// executions of both generations, past the empty one between them, and says how the last ended.
+func TestShowLooksPastARefusedGeneration(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	f, l := fakes.NewSFN(nil), fakes.NewLeaseStore(nil)
+	for _, e := range []struct {
+		redrive int
+		status  sfntypes.ExecutionStatus
+	}{{0, sfntypes.ExecutionStatusFailed}, {2, sfntypes.ExecutionStatusSucceeded}} {
+		in := job.Job{Type: "payments", ID: "o-2", Input: []byte(`{}`), SubmittedAt: now, Redrive: e.redrive}.ExecutionInput(1, 1).MustJSON()
+		f.Put(fakes.Execution{StateMachineArn: sampleArn, Name: job.RunName("payments", "o-2", e.redrive, 1), Status: e.status, Input: string(in), StartDate: now})
+	}
+	r, err := config.NewResolver(defaults(), nil, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	views, err := JobFinder{Leases: l, SFN: f, Config: r, Defaults: defaults()}.Show(context.Background(), "payments", "o-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := views[0]; len(v.Executions) != 2 || v.Redrive != 2 || v.State != "succeeded" {
+		t.Errorf("Show() = %+v, want 2 executions (redrives 0 and 2), succeeded at redrive 2", v)
+	}
+}
+
+// A job found submitted before carries the batch it was submitted as, from its execution's input,
+// so that a resend of a batch's input counts it in the batch.
+func TestFindEarlierSaysTheBatch(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	f, l := fakes.NewSFN(nil), fakes.NewLeaseStore(nil)
+	in := job.Job{Type: "payments", ID: "o-1", Input: []byte(`{}`), SubmittedAt: now, Batch: "nightly"}.ExecutionInput(1, 1).MustJSON()
+	f.Put(fakes.Execution{StateMachineArn: sampleArn, Name: job.RunName("payments", "o-1", 0, 1), Status: sfntypes.ExecutionStatusSucceeded, Input: string(in), StartDate: now})
+	r, err := config.NewResolver(defaults(), nil, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found, _, _, err := JobFinder{Leases: l, SFN: f, Config: r, Defaults: defaults()}.FindEarlier(context.Background(), []Line{{No: 1, Type: "payments", ID: "o-1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(found) != 1 || found[0].Batch != "nightly" {
+		t.Errorf("FindEarlier() = %+v, want payments/o-1 of batch nightly", found)
+	}
+}

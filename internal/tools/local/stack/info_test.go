@@ -2,6 +2,7 @@ package stack
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -95,4 +96,45 @@ func TestRemoveInfoFile(t *testing.T) {
 	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the stack's own info file is still there: %v", err)
 	}
+}
+
+// Two local up with the same --info started together both passed the check, which ran seconds
+// before either wrote the file: the path is claimed at the check (a lock beside it, held while the
+// stack runs), so the second is refused there (--force goes on), and the claim is given up at exit.
+func TestClaimInfoFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "local.json")
+	first, err := ClaimInfoFile(t.Context(), path, false)
+	if err != nil {
+		t.Fatalf("ClaimInfoFile() of a free path = %v", err)
+	}
+	_, err = ClaimInfoFile(t.Context(), path, false)
+	var inUse *InfoFileInUseError
+	if !errors.As(err, &inUse) || !strings.Contains(err.Error(), fmt.Sprintf("is claimed by another sfnlimit local up (pid %d)", os.Getpid())) {
+		t.Fatalf("ClaimInfoFile() of a claimed path = %v, want an InfoFileInUseError naming the claim", err)
+	}
+	forced, err := ClaimInfoFile(t.Context(), path, true)
+	if err != nil {
+		t.Fatalf("ClaimInfoFile(force) of a claimed path = %v, want it to go on", err)
+	}
+	forced.Release() // holds no lock: leaves the first claim alone
+	if _, err := ClaimInfoFile(t.Context(), path, false); err == nil {
+		t.Fatal("a forced claim's release freed the first claim")
+	}
+	first.Release()
+	if _, err := os.Stat(path + ".lock"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the claim's lock file is left after its release: %v", err)
+	}
+	again, err := ClaimInfoFile(t.Context(), path, false)
+	if err != nil {
+		t.Fatalf("ClaimInfoFile() after the first claim's release = %v", err)
+	}
+	again.Release()
+
+	// The file of a stack that stopped is claimed and replaced, as before.
+	stalePath := writeInfo(t, deadEndpoint(t))
+	c, err := ClaimInfoFile(t.Context(), stalePath, false)
+	if err != nil || c.Stale == nil {
+		t.Fatalf("ClaimInfoFile() of a stopped stack's file = %+v, %v; want its stale info", c, err)
+	}
+	c.Release()
 }
