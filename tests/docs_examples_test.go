@@ -151,19 +151,9 @@ func checkAnnouncedExit(cmd string, out []string) string {
 // fail unseen.
 func andList(script string) bool {
 	for _, l := range strings.Split(script, "\n") {
-		var q rune
 		l = stripComment(l)
-		for i, r := range l {
-			switch {
-			case q != 0:
-				if r == q {
-					q = 0
-				}
-			case r == '\'' || r == '"':
-				q = r
-			case r == '&' && i+1 < len(l) && l[i+1] == '&':
-				return true
-			}
+		if unquoted(l, func(i int) bool { return l[i] == '&' && i+1 < len(l) && l[i+1] == '&' }) >= 0 {
+			return true
 		}
 	}
 	return false
@@ -172,20 +162,29 @@ func andList(script string) bool {
 // stripComment drops a trailing " # ..." comment outside quotes, roughly: enough to see how a
 // command line ends.
 func stripComment(l string) string {
-	var q rune
-	for i, r := range l {
-		switch {
-		case q != 0:
-			if r == q {
-				q = 0
-			}
-		case r == '\'' || r == '"':
-			q = r
-		case r == '#' && (i == 0 || l[i-1] == ' '):
-			return l[:i]
-		}
+	if i := unquoted(l, func(i int) bool { return l[i] == '#' && (i == 0 || l[i-1] == ' ') }); i >= 0 {
+		return l[:i]
 	}
 	return l
+}
+
+// unquoted returns the first byte index of l outside single or double quotes at which at holds, or
+// -1. (The characters looked for are ASCII, which no byte of a multi-byte character equals.)
+func unquoted(l string, at func(i int) bool) int {
+	var q byte
+	for i := 0; i < len(l); i++ {
+		switch c := l[i]; {
+		case q != 0:
+			if c == q {
+				q = 0
+			}
+		case c == '\'' || c == '"':
+			q = c
+		case at(i):
+			return i
+		}
+	}
+	return -1
 }
 
 // docPrelude is the start of each document's session. The documents name two go commands that the
