@@ -74,7 +74,28 @@ type Lease struct {
 	StartedAt   time.Time `dynamodbav:"startedAt"`
 	UpdatedAt   time.Time `dynamodbav:"updatedAt"`
 	SubmittedAt time.Time `dynamodbav:"submittedAt"`
-	Version     int64     `dynamodbav:"version"`
+	// HeldUntil is when the lease's message, away for a known time (parked for a pause, waiting
+	// for a start token), is due back: until then the lease is not stale however long ago it was
+	// written (Stale).
+	HeldUntil time.Time `dynamodbav:"heldUntil,omitempty"`
+	Version   int64     `dynamodbav:"version"`
+}
+
+// Stale reports whether the lease has sat untouched for longer than after, counted from its last
+// write or from when its message is due back, whichever is later: its message, if it still
+// existed, would have come back and written it (after 0: never stale).
+func (l Lease) Stale(now time.Time, after time.Duration) bool {
+	return after > 0 && now.Sub(l.idleSince()) > after
+}
+
+// Idle is how long the lease has sat untouched (see Stale).
+func (l Lease) Idle(now time.Time) time.Duration { return now.Sub(l.idleSince()) }
+
+func (l Lease) idleSince() time.Time {
+	if l.HeldUntil.After(l.UpdatedAt) {
+		return l.HeldUntil
+	}
+	return l.UpdatedAt
 }
 
 // Key names a lane.

@@ -200,7 +200,7 @@ func (h *Handler) Sweep(ctx context.Context) (Response, error) {
 	var due []lease.Lease
 	freed := 0
 	for _, l := range all {
-		if (l.Status == lease.Bound || l.Status == lease.Retrying) && h.StaleAfter > 0 && now().Sub(l.UpdatedAt) > h.StaleAfter {
+		if (l.Status == lease.Bound || l.Status == lease.Retrying) && l.Stale(now(), h.StaleAfter) {
 			if h.takeBack(ctx, l) {
 				freed++
 			}
@@ -334,7 +334,7 @@ func (h *Handler) sweepOne(ctx context.Context, l lease.Lease) (bool, error) {
 		// The start never went through (or is not visible yet): the claim's message comes back and
 		// the starter tries again; there is nothing to release. A claim untouched for StaleAfter has
 		// no message left to come back.
-		if age := h.now().Sub(l.UpdatedAt); h.StaleAfter > 0 && age > h.StaleAfter && age >= DescribeSettle {
+		if l.Stale(h.now(), h.StaleAfter) && h.now().Sub(l.UpdatedAt) >= DescribeSettle {
 			return h.takeBack(ctx, l), nil
 		}
 		return false, nil

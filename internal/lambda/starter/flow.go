@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/ratelimit"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/waitroom"
@@ -112,6 +113,22 @@ func (s *Starter) parkInLane(ctx context.Context, x *msg) (resumed *config.TypeC
 		return nil, v, err
 	}
 	return cfg, hold, nil
+}
+
+// holdLease keeps a lane's bound or retrying lease for a job whose message goes away for d (parked
+// for a pause, waiting for a start token): the lease says when the message is due back, so neither
+// the sweep nor another job's delivery takes it for stale meanwhile. A lease taken back while its
+// job waits would let the binder fill the job's key to its cap, and the job's next delivery would
+// then start one more (issue 22, defect 2). One write per wait, and none for the many short waits
+// that end well before the lease could go stale.
+func (s *Starter) holdLease(ctx context.Context, x *msg, l lease.Lease, d time.Duration) (lease.Lease, error) {
+	next := l
+	next.HeldUntil = s.now().Add(d)
+	written, err := s.Leases.Put(ctx, next, &l)
+	if err != nil {
+		return l, fmt.Errorf("hold lane %s for the job while it waits: %w", x.key, err)
+	}
+	return written, nil
 }
 
 // takeToken takes a start token for the job's type when the type has a rate: it returns 0 with one,

@@ -13,6 +13,7 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/ratelimit"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/releaser"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/starter"
 	"github.com/sfnlimit/sfnlimit/internal/tools/fakes"
 )
@@ -232,5 +233,70 @@ func TestPauseKeepsABoundJobsPlaceInLine(t *testing.T) {
 		if c.id == "r-1" && c.lane == job.WaitingLane {
 			t.Errorf("r-1, bound before the pause, was sent to the back of waiting group %s: every job that waited behind it (w-2) starts before it after the resume", c.group)
 		}
+	}
+}
+
+// sweepAfter runs the sweep (the releaser's, on the rig's fakes) once the clock has moved on by d.
+func sweepAfter(t *testing.T, r *rig, d time.Duration, staleAfter time.Duration) {
+	t.Helper()
+	r.clock.Advance(d)
+	h := &releaser.Handler{Service: r.rel, Leases: r.leases, SweepMinAge: time.Minute, StaleAfter: staleAfter, Now: r.clock.Now, Log: fakes.Logger(t)}
+	if _, err := h.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A job parked in its lane for a pause holds its lease for the whole park: its message is away for
+// PausedParkFor, far longer than StaleAfter, and a lease the sweep took back meanwhile would let the
+// binder fill the job's key to its cap, after which the job's next delivery would start a third
+// execution of a key capped at 2 (issue 22, defect 2).
+func TestPausedLaneJobKeepsItsLeaseWhileParked(t *testing.T) {
+	ctx := context.Background()
+	r := newRigStrategy(t, nil, lane.FirstFree)
+	withLiveConfig(t, r, &liveConfig{list: []config.Override{paused("reports")}}, reportsDefaults)
+	r.leases.Set(boundLease("reports", 1, "r-1"))
+	r.leases.Set(leaseOf("reports", 2, "r-2", 1, lease.Retrying, 1))
+	msgs := []events.SQSMessage{jobMessage(t, "reports", 1, "r-1", 0, 1), jobMessage(t, "reports", 2, "r-2", 1, 2)}
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: msgs}); err != nil {
+		t.Fatal(err)
+	}
+	sweepAfter(t, r, starter.PausedParkFor-time.Second, 45*time.Second)
+	for ln, id := range map[int]string{1: "r-1", 2: "r-2"} {
+		if l, ok := r.leases.Lease(lease.Key{Type: "reports", Lane: ln}); !ok || l.JobID != id {
+			t.Errorf("lane %d after a sweep during the park = %+v (held %v), want %s's lease kept", ln, l, ok, id)
+		}
+	}
+	sweepAfter(t, r, time.Minute+45*time.Second+time.Second, 45*time.Second)
+	if n := len(r.leases.Leases()); n != 0 {
+		t.Errorf("%d leases left StaleAfter past the park with no delivery, want the sweep to take both back", n)
+	}
+}
+
+// A job that holds its lane's lease and waits for a start token longer than the lease may sit
+// untouched keeps the lease: the sweep does not take it back while the message waits for its token.
+func TestRateWaitKeepsTheLaneslease(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t, nil)
+	buckets := ratelimit.New(fakes.NewDynamoDB("table"), "table")
+	buckets.Now = r.clock.Now
+	r.st.Rates = buckets
+	r.st.StaleAfter = 45 * time.Second
+	withLiveConfig(t, r, &liveConfig{list: []config.Override{{Type: "reports", Rate: config.Rate{PerSecond: 1.0 / 60, Burst: 1}}}},
+		config.Defaults{Limits: map[string]int{"reports": 3}, DefaultMaxAttempts: 3, StateMachineArn: smArn})
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 1, "r-1", 0, 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	retrying := leaseOf("reports", 2, "r-2", 1, lease.Retrying, 1)
+	retrying.UpdatedAt = t0.Add(-30 * time.Second)
+	r.leases.Set(retrying)
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 2, "r-2", 1, 2)}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := startNames(r.sfn); len(got) != 1 {
+		t.Fatalf("starts = %v, want r-2 waiting for its token", got)
+	}
+	sweepAfter(t, r, 55*time.Second, 45*time.Second)
+	if l, ok := r.leases.Lease(lease.Key{Type: "reports", Lane: 2}); !ok || l.JobID != "r-2" || l.Status != lease.Retrying {
+		t.Errorf("lane 2 after the token wait = %+v (held %v), want r-2's retrying lease kept", l, ok)
 	}
 }

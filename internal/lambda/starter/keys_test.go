@@ -156,10 +156,14 @@ func TestJobInALaneWaitsForItsKeyCap(t *testing.T) {
 		wantMoved  bool
 		wantHeld   bool
 		wantLease3 bool
+		wantCount  int // attempts the moved copy carries
 	}{
 		{name: "first delivery moves to its key's group", receive: 1, wantMoved: true},
 		{name: "a later delivery without an attempt moves too", receive: 2, wantMoved: true},
 		{name: "its own running attempt stays in the lane", receive: 2, own: sfntypes.ExecutionStatusRunning, wantHeld: true, wantLease3: true},
+		// Retried in the lane, the job would run a third execution of acme, capped at 2: it waits
+		// for its key's cap in its key's group, with the attempt it made (issue 22, defect 2).
+		{name: "its own failed attempt moves with its count", receive: 2, own: sfntypes.ExecutionStatusFailed, wantMoved: true, wantCount: 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -188,6 +192,9 @@ func TestJobInALaneWaitsForItsKeyCap(t *testing.T) {
 			cs := copies(t, r)
 			if moved := len(cs) == 1 && cs[0].group == "llm#acme" && cs[0].id == "a-3"; moved != tt.wantMoved || len(cs) > 1 {
 				t.Errorf("copies = %+v, want a-3 sent to its key's group llm#acme: %v", cs, tt.wantMoved)
+			}
+			if tt.wantMoved && len(cs) == 1 && cs[0].attempt != tt.wantCount {
+				t.Errorf("moved copy carries %d attempts, want %d", cs[0].attempt, tt.wantCount)
 			}
 			if _, ok := r.leases.Lease(lease.Key{Type: "llm", Lane: 3}); ok != tt.wantLease3 {
 				t.Errorf("lane 3 holds a lease: %v, want %v", ok, tt.wantLease3)

@@ -514,3 +514,25 @@ func TestDeletedLeaseGoesOnFromTheLastAttempt(t *testing.T) {
 		})
 	}
 }
+
+// A stale copy of a delivery (Lambda handed its batch over twice, and the other copy was
+// acknowledged) finds the job's lease dead-lettering: a release is sending its one dead letter, or
+// stopped before it did and the sweep takes it over. The stale copy must leave that lease alone:
+// it is the only record that the job still owes a dead letter (found by the simulation, seed 1438
+// of duplicate+kill: the job was never dead-lettered).
+func TestStaleDeliveryLeavesADeadLetteringLease(t *testing.T) {
+	r := newRig(t, nil)
+	for a := 1; a <= 3; a++ {
+		r.sfn.Put(startedBy(t, execution("reports", 1, "r-1001", a, sfntypes.ExecutionStatusFailed, "JobFailed", "boom"), "msg-r-1001"))
+	}
+	r.leases.Set(leaseOf("reports", 1, "r-1001", 3, lease.DeadLettering, 3))
+	r.sqs.OnChangeVisibility = func(in *sqs.ChangeMessageVisibilityInput) error {
+		return &smithy.GenericAPIError{Code: "ReceiptHandleIsInvalid", Message: "The input receipt handle is invalid.", Fault: smithy.FaultClient}
+	}
+	if acked := deliver(t, r, 3); acked {
+		t.Errorf("stale delivery acknowledged, want it held")
+	}
+	if l, ok := r.leases.Lease(reports1); !ok || l.Status != lease.DeadLettering {
+		t.Errorf("lane after the stale delivery = %+v (held %v), want the dead-lettering lease kept for its dead letter", l, ok)
+	}
+}

@@ -380,6 +380,13 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 		// No new start while the type is paused. The job keeps its place: parked in its lane (a
 		// bound lane stays bound to it, a retry keeps its lease), for the resume to wake. A claim
 		// (starting) goes on: it is a running job's, or the same attempt again.
+		if l != nil {
+			held, err := s.holdLease(ctx, x, *l, PausedParkFor)
+			if err != nil {
+				return hold, err
+			}
+			l = &held
+		}
 		resumed, v, err := s.parkInLane(ctx, x)
 		if resumed == nil {
 			return v, err
@@ -407,6 +414,11 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 			return hold, err
 		}
 		if wait > 0 {
+			if l != nil && s.StaleAfter > 0 && l.Idle(s.now())+wait > s.StaleAfter/2 {
+				if _, err := s.holdLease(ctx, x, *l, wait); err != nil {
+					return hold, err
+				}
+			}
 			return s.waitForToken(ctx, x, cfg, wait), nil
 		}
 	}
@@ -597,7 +609,7 @@ func (s *Starter) alreadyExists(ctx context.Context, x *msg, claimed lease.Lease
 		// This message's attempt ended without its lease (deleted by hand): later attempts of this
 		// message may have run since, and the last of them decides, not this one (with maxAttempts
 		// lowered meanwhile, this one could dead-letter the job while a later one still runs).
-		last, err := s.lastOwnAttempt(ctx, x, claimed.StateMachineArn, claimed.Attempt+1)
+		last, _, err := s.lastOwnAttempt(ctx, x, claimed.StateMachineArn, claimed.Attempt+1)
 		if err != nil {
 			return hold, err
 		}
@@ -634,26 +646,26 @@ const maxOwnAttempts = 100
 
 // lastOwnAttempt returns the last of the attempts from, from+1, ... whose executions on the state
 // machine sm this message started in this lane, one after another; 0 when from has none.
-func (s *Starter) lastOwnAttempt(ctx context.Context, x *msg, sm string, from int) (int, error) {
-	last := 0
+func (s *Starter) lastOwnAttempt(ctx context.Context, x *msg, sm string, from int) (int, *sfn.DescribeExecutionOutput, error) {
+	last, lastD := 0, (*sfn.DescribeExecutionOutput)(nil)
 	for a := from; a < from+maxOwnAttempts; a++ {
 		arn := job.ExecutionArn(sm, job.RunName(x.key.Type, x.job.ID, x.job.Redrive, a))
 		d, err := s.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: &arn})
 		if isErr[*sfntypes.ExecutionDoesNotExist](err) {
-			return last, nil
+			return last, lastD, nil
 		}
 		if err != nil {
-			return 0, fmt.Errorf("describe execution %s of an earlier attempt: %w", arn, err)
+			return 0, nil, fmt.Errorf("describe execution %s of an earlier attempt: %w", arn, err)
 		}
 		var in job.ExecutionInput
 		_ = json.Unmarshal([]byte(aws.ToString(d.Input)), &in)
 		if in.Job.MessageID == "" || in.Job.MessageID != x.MessageId || in.Job.Lane != x.key.Lane ||
 			in.Job.ID != x.job.ID || in.Job.Type != x.key.Type || in.Job.Redrive != x.job.Redrive {
-			return last, nil
+			return last, lastD, nil
 		}
-		last = a
+		last, lastD = a, d
 	}
-	return last, nil
+	return last, lastD, nil
 }
 
 // confirm looks up the execution of an unconfirmed claim. decided is false when it does not exist
@@ -709,12 +721,19 @@ func (s *Starter) ownAttempt(ctx context.Context, x *msg, l *lease.Lease, cfg co
 	}
 	// The last of them decides: with maxAttempts lowered meanwhile, an earlier one could dead-letter
 	// the job while a later one still runs.
-	attempt, err := s.lastOwnAttempt(ctx, x, cfg.StateMachineArn, next)
+	attempt, d, err := s.lastOwnAttempt(ctx, x, cfg.StateMachineArn, next)
 	if err != nil {
 		return hold, err, true
 	}
 	if attempt == 0 {
 		return hold, nil, false // none (another message's is the moved copy's duplicate): move
+	}
+	if outcome, closed := releaser.OutcomeOf(string(d.Status)); closed && outcome == releaser.Failed && attempt < cfg.MaxAttempts {
+		// Failed with attempts left: its retry is a new start, which the job may make only where it
+		// goes (its key's group counts its cap), so it moves, with the attempts it made. Retried
+		// here, a lane it is not bound to would run it over its key's cap (issue 22, defect 2).
+		x.job.Attempts = attempt
+		return hold, nil, false
 	}
 	arn := job.ExecutionArn(cfg.StateMachineArn, job.RunName(x.key.Type, x.job.ID, x.job.Redrive, attempt))
 	claim := lease.Lease{
@@ -839,7 +858,7 @@ func (s *Starter) takeBack(ctx context.Context, x *msg, other lease.Lease) (verd
 // stale reports whether another job's lease without a running execution has sat untouched for longer
 // than StaleAfter: its message, if it still existed, would have come back and refreshed it.
 func (s *Starter) stale(l lease.Lease) bool {
-	return s.StaleAfter > 0 && s.now().Sub(l.UpdatedAt) > s.StaleAfter
+	return l.Stale(s.now(), s.StaleAfter)
 }
 
 // rewait sends a job that reached a lane bound to another job back to its type's waiting group.
@@ -857,16 +876,11 @@ func (s *Starter) rewait(ctx context.Context, x *msg) (verdict, error) {
 		// back (its deliveries stopped for longer than the sweep's StaleAfter). They live in Step
 		// Functions only; the job goes on from the last, never from its body's count, which would
 		// take its own earlier attempt for a duplicate's and drop the job.
-		last, err := s.lastOwnAttempt(ctx, x, cfg.StateMachineArn, j.Attempts+1)
+		last, d, err := s.lastOwnAttempt(ctx, x, cfg.StateMachineArn, j.Attempts+1)
 		if err != nil {
 			return hold, err
 		}
 		if last > 0 {
-			arn := job.ExecutionArn(cfg.StateMachineArn, job.RunName(x.key.Type, j.ID, j.Redrive, last))
-			d, err := s.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: &arn})
-			if err != nil {
-				return hold, fmt.Errorf("describe execution %s of an earlier attempt: %w", arn, err)
-			}
 			outcome, closed := releaser.OutcomeOf(string(d.Status))
 			switch {
 			case !closed:
@@ -929,11 +943,11 @@ func (s *Starter) awaitHandover(ctx context.Context, x *msg, other lease.Lease) 
 func (s *Starter) move(ctx context.Context, x *msg, l *lease.Lease, cfg config.TypeConfig, why string) (verdict, error) {
 	j := x.job
 	if l != nil {
-		j.Attempts = l.Attempt // attempts made so far travel with the job (a bound lease's are the job's)
+		made := l.Attempt // attempts made so far travel with the job (a bound lease's are the job's)
 		if l.Status == lease.Starting {
-			// confirm found no execution of this claim: the attempt was never made.
-			j.Attempts = l.Attempt - 1
+			made-- // confirm found no execution of this claim: the attempt was never made
 		}
+		j.Attempts = max(j.Attempts, made) // the body's count may be ownAttempt's, from Step Functions
 	}
 	to := job.WaitingLane
 	if cfg.Strategy != lane.FirstFree {
@@ -1061,6 +1075,12 @@ func (s *Starter) returnAll(ctx context.Context, ms []events.SQSMessage) {
 // acknowledged (see holdsMessage): a deleted message stays deleted, one still in the queue is
 // received again and goes on.
 func (s *Starter) dropStale(ctx context.Context, x *msg, written lease.Lease) (verdict, error) {
+	if written.Status == lease.DeadLettering {
+		// The job still owes its one dead letter, and this lease is its only record: the release
+		// that wrote it sends it, or the sweep takes it over (releaser.DeadLetterTakeover).
+		x.log.InfoContext(ctx, "stale delivery of a job being dead-lettered; its lease is left to the release", "attempt", written.Attempt)
+		return hold, nil
+	}
 	if err := s.freeLane(ctx, written); err != nil && !errors.Is(err, lease.ErrConflict) {
 		return hold, err
 	}
