@@ -1,0 +1,356 @@
+package starter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/releaser"
+)
+
+// clockSkew is how far Step Functions' clock (an execution's startDate, in milliseconds) may be from
+// the starter's: an execution whose start date is earlier than its claim by more than this was not
+// started by that claim.
+const clockSkew = time.Second
+
+func (s *Starter) claimAndStart(ctx context.Context, x *msg) (verdict, error) {
+	for round := 0; round < 3; round++ {
+		l, err := s.Leases.Get(ctx, x.key)
+		if err != nil {
+			return hold, err
+		}
+		v, err := s.withLease(ctx, x, l)
+		if errors.Is(err, lease.ErrConflict) {
+			continue // someone changed the lane meanwhile: look again
+		}
+		return v, err
+	}
+	return hold, fmt.Errorf("lease of lane %s kept changing", x.key)
+}
+
+func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdict, error) {
+	x.bound = nil
+	if l != nil && !l.Holds(x.job.ID, x.job.Redrive) {
+		return s.laneHeld(ctx, x, *l)
+	}
+	if l != nil && l.MessageID == x.MessageId && x.receives() < l.Receives {
+		// A late copy of an earlier delivery (Lambda may hand a batch over twice): the lease holds
+		// the handle of a later receive, the only one SQS still honours, and that delivery does the
+		// work. Writing this one's handle would make the release's DeleteMessage a silent no-op, and
+		// the message would hold its lane for a whole visibility timeout after its job ended.
+		x.log.InfoContext(ctx, "late copy of an earlier delivery; the lease keeps the newer receipt handle",
+			"receives", x.receives(), "leaseReceives", l.Receives)
+		return hold, nil
+	}
+	if l != nil && (l.Status == lease.Running || l.Status == lease.DeadLettering) {
+		// Confirmed running (a lease written by an earlier version, or confirmed by a redelivery),
+		// or ended and being dead-lettered: never started again.
+		return s.redelivered(ctx, x, *l)
+	}
+
+	cfg, err := s.Config.Get(ctx, x.key.Type)
+	if errors.Is(err, config.ErrUnknownType) {
+		if l != nil && l.Status == lease.Starting {
+			// A claim is most often a running job (its message came back after the visibility
+			// timeout): a type removed from the config must not dead-letter, and free the lane of,
+			// a job whose execution still runs.
+			if v, err, decided := s.confirm(ctx, x, *l); decided {
+				return v, err
+			}
+		}
+		return s.refuse(ctx, x, l, string(job.ReasonUnknownType), err.Error())
+	}
+	if err != nil {
+		return hold, err
+	}
+	if x.key.Lane > cfg.Limit {
+		if l != nil && l.Status == lease.Starting {
+			// An unconfirmed start may have gone through: never move a job that may be running.
+			if v, err, decided := s.confirm(ctx, x, *l); decided {
+				return v, err
+			}
+		}
+		if (l == nil && x.Attributes["ApproximateReceiveCount"] != "1") || (l != nil && l.Status == lease.Retrying) {
+			// The lease may have been deleted by hand: an attempt this message already made goes on
+			// here, not in a copy that would take it for a duplicate's. (A message received for the
+			// first time has made none: no look-up for the many fresh jobs a lowered limit moves.)
+			if v, err, decided := s.ownAttempt(ctx, x, l, cfg); decided {
+				return v, err
+			}
+		}
+		return s.move(ctx, x, l, cfg, "lane above the type's limit; job moved")
+	}
+	if cfg.Paused() && (l == nil || l.Status == lease.Bound || l.Status == lease.Retrying) {
+		// No new start while the type is paused. The job keeps its place: parked in its lane (a
+		// bound lane stays bound to it, a retry keeps its lease), for the resume to wake. A claim
+		// (starting) goes on: it is a running job's, or the same attempt again.
+		if l != nil {
+			held, err := s.holdLease(ctx, x, *l, PausedParkFor)
+			if err != nil {
+				return hold, err
+			}
+			l = &held
+		}
+		resumed, v, err := s.parkInLane(ctx, x)
+		if resumed == nil {
+			return v, err
+		}
+		cfg = *resumed
+	}
+	if l == nil && cfg.CapsKeys() {
+		// A job in a free lane it was not bound to: routed straight to a lane before its type
+		// capped keys (the random strategy routes its whole backlog so), or a copy whose bind was
+		// taken back. Only a bind counts its key's running jobs (bindFree): started here, it could
+		// take its key over its cap. It waits in its key's group first, with the attempts it made.
+		if x.Attributes["ApproximateReceiveCount"] != "1" {
+			if v, err, decided := s.ownAttempt(ctx, x, l, cfg); decided {
+				return v, err
+			}
+		}
+		return s.move(ctx, x, l, cfg, "job not bound in a type that caps keys; job moved to its key's group")
+	}
+
+	if l == nil || l.Status == lease.Bound || l.Status == lease.Retrying {
+		// A new attempt starts only with a start token of its type's rate; waiting for one uses
+		// no attempt.
+		wait, err := s.takeToken(ctx, x, cfg)
+		if err != nil {
+			return hold, err
+		}
+		if wait > 0 {
+			if l != nil && s.StaleAfter > 0 && l.Idle(s.now())+wait > s.StaleAfter/2 {
+				if _, err := s.holdLease(ctx, x, *l, wait); err != nil {
+					return hold, err
+				}
+			}
+			return s.waitForToken(ctx, x, cfg, wait), nil
+		}
+	}
+	claimedAt := s.now()
+	attempt := x.job.Attempts + 1
+	stateMachine := cfg.StateMachineArn
+	startedAt := claimedAt
+	fresh := l // the lease the claim goes on from: none for a lane bound to this job
+	switch {
+	case l == nil:
+	case l.Status == lease.Bound:
+		// Bound to this job from its waiting group: the claim replaces the bound lease and goes on
+		// as on a free lane (a start refused for now gives the bind back: giveBack).
+		fresh, x.bound = nil, l
+	case l.Status == lease.Starting:
+		// This attempt's claim: its execution runs (the message came back after the visibility
+		// timeout), or its start was not confirmed. Either way the same attempt is started again:
+		// Step Functions answers a running execution's name and input with that execution, and a
+		// closed one's with ExecutionAlreadyExists.
+		attempt = l.Attempt
+		if l.StateMachineArn != "" {
+			// ...on the state machine it was tried on: a config change since then must not start
+			// the same attempt a second time on another one.
+			stateMachine = l.StateMachineArn
+		}
+		if !l.StartedAt.IsZero() {
+			startedAt = l.StartedAt // the attempt's, not this delivery's: status shows how long it runs
+		}
+	case l.Status == lease.Retrying:
+		attempt = l.Attempt + 1
+	}
+	// The execution's ARN goes in the claim before the start is tried: its name is deterministic,
+	// so whoever reads the lease next (a release, the sweep, a dead letter) finds the execution.
+	// The claim is the only write of a start: a claim whose execution exists is a running job, and
+	// every reader of a lease takes it for one (docs/design.md, "Lease status").
+	claim := lease.Lease{
+		Type: x.key.Type, Lane: x.key.Lane, JobID: x.job.ID, JobKey: x.job.Key, Batch: x.job.Batch, MessageID: x.MessageId, ReceiptHandle: x.ReceiptHandle, Receives: x.receives(),
+		Attempt: attempt, Redrive: x.job.Redrive, Status: lease.Starting, StartedAt: startedAt, SubmittedAt: x.job.SubmittedAt,
+		StateMachineArn: stateMachine, ExecutionArn: job.ExecutionArn(stateMachine, job.RunName(x.key.Type, x.job.ID, x.job.Redrive, attempt)),
+	}
+	claimed, err := s.Leases.Put(ctx, claim, l)
+	if err != nil {
+		return hold, err
+	}
+	return s.start(ctx, x, claimed, fresh, claimedAt)
+}
+
+// start starts the claimed attempt. The claim already names the execution, so a confirmed start
+// writes nothing more. claimedAt is when this delivery claimed the lane: an execution started
+// before it was not started by this delivery.
+func (s *Starter) start(ctx context.Context, x *msg, claimed lease.Lease, prev *lease.Lease, claimedAt time.Time) (verdict, error) {
+	in := x.job.ExecutionInput(x.key.Lane, claimed.Attempt)
+	in.Job.MessageID, in.Job.Receive = x.MessageId, x.receives()
+	name := in.Job.ExecutionName()
+	input := string(in.MustJSON())
+	log := x.log.With("attempt", claimed.Attempt, "execution", name)
+	out, err := s.SFN.StartExecution(ctx, &sfn.StartExecutionInput{StateMachineArn: &claimed.StateMachineArn, Name: &name, Input: &input})
+	switch {
+	case err == nil:
+		// A second copy of the delivery whose claim this one replaced (Lambda may hand a batch over
+		// twice; same receipt handle): that copy started the execution and counted it, maybe less
+		// than clockSkew ago. (Were it to have stopped before its start, this one's start is not
+		// counted: a count lost, never a job.)
+		again := prev != nil && prev.Status == lease.Starting && prev.ReceiptHandle == x.ReceiptHandle
+		if again || (out.StartDate != nil && out.StartDate.Before(claimedAt.Add(-clockSkew))) {
+			// Step Functions answered with an execution started before this claim: same name and
+			// input while it runs, so this message's own attempt.
+			return s.alreadyRunning(ctx, x, claimed, prev, aws.ToString(out.ExecutionArn))
+		}
+	case isErr[*sfntypes.ExecutionAlreadyExists](err):
+		return s.alreadyExists(ctx, x, claimed, prev, name)
+	case permanentStartError(err):
+		if prev != nil && prev.Status == lease.Starting {
+			// This attempt was claimed before, so its execution may run: most often this is the
+			// redelivery of a running job, and a refusal for good (StateMachineDeleting: a Standard
+			// execution in a Wait state or a long task outlives its state machine's deletion until its
+			// next transition) says nothing of that execution. Never dead-letter, and free the lane
+			// of, a job that may be running. The claim this delivery just wrote is no measure of how
+			// long ago the attempt was started: its first claim (StartedAt, kept by every claim of
+			// the attempt) is.
+			if v, err, decided := s.confirmSince(ctx, x, claimed, claimed.StartedAt); decided {
+				return v, err
+			}
+		}
+		log.ErrorContext(ctx, "state machine refused the start", "error", err)
+		return s.refuse(ctx, x, &claimed, ReasonStartRefused, err.Error())
+	case notStarted(err):
+		s.giveBack(ctx, x, claimed, prev)
+		return hold, fmt.Errorf("start execution %s: %w", name, err)
+	default:
+		// The start may have gone through (a timeout, a reset connection, a server error): keep the
+		// claim unconfirmed, so the next delivery starts the same name and finds the execution.
+		return hold, fmt.Errorf("start execution %s (outcome unknown; the claim is kept): %w", name, err)
+	}
+	waited := s.now().Sub(x.job.SubmittedAt)
+	log.InfoContext(ctx, "started", "executionArn", aws.ToString(out.ExecutionArn), "waitedMs", waited.Milliseconds())
+	s.Metrics.Add(x.key.Type, metrics.JobsStarted, 1)
+	if claimed.Attempt == 1 { // from submission to the first start: the wait users feel
+		s.Metrics.Observe(x.key.Type, metrics.StartLatency, float64(waited.Milliseconds()))
+	}
+	return hold, nil
+}
+
+// alreadyRunning handles a start answered with this message's execution, running since before the
+// claim (or started by another copy of this delivery). With a lease before the claim (this attempt's
+// own), it is the common redelivery of a job that outlived the queue's visibility timeout: the claim
+// stored the new receipt handle, and that is all there is to do. (It is also how a start whose
+// answer was lost but went through is found: the lease cannot tell the two apart without a write
+// after every start, so that start is counted as held again, not as started.) Without one, no lease held the running attempt: the claim adopts it,
+// unless this is a stale delivery (Lambda may hand a batch over twice) of a message whose release
+// already deleted it while the execution was finishing: such a claim would hold the lane until the
+// sweep.
+func (s *Starter) alreadyRunning(ctx context.Context, x *msg, claimed lease.Lease, prev *lease.Lease, arn string) (verdict, error) {
+	log := x.log.With("attempt", claimed.Attempt, "executionArn", arn)
+	if prev != nil {
+		if prev.ReceiptHandle == x.ReceiptHandle {
+			log.InfoContext(ctx, "another copy of this delivery started the job (a batch handed over twice); holding its lane")
+		} else {
+			log.InfoContext(ctx, "job still running; holding its lane again with the new receipt handle")
+		}
+		s.Metrics.Add(x.key.Type, metrics.JobsHeldAgain, 1)
+		return hold, nil
+	}
+	current, err := s.holdsMessage(ctx, x)
+	if err != nil {
+		return hold, err
+	}
+	if !current {
+		return s.dropStale(ctx, x, claimed)
+	}
+	log.InfoContext(ctx, "execution was already running; holding the lane")
+	return hold, nil
+}
+
+// alreadyExists handles a start whose name is taken: our own earlier start, or a duplicate job.
+func (s *Starter) alreadyExists(ctx context.Context, x *msg, claimed lease.Lease, prev *lease.Lease, name string) (verdict, error) {
+	if prev == nil {
+		// The attempt ran, yet no lease held it: a duplicate message, a lease deleted by hand, or a
+		// stale delivery of a message its release already deleted (Lambda may hand a batch over
+		// twice). The last must not keep the claim it just wrote: no later delivery of a deleted
+		// message would ever take it back, and the lane would wait for the sweep.
+		current, err := s.holdsMessage(ctx, x)
+		if err != nil {
+			return hold, err
+		}
+		if !current {
+			return s.dropStale(ctx, x, claimed)
+		}
+	}
+	arn := job.ExecutionArn(claimed.StateMachineArn, name)
+	d, err := s.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: &arn})
+	if err != nil {
+		// The claim stays unconfirmed: the next delivery looks again.
+		return hold, fmt.Errorf("describe existing execution %s: %w", name, err)
+	}
+	var in job.ExecutionInput
+	_ = json.Unmarshal([]byte(aws.ToString(d.Input)), &in)
+	if in.Job.ID != x.job.ID || in.Job.Type != x.key.Type || in.Job.Redrive != x.job.Redrive {
+		// Job names are built so that different jobs never share one; never drop a job for another's.
+		x.log.ErrorContext(ctx, "execution name taken by another job", "execution", name, "holderJobId", in.Job.ID, "holderType", in.Job.Type)
+		return s.refuse(ctx, x, &claimed, ReasonNameTaken, "execution "+name+" belongs to job "+in.Job.Type+"/"+in.Job.ID)
+	}
+	_, closed := releaser.OutcomeOf(string(d.Status))
+	sameLane := in.Job.Lane == x.key.Lane
+	// This message's own attempt: Step Functions keeps which message started it, so this holds
+	// even when the lane's lease was deleted by hand after the attempt ended.
+	sameMessage := in.Job.MessageID != "" && in.Job.MessageID == x.MessageId
+	// Ours: still running in this lane (a start that answered with an error but went through), or
+	// started by this very message. An execution that does not say which message started it (one
+	// started by an older version) is also ours when it ended after a start this lane had claimed
+	// but not confirmed. Anything else is a duplicate: above all an ended attempt another message
+	// started, even when this message's own claim is left from a look that failed (a second copy
+	// of a job bound twice by a duplicate delivery of its waiting message), which must never be
+	// released a second time.
+	unconfirmed := prev != nil && prev.Status == lease.Starting && in.Job.MessageID == ""
+	ours := sameLane && (!closed || sameMessage || unconfirmed)
+	if !ours {
+		// Another message already ran (or runs) this job attempt: this one is a duplicate.
+		s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
+		x.log.WarnContext(ctx, "duplicate job: its execution already exists; dropping this copy",
+			"execution", name, "status", d.Status, "executionLane", in.Job.Lane)
+		if err := s.dropLease(ctx, x, claimed, prev); err != nil {
+			return hold, err
+		}
+		return ack, nil
+	}
+	if closed && sameMessage {
+		// This message's attempt ended without its lease (deleted by hand): later attempts of this
+		// message may have run since, and the last of them decides, not this one (with maxAttempts
+		// lowered meanwhile, this one could dead-letter the job while a later one still runs).
+		last, _, err := s.lastOwnAttempt(ctx, x, claimed.StateMachineArn, claimed.Attempt+1)
+		if err != nil {
+			return hold, err
+		}
+		if last > 0 {
+			later := claimed
+			later.Attempt = last
+			later.ExecutionArn = job.ExecutionArn(claimed.StateMachineArn, job.RunName(x.key.Type, x.job.ID, x.job.Redrive, last))
+			written, err := s.Leases.Put(ctx, later, &claimed)
+			if err != nil {
+				return hold, err
+			}
+			x.log.InfoContext(ctx, "later attempts of this message ran; going on from the last", "attempt", last)
+			v, err, _ := s.confirm(ctx, x, written)
+			return v, err
+		}
+	}
+	// The claim names this execution already (arn is its deterministic name): nothing to write.
+	if outcome, closed := releaser.OutcomeOf(string(d.Status)); closed {
+		return s.releaseEnded(ctx, x, claimed, outcome, d)
+	}
+	if prev != nil && prev.Status == lease.Starting {
+		// This attempt's claim: a redelivery of a running job (Step Functions took its input
+		// for another's: an emulator without StartExecution's idempotency, say).
+		x.log.InfoContext(ctx, "job still running; holding its lane again with the new receipt handle", "execution", name)
+		s.Metrics.Add(x.key.Type, metrics.JobsHeldAgain, 1)
+		return hold, nil
+	}
+	x.log.InfoContext(ctx, "execution was already running; holding the lane", "execution", name, "executionArn", arn)
+	return hold, nil
+}

@@ -1,0 +1,140 @@
+package starter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/deadletter"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
+)
+
+// move sends a job waiting in a lane above its type's limit (the limit was lowered) back to its
+// type's waiting group (first-free) or to a lane within the limit (random): the job's lease here
+// first, then the copy, then the original, so the job is never lost. The lease goes before the copy
+// exists: a waiting copy that finds its job's lease takes itself for a duplicate and is dropped (a
+// copy is delivered as soon as it is sent, and a move may stop after the send). A move that stops
+// after the lease went leaves the original, which comes back to a free lane and finds the attempts it
+// made in Step Functions (ownAttempt), as after a lease deleted by hand.
+func (s *Starter) move(ctx context.Context, x *msg, l *lease.Lease, cfg config.TypeConfig, why string) (verdict, error) {
+	j := x.job
+	if l != nil {
+		made := l.Attempt // attempts made so far travel with the job (a bound lease's are the job's)
+		if l.Status == lease.Starting {
+			made-- // confirm found no execution of this claim: the attempt was never made
+		}
+		j.Attempts = max(j.Attempts, made) // the body's count may be ownAttempt's, from Step Functions
+	}
+	to := job.WaitingLane
+	if cfg.Strategy != lane.FirstFree {
+		var err error
+		if to, err = s.Lanes.Choose(ctx, j, cfg.Limit); err != nil {
+			return hold, err
+		}
+	}
+	if l != nil {
+		if err := s.Leases.Delete(ctx, *l); err != nil {
+			return hold, err // changed meanwhile (read it again) or not deleted (try again shortly)
+		}
+	}
+	if _, err := s.sendTo(ctx, x, j, to, cfg); err != nil {
+		return hold, fmt.Errorf("move job: %w", err)
+	}
+	if _, err := s.Queue.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &s.QueueURL, ReceiptHandle: &x.ReceiptHandle}); err != nil {
+		x.log.WarnContext(ctx, "moved job's original message not deleted; the copy is a duplicate the starter will drop", "error", err)
+	}
+	x.log.InfoContext(ctx, why, "toLane", to, "limit", cfg.Limit)
+	s.Metrics.Add(x.key.Type, metrics.JobsMoved, 1)
+	return ack, nil
+}
+
+// refuse dead-letters a job that can never start, then frees its lease. The dead letter carries the
+// next redrive generation, as the releaser's do: the job may have started executions under this
+// generation's names (attempts before a config reset, a start whose answer was lost), and a redrive
+// must neither find them nor be dropped by SQS as a copy of this run (docs/design.md, "Redrive").
+func (s *Starter) refuse(ctx context.Context, x *msg, l *lease.Lease, reason, cause string) (verdict, error) {
+	body, _ := json.Marshal(x.job.Resubmission(x.job.Redrive + 1))
+	if err := s.DLQ.Send(ctx, deadletter.Entry{Reason: reason, Source: "starter", Type: x.job.Type, JobID: x.job.ID, Cause: cause, Body: string(body),
+		Batch: x.job.Batch, Redrive: x.job.Redrive}); err != nil {
+		return hold, err
+	}
+	x.log.WarnContext(ctx, "job dead-lettered", "reason", reason, "cause", cause)
+	if l != nil {
+		if err := s.freeLane(ctx, *l); err != nil && !errors.Is(err, lease.ErrConflict) {
+			return ack, err
+		}
+	}
+	return ack, nil
+}
+
+// freeLane deletes a lease and wakes a parked waiting group of its type, as a release does: a group
+// parked while the lane was taken would otherwise wait out its park with the lane free.
+func (s *Starter) freeLane(ctx context.Context, l lease.Lease) error {
+	if err := s.Leases.Delete(ctx, l); err != nil {
+		return err
+	}
+	s.Releaser.Wake(ctx, l.Type)
+	return nil
+}
+
+// giveBack undoes a claim after a failed start: a fresh claim is deleted, an earlier lease restored.
+// A claim of a bound lane restores the bind: the lane stays this job's while it backs off, rather
+// than go to the next waiting job and send this one back to the end of its waiting group.
+func (s *Starter) giveBack(ctx context.Context, x *msg, claimed lease.Lease, prev *lease.Lease) {
+	var err error
+	switch {
+	case prev == nil && x.bound != nil:
+		_, err = s.Leases.Put(ctx, *x.bound, &claimed)
+	case prev == nil:
+		err = s.Leases.Delete(ctx, claimed)
+	default:
+		back := *prev
+		// The lease goes on with this delivery's handle, and so with its receive count: a late copy
+		// of an earlier delivery must find the lease newer than itself (withLease), not put back a
+		// handle SQS no longer honours.
+		back.ReceiptHandle, back.MessageID, back.Receives = claimed.ReceiptHandle, claimed.MessageID, claimed.Receives
+		_, err = s.Leases.Put(ctx, back, &claimed)
+	}
+	if err != nil {
+		x.log.WarnContext(ctx, "could not give the lease back; the next delivery takes it over", "error", err)
+	}
+}
+
+// dropLease removes the claim of a duplicate message, which is acknowledged: a fresh claim goes, and
+// so does an earlier claim of this same message (nothing would ever release it once the message is
+// deleted); another message's lease of the same job stays as it was.
+func (s *Starter) dropLease(ctx context.Context, x *msg, claimed lease.Lease, prev *lease.Lease) error {
+	if prev != nil && prev.MessageID != x.MessageId {
+		_, err := s.Leases.Put(ctx, *prev, &claimed)
+		return err
+	}
+	return s.freeLane(ctx, claimed)
+}
+
+// dropStale drops a stale delivery: Lambda's event source may hand a batch over twice, and this
+// message was deleted (its job released) or received again since, or it is visible again. The lease
+// this delivery wrote goes (unless changed since); a current delivery, if there is one, finds the
+// attempt in Step Functions as it would after any deleted lease. The delivery is held, never
+// acknowledged (see holdsMessage): a deleted message stays deleted, one still in the queue is
+// received again and goes on.
+func (s *Starter) dropStale(ctx context.Context, x *msg, written lease.Lease) (verdict, error) {
+	if written.Status == lease.DeadLettering {
+		// The job still owes its one dead letter, and this lease is its only record: the release
+		// that wrote it sends it, or the sweep takes it over (releaser.DeadLetterTakeover).
+		x.log.InfoContext(ctx, "stale delivery of a job being dead-lettered; its lease is left to the release", "attempt", written.Attempt)
+		return hold, nil
+	}
+	if err := s.freeLane(ctx, written); err != nil && !errors.Is(err, lease.ErrConflict) {
+		return hold, err
+	}
+	x.log.InfoContext(ctx, "stale delivery of a message already released, received again or visible again; dropped", "attempt", written.Attempt)
+	s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
+	return hold, nil
+}
