@@ -32,15 +32,16 @@ const (
 	// confirmed start writes nothing more, so this is also the status of a running job: every
 	// reader takes a claim whose execution exists for a running one.
 	Starting Status = "starting"
-	// Running: the execution was confirmed running by a later look (a redelivery that described
-	// it), or the lease was written by a version that recorded every start.
-	Running Status = "running"
 	// Retrying: the attempt failed with attempts left; the message was made visible to run again.
 	Retrying Status = "retrying"
 	// DeadLettering: the attempt ended for good (attempts exhausted, or aborted); the release that
 	// wrote this status sends the job's one dead letter, then deletes the message and the lease.
 	DeadLettering Status = "dead-lettering"
 )
+
+// running is the status earlier versions wrote once a start was confirmed; it is read as Starting
+// (AsRead), which every reader already takes for a running job.
+const running Status = "running"
 
 // ErrConflict means the lease changed since it was read (or exists when it should not).
 var ErrConflict = errors.New("lease changed since it was read")
@@ -169,9 +170,13 @@ func (s *Store) Get(ctx context.Context, k Key) (*Lease, error) {
 // AsRead is a stored lease as its readers take it: a claim on a version or alias of its state
 // machine, written by an earlier version, named its execution with the qualifier
 // (...:execution:NAME:3:EXEC), which no execution has; it is read as Step Functions names it
-// (job.UnqualifiedExecution). Every store of leases reads through it.
+// (job.UnqualifiedExecution); and a lease an earlier version confirmed running is a claim. Every
+// store of leases reads through it.
 func AsRead(l Lease) Lease {
 	l.ExecutionArn = job.UnqualifiedExecution(l.ExecutionArn)
+	if l.Status == running {
+		l.Status = Starting
+	}
 	return l
 }
 

@@ -104,7 +104,7 @@ func TestStoreRoundTrip(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, _ table, _ string, s *lease.Store) {
 		ctx := context.Background()
 		give := sample("reports", 3)
-		give.Status, give.ExecutionArn = lease.Running, "arn:aws:states:us-east-1:123456789012:execution:sfnlimit-sample:reports-r-1001-1"
+		give.Status, give.ExecutionArn = lease.Starting, "arn:aws:states:us-east-1:123456789012:execution:sfnlimit-sample:reports-r-1001-1"
 		before := time.Now().UTC()
 		written, err := s.Put(ctx, give, nil)
 		after := time.Now().UTC()
@@ -172,14 +172,14 @@ func TestStorePut(t *testing.T) {
 				l := mustPut(t, s, sample("reports", 2), nil)
 				return &l
 			},
-			give:     withStatus(sample("reports", 2), lease.Running),
+			give:     withStatus(sample("reports", 2), lease.Starting),
 			wantNext: true,
 		},
 		{
 			name: "stale prev",
 			setup: func(t *testing.T, s *lease.Store) *lease.Lease {
 				v1 := mustPut(t, s, sample("reports", 2), nil)
-				mustPut(t, s, withStatus(v1, lease.Running), &v1)
+				mustPut(t, s, withStatus(v1, lease.Starting), &v1)
 				return &v1
 			},
 			give:    withStatus(sample("reports", 2), lease.Retrying),
@@ -194,7 +194,7 @@ func TestStorePut(t *testing.T) {
 				}
 				return &v1
 			},
-			give:    withStatus(sample("reports", 2), lease.Running),
+			give:    withStatus(sample("reports", 2), lease.Starting),
 			wantErr: lease.ErrConflict,
 		},
 		{
@@ -331,7 +331,7 @@ func TestStoreVersionsIncrement(t *testing.T) {
 		ctx := context.Background()
 		l := mustPut(t, s, sample("payments", 4), nil)
 		first := l.Version
-		statuses := []lease.Status{lease.Running, lease.Running, lease.Retrying, lease.Starting, lease.Running}
+		statuses := []lease.Status{lease.Starting, lease.Starting, lease.Retrying, lease.Starting, lease.Starting}
 		for i, st := range statuses {
 			next := l
 			next.Status = st
@@ -444,8 +444,9 @@ func TestStoreAllRecoversTypeOfHandWrittenItem(t *testing.T) {
 // An earlier version named a claim's execution on a version or alias of its state machine with the
 // qualifier (...:execution:work:3:NAME), which no execution has: Step Functions names it under the
 // state machine (...:execution:work:NAME). Every reader of such a lease, the starter's as well as
-// the releaser's, reads it as Step Functions names it.
-func TestStoreReadsAQualifiedExecutionArnAsStepFunctionsNamesIt(t *testing.T) {
+// the releaser's, reads it as Step Functions names it. The same versions wrote status "running" once
+// a start was confirmed: it is read as a claim (starting), which every reader takes for a running job.
+func TestStoreReadsAnEarlierVersionsLeaseAsToday(t *testing.T) {
 	const stored = "arn:aws:states:us-east-1:123456789012:execution:work:3:reports-r-1-1"
 	const want = "arn:aws:states:us-east-1:123456789012:execution:work:reports-r-1-1"
 	forEachBackend(t, func(t *testing.T, db table, name string, s *lease.Store) {
@@ -459,15 +460,15 @@ func TestStoreReadsAQualifiedExecutionArnAsStepFunctionsNamesIt(t *testing.T) {
 			t.Fatal(err)
 		}
 		got, err := s.Get(ctx, lease.Key{Type: "reports", Lane: 1})
-		if err != nil || got == nil || got.ExecutionArn != want {
-			t.Errorf("Get() = %+v, %v; want executionArn %s", got, err, want)
+		if err != nil || got == nil || got.ExecutionArn != want || got.Status != lease.Starting {
+			t.Errorf("Get() = %+v, %v; want executionArn %s, status starting", got, err, want)
 		}
 		for _, list := range []func(context.Context) ([]lease.Lease, error){
 			func(ctx context.Context) ([]lease.Lease, error) { return s.ListType(ctx, "reports") }, s.All,
 		} {
 			ls, err := list(ctx)
-			if err != nil || len(ls) != 1 || ls[0].ExecutionArn != want {
-				t.Errorf("listed %+v, %v; want one lease with executionArn %s", ls, err, want)
+			if err != nil || len(ls) != 1 || ls[0].ExecutionArn != want || ls[0].Status != lease.Starting {
+				t.Errorf("listed %+v, %v; want one lease with executionArn %s, status starting", ls, err, want)
 			}
 		}
 	})
@@ -514,7 +515,7 @@ func TestStoreStaleLeaseOfAFormerJob(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, _ table, _ string, s *lease.Store) {
 		ctx := context.Background()
 		old := mustPut(t, s, sample("llm", 2), nil)
-		old = mustPut(t, s, withStatus(old, lease.Running), &old) // what the sweep read
+		old = mustPut(t, s, withStatus(old, lease.Starting), &old) // what the sweep read
 		if err := s.Delete(ctx, old); err != nil {                // the status event's release
 			t.Fatal(err)
 		}
@@ -543,12 +544,12 @@ func TestStaleLeaseOfAnotherJobIsNotTouched(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, tb table, tableName string, s *lease.Store) {
 		ctx := context.Background()
 		a1 := mustPut(t, s, withJob(sample("reports", 1), "job-a"), nil)
-		a2 := mustPut(t, s, withStatus(withJob(sample("reports", 1), "job-a"), lease.Running), &a1) // what the late release read
+		a2 := mustPut(t, s, withStatus(withJob(sample("reports", 1), "job-a"), lease.Starting), &a1) // what the late release read
 		if err := s.Delete(ctx, a2); err != nil {
 			t.Fatal(err) // the sweep released job-a
 		}
 		b1 := mustPut(t, s, withJob(sample("reports", 1), "job-b"), nil)
-		b2 := mustPut(t, s, withStatus(withJob(sample("reports", 1), "job-b"), lease.Running), &b1)
+		b2 := mustPut(t, s, withStatus(withJob(sample("reports", 1), "job-b"), lease.Starting), &b1)
 		// A new lease draws a random first version; give job-b's the stale one's, as a lane whose
 		// leases restarted at 1 (before random versions) would have, to check the job condition.
 		b2 = forceVersion(t, tb, tableName, b2, a2.Version)
@@ -559,7 +560,7 @@ func TestStaleLeaseOfAnotherJobIsNotTouched(t *testing.T) {
 			t.Errorf("Put over job-a's stale lease = %v, want ErrConflict", err)
 		}
 		left, err := s.Get(ctx, a2.Key())
-		if err != nil || left == nil || left.JobID != "job-b" || left.Status != lease.Running {
+		if err != nil || left == nil || left.JobID != "job-b" || left.Status != lease.Starting {
 			t.Errorf("lane holds %+v (%v), want job-b's running lease", left, err)
 		}
 	})

@@ -35,10 +35,10 @@ func TestReleaseRecordsTheBatch(t *testing.T) {
 	if err := ledger.Open(ctx, "up", 2, t0); err != nil {
 		t.Fatal(err)
 	}
-	ok := held("reports", 1, "r-1", 1, lease.Running)
+	ok := held("reports", 1, "r-1", 1, lease.Starting)
 	ok.Batch = "up"
 	r.leases.Set(ok)
-	bad := held("reports", 2, "r-2", 3, lease.Running)
+	bad := held("reports", 2, "r-2", 3, lease.Starting)
 	bad.Batch, bad.Redrive = "up", 2
 	r.leases.Set(bad)
 	r.sfn.Put(execution("reports", 2, "r-2", 3, `{}`, "FAILED", "JobFailed", ""))
@@ -78,7 +78,7 @@ func TestReleaseKeepsTheLaneWhenTheBatchRecordFails(t *testing.T) {
 	r := newRig(t)
 	f := &failingEnder{}
 	r.svc.Batches = f
-	l := held("reports", 1, "r-1", 1, lease.Running)
+	l := held("reports", 1, "r-1", 1, lease.Starting)
 	l.Batch = "up"
 	r.leases.Set(l)
 	if _, err := r.svc.Release(context.Background(), req("reports", 1, "r-1", 1, releaser.Succeeded, "", "")); err == nil {
@@ -87,12 +87,12 @@ func TestReleaseKeepsTheLaneWhenTheBatchRecordFails(t *testing.T) {
 	if f.calls != 1 || len(deletedHandles(r.sqs)) != 0 {
 		t.Errorf("batch record calls %d, deletes %v; want 1 and none", f.calls, deletedHandles(r.sqs))
 	}
-	checkLease(t, r.leases, l.Key(), &wantLease{JobID: "r-1", Status: lease.Running, Attempt: 1, Handle: handle("r-1", 2), Arn: l.ExecutionArn})
+	checkLease(t, r.leases, l.Key(), &wantLease{JobID: "r-1", Status: lease.Starting, Attempt: 1, Handle: handle("r-1", 2), Arn: l.ExecutionArn})
 	// A job without a batch does not call it.
 	r2 := newRig(t)
 	f2 := &failingEnder{}
 	r2.svc.Batches = f2
-	r2.leases.Set(held("reports", 1, "r-9", 1, lease.Running))
+	r2.leases.Set(held("reports", 1, "r-9", 1, lease.Starting))
 	if got, err := r2.svc.Release(context.Background(), req("reports", 1, "r-9", 1, releaser.Succeeded, "", "")); err != nil || got != releaser.Deleted {
 		t.Errorf("Release without a batch = %s, %v, want deleted", got, err)
 	}

@@ -45,8 +45,8 @@ func TestSweepTakesClaimsForRunningJobs(t *testing.T) {
 			want: &wantLease{JobID: "r-1", Status: lease.Starting, Attempt: 1, Handle: handle("r-1", 2), Arn: execArn("reports", "r-1", 1), Version: 4},
 		},
 		{ // a lease written by a version that recorded every start: kept
-			lease: held("reports", 2, "r-2", 1, lease.Running), age: 5 * time.Minute, execution: "RUNNING",
-			want: &wantLease{JobID: "r-2", Status: lease.Running, Attempt: 1, Handle: handle("r-2", 2), Arn: execArn("reports", "r-2", 1), Version: 4},
+			lease: held("reports", 2, "r-2", 1, lease.Starting), age: 5 * time.Minute, execution: "RUNNING",
+			want: &wantLease{JobID: "r-2", Status: lease.Starting, Attempt: 1, Handle: handle("r-2", 2), Arn: execArn("reports", "r-2", 1), Version: 4},
 		},
 		{ // a started job whose execution succeeded without a release: released
 			lease: claimed("reports", 3, "r-3", 1), age: 5 * time.Minute, execution: "SUCCEEDED",

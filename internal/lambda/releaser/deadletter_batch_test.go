@@ -51,7 +51,7 @@ func TestDeadLetterAfterAFailedBatchRecord(t *testing.T) {
 	r.svc.Now = r.clock.Now // the lease store stamps leases with the clock
 	r.svc.Batches = tracker
 	r.svc.DLQ = batchend.DeadLetters{Next: deadletter.New(r.sqs, dlqURL), Tracker: tracker}
-	l := held("reports", 1, "r-1001", 3, lease.Running)
+	l := held("reports", 1, "r-1001", 3, lease.Starting)
 	l.Batch = "b"
 	r.leases.Set(l)
 	r.sfn.Put(execution("reports", 1, "r-1001", 3, `{"seconds":3}`, "FAILED", "JobFailed", ""))

@@ -209,7 +209,7 @@ func (h *Handler) Sweep(ctx context.Context) (Response, error) {
 		// A dead-lettering lease whose release stopped before it finished is taken over (Release),
 		// and a claim (the lease of a started job: a start writes nothing after it) whose execution
 		// ended is released like a running one.
-		busy := l.Status == lease.Running || l.Status == lease.DeadLettering || l.Status == lease.Starting
+		busy := l.Status == lease.DeadLettering || l.Status == lease.Starting
 		if busy && now().Sub(l.UpdatedAt) >= h.SweepMinAge {
 			due = append(due, l)
 		}
@@ -405,7 +405,7 @@ func (h *Handler) wakeResumed(ctx context.Context) {
 func (h *Handler) gauges(ctx context.Context, all []lease.Lease) {
 	running := map[string]int{}
 	for _, l := range all {
-		if l.Status == lease.Running || l.Status == lease.Starting {
+		if l.Status == lease.Starting {
 			running[l.Type]++
 		}
 	}

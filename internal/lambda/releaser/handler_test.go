@@ -18,7 +18,7 @@ import (
 
 func TestHandlerDispatch(t *testing.T) {
 	const failCause = "the job input asked the work to fail (input.fail is true)"
-	running := held("reports", 1, "r-1001", 1, lease.Running)
+	running := held("reports", 1, "r-1001", 1, lease.Starting)
 	tests := []struct {
 		name          string
 		give          []byte
@@ -58,7 +58,7 @@ func TestHandlerDispatch(t *testing.T) {
 			give:    []byte(`{"source":"workflow","outcome":"maybe","job":{"id":"r-1001","type":"reports","lane":1,"attempt":1},"executionArn":"x"}`),
 			lease:   &running,
 			wantErr: true,
-			wantLease: &wantLease{JobID: "r-1001", Status: lease.Running, Attempt: 1, Handle: handle("r-1001", 2),
+			wantLease: &wantLease{JobID: "r-1001", Status: lease.Starting, Attempt: 1, Handle: handle("r-1001", 2),
 				Arn: execArn("reports", "r-1001", 1), Version: 4},
 		},
 		{
@@ -66,7 +66,7 @@ func TestHandlerDispatch(t *testing.T) {
 			give:    []byte(`{"source":"workflow","outcome":"succeeded","executionArn":"arn:aws:states:us-east-1:123456789012:execution:sfnlimit-sample:x"}`),
 			lease:   &running,
 			wantErr: true,
-			wantLease: &wantLease{JobID: "r-1001", Status: lease.Running, Attempt: 1, Handle: handle("r-1001", 2),
+			wantLease: &wantLease{JobID: "r-1001", Status: lease.Starting, Attempt: 1, Handle: handle("r-1001", 2),
 				Arn: execArn("reports", "r-1001", 1), Version: 4},
 		},
 		{
@@ -114,7 +114,7 @@ func TestHandlerDispatch(t *testing.T) {
 		{
 			name:          "status change: FAILED on the last attempt",
 			give:          statusEventForAttempt(t, 3),
-			lease:         ptr(held("reports", 1, "r-1001", 3, lease.Running)),
+			lease:         ptr(held("reports", 1, "r-1001", 3, lease.Starting)),
 			exec:          ptr(execution("reports", 1, "r-1001", 3, `{"seconds":3,"fail":true}`, "FAILED", "JobFailed", failCause)),
 			want:          releaser.Response{Result: releaser.DeadLettered},
 			wantDescribes: 1,
@@ -197,22 +197,22 @@ func TestHandlerSweep(t *testing.T) {
 	}
 	rows := []row{
 		{ // closed execution, old enough: released (deleted)
-			lease: lanes("reports", 1, "r-1001", 1, lease.Running), age: 5 * time.Minute, execution: "SUCCEEDED",
+			lease: lanes("reports", 1, "r-1001", 1, lease.Starting), age: 5 * time.Minute, execution: "SUCCEEDED",
 		},
 		{ // still running: untouched
-			lease: lanes("reports", 2, "r-1002", 1, lease.Running), age: 5 * time.Minute, execution: "RUNNING",
-			want: &wantLease{JobID: "r-1002", Status: lease.Running, Attempt: 1, Handle: handle("r-1002", 2), Arn: execArn("reports", "r-1002", 1), Version: 4},
+			lease: lanes("reports", 2, "r-1002", 1, lease.Starting), age: 5 * time.Minute, execution: "RUNNING",
+			want: &wantLease{JobID: "r-1002", Status: lease.Starting, Attempt: 1, Handle: handle("r-1002", 2), Arn: execArn("reports", "r-1002", 1), Version: 4},
 		},
 		{ // closed, but younger than SweepMinAge: untouched, not even described
-			lease: lanes("reports", 3, "r-1003", 1, lease.Running), age: 10 * time.Second, execution: "FAILED",
-			want: &wantLease{JobID: "r-1003", Status: lease.Running, Attempt: 1, Handle: handle("r-1003", 2), Arn: execArn("reports", "r-1003", 1), Version: 4},
+			lease: lanes("reports", 3, "r-1003", 1, lease.Starting), age: 10 * time.Second, execution: "FAILED",
+			want: &wantLease{JobID: "r-1003", Status: lease.Starting, Attempt: 1, Handle: handle("r-1003", 2), Arn: execArn("reports", "r-1003", 1), Version: 4},
 		},
 		{ // not running: not the sweep's business
 			lease: lanes("payments", 1, "p-1", 2, lease.Retrying), age: time.Hour,
 			want: &wantLease{JobID: "p-1", Status: lease.Retrying, Attempt: 2, Handle: handle("p-1", 2), Version: 4},
 		},
 		{ // failed with attempts left: retried
-			lease: lanes("payments", 2, "p-2", 1, lease.Running), age: 3 * time.Minute, execution: "FAILED",
+			lease: lanes("payments", 2, "p-2", 1, lease.Starting), age: 3 * time.Minute, execution: "FAILED",
 			want: &wantLease{JobID: "p-2", Status: lease.Retrying, Attempt: 1, Handle: handle("p-2", 2)},
 		},
 		{ // an unconfirmed claim (no ARN of its own) whose execution ran and ended: released
@@ -220,7 +220,7 @@ func TestHandlerSweep(t *testing.T) {
 		},
 		{ // an unconfirmed claim whose start never went through: described, nothing to release
 			lease: lanes("payments", 4, "p-4", 2, lease.Starting), age: 10 * time.Minute,
-			want: &wantLease{JobID: "p-4", Status: lease.Starting, Attempt: 2, Handle: handle("p-4", 2), Version: 4},
+			want: &wantLease{JobID: "p-4", Status: lease.Starting, Attempt: 2, Handle: handle("p-4", 2), Arn: execArn("payments", "p-4", 2), Version: 4},
 		},
 	}
 	r := newRig(t)
@@ -273,7 +273,7 @@ func TestHandlerSweepBudget(t *testing.T) {
 			r.h.SweepMaxDescribes = tt.maxDescribes
 			var keys []lease.Key
 			for i := range tt.leases {
-				l := held("reports", i+1, "r-"+string(rune('a'+i)), 1, lease.Running)
+				l := held("reports", i+1, "r-"+string(rune('a'+i)), 1, lease.Starting)
 				l.UpdatedAt = t0.Add(-time.Duration(10+i) * time.Minute) // lane n+1 is older than lane n
 				r.leases.Set(l)
 				r.sfn.Put(execution(l.Type, l.Lane, l.JobID, 1, `{}`, string(sfntypes.ExecutionStatusSucceeded), "", ""))
@@ -303,7 +303,7 @@ func TestHandlerSweepBudget(t *testing.T) {
 func TestHandlerSweepDescribeErrorDoesNotStopOthers(t *testing.T) {
 	r := newRig(t)
 	for i, id := range []string{"r-1", "r-2", "r-3"} {
-		l := held("reports", i+1, id, 1, lease.Running)
+		l := held("reports", i+1, id, 1, lease.Starting)
 		l.UpdatedAt = t0.Add(-time.Hour)
 		r.leases.Set(l)
 		r.sfn.Put(execution("reports", i+1, id, 1, `{}`, "SUCCEEDED", "", ""))
@@ -346,7 +346,7 @@ func TestHandlerSweepLeavesARecentlyClosedExecutionToItsOwnRelease(t *testing.T)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRig(t)
-			l := held("reports", 1, "r-ok", 1, lease.Running)
+			l := held("reports", 1, "r-ok", 1, lease.Starting)
 			l.UpdatedAt = t0.Add(-10 * time.Minute) // older than SweepMinAge: the sweep looks at it
 			r.leases.Set(l)
 			x := execution("reports", 1, "r-ok", 1, `{}`, "SUCCEEDED", "", "")
@@ -362,7 +362,7 @@ func TestHandlerSweepLeavesARecentlyClosedExecutionToItsOwnRelease(t *testing.T)
 				t.Errorf("Sweep() swept %d, want %d", got.Swept, tt.wantSwept)
 			}
 			if tt.wantSwept == 0 {
-				checkLease(t, r.leases, l.Key(), &wantLease{JobID: "r-ok", Status: lease.Running, Attempt: 1, Handle: handle("r-ok", 2), Arn: execArn("reports", "r-ok", 1)})
+				checkLease(t, r.leases, l.Key(), &wantLease{JobID: "r-ok", Status: lease.Starting, Attempt: 1, Handle: handle("r-ok", 2), Arn: execArn("reports", "r-ok", 1)})
 			} else {
 				checkLease(t, r.leases, l.Key(), nil)
 			}
@@ -377,7 +377,7 @@ func TestHandlerSweepLeavesARecentlyClosedExecutionToItsOwnRelease(t *testing.T)
 func TestHandlerSweepReleasesASucceededExecutionAsSuccess(t *testing.T) {
 	for _, attempt := range []int{1, 3} { // reports has 3 attempts: 3 is the last
 		r := newRig(t)
-		l := held("reports", 1, "r-ok", attempt, lease.Running)
+		l := held("reports", 1, "r-ok", attempt, lease.Starting)
 		l.UpdatedAt = t0.Add(-10 * time.Minute)
 		r.leases.Set(l)
 		r.sfn.Put(execution("reports", 1, "r-ok", attempt, `{}`, "SUCCEEDED", "", ""))
@@ -418,8 +418,8 @@ func TestHandlerSweepQueriesPerTypeWithoutScanning(t *testing.T) {
 		return nil
 	}
 	for _, l := range []lease.Lease{
-		held("reports", 1, "r-1", 1, lease.Running), // configured
-		held("retired", 2, "x-1", 1, lease.Running), // its config was removed; its lease lives on
+		held("reports", 1, "r-1", 1, lease.Starting), // configured
+		held("retired", 2, "x-1", 1, lease.Starting), // its config was removed; its lease lives on
 	} {
 		l.UpdatedAt = t0.Add(-time.Hour)
 		r.leases.Set(l)
@@ -447,7 +447,7 @@ func TestHandlerSweepListErrorDoesNotStopOthers(t *testing.T) {
 		}
 		return nil
 	}
-	for _, l := range []lease.Lease{held("reports", 1, "r-1", 1, lease.Running), held("payments", 1, "p-1", 1, lease.Running)} {
+	for _, l := range []lease.Lease{held("reports", 1, "r-1", 1, lease.Starting), held("payments", 1, "p-1", 1, lease.Starting)} {
 		l.UpdatedAt = t0.Add(-time.Hour)
 		r.leases.Set(l)
 		r.sfn.Put(execution(l.Type, l.Lane, l.JobID, 1, `{}`, "SUCCEEDED", "", ""))

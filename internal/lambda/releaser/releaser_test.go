@@ -42,7 +42,7 @@ func TestRelease(t *testing.T) {
 	}{
 		{
 			name:        "success deletes with the lease's latest handle, then the lease",
-			lease:       ptr(held("reports", 1, "r-1001", 1, lease.Running)),
+			lease:       ptr(held("reports", 1, "r-1001", 1, lease.Starting)),
 			give:        req("reports", 1, "r-1001", 1, releaser.Succeeded, "", ""),
 			want:        releaser.Deleted,
 			wantDeleted: []string{handle("r-1001", 2)},
@@ -56,7 +56,7 @@ func TestRelease(t *testing.T) {
 		},
 		{
 			name:        "success whose message is already gone (stale handle)",
-			lease:       ptr(held("reports", 1, "r-1001", 1, lease.Running)),
+			lease:       ptr(held("reports", 1, "r-1001", 1, lease.Starting)),
 			onDelete:    fakes.APIError("ReceiptHandleIsInvalid", "The input receipt handle is invalid."),
 			give:        req("reports", 1, "r-1001", 1, releaser.Succeeded, "", ""),
 			want:        releaser.Deleted,
@@ -71,7 +71,7 @@ func TestRelease(t *testing.T) {
 		},
 		{
 			name:        "failure with attempts left: retrying, attempt unchanged, visible at once",
-			lease:       ptr(held("reports", 1, "r-1001", 1, lease.Running)),
+			lease:       ptr(held("reports", 1, "r-1001", 1, lease.Starting)),
 			give:        req("reports", 1, "r-1001", 1, releaser.Failed, "JobFailed", failCause),
 			want:        releaser.Retried,
 			wantVisible: []string{handle("r-1001", 2)},
@@ -79,7 +79,7 @@ func TestRelease(t *testing.T) {
 		},
 		{
 			name:        "second of three attempts failed",
-			lease:       ptr(held("reports", 1, "r-1001", 2, lease.Running)),
+			lease:       ptr(held("reports", 1, "r-1001", 2, lease.Starting)),
 			give:        req("reports", 1, "r-1001", 2, releaser.Failed, "States.Timeout", ""),
 			want:        releaser.Retried,
 			wantVisible: []string{handle("r-1001", 2)},
@@ -87,7 +87,7 @@ func TestRelease(t *testing.T) {
 		},
 		{
 			name:        "type's own max attempts (payments=5): third failure retried",
-			lease:       ptr(held("payments", 1, "p-77", 3, lease.Running)),
+			lease:       ptr(held("payments", 1, "p-77", 3, lease.Starting)),
 			give:        req("payments", 1, "p-77", 3, releaser.Failed, "JobFailed", ""),
 			want:        releaser.Retried,
 			wantVisible: []string{handle("p-77", 2)},
@@ -103,7 +103,7 @@ func TestRelease(t *testing.T) {
 		},
 		{
 			name:         "visibility answered MessageNotInflight, lease unchanged: done",
-			lease:        ptr(held("reports", 1, "r-1001", 1, lease.Running)),
+			lease:        ptr(held("reports", 1, "r-1001", 1, lease.Starting)),
 			onVisibility: fakes.APIError("AWS.SimpleQueueService.MessageNotInflight", "Message does not exist or is not available for visibility timeout change."),
 			give:         req("reports", 1, "r-1001", 1, releaser.Failed, "JobFailed", failCause),
 			want:         releaser.Retried,
@@ -112,7 +112,7 @@ func TestRelease(t *testing.T) {
 		},
 		{
 			name:        "attempts exhausted: one dead letter rebuilt from the execution input, message and lease deleted",
-			lease:       ptr(held("reports", 1, "r-1001", 3, lease.Running)),
+			lease:       ptr(held("reports", 1, "r-1001", 3, lease.Starting)),
 			exec:        ptr(execution("reports", 1, "r-1001", 3, `{"seconds":3,"fail":true}`, "FAILED", "JobFailed", failCause)),
 			give:        req("reports", 1, "r-1001", 3, releaser.Failed, "JobFailed", failCause),
 			want:        releaser.DeadLettered,
@@ -136,7 +136,7 @@ func TestRelease(t *testing.T) {
 		},
 		{
 			name:        "aborted with attempts left: dead-lettered as aborted",
-			lease:       ptr(held("reports", 2, "r-1002", 1, lease.Running)),
+			lease:       ptr(held("reports", 2, "r-1002", 1, lease.Starting)),
 			exec:        ptr(execution("reports", 2, "r-1002", 1, `{"seconds":600}`, "ABORTED", "", "")),
 			give:        req("reports", 2, "r-1002", 1, releaser.Aborted, "States.ABORTED", ""),
 			want:        releaser.DeadLettered,
@@ -145,17 +145,17 @@ func TestRelease(t *testing.T) {
 		},
 		{
 			name:      "release of an older attempt",
-			lease:     ptr(held("reports", 1, "r-1001", 2, lease.Running)),
+			lease:     ptr(held("reports", 1, "r-1001", 2, lease.Starting)),
 			give:      req("reports", 1, "r-1001", 1, releaser.Failed, "JobFailed", ""),
 			want:      releaser.Noop,
-			wantLease: &wantLease{JobID: "r-1001", Status: lease.Running, Attempt: 2, Handle: handle("r-1001", 2), Arn: execArn("reports", "r-1001", 2), Version: 4},
+			wantLease: &wantLease{JobID: "r-1001", Status: lease.Starting, Attempt: 2, Handle: handle("r-1001", 2), Arn: execArn("reports", "r-1001", 2), Version: 4},
 		},
 		{
 			name:      "release of another job",
-			lease:     ptr(held("reports", 1, "r-2002", 1, lease.Running)),
+			lease:     ptr(held("reports", 1, "r-2002", 1, lease.Starting)),
 			give:      req("reports", 1, "r-1001", 1, releaser.Succeeded, "", ""),
 			want:      releaser.Noop,
-			wantLease: &wantLease{JobID: "r-2002", Status: lease.Running, Attempt: 1, Handle: handle("r-2002", 2), Arn: execArn("reports", "r-2002", 1), Version: 4},
+			wantLease: &wantLease{JobID: "r-2002", Status: lease.Starting, Attempt: 1, Handle: handle("r-2002", 2), Arn: execArn("reports", "r-2002", 1), Version: 4},
 		},
 		{
 			name: "lane already free",
@@ -203,9 +203,9 @@ func TestReleaseTwiceIsNoop(t *testing.T) {
 		give      releaser.Request
 		wantFirst releaser.Result
 	}{
-		{"success", held("reports", 1, "r-1001", 1, lease.Running), req("reports", 1, "r-1001", 1, releaser.Succeeded, "", ""), releaser.Deleted},
-		{"attempts exhausted", held("reports", 1, "r-1001", 3, lease.Running), req("reports", 1, "r-1001", 3, releaser.Failed, "JobFailed", "boom"), releaser.DeadLettered},
-		{"aborted", held("reports", 1, "r-1001", 1, lease.Running), req("reports", 1, "r-1001", 1, releaser.Aborted, "States.ABORTED", ""), releaser.DeadLettered},
+		{"success", held("reports", 1, "r-1001", 1, lease.Starting), req("reports", 1, "r-1001", 1, releaser.Succeeded, "", ""), releaser.Deleted},
+		{"attempts exhausted", held("reports", 1, "r-1001", 3, lease.Starting), req("reports", 1, "r-1001", 3, releaser.Failed, "JobFailed", "boom"), releaser.DeadLettered},
+		{"aborted", held("reports", 1, "r-1001", 1, lease.Starting), req("reports", 1, "r-1001", 1, releaser.Aborted, "States.ABORTED", ""), releaser.DeadLettered},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -248,7 +248,7 @@ func TestReleaseReceiptHandleRefreshedDuringRelease(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRig(t)
-			l := r.leases.Set(held("reports", 1, "r-1001", tt.attempt, lease.Running))
+			l := r.leases.Set(held("reports", 1, "r-1001", tt.attempt, lease.Starting))
 			r.sfn.Put(execution("reports", 1, "r-1001", tt.attempt, `{"seconds":3}`, "FAILED", "JobFailed", "boom"))
 			bumped := false
 			r.leases.BeforeDelete = func(lease.Lease) error {
@@ -322,7 +322,7 @@ func TestReleaseRetryRaces(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRig(t)
-			l := r.leases.Set(held("reports", 1, "r-1001", 1, lease.Running))
+			l := r.leases.Set(held("reports", 1, "r-1001", 1, lease.Starting))
 			tt.race(r, l.Key())
 			got, err := r.svc.Release(context.Background(), req("reports", 1, "r-1001", 1, releaser.Failed, "JobFailed", ""))
 			if err != nil || got != releaser.Retried {
@@ -371,7 +371,7 @@ func TestReleaseFailuresKeepTheLease(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRig(t)
-			l := r.leases.Set(held("reports", 1, "r-1001", tt.attempt, lease.Running))
+			l := r.leases.Set(held("reports", 1, "r-1001", tt.attempt, lease.Starting))
 			r.sfn.Put(execution("reports", 1, "r-1001", tt.attempt, `{}`, "FAILED", "JobFailed", ""))
 			tt.setup(r)
 			rq := req("reports", 1, "r-1001", tt.attempt, tt.give, "JobFailed", "")
@@ -424,7 +424,7 @@ func okSends(ms []fakes.SentMessage) []fakes.SentMessage {
 // failed try and leave the lane held until DeadLetterTakeover.
 func TestDeadLetterAfterAFailedInputRead(t *testing.T) {
 	r := newRig(t)
-	r.leases.Set(held("reports", 1, "r-1001", 3, lease.Running))
+	r.leases.Set(held("reports", 1, "r-1001", 3, lease.Starting))
 	r.sfn.Put(execution("reports", 1, "r-1001", 3, `{"seconds":3}`, "FAILED", "JobFailed", ""))
 	fails := 1
 	r.sfn.OnDescribe = func(arn string) error {
@@ -455,7 +455,7 @@ func TestDeadLetterAfterAFailedInputRead(t *testing.T) {
 // runs under its tenant's cap again, at its priority (found in review: the key was dropped).
 func TestDeadLetterKeepsKeyAndPriority(t *testing.T) {
 	r := newRig(t)
-	l := held("reports", 1, "r-1001", 3, lease.Running)
+	l := held("reports", 1, "r-1001", 3, lease.Starting)
 	l.JobKey = "acme"
 	r.leases.Set(l)
 	x := execution("reports", 1, "r-1001", 3, `{"seconds":3}`, "FAILED", "JobFailed", "")
@@ -476,7 +476,7 @@ func TestDeadLetterKeepsKeyAndPriority(t *testing.T) {
 // that lost its key runs under the default key, outside its tenant's cap.
 func TestDeadLetterKeepsTheJobsKey(t *testing.T) {
 	r := newRig(t)
-	l := held("reports", 1, "r-1001", 3, lease.Running)
+	l := held("reports", 1, "r-1001", 3, lease.Starting)
 	l.JobKey = "acme"
 	r.leases.Set(l)
 	ex := execution("reports", 1, "r-1001", 3, `{"seconds":3}`, "FAILED", "JobFailed", "")

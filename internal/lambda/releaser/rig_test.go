@@ -90,7 +90,7 @@ func held(typ string, ln int, jobID string, attempt int, st lease.Status) lease.
 		Attempt: attempt, Status: st, StartedAt: t0.Add(-3 * time.Minute), SubmittedAt: submitted, Version: 4,
 		UpdatedAt: t0.Add(-3 * time.Minute),
 	}
-	if st == lease.Running {
+	if st == lease.Starting {
 		l.ExecutionArn = execArn(typ, jobID, attempt)
 	}
 	return l

@@ -30,7 +30,7 @@ func TestReleaseWakesTheOldestParkedJob(t *testing.T) {
 		want   []string        // handles made visible (timeout 0), in order
 	}{
 		{
-			name: "success wakes the oldest", lease: held("reports", 1, "r-1001", 1, lease.Running),
+			name: "success wakes the oldest", lease: held("reports", 1, "r-1001", 1, lease.Starting),
 			give: req("reports", 1, "r-1001", 1, releaser.Succeeded, "", ""),
 			parked: []waitroom.Waiter{
 				{Type: "reports", Group: "reports-w2", MessageID: "m-2", ReceiptHandle: "h-2", JobID: "w-2", SubmittedAt: t0.Add(2 * time.Second)},
@@ -40,7 +40,7 @@ func TestReleaseWakesTheOldestParkedJob(t *testing.T) {
 			want: []string{"h-1"},
 		},
 		{
-			name: "a stale parked record is skipped", lease: held("reports", 1, "r-1001", 3, lease.Running),
+			name: "a stale parked record is skipped", lease: held("reports", 1, "r-1001", 3, lease.Starting),
 			give: req("reports", 1, "r-1001", 3, releaser.Failed, "JobFailed", "boom"),
 			parked: []waitroom.Waiter{
 				{Type: "reports", Group: "reports-w1", MessageID: "m-1", ReceiptHandle: "h-1", JobID: "w-1", SubmittedAt: t0.Add(time.Second)},
@@ -50,7 +50,7 @@ func TestReleaseWakesTheOldestParkedJob(t *testing.T) {
 			want:  []string{"h-1", "h-2"},
 		},
 		{
-			name: "a higher priority first", lease: held("reports", 1, "r-1001", 1, lease.Running),
+			name: "a higher priority first", lease: held("reports", 1, "r-1001", 1, lease.Starting),
 			give: req("reports", 1, "r-1001", 1, releaser.Succeeded, "", ""),
 			parked: []waitroom.Waiter{
 				{Type: "reports", Group: "reports-0", MessageID: "m-1", ReceiptHandle: "h-normal", JobID: "w-1", SubmittedAt: t0.Add(-time.Second)},
@@ -62,7 +62,7 @@ func TestReleaseWakesTheOldestParkedJob(t *testing.T) {
 		{
 			// Aging: waited 9 minutes, low (1) ranks at the top (9), beside the fresh high head, and
 			// the older goes first.
-			name: "an old low-priority head passes fresh high ones", lease: held("reports", 1, "r-1001", 1, lease.Running),
+			name: "an old low-priority head passes fresh high ones", lease: held("reports", 1, "r-1001", 1, lease.Starting),
 			give: req("reports", 1, "r-1001", 1, releaser.Succeeded, "", ""),
 			parked: []waitroom.Waiter{
 				{Type: "reports", Group: "reports-0!9", MessageID: "m-2", ReceiptHandle: "h-high", JobID: "w-2", SubmittedAt: t0.Add(-time.Second)},
@@ -73,7 +73,7 @@ func TestReleaseWakesTheOldestParkedJob(t *testing.T) {
 		{
 			// Keyed groups: priority comes before the fair rule across keys (acme runs nothing, beta
 			// one job, yet beta's head is high priority).
-			name: "priority before fairness across keys", lease: held("reports", 1, "r-1001", 1, lease.Running),
+			name: "priority before fairness across keys", lease: held("reports", 1, "r-1001", 1, lease.Starting),
 			give: req("reports", 1, "r-1001", 1, releaser.Succeeded, "", ""),
 			parked: []waitroom.Waiter{
 				{Type: "reports", Group: "reports#acme", MessageID: "m-1", ReceiptHandle: "h-acme", JobID: "w-1", Key: "acme", SubmittedAt: t0},
@@ -82,7 +82,7 @@ func TestReleaseWakesTheOldestParkedJob(t *testing.T) {
 			want: []string{"h-beta", "h-acme"}, // two lanes free: both, beta first
 		},
 		{
-			name: "a retry keeps its lane and wakes nobody", lease: held("reports", 1, "r-1001", 1, lease.Running),
+			name: "a retry keeps its lane and wakes nobody", lease: held("reports", 1, "r-1001", 1, lease.Starting),
 			give: req("reports", 1, "r-1001", 1, releaser.Failed, "JobFailed", "boom"),
 			parked: []waitroom.Waiter{
 				{Type: "reports", Group: "reports-w1", MessageID: "m-1", ReceiptHandle: "h-1", JobID: "w-1", SubmittedAt: t0},
@@ -202,7 +202,7 @@ func TestReleaseWakesKeysFairly(t *testing.T) {
 			Key: key, AtKeyCap: atCap, SubmittedAt: t0.Add(-time.Hour), ParkedAt: t0.Add(at)}
 	}
 	keyed := func(ln int, key string) lease.Lease {
-		l := held("llm", ln, fmt.Sprintf("%s-%d", key, ln), 1, lease.Running)
+		l := held("llm", ln, fmt.Sprintf("%s-%d", key, ln), 1, lease.Starting)
 		l.JobKey = key
 		return l
 	}
@@ -304,7 +304,7 @@ func TestReleaseOfAPausedTypeWakesNobody(t *testing.T) {
 	if err := room.Park(ctx, waitroom.Waiter{Type: "reports", Group: "reports-0", MessageID: "m-1", ReceiptHandle: "h-1", JobID: "w-1", SubmittedAt: t0, Paused: true}); err != nil {
 		t.Fatal(err)
 	}
-	l := held("reports", 1, "r-1001", 1, lease.Running)
+	l := held("reports", 1, "r-1001", 1, lease.Starting)
 	r.leases.Set(l)
 	if got, err := r.svc.Release(ctx, req("reports", 1, "r-1001", 1, releaser.Succeeded, "", "")); err != nil || got != releaser.Deleted {
 		t.Fatalf("Release = %q, %v; want the job's message deleted", got, err)
@@ -369,7 +369,7 @@ func TestReleaseSkipsAJobParkedInItsLane(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r.leases.Set(held("reports", 1, "r-1001", 1, lease.Running))
+	r.leases.Set(held("reports", 1, "r-1001", 1, lease.Starting))
 	if _, err := r.svc.Release(ctx, req("reports", 1, "r-1001", 1, releaser.Succeeded, "", "")); err != nil {
 		t.Fatal(err)
 	}
@@ -408,7 +408,7 @@ func TestKeyedWakeAfterALoweredLimit(t *testing.T) {
 	// Lane 1 within the limit of 4 is released; lanes 5-8 (the limit was 8) still run other keys'
 	// jobs. Lanes 1-4 are then all free.
 	for ln, key := range map[int]string{1: "k1", 5: "k5", 6: "k6", 7: "k7", 8: "k8"} {
-		l := held("llm", ln, fmt.Sprintf("%s-%d", key, ln), 1, lease.Running)
+		l := held("llm", ln, fmt.Sprintf("%s-%d", key, ln), 1, lease.Starting)
 		l.JobKey = key
 		r.leases.Set(l)
 	}
@@ -467,7 +467,7 @@ func TestResumeWakesAGroupParkedForALaneBeforeThePause(t *testing.T) {
 
 	// All three lanes run; the waiting group's head parked for a lane a moment before the pause.
 	for ln, id := range map[int]string{1: "r-1", 2: "r-2", 3: "r-3"} {
-		r.leases.Set(held("reports", ln, id, 1, lease.Running))
+		r.leases.Set(held("reports", ln, id, 1, lease.Starting))
 	}
 	if err := room.Park(ctx, waitroom.Waiter{Type: "reports", Group: "reports-0", MessageID: "m-4", ReceiptHandle: "h-head", JobID: "r-4",
 		SubmittedAt: t0.Add(-10 * time.Second), ParkedAt: t0.Add(-time.Second)}); err != nil {

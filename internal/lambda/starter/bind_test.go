@@ -184,7 +184,7 @@ func TestBindIsIdempotent(t *testing.T) {
 // Another message of a job that already holds a lane (a duplicate submission, or a job that came
 // back to wait while its bind went through) is dropped, not bound to a second lane.
 func TestBindDropsACopyOfAJobInALane(t *testing.T) {
-	for _, st := range []lease.Status{lease.Bound, lease.Running, lease.Retrying} {
+	for _, st := range []lease.Status{lease.Bound, lease.Starting, lease.Retrying} {
 		t.Run(string(st), func(t *testing.T) {
 			r := newRigStrategy(t, nil, lane.FirstFree)
 			held := leaseOf("reports", 2, "w-1", 1, st, 1)
@@ -210,7 +210,7 @@ func TestBindDropsACopyOfAJobInALane(t *testing.T) {
 func TestBindLooksAgainAfterParking(t *testing.T) {
 	ctx := context.Background()
 	r := newRigStrategy(t, map[string]int{"reports": 1}, lane.FirstFree)
-	busy := r.leases.Set(leaseOf("reports", 1, "busy", 1, lease.Running, 1))
+	busy := r.leases.Set(leaseOf("reports", 1, "busy", 1, lease.Starting, 1))
 	parks := 0
 	r.st.WaitRoom = parkHook{r.room, func() {
 		parks++
@@ -377,7 +377,7 @@ func TestBindCountsJobsAboveALoweredLimit(t *testing.T) {
 			for try := range 4 { // several jobs: the lane a bind starts at is a hash of the job
 				r := newRigStrategy(t, nil, lane.FirstFree) // reports=3
 				for _, ln := range tt.held {
-					r.leases.Set(leaseOf("reports", ln, fmt.Sprintf("run-%d", ln), 1, lease.Running, 1))
+					r.leases.Set(leaseOf("reports", ln, fmt.Sprintf("run-%d", ln), 1, lease.Starting, 1))
 				}
 				id := fmt.Sprintf("w-%d", try)
 				if _, err := r.st.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{waiting(t, "reports", id, 1)}}); err != nil {
@@ -449,7 +449,7 @@ func TestBindReadsTheLeasesOncePerBatch(t *testing.T) {
 func TestStaleWaitingDeliveryDoesNotPark(t *testing.T) {
 	ctx := context.Background()
 	r := newRigStrategy(t, map[string]int{"reports": 1}, lane.FirstFree)
-	r.leases.Set(leaseOf("reports", 1, "busy", 1, lease.Running, 1))
+	r.leases.Set(leaseOf("reports", 1, "busy", 1, lease.Starting, 1))
 	head := waitroom.Waiter{Type: "reports", Group: "reports-0", MessageID: "msg-head", ReceiptHandle: "AQEBhead", JobID: "head", SubmittedAt: submitted}
 	if err := r.room.Park(ctx, head); err != nil {
 		t.Fatal(err)
@@ -559,7 +559,7 @@ func withMessageID(t *testing.T, input, id string) string {
 func TestSecondParkOfAGroupBacksOff(t *testing.T) {
 	ctx := context.Background()
 	r := newRigStrategy(t, map[string]int{"reports": 1}, lane.FirstFree)
-	r.leases.Set(leaseOf("reports", 1, "busy", 1, lease.Running, 1))
+	r.leases.Set(leaseOf("reports", 1, "busy", 1, lease.Starting, 1))
 	first := waitroom.Waiter{Type: "reports", Group: "reports-0", MessageID: "msg-first", ReceiptHandle: "AQEBfirst", JobID: "first", SubmittedAt: submitted, ParkedAt: t0}
 	if err := r.room.Park(ctx, first); err != nil {
 		t.Fatal(err)
@@ -625,7 +625,7 @@ func (c *raceLeases) ListType(ctx context.Context, typ string) ([]lease.Lease, e
 func TestBindOnTheLookAgainLeavesALaterDeliverysRecord(t *testing.T) {
 	ctx := context.Background()
 	r := newRigStrategy(t, map[string]int{"reports": 1}, lane.FirstFree)
-	busy := leaseOf("reports", 1, "busy", 1, lease.Running, 1)
+	busy := leaseOf("reports", 1, "busy", 1, lease.Starting, 1)
 	r.leases.Set(busy)
 	first := waiting(t, "reports", "w-1", 1)
 	later := waitroom.Waiter{Type: "reports", Group: "reports-0", MessageID: first.MessageId, ReceiptHandle: handle("w-1", 2),
@@ -928,7 +928,7 @@ func TestStaleDeliveryDoesNotParkOverTheCurrentOne(t *testing.T) {
 		t.Run("stale receive "+strconv.Itoa(receive), func(t *testing.T) {
 			ctx := context.Background()
 			r := newRigStrategy(t, map[string]int{"reports": 1}, lane.FirstFree)
-			busy := r.leases.Set(leaseOf("reports", 1, "busy", 1, lease.Running, 1))
+			busy := r.leases.Set(leaseOf("reports", 1, "busy", 1, lease.Starting, 1))
 			current := receive + 1
 			resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{waiting(t, "reports", "p-1", current)}})
 			if err != nil || !equal(failures(resp), []string{"msg-p-1"}) {
@@ -954,8 +954,8 @@ func TestStaleDeliveryDoesNotParkOverTheCurrentOne(t *testing.T) {
 	}
 }
 
-// A bound copy whose StartExecution is throttled keeps its lane while it backs off: the claim goes
-// back to the bind, not to a free lane. Deleting it gave the lane to the next waiting job, and the
+// A bound copy whose StartExecution is throttled keeps its lane while it backs off: its claim stays,
+// and the lane does not become free. Deleting it gave the lane to the next waiting job, and the
 // throttled job, back at its lane, found it bound to that one and went to the end of its waiting
 // group; under sustained throttling every throttled start reshuffled the queue so.
 func TestThrottledBoundCopyKeepsItsLane(t *testing.T) {
@@ -974,7 +974,8 @@ func TestThrottledBoundCopyKeepsItsLane(t *testing.T) {
 	if err != nil || !equal(failures(resp), []string{"msg-j-1"}) {
 		t.Fatalf("Handle = %+v, %v; want j-1 held to try again", resp, err)
 	}
-	checkLeases(t, r.leases, map[lease.Key]wantLease{{Type: "reports", Lane: 1}: {JobID: "j-1", Status: lease.Bound}})
+	checkLeases(t, r.leases, map[lease.Key]wantLease{{Type: "reports", Lane: 1}: {JobID: "j-1", Status: lease.Starting, Attempt: 1,
+		Handle: handle("j-1", 1), Arn: execArn("reports", "j-1", 1)}})
 	// Another waiting job meanwhile finds no free lane.
 	resp, err = r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{waiting(t, "reports", "k-1", 1)}})
 	if err != nil || !equal(failures(resp), []string{"msg-k-1"}) || len(copies(t, r)) != 0 {

@@ -39,7 +39,6 @@ func (s *Starter) claimAndStart(ctx context.Context, x *msg) (verdict, error) {
 }
 
 func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdict, error) {
-	x.bound = nil
 	if l != nil && !l.Holds(x.job.ID, x.job.Redrive) {
 		return s.laneHeld(ctx, x, *l)
 	}
@@ -52,9 +51,8 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 			"receives", x.receives(), "leaseReceives", l.Receives)
 		return hold, nil
 	}
-	if l != nil && (l.Status == lease.Running || l.Status == lease.DeadLettering) {
-		// Confirmed running (a lease written by an earlier version, or confirmed by a redelivery),
-		// or ended and being dead-lettered: never started again.
+	if l != nil && l.Status == lease.DeadLettering {
+		// Ended and being dead-lettered: never started again.
 		return s.redelivered(ctx, x, *l)
 	}
 
@@ -145,8 +143,8 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 	case l == nil:
 	case l.Status == lease.Bound:
 		// Bound to this job from its waiting group: the claim replaces the bound lease and goes on
-		// as on a free lane (a start refused for now gives the bind back: giveBack).
-		fresh, x.bound = nil, l
+		// as on a free lane.
+		fresh = nil
 	case l.Status == lease.Starting:
 		// This attempt's claim: its execution runs (the message came back after the visibility
 		// timeout), or its start was not confirmed. Either way the same attempt is started again:
@@ -219,12 +217,15 @@ func (s *Starter) start(ctx context.Context, x *msg, claimed lease.Lease, prev *
 		}
 		log.ErrorContext(ctx, "state machine refused the start", "error", err)
 		return s.refuse(ctx, x, &claimed, ReasonStartRefused, err.Error())
-	case notStarted(err):
-		s.giveBack(ctx, x, claimed, prev)
-		return hold, fmt.Errorf("start execution %s: %w", name, err)
 	default:
-		// The start may have gone through (a timeout, a reset connection, a server error): keep the
-		// claim unconfirmed, so the next delivery starts the same name and finds the execution.
+		// Refused for now (throttled), or the start may have gone through (a timeout, a reset
+		// connection, a server error): either way the claim stays, so the next delivery starts the
+		// same attempt under the same name and finds the execution if there is one. The lane stays
+		// this job's meanwhile, as its group's head holds it anyway (FIFO delivers nothing behind an
+		// in-flight message), and the attempt keeps the start token it took.
+		if notStarted(err) {
+			return hold, fmt.Errorf("start execution %s (refused for now; the claim is kept): %w", name, err)
+		}
 		return hold, fmt.Errorf("start execution %s (outcome unknown; the claim is kept): %w", name, err)
 	}
 	waited := s.now().Sub(x.job.SubmittedAt)

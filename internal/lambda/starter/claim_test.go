@@ -180,7 +180,7 @@ func TestRedeliveredClaimOfRemovedTypeKeepsItsLane(t *testing.T) {
 	}
 	checkDLQ(t, r.sqs, nil)
 	checkLeases(t, r.leases, map[lease.Key]wantLease{
-		reports1: {"r-1001", lease.Running, 1, handle("r-1001", 2), execArn("reports", "r-1001", 1)},
+		reports1: {"r-1001", lease.Starting, 1, handle("r-1001", 2), execArn("reports", "r-1001", 1)},
 	})
 	if got := deleted(r.sqs); len(got) != 0 {
 		t.Errorf("DeleteMessage handles = %q, want none", got)

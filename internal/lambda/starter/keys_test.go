@@ -169,7 +169,7 @@ func TestJobInALaneWaitsForItsKeyCap(t *testing.T) {
 			ctx := context.Background()
 			r := newKeyRig(t)
 			for ln, id := range map[int]string{1: "a-1", 2: "a-2"} {
-				l := leaseOf("llm", ln, id, 1, lease.Running, 1)
+				l := leaseOf("llm", ln, id, 1, lease.Starting, 1)
 				l.JobKey = "acme"
 				r.leases.Set(l)
 			}

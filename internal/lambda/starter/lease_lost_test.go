@@ -254,7 +254,7 @@ func TestStaleDeliveryLeavesNoClaimWhenDescribeLags(t *testing.T) {
 func TestDeliveryWhoseMessageWentVisibleIsNotAcknowledged(t *testing.T) {
 	r := newRig(t, nil)
 	r.sfn.Put(startedBy(t, execution("reports", 1, "r-1001", 1, "FAILED", "JobFailed", "boom"), "msg-r-1001"))
-	r.leases.Set(leaseOf("reports", 1, "r-1001", 1, lease.Running, 1))
+	r.leases.Set(leaseOf("reports", 1, "r-1001", 1, lease.Starting, 1))
 	// Receive 2's handle is the message's latest, but the message is visible again, not in flight.
 	r.sqs.OnChangeVisibility = func(in *sqs.ChangeMessageVisibilityInput) error {
 		if aws.ToString(in.ReceiptHandle) == handle("r-1001", 2) {
@@ -305,7 +305,7 @@ func TestStaleDeliveryDoesNotClaimAFinishingExecution(t *testing.T) {
 func TestLateCopyKeepsTheNewerReceiptHandle(t *testing.T) {
 	r := newRig(t, nil)
 	r.sfn.Put(execution("reports", 1, "r-1001", 1, sfntypes.ExecutionStatusRunning, "", ""))
-	l := leaseOf("reports", 1, "r-1001", 1, lease.Running, 3)
+	l := leaseOf("reports", 1, "r-1001", 1, lease.Starting, 3)
 	l.Receives = 3
 	r.leases.Set(l)
 	if acked := deliver(t, r, 2); acked {
@@ -352,7 +352,7 @@ func TestUnconfirmedStartIsNotMoved(t *testing.T) {
 	if n := len(r.sqs.Sent(lanesURL)); n != 0 {
 		t.Errorf("running unconfirmed job was moved: %d messages sent to the lanes queue, want 0", n)
 	}
-	if l, ok := r.leases.Lease(lease.Key{Type: "reports", Lane: 7}); !ok || l.Status != lease.Running {
+	if l, ok := r.leases.Lease(lease.Key{Type: "reports", Lane: 7}); !ok || l.Status != lease.Starting {
 		t.Errorf("lease = %+v (found %v), want running", l, ok)
 	}
 }
@@ -499,7 +499,7 @@ func TestDeletedLeaseGoesOnFromTheLastAttempt(t *testing.T) {
 				t.Errorf("copies sent = %d while attempt 4 runs, want none", n)
 			}
 			l, ok := r.leases.Lease(lease.Key{Type: "reports", Lane: ln})
-			if !ok || l.Status != lease.Running || l.Attempt != 4 || l.ExecutionArn != execArn("reports", "r-1001", 4) {
+			if !ok || l.Status != lease.Starting || l.Attempt != 4 || l.ExecutionArn != execArn("reports", "r-1001", 4) {
 				t.Errorf("lease = %+v (held %v), want attempt 4 running", l, ok)
 			}
 			// When attempt 4 ends in failure, the job is dead-lettered (4 >= 3), once.

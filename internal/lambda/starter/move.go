@@ -84,29 +84,6 @@ func (s *Starter) freeLane(ctx context.Context, l lease.Lease) error {
 	return nil
 }
 
-// giveBack undoes a claim after a failed start: a fresh claim is deleted, an earlier lease restored.
-// A claim of a bound lane restores the bind: the lane stays this job's while it backs off, rather
-// than go to the next waiting job and send this one back to the end of its waiting group.
-func (s *Starter) giveBack(ctx context.Context, x *msg, claimed lease.Lease, prev *lease.Lease) {
-	var err error
-	switch {
-	case prev == nil && x.bound != nil:
-		_, err = s.Leases.Put(ctx, *x.bound, &claimed)
-	case prev == nil:
-		err = s.Leases.Delete(ctx, claimed)
-	default:
-		back := *prev
-		// The lease goes on with this delivery's handle, and so with its receive count: a late copy
-		// of an earlier delivery must find the lease newer than itself (withLease), not put back a
-		// handle SQS no longer honours.
-		back.ReceiptHandle, back.MessageID, back.Receives = claimed.ReceiptHandle, claimed.MessageID, claimed.Receives
-		_, err = s.Leases.Put(ctx, back, &claimed)
-	}
-	if err != nil {
-		x.log.WarnContext(ctx, "could not give the lease back; the next delivery takes it over", "error", err)
-	}
-}
-
 // dropLease removes the claim of a duplicate message, which is acknowledged: a fresh claim goes, and
 // so does an earlier claim of this same message (nothing would ever release it once the message is
 // deleted); another message's lease of the same job stays as it was.

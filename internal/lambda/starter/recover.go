@@ -50,6 +50,18 @@ func (s *Starter) lastOwnAttempt(ctx context.Context, x *msg, sm string, from in
 	return last, lastD, nil
 }
 
+// adopt writes this delivery's receipt handle into the lease of an attempt already made, so its
+// release deletes (or makes visible) the message as it is now; arn names the execution when the lease
+// did not ("": as it is).
+func (s *Starter) adopt(ctx context.Context, x *msg, l lease.Lease, arn string) (lease.Lease, error) {
+	next := l
+	next.ReceiptHandle, next.MessageID, next.Receives = x.ReceiptHandle, x.MessageId, x.receives()
+	if arn != "" {
+		next.ExecutionArn = arn
+	}
+	return s.Leases.Put(ctx, next, &l)
+}
+
 // confirm looks up the execution of an unconfirmed claim. decided is false when it does not exist
 // (the start never went through), so the caller may go on as if the lane were free of it.
 func (s *Starter) confirm(ctx context.Context, x *msg, l lease.Lease) (v verdict, err error, decided bool) {
@@ -74,10 +86,7 @@ func (s *Starter) confirmSince(ctx context.Context, x *msg, l lease.Lease, since
 	if err != nil {
 		return hold, fmt.Errorf("describe unconfirmed execution %s: %w", name, err), true
 	}
-	running := l
-	running.Status, running.ExecutionArn = lease.Running, arn
-	running.ReceiptHandle, running.MessageID, running.Receives = x.ReceiptHandle, x.MessageId, x.receives()
-	written, err := s.Leases.Put(ctx, running, &l)
+	written, err := s.adopt(ctx, x, l, arn)
 	if err != nil {
 		return hold, err, true
 	}
@@ -134,9 +143,7 @@ func (s *Starter) ownAttempt(ctx context.Context, x *msg, l *lease.Lease, cfg co
 // redelivered handles a message that came back while its execution runs (it outlived the
 // visibility timeout) or after it ended without a release.
 func (s *Starter) redelivered(ctx context.Context, x *msg, l lease.Lease) (verdict, error) {
-	fresh := l
-	fresh.ReceiptHandle, fresh.MessageID, fresh.Receives = x.ReceiptHandle, x.MessageId, x.receives()
-	written, err := s.Leases.Put(ctx, fresh, &l)
+	written, err := s.adopt(ctx, x, l, "")
 	if err != nil {
 		return hold, err
 	}
@@ -189,7 +196,7 @@ func (s *Starter) laneHeld(ctx context.Context, x *msg, other lease.Lease) (verd
 	}
 	// A claim (starting) names its execution and is most often a running job: it is looked up like
 	// a running lease, never taken back while its execution runs.
-	started := other.Status == lease.Starting || other.Status == lease.Running || other.Status == lease.DeadLettering
+	started := other.Status == lease.Starting || other.Status == lease.DeadLettering
 	if started && other.ExecutionArn != "" {
 		d, err := s.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: &other.ExecutionArn})
 		switch {
@@ -216,7 +223,7 @@ func (s *Starter) laneHeld(ctx context.Context, x *msg, other lease.Lease) (verd
 	} else if s.stale(other) {
 		return s.takeBack(ctx, x, other)
 	}
-	if s.HandoverWait > 0 && (other.Status == lease.Running || other.Status == lease.Starting) {
+	if s.HandoverWait > 0 && other.Status == lease.Starting {
 		// On AWS the lane's next message is delivered the moment the release deletes the message
 		// before it, and the release deletes that job's lease a round trip later: wait for it
 		// briefly rather than back off for seconds.

@@ -268,7 +268,7 @@ func TestRedrivenDeadLetterRunsAgain(t *testing.T) {
 	for a := 1; a <= 3; a++ {
 		r.sfn.Put(execution("reports", 1, "r-1001", a, sfntypes.ExecutionStatusFailed, "JobFailed", "boom"))
 	}
-	r.leases.Set(leaseOf("reports", 1, "r-1001", 3, lease.Running, 3))
+	r.leases.Set(leaseOf("reports", 1, "r-1001", 3, lease.Starting, 3))
 	r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 1, "r-1001", 0, 4)}}) // dead-lettered
 	dead := r.sqs.Sent(dlqURL)
 	if len(dead) != 1 {

@@ -39,7 +39,7 @@ func TestRedeliveredClaimStartRefusedForGood(t *testing.T) {
 	}{
 		{
 			name: "execution still runs: held, not dead-lettered", exec: sfntypes.ExecutionStatusRunning, claimAge: visibilityTimeout,
-			wantLease:    &wantLease{"r-1001", lease.Running, 1, handle("r-1001", 2), execArn("reports", "r-1001", 1)},
+			wantLease:    &wantLease{"r-1001", lease.Starting, 1, handle("r-1001", 2), execArn("reports", "r-1001", 1)},
 			wantFailures: []string{"msg-r-1001"},
 		},
 		{

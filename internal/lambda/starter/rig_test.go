@@ -157,7 +157,7 @@ func leaseOf(typ string, ln int, jobID string, attempt int, st lease.Status, rec
 		Attempt: attempt, Status: st, StartedAt: t0.Add(-20 * time.Minute), SubmittedAt: submitted,
 		UpdatedAt: t0.Add(-20 * time.Minute), Version: 3,
 	}
-	if st == lease.Running || st == lease.Starting {
+	if st == lease.Starting {
 		// A claim names its execution before the start is tried.
 		l.ExecutionArn = execArn(typ, jobID, attempt)
 	}
@@ -166,7 +166,7 @@ func leaseOf(typ string, ln int, jobID string, attempt int, st lease.Status, rec
 
 // holdsRunning reports whether a lease is of a started job: its claim (a start writes nothing more)
 // or a lease confirmed running by a later look.
-func holdsRunning(l lease.Lease) bool { return l.Status == lease.Starting || l.Status == lease.Running }
+func holdsRunning(l lease.Lease) bool { return l.Status == lease.Starting }
 
 // wantLease is a lane's lease as a test expects it.
 type wantLease struct {

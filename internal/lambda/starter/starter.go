@@ -243,9 +243,6 @@ type msg struct {
 	log *slog.Logger
 	// view is the type's leases as its waiting group's batch last read them (waiting messages only).
 	view *leaseView
-	// bound is the bound lease this delivery's claim replaced (a first-free job's copy claiming the
-	// lane its bind reserved), given back if the start is refused for now.
-	bound *lease.Lease
 }
 
 // receives is the delivery's ApproximateReceiveCount (0 when SQS did not say).

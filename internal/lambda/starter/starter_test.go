@@ -94,62 +94,67 @@ func TestHandle(t *testing.T) {
 			},
 		},
 		{
-			name:   "redelivered while running: no start, lease takes the new handle, held",
-			leases: []lease.Lease{leaseOf("reports", 1, "r-1001", 1, lease.Running, 1)},
+			name:   "redelivered while running: the same attempt started again finds it, lease takes the new handle, held",
+			leases: []lease.Lease{leaseOf("reports", 1, "r-1001", 1, lease.Starting, 1)},
 			execs:  []fakes.Execution{execution("reports", 1, "r-1001", 1, sfntypes.ExecutionStatusRunning, "", "")},
 			give: func(t *testing.T) []events.SQSMessage {
 				return []events.SQSMessage{jobMessage(t, "reports", 1, "r-1001", 0, 2)}
 			},
+			wantStarts:     []string{"reports-r-1001-1"}, // the same attempt again: Step Functions answers with its execution
 			wantFailures:   []string{"msg-r-1001"},
 			wantExecutions: 1,
 			wantLeases: map[lease.Key]wantLease{
-				reports1: {"r-1001", lease.Running, 1, handle("r-1001", 2), execArn("reports", "r-1001", 1)},
+				reports1: {"r-1001", lease.Starting, 1, handle("r-1001", 2), execArn("reports", "r-1001", 1)},
 			},
 		},
 		{
 			// An earlier version named a claim's execution on a version of its state machine with
 			// the qualifier, which no execution has: the starter reads it as Step Functions names it.
 			name:   "redelivered while running, its lease naming the execution with a version's qualifier: held",
-			leases: []lease.Lease{qualifiedArn(leaseOf("reports", 1, "r-1001", 1, lease.Running, 1))},
+			leases: []lease.Lease{qualifiedArn(leaseOf("reports", 1, "r-1001", 1, lease.Starting, 1))},
 			execs:  []fakes.Execution{execution("reports", 1, "r-1001", 1, sfntypes.ExecutionStatusRunning, "", "")},
 			give: func(t *testing.T) []events.SQSMessage {
 				return []events.SQSMessage{jobMessage(t, "reports", 1, "r-1001", 0, 2)}
 			},
+			wantStarts:     []string{"reports-r-1001-1"}, // the same attempt again: Step Functions answers with its execution
 			wantFailures:   []string{"msg-r-1001"},
 			wantExecutions: 1,
 			wantLeases: map[lease.Key]wantLease{
-				reports1: {"r-1001", lease.Running, 1, handle("r-1001", 2), execArn("reports", "r-1001", 1)},
+				reports1: {"r-1001", lease.Starting, 1, handle("r-1001", 2), execArn("reports", "r-1001", 1)},
 			},
 		},
 		{
 			name:   "redelivered after its execution succeeded, its lease naming it with a version's qualifier: released",
-			leases: []lease.Lease{qualifiedArn(leaseOf("reports", 1, "r-1001", 1, lease.Running, 1))},
+			leases: []lease.Lease{qualifiedArn(leaseOf("reports", 1, "r-1001", 1, lease.Starting, 1))},
 			execs:  []fakes.Execution{execution("reports", 1, "r-1001", 1, sfntypes.ExecutionStatusSucceeded, "", "")},
 			give: func(t *testing.T) []events.SQSMessage {
 				return []events.SQSMessage{jobMessage(t, "reports", 1, "r-1001", 0, 2)}
 			},
+			wantStarts:     []string{"reports-r-1001-1"}, // the same attempt again: Step Functions answers with its execution
 			wantExecutions: 1,
 			wantDeleted:    []string{handle("r-1001", 2)},
 			wantVisibility: []visibility{grace(handle("r-1001", 2))},
 		},
 		{
 			name:   "redelivered after its execution succeeded: released with the new handle",
-			leases: []lease.Lease{leaseOf("reports", 1, "r-1001", 1, lease.Running, 1)},
+			leases: []lease.Lease{leaseOf("reports", 1, "r-1001", 1, lease.Starting, 1)},
 			execs:  []fakes.Execution{execution("reports", 1, "r-1001", 1, sfntypes.ExecutionStatusSucceeded, "", "")},
 			give: func(t *testing.T) []events.SQSMessage {
 				return []events.SQSMessage{jobMessage(t, "reports", 1, "r-1001", 0, 2)}
 			},
+			wantStarts:     []string{"reports-r-1001-1"}, // the same attempt again: Step Functions answers with its execution
 			wantExecutions: 1,
 			wantDeleted:    []string{handle("r-1001", 2)},
 			wantVisibility: []visibility{grace(handle("r-1001", 2))},
 		},
 		{
 			name:   "redelivered after its execution failed, attempts left: retrying, visible at once",
-			leases: []lease.Lease{leaseOf("reports", 1, "r-1001", 1, lease.Running, 1)},
+			leases: []lease.Lease{leaseOf("reports", 1, "r-1001", 1, lease.Starting, 1)},
 			execs:  []fakes.Execution{execution("reports", 1, "r-1001", 1, sfntypes.ExecutionStatusFailed, "JobFailed", "boom")},
 			give: func(t *testing.T) []events.SQSMessage {
 				return []events.SQSMessage{jobMessage(t, "reports", 1, "r-1001", 0, 2)}
 			},
+			wantStarts:     []string{"reports-r-1001-1"}, // the same attempt again: Step Functions answers with its execution
 			wantFailures:   []string{"msg-r-1001"},
 			wantExecutions: 1,
 			wantLeases: map[lease.Key]wantLease{
@@ -159,11 +164,12 @@ func TestHandle(t *testing.T) {
 		},
 		{
 			name:   "redelivered after its last attempt failed: dead-lettered and deleted",
-			leases: []lease.Lease{leaseOf("reports", 1, "r-1001", 3, lease.Running, 4)},
+			leases: []lease.Lease{leaseOf("reports", 1, "r-1001", 3, lease.Starting, 4)},
 			execs:  []fakes.Execution{execution("reports", 1, "r-1001", 3, sfntypes.ExecutionStatusFailed, "JobFailed", "boom")},
 			give: func(t *testing.T) []events.SQSMessage {
 				return []events.SQSMessage{jobMessage(t, "reports", 1, "r-1001", 0, 5)}
 			},
+			wantStarts:     []string{"reports-r-1001-3"}, // the same attempt again: Step Functions answers with its execution
 			wantExecutions: 1,
 			wantDeleted:    []string{handle("r-1001", 5)},
 			wantDLQ:        []dead{{deadletter.ReasonAttemptsExhausted, "r-1001"}},
@@ -196,17 +202,22 @@ func TestHandle(t *testing.T) {
 			},
 		},
 		{
-			name:    "start throttled, fresh job: lease given back, short backoff, held",
+			// The claim stays: the same attempt is started again under the same name (the lane is
+			// this group's head's anyway), as after a start whose outcome is unknown.
+			name:    "start throttled, fresh job: claim kept, short backoff, held",
 			onStart: throttled,
 			give: func(t *testing.T) []events.SQSMessage {
 				return []events.SQSMessage{jobMessage(t, "reports", 1, "r-1001", 0, 1)}
 			},
-			wantFailures:   []string{"msg-r-1001"},
-			wantStarts:     []string{"reports-r-1001-1"},
+			wantFailures: []string{"msg-r-1001"},
+			wantStarts:   []string{"reports-r-1001-1"},
+			wantLeases: map[lease.Key]wantLease{
+				reports1: {"r-1001", lease.Starting, 1, handle("r-1001", 1), execArn("reports", "r-1001", 1)},
+			},
 			wantVisibility: []visibility{backoff(handle("r-1001", 1))},
 		},
 		{
-			name:    "start throttled, retrying job: retrying lease restored with the new handle",
+			name:    "start throttled, retrying job: its next attempt's claim kept with the new handle",
 			leases:  []lease.Lease{leaseOf("reports", 1, "r-1001", 1, lease.Retrying, 1)},
 			onStart: throttled,
 			give: func(t *testing.T) []events.SQSMessage {
@@ -215,7 +226,7 @@ func TestHandle(t *testing.T) {
 			wantFailures: []string{"msg-r-1001"},
 			wantStarts:   []string{"reports-r-1001-2"},
 			wantLeases: map[lease.Key]wantLease{
-				reports1: {"r-1001", lease.Retrying, 1, handle("r-1001", 2), ""},
+				reports1: {"r-1001", lease.Starting, 2, handle("r-1001", 2), execArn("reports", "r-1001", 2)},
 			},
 			wantVisibility: []visibility{backoff(handle("r-1001", 2))},
 		},
@@ -288,7 +299,7 @@ func TestHandle(t *testing.T) {
 		},
 		{
 			name:   "another job holds the lane and runs: no start, backoff",
-			leases: []lease.Lease{leaseOf("reports", 1, "r-0999", 1, lease.Running, 1)},
+			leases: []lease.Lease{leaseOf("reports", 1, "r-0999", 1, lease.Starting, 1)},
 			execs:  []fakes.Execution{execution("reports", 1, "r-0999", 1, sfntypes.ExecutionStatusRunning, "", "")},
 			give: func(t *testing.T) []events.SQSMessage {
 				return []events.SQSMessage{jobMessage(t, "reports", 1, "r-1001", 0, 1)}
@@ -296,13 +307,13 @@ func TestHandle(t *testing.T) {
 			wantFailures:   []string{"msg-r-1001"},
 			wantExecutions: 1,
 			wantLeases: map[lease.Key]wantLease{
-				reports1: {"r-0999", lease.Running, 1, handle("r-0999", 1), execArn("reports", "r-0999", 1)},
+				reports1: {"r-0999", lease.Starting, 1, handle("r-0999", 1), execArn("reports", "r-0999", 1)},
 			},
 			wantVisibility: []visibility{backoff(handle("r-1001", 1))},
 		},
 		{
 			name:   "another job's lease outlived its closed execution: that job released, then this one starts",
-			leases: []lease.Lease{leaseOf("reports", 1, "r-0999", 1, lease.Running, 1)},
+			leases: []lease.Lease{leaseOf("reports", 1, "r-0999", 1, lease.Starting, 1)},
 			execs:  []fakes.Execution{execution("reports", 1, "r-0999", 1, sfntypes.ExecutionStatusSucceeded, "", "")},
 			give: func(t *testing.T) []events.SQSMessage {
 				return []events.SQSMessage{jobMessage(t, "reports", 1, "r-1001", 0, 1)}

@@ -260,9 +260,8 @@ func progress(ctx context.Context, c app.Clients, leases *lease.Store, sms []str
 			return st, err
 		}
 		for _, l := range ls {
-			// A started job's lease is its claim (a start writes nothing after it), or running
-			// once a redelivery confirmed it.
-			if l.Status == lease.Starting || l.Status == lease.Running {
+			// A started job's lease is its claim (a start writes nothing after it).
+			if l.Status == lease.Starting {
 				st.running[t.Type]++
 			}
 		}

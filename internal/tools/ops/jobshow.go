@@ -104,6 +104,10 @@ type ExecutionView struct {
 // ErrJobNotFound means no lease and no execution of the job was found.
 var ErrJobNotFound = errors.New("job not found")
 
+// stateRunning is the state job show gives a job whose lease names an execution that runs (or has
+// just ended and is about to be released).
+const stateRunning = "running"
+
 const (
 	maxGenerations  = 50  // redrives searched at most
 	maxAttemptsSeen = 200 // attempts searched per redrive at most
@@ -302,18 +306,18 @@ func (f JobFinder) summarize(v *JobView) {
 		case lease.Bound:
 			// A bound lease counts the attempts already made: the next one starts on the lane.
 			v.Detail = fmt.Sprintf("bound to lane %d from its waiting group; attempt %d of %d starts when its copy reaches the lane", l.Lane, l.Attempt+1, v.MaxAttempts)
-		case lease.Starting, lease.Running:
+		case lease.Starting:
 			e := leaseExecution(v)
 			switch {
-			case e == nil && lease.Status(l.Status) == lease.Starting:
+			case e == nil:
 				v.Detail = fmt.Sprintf("starting attempt %d of %d on lane %d (its execution is not found yet)", l.Attempt, v.MaxAttempts, l.Lane)
-			case e == nil || e.Status == string(sfntypes.ExecutionStatusRunning):
-				v.State = string(lease.Running)
+			case e.Status == string(sfntypes.ExecutionStatusRunning):
+				v.State = stateRunning
 				v.Detail = fmt.Sprintf("running attempt %d of %d on lane %d", l.Attempt, v.MaxAttempts, l.Lane)
 			default:
 				// Ended, and not released yet: its release (or the sweep, or its message's next
 				// delivery) frees the lane.
-				v.State = string(lease.Running)
+				v.State = stateRunning
 				v.Detail = fmt.Sprintf("attempt %d of %d ended %s on lane %d; its lane is about to be released", l.Attempt, v.MaxAttempts, strings.ToLower(e.Status), l.Lane)
 			}
 		case lease.Retrying:

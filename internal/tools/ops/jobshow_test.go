@@ -51,7 +51,7 @@ func TestJobShow(t *testing.T) {
 			typ:  "payments",
 			setup: func(f *fakes.SFN, l *fakes.LeaseStore) {
 				put(f, sampleArn, "payments", "o-1", 0, 1, 1, sfntypes.ExecutionStatusRunning)
-				l.Set(lease.Lease{Type: "payments", Lane: 1, JobID: "o-1", Attempt: 1, Status: lease.Running, StartedAt: now, SubmittedAt: submitted})
+				l.Set(lease.Lease{Type: "payments", Lane: 1, JobID: "o-1", Attempt: 1, Status: lease.Starting, StartedAt: now, SubmittedAt: submitted})
 			},
 			wantState: "running", wantExecs: 1, wantLane: 1,
 		},
@@ -114,7 +114,7 @@ func TestJobShow(t *testing.T) {
 					put(f, sampleArn, "reports", "o-1", 0, a, 3, sfntypes.ExecutionStatusFailed)
 				}
 				put(f, mine, "reports", "o-1", 1, 1, 1, sfntypes.ExecutionStatusRunning)
-				l.Set(lease.Lease{Type: "reports", Lane: 1, JobID: "o-1", Attempt: 1, Redrive: 1, Status: lease.Running, StartedAt: now})
+				l.Set(lease.Lease{Type: "reports", Lane: 1, JobID: "o-1", Attempt: 1, Redrive: 1, Status: lease.Starting, StartedAt: now})
 			},
 			wantState: "running", wantExecs: 5, wantLane: 1,
 		},
@@ -192,7 +192,7 @@ func TestExecutionArn(t *testing.T) {
 func TestJobShowAnyTypeDoesNotScan(t *testing.T) {
 	f, l := fakes.NewSFN(nil), fakes.NewLeaseStore(nil)
 	l.BeforeAll = func() error { return errors.New("job show scanned the table") }
-	l.Set(lease.Lease{Type: "gone", Lane: 3, JobID: "o-1", Attempt: 1, Status: lease.Running, StartedAt: time.Now()})
+	l.Set(lease.Lease{Type: "gone", Lane: 3, JobID: "o-1", Attempt: 1, Status: lease.Starting, StartedAt: time.Now()})
 	r, err := config.NewResolver(defaults(), nil, time.Second)
 	if err != nil {
 		t.Fatal(err)

@@ -117,9 +117,9 @@ type LaneLease struct {
 // show` looks at the execution and says running.
 const Started = "started"
 
-// shownStatus is a lease status as status shows it: Started for starting and running.
+// shownStatus is a lease status as status shows it: Started for a claim.
 func shownStatus(s lease.Status) string {
-	if s == lease.Starting || s == lease.Running {
+	if s == lease.Starting {
 		return Started
 	}
 	return string(s)

@@ -42,7 +42,7 @@ var noQueues = attrsFunc(func(string) map[string]string { return nil })
 func TestStatusRead(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	leases := leaseTable(t,
-		lease.Lease{Type: "payments", Lane: 1, JobID: "p-new", Attempt: 1, Status: lease.Running, StartedAt: now.Add(-time.Minute)},
+		lease.Lease{Type: "payments", Lane: 1, JobID: "p-new", Attempt: 1, Status: lease.Starting, StartedAt: now.Add(-time.Minute)},
 		lease.Lease{Type: "payments", Lane: 2, JobID: "p-old", Attempt: 2, Status: lease.Retrying, StartedAt: now.Add(-3*time.Minute - 12*time.Second)},
 		lease.Lease{Type: "gone", Lane: 1, JobID: "g-1", Attempt: 1, Status: lease.Starting, StartedAt: now.Add(-5 * time.Second)},
 		lease.Lease{Type: "reports", Lane: 3, JobID: "r-1", Attempt: 1, Status: lease.Bound},
@@ -88,7 +88,7 @@ func TestStatusRead(t *testing.T) {
 	if payments.Limit != 2 || payments.Source != "default" || payments.Running != 2 || payments.Free != 0 || payments.ByStatus["retrying"] != 1 || payments.ByStatus["started"] != 1 {
 		t.Errorf("payments = %+v", payments)
 	}
-	// A running lease (written by an earlier version) and a claim both show as started.
+	// A claim shows as started.
 	wantLeases := []LaneLease{{Lane: 1, Status: "started", JobID: "p-new", Attempt: 1}, {Lane: 2, Status: "retrying", JobID: "p-old", Attempt: 2}}
 	if !slices.Equal(payments.Leases, wantLeases) {
 		t.Errorf("payments leases = %+v, want %+v", payments.Leases, wantLeases)
@@ -224,10 +224,10 @@ func TestLanesText(t *testing.T) {
 			want: "bound 1 (4); started 1 (2); retrying 1 (5); dead-lettering 1 (1); odd 1 (7)",
 		},
 		{
-			// A confirmed start writes nothing after its claim: a claim and a running lease (an
-			// earlier version's, or one a redelivery confirmed) are both a started job.
-			name: "lease statuses starting and running show as started", limit: 10,
-			give: join(leases("running", 2, 3), leases("starting", 6)),
+			// A confirmed start writes nothing after its claim: a claim is a started job (a lease an
+			// earlier version wrote as running is read as one: lease.AsRead).
+			name: "claims show as started", limit: 10,
+			give: join(leases("starting", 2, 3), leases("starting", 6)),
 			want: "started 3 (2-3, 6)",
 		},
 		{name: "a status left empty", limit: 2, give: leases("", 1), want: "- 1 (1)"},
@@ -259,8 +259,8 @@ func TestLanesText(t *testing.T) {
 // lane of it.
 func TestStatusFree(t *testing.T) {
 	leases := leaseTable(t,
-		lease.Lease{Type: "payments", Lane: 1, JobID: "a", Attempt: 1, Status: lease.Running},
-		lease.Lease{Type: "payments", Lane: 5, JobID: "b", Attempt: 1, Status: lease.Running},
+		lease.Lease{Type: "payments", Lane: 1, JobID: "a", Attempt: 1, Status: lease.Starting},
+		lease.Lease{Type: "payments", Lane: 5, JobID: "b", Attempt: 1, Status: lease.Starting},
 		lease.Lease{Type: "payments", Lane: 6, JobID: "c", Attempt: 1, Status: lease.Bound},
 	)
 	tests := []struct {
@@ -357,7 +357,7 @@ func TestAge(t *testing.T) {
 func TestStatusReadsLeasesTypeByType(t *testing.T) {
 	leases := fakes.NewLeaseStore(time.Now)
 	leases.BeforeAll = func() error { return errors.New("status scanned the table") }
-	leases.Set(lease.Lease{Type: "gone", Lane: 1, JobID: "g-1", Attempt: 1, Status: lease.Running, StartedAt: time.Now()})
+	leases.Set(lease.Lease{Type: "gone", Lane: 1, JobID: "g-1", Attempt: 1, Status: lease.Starting, StartedAt: time.Now()})
 	st, err := StatusReader{
 		SQS: noQueues, Leases: leases, Defaults: defaults(),
 	}.Read(context.Background())
