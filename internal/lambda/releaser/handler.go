@@ -307,13 +307,12 @@ func (h *Handler) cleanLegacy(ctx context.Context, all []lease.Lease) {
 // its attempts in Step Functions) or bound again (and waits again, carrying them).
 func (h *Handler) takeBack(ctx context.Context, l lease.Lease) bool {
 	log := h.Log.With("jobId", l.JobID, "type", l.Type, "lane", l.Lane, "status", l.Status)
-	if err := h.Service.Leases.Delete(ctx, l); err != nil {
+	if err := h.Service.Free(ctx, l); err != nil {
 		log.WarnContext(ctx, "sweep: stale lease not taken back", "error", err)
 		return false
 	}
 	log.WarnContext(ctx, "sweep took back a lane whose lease nothing had touched for too long", "updatedAt", l.UpdatedAt)
 	h.Service.Metrics.Add(l.Type, metrics.LeasesSwept, 1)
-	h.Service.wake(ctx, log, l.Type)
 	return true
 }
 

@@ -176,10 +176,6 @@ func (s *Service) Release(ctx context.Context, req Request) (Result, error) {
 			return "", err
 		}
 		log.InfoContext(ctx, "released", "result", res, "outcome", req.Outcome, "key", l.JobKey)
-		if res == Deleted || res == DeadLettered {
-			s.wake(ctx, log, req.Key.Type)
-		}
-
 		return res, nil
 	}
 	return "", fmt.Errorf("release job %s in lane %s: lease kept changing after %d rounds", req.JobID, req.Key, maxRounds)
@@ -187,10 +183,15 @@ func (s *Service) Release(ctx context.Context, req Request) (Result, error) {
 
 var errStaleHandle = errors.New("receipt handle is stale")
 
-// Wake wakes the oldest parked waiting group of typ, as a release does, for a lane freed by someone
-// else: the starter, when it drops a claim or dead-letters a job whose start was refused.
-func (s *Service) Wake(ctx context.Context, typ string) {
-	s.wake(ctx, s.Log.With("type", typ, "source", "starter"), typ)
+// Free deletes a lease whose job ended or is gone, and wakes the oldest parked waiting group of its
+// type for the lane: the one way a lane is given back, whoever gives it (a release, the sweep taking a
+// stale lease back, the starter dropping a claim or dead-lettering a job it refused).
+func (s *Service) Free(ctx context.Context, l lease.Lease) error {
+	if err := s.Leases.Delete(ctx, l); err != nil {
+		return err
+	}
+	s.wake(ctx, s.Log.With("type", l.Type, "lane", l.Lane, "freedFor", l.JobID), l.Type)
+	return nil
 }
 
 func (s *Service) releaseLease(ctx context.Context, log *slog.Logger, req Request, l lease.Lease, dead *bool) (Result, error) {
@@ -220,7 +221,7 @@ func (s *Service) releaseLease(ctx context.Context, log *slog.Logger, req Reques
 		if err := s.deleteMessage(ctx, l); err != nil {
 			return "", err
 		}
-		if err := s.Leases.Delete(ctx, l); err != nil {
+		if err := s.Free(ctx, l); err != nil {
 			return "", err
 		}
 		s.Metrics.Add(req.Key.Type, metrics.JobsSucceeded, 1)
@@ -314,7 +315,7 @@ func (s *Service) deadLetter(ctx context.Context, log *slog.Logger, req Request,
 	if err := s.deleteMessage(ctx, l); err != nil {
 		return "", err
 	}
-	return DeadLettered, s.Leases.Delete(ctx, l)
+	return DeadLettered, s.Free(ctx, l)
 }
 
 // ExecutionArnOf returns the ARN of the execution a lease's attempt runs (or ran, or would run):

@@ -75,12 +75,11 @@ func TestBindStopsAtTheKeyCap(t *testing.T) {
 	// One of acme's lanes frees: the wake-up goes to acme, now under its cap.
 	for _, l := range ls {
 		if l.JobID == "a-1" {
-			if err := r.leases.Delete(ctx, l); err != nil {
+			if err := r.rel.Free(ctx, l); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	r.rel.Wake(ctx, "llm")
 	woke := false
 	for _, v := range r.sqs.VisibilityChanges() {
 		if v.ReceiptHandle == handle("a-3", 1) && v.Timeout == 0 {

@@ -77,11 +77,7 @@ func (s *Starter) refuse(ctx context.Context, x *msg, l *lease.Lease, reason, ca
 // freeLane deletes a lease and wakes a parked waiting group of its type, as a release does: a group
 // parked while the lane was taken would otherwise wait out its park with the lane free.
 func (s *Starter) freeLane(ctx context.Context, l lease.Lease) error {
-	if err := s.Leases.Delete(ctx, l); err != nil {
-		return err
-	}
-	s.Releaser.Wake(ctx, l.Type)
-	return nil
+	return s.Releaser.Free(ctx, l)
 }
 
 // dropLease removes the claim of a duplicate message, which is acknowledged: a fresh claim goes, and

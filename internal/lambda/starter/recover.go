@@ -238,7 +238,7 @@ func (s *Starter) laneHeld(ctx context.Context, x *msg, other lease.Lease) (verd
 // takeBack deletes another job's stale lease, and has the lane looked at again.
 func (s *Starter) takeBack(ctx context.Context, x *msg, other lease.Lease) (verdict, error) {
 	x.log.WarnContext(ctx, "taking back a lane left by a job whose message is gone", "staleJobId", other.JobID, "status", other.Status)
-	if err := s.Leases.Delete(ctx, other); err != nil {
+	if err := s.freeLane(ctx, other); err != nil {
 		return hold, err
 	}
 	return hold, lease.ErrConflict

@@ -73,8 +73,8 @@ type waitRoom interface {
 type releaseFunc interface {
 	Release(ctx context.Context, req releaser.Request) (releaser.Result, error)
 	ExecutionArnOf(ctx context.Context, l lease.Lease) string
-	// Wake wakes a parked waiting group of a type for a lane the starter freed.
-	Wake(ctx context.Context, typ string)
+	// Free deletes a lease and wakes a parked waiting group of its type for the lane.
+	Free(ctx context.Context, l lease.Lease) error
 	// BatchEnded records a job's end in its batch when no release will (its lease is gone).
 	BatchEnded(ctx context.Context, l lease.Lease, outcome batch.Outcome) error
 }
