@@ -40,7 +40,7 @@ func (s *Starter) move(ctx context.Context, x *msg, l *lease.Lease, cfg config.T
 		}
 	}
 	if l != nil {
-		if err := s.Leases.Delete(ctx, *l); err != nil {
+		if err := s.freeLane(ctx, *l); err != nil {
 			return hold, err // changed meanwhile (read it again) or not deleted (try again shortly)
 		}
 	}
