@@ -274,14 +274,26 @@ func (r *Resolver) load(ctx context.Context) (map[string]Override, error) {
 	if r.overrides != nil && r.now().Sub(r.loadedAt) < r.maxAge {
 		return r.overrides, nil
 	}
-	list, err := r.store.ListOverrides(ctx)
+	m, err := r.read(ctx)
 	if err != nil {
 		if r.overrides != nil {
-			// Keep serving the last known overrides rather than fail every job while the table is
-			// unreachable, and ask again only after another cache period, not on every job.
+			// Keep serving the last good overrides rather than fail every job while the table is
+			// unreachable or its overrides are refused, and ask again only after another cache
+			// period, not on every job.
 			r.loadedAt = r.now()
 			return r.overrides, nil
 		}
+		return nil, err
+	}
+	r.overrides, r.loadedAt = m, r.now()
+	return m, nil
+}
+
+// read lists the valid overrides. It refuses the whole set rather than let SQS stop serving lanes
+// without a word (checkQuota).
+func (r *Resolver) read(ctx context.Context) (map[string]Override, error) {
+	list, err := r.store.ListOverrides(ctx)
+	if err != nil {
 		return nil, fmt.Errorf("read live config: %w", err)
 	}
 	m := make(map[string]Override, len(list))
@@ -291,15 +303,8 @@ func (r *Resolver) load(ctx context.Context) (map[string]Override, error) {
 		}
 	}
 	if err := r.checkQuota(m); err != nil {
-		// Refuse the whole set rather than let SQS stop serving lanes without a word: keep the
-		// last good overrides (or the defaults) and say why.
-		if r.overrides != nil {
-			r.loadedAt = r.now()
-			return r.overrides, nil
-		}
 		return nil, fmt.Errorf("live config refused: %w", err)
 	}
-	r.overrides, r.loadedAt = m, r.now()
 	return m, nil
 }
 
@@ -444,11 +449,4 @@ func (r *Resolver) Fresh(ctx context.Context, typ string) (TypeConfig, error) {
 	r.loadedAt = time.Time{}
 	r.mu.Unlock()
 	return r.Get(ctx, typ)
-}
-
-// Invalidate forgets cached overrides, so the next Get reads the table.
-func (r *Resolver) Invalidate() {
-	r.mu.Lock()
-	r.overrides = nil
-	r.mu.Unlock()
 }

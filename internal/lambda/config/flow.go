@@ -10,7 +10,7 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 )
 
-// Flow control beside a type's concurrency limit (issue 14): a pause, a start rate and priorities.
+// Flow control beside a type's concurrency limit: a pause, a start rate and priorities.
 
 const (
 	// MaxRate is the most starts per second a type's rate may allow: Step Functions' StartExecution
