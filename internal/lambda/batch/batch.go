@@ -4,7 +4,7 @@
 //
 // Exactly once: a job's record (an item keyed by its id, written only if absent) and the count it
 // adds are written in one TransactWriteItems, so a duplicate release, a redelivery or a second status
-// event changes nothing (seed 001: a counter decremented on its own is decremented twice on a retry).
+// event changes nothing (a counter decremented on its own is decremented twice on a retry).
 //
 // Not a hot item: a batch of 100,000 jobs ending at 300/s would put every count on one item. A
 // transactional write costs 2 write units per item up to 1 KB, and one partition takes 1,000 write
@@ -37,9 +37,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"math/rand/v2"
-	"sort"
-	"strconv"
 	"sync"
 	"time"
 
@@ -73,7 +70,7 @@ const (
 	// event (Summary), then calls Announced. A later delivery of the closing job gets Closed again
 	// until then, so a closer that crashed before sending is stood in for by its own redelivery.
 	Closed Result = "closed"
-	// Duplicate: the job was recorded already; nothing changed (Prior is its record).
+	// Duplicate: the job was recorded already; nothing changed.
 	Duplicate Result = "duplicate"
 	// AfterClose: the batch had closed; the job was not counted and the batch stays closed. The job
 	// is listed among the batch's late jobs (Show). A redrive of a job counted before the close
@@ -142,8 +139,6 @@ type Recorded struct {
 	Result Result
 	// Summary is set when Result is Closed.
 	Summary *Summary
-	// Prior is the job's earlier record when Result is Duplicate, or AfterClose for a counted job.
-	Prior *Job
 }
 
 type dynamoAPI interface {
@@ -157,33 +152,30 @@ type dynamoAPI interface {
 type Ledger struct {
 	db    dynamoAPI
 	table string
-	// PerShard and MaxShards size a batch's shards when it opens (the package defaults when 0).
-	PerShard, MaxShards int
+	// PerShard sizes a batch's shards when it opens (the package's PerShard when 0).
+	PerShard int
 
 	mu sync.Mutex
 	// shape caches each batch's size and shard count, which never change once open.
 	shape map[string]shape
-	// full caches the shards known full: a full shard stays full.
-	full map[string]map[int]bool
+	// full caches the shards known full, by partition key: a full shard stays full.
+	full map[string]bool
 }
 
 type shape struct{ expected, shards int }
 
 // New returns the ledger of table.
 func New(db dynamoAPI, table string) *Ledger {
-	return &Ledger{db: db, table: table, shape: map[string]shape{}, full: map[string]map[int]bool{}}
+	return &Ledger{db: db, table: table, shape: map[string]shape{}, full: map[string]bool{}}
 }
 
 // ShardsFor is how many shards a batch of expected jobs gets.
 func (l *Ledger) ShardsFor(expected int) int {
-	per, most := l.PerShard, l.MaxShards
+	per := l.PerShard
 	if per <= 0 {
 		per = PerShard
 	}
-	if most <= 0 {
-		most = MaxShards
-	}
-	return max(1, min(most, (expected+per-1)/per))
+	return max(1, min(MaxShards, (expected+per-1)/per))
 }
 
 // capacity is shard k's share of expected over n shards: they add up to expected.
@@ -202,22 +194,6 @@ func Home(jobID string, shards int) int {
 	return int(h.Sum32() % uint32(shards))
 }
 
-func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
-func n(v int64) types.AttributeValue {
-	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
-}
-
-func metaKey(id string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{"pk": s("BATCH#" + id), "sk": s("META")}
-}
-func shardPK(id string, k int) string { return fmt.Sprintf("BATCH#%s#S%03d", id, k) }
-func shardKey(id string, k int) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{"pk": s(shardPK(id, k)), "sk": s("COUNT")}
-}
-func jobKey(id, jobID string, shards int) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{"pk": s(shardPK(id, Home(jobID, shards))), "sk": s("JOB#" + jobID)}
-}
-
 // Open opens batch id for expected jobs. Opening an open batch with the same size does nothing;
 // with another size it is ErrSizeMismatch (a batch's size never changes: its shards' capacities are
 // cut from it).
@@ -225,12 +201,9 @@ func (l *Ledger) Open(ctx context.Context, id string, expected int, at time.Time
 	if id == "" || expected < 1 {
 		return fmt.Errorf("open batch %q of %d jobs: a batch needs an id and at least one job", id, expected)
 	}
-	shards := l.ShardsFor(expected)
-	item := metaKey(id)
-	item["expected"], item["shards"], item["filled"], item["version"] = n(int64(expected)), n(int64(shards)), n(0), n(1)
-	item["openedAt"] = s(at.UTC().Format(time.RFC3339Nano))
+	m := meta{expected: expected, shards: l.ShardsFor(expected), version: 1, openedAt: at}
 	_, err := l.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: &l.table, Item: item, ConditionExpression: aws.String("attribute_not_exists(pk)"),
+		TableName: &l.table, Item: m.item(id), ConditionExpression: aws.String("attribute_not_exists(pk)"),
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
@@ -300,15 +273,15 @@ func (l *Ledger) readMeta(ctx context.Context, id string) (meta, error) {
 func (m meta) item(id string) map[string]types.AttributeValue {
 	it := metaKey(id)
 	it["expected"], it["shards"], it["filled"], it["version"] = n(int64(m.expected)), n(int64(m.shards)), n(int64(m.filled)), n(m.version)
-	it["openedAt"] = s(m.openedAt.UTC().Format(time.RFC3339Nano))
+	it["openedAt"] = ts(m.openedAt)
 	if m.closed() {
-		it["closedAt"], it["closedBy"] = s(m.closedAt.UTC().Format(time.RFC3339Nano)), s(m.closedBy)
+		it["closedAt"], it["closedBy"] = ts(m.closedAt), s(m.closedBy)
 	}
 	if m.announced {
 		it["announced"] = &types.AttributeValueMemberBOOL{Value: true}
 	}
 	if m.claimBy != "" {
-		it["claimBy"], it["claimUntil"] = s(m.claimBy), s(m.claimUntil.UTC().Format(time.RFC3339Nano))
+		it["claimBy"], it["claimUntil"] = s(m.claimBy), ts(m.claimUntil)
 	}
 	return it
 }
@@ -324,274 +297,33 @@ func (l *Ledger) shapeOf(ctx context.Context, id string) (shape, error) {
 	return shape{m.expected, m.shards}, err
 }
 
-// shard is one shard's count item.
-type shard struct {
-	k, n            int
-	counts          map[Outcome]int
-	firstMs, lastMs int64
-	version         int64
-}
-
-func (l *Ledger) readShard(ctx context.Context, id string, k int) (shard, error) {
-	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &l.table, Key: shardKey(id, k), ConsistentRead: aws.Bool(true)})
-	if err != nil {
-		return shard{}, fmt.Errorf("read shard %d of batch %s: %w", k, id, err)
-	}
-	sh := shard{k: k, counts: map[Outcome]int{}}
-	if it := out.Item; it != nil {
-		sh.n, sh.version = int(integer(it, "n")), integer(it, "version")
-		sh.firstMs, sh.lastMs = integer(it, "firstMs"), integer(it, "lastMs")
-		for _, o := range Outcomes {
-			sh.counts[o] = int(integer(it, string(o)))
-		}
-	}
-	return sh, nil
-}
-
-// put is the transaction action that writes sh as the next version of the one read.
-func (sh shard) put(table, id string) types.TransactWriteItem {
-	it := shardKey(id, sh.k)
-	it["n"], it["version"], it["firstMs"], it["lastMs"] = n(int64(sh.n)), n(sh.version+1), n(sh.firstMs), n(sh.lastMs)
-	for _, o := range Outcomes {
-		if c := sh.counts[o]; c > 0 {
-			it[string(o)] = n(int64(c))
-		}
-	}
-	return versioned(table, it, sh.version)
-}
-
-// versioned puts item if it is still at version v (absent when v is 0).
-func versioned(table string, item map[string]types.AttributeValue, v int64) types.TransactWriteItem {
-	p := &types.Put{TableName: &table, Item: item, ConditionExpression: aws.String("attribute_not_exists(pk)")}
-	if v > 0 {
-		p.ConditionExpression = aws.String("version = :v")
-		p.ExpressionAttributeValues = map[string]types.AttributeValue{":v": n(v)}
-	}
-	return types.TransactWriteItem{Put: p}
-}
-
-func (l *Ledger) knownFull(id string, k int) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.full[id][k]
-}
-
-func (l *Ledger) markFull(id string, k int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.full[id] == nil {
-		l.full[id] = map[int]bool{}
-	}
-	l.full[id][k] = true
-}
-
-// room finds the first shard with room from home on, reading each not known full; ok is false when
-// every shard is full (the batch has closed).
-func (l *Ledger) room(ctx context.Context, id string, sp shape, home int) (shard, bool, error) {
-	for i := range sp.shards {
-		k := (home + i) % sp.shards
-		if l.knownFull(id, k) {
-			continue
-		}
-		sh, err := l.readShard(ctx, id, k)
+// updateMeta reads the batch item, lets change edit it and writes it as the next version, reading
+// again when another writer moved it first. change returns false to write nothing. wrote says
+// whether change's edit was written; what names the update in errors.
+func (l *Ledger) updateMeta(ctx context.Context, id, what string, change func(*meta) (bool, error)) (wrote bool, err error) {
+	for range maxRounds {
+		m, err := l.readMeta(ctx, id)
 		if err != nil {
-			return shard{}, false, err
+			return false, err
 		}
-		if sh.n < capacity(sp.expected, sp.shards, k) {
-			return sh, true, nil
+		if write, err := change(&m); err != nil || !write {
+			return false, err
 		}
-		l.markFull(id, k)
-	}
-	return shard{}, false, nil
-}
-
-// Record counts job jobID of batch id as ended with outcome at, once: see Result for what a second
-// record of the job does. redrive is the job's generation: a later generation of a job counted
-// before the batch closed is reported as AfterClose; while the batch is open it is a Duplicate (the
-// job keeps the outcome it was counted with).
-func (l *Ledger) Record(ctx context.Context, id, jobID string, redrive int, outcome Outcome, at time.Time) (Recorded, error) {
-	if !outcome.valid() {
-		return Recorded{}, fmt.Errorf("record job %s of batch %s: outcome %q is not one of %v", jobID, id, outcome, Outcomes)
-	}
-	if jobID == "" {
-		return Recorded{}, fmt.Errorf("record a job of batch %s: no job id", id)
-	}
-	sp, err := l.shapeOf(ctx, id)
-	if err != nil {
-		return Recorded{}, fmt.Errorf("record job %s: %w", jobID, err)
-	}
-	home := Home(jobID, sp.shards)
-	job := jobKey(id, jobID, sp.shards)
-	for round := range maxRounds {
-		if round > 0 {
-			// Jittered, growing pause: racing records of one shard spread out instead of meeting again.
-			select {
-			case <-ctx.Done():
-				return Recorded{}, ctx.Err()
-			case <-time.After(time.Duration(rand.Int64N(int64(min(round, 10))*int64(2*time.Millisecond)) + 1)):
-			}
+		prev := m.version
+		m.version++
+		_, err = l.db.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName: &l.table, Item: m.item(id), ConditionExpression: aws.String("version = :v"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":v": n(prev)},
+		})
+		var ccf *types.ConditionalCheckFailedException
+		if err == nil {
+			return true, nil
 		}
-		sh, ok, err := l.room(ctx, id, sp, home)
-		if err != nil {
-			return Recorded{}, fmt.Errorf("record job %s: %w", jobID, err)
-		}
-		if !ok {
-			return l.afterClose(ctx, id, jobID, redrive, outcome, at, sp)
-		}
-		atMs := at.UnixMilli()
-		jobItem := map[string]types.AttributeValue{
-			"pk": job["pk"], "sk": job["sk"], "outcome": s(string(outcome)), "redrive": n(int64(redrive)),
-			"at": s(at.UTC().Format(time.RFC3339Nano)), "shard": n(int64(sh.k)),
-		}
-		items := []types.TransactWriteItem{{Put: &types.Put{
-			TableName: &l.table, Item: jobItem, ConditionExpression: aws.String("attribute_not_exists(pk)"),
-		}}}
-		next := sh
-		next.counts = map[Outcome]int{}
-		for o, c := range sh.counts {
-			next.counts[o] = c
-		}
-		next.n++
-		next.counts[outcome]++
-		if sh.n == 0 || atMs < sh.firstMs {
-			next.firstMs = atMs
-		}
-		if atMs > sh.lastMs {
-			next.lastMs = atMs
-		}
-		items = append(items, next.put(l.table, id))
-		if outcome != Succeeded { // dead-lettered or refused: both are on the dead-letter queue
-			items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: &l.table, Item: map[string]types.AttributeValue{
-				"pk": job["pk"], "sk": s("DEAD#" + jobID), "at": jobItem["at"],
-			}}})
-		}
-		fills := next.n == capacity(sp.expected, sp.shards, sh.k)
-		closes := false
-		if fills {
-			// The write that fills a shard adds it to the batch's filled count, in the same
-			// transaction: a crash cannot leave a full shard uncounted. Filling the last one closes
-			// the batch; the batch item's version makes one of two racing closers win.
-			m, err := l.readMeta(ctx, id)
-			if err != nil {
-				return Recorded{}, fmt.Errorf("record job %s: %w", jobID, err)
-			}
-			if m.closed() {
-				// Closed since the shard was read: so the shard filled meanwhile, and its version
-				// moved. Read again rather than write past the close.
-				continue
-			}
-			prev := m.version
-			m.filled++
-			m.version++
-			if m.filled == sp.shards {
-				m.closedAt, m.closedBy, closes = at, jobID, true
-			}
-			items = append(items, versioned(l.table, m.item(id), prev))
-		}
-		_, err = l.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
-		var tc *types.TransactionCanceledException
-		switch {
-		case err == nil:
-			if fills {
-				l.markFull(id, sh.k)
-			}
-			if !closes {
-				return Recorded{Result: Counted}, nil
-			}
-			sum, err := l.summary(ctx, id, false)
-			if err != nil {
-				return Recorded{Result: Closed}, fmt.Errorf("closed batch %s, but: %w", id, err)
-			}
-			return Recorded{Result: Closed, Summary: &sum}, nil
-		case errors.As(err, &tc):
-			if len(tc.CancellationReasons) > 0 && aws.ToString(tc.CancellationReasons[0].Code) == "ConditionalCheckFailed" {
-				return l.duplicate(ctx, id, jobID, redrive, outcome, at, sp)
-			}
-			// The shard or the batch item moved since they were read (ConditionalCheckFailed), or
-			// another transaction holds one of them (TransactionConflict, which the SDK does not
-			// retry): nothing was written; read again.
-			continue
-		default:
-			return Recorded{}, fmt.Errorf("record job %s of batch %s: %w", jobID, id, err)
+		if !errors.As(err, &ccf) {
+			return false, fmt.Errorf("%s batch %s: %w", what, id, err)
 		}
 	}
-	return Recorded{}, fmt.Errorf("record job %s of batch %s: %w after %d rounds", jobID, id, ErrContended, maxRounds)
-}
-
-func (l *Ledger) readJob(ctx context.Context, id, jobID string, sp shape) (*Job, error) {
-	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &l.table, Key: jobKey(id, jobID, sp.shards), ConsistentRead: aws.Bool(true)})
-	if err != nil {
-		return nil, fmt.Errorf("read job %s of batch %s: %w", jobID, id, err)
-	}
-	if out.Item == nil {
-		return nil, nil
-	}
-	j := decodeJob(out.Item)
-	return &j, nil
-}
-
-// duplicate answers a record of a job already recorded.
-func (l *Ledger) duplicate(ctx context.Context, id, jobID string, redrive int, outcome Outcome, at time.Time, sp shape) (Recorded, error) {
-	prior, err := l.readJob(ctx, id, jobID, sp)
-	if err != nil {
-		return Recorded{}, err
-	}
-	if prior == nil {
-		return Recorded{}, fmt.Errorf("record job %s of batch %s: its record was there and is gone", jobID, id)
-	}
-	m, err := l.readMeta(ctx, id)
-	if err != nil {
-		return Recorded{}, err
-	}
-	switch {
-	case m.closed() && m.closedBy == jobID && !m.announced:
-		// The closer's own redelivery: the completion event may not have been sent.
-		sum, err := l.summary(ctx, id, false)
-		if err != nil {
-			return Recorded{}, err
-		}
-		return Recorded{Result: Closed, Summary: &sum, Prior: prior}, nil
-	case m.closed() && redrive > prior.Redrive:
-		if err := l.late(ctx, id, jobID, redrive, outcome, at); err != nil {
-			return Recorded{}, err
-		}
-		return Recorded{Result: AfterClose, Prior: prior}, nil
-	}
-	return Recorded{Result: Duplicate, Prior: prior}, nil
-}
-
-// afterClose answers a record when every shard is full, that is when the batch has closed.
-func (l *Ledger) afterClose(ctx context.Context, id, jobID string, redrive int, outcome Outcome, at time.Time, sp shape) (Recorded, error) {
-	prior, err := l.readJob(ctx, id, jobID, sp)
-	if err != nil {
-		return Recorded{}, err
-	}
-	if prior != nil {
-		return l.duplicate(ctx, id, jobID, redrive, outcome, at, sp)
-	}
-	if err := l.late(ctx, id, jobID, redrive, outcome, at); err != nil {
-		return Recorded{}, err
-	}
-	return Recorded{Result: AfterClose}, nil
-}
-
-// late lists a job that ended after its batch closed (one item per job and generation: a
-// duplicate rewrites it).
-func (l *Ledger) late(ctx context.Context, id, jobID string, redrive int, outcome Outcome, at time.Time) error {
-	it := map[string]types.AttributeValue{
-		"pk": s("BATCH#" + id), "sk": s(fmt.Sprintf("LATE#%s#%d", jobID, redrive)),
-		"jobId": s(jobID), "redrive": n(int64(redrive)),
-	}
-	if outcome != "" {
-		it["outcome"] = s(string(outcome))
-	}
-	if !at.IsZero() {
-		it["at"] = s(at.UTC().Format(time.RFC3339Nano))
-	}
-	if _, err := l.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &l.table, Item: it}); err != nil {
-		return fmt.Errorf("list job %s as late in batch %s: %w", jobID, id, err)
-	}
-	return nil
+	return false, fmt.Errorf("%s batch %s: %w", what, id, ErrContended)
 }
 
 // ErrAnnouncing: another end of the batch's closing job holds the announcement (ClaimAnnouncement).
@@ -604,228 +336,47 @@ var ErrAnnouncing = errors.New("another end of the closing job is sending the co
 // nobody did, or the holder's claim expired: a holder that crashed), false when the batch has
 // been announced (nothing to send), and ErrAnnouncing while another holder's claim runs.
 func (l *Ledger) ClaimAnnouncement(ctx context.Context, id, holder string, at time.Time, ttl time.Duration) (bool, error) {
-	for range maxRounds {
-		m, err := l.readMeta(ctx, id)
-		if err != nil {
-			return false, err
-		}
+	return l.updateMeta(ctx, id, "announce", func(m *meta) (bool, error) {
 		switch {
 		case !m.closed():
-			return false, fmt.Errorf("announce batch %s: it has not closed", id)
+			return false, notClosed(id)
 		case m.announced:
 			return false, nil
 		case m.claimBy != "" && m.claimBy != holder && at.Before(m.claimUntil):
 			return false, fmt.Errorf("announce batch %s: %w (until %s)", id, ErrAnnouncing, m.claimUntil.Format(time.RFC3339Nano))
 		}
-		prev := m.version
-		m.version++
 		m.claimBy, m.claimUntil = holder, at.Add(ttl)
-		if ok, err := l.putMeta(ctx, id, m, prev); err != nil {
-			return false, fmt.Errorf("announce batch %s: %w", id, err)
-		} else if ok {
-			return true, nil
-		}
-	}
-	return false, fmt.Errorf("announce batch %s: %w", id, ErrContended)
+		return true, nil
+	})
 }
 
 // ReleaseAnnouncement gives back holder's claim on the announcement (its send failed), so that the
 // next end of the closing job sends at once rather than when the claim expires.
 func (l *Ledger) ReleaseAnnouncement(ctx context.Context, id, holder string) error {
-	for range maxRounds {
-		m, err := l.readMeta(ctx, id)
-		if err != nil {
-			return err
-		}
+	_, err := l.updateMeta(ctx, id, "release the announcement of", func(m *meta) (bool, error) {
 		if m.claimBy != holder {
-			return nil
+			return false, nil
 		}
-		prev := m.version
-		m.version++
 		m.claimBy, m.claimUntil = "", time.Time{}
-		if ok, err := l.putMeta(ctx, id, m, prev); err != nil || ok {
-			return err
-		}
-	}
-	return fmt.Errorf("release the announcement of batch %s: %w", id, ErrContended)
-}
-
-// putMeta writes the batch item if its version is still prev; false when it moved.
-func (l *Ledger) putMeta(ctx context.Context, id string, m meta, prev int64) (bool, error) {
-	_, err := l.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: &l.table, Item: m.item(id), ConditionExpression: aws.String("version = :v"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":v": n(prev)},
+		return true, nil
 	})
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		return false, nil
-	}
-	return err == nil, err
+	return err
 }
 
 // Announced records that the completion event of batch id was sent: a redelivery of the closing
 // job no longer gets Closed.
 func (l *Ledger) Announced(ctx context.Context, id string) error {
-	for range maxRounds {
-		m, err := l.readMeta(ctx, id)
-		if err != nil {
-			return err
-		}
+	_, err := l.updateMeta(ctx, id, "announce", func(m *meta) (bool, error) {
 		if !m.closed() {
-			return fmt.Errorf("announce batch %s: it has not closed", id)
+			return false, notClosed(id)
 		}
 		if m.announced {
-			return nil
+			return false, nil
 		}
-		prev := m.version
-		m.version++
 		m.announced = true
-		_, err = l.db.PutItem(ctx, &dynamodb.PutItemInput{
-			TableName: &l.table, Item: m.item(id), ConditionExpression: aws.String("version = :v"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":v": n(prev)},
-		})
-		var ccf *types.ConditionalCheckFailedException
-		if errors.As(err, &ccf) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("announce batch %s: %w", id, err)
-		}
-		return nil
-	}
-	return fmt.Errorf("announce batch %s: %w", id, ErrContended)
-}
-
-// Show returns batch id's summary and, withJobs, every counted job's record (sorted by id).
-func (l *Ledger) Show(ctx context.Context, id string, withJobs bool) (Summary, []Job, error) {
-	sum, err := l.summary(ctx, id, withJobs)
-	if err != nil || !withJobs {
-		return sum, nil, err
-	}
-	var jobs []Job
-	for k := range sum.Shards {
-		its, err := l.query(ctx, shardPK(id, k), "JOB#", 0)
-		if err != nil {
-			return sum, nil, err
-		}
-		for _, it := range its {
-			jobs = append(jobs, decodeJob(it))
-		}
-	}
-	sort.Slice(jobs, func(i, j int) bool { return jobs[i].ID < jobs[j].ID })
-	return sum, jobs, nil
-}
-
-// summary reads the batch item and every shard. It lists up to MaxListed dead-lettered jobs
-// (allDead: all of them).
-func (l *Ledger) summary(ctx context.Context, id string, allDead bool) (Summary, error) {
-	m, err := l.readMeta(ctx, id)
-	if err != nil {
-		return Summary{}, err
-	}
-	sum := Summary{
-		Batch: id, Expected: m.expected, Shards: m.shards, Counts: map[Outcome]int{},
-		OpenedAt: m.openedAt, Closed: m.closed(), ClosedAt: m.closedAt, ClosedBy: m.closedBy, Announced: m.announced,
-		DeadLetteredWhere: fmt.Sprintf("sfnlimit batch show %s --jobs (items DEAD#{job} under pk BATCH#%s#S{shard})", id, id),
-	}
-	var first, last int64
-	for k := range m.shards {
-		sh, err := l.readShard(ctx, id, k)
-		if err != nil {
-			return Summary{}, err
-		}
-		if sh.n == 0 {
-			continue
-		}
-		sum.Recorded += sh.n
-		for o, c := range sh.counts {
-			sum.Counts[o] += c
-		}
-		if first == 0 || sh.firstMs < first {
-			first = sh.firstMs
-		}
-		last = max(last, sh.lastMs)
-	}
-	if sum.Recorded > 0 {
-		sum.First, sum.Last = time.UnixMilli(first).UTC(), time.UnixMilli(last).UTC()
-	}
-	limit := MaxListed
-	if allDead {
-		limit = 0
-	}
-	dead := sum.Counts[DeadLettered] + sum.Counts[Refused]
-	for k := 0; k < m.shards && dead > 0; k++ {
-		its, err := l.query(ctx, shardPK(id, k), "DEAD#", limit)
-		if err != nil {
-			return Summary{}, err
-		}
-		for _, it := range its {
-			sum.DeadLetteredIDs = append(sum.DeadLetteredIDs, str(it, "sk")[len("DEAD#"):])
-		}
-		if limit > 0 && len(sum.DeadLetteredIDs) >= limit {
-			break
-		}
-	}
-	sort.Strings(sum.DeadLetteredIDs)
-	if limit > 0 && len(sum.DeadLetteredIDs) > limit {
-		sum.DeadLetteredIDs = sum.DeadLetteredIDs[:limit]
-	}
-	sum.DeadLetteredMore = len(sum.DeadLetteredIDs) < dead
-	late, err := l.query(ctx, "BATCH#"+id, "LATE#", 0)
-	if err != nil {
-		return Summary{}, err
-	}
-	for _, it := range late {
-		j := Job{ID: str(it, "jobId"), Outcome: Outcome(str(it, "outcome")), Redrive: int(integer(it, "redrive")), At: stamp(it, "at"), Shard: -1}
-		sum.Late = append(sum.Late, j)
-	}
-	return sum, nil
-}
-
-// query reads the items of pk whose sort key starts with prefix, up to limit (all when 0).
-func (l *Ledger) query(ctx context.Context, pk, prefix string, limit int) ([]map[string]types.AttributeValue, error) {
-	var out []map[string]types.AttributeValue
-	p := dynamodb.NewQueryPaginator(l.db, &dynamodb.QueryInput{
-		TableName:              &l.table,
-		KeyConditionExpression: aws.String("pk = :pk AND begins_with(sk, :sk)"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pk": s(pk), ":sk": s(prefix),
-		},
-		ConsistentRead: aws.Bool(true),
+		return true, nil
 	})
-	for p.HasMorePages() && (limit == 0 || len(out) < limit) {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("read %s* of %s: %w", prefix, pk, err)
-		}
-		out = append(out, page.Items...)
-	}
-	return out, nil
+	return err
 }
 
-func decodeJob(it map[string]types.AttributeValue) Job {
-	return Job{
-		ID: str(it, "sk")[len("JOB#"):], Outcome: Outcome(str(it, "outcome")), Redrive: int(integer(it, "redrive")),
-		At: stamp(it, "at"), Shard: int(integer(it, "shard")),
-	}
-}
-
-func str(it map[string]types.AttributeValue, k string) string {
-	if v, ok := it[k].(*types.AttributeValueMemberS); ok {
-		return v.Value
-	}
-	return ""
-}
-
-func integer(it map[string]types.AttributeValue, k string) int64 {
-	if v, ok := it[k].(*types.AttributeValueMemberN); ok {
-		x, _ := strconv.ParseInt(v.Value, 10, 64)
-		return x
-	}
-	return 0
-}
-
-func stamp(it map[string]types.AttributeValue, k string) time.Time {
-	t, _ := time.Parse(time.RFC3339Nano, str(it, k))
-	return t
-}
+func notClosed(id string) error { return fmt.Errorf("announce batch %s: it has not closed", id) }

@@ -128,26 +128,38 @@ const MaxTypeAttempts = 999
 // grammar of the template's TypeLimits and TypeMaxAttempts AllowedPatterns, so that a value
 // CloudFormation accepts is one the functions accept at cold start (template_agreement_test.go).
 func ParseLimits(s string) (map[string]int, error) {
-	out := map[string]int{}
+	return parsePairs(s, "number", func(typ, v string) (int, error) {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || v[0] == '0' || v[0] == '+' {
+			return 0, fmt.Errorf("type %s: %q must be a whole number of at least 1 (no sign, no leading zero)", typ, v)
+		}
+		return n, nil
+	})
+}
+
+// parsePairs reads "type=value" pairs separated by commas, nothing else ("" is none), each type at
+// most once, each value read by parse; what names a value in errors.
+func parsePairs[V any](s, what string, parse func(typ, v string) (V, error)) (map[string]V, error) {
+	out := map[string]V{}
 	if s == "" {
 		return out, nil
 	}
 	for _, part := range strings.Split(s, ",") {
 		k, v, ok := strings.Cut(part, "=")
 		if !ok {
-			return nil, fmt.Errorf("%q is not type=number (pairs separated by commas, no spaces)", part)
+			return nil, fmt.Errorf("%q is not type=%s (pairs separated by commas, no spaces)", part, what)
 		}
 		if err := job.ValidateType(k); err != nil {
 			return nil, err
 		}
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || v[0] == '0' || v[0] == '+' {
-			return nil, fmt.Errorf("type %s: %q must be a whole number of at least 1 (no sign, no leading zero)", k, v)
+		val, err := parse(k, v)
+		if err != nil {
+			return nil, err
 		}
 		if _, dup := out[k]; dup {
 			return nil, fmt.Errorf("type %s is listed twice", k)
 		}
-		out[k] = n
+		out[k] = val
 	}
 	return out, nil
 }
@@ -274,14 +286,26 @@ func (r *Resolver) load(ctx context.Context) (map[string]Override, error) {
 	if r.overrides != nil && r.now().Sub(r.loadedAt) < r.maxAge {
 		return r.overrides, nil
 	}
-	list, err := r.store.ListOverrides(ctx)
+	m, err := r.read(ctx)
 	if err != nil {
 		if r.overrides != nil {
-			// Keep serving the last known overrides rather than fail every job while the table is
-			// unreachable, and ask again only after another cache period, not on every job.
+			// Keep serving the last good overrides rather than fail every job while the table is
+			// unreachable or its overrides are refused, and ask again only after another cache
+			// period, not on every job.
 			r.loadedAt = r.now()
 			return r.overrides, nil
 		}
+		return nil, err
+	}
+	r.overrides, r.loadedAt = m, r.now()
+	return m, nil
+}
+
+// read lists the valid overrides. It refuses the whole set rather than let SQS stop serving lanes
+// without a word (checkQuota).
+func (r *Resolver) read(ctx context.Context) (map[string]Override, error) {
+	list, err := r.store.ListOverrides(ctx)
+	if err != nil {
 		return nil, fmt.Errorf("read live config: %w", err)
 	}
 	m := make(map[string]Override, len(list))
@@ -291,15 +315,8 @@ func (r *Resolver) load(ctx context.Context) (map[string]Override, error) {
 		}
 	}
 	if err := r.checkQuota(m); err != nil {
-		// Refuse the whole set rather than let SQS stop serving lanes without a word: keep the
-		// last good overrides (or the defaults) and say why.
-		if r.overrides != nil {
-			r.loadedAt = r.now()
-			return r.overrides, nil
-		}
 		return nil, fmt.Errorf("live config refused: %w", err)
 	}
-	r.overrides, r.loadedAt = m, r.now()
 	return m, nil
 }
 
@@ -444,11 +461,4 @@ func (r *Resolver) Fresh(ctx context.Context, typ string) (TypeConfig, error) {
 	r.loadedAt = time.Time{}
 	r.mu.Unlock()
 	return r.Get(ctx, typ)
-}
-
-// Invalidate forgets cached overrides, so the next Get reads the table.
-func (r *Resolver) Invalidate() {
-	r.mu.Lock()
-	r.overrides = nil
-	r.mu.Unlock()
 }

@@ -575,23 +575,6 @@ func TestResolverConcurrentGet(t *testing.T) {
 	}
 }
 
-func TestResolverInvalidate(t *testing.T) {
-	store := &fakeStore{list: []config.Override{{Type: "reports", Limit: 7}}}
-	r, err := config.NewResolver(testDefaults(0), store, 30*time.Second)
-	if err != nil {
-		t.Fatalf("NewResolver error = %v", err)
-	}
-	ctx := context.Background()
-	if c, err := r.Get(ctx, "reports"); err != nil || c.Limit != 7 {
-		t.Fatalf("Get(reports) = %+v, %v, want limit 7", c, err)
-	}
-	store.set([]config.Override{{Type: "reports", Limit: 1}}, nil)
-	r.Invalidate()
-	if c, err := r.Get(ctx, "reports"); err != nil || c.Limit != 1 {
-		t.Errorf("Get(reports) after Invalidate = %+v, %v, want limit 1", c, err)
-	}
-}
-
 // A sum of limits must not wrap around past the quota check.
 func TestDefaultsValidateOverflow(t *testing.T) {
 	for _, d := range []config.Defaults{

@@ -6,11 +6,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 )
 
-// Flow control beside a type's concurrency limit (issue 14): a pause, a start rate and priorities.
+// Flow control beside a type's concurrency limit: a pause, a start rate and priorities.
 
 const (
 	// MaxRate is the most starts per second a type's rate may allow: Step Functions' StartExecution
@@ -108,28 +106,13 @@ func allDigits(s string) bool {
 // ParseRates reads TYPE_RATES: "partner=5:10,llm=0.5", type=rate pairs separated by commas ("" is
 // none), the grammar of the template's TypeRates AllowedPattern.
 func ParseRates(s string) (map[string]Rate, error) {
-	out := map[string]Rate{}
-	if s == "" {
-		return out, nil
-	}
-	for _, part := range strings.Split(s, ",") {
-		k, v, ok := strings.Cut(part, "=")
-		if !ok {
-			return nil, fmt.Errorf("%q is not type=rate[:burst] (pairs separated by commas, no spaces)", part)
-		}
-		if err := job.ValidateType(k); err != nil {
-			return nil, err
-		}
+	return parsePairs(s, "rate[:burst]", func(typ, v string) (Rate, error) {
 		r, err := ParseRate(v)
 		if err != nil {
-			return nil, fmt.Errorf("type %s: %w", k, err)
+			return Rate{}, fmt.Errorf("type %s: %w", typ, err)
 		}
-		if _, dup := out[k]; dup {
-			return nil, fmt.Errorf("type %s is listed twice", k)
-		}
-		out[k] = r
-	}
-	return out, nil
+		return r, nil
+	})
 }
 
 // Pause is a type's pause: no new starts while it holds; running executions finish as usual and

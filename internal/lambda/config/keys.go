@@ -2,7 +2,8 @@ package config
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -81,11 +82,7 @@ func validateKeyLimits(typ string, keyLimit int, keyLimits map[string]int) error
 
 // FormatKeyLimits writes per-key caps as "k1=5,k2=20", keys sorted ("" for none).
 func FormatKeyLimits(m map[string]int) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(m))
 	parts := make([]string, len(keys))
 	for i, k := range keys {
 		parts[i] = k + "=" + strconv.Itoa(m[k])

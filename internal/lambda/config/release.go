@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-
-	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 )
 
 // Release modes: how a type's lane is released when its execution ends.
@@ -35,31 +33,16 @@ func ParseReleaseMode(s string) (string, error) {
 // ParseReleaseModes reads "llm=events,payments=step": type=mode pairs separated by commas, nothing
 // else; "" is none. It is the grammar of the template's TypeReleaseModes AllowedPattern.
 func ParseReleaseModes(s string) (map[string]string, error) {
-	out := map[string]string{}
-	if s == "" {
-		return out, nil
-	}
-	for _, part := range strings.Split(s, ",") {
-		k, v, ok := strings.Cut(part, "=")
-		if !ok {
-			return nil, fmt.Errorf("%q is not type=mode (pairs separated by commas, no spaces)", part)
-		}
-		if err := job.ValidateType(k); err != nil {
-			return nil, err
-		}
+	return parsePairs(s, "mode", func(typ, v string) (string, error) {
 		if v == "" {
-			return nil, fmt.Errorf("type %s: no release mode (known: %s)", k, strings.Join(ReleaseModes, ", "))
+			return "", fmt.Errorf("type %s: no release mode (known: %s)", typ, strings.Join(ReleaseModes, ", "))
 		}
 		m, err := ParseReleaseMode(v)
 		if err != nil {
-			return nil, fmt.Errorf("type %s: %w", k, err)
+			return "", fmt.Errorf("type %s: %w", typ, err)
 		}
-		if _, dup := out[k]; dup {
-			return nil, fmt.Errorf("type %s is listed twice", k)
-		}
-		out[k] = m
-	}
-	return out, nil
+		return m, nil
+	})
 }
 
 // FormatReleaseModes renders modes as ParseReleaseModes reads them, sorted by type.

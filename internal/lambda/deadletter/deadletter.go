@@ -6,6 +6,7 @@ package deadletter
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -100,9 +101,7 @@ func (q *Queue) Send(ctx context.Context, e Entry) error {
 	// near that size (input_too_large) would not fit beside its reason, and a failed send would
 	// leave it to SQS's redrive, which moves it without one: its body is cut to fit, and says so.
 	if room := sqsbatch.MaxMessageBytes - attrBytes(attrs) - attrBytes(truncationAttr(len(body))); len(body)+attrBytes(attrs) > sqsbatch.MaxMessageBytes {
-		for k, v := range truncationAttr(len(body)) {
-			attrs[k] = v
-		}
+		maps.Copy(attrs, truncationAttr(len(body)))
 		body = clean(body, room)
 	}
 	if _, err := q.client.SendMessage(ctx, &sqs.SendMessageInput{

@@ -3,6 +3,7 @@ package metrics
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"sync"
 )
 
@@ -99,10 +100,7 @@ func (c *Collector) Totals() map[string]map[string]float64 {
 	defer c.mu.Unlock()
 	out := map[string]map[string]float64{}
 	for t, m := range c.sums {
-		out[t] = map[string]float64{}
-		for k, v := range m {
-			out[t][k] = v
-		}
+		out[t] = maps.Clone(m)
 	}
 	return out
 }

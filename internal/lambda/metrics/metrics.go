@@ -8,7 +8,8 @@ package metrics
 import (
 	"encoding/json"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 )
@@ -137,19 +138,9 @@ func (r *Recorder) Flush() error {
 	counts, values := r.counts, r.values
 	r.counts, r.values = map[string]map[string]float64{}, map[string]map[string][]float64{}
 	r.mu.Unlock()
-	types := map[string]bool{}
-	for t := range counts {
-		types[t] = true
-	}
-	for t := range values {
-		types[t] = true
-	}
-	sorted := make([]string, 0, len(types))
-	for t := range types {
-		sorted = append(sorted, t)
-	}
-	sort.Strings(sorted)
-	for _, t := range sorted {
+	types := slices.Concat(slices.Collect(maps.Keys(counts)), slices.Collect(maps.Keys(values)))
+	slices.Sort(types)
+	for _, t := range slices.Compact(types) {
 		if len(counts[t]) > 0 {
 			line := map[string]any{}
 			for m, v := range counts[t] {
@@ -173,11 +164,7 @@ func (r *Recorder) Flush() error {
 
 // write puts one EMF line for a type with the given metric values.
 func (r *Recorder) write(typ string, line map[string]any) error {
-	names := make([]string, 0, len(line))
-	for m := range line {
-		names = append(names, m)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(line))
 	defs := make([]map[string]string, 0, len(names))
 	for _, m := range names {
 		unit := units[m]

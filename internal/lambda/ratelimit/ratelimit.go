@@ -80,8 +80,8 @@ func (b *Buckets) Take(ctx context.Context, typ string, r Rate) (time.Duration, 
 			"pk": key["pk"], "sk": key["sk"],
 			"tokens": &types.AttributeValueMemberN{Value: strconv.FormatFloat(tokens-1, 'f', -1, 64)},
 			// The exact instant the tokens were counted at: a time cut to the millisecond would
-			// count the rest of that millisecond again at the next take (found in review: at 2000/s
-			// the bucket then refilled at every take).
+			// count the rest of that millisecond again at the next take (at 2000/s the bucket would
+			// refill at every take).
 			"atNs":    &types.AttributeValueMemberN{Value: strconv.FormatInt(at.UnixNano(), 10)},
 			"version": &types.AttributeValueMemberN{Value: strconv.FormatInt(version+1, 10)},
 		}

@@ -1,6 +1,9 @@
 package sqsbatch
 
-import "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+import (
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+)
 
 // SQS's limits on a SendMessageBatch request. Sources, checked in November 2026:
 //
@@ -33,7 +36,7 @@ const (
 // entry, group and deduplication ids, which SQS does not document either way. Strings count their
 // UTF-8 bytes.
 func Size(e types.SendMessageBatchRequestEntry) int {
-	n := len(deref(e.MessageBody)) + len(deref(e.Id)) + len(deref(e.MessageGroupId)) + len(deref(e.MessageDeduplicationId))
+	n := len(aws.ToString(e.MessageBody)) + len(aws.ToString(e.Id)) + len(aws.ToString(e.MessageGroupId)) + len(aws.ToString(e.MessageDeduplicationId))
 	for name, v := range e.MessageAttributes {
 		n += len(name) + valueSize(v.DataType, v.StringValue, v.BinaryValue, v.StringListValues, v.BinaryListValues)
 	}
@@ -44,7 +47,7 @@ func Size(e types.SendMessageBatchRequestEntry) int {
 }
 
 func valueSize(dataType, s *string, b []byte, ss []string, bs [][]byte) int {
-	n := len(deref(dataType)) + len(deref(s)) + len(b)
+	n := len(aws.ToString(dataType)) + len(aws.ToString(s)) + len(b)
 	for _, x := range ss {
 		n += len(x)
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
@@ -114,7 +115,7 @@ func (s *Sender) sendBatch(ctx context.Context, pending []types.SendMessageBatch
 			}
 		} else {
 			for _, f := range out.Failed {
-				last[deref(f.Id)] = Failure{ID: deref(f.Id), Code: deref(f.Code), Message: deref(f.Message)}
+				last[aws.ToString(f.Id)] = Failure{ID: aws.ToString(f.Id), Code: aws.ToString(f.Code), Message: aws.ToString(f.Message)}
 			}
 		}
 		retry := pending[:0:0]
@@ -187,7 +188,7 @@ func (s *Sender) sendOne(ctx context.Context, e types.SendMessageBatchRequestEnt
 		if err == nil {
 			return nil, nil
 		}
-		f := &Failure{ID: deref(e.Id), Code: "RequestFailed", Message: err.Error()}
+		f := &Failure{ID: aws.ToString(e.Id), Code: "RequestFailed", Message: err.Error()}
 		var api smithy.APIError
 		permanent := false
 		if errors.As(err, &api) {
@@ -229,11 +230,4 @@ func failures(entries []types.SendMessageBatchRequestEntry, by map[string]Failur
 		out = append(out, by[*e.Id])
 	}
 	return out
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }

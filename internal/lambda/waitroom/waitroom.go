@@ -131,11 +131,10 @@ func (s *Store) Park(ctx context.Context, w Waiter) error {
 // (w found a lane after all, or binds on a later receive); a record of another head of the group, or
 // of a later delivery of w's message, is left alone. A later delivery exists when a release woke w's
 // message while w's delivery still looked for a lane: that delivery may park again, and its record is
-// the only way a release wakes it (found by CI's throttling scenario: a stale delivery that bound
-// removed the new delivery's record, and the group waited the whole park period). It reads the record
-// first: most heads that bind were woken by a release, which took their record already, and a read
-// costs a fifth of the failed conditional delete it saves (a write unit is billed for a failed
-// condition too).
+// the only way a release wakes it (were it removed, the group would wait the whole park period). It
+// reads the record first: most heads that bind were woken by a release, which took their record
+// already, and a read costs a fifth of the failed conditional delete it saves (a write unit is billed
+// for a failed condition too).
 func (s *Store) Unpark(ctx context.Context, w Waiter) error {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table, Key: s.key(w.Type, w.Group), ConsistentRead: aws.Bool(true)})
 	if err != nil {
