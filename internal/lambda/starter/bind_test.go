@@ -636,8 +636,12 @@ func TestBindOnTheLookAgainLeavesALaterDeliverysRecord(t *testing.T) {
 		if err := r.leases.Delete(ctx, busy); err != nil {
 			t.Fatal(err)
 		}
-		if w, err := r.room.Take(ctx, "reports"); err != nil || w == nil || w.ReceiptHandle != first.ReceiptHandle {
-			t.Fatalf("release's Take = %+v, %v; want the first delivery's record", w, err)
+		ws, err := r.room.List(ctx, "reports")
+		if err != nil || len(ws) != 1 || ws[0].ReceiptHandle != first.ReceiptHandle {
+			t.Fatalf("parked = %+v, %v; want the first delivery's record", ws, err)
+		}
+		if ok, err := r.room.Claim(ctx, ws[0]); err != nil || !ok {
+			t.Fatalf("release's Claim = %v, %v; want the first delivery's record woken", ok, err)
 		}
 		if err := r.room.Park(ctx, later); err != nil {
 			t.Fatal(err)

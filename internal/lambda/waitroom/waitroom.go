@@ -211,37 +211,6 @@ func (s *Store) Claim(ctx context.Context, w Waiter) (bool, error) {
 	return true, nil
 }
 
-// Take removes and returns the parked group of typ whose head was submitted earliest, or nil when
-// none is parked. Of two concurrent takers each gets a different one (the delete is conditional on
-// the handle read).
-func (s *Store) Take(ctx context.Context, typ string) (*Waiter, error) {
-	for range 3 {
-		ws, err := s.List(ctx, typ)
-		if err != nil {
-			return nil, err
-		}
-		var oldest *Waiter
-		for i, w := range ws {
-			if oldest == nil || w.SubmittedAt.Before(oldest.SubmittedAt) ||
-				(w.SubmittedAt.Equal(oldest.SubmittedAt) && w.ParkedAt.Before(oldest.ParkedAt)) {
-				oldest = &ws[i]
-			}
-		}
-		if oldest == nil {
-			return nil, nil
-		}
-		ok, err := s.Claim(ctx, *oldest)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			return oldest, nil
-		}
-		// taken by another release, or parked again: look again
-	}
-	return nil, fmt.Errorf("take a parked group of type %s: taken by others three times", typ)
-}
-
 // decode reads an item. Records written before a type had several waiting groups were keyed by
 // message id and carry no submittedAt: they decode with zero times, so they are taken first, and
 // their stale receipt handle is skipped by the release that takes them; nothing of them is left.
