@@ -243,7 +243,14 @@ type Resolver struct {
 	mu        sync.Mutex
 	loadedAt  time.Time
 	overrides map[string]Override
+	// failedAt and failed are the last failed read, answered again for failedFor rather than ask a
+	// table that just refused (throttled, unreachable) once per job.
+	failedAt time.Time
+	failed   error
 }
+
+// failedFor is how long a failed read of the overrides is answered from memory.
+const failedFor = time.Second
 
 // NewResolver returns a resolver that re-reads overrides once they are older than maxAge (at most
 // MaxCacheAge; 0 reads them for every question). A nil store means defaults only.
@@ -286,20 +293,37 @@ func (r *Resolver) load(ctx context.Context) (map[string]Override, error) {
 	if r.overrides != nil && r.now().Sub(r.loadedAt) < r.maxAge {
 		return r.overrides, nil
 	}
+	if r.failed != nil && r.now().Sub(r.failedAt) < failedFor {
+		return nil, r.failed
+	}
 	m, err := r.read(ctx)
-	if err != nil {
-		if r.overrides != nil {
-			// Keep serving the last good overrides rather than fail every job while the table is
-			// unreachable or its overrides are refused, and ask again only after another cache
-			// period, not on every job.
-			r.loadedAt = r.now()
-			return r.overrides, nil
-		}
+	switch {
+	case errors.Is(err, errRefused) && r.overrides != nil:
+		// A set of overrides no deployment could run is refused whole: the last good one stays in
+		// force, and is asked again only after another cache period.
+		r.loadedAt = r.now()
+		return r.overrides, nil
+	case err != nil:
+		// Never act on overrides older than the cache: a limit lowered while this container could
+		// not read the table must hold from the next start, not when the table answers again. A
+		// function that cannot read its config tries again shortly (the starter backs off; the
+		// router's batch item fails), as it could not write its leases either.
+		r.failed, r.failedAt = err, r.now()
 		return nil, err
 	}
-	r.overrides, r.loadedAt = m, r.now()
+	r.overrides, r.loadedAt, r.failed = m, r.now(), nil
 	return m, nil
 }
+
+// lastGood returns the overrides last read, however old (nil: none read yet).
+func (r *Resolver) lastGood() map[string]Override {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.overrides
+}
+
+// errRefused marks a set of overrides read but refused as a whole.
+var errRefused = errors.New("refused")
 
 // read lists the valid overrides. It refuses the whole set rather than let SQS stop serving lanes
 // without a word (checkQuota).
@@ -315,7 +339,7 @@ func (r *Resolver) read(ctx context.Context) (map[string]Override, error) {
 		}
 	}
 	if err := r.checkQuota(m); err != nil {
-		return nil, fmt.Errorf("live config refused: %w", err)
+		return nil, fmt.Errorf("live config %w: %w", errRefused, err)
 	}
 	return m, nil
 }
@@ -422,10 +446,10 @@ func (r *Resolver) MaxAttempts(ctx context.Context, typ string) int {
 	if v, ok := r.defaults.MaxAttempts[typ]; ok {
 		n = v
 	}
-	if ov, err := r.load(ctx); err == nil {
-		if o, ok := ov[typ]; ok && o.MaxAttempts > 0 {
-			n = o.MaxAttempts
-		}
+	// The table cannot be read: the last overrides read count, however old (an attempt count
+	// changes no cap, and a raised one must not dead-letter a job early).
+	if o, ok := r.lastGood()[typ]; ok && o.MaxAttempts > 0 {
+		n = o.MaxAttempts
 	}
 	return n
 }
@@ -454,7 +478,7 @@ func (r *Resolver) All(ctx context.Context) ([]TypeConfig, error) {
 }
 
 // Fresh returns the effective configuration of a type read past the cache (the cache is refreshed
-// with it); when the table cannot be read it answers from the last overrides read, as Get does.
+// with it).
 // A starter about to park a paused type's jobs for long asks it, so a resume a moment ago counts.
 func (r *Resolver) Fresh(ctx context.Context, typ string) (TypeConfig, error) {
 	r.mu.Lock()

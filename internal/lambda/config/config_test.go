@@ -416,11 +416,13 @@ func TestResolverStoreErrors(t *testing.T) {
 	errDown := errors.New("dynamodb unreachable")
 
 	t.Run("first load fails", func(t *testing.T) {
+		clock := &fakeClock{now: time.Date(2024, 3, 9, 10, 0, 0, 0, time.UTC)}
 		store := &fakeStore{err: errDown}
 		r, err := config.NewResolver(testDefaults(2), store, 10*time.Second)
 		if err != nil {
 			t.Fatalf("NewResolver error = %v", err)
 		}
+		r.SetClock(clock.Now)
 		got, err := r.Get(ctx, "payments")
 		if !errors.Is(err, errDown) || errors.Is(err, config.ErrUnknownType) {
 			t.Fatalf("Get(payments) = %+v, %v, want an error wrapping the store's, not ErrUnknownType", got, err)
@@ -428,8 +430,13 @@ func TestResolverStoreErrors(t *testing.T) {
 		if all, err := r.All(ctx); !errors.Is(err, errDown) {
 			t.Errorf("All() = %v, %v, want an error wrapping the store's", all, err)
 		}
-		// The failure is not cached: once the table answers, Get works.
+		// The failure is remembered for a second (a throttled table is not asked once per job),
+		// then the table is asked again: once it answers, Get works.
 		store.set([]config.Override{{Type: "payments", Limit: 8}}, nil)
+		if _, err := r.Get(ctx, "payments"); !errors.Is(err, errDown) || store.reads() != 1 {
+			t.Errorf("Get(payments) right after the failure = %v after %d reads, want the failure again, not a second read", err, store.reads())
+		}
+		clock.Advance(time.Second)
 		if got, err := r.Get(ctx, "payments"); err != nil || got.Limit != 8 {
 			t.Errorf("Get(payments) after recovery = %+v, %v, want limit 8", got, err)
 		}
@@ -437,7 +444,7 @@ func TestResolverStoreErrors(t *testing.T) {
 
 	t.Run("later load fails", func(t *testing.T) {
 		clock := &fakeClock{now: time.Date(2024, 3, 9, 10, 0, 0, 0, time.UTC)}
-		store := &fakeStore{list: []config.Override{{Type: "payments", Limit: 8}}}
+		store := &fakeStore{list: []config.Override{{Type: "payments", Limit: 8, MaxAttempts: 5}}}
 		r, err := config.NewResolver(testDefaults(2), store, 10*time.Second)
 		if err != nil {
 			t.Fatalf("NewResolver error = %v", err)
@@ -448,15 +455,19 @@ func TestResolverStoreErrors(t *testing.T) {
 		}
 		store.set(nil, errDown)
 		clock.Advance(time.Minute)
+		// Overrides older than the cache are never acted on: the limit may have been lowered
+		// since, and must hold from the next start. The caller tries again shortly.
 		got, err := r.Get(ctx, "payments")
-		if err != nil || got.Limit != 8 || got.Source != "override" {
-			t.Fatalf("Get(payments) with the store down = %+v, %v, want the last known override (limit 8)", got, err)
+		if !errors.Is(err, errDown) {
+			t.Fatalf("Get(payments) with the store down = %+v, %v, want the store's error, not an override a minute old", got, err)
 		}
 		if reads := store.reads(); reads != 2 {
 			t.Errorf("store reads = %d, want 2 (the failed reload was tried)", reads)
 		}
-		if got, err := r.Get(ctx, "other"); err != nil || got.Limit != 2 {
-			t.Errorf("Get(other) with the store down = %+v, %v, want the fallback limit 2", got, err)
+		// An attempt count caps nothing: the last one read still counts (a raised one must not
+		// dead-letter a job early while the table is down).
+		if n := r.MaxAttempts(ctx, "payments"); n != 5 {
+			t.Errorf("MaxAttempts(payments) with the store down = %d, want the last override read, 5", n)
 		}
 	})
 }

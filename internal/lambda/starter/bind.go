@@ -53,16 +53,7 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 		return hold, err
 	}
 	if own := holding(leases, x.job); own != nil {
-		if own.Status == lease.Bound && own.MessageID == x.MessageId {
-			// This message's bind wrote the lease, and its copy may not have gone (the send failed,
-			// or the invocation stopped): the copy goes again, and SQS drops it if the first went.
-			return s.sendBound(ctx, x, *own)
-		}
-		// The job is in a lane already (another message of it was bound, or its copy runs): this
-		// message is a copy of it.
-		x.log.WarnContext(ctx, "duplicate job: it already holds a lane; dropping this copy", "heldLane", own.Lane, "status", own.Status)
-		s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
-		return ack, nil
+		return s.held(ctx, x, *own)
 	}
 	if cfg.Paused() {
 		v, isParked, resumed, err := s.parkPaused(ctx, x, w)
@@ -132,6 +123,15 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 			if leases, err = x.view.read(ctx, s.Leases, x.key.Type, true); err != nil {
 				return hold, err
 			}
+			if own := holding(leases, x.job); own != nil {
+				// Bound meanwhile by another copy of this delivery (Lambda may hand a batch over
+				// twice): the job holds a lane, so the record this copy just wrote must go.
+				if err := s.WaitRoom.Unpark(ctx, w); err != nil {
+					x.log.WarnContext(ctx, "parked record not removed; a release may wake this group for nothing", "error", err)
+				}
+				parked = true // removed here; the deferred unpark has nothing left to do
+				return s.held(ctx, x, *own)
+			}
 		}
 	}
 	parked = true
@@ -171,6 +171,20 @@ func (v *leaseView) read(ctx context.Context, store leaseStore, typ string, fres
 // bound adds the lane a bind just took, for a job of key.
 func (v *leaseView) bound(typ string, ln int, key string) {
 	v.leases = append(v.leases, lease.Lease{Type: typ, Lane: ln, JobKey: key, Status: lease.Bound})
+}
+
+// held handles a waiting message whose job already holds a lane (own is its lease).
+func (s *Starter) held(ctx context.Context, x *msg, own lease.Lease) (verdict, error) {
+	if own.Status == lease.Bound && own.MessageID == x.MessageId {
+		// This message's bind wrote the lease, and its copy may not have gone (the send failed, or
+		// the invocation stopped): the copy goes again, and SQS drops it if the first went.
+		return s.sendBound(ctx, x, own)
+	}
+	// The job is in a lane already (another message of it was bound, or its copy runs): this
+	// message is a copy of it.
+	x.log.WarnContext(ctx, "duplicate job: it already holds a lane; dropping this copy", "heldLane", own.Lane, "status", own.Status)
+	s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
+	return ack, nil
 }
 
 // holding returns the lease that holds job j's run, if any.

@@ -991,3 +991,35 @@ func TestThrottledBoundCopyKeepsItsLane(t *testing.T) {
 	}
 	checkLeases(t, r.leases, map[lease.Key]wantLease{{Type: "reports", Lane: 1}: {JobID: "j-1", Status: lease.Starting, Attempt: 1, Handle: handle("j-1", 2), Arn: execArn("reports", "j-1", 1)}})
 }
+
+// Lambda may hand one batch to two invocations (same receipt handle). Here one copy of a waiting
+// message parks (every lane taken), and while it looks again the other copy binds the job to the
+// lane a release just freed. The look again finds the job's own lease: this copy must not park the
+// job a second time (its record would outlive the job, found by the simulation at seed 196 of all:
+// a park record left at quiescence), nor drop it: the copy goes to the bound lane again (SQS drops
+// it if the twin's went).
+func TestBindTwinFindsTheJobBoundOnItsLookAgain(t *testing.T) {
+	ctx := context.Background()
+	r := newRigStrategy(t, map[string]int{"reports": 1}, lane.FirstFree)
+	busy := leaseOf("reports", 1, "busy", 1, lease.Starting, 1)
+	r.leases.Set(busy)
+	first := waiting(t, "reports", "w-1", 1)
+	r.st.Leases = &raceLeases{LeaseStore: r.leases, between: func() {
+		if err := r.leases.Delete(ctx, busy); err != nil {
+			t.Fatal(err)
+		}
+		b := boundLease("reports", 1, "w-1")
+		b.MessageID = first.MessageId
+		r.leases.Set(b)
+	}}
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{first}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("Handle = %+v, %v; want the twin acknowledged, its job bound", resp, err)
+	}
+	if ws, err := r.room.List(ctx, "reports"); err != nil || len(ws) != 0 {
+		t.Errorf("parked = %+v, %v; want no record: the job holds a lane", ws, err)
+	}
+	if c := copies(t, r); len(c) != 1 || c[0].lane != 1 || c[0].id != "w-1" {
+		t.Errorf("copies = %+v, want w-1 sent to its bound lane 1", c)
+	}
+}

@@ -67,11 +67,19 @@ func report(t *testing.T, seed uint64, f Faults) string {
 // forSeeds runs seeds from..from+n-1 on GOMAXPROCS workers and returns each failing seed's
 // violations.
 func forSeeds(t *testing.T, from uint64, n int, f Faults) map[uint64][]Violation {
+	return forSeedsProgress(t, from, n, f, 0)
+}
+
+// forSeedsProgress is forSeeds, printing to stderr every `every` seeds (0: never) how many ran, how
+// many broke an invariant, and the rate: the long run's progress.
+func forSeedsProgress(t *testing.T, from uint64, n int, f Faults, every int) map[uint64][]Violation {
 	var (
 		mu     sync.Mutex
 		failed = map[uint64][]Violation{}
 		next   atomic.Uint64
+		done   atomic.Int64
 		wg     sync.WaitGroup
+		start  = time.Now()
 	)
 	next.Store(from)
 	for range runtime.GOMAXPROCS(0) {
@@ -84,11 +92,14 @@ func forSeeds(t *testing.T, from uint64, n int, f Faults) map[uint64][]Violation
 					return
 				}
 				_, vs := runQuiet(t, s, f)
+				mu.Lock()
 				if len(vs) > 0 {
-					mu.Lock()
 					failed[s] = vs
-					mu.Unlock()
 				}
+				if d := done.Add(1); every > 0 && d%int64(every) == 0 {
+					fmt.Fprintf(os.Stderr, "%d of %d seeds, %d broken, %.0f runs a minute\n", d, n, len(failed), float64(d)/time.Since(start).Minutes())
+				}
+				mu.Unlock()
 			}
 		}()
 	}
@@ -210,7 +221,7 @@ func TestSurvey(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	failed := forSeeds(t, *flagFrom, *flagSeeds, f)
+	failed := forSeedsProgress(t, *flagFrom, *flagSeeds, f, max(*flagSeeds/20, 100))
 	kinds := map[string][]uint64{}
 	for s, vs := range failed {
 		seen := map[string]bool{}
