@@ -107,3 +107,71 @@ func TestLeaseABASeedHolds(t *testing.T) {
 		t.Errorf("seed 250 (the lease ABA's): %s", w.Report(vs, 40))
 	}
 }
+
+// Defect 2 of issue 22, open: a key's cap is exceeded after a lease is taken back. A job whose
+// attempt failed holds its lane with a retrying lease; its type is paused, and its next delivery
+// parks in its lane for the pause (starter.PausedParkFor, 15 minutes) writing nothing to the
+// lease. The sweep takes the lease back once nothing has touched it for StaleAfter (1.5 visibility
+// timeouts), the binder then fills the job's key to its cap, and on resume the parked job retries
+// in place through ownAttempt without counting its key. At seed 37 of the operator's actions, beta
+// (key cap 1) is paused at 18m5s, j026's parked retry loses its lease to the sweep at 28m0s, beta
+// is resumed at 28m6s, j008 binds key k1, and j026's attempt 2 starts beside it: 2 executions of
+// key k1, cap 1. The fix turns this test around (the seed then keeps every invariant), and unpins
+// the gate seeds of openFindings.
+//
+//	SEED=37 TRACE=j026 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile actions
+func TestFindsKeyCapExceededAfterLeaseTakenBack(t *testing.T) {
+	w, vs := findAt(t, 37, "actions")
+	found := false
+	for _, v := range vs {
+		if v.Kind == KindKeyCap && v.Subject == "beta-j026" {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("seed 37 (operator actions): beta-j026 kept its key's cap, want defect 2 found\n%s", w.Report(vs, 40))
+	}
+	if !traced(w, "sweep took back a lane", "jobId=j026", "status=retrying") {
+		t.Errorf("seed 37: the trace does not show j026's retrying lease taken back by the sweep")
+	}
+	if !traced(w, "going on from it", "jobId=j026") {
+		t.Errorf("seed 37: the trace does not show j026 retrying in place (ownAttempt)")
+	}
+}
+
+// openFindings are the gate seeds (GateProfile) at which a defect not fixed yet breaks an
+// invariant, with the only kind of violation it may break there. TestSeeds expects them to fail
+// so, and fails if one passes (the defect is fixed: remove its seeds here) or breaks anything
+// else. Defect 2 of issue 22 (TestFindsKeyCapExceededAfterLeaseTakenBack) breaks a key's cap at
+// four: at each a beta job's retrying lease is taken back by the sweep while the job is parked for
+// a pause, and it retries in place on resume beside the job the binder put in its place. A change
+// to what the gate profile draws (a new fault class in "all") moves them: survey the gate profile
+// again and re-pin (`make simulate SEEDS=500 PROFILE=all-duplicate`).
+var openFindings = map[uint64]string{
+	1:   KindKeyCap, // j040, key k1, cap 1: SEED=1 TRACE=j040 go test ./internal/tools/simworld -run TestOneSeed -v
+	221: KindKeyCap, // j077, key k2, cap 1
+	230: KindKeyCap, // j061 (generation 1, redriven), key k2, cap 2
+	306: KindKeyCap, // j034, key k1, cap 1
+}
+
+// expectOpenFindings takes the seeds of openFindings out of failed when they broke what they are
+// pinned for, and reports those that did not (or passed).
+func expectOpenFindings(t *testing.T, failed map[uint64][]Violation, n int) {
+	t.Helper()
+	for seed, kind := range openFindings {
+		if seed > uint64(n) {
+			continue
+		}
+		vs, ok := failed[seed]
+		if !ok {
+			t.Errorf("seed %d keeps every invariant: its open finding (%s) is fixed; remove it from openFindings and turn its finds test around", seed, kind)
+			continue
+		}
+		for _, v := range vs {
+			if v.Kind != kind {
+				t.Errorf("seed %d, pinned for %q, broke another invariant too: %s", seed, kind, v)
+			}
+		}
+		delete(failed, seed)
+	}
+}

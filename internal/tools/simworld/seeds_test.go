@@ -108,6 +108,7 @@ func TestSeeds(t *testing.T) {
 	start := time.Now()
 	failed := forSeeds(t, 1, n, f)
 	t.Logf("%d seeds (profile %s) in %s", n, GateProfile, time.Since(start).Round(time.Millisecond))
+	expectOpenFindings(t, failed, n)
 	seeds := make([]uint64, 0, len(failed))
 	for s := range failed {
 		seeds = append(seeds, s)
