@@ -194,3 +194,33 @@ func TestRedriveGenerationSeedHolds(t *testing.T) {
 		t.Errorf("seed 9: the trace has no redriven generation ending: the seed no longer tests the fix")
 	}
 }
+
+// A key's cap lowered under its jobs (open, found with the operator's actions; the same root as
+// defect 2: a retry in place does not count its key). At seed 74 of this profile an operator gives
+// beta's key k2 its own cap of 2 at 8m38s and resets beta at 10m31s (k2 back to the type's key
+// limit, 1). j097 binds k2 at 10m36s, within the cache's age of the reset (allowed), beside j081,
+// whose execution runs in its lane since 46s. When j081's attempt 1 times out at 10m46s, its
+// attempt 2 starts in place without counting its key: 2 executions of key k2, cap 1, 15 s after
+// the cap was lowered. Seeds 179 and 182 of the profile break a key's cap the same way (a reset,
+// and config set --key-limit 1). Once a retry in place counts its key, the seed should keep every
+// invariant and this test is to be turned around.
+//
+//	SEED=74 TRACE=j081 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile actions+skew+kill+events
+func TestFindsKeyCapExceededByRetryAfterCapLowered(t *testing.T) {
+	w, vs := findAt(t, 74, "actions+skew+kill+events")
+	found := false
+	for _, v := range vs {
+		if v.Kind == KindKeyCap && v.Subject == "beta-j081" {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("seed 74: beta-j081 kept its key's cap, want the retry above a lowered cap found\n%s", w.Report(vs, 40))
+	}
+	if !traced(w, "operator: config reset beta") {
+		t.Errorf("seed 74: the trace has no reset of beta: the seed no longer lowers the cap")
+	}
+	if traced(w, "sweep took back a lane", "jobId=j081") {
+		t.Errorf("seed 74: j081's lease was taken back: this is defect 2's path, not a lowered cap's")
+	}
+}
