@@ -23,9 +23,12 @@ import (
 // The offset reaches every clock seam a handler has: starter.Starter.Now, the lease stores'
 // UpdatedAt stamps (lease.Store.SetClock), the start-rate buckets (ratelimit.Buckets.Now), the
 // releaser's and the sweep's judgement of lease ages (releaser.Service.Now, releaser.Handler.Now)
-// and the batch trackers. The router reads no clock that matters here (a job's submission time is
-// SQS's SentTimestamp), and the configuration cache only measures its own age, which an offset does
-// not change. Timers, sleeps and context deadlines are durations, unaffected.
+// and the releasers' batch trackers. The router reads no clock that matters here (a job's
+// submission time is SQS's SentTimestamp), and the configuration cache only measures its own age,
+// which an offset does not change. Timers, sleeps and context deadlines are durations, unaffected.
+// Routers draw no offset: their one clock seam, their batch tracker's Now, has nothing to judge
+// while the workload has no batches; once it has, a router container should get its own offset
+// too (which moves every seed of a profile with skew, and so the pinned ones).
 
 // clockOffset draws a new container's clock offset (0 when skew is off, with no draw, so seeds
 // without skew replay as before).
