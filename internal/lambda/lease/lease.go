@@ -148,6 +148,11 @@ func NewStore(db dynamoAPI, table string) *Store {
 	return &Store{db: db, table: table, now: time.Now}
 }
 
+// SetClock sets the clock a lease's UpdatedAt is stamped by (time.Now by default). The
+// deterministic simulation gives each function's container its own, a little off true time, as
+// the clocks of two Lambda hosts may be.
+func (s *Store) SetClock(now func() time.Time) { s.now = now }
+
 // Get returns a lane's lease, or nil when the lane is free. Reads are strongly consistent.
 func (s *Store) Get(ctx context.Context, k Key) (*Lease, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{

@@ -45,6 +45,7 @@ const (
 type limitAt struct {
 	from          time.Time
 	limit, keyCap int
+	flow          // per-key caps, pause and rate (opcheck.go)
 }
 
 // checker checks the invariants from the simulated services' own state: Step Functions'
@@ -63,11 +64,13 @@ type checker struct {
 	idleSince  map[string]time.Time
 	settleFrom time.Time
 	done       bool
+	ops        opChecks // generations, stopped executions (opcheck.go)
 }
 
 func newChecker(w *World) *checker {
 	return &checker{w: w, every: 5 * time.Second, start: w.now(), history: map[string][]limitAt{}, overrides: map[string]config.Override{},
-		attempts: map[string]int{}, in: map[string]bool{}, ended: map[string]string{}, letters: map[string]string{}, idleSince: map[string]time.Time{}}
+		attempts: map[string]int{}, in: map[string]bool{}, ended: map[string]string{}, letters: map[string]string{}, idleSince: map[string]time.Time{},
+		ops: newOpChecks()}
 }
 
 func (c *checker) violate(kind, subject, format string, args ...any) {
@@ -88,14 +91,14 @@ func (c *checker) current(typ string) limitAt {
 // bound is the most executions of typ (and of one key) that may run now: the highest limit in
 // force since the oldest running execution started, or in the configuration cache's age before
 // now (a starter may act on a limit it read that long ago).
-func (c *checker) bound(typ string, since time.Time) (int, int) {
+func (c *checker) bound(typ, key string, since time.Time) (int, int) {
 	cache := 10*time.Second + time.Second
 	from := c.w.now().Add(-cache)
 	if since.Before(from) {
 		from = since.Add(-cache)
 	}
 	h := c.history[typ]
-	lim, key := 0, 0
+	lim, keyCap := 0, 0
 	for i, l := range h {
 		end := time.Time{}
 		if i+1 < len(h) {
@@ -104,9 +107,9 @@ func (c *checker) bound(typ string, since time.Time) (int, int) {
 		if !end.IsZero() && end.Before(from) {
 			continue
 		}
-		lim, key = max(lim, l.limit), max(key, l.keyCap)
+		lim, keyCap = max(lim, l.limit), max(keyCap, l.capOf(key))
 	}
-	return lim, key
+	return lim, keyCap
 }
 
 func (c *checker) submitted(j *jobSpec) { c.in[jobKey(j.typ, j.id)] = true }
@@ -139,7 +142,8 @@ func (c *checker) started(e *execution) {
 			c.violate(KindRunningTwice, job, "%s started while %s runs", e.name, x.name)
 		}
 	}
-	lim, keyCap := c.bound(m.Type, oldest)
+	c.checkPaused(e)
+	lim, keyCap := c.bound(m.Type, m.Key, oldest)
 	if run > lim {
 		c.violate(KindLimit, m.Type+"-"+m.ID, "%d executions of %s run, limit %d (start of %s in lane %d): %s", run, m.Type, lim, e.name, m.Lane, strings.Join(names, " "))
 	}
@@ -150,7 +154,7 @@ func (c *checker) started(e *execution) {
 
 func (c *checker) closed(e *execution) {
 	if e.status == sfntypes.ExecutionStatusSucceeded {
-		c.end(e.jk, "succeeded")
+		c.end(e.jk, e.meta.Redrive, "succeeded")
 	}
 }
 
@@ -161,16 +165,18 @@ func (c *checker) deadLettered(m *msg) {
 	}
 	how := "dead-lettered (" + attr(m, deadletter.AttrReason) + ")"
 	k := jobKey(typ, id)
+	gen := letterGeneration(m)
+	gk := genKey(k, gen)
 	// Dead letters are at least once (docs/design.md, Redrive): a release that sent one and failed
 	// before its last write is taken over and sends it again. A copy with the same body (the same
 	// next generation, so its redrive deduplicates) is not a second end.
-	if prev, ok := c.letters[k]; ok && prev == m.body && c.ended[k] == how {
+	if prev, ok := c.letters[gk]; ok && prev == m.body && c.ops.ended[gk] == how {
 		c.w.Stats.DuplicateDeadLetters++
 		c.w.trace(k, "duplicate dead letter (same body and reason)")
 		return
 	}
-	c.letters[k] = m.body
-	c.end(k, how)
+	c.letters[gk] = m.body
+	c.end(k, gen, how)
 }
 
 func attr(m *msg, k string) string {
@@ -180,13 +186,18 @@ func attr(m *msg, k string) string {
 	return ""
 }
 
-func (c *checker) end(job, how string) {
-	if prev, ok := c.ended[job]; ok {
-		c.violate(KindEndedTwice, job, "%s, then %s", prev, how)
+// end records that generation gen of job ended (how).
+func (c *checker) end(job string, gen int, how string) {
+	gk := genKey(job, gen)
+	if prev, ok := c.ops.ended[gk]; ok {
+		c.violate(KindEndedTwice, job, "%s%s, then %s", genText(gen), prev, how)
 		return
 	}
-	c.ended[job] = how
-	c.w.trace(job, "job ended: %s", how)
+	c.ops.ended[gk] = how
+	if gen == c.ops.gen[job] {
+		c.ended[job] = how
+	}
+	c.w.trace(job, "job ended: %s%s", genText(gen), how)
 }
 
 // tick checks work conservation and whether the run has settled.
@@ -200,6 +211,10 @@ func (c *checker) tick() {
 	sort.Strings(types)
 	for _, t := range types {
 		cur := c.current(t)
+		if c.flowHeld(t) {
+			c.holdIdle(t, cur.limit)
+			continue
+		}
 		run, byKey := 0, map[string]int{}
 		busy := map[string]bool{}
 		lanes := map[int]bool{}
@@ -238,7 +253,7 @@ func (c *checker) tick() {
 			if j.typ != t || !c.in[k] || c.ended[k] != "" || busy[k] {
 				continue
 			}
-			if cur.keyCap > 0 && byKey[j.key] >= cur.keyCap {
+			if n := cur.capOf(j.key); n > 0 && byKey[j.key] >= n {
 				continue
 			}
 			waiting = k
@@ -352,9 +367,10 @@ func (c *checker) quiescence() {
 	}
 	for _, j := range w.order {
 		if k := jobKey(j.typ, j.id); c.ended[k] == "" {
-			c.violate(KindNotEnded, k, "submitted at %s, never succeeded nor dead-lettered", j.submitAt)
+			c.violate(KindNotEnded, k, "%ssubmitted at %s, never succeeded nor dead-lettered", genText(c.ops.gen[k]), j.submitAt)
 		}
 	}
+	c.checkStopped()
 }
 
 func subjectOfBody(m *msg) string {

@@ -333,6 +333,9 @@ func (d ddbClient) PutItem(ctx context.Context, in *dynamodb.PutItemInput, _ ...
 	return write(c, d.w, k, func() (*dynamodb.PutItemOutput, error) {
 		out, err := d.t.PutItem(ctx, in)
 		d.w.trace(k, "ddb.put %s cond=%q -> %s", k, aws.ToString(in.ConditionExpression), errCode(err))
+		if err == nil {
+			d.w.check.put(in.Item)
+		}
 		d.w.afterWrite()
 		return out, err
 	})

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Profiles are named sets of fault classes. "all" is DefaultConfig's; the others turn one class
@@ -21,6 +22,8 @@ func Profiles() map[string]Faults {
 		"events":    {EventDrop: 0.1, EventDup: 0.1, EventDelay: 0.3},
 		"operator":  {LimitChanges: 3},
 		"slow":      {Slow: 0.02},
+		"actions":   {Actions: 8},
+		"skew":      {Skew: time.Second},
 	}
 }
 
@@ -80,6 +83,12 @@ func without(a, b Faults) Faults {
 	if b.LimitChanges != 0 {
 		a.LimitChanges = 0
 	}
+	if b.Actions != 0 {
+		a.Actions = 0
+	}
+	if b.Skew != 0 {
+		a.Skew = 0
+	}
 	return a
 }
 
@@ -98,5 +107,7 @@ func merge(a, b Faults) Faults {
 	a.EventDelay += b.EventDelay
 	a.Slow += b.Slow
 	a.LimitChanges += b.LimitChanges
+	a.Actions += b.Actions
+	a.Skew = max(a.Skew, b.Skew)
 	return a
 }

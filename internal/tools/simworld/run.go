@@ -49,6 +49,11 @@ type Faults struct {
 	Slow float64
 	// LimitChanges is how many times an operator changes a type's limit during a run.
 	LimitChanges int
+	// Actions is how many other operator actions a run has (operator.go): pause and resume, start
+	// rates, key caps, config reset, dead-letter redrive, StopExecution.
+	Actions int
+	// Skew bounds each function container's clock offset from true time (skew.go).
+	Skew time.Duration
 }
 
 // Config is one run's shape. Seeded fields are drawn from the seed; the rest are fixed.
@@ -79,7 +84,7 @@ func DefaultConfig() Config {
 			SFNThrottle: 0.02, SFNLost: 0.01, SFNStale: 0.05,
 			Duplicate: 0.03, Kill: 0.003,
 			EventDrop: 0.05, EventDup: 0.05, EventDelay: 0.2,
-			Slow: 0.005, LimitChanges: 2,
+			Slow: 0.005, LimitChanges: 2, Actions: 4, Skew: time.Second,
 		},
 		Visibility: 300 * time.Second, SweepEvery: time.Minute, ExecutionTimeout: 10 * time.Minute,
 		ReleaserTimeout: 120 * time.Second, FunctionTimeout: 30 * time.Second, MaxTime: 8 * time.Hour,
@@ -222,6 +227,7 @@ func (w *World) Run() []Violation {
 		// lock is not one synctest can tell is blocked. Invocations still run side by side.
 		s.Concurrency = 1
 		s.Jitter = w.rng.Int64N
+		w.skewStarter(s)
 		return s
 	}}
 	w.lanesESM.handler = func() (func(context.Context, events.SQSEvent) (events.SQSEventResponse, error), func()) {
@@ -243,6 +249,7 @@ func (w *World) Run() []Violation {
 		})
 	}
 	w.operator(ts, start)
+	w.operatorActions(ts, start)
 	w.sched.after(w.cfg.SweepEvery, w.sweepEvery)
 	w.sched.after(w.check.every, w.check.tick)
 	w.sched.run(w.admit, func() bool { return w.stopped }, func() int { return w.live })
@@ -264,8 +271,7 @@ func (w *World) operator(ts []typeSpec, start time.Time) {
 			}
 			w.trace(t.name, "operator: limit of %s set to %d", t.name, n)
 			w.setOverride(o)
-			w.check.overrides[t.name] = o
-			w.check.setLimit(t.name, n, min(t.keyLimit, n))
+			w.check.configChanged(t.name)
 		})
 	}
 }

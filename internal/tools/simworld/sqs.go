@@ -215,7 +215,11 @@ func (q *queue) changeVisibility(h string, d time.Duration) error {
 		return &sqstypes.MessageNotInflight{Message: aws.String("Message is not in flight")}
 	}
 	m.visibleAt = now.Add(d)
-	q.w.trace(m.group, "sqs.visibility %s %s %s", q.name, m.id, d)
+	if q != q.w.dlq {
+		// Not traced on the dead-letter queue: dlq redrive makes its messages visible again in
+		// the order of a Go map (ops.DLQ.release), and a trace must replay bit for bit.
+		q.w.trace(m.group, "sqs.visibility %s %s %s", q.name, m.id, d)
+	}
 	if d == 0 && q.onVisible != nil {
 		q.onVisible()
 	}
