@@ -105,6 +105,18 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 		}
 		cfg = *resumed
 	}
+	if l != nil && l.Status == lease.Retrying && cfg.CapsKeys() {
+		// A retry is a new start: it counts its key like a bind does. Binders counted this lease,
+		// so the key is over its cap only when the cap was lowered since; the job then waits in its
+		// key's group, with its attempts.
+		over, err := s.keyOverCap(ctx, x, *l, cfg)
+		if err != nil {
+			return hold, err
+		}
+		if over {
+			return s.move(ctx, x, l, cfg, "key at its cap, lowered since the job's last attempt; the retry waits in its key's group")
+		}
+	}
 	if l == nil && cfg.CapsKeys() {
 		// A job in a free lane it was not bound to: routed straight to a lane before its type
 		// capped keys (the random strategy routes its whole backlog so), or a copy whose bind was
@@ -354,4 +366,19 @@ func (s *Starter) alreadyExists(ctx context.Context, x *msg, claimed lease.Lease
 	}
 	x.log.InfoContext(ctx, "execution was already running; holding the lane", "execution", name, "executionArn", arn)
 	return hold, nil
+}
+
+// keyOverCap reports whether the job's key runs its cap in lanes other than own's.
+func (s *Starter) keyOverCap(ctx context.Context, x *msg, own lease.Lease, cfg config.TypeConfig) (bool, error) {
+	leases, err := s.Leases.ListType(ctx, x.key.Type)
+	if err != nil {
+		return false, err
+	}
+	n := 0
+	for _, l := range leases {
+		if l.JobKey == x.job.Key && l.Lane != own.Lane {
+			n++
+		}
+	}
+	return n >= cfg.KeyCap(x.job.Key), nil
 }

@@ -204,3 +204,47 @@ func TestJobInALaneWaitsForItsKeyCap(t *testing.T) {
 		})
 	}
 }
+
+// A key's cap lowered under its running jobs holds from the next start, and a retry is one: a job
+// whose attempt failed in its lane retries there only while its key runs under its cap. Over it,
+// the job waits in its key's group with the attempts it made (found by the simulation at seed 74 of
+// actions+skew+kill+events: a retry in place ran 2 executions of a key whose cap was lowered to 1).
+func TestRetryWaitsWhenItsKeysCapWasLowered(t *testing.T) {
+	ctx := context.Background()
+	r := newRigStrategy(t, map[string]int{"llm": 4}, lane.FirstFree)
+	res, err := config.NewResolver(config.Defaults{
+		Limits: map[string]int{"llm": 4}, KeyLimits: map[string]int{"llm": 1}, DefaultMaxAttempts: 3, StateMachineArn: smArn,
+	}, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.st.Config, r.rel.Config = res, res
+	running := leaseOf("llm", 1, "a-1", 1, lease.Starting, 1)
+	running.JobKey = "acme"
+	r.leases.Set(running)
+	retrying := leaseOf("llm", 2, "a-2", 1, lease.Retrying, 1)
+	retrying.JobKey = "acme"
+	r.leases.Set(retrying)
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{keyed(t, job.GroupID("llm", 2), "acme", "a-2", 2)}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("Handle = %+v, %v; want a-2 moved (acknowledged)", resp, err)
+	}
+	if got := startNames(r.sfn); len(got) != 0 {
+		t.Errorf("starts = %v, want none: acme runs its cap of 1 already", got)
+	}
+	if cs := copies(t, r); len(cs) != 1 || cs[0].group != "llm#acme" || cs[0].attempt != 1 {
+		t.Errorf("copies = %+v, want a-2 sent to llm#acme with its 1 attempt", cs)
+	}
+	if l, ok := r.leases.Lease(lease.Key{Type: "llm", Lane: 2}); ok {
+		t.Errorf("lane 2 holds %+v, want it free", l)
+	}
+	// Under its cap, a retry goes on in its lane as always.
+	r.leases.Remove(running.Key())
+	r.leases.Set(retrying)
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{keyed(t, job.GroupID("llm", 2), "acme", "a-2", 3)}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := startNames(r.sfn); len(got) != 1 || got[0] != execName("llm", "a-2", 2) {
+		t.Errorf("starts = %v, want a-2's attempt 2 in its lane", got)
+	}
+}
