@@ -8,7 +8,7 @@
 // -overlay. Seeds that fail without any mutation (found first, the baseline) are not run for the
 // mutants. The table goes to stdout (Markdown, for docs/simulation.md), progress to stderr.
 //
-//	go run ./internal/tools/mutate [-seeds 300] [-profile all] [-match lease.go]
+//	go run ./internal/tools/mutate [-seeds 300] [-from 1] [-profile all] [-match lease.go] [-list]
 package main
 
 import (
@@ -26,7 +26,8 @@ import (
 func main() {
 	var (
 		root    = flag.String("root", ".", "the module root")
-		seeds   = flag.Int("seeds", 300, "seeds 1..N run on each mutant (at most)")
+		from    = flag.Uint64("from", 1, "the first seed")
+		seeds   = flag.Int("seeds", 300, "seeds run on each mutant (at most), from -from")
 		profile = flag.String("profile", "all", "the simulation's fault profile")
 		match   = flag.String("match", "", "only the mutations whose name (file:line -[clause]) contains this")
 		list    = flag.Bool("list", false, "list the mutations and stop")
@@ -37,7 +38,7 @@ func main() {
 	defer stop()
 	absRoot, err := filepath.Abs(*root)
 	if err == nil {
-		p := Probe{Root: absRoot, Seeds: *seeds, Profile: *profile, Timeout: *timeout}
+		p := Probe{Root: absRoot, From: *from, Seeds: *seeds, Profile: *profile, Timeout: *timeout}
 		err = run(ctx, p, *match, *list, os.Stdout, os.Stderr)
 	}
 	if err != nil {
@@ -104,7 +105,7 @@ func filter(ms []Mutation, match string) []Mutation {
 
 // baseline builds the unmutated simulation and finds the seeds that fail without a mutation.
 func baseline(ctx context.Context, p Probe, work string, stderr io.Writer) ([]uint64, error) {
-	fmt.Fprintf(stderr, "baseline: %d seeds of profile %s, unmutated\n", p.Seeds, p.Profile)
+	fmt.Fprintf(stderr, "baseline: %d seeds from %d of profile %s, unmutated\n", p.Seeds, p.From, p.Profile)
 	start := time.Now()
 	bin := filepath.Join(work, "baseline.test")
 	if err := p.Build(ctx, "", bin); err != nil {
@@ -157,7 +158,7 @@ func verdict(r Result, seeds int) string {
 }
 
 func printTable(w io.Writer, p Probe, except []uint64, results []Result, took time.Duration) {
-	fmt.Fprintf(w, "Mutation check: seeds 1-%d of profile %s, %d mutations, %s", p.Seeds, p.Profile, len(results), took.Round(time.Second))
+	fmt.Fprintf(w, "Mutation check: seeds %d-%d of profile %s, %d mutations, %s", p.From, p.From+uint64(p.Seeds)-1, p.Profile, len(results), took.Round(time.Second))
 	if len(except) > 0 {
 		fmt.Fprintf(w, "; seeds failing unmutated, not run: %s", joinSeeds(except))
 	}

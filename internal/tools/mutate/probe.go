@@ -20,6 +20,7 @@ const simPackage = "./internal/tools/simworld"
 // Probe builds the simulation's test binary, with or without a mutation, and runs its seeds.
 type Probe struct {
 	Root    string // the module root
+	From    uint64 // the first seed
 	Seeds   int
 	Profile string
 	Timeout time.Duration // one run of the binary
@@ -51,13 +52,13 @@ var (
 	noneRE  = regexp.MustCompile(`(?m)^no violation in (\d+) seeds$`)
 )
 
-// Run runs the seeds 1..p.Seeds but except with bin, and stops at the first that breaks an
+// Run runs p.Seeds seeds from p.From but except with bin, and stops at the first that breaks an
 // invariant (simworld's TestFirstViolation).
 func (p Probe) Run(ctx context.Context, bin string, except []uint64) (Outcome, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "-test.run", "^TestFirstViolation$", "-test.count", "1",
-		"-test.timeout", p.Timeout.String(), "-seeds", strconv.Itoa(p.Seeds), "-from", "1",
+		"-test.timeout", p.Timeout.String(), "-seeds", strconv.Itoa(p.Seeds), "-from", strconv.FormatUint(p.From, 10),
 		"-profile", p.Profile, "-except", joinSeeds(except))
 	cmd.Dir = filepath.Join(p.Root, simPackage)
 	var out bytes.Buffer
