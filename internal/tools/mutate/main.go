@@ -8,7 +8,7 @@
 // -overlay. Seeds that fail without any mutation (found first, the baseline) are not run for the
 // mutants. The table goes to stdout (Markdown, for docs/simulation.md), progress to stderr.
 //
-//	go run ./internal/tools/mutate [-seeds 300] [-from 1] [-profile all] [-match lease.go] [-list]
+//	go run ./internal/tools/mutate [-seeds 300] [-from 1] [-profile all] [-match 'lease.go:(180|247)'] [-list]
 package main
 
 import (
@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -29,7 +30,7 @@ func main() {
 		from    = flag.Uint64("from", 1, "the first seed")
 		seeds   = flag.Int("seeds", 300, "seeds run on each mutant (at most), from -from")
 		profile = flag.String("profile", "all", "the simulation's fault profile")
-		match   = flag.String("match", "", "only the mutations whose name (file:line -[clause]) contains this")
+		match   = flag.String("match", "", "only the mutations whose name (file:line -[clause]) matches this regular expression")
 		list    = flag.Bool("list", false, "list the mutations and stop")
 		timeout = flag.Duration("timeout", 20*time.Minute, "one run of the simulation's seeds")
 	)
@@ -60,7 +61,9 @@ func run(ctx context.Context, p Probe, match string, listOnly bool, stdout, stde
 	if err != nil {
 		return fmt.Errorf("enumerate the conditions: %w", err)
 	}
-	ms = filter(ms, match)
+	if ms, err = filter(ms, match); err != nil {
+		return err
+	}
 	if listOnly {
 		for _, m := range ms {
 			fmt.Fprintf(stdout, "%s:%d\t%s\t-> %s\n", m.Rel, m.Line, m.Removed, orNone(m.Mutated))
@@ -90,17 +93,18 @@ func run(ctx context.Context, p Probe, match string, listOnly bool, stdout, stde
 	return nil
 }
 
-func filter(ms []Mutation, match string) []Mutation {
-	if match == "" {
-		return ms
+func filter(ms []Mutation, match string) ([]Mutation, error) {
+	re, err := regexp.Compile(match)
+	if err != nil {
+		return nil, fmt.Errorf("-match: %w", err)
 	}
 	var out []Mutation
 	for _, m := range ms {
-		if strings.Contains(m.Name(), match) {
+		if re.MatchString(m.Name()) {
 			out = append(out, m)
 		}
 	}
-	return out
+	return out, nil
 }
 
 // baseline builds the unmutated simulation and finds the seeds that fail without a mutation.
