@@ -186,9 +186,9 @@ func orNone(cond string) string {
 	return "`" + cond + "`"
 }
 
-// kindOf is a violation's kind (its first word).
+// kindOf is a violation's kind: what comes before " at " (simworld's Violation.String).
 func kindOf(v string) string {
-	kind, _, _ := strings.Cut(v, " ")
+	kind, _, _ := strings.Cut(v, " at ")
 	return kind
 }
 
