@@ -47,8 +47,9 @@
 //     visibility change wakes them. Each invocation runs in a warm container of its own (a
 //     pool), with the function's timeout; a killed container is thrown away, as Lambda does.
 //   - DynamoDB (clients.go over fakes.DynamoDB). Conditional writes, TransactWriteItems all or
-//     nothing with cancellation reasons, consistent Query and GetItem; the table refuses any
-//     expression it does not know.
+//     nothing with cancellation reasons, consistent Query and GetItem; conditions are evaluated by
+//     DynamoDB's grammar (internal/tools/ddbexpr), and the table refuses any expression outside
+//     the part of it that package follows.
 //   - Step Functions Standard (sfn.go). StartExecution is idempotent for the same name and input
 //     while the execution runs, ExecutionAlreadyExists otherwise (closed, or another input);
 //     executions run the job's duration, then the sample machine calls the releaser from its
