@@ -64,6 +64,9 @@ func run(ctx context.Context, p Probe, match string, listOnly bool, stdout, stde
 	if ms, err = filter(ms, match); err != nil {
 		return err
 	}
+	if len(ms) == 0 {
+		return fmt.Errorf("no mutation matches %q", match)
+	}
 	if listOnly {
 		for _, m := range ms {
 			fmt.Fprintf(stdout, "%s:%d\t%s\t-> %s\n", m.Rel, m.Line, m.Removed, orNone(m.Mutated))
@@ -82,8 +85,12 @@ func run(ctx context.Context, p Probe, match string, listOnly bool, stdout, stde
 	}
 	results := make([]Result, 0, len(ms))
 	for i, m := range ms {
+		fmt.Fprintf(stderr, "[%d/%d] %s: building the mutant, then up to %d seeds\n", i+1, len(ms), m.Name(), p.Seeds)
 		r := judge(ctx, p, work, m, except)
-		fmt.Fprintf(stderr, "[%d/%d] %s: %s (%s)\n", i+1, len(ms), m.Name(), verdict(r, p.Seeds), r.Took.Round(time.Second))
+		fmt.Fprintf(stderr, "[%d/%d] %s: %s (%s)\n", i+1, len(ms), m.Name(), verdict(r), r.Took.Round(time.Second))
+		if r.Err != nil {
+			fmt.Fprintln(stderr, r.Err)
+		}
 		results = append(results, r)
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -125,7 +132,8 @@ func baseline(ctx context.Context, p Probe, work string, stderr io.Writer) ([]ui
 	return except, nil
 }
 
-// judge builds m's mutant and runs its seeds.
+// judge builds m's mutant and runs its seeds. A mutant that does not build, or whose simulation
+// crashes or hangs, gives an error (with the end of the simulation's output), not a seed.
 func judge(ctx context.Context, p Probe, work string, m Mutation, except []uint64) Result {
 	start := time.Now()
 	r := Result{Mutation: m}
@@ -151,7 +159,7 @@ func probeMutant(ctx context.Context, p Probe, work string, m Mutation, except [
 	return p.Run(ctx, bin, except)
 }
 
-func verdict(r Result, seeds int) string {
+func verdict(r Result) string {
 	switch {
 	case r.Err != nil:
 		return "error: " + firstLine(r.Err.Error())
