@@ -121,7 +121,10 @@
 //	go test ./internal/tools/simworld                      # the fixed seed set and the finds
 //	SEED=n go test ./internal/tools/simworld -run TestOneSeed -v [-args -profile all]
 //	go test ./internal/tools/simworld -run TestSurvey -args -seeds 100000 -profile all
+//	go run ./internal/tools/mutate                          # the mutation check (make mutate)
 //
 // A failing seed prints the violations and a trace of the first one's job (handler log lines and
-// service events); TRACE=alpha-3 follows a group or anything else instead.
+// service events); TRACE=alpha-3 follows a group or anything else instead. The mutation check
+// (internal/tools/mutate) removes each clause of the lease, park-record and batch conditions in
+// turn and runs TestFirstViolation on each mutant: the first seed that breaks an invariant.
 package simworld
