@@ -134,6 +134,14 @@ PROFILE ?= all
 simulate: ## the deterministic fault simulation of the real handlers over SEEDS seeds from FROM (PROFILE: fault classes, see internal/tools/simworld)
 	$(GO) test -count=1 -v -timeout 12h -run 'TestSurvey$$' ./internal/tools/simworld -args -seeds $(SEEDS) -from $(FROM) -profile $(PROFILE)
 
+# The mutation check is not part of make test: each of its 20 mutants builds the simulation and
+# runs up to MUTATE_SEEDS seeds (42 minutes in all on the busy shared 2-core machine; results and
+# what each mutant not caught means: docs/simulation.md, "Mutation check").
+.PHONY: mutate
+MUTATE_SEEDS ?= 300
+mutate: ## the mutation check: each condition of the lease, park-record and batch writes removed in turn, the first simulation seed that catches it (MUTATE_SEEDS from FROM, PROFILE)
+	$(GO) run ./internal/tools/mutate -seeds $(MUTATE_SEEDS) -from $(FROM) -profile $(PROFILE)
+
 .PHONY: bench-local
 bench-local: ## check the simulator against the local stack: measured vs predicted waits (~90 s per strategy; BENCH_FLAGS)
 	$(GO) run ./cmd/bench --local $(BENCH_FLAGS)

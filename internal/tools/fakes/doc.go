@@ -1,6 +1,6 @@
 // Package fakes holds in-memory twins of the AWS services and stores the limiter uses, for tests only:
 // a lease store with the same version-conditional semantics as lease.Store, a DynamoDB table that
-// understands the few condition expressions lease.Store writes, an SQS queue that records calls, and
+// evaluates condition expressions by DynamoDB's grammar (internal/tools/ddbexpr), an SQS queue that records calls, and
 // a Step Functions service with name idempotency as AWS has it. Each fake is safe for concurrent use
 // and can be told to fail (hooks and programmable errors) so tests can reach the failure paths.
 package fakes

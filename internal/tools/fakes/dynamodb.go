@@ -6,20 +6,25 @@ import (
 	"fmt"
 	"maps"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/sfnlimit/sfnlimit/internal/tools/ddbexpr"
 )
 
-// DynamoDB is one in-memory table with string keys pk and sk. It understands only the expressions
-// lease.Store, waitroom.Store and batch.Ledger write, and refuses any other with an error, so a new
-// expression cannot pass unnoticed: conditions "attribute_not_exists(pk)", "version = :v", "version = :v AND jobId = :j",
-// "receiptHandle = :h" and "messageId = :m", the key conditions "pk = :pk" and
-// "pk = :pk AND begins_with(sk, :sk)" and the filter "begins_with(pk, :p)". Query and Scan return
+// DynamoDB is one in-memory table with string keys pk and sk. It evaluates condition expressions
+// by DynamoDB's rules for the part of the grammar package ddbexpr parses (comparisons, the
+// attribute_exists, attribute_not_exists and begins_with functions, AND, OR, NOT, parentheses),
+// which covers every condition lease.Store, waitroom.Store and batch.Ledger write and each of them
+// with a clause removed (the mutation check, internal/tools/mutate), and refuses any other with an
+// error, so an expression cannot be evaluated by a rule it does not follow. Like DynamoDB it
+// refuses an undefined placeholder; unlike DynamoDB it does not refuse an unused one (the mutation
+// check leaves the removed clause's value in place). It understands only the key conditions
+// "pk = :pk" and "pk = :pk AND begins_with(sk, :sk)" and the filter "begins_with(pk, :p)". Query and Scan return
 // PageSize items a page (all when 0), Scan applying its filter after the page is cut, as DynamoDB
 // does. TransactWriteItems takes Put actions only.
 type DynamoDB struct {
@@ -71,91 +76,24 @@ func validation(msg string) error {
 	return APIError("ValidationException", msg)
 }
 
-// check evaluates a condition against the stored item (nil when absent).
-func check(cond *string, values map[string]types.AttributeValue, cur map[string]types.AttributeValue) error {
+// check evaluates a condition against the stored item (nil when absent), by DynamoDB's rules for
+// the part of its grammar ddbexpr parses; any other expression is refused with an error.
+func check(cond *string, names map[string]string, values map[string]types.AttributeValue, cur map[string]types.AttributeValue) error {
 	if cond == nil {
 		return nil
 	}
-	ok := false
-	switch strings.Join(strings.Fields(*cond), " ") {
-	case "attribute_not_exists(pk)":
-		_, has := cur["pk"]
-		ok = !has
-	case "receiptHandle = :h":
-		want, _ := values[":h"].(*types.AttributeValueMemberS)
-		got, has := cur["receiptHandle"].(*types.AttributeValueMemberS)
-		ok = has && want != nil && got.Value == want.Value
-	case "attribute_not_exists(pk) OR messageId = :m OR parkedAtMs < :due":
-		_, has := cur["pk"]
-		want, _ := values[":m"].(*types.AttributeValueMemberS)
-		got, isS := cur["messageId"].(*types.AttributeValueMemberS)
-		due, _ := values[":due"].(*types.AttributeValueMemberN)
-		at, isN := cur["parkedAtMs"].(*types.AttributeValueMemberN)
-		ok = !has || (isS && want != nil && got.Value == want.Value)
-		if !ok && isN && due != nil {
-			x, err1 := strconv.ParseFloat(at.Value, 64)
-			y, err2 := strconv.ParseFloat(due.Value, 64)
-			ok = err1 == nil && err2 == nil && x < y
-		}
-	case "messageId = :m AND (receiptHandle = :h OR attribute_not_exists(receives) OR receives < :r)":
-		eq := func(attr, v string) bool {
-			want, _ := values[v].(*types.AttributeValueMemberS)
-			got, has := cur[attr].(*types.AttributeValueMemberS)
-			return has && want != nil && got.Value == want.Value
-		}
-		r, isN := values[":r"].(*types.AttributeValueMemberN)
-		if !isN {
-			return validation("condition value :r must be a number")
-		}
-		got, has := cur["receives"].(*types.AttributeValueMemberN)
-		earlier := !has
-		if has {
-			x, err1 := strconv.ParseFloat(got.Value, 64)
-			y, err2 := strconv.ParseFloat(r.Value, 64)
-			earlier = err1 == nil && err2 == nil && x < y
-		}
-		ok = eq("messageId", ":m") && (eq("receiptHandle", ":h") || earlier)
-	case "messageId = :m":
-		want, _ := values[":m"].(*types.AttributeValueMemberS)
-		got, has := cur["messageId"].(*types.AttributeValueMemberS)
-		ok = has && want != nil && got.Value == want.Value
-	case "attribute_not_exists(pk) OR version = :v":
-		want, isN := values[":v"].(*types.AttributeValueMemberN)
-		if !isN {
-			return validation("condition value :v must be a number")
-		}
-		_, has := cur["pk"]
-		got, hasV := cur["version"].(*types.AttributeValueMemberN)
-		ok = !has || (hasV && numEqual(got.Value, want.Value))
-	case "version = :v AND jobId = :j":
-		want, isN := values[":v"].(*types.AttributeValueMemberN)
-		if !isN {
-			return validation("condition value :v must be a number")
-		}
-		got, has := cur["version"].(*types.AttributeValueMemberN)
-		wantJ, _ := values[":j"].(*types.AttributeValueMemberS)
-		gotJ, hasJ := cur["jobId"].(*types.AttributeValueMemberS)
-		ok = has && numEqual(got.Value, want.Value) && hasJ && wantJ != nil && gotJ.Value == wantJ.Value
-	case "version = :v":
-		want, isN := values[":v"].(*types.AttributeValueMemberN)
-		if !isN {
-			return validation("condition value :v must be a number")
-		}
-		got, has := cur["version"].(*types.AttributeValueMemberN)
-		ok = has && numEqual(got.Value, want.Value)
-	default:
-		return fmt.Errorf("fakes: condition %q is not supported", *cond)
+	n, err := ddbexpr.Parse(*cond)
+	if err != nil {
+		return fmt.Errorf("fakes: %w (not supported)", err)
+	}
+	ok, err := ddbexpr.Eval(n, ddbexpr.Env{Item: cur, Names: names, Values: values})
+	if err != nil {
+		return validation(err.Error())
 	}
 	if !ok {
 		return &types.ConditionalCheckFailedException{Message: aws.String("The conditional request failed")}
 	}
 	return nil
-}
-
-func numEqual(a, b string) bool {
-	x, err1 := strconv.ParseFloat(a, 64)
-	y, err2 := strconv.ParseFloat(b, 64)
-	return err1 == nil && err2 == nil && x == y
 }
 
 // GetItem returns the item with the key, if any.
@@ -183,7 +121,7 @@ func (d *DynamoDB) PutItem(_ context.Context, in *dynamodb.PutItemInput, _ ...fu
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := check(in.ConditionExpression, in.ExpressionAttributeValues, d.items[k]); err != nil {
+	if err := check(in.ConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues, d.items[k]); err != nil {
 		return nil, withOld(err, in.ReturnValuesOnConditionCheckFailure, d.items[k])
 	}
 	d.items[k] = maps.Clone(in.Item)
@@ -213,7 +151,7 @@ func (d *DynamoDB) DeleteItem(_ context.Context, in *dynamodb.DeleteItemInput, _
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := check(in.ConditionExpression, in.ExpressionAttributeValues, d.items[k]); err != nil {
+	if err := check(in.ConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues, d.items[k]); err != nil {
 		return nil, withOld(err, in.ReturnValuesOnConditionCheckFailure, d.items[k])
 	}
 	delete(d.items, k)
@@ -257,7 +195,7 @@ func (d *DynamoDB) TransactWriteItems(_ context.Context, in *dynamodb.TransactWr
 	failed := false
 	for i, it := range in.TransactItems {
 		reasons[i].Code = aws.String("None")
-		err := check(it.Put.ConditionExpression, it.Put.ExpressionAttributeValues, d.items[keys[i]])
+		err := check(it.Put.ConditionExpression, it.Put.ExpressionAttributeNames, it.Put.ExpressionAttributeValues, d.items[keys[i]])
 		var ccf *types.ConditionalCheckFailedException
 		switch {
 		case errors.As(err, &ccf):

@@ -48,8 +48,9 @@
 //     visibility change wakes them. Each invocation runs in a warm container of its own (a
 //     pool), with the function's timeout; a killed container is thrown away, as Lambda does.
 //   - DynamoDB (clients.go over fakes.DynamoDB). Conditional writes, TransactWriteItems all or
-//     nothing with cancellation reasons, consistent Query and GetItem; the table refuses any
-//     expression it does not know.
+//     nothing with cancellation reasons, consistent Query and GetItem; conditions are evaluated by
+//     DynamoDB's grammar (internal/tools/ddbexpr), and the table refuses any expression outside
+//     the part of it that package follows.
 //   - Step Functions Standard (sfn.go). StartExecution is idempotent for the same name and input
 //     while the execution runs, ExecutionAlreadyExists otherwise (closed, or another input);
 //     executions run the job's duration, then the sample machine calls the releaser from its
@@ -154,7 +155,10 @@
 //	go test ./internal/tools/simworld                      # the fixed seed set and the finds
 //	SEED=n go test ./internal/tools/simworld -run TestOneSeed -v [-args -profile all]
 //	go test ./internal/tools/simworld -run TestSurvey -args -seeds 100000 -profile all
+//	go run ./internal/tools/mutate                          # the mutation check (make mutate)
 //
 // A failing seed prints the violations and a trace of the first one's job (handler log lines and
-// service events); TRACE=alpha-3 follows a group or anything else instead.
+// service events); TRACE=alpha-3 follows a group or anything else instead. The mutation check
+// (internal/tools/mutate) removes each clause of the lease, park-record and batch conditions in
+// turn and runs TestFirstViolation on each mutant: the first seed that breaks an invariant.
 package simworld

@@ -250,3 +250,95 @@ func TestSurvey(t *testing.T) {
 	fmt.Fprintf(os.Stderr, "%d seeds (profile %s) in %s: %.0f runs a minute\n%s", *flagSeeds, *flagProf, d.Round(time.Millisecond),
 		float64(*flagSeeds)/d.Minutes(), b.String())
 }
+
+var flagExcept = flag.String("except", "", "seeds TestFirstViolation does not run (comma-separated: seeds that fail without the change under test)")
+
+// TestFirstViolation runs -seeds seeds of -profile from -from, but the -except ones, and stops at
+// the first (lowest) seed that breaks an invariant: the mutation check's probe (internal/tools/mutate).
+// It prints one line the check reads, "first violation: seed S after R seeds: V" or "no violation
+// in R seeds", and passes either way; seeds run in parallel, but the answer is the lowest failing
+// seed, so it does not depend on scheduling.
+func TestFirstViolation(t *testing.T) {
+	if *flagSeeds == 0 {
+		t.Skip("-seeds not set")
+	}
+	f, err := Profile(*flagProf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	except, err := parseSeeds(*flagExcept)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, v, ran := firstViolation(t, *flagFrom, *flagSeeds, f, except)
+	if v == nil {
+		fmt.Printf("no violation in %d seeds\n", ran)
+		return
+	}
+	fmt.Printf("first violation: seed %d after %d seeds: %s\n", seed, ran, v)
+}
+
+func parseSeeds(list string) (map[uint64]bool, error) {
+	out := map[uint64]bool{}
+	for _, s := range strings.Split(list, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("-except %q: %w", list, err)
+		}
+		out[n] = true
+	}
+	return out, nil
+}
+
+// firstViolation runs seeds from..from+n-1 but except on GOMAXPROCS workers until one breaks an
+// invariant, and returns the lowest failing seed, its first violation (nil: none) and how many
+// seeds up to it ran. Seeds are handed out in order, so when seed s fails every seed below it is
+// run or running; no seed above the lowest failure is started.
+func firstViolation(t *testing.T, from uint64, n int, f Faults, except map[uint64]bool) (uint64, *Violation, int) {
+	var (
+		mu    sync.Mutex
+		first = from + uint64(n) // the lowest failing seed, or past the last
+		found *Violation
+		next  atomic.Uint64
+		wg    sync.WaitGroup
+	)
+	next.Store(from)
+	limit := func() uint64 { mu.Lock(); defer mu.Unlock(); return first }
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				s := next.Add(1) - 1
+				if s >= limit() {
+					return
+				}
+				if except[s] {
+					continue
+				}
+				if _, vs := runQuiet(t, s, f); len(vs) > 0 {
+					mu.Lock()
+					if s < first {
+						first, found = s, &vs[0]
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	last := min(first, from+uint64(n)-1)
+	ran := 0
+	for s := from; s <= last; s++ {
+		if !except[s] {
+			ran++
+		}
+	}
+	if found == nil {
+		return 0, nil, ran
+	}
+	return first, found, ran
+}
