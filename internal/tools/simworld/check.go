@@ -355,6 +355,7 @@ func (c *checker) quiescence() {
 			c.violate(KindNotEnded, k, "submitted at %s, never succeeded nor dead-lettered", j.submitAt)
 		}
 	}
+	c.checkBatches()
 }
 
 func subjectOfBody(m *msg) string {

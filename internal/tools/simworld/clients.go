@@ -2,7 +2,6 @@ package simworld
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -10,7 +9,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -378,19 +376,6 @@ func (d ddbClient) TransactWriteItems(ctx context.Context, in *dynamodb.Transact
 		d.w.afterWrite()
 		return out, err
 	})
-}
-
-// ---- EventBridge (batches' completion events) ----
-
-type eventsClient struct{ w *World }
-
-func (e eventsClient) PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, _ ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
-	c, err := e.w.gate(ctx, "events.PutEvents", fmt.Sprint(len(in.Entries)))
-	if err != nil {
-		return nil, err
-	}
-	e.w.putEvents += len(in.Entries)
-	return after(c, &eventbridge.PutEventsOutput{}, nil)
 }
 
 // ---- Step Functions ----

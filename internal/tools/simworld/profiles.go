@@ -18,7 +18,7 @@ func Profiles() map[string]Faults {
 		"sfn":       {SFNThrottle: 0.03, SFNLost: 0.02, SFNStale: 0.1},
 		"duplicate": {Duplicate: 0.1},
 		"kill":      {Kill: 0.005},
-		"events":    {EventDrop: 0.1, EventDup: 0.1, EventDelay: 0.3},
+		"events":    {EventDrop: 0.1, EventDup: 0.1, EventDelay: 0.3, Bus: BusFaults{Throttle: 0.1, EntryFailed: 0.1, Outage: 0.5}},
 		"operator":  {LimitChanges: 3},
 		"slow":      {Slow: 0.02},
 	}
@@ -80,6 +80,7 @@ func without(a, b Faults) Faults {
 	if b.LimitChanges != 0 {
 		a.LimitChanges = 0
 	}
+	a.Bus = a.Bus.without(b.Bus)
 	return a
 }
 
@@ -98,5 +99,6 @@ func merge(a, b Faults) Faults {
 	a.EventDelay += b.EventDelay
 	a.Slow += b.Slow
 	a.LimitChanges += b.LimitChanges
+	a.Bus = a.Bus.merge(b.Bus)
 	return a
 }
