@@ -27,6 +27,7 @@
 //	BATCH#{id}#S{k}       COUNT                n, succeeded, dead_lettered, refused, firstMs, lastMs, version
 //	BATCH#{id}#S{home}    JOB#{job}            outcome, redrive, at, shard (where it was counted)
 //	BATCH#{id}#S{home}    DEAD#{job}           a dead-lettered or refused job, for the completion event's list
+//	BATCH#~               PENDING#{id}         a batch closed and not announced yet: batch, closedAt
 //
 // {home} is the shard the job id hashes to, whatever shard counted it, so every delivery of a job
 // meets the same record.
@@ -149,6 +150,7 @@ type Recorded struct {
 type dynamoAPI interface {
 	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	DeleteItem(context.Context, *dynamodb.DeleteItemInput, ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 	Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
 	TransactWriteItems(context.Context, *dynamodb.TransactWriteItemsInput, ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 }
@@ -210,6 +212,22 @@ func n(v int64) types.AttributeValue {
 func metaKey(id string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{"pk": s("BATCH#" + id), "sk": s("META")}
 }
+
+// pendingPK lists the batches closed and not announced yet, one item each (sk PENDING#{id}), so
+// that the sweep finds them with one Query: written by the transaction that closes a batch,
+// deleted by Announced. "~" is in no batch id, and the functions' roles allow keys BATCH#*.
+const pendingPK = "BATCH#~"
+
+func pendingKey(id string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{"pk": s(pendingPK), "sk": s("PENDING#" + id)}
+}
+
+func pendingItem(id string, closedAt time.Time) map[string]types.AttributeValue {
+	it := pendingKey(id)
+	it["batch"], it["closedAt"] = s(id), s(closedAt.UTC().Format(time.RFC3339Nano))
+	return it
+}
+
 func shardPK(id string, k int) string { return fmt.Sprintf("BATCH#%s#S%03d", id, k) }
 func shardKey(id string, k int) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{"pk": s(shardPK(id, k)), "sk": s("COUNT")}
@@ -485,6 +503,9 @@ func (l *Ledger) Record(ctx context.Context, id, jobID string, redrive int, outc
 			m.version++
 			if m.filled == sp.shards {
 				m.closedAt, m.closedBy, closes = at, jobID, true
+				// The batch is listed as closed and not announced in the same transaction, so no
+				// crash or failed send can lose its announcement (Pending).
+				items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: &l.table, Item: pendingItem(id, at)}})
 			}
 			items = append(items, versioned(l.table, m.item(id), prev))
 		}
@@ -664,7 +685,8 @@ func (l *Ledger) putMeta(ctx context.Context, id string, m meta, prev int64) (bo
 }
 
 // Announced records that the completion event of batch id was sent: a redelivery of the closing
-// job no longer gets Closed.
+// job no longer gets Closed, and the batch leaves the pending list. Called again on a batch
+// announced already, it only makes sure of the latter.
 func (l *Ledger) Announced(ctx context.Context, id string) error {
 	for range maxRounds {
 		m, err := l.readMeta(ctx, id)
@@ -675,7 +697,7 @@ func (l *Ledger) Announced(ctx context.Context, id string) error {
 			return fmt.Errorf("announce batch %s: it has not closed", id)
 		}
 		if m.announced {
-			return nil
+			return l.unlist(ctx, id)
 		}
 		prev := m.version
 		m.version++
@@ -691,9 +713,42 @@ func (l *Ledger) Announced(ctx context.Context, id string) error {
 		if err != nil {
 			return fmt.Errorf("announce batch %s: %w", id, err)
 		}
-		return nil
+		return l.unlist(ctx, id)
 	}
 	return fmt.Errorf("announce batch %s: %w", id, ErrContended)
+}
+
+// unlist takes an announced batch off the pending list.
+func (l *Ledger) unlist(ctx context.Context, id string) error {
+	if _, err := l.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &l.table, Key: pendingKey(id)}); err != nil {
+		return fmt.Errorf("take announced batch %s off the pending list: %w", id, err)
+	}
+	return nil
+}
+
+// Pending lists the batches that closed before closedBefore and are not announced yet (their
+// closer's send failed, or it crashed), oldest first.
+func (l *Ledger) Pending(ctx context.Context, closedBefore time.Time) ([]string, error) {
+	its, err := l.query(ctx, pendingPK, "PENDING#", 0)
+	if err != nil {
+		return nil, err
+	}
+	type pending struct {
+		id string
+		at time.Time
+	}
+	var ps []pending
+	for _, it := range its {
+		if at := stamp(it, "closedAt"); at.Before(closedBefore) {
+			ps = append(ps, pending{str(it, "batch"), at})
+		}
+	}
+	sort.Slice(ps, func(i, j int) bool { return ps[i].at.Before(ps[j].at) })
+	ids := make([]string, len(ps))
+	for i, p := range ps {
+		ids[i] = p.id
+	}
+	return ids, nil
 }
 
 // Show returns batch id's summary and, withJobs, every counted job's record (sorted by id).
