@@ -161,6 +161,9 @@ type Ledger struct {
 	table string
 	// PerShard and MaxShards size a batch's shards when it opens (the package defaults when 0).
 	PerShard, MaxShards int
+	// Jitter returns a random number in [0, n) for the pause before a contended record's next
+	// round (nil: math/rand; the simulation draws it from its seed).
+	Jitter func(n int64) int64
 
 	mu sync.Mutex
 	// shape caches each batch's size and shard count, which never change once open.
@@ -174,6 +177,13 @@ type shape struct{ expected, shards int }
 // New returns the ledger of table.
 func New(db dynamoAPI, table string) *Ledger {
 	return &Ledger{db: db, table: table, shape: map[string]shape{}, full: map[string]map[int]bool{}}
+}
+
+func (l *Ledger) jitter(n int64) int64 {
+	if l.Jitter != nil {
+		return l.Jitter(n)
+	}
+	return rand.Int64N(n)
 }
 
 // ShardsFor is how many shards a batch of expected jobs gets.
@@ -446,7 +456,7 @@ func (l *Ledger) Record(ctx context.Context, id, jobID string, redrive int, outc
 			select {
 			case <-ctx.Done():
 				return Recorded{}, ctx.Err()
-			case <-time.After(time.Duration(rand.Int64N(int64(min(round, 10))*int64(2*time.Millisecond)) + 1)):
+			case <-time.After(time.Duration(l.jitter(int64(min(round, 10))*int64(2*time.Millisecond)) + 1)):
 			}
 		}
 		sh, ok, err := l.room(ctx, id, sp, home)

@@ -69,6 +69,9 @@ type Tracker struct {
 	// ClaimFor is how long a sender holds the announcement: another end may send after it only
 	// when the holder crashed (default 30 s, more than a PutEvents with the SDK's retries takes).
 	ClaimFor time.Duration
+	// Jitter returns a random number in [0, n) for the pauses between tries to mark a batch
+	// announced (nil: math/rand; the simulation draws it from its seed).
+	Jitter func(n int64) int64
 
 	mu     sync.Mutex
 	opened map[string]int // batches this process saw open, with their size
@@ -77,6 +80,13 @@ type Tracker struct {
 // New returns a tracker of l that publishes with events.
 func New(l ledger, events publisher, stack string, log *slog.Logger) *Tracker {
 	return &Tracker{Ledger: l, Events: events, Stack: stack, Log: log}
+}
+
+func (t *Tracker) jitter(n int64) int64 {
+	if t.Jitter != nil {
+		return t.Jitter(n)
+	}
+	return rand.Int64N(n)
 }
 
 func (t *Tracker) now() time.Time {
@@ -326,7 +336,7 @@ func (t *Tracker) markAnnounced(ctx context.Context, id string) error {
 		select {
 		case <-ctx.Done():
 			return err
-		case <-time.After(pause + rand.N(pause)):
+		case <-time.After(pause + time.Duration(t.jitter(int64(pause)))):
 		}
 		pause = min(2*pause, 2*time.Second)
 	}

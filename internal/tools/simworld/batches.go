@@ -16,7 +16,11 @@ import (
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/batch"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/batchend"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/deadletter"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/releaser"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/router"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/starter"
 )
 
 // Batches (docs/batches.md): a share of the jobs is sent as members of batches. A batch is opened
@@ -354,4 +358,34 @@ func countsString(m map[batch.Outcome]int) string {
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, " ")
+}
+
+// seedBatches makes the batch tracker of a router, starter or releaser draw its pauses from the
+// seed (batchend.Tracker.Jitter, batch.Ledger.Jitter), as the starter's back-off does.
+func (w *World) seedBatches(t *batchend.Tracker) {
+	if t == nil {
+		return
+	}
+	t.Jitter = w.rng.Int64N
+	if l, ok := t.Ledger.(*batch.Ledger); ok {
+		l.Jitter = w.rng.Int64N
+	}
+}
+
+// trackerOf is the batch tracker a handler was built with.
+func trackerOf(h any) *batchend.Tracker {
+	switch h := h.(type) {
+	case *router.Router:
+		t, _ := h.Batches.(*batchend.Tracker)
+		return t
+	case *releaser.Handler:
+		t, _ := h.Service.Batches.(*batchend.Tracker)
+		return t
+	case *starter.Starter:
+		if svc, ok := h.Releaser.(*releaser.Service); ok {
+			t, _ := svc.Batches.(*batchend.Tracker)
+			return t
+		}
+	}
+	return nil
 }

@@ -262,6 +262,7 @@ func (d ddbClient) read(ctx context.Context, op, key string) (*call, error) {
 func write[T any](c *call, w *World, key string, do func() (T, error)) (T, error) {
 	switch c.fault {
 	case faultThrottle:
+		w.trace(key, "ddb.throttled %s %s", c.op, key)
 		var zero T
 		return zero, &ddbtypes.ProvisionedThroughputExceededException{Message: aws.String("Throughput exceeds the current capacity of your table or index (simulated, after the SDK's retries)")}
 	case faultAmbiguous:

@@ -211,6 +211,7 @@ func (w *World) Run() []Violation {
 				snd.NewBackOff = w.backOff
 			}
 		}
+		w.seedBatches(trackerOf(r))
 		return r
 	}}
 	w.genESM.handler = func() (func(context.Context, events.SQSEvent) (events.SQSEventResponse, error), func()) {
@@ -228,6 +229,7 @@ func (w *World) Run() []Violation {
 		// lock is not one synctest can tell is blocked. Invocations still run side by side.
 		s.Concurrency = 1
 		s.Jitter = w.rng.Int64N
+		w.seedBatches(trackerOf(s))
 		return s
 	}}
 	w.lanesESM.handler = func() (func(context.Context, events.SQSEvent) (events.SQSEventResponse, error), func()) {

@@ -347,6 +347,7 @@ func (w *World) releaser() *releaser.Handler {
 		panic(fmt.Sprintf("simworld: build releaser: %v", err))
 	}
 	h.SweepConcurrency = 1 // see the starter's Concurrency in Run
+	w.seedBatches(trackerOf(h))
 	return h
 }
 
