@@ -253,6 +253,7 @@ func (d ddbClient) read(ctx context.Context, op, key string) (*call, error) {
 		return nil, err
 	}
 	if c.fault == faultThrottle {
+		d.w.trace(key, "ddb.throttled %s %s", op, key)
 		return c, &ddbtypes.ProvisionedThroughputExceededException{Message: aws.String("Throughput exceeds the current capacity of your table or index (simulated, after the SDK's retries)")}
 	}
 	return c, nil
