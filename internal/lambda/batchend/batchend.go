@@ -12,7 +12,9 @@
 // closed by it; the first to claim the announcement on the batch item sends, the other waits for it
 // (Ledger.ClaimAnnouncement), so the event goes out once unless a sender crashes after sending, or
 // DynamoDB refuses to mark the batch announced for half the claim's time after the send (the
-// write is tried again until then).
+// write is tried again until then). The close also lists the batch as pending on the ledger, until
+// it is announced: the sweep sends the event of a batch pending too long (AnnouncePending), so an
+// end whose retries are bounded (a refusal's, DeadLetters) may take effect without it.
 package batchend
 
 import (
