@@ -170,14 +170,13 @@ func (w *World) openBatches(start time.Time) {
 func (w *World) watchBatches() {
 	b := w.batches
 	for _, bs := range b.batches {
-		out, err := w.table.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String("sim"), Key: map[string]ddbtypes.AttributeValue{
-			"pk": &ddbtypes.AttributeValueMemberS{Value: "BATCH#" + bs.id}, "sk": &ddbtypes.AttributeValueMemberS{Value: "META"}}})
-		if err != nil || out.Item == nil {
+		it := w.table.Item("BATCH#"+bs.id, "META")
+		if it == nil {
 			continue
 		}
-		closed := strAttr(out.Item, "closedAt")
+		closed := strAttr(it, "closedAt")
 		if closed != "" {
-			closed += " by " + strAttr(out.Item, "closedBy")
+			closed += " by " + strAttr(it, "closedBy")
 		}
 		prev, seen := b.closed[bs.id]
 		switch {

@@ -333,7 +333,7 @@ func (d ddbClient) PutItem(ctx context.Context, in *dynamodb.PutItemInput, _ ...
 	return write(c, d.w, k, func() (*dynamodb.PutItemOutput, error) {
 		out, err := d.t.PutItem(ctx, in)
 		d.w.trace(k, "ddb.put %s cond=%q -> %s", k, aws.ToString(in.ConditionExpression), errCode(err))
-		d.w.afterWrite()
+		d.w.afterWrite(k)
 		return out, err
 	})
 }
@@ -347,7 +347,7 @@ func (d ddbClient) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput,
 	return write(c, d.w, k, func() (*dynamodb.DeleteItemOutput, error) {
 		out, err := d.t.DeleteItem(ctx, in)
 		d.w.trace(k, "ddb.delete %s cond=%q -> %s", k, aws.ToString(in.ConditionExpression), errCode(err))
-		d.w.afterWrite()
+		d.w.afterWrite(k)
 		return out, err
 	})
 }
@@ -375,7 +375,7 @@ func (d ddbClient) TransactWriteItems(ctx context.Context, in *dynamodb.Transact
 	}
 	return write(c, d.w, key.String(), func() (*dynamodb.TransactWriteItemsOutput, error) {
 		out, err := d.t.TransactWriteItems(ctx, in)
-		d.w.afterWrite()
+		d.w.afterWrite(key.String())
 		return out, err
 	})
 }

@@ -229,8 +229,13 @@ func (w *World) killProc(p *proc) {
 	p.onDone(nil, errKilled)
 }
 
-// afterWrite runs after every DynamoDB write a handler makes: a batch closes once (batches.go).
-func (w *World) afterWrite() { w.watchBatches() }
+// afterWrite runs after every DynamoDB write a handler makes, with the written items' keys: a
+// batch closes once (batches.go).
+func (w *World) afterWrite(keys string) {
+	if strings.Contains(keys, "|META") {
+		w.watchBatches()
+	}
+}
 
 // ---- Lambda: event source mappings and invocations ----
 
