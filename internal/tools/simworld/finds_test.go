@@ -196,3 +196,30 @@ func TestRefusedCloserSeedHolds(t *testing.T) {
 		t.Errorf("seed 109: %d completion events of bat03, want 1, sent by the sweep", len(evs))
 	}
 }
+
+// A batch's closing job holds its lane for as long as EventBridge refuses the completion event
+// (found by the simulation, open): a release records the job's end, and the end takes effect
+// (its message deleted, its lease freed) only once the event is sent, so that a failure is
+// retried at once. At seed 33 of events an outage runs from 8m46s to 22m23s; j097, the last job
+// of bat04, ends at 13m49s in lane gamma-1, every release of it fails ("its completion event is
+// pending") until the outage ends, and j032 waits in gamma-1 for more than the 5-minute bound.
+// Since the close lists the batch as pending and the sweep sends its event, the release could
+// let the end take effect after a while; not done yet (it would delay the event of a batch
+// whose PutEvents failed once from a second to the next sweep).
+//
+//	SEED=33 TRACE=m000129 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile events
+func TestFindsLaneHeldByAnOutage(t *testing.T) {
+	w, vs := findAt(t, 33, "events")
+	found := false
+	for _, v := range vs {
+		if v.Kind == KindIdle && v.Subject == "gamma/j032" {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("seed 33 (events): gamma-1 not idle while j032 waits, want the lane held by the outage found\n%s", w.Report(vs, 40))
+	}
+	if !traced(w, "start failed", "jobId=j097", "its completion event is pending", "EventBridge outage") {
+		t.Errorf("seed 33: the trace does not show j097's release failing for its batch's event")
+	}
+}
