@@ -83,7 +83,9 @@
 // one batch in three). About half the batches get one or two members the router refuses (an
 // unknown type, or no type), half of them sent up to 10 minutes after the batch's other jobs, so
 // that refusals close batches too. The batches' draws come from a stream of their own, so that
-// with BatchShare 0 the workload is the one of a world without batches.
+// with BatchShare 0 the workload is the one of a world without batches. A batch of 2-10 jobs has one
+// shard of the ledger (batch.PerShard is 50): races between records filling different shards are
+// not reached.
 //
 // # Fault classes (Faults, and the named Profiles)
 //
