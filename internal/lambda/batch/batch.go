@@ -27,6 +27,7 @@
 //	BATCH#{id}#S{k}       COUNT                n, succeeded, dead_lettered, refused, firstMs, lastMs, version
 //	BATCH#{id}#S{home}    JOB#{job}            outcome, redrive, at, shard (where it was counted)
 //	BATCH#{id}#S{home}    DEAD#{job}           a dead-lettered or refused job, for the completion event's list
+//	BATCH#~               PENDING#{id}         a batch closed and not announced yet: batch, closedAt
 //
 // {home} is the shard the job id hashes to, whatever shard counted it, so every delivery of a job
 // meets the same record.
@@ -37,6 +38,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math/rand/v2"
+	"sort"
 	"sync"
 	"time"
 
@@ -144,6 +147,7 @@ type Recorded struct {
 type dynamoAPI interface {
 	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	DeleteItem(context.Context, *dynamodb.DeleteItemInput, ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 	Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
 	TransactWriteItems(context.Context, *dynamodb.TransactWriteItemsInput, ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 }
@@ -154,6 +158,9 @@ type Ledger struct {
 	table string
 	// PerShard sizes a batch's shards when it opens (the package's PerShard when 0).
 	PerShard int
+	// Jitter returns a random number in [0, n) for the pause before a contended record's next
+	// round (nil: math/rand; the simulation draws it from its seed).
+	Jitter func(n int64) int64
 
 	mu sync.Mutex
 	// shape caches each batch's size and shard count, which never change once open.
@@ -364,7 +371,8 @@ func (l *Ledger) ReleaseAnnouncement(ctx context.Context, id, holder string) err
 }
 
 // Announced records that the completion event of batch id was sent: a redelivery of the closing
-// job no longer gets Closed.
+// job no longer gets Closed, and the batch leaves the pending list. Called again on a batch
+// announced already, it only makes sure of the latter.
 func (l *Ledger) Announced(ctx context.Context, id string) error {
 	_, err := l.updateMeta(ctx, id, "announce", func(m *meta) (bool, error) {
 		if !m.closed() {
@@ -376,7 +384,65 @@ func (l *Ledger) Announced(ctx context.Context, id string) error {
 		m.announced = true
 		return true, nil
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	return l.unlist(ctx, id)
+}
+
+// unlist takes an announced batch off the pending list.
+func (l *Ledger) unlist(ctx context.Context, id string) error {
+	if _, err := l.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &l.table, Key: pendingKey(id)}); err != nil {
+		return fmt.Errorf("take announced batch %s off the pending list: %w", id, err)
+	}
+	return nil
+}
+
+// Pending lists the batches that closed before closedBefore and are not announced yet (their
+// closer's send failed, or it crashed), oldest first.
+func (l *Ledger) Pending(ctx context.Context, closedBefore time.Time) ([]string, error) {
+	its, err := l.query(ctx, pendingPK, "PENDING#", 0)
+	if err != nil {
+		return nil, err
+	}
+	type pending struct {
+		id string
+		at time.Time
+	}
+	var ps []pending
+	for _, it := range its {
+		if at := stamp(it, "closedAt"); at.Before(closedBefore) {
+			ps = append(ps, pending{str(it, "batch"), at})
+		}
+	}
+	sort.Slice(ps, func(i, j int) bool { return ps[i].at.Before(ps[j].at) })
+	ids := make([]string, len(ps))
+	for i, p := range ps {
+		ids[i] = p.id
+	}
+	return ids, nil
+}
+
+// pendingPK lists the batches closed and not announced yet, one item each (sk PENDING#{id}), so
+// that the sweep finds them with one Query: written by the transaction that closes a batch,
+// deleted by Announced. "~" is in no batch id, and the functions' roles allow keys BATCH#*.
+const pendingPK = "BATCH#~"
+
+func pendingKey(id string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{"pk": s(pendingPK), "sk": s("PENDING#" + id)}
+}
+
+func pendingItem(id string, closedAt time.Time) map[string]types.AttributeValue {
+	it := pendingKey(id)
+	it["batch"], it["closedAt"] = s(id), s(closedAt.UTC().Format(time.RFC3339Nano))
+	return it
+}
+
+func (l *Ledger) jitter(n int64) int64 {
+	if l.Jitter != nil {
+		return l.Jitter(n)
+	}
+	return rand.Int64N(n)
 }
 
 func notClosed(id string) error { return fmt.Errorf("announce batch %s: it has not closed", id) }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math/rand/v2"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -38,7 +37,7 @@ func (l *Ledger) Record(ctx context.Context, id, jobID string, redrive int, outc
 	}
 	e := end{batch: id, job: jobID, redrive: redrive, outcome: outcome, at: at}
 	for round := range maxRounds {
-		if err := pause(ctx, round); err != nil {
+		if err := l.pause(ctx, round); err != nil {
 			return Recorded{}, err
 		}
 		rec, again, err := l.count(ctx, e, sp)
@@ -51,14 +50,14 @@ func (l *Ledger) Record(ctx context.Context, id, jobID string, redrive int, outc
 
 // pause waits before every round but the first, a jittered, growing time: racing records of one
 // shard spread out instead of meeting again.
-func pause(ctx context.Context, round int) error {
+func (l *Ledger) pause(ctx context.Context, round int) error {
 	if round == 0 {
 		return nil
 	}
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-time.After(time.Duration(rand.Int64N(int64(min(round, 10))*int64(2*time.Millisecond)) + 1)):
+	case <-time.After(time.Duration(l.jitter(int64(min(round, 10))*int64(2*time.Millisecond)) + 1)):
 		return nil
 	}
 }
@@ -96,6 +95,9 @@ func (l *Ledger) count(ctx context.Context, e end, sp shape) (rec Recorded, agai
 		m.version++
 		if m.filled == sp.shards {
 			m.closedAt, m.closedBy, closes = e.at, e.job, true
+			// The batch is listed as closed and not announced in the same transaction, so no
+			// crash or failed send can lose its announcement (Pending).
+			items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: &l.table, Item: pendingItem(e.batch, e.at)}})
 		}
 		items = append(items, versioned(l.table, m.item(e.batch), prev))
 	}

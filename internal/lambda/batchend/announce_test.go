@@ -190,3 +190,35 @@ func TestAnnouncementMarkedAfterATransientFailure(t *testing.T) {
 		t.Errorf("batch announced = %v (%v), want true", sum.Announced, err)
 	}
 }
+
+// A closer whose PutEvents failed leaves its batch on the pending list (ErrAnnouncementPending):
+// the sweep sends the event once the closer has had SweepMinAge to do it, once, and the batch leaves
+// the list.
+func TestPendingBatchAnnouncedBySweep(t *testing.T) {
+	p := &publisher{fail: 1}
+	tr, l := newTrackerLedger(t, p)
+	now := time.Now()
+	tr.Now = func() time.Time { return now }
+	if err := tr.Ended(t.Context(), closer); !errors.Is(err, batchend.ErrAnnouncementPending) {
+		t.Fatalf("Ended() with PutEvents failing = %v, want ErrAnnouncementPending", err)
+	}
+	if n, err := tr.AnnouncePending(t.Context(), time.Minute); n != 0 || err != nil {
+		t.Errorf("AnnouncePending() at once = %d, %v; want the closer given a minute", n, err)
+	}
+	now = now.Add(61 * time.Second)
+	if n, err := tr.AnnouncePending(t.Context(), time.Minute); n != 1 || err != nil {
+		t.Fatalf("AnnouncePending() = %d, %v; want the event sent", n, err)
+	}
+	if n, err := tr.AnnouncePending(t.Context(), time.Minute); n != 0 || err != nil {
+		t.Errorf("AnnouncePending() again = %d, %v; want nothing left", n, err)
+	}
+	if err := tr.Ended(t.Context(), closer); err != nil {
+		t.Errorf("the closer's retry after the sweep = %v", err)
+	}
+	if p.sent() != 1 {
+		t.Errorf("%d completion events sent, want 1", p.sent())
+	}
+	if ids, err := l.Pending(t.Context(), now.Add(time.Hour)); len(ids) != 0 || err != nil {
+		t.Errorf("Pending() = %v, %v; want none", ids, err)
+	}
+}

@@ -12,7 +12,9 @@
 // closed by it; the first to claim the announcement on the batch item sends, the other waits for it
 // (Ledger.ClaimAnnouncement), so the event goes out once unless a sender crashes after sending, or
 // DynamoDB refuses to mark the batch announced for half the claim's time after the send (the
-// write is tried again until then).
+// write is tried again until then). The close also lists the batch as pending on the ledger, until
+// it is announced: the sweep sends the event of a batch pending too long (AnnouncePending), so an
+// end whose retries are bounded (a refusal's, DeadLetters) may take effect without it.
 package batchend
 
 import (
@@ -46,6 +48,8 @@ type ledger interface {
 	ClaimAnnouncement(ctx context.Context, id, holder string, at time.Time, ttl time.Duration) (bool, error)
 	ReleaseAnnouncement(ctx context.Context, id, holder string) error
 	Size(ctx context.Context, id string) (int, error)
+	Pending(ctx context.Context, closedBefore time.Time) ([]string, error)
+	Show(ctx context.Context, id string, withJobs bool) (batch.Summary, []batch.Job, error)
 }
 
 type publisher interface {
@@ -67,6 +71,9 @@ type Tracker struct {
 	// ClaimFor is how long a sender holds the announcement: another end may send after it only
 	// when the holder crashed (default 30 s, more than a PutEvents with the SDK's retries takes).
 	ClaimFor time.Duration
+	// Jitter returns a random number in [0, n) for the pauses between tries to mark a batch
+	// announced (nil: math/rand; the simulation draws it from its seed).
+	Jitter func(n int64) int64
 
 	mu     sync.Mutex
 	opened map[string]int // batches this process saw open, with their size
@@ -75,6 +82,13 @@ type Tracker struct {
 // New returns a tracker of l that publishes with events.
 func New(l ledger, events publisher, stack string, log *slog.Logger) *Tracker {
 	return &Tracker{Ledger: l, Events: events, Stack: stack, Log: log}
+}
+
+func (t *Tracker) jitter(n int64) int64 {
+	if t.Jitter != nil {
+		return t.Jitter(n)
+	}
+	return rand.Int64N(n)
 }
 
 func (t *Tracker) now() time.Time {
@@ -138,17 +152,67 @@ type End struct {
 	Outcome         batch.Outcome
 }
 
+// ErrAnnouncementPending: the job's end was recorded and closed its batch, but the completion
+// event was not sent (or not marked sent). The batch is on the ledger's pending list, written with
+// the close: the closing job's retry sends the event, or else the sweep (AnnouncePending).
+var ErrAnnouncementPending = errors.New("batch closed; its completion event is pending")
+
 // Ended records e in its batch, once however often it is called, and when the record closes the
 // batch, sends the completion event and marks the batch announced. The caller makes the job's end
 // take effect (its message deleted, its dead letter sent) only after Ended returned nil, and retries
 // the whole on an error: a retry of the closing job's end finds the batch closed by it and not yet
-// announced, and sends the event again, so no crash loses the event.
+// announced, and sends the event again. An error wrapping ErrAnnouncementPending says the end is
+// recorded and only the event is left: a caller whose retries are bounded (the router's, by the
+// general queue's maxReceiveCount) may let the end take effect and leave the event to the sweep.
 func (t *Tracker) Ended(ctx context.Context, e End) error {
 	closed, err := t.record(ctx, e)
 	if err != nil || closed == nil {
 		return err
 	}
-	return t.announce(ctx, t.logOf(e), closed)
+	log := t.logOf(e)
+	if err := t.announce(ctx, log, closed); err != nil {
+		log.WarnContext(ctx, "batch closed, its completion event not sent: the closing job's retry or the sweep sends it", "error", err)
+		return fmt.Errorf("%w: %w", ErrAnnouncementPending, err)
+	}
+	return nil
+}
+
+// AnnouncePending sends the completion events of the batches that closed more than minAge ago and
+// are still not announced (the sweep calls it): their closer's send failed and its end took effect
+// anyway, or it crashed and its retries ran out. It returns how many it sent.
+func (t *Tracker) AnnouncePending(ctx context.Context, minAge time.Duration) (int, error) {
+	if t == nil {
+		return 0, nil
+	}
+	ids, err := t.Ledger.Pending(ctx, t.now().Add(-minAge))
+	if err != nil {
+		return 0, fmt.Errorf("list batches pending announcement: %w", err)
+	}
+	sent := 0
+	var errs []error
+	for _, id := range ids {
+		ok, err := t.announcePending(ctx, id)
+		if ok && err == nil {
+			sent++
+		}
+		errs = append(errs, err)
+	}
+	return sent, errors.Join(errs...)
+}
+
+// announcePending announces one pending batch; false when it was announced already (it only
+// leaves the list).
+func (t *Tracker) announcePending(ctx context.Context, id string) (bool, error) {
+	sum, _, err := t.Ledger.Show(ctx, id, false)
+	if err != nil {
+		return false, fmt.Errorf("read batch %s pending announcement: %w", id, err)
+	}
+	if sum.Announced {
+		return false, t.Ledger.Announced(ctx, id)
+	}
+	log := t.Log.With("batch", id, "closedBy", sum.ClosedBy)
+	log.WarnContext(ctx, "batch closed without its completion event; sending it now")
+	return true, t.announce(ctx, log, &sum)
 }
 
 // record records e; it returns the batch's summary when the record closed it.
@@ -274,7 +338,7 @@ func (t *Tracker) markAnnounced(ctx context.Context, id string) error {
 		select {
 		case <-ctx.Done():
 			return err
-		case <-time.After(pause + rand.N(pause)):
+		case <-time.After(pause + time.Duration(t.jitter(int64(pause)))):
 		}
 		pause = min(2*pause, 2*time.Second)
 	}

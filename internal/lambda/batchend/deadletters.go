@@ -2,6 +2,7 @@ package batchend
 
 import (
 	"context"
+	"errors"
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/batch"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/deadletter"
@@ -20,7 +21,11 @@ type DeadLetters struct {
 }
 
 // Send records e's job in its batch (Ended; unless e.BatchRecorded), then sends e. A failed record sends nothing: the caller
-// retries the whole, which the ledger answers as a duplicate if the record had been written.
+// retries the whole, which the ledger answers as a duplicate if the record had been written. A
+// record that closed the batch and could not send its completion event (ErrAnnouncementPending)
+// sends the dead letter all the same, and leaves the event to the sweep: a refused job's retries
+// are its general-queue message's deliveries, and after maxReceiveCount of them SQS would move the
+// message to the dead-letter queue without a reason, with the event never sent (issue 22, defect 4).
 func (d DeadLetters) Send(ctx context.Context, e deadletter.Entry) error {
 	outcome := batch.DeadLettered
 	if e.Refused {
@@ -28,7 +33,7 @@ func (d DeadLetters) Send(ctx context.Context, e deadletter.Entry) error {
 	}
 	if !e.BatchRecorded {
 		end := End{Batch: e.Batch, Type: e.Type, ID: e.JobID, Redrive: e.Redrive, Outcome: outcome}
-		if err := d.Tracker.Ended(ctx, end); err != nil {
+		if err := d.Tracker.Ended(ctx, end); err != nil && !errors.Is(err, ErrAnnouncementPending) {
 			return err
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/batch"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/batchend"
@@ -98,5 +99,29 @@ func TestReleaseKeepsTheLaneWhenTheBatchRecordFails(t *testing.T) {
 	}
 	if f2.calls != 0 {
 		t.Errorf("batch record called %d times for a job without a batch", f2.calls)
+	}
+}
+
+type pendingFunc func(context.Context, time.Duration) (int, error)
+
+func (f pendingFunc) AnnouncePending(ctx context.Context, minAge time.Duration) (int, error) {
+	return f(ctx, minAge)
+}
+
+// The sweep sends the completion events of batches closed without one (a refused closer's dead
+// letter goes out while EventBridge is down, batchend.DeadLetters), giving their closers
+// SweepMinAge to send it themselves; a failure waits for the next sweep.
+func TestSweepAnnouncesBatchesLeftPending(t *testing.T) {
+	r := newRig(t)
+	var ages []time.Duration
+	r.h.Batches = pendingFunc(func(_ context.Context, minAge time.Duration) (int, error) {
+		ages = append(ages, minAge)
+		return 0, errors.New("InternalException: injected")
+	})
+	if _, err := r.h.Sweep(context.Background()); err != nil {
+		t.Fatalf("Sweep() = %v, want a batch left unannounced logged, not failing the sweep", err)
+	}
+	if len(ages) != 1 || ages[0] != r.h.SweepMinAge {
+		t.Errorf("AnnouncePending called with %v, want once with SweepMinAge %s", ages, r.h.SweepMinAge)
 	}
 }

@@ -81,8 +81,15 @@ type Handler struct {
 	// Legacy deletes, type by type, the lane counts the retired least-loaded strategy left in the
 	// table (internal/lambda/legacy; nil: none).
 	Legacy legacyCleaner
-	Now    func() time.Time
-	Log    *slog.Logger
+	// Batches sends the completion events of batches closed and left unannounced (nil: none).
+	Batches pendingAnnouncer
+	Now     func() time.Time
+	Log     *slog.Logger
+}
+
+// pendingAnnouncer sends the completion events a batch's closer could not (batchend.Tracker).
+type pendingAnnouncer interface {
+	AnnouncePending(ctx context.Context, minAge time.Duration) (int, error)
 }
 
 // legacyCleaner deletes a type's items left by a retired version (internal/lambda/legacy).
@@ -246,8 +253,23 @@ func (h *Handler) Sweep(ctx context.Context) (Response, error) {
 	wg.Wait()
 	h.cleanLegacy(ctx, all)
 	h.wakeResumed(ctx)
+	h.announceBatches(ctx)
 	h.Log.InfoContext(ctx, "sweep done", "leases", len(all), "checked", len(due), "released", swept, "boundTakenBack", freed)
 	return Response{Swept: swept + freed, Checked: len(due)}, errors.Join(listErr, firstErr)
+}
+
+// announceBatches sends the completion events of the batches that closed more than SweepMinAge ago
+// without one (their closer is given that long to send it itself).
+func (h *Handler) announceBatches(ctx context.Context) {
+	if h.Batches == nil {
+		return
+	}
+	n, err := h.Batches.AnnouncePending(ctx, h.SweepMinAge)
+	if err != nil {
+		h.Log.WarnContext(ctx, "sweep: batches left unannounced; the next sweep tries again", "sent", n, "error", err)
+	} else if n > 0 {
+		h.Log.InfoContext(ctx, "sweep: sent the completion events of batches left unannounced", "sent", n)
+	}
 }
 
 // sweepLeases reads the leases of every type that may hold one, a Query per type: the types in the

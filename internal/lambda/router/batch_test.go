@@ -3,6 +3,7 @@ package router_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"slices"
 	"testing"
@@ -172,5 +173,56 @@ func TestRefusedForItsTypeOpensItsBatch(t *testing.T) {
 	}
 	if !sum.Closed || sum.Counts[batch.Refused] != 1 || len(b.events) != 1 {
 		t.Errorf("batch one: closed %v, refused %d, %d events; want closed by its refused job, 1 event", sum.Closed, sum.Counts[batch.Refused], len(b.events))
+	}
+}
+
+// downBus is EventBridge refusing every PutEvents while down, as in an outage.
+type downBus struct {
+	bus
+	down bool
+}
+
+func (d *downBus) PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, o ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
+	if d.down {
+		return nil, errors.New("InternalException: injected outage")
+	}
+	return d.bus.PutEvents(ctx, in, o...)
+}
+
+// Issue 22, defect 4: a refused job closes its batch while EventBridge refuses the completion
+// event. The router reported the message failed so that its next delivery would send the event;
+// with EventBridge down through the general queue's maxReceiveCount deliveries (seed 109 of the
+// simulation's events profile), SQS moved the message to the dead-letter queue without a reason,
+// and the batch stayed closed and never announced. The refusal takes effect now (its dead letter,
+// with its reason, and the message acknowledged) and the event is left to the sweep: the batch is
+// on the ledger's pending list, written with the close.
+func TestRefusalClosingABatchWhileEventBridgeIsDown(t *testing.T) {
+	ctx := context.Background()
+	ledger := batch.New(fakes.NewDynamoDB("t"), "t")
+	eb := &downBus{down: true}
+	tracker := batchend.New(ledger, eb, "s", slog.New(slog.DiscardHandler))
+	dlq := &fakeDLQ{}
+	r := newRouter(&fakeConfig{limits: limits}, &fakeSender{}, nil, nil)
+	r.DLQ = batchend.DeadLetters{Next: dlq, Tracker: tracker}
+	r.Batches = tracker
+	m := events.SQSMessage{MessageId: "c0000000-0000-4000-8000-000000000021", Body: `{"type":"nosuch","id":"z-1","batch":"last","batchSize":1,"input":{}}`,
+		Attributes: map[string]string{"ApproximateReceiveCount": "4", "SentTimestamp": "1709978500000"}}
+	resp, err := r.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{m}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.BatchItemFailures) != 0 {
+		t.Errorf("batch item failures %v, want none: a failed message comes back until SQS moves it to the dead-letter queue without a reason", resp.BatchItemFailures)
+	}
+	if len(dlq.sent) != 1 || dlq.sent[0].Reason != string(job.ReasonUnknownType) {
+		t.Errorf("dead letters %+v, want z-1's, reason %s", dlq.sent, job.ReasonUnknownType)
+	}
+	sum, _, err := ledger.Show(ctx, "last", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sum.Closed || sum.Announced || sum.Counts[batch.Refused] != 1 || len(eb.events) != 0 {
+		t.Errorf("batch last: closed %v, announced %v, refused %d, %d events; want closed by z-1, its event not sent yet",
+			sum.Closed, sum.Announced, sum.Counts[batch.Refused], len(eb.events))
 	}
 }

@@ -371,6 +371,7 @@ func (c *checker) quiescence() {
 		}
 	}
 	c.checkStopped()
+	c.checkBatches()
 }
 
 func subjectOfBody(m *msg) string {

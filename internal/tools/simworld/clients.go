@@ -2,7 +2,6 @@ package simworld
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -10,7 +9,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -255,6 +253,7 @@ func (d ddbClient) read(ctx context.Context, op, key string) (*call, error) {
 		return nil, err
 	}
 	if c.fault == faultThrottle {
+		d.w.trace(key, "ddb.throttled %s %s", op, key)
 		return c, &ddbtypes.ProvisionedThroughputExceededException{Message: aws.String("Throughput exceeds the current capacity of your table or index (simulated, after the SDK's retries)")}
 	}
 	return c, nil
@@ -264,6 +263,7 @@ func (d ddbClient) read(ctx context.Context, op, key string) (*call, error) {
 func write[T any](c *call, w *World, key string, do func() (T, error)) (T, error) {
 	switch c.fault {
 	case faultThrottle:
+		w.trace(key, "ddb.throttled %s %s", c.op, key)
 		var zero T
 		return zero, &ddbtypes.ProvisionedThroughputExceededException{Message: aws.String("Throughput exceeds the current capacity of your table or index (simulated, after the SDK's retries)")}
 	case faultAmbiguous:
@@ -336,7 +336,7 @@ func (d ddbClient) PutItem(ctx context.Context, in *dynamodb.PutItemInput, _ ...
 		if err == nil {
 			d.w.check.put(in.Item)
 		}
-		d.w.afterWrite()
+		d.w.afterWrite(k)
 		return out, err
 	})
 }
@@ -350,7 +350,7 @@ func (d ddbClient) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput,
 	return write(c, d.w, k, func() (*dynamodb.DeleteItemOutput, error) {
 		out, err := d.t.DeleteItem(ctx, in)
 		d.w.trace(k, "ddb.delete %s cond=%q -> %s", k, aws.ToString(in.ConditionExpression), errCode(err))
-		d.w.afterWrite()
+		d.w.afterWrite(k)
 		return out, err
 	})
 }
@@ -378,22 +378,9 @@ func (d ddbClient) TransactWriteItems(ctx context.Context, in *dynamodb.Transact
 	}
 	return write(c, d.w, key.String(), func() (*dynamodb.TransactWriteItemsOutput, error) {
 		out, err := d.t.TransactWriteItems(ctx, in)
-		d.w.afterWrite()
+		d.w.afterWrite(key.String())
 		return out, err
 	})
-}
-
-// ---- EventBridge (batches' completion events) ----
-
-type eventsClient struct{ w *World }
-
-func (e eventsClient) PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, _ ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
-	c, err := e.w.gate(ctx, "events.PutEvents", fmt.Sprint(len(in.Entries)))
-	if err != nil {
-		return nil, err
-	}
-	e.w.putEvents += len(in.Entries)
-	return after(c, &eventbridge.PutEventsOutput{}, nil)
 }
 
 // ---- Step Functions ----

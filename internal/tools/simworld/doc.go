@@ -13,8 +13,9 @@
 // at its virtual time, and the world decides nothing until synctest.Wait says every goroutine is
 // blocked again. New calls are sorted by (invocation, operation, key) before their latencies are
 // drawn, so Go's goroutine scheduling cannot change a run; SEED=n replays bit for bit
-// (TestReplay compares two runs' whole traces). Three things had to be made deterministic for
+// (TestReplay compares two runs' whole traces). Four things had to be made deterministic for
 // that, each a small seam in internal/lambda: the starter's back-off jitter (Starter.Jitter),
+// the batch ledger's and tracker's retry pauses (batch.Ledger.Jitter, batchend.Tracker.Jitter),
 // the sweep's map-ordered loops (now sorted), and the builders taking the AWS calls as
 // interfaces (app.Services). A fourth seam, lease.Store.SetClock, lets each container's lease
 // stamps follow its own skewed clock (skew.go). Random lease versions (lease.firstVersion) stay random: they only
@@ -62,9 +63,16 @@
 //     ASL), status-change events through EventBridge (FAILED, TIMED_OUT, ABORTED of every
 //     machine, SUCCEEDED of the bare one, as template.yaml's two rules; Lambda's asynchronous
 //     invocation retries twice, after 1 and 2 minutes) and the sweep (rate(1 minute)).
+//   - EventBridge PutEvents (events.go), for batches' completion events: 1-10 entries, each with
+//     Source, DetailType and a JSON object Detail of at most 256 KiB; a call refused whole
+//     (ThrottlingException, InternalException: past the SDK's retries) accepts nothing; a call
+//     answered 200 may refuse entries, counted in FailedEntryCount, each with its ErrorCode and
+//     ErrorMessage in Entries (as many as the request's, in order), which the SDK does not retry
+//     ("Sending events with PutEvents", EventBridge User Guide). The bus keeps what it accepted.
 //   - Operators change limits at random times through config.DynamoStore, as `config set` does,
 //     and take the other actions of operator.go through the command line's own code
-//     (internal/tools/ops): ConfigEditor.Pause, Resume (with the ops.PausedWaker `sfnlimit
+//     (internal/tools/ops), and open some batches before their jobs are sent, as `batch open` does:
+//     ConfigEditor.Pause, Resume (with the ops.PausedWaker `sfnlimit
 //     resume` builds), Set (--rate, --key-limit, --key), Reset, and DLQ.Redrive; StopExecution
 //     ends an execution ABORTED without its Release step (sfn.go). These calls are not faulted
 //     and take no virtual time. SQS's ReceiveMessage and DeleteMessageBatch (sqsops.go) serve
@@ -81,6 +89,15 @@
 // 40 s (up to 15 minutes, so some time out), 5% always failing (dead-lettered after 3 attempts),
 // 10% failing their first attempt.
 //
+// Batches (batches.go): 0.5 to 1.5 times Config.BatchShare (0.3) of the jobs, drawn per seed, go
+// in batches of 2-8 ("batch", and "batchSize" on every job unless the batch was opened first,
+// one batch in three). About half the batches get one or two members the router refuses (an
+// unknown type, or no type), half of them sent up to 10 minutes after the batch's other jobs, so
+// that refusals close batches too. The batches' draws come from a stream of their own, so that
+// with BatchShare 0 the workload is the one of a world without batches. A batch of 2-10 jobs has one
+// shard of the ledger (batch.PerShard is 50): races between records filling different shards are
+// not reached.
+//
 // # Fault classes (Faults, and the named Profiles)
 //
 //   - ambiguous: a DynamoDB write applied and its answer lost, then the SDK's retry of the same
@@ -94,7 +111,10 @@
 //   - kill: an invocation killed at one of its calls, before the call or after it (answer lost);
 //     its batch comes back after the visibility timeout, and nothing it does later reaches the
 //     world.
-//   - events: status events dropped, sent twice, or up to 30 s late (so out of order).
+//   - events: status events dropped, sent twice, or up to 30 s late (so out of order); PutEvents
+//     refused whole (ThrottlingException) or answered with its entry refused (FailedEntryCount,
+//     ErrorCode InternalFailure), and in some runs an EventBridge outage of 3-15 minutes in which
+//     every PutEvents fails (Faults.Bus).
 //   - slow: a call that takes 0.5-5 s (a network stall, an SDK retry after a timeout), which
 //     widens every window between a read and the write that depends on it.
 //   - operator: limit changes (and the key caps that must follow them).
@@ -107,18 +127,15 @@
 //   - skew: each container's clock off true time by up to 1 s.
 //
 // "all" turns every class on at DefaultConfig's rates (4 actions a run). The fixed seed set
-// (TestSeeds) runs GateProfile, "all" without duplicate deliveries, which with kills still lose a
-// dead letter (seed 1438 of duplicate+kill, TestFindsLostDeadLetter). Defect 2 of issue 22 (a
-// key's cap exceeded after the sweep takes back the retrying lease of a job parked for a pause) is
-// open: TestFindsKeyCapExceededAfterLeaseTakenBack holds it at seed 37 of actions, and the gate
-// seeds it breaks (1, 221, 230, 306) are pinned in openFindings: TestSeeds expects them to break
-// a key's cap and nothing else, and fails once one passes. A key's cap lowered under its jobs is
-// exceeded the same way, by a retry in place that does not count its key (seed 74 of
-// actions+skew+kill+events, TestFindsKeyCapExceededByRetryAfterCapLowered). Fixed defects keep
-// their seeds passing: defect 1 of issue 22 (seed 9 of ambiguous), the lease ABA of 8cd6001 and
-// f6e2fdb (seed 250 of all-ambiguous-duplicate-actions-skew+slow+events breaks the limit with
-// both reverted), and the redrive generation of 2a8302f (seed 9 of actions loses a redriven job
-// with it reverted).
+// (TestSeeds) runs GateProfile, "all" without duplicate deliveries. Fixed defects keep their seeds
+// passing, each held by a test (finds_test.go): defect 1 of issue 22 (seed 9 of ambiguous), defect
+// 2 (a key's cap exceeded after the sweep took back the retrying lease of a job parked for a pause:
+// seed 37 of actions), a key's cap lowered under its jobs (seed 74 of actions+skew+kill+events),
+// defect 4 (its part (a) at seed 1 of throttle, with the fix reverted the completion event goes out
+// twice; its part (b) at seed 109 of events), the lease ABA of 8cd6001 and f6e2fdb (seed 250 of
+// all-ambiguous-duplicate-actions-skew+slow+events breaks the limit with both reverted), the
+// redrive generation of 2a8302f (seed 9 of actions loses a redriven job with it reverted), and a
+// dead letter lost to a duplicate delivery after a kill (seed 187 of duplicate+kill).
 //
 // # Invariants (check.go), from Step Functions', SQS's and DynamoDB's own state
 //
@@ -149,11 +166,19 @@
 //     (2 x (2.5 visibility timeouts + a sweep)). A type paused or with a start rate (and for the
 //     cache's age after) is exempt: both hold its jobs back by design; the clock starts again at
 //     the resume, so a resume that wakes nobody is found.
+//   - batches (batches.go), from the ledger's items in the table, the bus's accepted events, the
+//     executions and the dead letters: a batch's close, once written, never changes (checked
+//     after every write); at quiescence every batch is closed, its shards' counts equal its jobs'
+//     outcomes (succeeded: an execution SUCCEEDED; refused: a dead letter from the router;
+//     dead_lettered: one from anyone else; a message SQS moved to the dead-letter queue counts as
+//     none), and the bus accepted exactly one completion event for it, with those counts. A
+//     second event is the design's at least once, counted and not a violation, only after a
+//     sender of an earlier one crashed (killed after sending, or its answer lost).
 //
 // # Running it
 //
 //	go test ./internal/tools/simworld                      # the fixed seed set and the finds
-//	SEED=n go test ./internal/tools/simworld -run TestOneSeed -v [-args -profile all]
+//	SEED=n go test ./internal/tools/simworld -run TestOneSeed -v [-args -profile all [-batches 0]]
 //	go test ./internal/tools/simworld -run TestSurvey -args -seeds 100000 -profile all
 //	go run ./internal/tools/mutate                          # the mutation check (make mutate)
 //

@@ -19,7 +19,7 @@ func Profiles() map[string]Faults {
 		"sfn":       {SFNThrottle: 0.03, SFNLost: 0.02, SFNStale: 0.1},
 		"duplicate": {Duplicate: 0.1},
 		"kill":      {Kill: 0.005},
-		"events":    {EventDrop: 0.1, EventDup: 0.1, EventDelay: 0.3},
+		"events":    {EventDrop: 0.1, EventDup: 0.1, EventDelay: 0.3, Bus: BusFaults{Throttle: 0.1, EntryFailed: 0.1, Outage: 0.5}},
 		"operator":  {LimitChanges: 3},
 		"slow":      {Slow: 0.02},
 		"actions":   {Actions: 8},
@@ -89,6 +89,7 @@ func without(a, b Faults) Faults {
 	if b.Skew != 0 {
 		a.Skew = 0
 	}
+	a.Bus = a.Bus.without(b.Bus)
 	return a
 }
 
@@ -109,5 +110,6 @@ func merge(a, b Faults) Faults {
 	a.LimitChanges += b.LimitChanges
 	a.Actions += b.Actions
 	a.Skew = max(a.Skew, b.Skew)
+	a.Bus = a.Bus.merge(b.Bus)
 	return a
 }

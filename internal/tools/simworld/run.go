@@ -3,7 +3,6 @@ package simworld
 import (
 	"context"
 
-	"encoding/json"
 	"fmt"
 	"github.com/cenkalti/backoff/v5"
 	"log/slog"
@@ -54,12 +53,16 @@ type Faults struct {
 	Actions int
 	// Skew bounds each function container's clock offset from true time (skew.go).
 	Skew time.Duration
+	// Bus: EventBridge's PutEvents refused whole, an entry refused, an outage (events.go).
+	Bus BusFaults
 }
 
 // Config is one run's shape. Seeded fields are drawn from the seed; the rest are fixed.
 type Config struct {
-	Jobs   int
-	Faults Faults
+	Jobs int
+	// BatchShare is about the share of jobs sent in batches (batches.go; 0: none).
+	BatchShare float64
+	Faults     Faults
 	// Visibility is the lanes queue's visibility timeout (FIFO_VISIBILITY_TIMEOUT).
 	Visibility       time.Duration
 	SweepEvery       time.Duration
@@ -85,7 +88,9 @@ func DefaultConfig() Config {
 			Duplicate: 0.03, Kill: 0.003,
 			EventDrop: 0.05, EventDup: 0.05, EventDelay: 0.2,
 			Slow: 0.005, LimitChanges: 2, Actions: 4, Skew: time.Second,
+			Bus: BusFaults{Throttle: 0.05, EntryFailed: 0.05, Outage: 0.2},
 		},
+		BatchShare: 0.3,
 		Visibility: 300 * time.Second, SweepEvery: time.Minute, ExecutionTimeout: 10 * time.Minute,
 		ReleaserTimeout: 120 * time.Second, FunctionTimeout: 30 * time.Second, MaxTime: 8 * time.Hour,
 		Trace: true,
@@ -143,7 +148,7 @@ func (w *World) workload() []typeSpec {
 // New builds a world for seed. Call Run inside a synctest bubble.
 func New(seed uint64, cfg Config) *World {
 	w := &World{cfg: cfg, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed)), sched: newSched(),
-		queues: map[string]*queue{}, jobs: map[string]*jobSpec{}}
+		queues: map[string]*queue{}, jobs: map[string]*jobSpec{}, batches: newBatchWorld(seed)}
 	w.log = slog.New(traceHandler{w: w})
 	mk := func(name string, fifo bool, vis time.Duration) *queue {
 		q := &queue{w: w, name: name, url: "https://sqs.us-east-1.amazonaws.com/123456789012/" + name, fifo: fifo, visibility: vis, dedup: map[string]dedupEntry{}}
@@ -166,6 +171,7 @@ func New(seed uint64, cfg Config) *World {
 // quiescence invariants. It must run inside synctest.Test.
 func (w *World) Run() []Violation {
 	ts := w.workload()
+	w.batchWorkload()
 	limits, keyLimits, modes := "", "", ""
 	for _, t := range ts {
 		limits += fmt.Sprintf("%s=%d,", t.name, t.limit)
@@ -210,6 +216,7 @@ func (w *World) Run() []Violation {
 				snd.NewBackOff = w.backOff
 			}
 		}
+		w.seedBatches(trackerOf(r))
 		return r
 	}}
 	w.genESM.handler = func() (func(context.Context, events.SQSEvent) (events.SQSEventResponse, error), func()) {
@@ -228,6 +235,7 @@ func (w *World) Run() []Violation {
 		s.Concurrency = 1
 		s.Jitter = w.rng.Int64N
 		w.skewStarter(s)
+		w.seedBatches(trackerOf(s))
 		return s
 	}}
 	w.lanesESM.handler = func() (func(context.Context, events.SQSEvent) (events.SQSEventResponse, error), func()) {
@@ -238,14 +246,12 @@ func (w *World) Run() []Violation {
 	w.lanes.onVisible = func() { w.lanesESM.schedulePoll(w.now().Add(w.latency())) }
 
 	start := w.now()
+	w.openBatches(start)
 	for _, j := range w.order {
-		body, _ := json.Marshal(map[string]any{"type": j.typ, "id": j.id, "key": j.key, "input": map[string]any{"seconds": int(j.duration / time.Second)}})
-		if j.key == "" {
-			body, _ = json.Marshal(map[string]any{"type": j.typ, "id": j.id, "input": map[string]any{"seconds": int(j.duration / time.Second)}})
-		}
+		body := w.bodyOf(j)
 		w.sched.at(start.Add(j.submitAt), func() {
 			w.check.submitted(j)
-			w.general.send(string(body), "", "", nil, 0)
+			w.general.send(body, "", "", nil, 0)
 		})
 	}
 	w.operator(ts, start)

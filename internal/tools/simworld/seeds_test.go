@@ -19,6 +19,7 @@ import (
 var (
 	flagSeeds = flag.Int("seeds", 0, "seeds for TestSurvey and BenchmarkSeeds (0: TestSurvey skips)")
 	flagFrom  = flag.Uint64("from", 1, "first seed of TestSurvey")
+	flagBatch = flag.Float64("batches", -1, "share of jobs in batches of TestOneSeed (-1: DefaultConfig's; 0: none, the world before batches were modelled)")
 	flagProf  = flag.String("profile", GateProfile, "fault profile of TestSurvey and TestOneSeed (see Profiles; \"a-b\" turns b off, \"a+b\" adds)")
 )
 
@@ -156,6 +157,9 @@ func TestOneSeed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := DefaultConfig()
 		cfg.Faults = f
+		if *flagBatch >= 0 {
+			cfg.BatchShare = *flagBatch
+		}
 		w = New(seed, cfg)
 		if path := os.Getenv("SIMDEBUG"); path != "" {
 			out, err := os.Create(path)

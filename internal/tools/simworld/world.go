@@ -63,6 +63,7 @@ type World struct {
 	stopped bool
 
 	putEvents int
+	batches   *batchWorld
 	debug     io.Writer
 	traceMu   sync.Mutex
 	traceLog  []traceLine
@@ -134,6 +135,8 @@ func (w *World) decide(c *call) {
 		case r < f.SFNThrottle+f.SFNLost:
 			c.fault = faultLost
 		}
+	case c.op == "events.PutEvents":
+		c.fault = w.busFault(r)
 	case strings.HasPrefix(c.op, "sfn."):
 		switch {
 		case r < f.SFNThrottle:
@@ -226,9 +229,13 @@ func (w *World) killProc(p *proc) {
 	p.onDone(nil, errKilled)
 }
 
-// afterWrite runs after every DynamoDB write a handler makes (nothing yet: the checks read
-// Step Functions and SQS).
-func (w *World) afterWrite() {}
+// afterWrite runs after every DynamoDB write a handler makes, with the written items' keys: a
+// batch closes once (batches.go).
+func (w *World) afterWrite(keys string) {
+	if strings.Contains(keys, "|META") {
+		w.watchBatches()
+	}
+}
 
 // ---- Lambda: event source mappings and invocations ----
 
@@ -346,6 +353,7 @@ func (w *World) releaser() *releaser.Handler {
 	}
 	h.SweepConcurrency = 1 // see the starter's Concurrency in Run
 	w.skewReleaser(h)
+	w.seedBatches(trackerOf(h))
 	return h
 }
 
