@@ -88,10 +88,20 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 		}
 		return s.move(ctx, x, l, cfg, "lane above the type's limit; job moved")
 	}
-	if cfg.Paused() && (l == nil || l.Status == lease.Bound || l.Status == lease.Retrying) {
+	notStartedClaim := false
+	if cfg.Paused() && l != nil && l.Status == lease.Starting {
+		// A claim whose execution exists is a running job's (held again, or released if it
+		// ended); one whose start never went through (refused for now: throttled) is a job that
+		// has not started, and makes no new start while its type is paused.
+		if v, err, decided := s.confirm(ctx, x, *l); decided {
+			return v, err
+		}
+		notStartedClaim = true
+	}
+	if cfg.Paused() && (l == nil || l.Status == lease.Bound || l.Status == lease.Retrying || notStartedClaim) {
 		// No new start while the type is paused. The job keeps its place: parked in its lane (a
-		// bound lane stays bound to it, a retry keeps its lease), for the resume to wake. A claim
-		// (starting) goes on: it is a running job's, or the same attempt again.
+		// bound lane stays bound to it, a retry keeps its lease, a claim that never started keeps
+		// its attempt), for the resume to wake.
 		if l != nil {
 			held, err := s.holdLease(ctx, x, *l, PausedParkFor)
 			if err != nil {
