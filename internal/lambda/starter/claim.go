@@ -165,6 +165,10 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 			// ...on the state machine it was tried on: a config change since then must not start
 			// the same attempt a second time on another one.
 			stateMachine = l.StateMachineArn
+		} else if sm := job.StateMachineOf(l.ExecutionArn); sm != "" {
+			// A lease of a version before claims recorded their state machine (above all one it
+			// confirmed running, read as a claim) names it only through its execution.
+			stateMachine = sm
 		}
 		if !l.StartedAt.IsZero() {
 			startedAt = l.StartedAt // the attempt's, not this delivery's: status shows how long it runs
