@@ -1045,3 +1045,26 @@ func TestRewaitStaleCopyOfAnEndedJobDoesNothing(t *testing.T) {
 	}
 	checkDLQ(t, r.sqs, nil)
 }
+
+// ...unless the job holds another lane: this message is then a copy left behind (a move whose
+// delete of it failed, maxAttempts lowered since), acknowledged as a duplicate; the job's lane
+// decides its end.
+func TestRewaitOfAnEndedAttemptLeavesAJobThatHoldsALane(t *testing.T) {
+	r := newRigStrategy(t, nil, lane.FirstFree)
+	r.leases.Set(boundLease("reports", 2, "other"))
+	r.leases.Set(leaseOf("reports", 1, "r-1", 4, lease.Starting, 1))
+	m := jobMessage(t, "reports", 2, "r-1", 0, 4)
+	for a := 1; a <= 3; a++ {
+		x := execution("reports", 2, "r-1", a, sfntypes.ExecutionStatusFailed, "", "")
+		x.Input = withMessageID(t, x.Input, m.MessageId)
+		r.sfn.Put(x)
+	}
+	resp, err := r.st.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{m}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("Handle = %+v, %v; want the copy acknowledged", resp, err)
+	}
+	if c := copies(t, r); len(c) != 0 {
+		t.Errorf("copies = %+v, want none", c)
+	}
+	checkDLQ(t, r.sqs, nil)
+}

@@ -304,6 +304,18 @@ func (s *Starter) rewait(ctx context.Context, x *msg) (verdict, error) {
 					x.log.InfoContext(ctx, "stale delivery of a job whose last attempt ended for good; nothing to do", "attempt", last)
 					return hold, nil
 				}
+				// The job may go on elsewhere: moved from here with a count from before maxAttempts
+				// was lowered, this message left behind by a delete that failed. Its lane's release
+				// decides then; this message is a copy of it, acknowledged as a bind would.
+				ls, err := s.Leases.ListType(ctx, x.key.Type)
+				if err != nil {
+					return hold, err
+				}
+				if own := holding(ls, j); own != nil {
+					x.log.WarnContext(ctx, "duplicate job: it already holds a lane; dropping this copy", "heldLane", own.Lane, "status", own.Status)
+					s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
+					return ack, nil
+				}
 				x.log.WarnContext(ctx, "this message's last attempt ended for good without a release; dead-lettering the job", "attempt", last, "status", d.Status)
 				return s.refuse(ctx, x, nil, reason, cmp.Or(aws.ToString(d.Cause), aws.ToString(d.Error), string(d.Status)))
 			}
