@@ -132,6 +132,18 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 			if leases, err = x.view.read(ctx, s.Leases, x.key.Type, true); err != nil {
 				return hold, err
 			}
+			if own := holding(leases, x.job); own != nil {
+				// Bound meanwhile by another copy of this delivery (Lambda handed the batch over
+				// twice; that copy's bind acknowledged the message), or by another message of the
+				// job: the record just written would name a head that is gone, left for a release
+				// to wake for nothing and holding the group's record until ParkFor runs out.
+				if err := s.WaitRoom.Unpark(ctx, w); err != nil {
+					x.log.WarnContext(ctx, "parked record not removed; a release may wake this group for nothing", "error", err)
+				}
+				parked = true // removed above (the deferred removal is for earlier receives)
+				x.log.InfoContext(ctx, "the job was bound while this delivery parked; not parking it", "heldLane", own.Lane)
+				return hold, nil
+			}
 		}
 	}
 	parked = true
