@@ -176,6 +176,15 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 	case l.Status == lease.Retrying:
 		attempt = l.Attempt + 1
 	}
+	if l != nil && l.Status == lease.Starting && l.ExecutionArn != "" &&
+		l.ExecutionArn != job.ExecutionArn(stateMachine, job.RunName(x.key.Type, x.job.ID, x.job.Redrive, attempt)) {
+		// A claim (above all a running lease, read as one) an earlier version named otherwise than
+		// today: its execution is looked up by the name the lease records. Started again under
+		// today's name, a running attempt would run a second time.
+		if v, err, decided := s.confirm(ctx, x, *l); decided {
+			return v, err
+		}
+	}
 	// The execution's ARN goes in the claim before the start is tried: its name is deterministic,
 	// so whoever reads the lease next (a release, the sweep, a dead letter) finds the execution.
 	// The claim is the only write of a start: a claim whose execution exists is a running job, and

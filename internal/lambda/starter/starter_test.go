@@ -884,3 +884,33 @@ func TestEarlierVersionsRunningLeaseIsNotStartedOnANewStateMachine(t *testing.T)
 		t.Errorf("lease = %+v (held %v), want the running execution's claim kept", l, ok)
 	}
 }
+
+// The first version named the executions of some job ids otherwise than today (an id with "__" kept
+// it, a hashed name had one "_"), and wrote status "running" once their start was confirmed. Read as
+// a claim, such a lease's redelivery must find its running execution by the name the lease records,
+// never start the attempt again under today's name: that would be a second execution of the job.
+func TestEarlierVersionsRunningLeaseUnderAnOlderNameIsNotStartedAgain(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t, nil)
+	const id = "r__1001"
+	const oldName = "reports-" + id + "-1" // today's RunName hashes an id with "__"
+	if execName("reports", id, 1) == oldName {
+		t.Fatalf("today's name of %s is still %s: the test needs an id named otherwise", id, oldName)
+	}
+	old := leaseOf("reports", 1, id, 1, lease.Status("running"), 1)
+	old.ExecutionArn = fakes.ExecutionArn(smArn, oldName)
+	r.leases.Set(old)
+	x := execution("reports", 1, id, 1, sfntypes.ExecutionStatusRunning, "", "")
+	x.Name = oldName
+	r.sfn.Put(x)
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 1, id, 0, 2)}})
+	if err != nil || !equal(failures(resp), []string{"msg-" + id}) {
+		t.Fatalf("Handle = %+v, %v; want the running job held", resp, err)
+	}
+	if n := len(r.sfn.Executions()); n != 1 {
+		t.Errorf("executions = %d (starts %v), want the running one only", n, startNames(r.sfn))
+	}
+	if l, ok := r.leases.Lease(reports1); !ok || l.ExecutionArn != old.ExecutionArn {
+		t.Errorf("lease = %+v (held %v), want it to name the running execution", l, ok)
+	}
+}
