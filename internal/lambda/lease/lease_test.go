@@ -516,7 +516,7 @@ func TestStoreStaleLeaseOfAFormerJob(t *testing.T) {
 		ctx := context.Background()
 		old := mustPut(t, s, sample("llm", 2), nil)
 		old = mustPut(t, s, withStatus(old, lease.Starting), &old) // what the sweep read
-		if err := s.Delete(ctx, old); err != nil {                // the status event's release
+		if err := s.Delete(ctx, old); err != nil {                 // the status event's release
 			t.Fatal(err)
 		}
 		next := mustPut(t, s, withStatus(withJob(sample("llm", 2), "r-2002"), lease.Bound), nil)

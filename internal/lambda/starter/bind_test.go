@@ -1023,3 +1023,84 @@ func TestBindTwinFindsTheJobBoundOnItsLookAgain(t *testing.T) {
 		t.Errorf("copies = %+v, want w-1 sent to its bound lane 1", c)
 	}
 }
+
+// A message whose own last attempt ended for good (attempts exhausted, or aborted), with no lease
+// left for a release to act on (taken back, or deleted by hand), that reaches its lane bound to
+// another job is dead-lettered, as its release would have: sent back to wait, it ran one more attempt
+// (past maxAttempts, or after the operator stopped it).
+func TestRewaitDeadLettersAJobWhoseLastAttemptEndedForGood(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		statuses []string
+		reason   string
+	}{
+		{"attempts exhausted", []string{"FAILED", "FAILED", "FAILED"}, "attempts_exhausted"},
+		{"aborted", []string{"FAILED", "ABORTED"}, "aborted"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRigStrategy(t, nil, lane.FirstFree)
+			r.leases.Set(boundLease("reports", 2, "other"))
+			m := jobMessage(t, "reports", 2, "r-1", 0, 4)
+			for i, st := range tt.statuses {
+				x := execution("reports", 2, "r-1", i+1, sfntypes.ExecutionStatus(st), "", "")
+				x.Input = withMessageID(t, x.Input, m.MessageId)
+				r.sfn.Put(x)
+			}
+			resp, err := r.st.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{m}})
+			if err != nil || len(resp.BatchItemFailures) != 0 {
+				t.Fatalf("Handle = %+v, %v; want the message acknowledged", resp, err)
+			}
+			if c := copies(t, r); len(c) != 0 {
+				t.Errorf("copies = %+v, want none: the job must not run attempt %d", c, len(tt.statuses)+1)
+			}
+			checkDLQ(t, r.sqs, []dead{{tt.reason, "r-1"}})
+			checkLeases(t, r.leases, map[lease.Key]wantLease{{Type: "reports", Lane: 2}: {JobID: "other", Status: lease.Bound}})
+		})
+	}
+}
+
+// A stale copy of such a delivery (its message deleted by the release that dead-lettered the job)
+// sends no second dead letter, and no copy.
+func TestRewaitStaleCopyOfAnEndedJobDoesNothing(t *testing.T) {
+	r := newRigStrategy(t, nil, lane.FirstFree)
+	r.leases.Set(boundLease("reports", 2, "other"))
+	m := jobMessage(t, "reports", 2, "r-1", 0, 4)
+	for a := 1; a <= 3; a++ {
+		x := execution("reports", 2, "r-1", a, sfntypes.ExecutionStatusFailed, "", "")
+		x.Input = withMessageID(t, x.Input, m.MessageId)
+		r.sfn.Put(x)
+	}
+	r.sqs.OnChangeVisibility = func(in *sqs.ChangeMessageVisibilityInput) error {
+		return &smithy.GenericAPIError{Code: "ReceiptHandleIsInvalid", Message: "The input receipt handle is invalid.", Fault: smithy.FaultClient}
+	}
+	if _, err := r.st.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{m}}); err != nil {
+		t.Fatal(err)
+	}
+	if c := copies(t, r); len(c) != 0 {
+		t.Errorf("copies = %+v, want none", c)
+	}
+	checkDLQ(t, r.sqs, nil)
+}
+
+// ...unless the job holds another lane: this message is then a copy left behind (a move whose
+// delete of it failed, maxAttempts lowered since), acknowledged as a duplicate; the job's lane
+// decides its end.
+func TestRewaitOfAnEndedAttemptLeavesAJobThatHoldsALane(t *testing.T) {
+	r := newRigStrategy(t, nil, lane.FirstFree)
+	r.leases.Set(boundLease("reports", 2, "other"))
+	r.leases.Set(leaseOf("reports", 1, "r-1", 4, lease.Starting, 1))
+	m := jobMessage(t, "reports", 2, "r-1", 0, 4)
+	for a := 1; a <= 3; a++ {
+		x := execution("reports", 2, "r-1", a, sfntypes.ExecutionStatusFailed, "", "")
+		x.Input = withMessageID(t, x.Input, m.MessageId)
+		r.sfn.Put(x)
+	}
+	resp, err := r.st.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{m}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("Handle = %+v, %v; want the copy acknowledged", resp, err)
+	}
+	if c := copies(t, r); len(c) != 0 {
+		t.Errorf("copies = %+v, want none", c)
+	}
+	checkDLQ(t, r.sqs, nil)
+}

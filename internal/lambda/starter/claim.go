@@ -88,10 +88,20 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 		}
 		return s.move(ctx, x, l, cfg, "lane above the type's limit; job moved")
 	}
-	if cfg.Paused() && (l == nil || l.Status == lease.Bound || l.Status == lease.Retrying) {
+	notStartedClaim := false
+	if cfg.Paused() && l != nil && l.Status == lease.Starting {
+		// A claim whose execution exists is a running job's (held again, or released if it
+		// ended); one whose start never went through (refused for now: throttled) is a job that
+		// has not started, and makes no new start while its type is paused.
+		if v, err, decided := s.confirm(ctx, x, *l); decided {
+			return v, err
+		}
+		notStartedClaim = true
+	}
+	if cfg.Paused() && (l == nil || l.Status == lease.Bound || l.Status == lease.Retrying || notStartedClaim) {
 		// No new start while the type is paused. The job keeps its place: parked in its lane (a
-		// bound lane stays bound to it, a retry keeps its lease), for the resume to wake. A claim
-		// (starting) goes on: it is a running job's, or the same attempt again.
+		// bound lane stays bound to it, a retry keeps its lease, a claim that never started keeps
+		// its attempt), for the resume to wake.
 		if l != nil {
 			held, err := s.holdLease(ctx, x, *l, PausedParkFor)
 			if err != nil {
@@ -167,12 +177,25 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 			// ...on the state machine it was tried on: a config change since then must not start
 			// the same attempt a second time on another one.
 			stateMachine = l.StateMachineArn
+		} else if sm := job.StateMachineOf(l.ExecutionArn); sm != "" {
+			// A lease of a version before claims recorded their state machine (above all one it
+			// confirmed running, read as a claim) names it only through its execution.
+			stateMachine = sm
 		}
 		if !l.StartedAt.IsZero() {
 			startedAt = l.StartedAt // the attempt's, not this delivery's: status shows how long it runs
 		}
 	case l.Status == lease.Retrying:
 		attempt = l.Attempt + 1
+	}
+	if l != nil && l.Status == lease.Starting && l.ExecutionArn != "" &&
+		l.ExecutionArn != job.ExecutionArn(stateMachine, job.RunName(x.key.Type, x.job.ID, x.job.Redrive, attempt)) {
+		// A claim (above all a running lease, read as one) an earlier version named otherwise than
+		// today: its execution is looked up by the name the lease records. Started again under
+		// today's name, a running attempt would run a second time.
+		if v, err, decided := s.confirm(ctx, x, *l); decided {
+			return v, err
+		}
 	}
 	// The execution's ARN goes in the claim before the start is tried: its name is deterministic,
 	// so whoever reads the lease next (a release, the sweep, a dead letter) finds the execution.

@@ -115,12 +115,12 @@ func (s *Starter) parkInLane(ctx context.Context, x *msg) (resumed *config.TypeC
 	return cfg, hold, nil
 }
 
-// holdLease keeps a lane's bound or retrying lease for a job whose message goes away for d (parked
-// for a pause, waiting for a start token): the lease says when the message is due back, so neither
-// the sweep nor another job's delivery takes it for stale meanwhile. A lease taken back while its
-// job waits would let the binder fill the job's key to its cap, and the job's next delivery would
-// then start one more (issue 22, defect 2). One write per wait, and none for the many short waits
-// that end well before the lease could go stale.
+// holdLease keeps a lane's bound or retrying lease (or a claim whose start never went through) for a
+// job whose message goes away for d (parked for a pause, waiting for a start token): the lease says
+// when the message is due back, so neither the sweep nor another job's delivery takes it for stale
+// meanwhile. A lease taken back while its job waits would let the binder fill the job's key to its
+// cap, and the job's next delivery would then start one more (issue 22, defect 2). One write per
+// wait, and none for the many short waits that end well before the lease could go stale.
 func (s *Starter) holdLease(ctx context.Context, x *msg, l lease.Lease, d time.Duration) (lease.Lease, error) {
 	next := l
 	next.HeldUntil = s.now().Add(d)

@@ -300,3 +300,37 @@ func TestRateWaitKeepsTheLaneslease(t *testing.T) {
 		t.Errorf("lane 2 after the token wait = %+v (held %v), want r-2's retrying lease kept", l, ok)
 	}
 }
+
+// A start refused for now (throttled) keeps its claim, which names an execution that does not
+// exist. If the type is paused before the job's message comes back, the job must park like any job
+// that has not started: a claim is taken for a running job's only when its execution exists. Started
+// again as "the same attempt", it would make a new start while its type is paused.
+func TestThrottledClaimDoesNotStartDuringAPause(t *testing.T) {
+	ctx := context.Background()
+	r := newRigStrategy(t, nil, lane.FirstFree)
+	store := &liveConfig{}
+	withLiveConfig(t, r, store, reportsDefaults)
+	r.leases.Set(boundLease("reports", 1, "r-1"))
+	r.sfn.OnStart = throttled
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 1, "r-1", 0, 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	r.sfn.OnStart = nil
+	store.set(paused("reports"))
+	for i, d := range []time.Duration{config.MaxCacheAge + time.Second, starter.DescribeSettle} {
+		r.clock.Advance(d) // the starter's cache sees the pause; then the claim is old enough to believe Describe
+		resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 1, "r-1", 0, 2+i)}})
+		if err != nil || !equal(failures(resp), []string{"msg-r-1"}) {
+			t.Fatalf("Handle = %+v, %v; want r-1 held", resp, err)
+		}
+		if n := len(r.sfn.Executions()); n != 0 {
+			t.Fatalf("delivery %d: executions = %d (starts %v), want none while the type is paused", 2+i, n, startNames(r.sfn))
+		}
+	}
+	if l, ok := r.leases.Lease(lease.Key{Type: "reports", Lane: 1}); !ok || l.JobID != "r-1" {
+		t.Errorf("lane 1 = %+v (held %v), want r-1 to keep its place while parked", l, ok)
+	}
+	if ws, err := r.room.List(ctx, "reports"); err != nil || len(ws) != 1 || !ws[0].Paused {
+		t.Errorf("parked = %+v, %v; want r-1 parked in its lane for the pause", ws, err)
+	}
+}

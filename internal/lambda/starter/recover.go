@@ -1,6 +1,7 @@
 package starter
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/batch"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/deadletter"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
@@ -285,6 +287,37 @@ func (s *Starter) rewait(ctx context.Context, x *msg) (verdict, error) {
 				}
 				x.log.InfoContext(ctx, "this message's last attempt succeeded; nothing left to run", "attempt", last)
 				return ack, nil
+			case outcome == releaser.Aborted || last >= cfg.MaxAttempts:
+				// Ended for good, and no lease is left for a release to dead-letter it: sent back
+				// to wait, the job would run another attempt (past its maxAttempts, or after it
+				// was stopped). It is dead-lettered here, as its release would have.
+				reason := deadletter.ReasonAttemptsExhausted
+				if outcome == releaser.Aborted {
+					reason = releaser.ReasonAborted
+				}
+				current, err := s.holdsMessage(ctx, x)
+				if err != nil {
+					return hold, err
+				}
+				if !current {
+					// Most often a stale copy of a delivery whose release dead-lettered the job.
+					x.log.InfoContext(ctx, "stale delivery of a job whose last attempt ended for good; nothing to do", "attempt", last)
+					return hold, nil
+				}
+				// The job may go on elsewhere: moved from here with a count from before maxAttempts
+				// was lowered, this message left behind by a delete that failed. Its lane's release
+				// decides then; this message is a copy of it, acknowledged as a bind would.
+				ls, err := s.Leases.ListType(ctx, x.key.Type)
+				if err != nil {
+					return hold, err
+				}
+				if own := holding(ls, j); own != nil {
+					x.log.WarnContext(ctx, "duplicate job: it already holds a lane; dropping this copy", "heldLane", own.Lane, "status", own.Status)
+					s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
+					return ack, nil
+				}
+				x.log.WarnContext(ctx, "this message's last attempt ended for good without a release; dead-lettering the job", "attempt", last, "status", d.Status)
+				return s.refuse(ctx, x, nil, reason, cmp.Or(aws.ToString(d.Cause), aws.ToString(d.Error), string(d.Status)))
 			}
 			j.Attempts = last
 		}

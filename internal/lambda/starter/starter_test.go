@@ -17,6 +17,7 @@ import (
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/deadletter"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
@@ -856,4 +857,60 @@ func TestLaneHolderRunsFirstInItsGroup(t *testing.T) {
 		t.Errorf("lease = %s attempt %d %s, want r-1001 attempt 2 claimed (starting)", l.JobID, l.Attempt, l.Status)
 	}
 	checkVisibility(t, r.sqs, []visibility{{ev.Records[0].ReceiptHandle, 0, 0}})
+}
+
+// A version before claims recorded their state machine wrote status "running" with the execution's
+// ARN only, once the start was confirmed. Read as a claim (starting), such a lease's redelivery starts
+// "the same attempt again": on the state machine its execution runs on, where Step Functions answers
+// with that execution, never on the type's state machine as configured now, where the same name would
+// start the running job's attempt a second time.
+func TestEarlierVersionsRunningLeaseIsNotStartedOnANewStateMachine(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t, nil)
+	const smNew = "arn:aws:states:us-east-1:123456789012:stateMachine:sfnlimit-sample-v2"
+	withLiveConfig(t, r, &liveConfig{}, config.Defaults{Limits: map[string]int{"reports": 3}, DefaultMaxAttempts: 3, StateMachineArn: smNew})
+	old := leaseOf("reports", 1, "r-1001", 1, lease.Status("running"), 1)
+	old.ExecutionArn = execArn("reports", "r-1001", 1) // on smArn, where it runs
+	r.leases.Set(old)
+	r.sfn.Put(execution("reports", 1, "r-1001", 1, sfntypes.ExecutionStatusRunning, "", ""))
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 1, "r-1001", 0, 2)}})
+	if err != nil || !equal(failures(resp), []string{"msg-r-1001"}) {
+		t.Fatalf("Handle = %+v, %v; want the running job held", resp, err)
+	}
+	if n := len(r.sfn.Executions()); n != 1 {
+		t.Errorf("executions = %d (starts %v), want the running one only", n, startNames(r.sfn))
+	}
+	if l, ok := r.leases.Lease(reports1); !ok || l.Status != lease.Starting || l.ExecutionArn != execArn("reports", "r-1001", 1) {
+		t.Errorf("lease = %+v (held %v), want the running execution's claim kept", l, ok)
+	}
+}
+
+// The first version named the executions of some job ids otherwise than today (an id with "__" kept
+// it, a hashed name had one "_"), and wrote status "running" once their start was confirmed. Read as
+// a claim, such a lease's redelivery must find its running execution by the name the lease records,
+// never start the attempt again under today's name: that would be a second execution of the job.
+func TestEarlierVersionsRunningLeaseUnderAnOlderNameIsNotStartedAgain(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t, nil)
+	const id = "r__1001"
+	const oldName = "reports-" + id + "-1" // today's RunName hashes an id with "__"
+	if execName("reports", id, 1) == oldName {
+		t.Fatalf("today's name of %s is still %s: the test needs an id named otherwise", id, oldName)
+	}
+	old := leaseOf("reports", 1, id, 1, lease.Status("running"), 1)
+	old.ExecutionArn = fakes.ExecutionArn(smArn, oldName)
+	r.leases.Set(old)
+	x := execution("reports", 1, id, 1, sfntypes.ExecutionStatusRunning, "", "")
+	x.Name = oldName
+	r.sfn.Put(x)
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 1, id, 0, 2)}})
+	if err != nil || !equal(failures(resp), []string{"msg-" + id}) {
+		t.Fatalf("Handle = %+v, %v; want the running job held", resp, err)
+	}
+	if n := len(r.sfn.Executions()); n != 1 {
+		t.Errorf("executions = %d (starts %v), want the running one only", n, startNames(r.sfn))
+	}
+	if l, ok := r.leases.Lease(reports1); !ok || l.ExecutionArn != old.ExecutionArn {
+		t.Errorf("lease = %+v (held %v), want it to name the running execution", l, ok)
+	}
 }

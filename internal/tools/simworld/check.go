@@ -60,6 +60,7 @@ type checker struct {
 	attempts   map[string]int
 	in         map[string]bool
 	ended      map[string]string // job -> "succeeded" / "dead-lettered"
+	sources    map[string]string // generation key -> the function that sent its first dead letter
 	letters    map[string]string // job -> its dead letter's body
 	idleSince  map[string]time.Time
 	settleFrom time.Time
@@ -69,7 +70,7 @@ type checker struct {
 
 func newChecker(w *World) *checker {
 	return &checker{w: w, every: 5 * time.Second, start: w.now(), history: map[string][]limitAt{}, overrides: map[string]config.Override{},
-		attempts: map[string]int{}, in: map[string]bool{}, ended: map[string]string{}, letters: map[string]string{}, idleSince: map[string]time.Time{},
+		attempts: map[string]int{}, in: map[string]bool{}, ended: map[string]string{}, letters: map[string]string{}, sources: map[string]string{}, idleSince: map[string]time.Time{},
 		ops: newOpChecks()}
 }
 
@@ -176,6 +177,9 @@ func (c *checker) deadLettered(m *msg) {
 		return
 	}
 	c.letters[gk] = m.body
+	if _, ok := c.sources[gk]; !ok {
+		c.sources[gk] = attr(m, deadletter.AttrSource)
+	}
 	c.end(k, gen, how)
 }
 
