@@ -22,8 +22,8 @@
 //
 // Items (one table, keys pk and sk):
 //
-//	BATCH#{id}            META                 expected, shards, openedAt, filled, version, closedAt, closedBy, announced, claimBy, claimUntil
-//	BATCH#{id}            LATE#{job}#{redrive} a job that ended after the batch closed: outcome, at
+//	BATCH#{id}            META                 expected, shards, openedAt, filled, version, closedAt, closedBy, announced, claimBy, claimUntil, expiresAt
+//	BATCH#{id}            LATE#{job}#{redrive} a job that ended after the batch closed: outcome, at, expiresAt
 //	BATCH#{id}#S{k}       COUNT                n, succeeded, dead_lettered, refused, firstMs, lastMs, version
 //	BATCH#{id}#S{home}    JOB#{job}            outcome, redrive, at, shard (where it was counted)
 //	BATCH#{id}#S{home}    DEAD#{job}           a dead-lettered or refused job, for the completion event's list
@@ -124,6 +124,8 @@ type Summary struct {
 	ClosedAt    time.Time
 	ClosedBy    string // the job whose record closed the batch
 	Announced   bool
+	// ExpiresAt is when the table's TTL may delete the closed batch (zero: never, or still open).
+	ExpiresAt time.Time
 	// DeadLetteredIDs lists up to MaxListed jobs on the dead-letter queue (dead-lettered or
 	// refused); DeadLetteredMore says there are more (Counts[DeadLettered]+Counts[Refused] of
 	// them): DeadLetteredWhere says where to find them all.
@@ -154,6 +156,10 @@ type Ledger struct {
 	table string
 	// PerShard sizes a batch's shards when it opens (the package's PerShard when 0).
 	PerShard int
+	// Retention is how long a closed batch is kept: the write that closes it, and a late job's
+	// record, carry expiresAt = that time + Retention, which the table's TTL deletes after. An open
+	// batch never gets one. 0 keeps closed batches for ever.
+	Retention time.Duration
 
 	mu sync.Mutex
 	// shape caches each batch's size and shard count, which never change once open.
@@ -185,6 +191,18 @@ func capacity(expected, n, k int) int {
 		c++
 	}
 	return c
+}
+
+// expiresAttr is the table's TTL attribute (template.yaml, TimeToLiveSpecification): a number of
+// seconds since the epoch, as DynamoDB's TTL reads it.
+const expiresAttr = "expiresAt"
+
+// expiry is when an item of a batch closed at at may be deleted; zero (never) without a Retention.
+func (l *Ledger) expiry(at time.Time) time.Time {
+	if l.Retention <= 0 || at.IsZero() {
+		return time.Time{}
+	}
+	return at.Add(l.Retention).Truncate(time.Second)
 }
 
 // Home is the shard a job id hashes to.
@@ -234,8 +252,11 @@ type meta struct {
 	expected, shards, filled int
 	version                  int64
 	openedAt, closedAt       time.Time
-	closedBy                 string
-	announced                bool
+	// expiresAt is when DynamoDB's TTL may delete the item (attribute expiresAt, epoch seconds):
+	// set when the batch closes, zero while it is open (Ledger.Retention).
+	expiresAt time.Time
+	closedBy  string
+	announced bool
 	// claimBy holds the announcement (ClaimAnnouncement) until claimUntil.
 	claimBy    string
 	claimUntil time.Time
@@ -257,6 +278,7 @@ func (l *Ledger) readMeta(ctx context.Context, id string) (meta, error) {
 		version: integer(it, "version"), closedBy: str(it, "closedBy"),
 		openedAt: stamp(it, "openedAt"), closedAt: stamp(it, "closedAt"),
 		claimBy: str(it, "claimBy"), claimUntil: stamp(it, "claimUntil"),
+		expiresAt: epoch(it, expiresAttr),
 	}
 	if b, ok := it["announced"].(*types.AttributeValueMemberBOOL); ok {
 		m.announced = b.Value
@@ -282,6 +304,9 @@ func (m meta) item(id string) map[string]types.AttributeValue {
 	}
 	if m.claimBy != "" {
 		it["claimBy"], it["claimUntil"] = s(m.claimBy), ts(m.claimUntil)
+	}
+	if !m.expiresAt.IsZero() {
+		it[expiresAttr] = n(m.expiresAt.Unix())
 	}
 	return it
 }

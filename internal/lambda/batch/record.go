@@ -96,6 +96,7 @@ func (l *Ledger) count(ctx context.Context, e end, sp shape) (rec Recorded, agai
 		m.version++
 		if m.filled == sp.shards {
 			m.closedAt, m.closedBy, closes = e.at, e.job, true
+			m.expiresAt = l.expiry(e.at)
 		}
 		items = append(items, versioned(l.table, m.item(e.batch), prev))
 	}
@@ -304,6 +305,9 @@ func (l *Ledger) late(ctx context.Context, e end) (Recorded, error) {
 	}
 	if !e.at.IsZero() {
 		it["at"] = ts(e.at)
+	}
+	if exp := l.expiry(e.at); !exp.IsZero() {
+		it[expiresAttr] = n(exp.Unix())
 	}
 	if _, err := l.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &l.table, Item: it}); err != nil {
 		return Recorded{}, fmt.Errorf("list job %s as late in batch %s: %w", e.job, e.batch, err)
