@@ -82,6 +82,9 @@ const (
 var (
 	ErrNotOpen      = errors.New("batch is not open")
 	ErrSizeMismatch = errors.New("batch is open with another size")
+	// ErrExpired: a batch of this id closed and its batch item expired (Retention), but its jobs'
+	// records and counts are still in the table: a new batch of the id would count into them.
+	ErrExpired = errors.New("a batch of this id closed and expired; use another id")
 	// ErrContended: the record lost its race for a shard too often; nothing was written, the caller
 	// retries (the release is redelivered).
 	ErrContended = errors.New("batch counter contended")
@@ -219,6 +222,9 @@ func (l *Ledger) Open(ctx context.Context, id string, expected int, at time.Time
 	if id == "" || expected < 1 {
 		return fmt.Errorf("open batch %q of %d jobs: a batch needs an id and at least one job", id, expected)
 	}
+	if err := l.checkNotExpired(ctx, id); err != nil {
+		return err
+	}
 	m := meta{expected: expected, shards: l.ShardsFor(expected), version: 1, openedAt: at}
 	_, err := l.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: &l.table, Item: m.item(id), ConditionExpression: aws.String("attribute_not_exists(pk)"),
@@ -236,6 +242,26 @@ func (l *Ledger) Open(ctx context.Context, id string, expected int, at time.Time
 	}
 	if err != nil {
 		return fmt.Errorf("open batch %s: %w", id, err)
+	}
+	return nil
+}
+
+// checkNotExpired refuses to open id when a batch of that id closed and its batch item expired:
+// every closed batch counted a job in shard 0, whose count item does not expire.
+func (l *Ledger) checkNotExpired(ctx context.Context, id string) error {
+	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &l.table, Key: metaKey(id), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return fmt.Errorf("open batch %s: %w", id, err)
+	}
+	if out.Item != nil {
+		return nil
+	}
+	out, err = l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &l.table, Key: shardKey(id, 0), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return fmt.Errorf("open batch %s: %w", id, err)
+	}
+	if out.Item != nil {
+		return fmt.Errorf("open batch %s: %w", id, ErrExpired)
 	}
 	return nil
 }

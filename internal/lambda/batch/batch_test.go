@@ -38,8 +38,9 @@ type meter struct {
 	txns, txItems, txWCU, putWCU int
 	byPK                         map[string]int
 	maxSize                      int
-	// written is the last item each committed write put, by "pk|sk".
+	// written is the last item each committed write put, by "pk|sk"; table is the table written.
 	written map[string]map[string]ddbtypes.AttributeValue
+	table   string
 }
 
 func (m *meter) wrote(it map[string]ddbtypes.AttributeValue) {
@@ -78,6 +79,7 @@ func (m *meter) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...fun
 	m.putWCU += (itemSize(in.Item) + 1023) / 1024
 	if err == nil {
 		m.wrote(in.Item)
+		m.table = *in.TableName
 	}
 	return out, err
 }

@@ -2,10 +2,12 @@ package batch_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/batch"
@@ -82,4 +84,43 @@ func TestNoRetentionKeepsClosedBatches(t *testing.T) {
 			t.Errorf("closed batch without retention expiresAt = %s, want none", got)
 		}
 	})
+}
+
+// A batch whose item expired cannot be opened again under its id: its jobs' records and counts are
+// still in the table, and a new batch would count into them and never close.
+func TestAnExpiredBatchsIDCannotBeOpenedAgain(t *testing.T) {
+	forBoth(t, 2, func(t *testing.T, l *batch.Ledger, m *meter) {
+		ctx := context.Background()
+		if err := l.Open(ctx, "gone", 1, t0); err != nil {
+			t.Fatal(err)
+		}
+		record(t, l, "gone", "j1", 0, batch.Succeeded, time.Minute)
+		if err := l.Open(ctx, "gone", 1, t0); err != nil {
+			t.Errorf("Open of a closed batch not yet expired = %v, want nil (it exists)", err)
+		}
+		expire(t, m, "BATCH#gone")
+		if err := l.Open(ctx, "gone", 1, t0.Add(40*24*time.Hour)); !errors.Is(err, batch.ErrExpired) {
+			t.Errorf("Open after the batch item expired = %v, want ErrExpired", err)
+		}
+		if err := l.Open(ctx, "fresh", 1, t0); err != nil {
+			t.Errorf("Open of a new id = %v", err)
+		}
+	})
+}
+
+// expire deletes the batch item pk as DynamoDB's TTL would.
+func expire(t *testing.T, m *meter, pk string) {
+	t.Helper()
+	d, ok := m.db.(interface {
+		DeleteItem(context.Context, *dynamodb.DeleteItemInput, ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+	})
+	if !ok {
+		t.Skip("the table cannot delete items")
+	}
+	it := m.written[pk+"|META"]
+	if _, err := d.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{
+		TableName: &m.table, Key: map[string]ddbtypes.AttributeValue{"pk": it["pk"], "sk": it["sk"]},
+	}); err != nil {
+		t.Fatal(err)
+	}
 }
