@@ -196,9 +196,9 @@ func capacity(expected, n, k int) int {
 	return c
 }
 
-// expiresAttr is the table's TTL attribute (template.yaml, TimeToLiveSpecification): a number of
+// ExpiresAttribute is the table's TTL attribute (template.yaml, TimeToLiveSpecification): a number of
 // seconds since the epoch, as DynamoDB's TTL reads it.
-const expiresAttr = "expiresAt"
+const ExpiresAttribute = "expiresAt"
 
 // expiry is when an item of a batch closed at at may be deleted; zero (never) without a Retention.
 func (l *Ledger) expiry(at time.Time) time.Time {
@@ -304,7 +304,7 @@ func (l *Ledger) readMeta(ctx context.Context, id string) (meta, error) {
 		version: integer(it, "version"), closedBy: str(it, "closedBy"),
 		openedAt: stamp(it, "openedAt"), closedAt: stamp(it, "closedAt"),
 		claimBy: str(it, "claimBy"), claimUntil: stamp(it, "claimUntil"),
-		expiresAt: epoch(it, expiresAttr),
+		expiresAt: epoch(it, ExpiresAttribute),
 	}
 	if b, ok := it["announced"].(*types.AttributeValueMemberBOOL); ok {
 		m.announced = b.Value
@@ -332,7 +332,7 @@ func (m meta) item(id string) map[string]types.AttributeValue {
 		it["claimBy"], it["claimUntil"] = s(m.claimBy), ts(m.claimUntil)
 	}
 	if !m.expiresAt.IsZero() {
-		it[expiresAttr] = n(m.expiresAt.Unix())
+		it[ExpiresAttribute] = n(m.expiresAt.Unix())
 	}
 	return it
 }

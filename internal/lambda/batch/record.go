@@ -307,7 +307,7 @@ func (l *Ledger) late(ctx context.Context, e end) (Recorded, error) {
 		it["at"] = ts(e.at)
 	}
 	if exp := l.expiry(e.at); !exp.IsZero() {
-		it[expiresAttr] = n(exp.Unix())
+		it[ExpiresAttribute] = n(exp.Unix())
 	}
 	if _, err := l.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &l.table, Item: it}); err != nil {
 		return Recorded{}, fmt.Errorf("list job %s as late in batch %s: %w", e.job, e.batch, err)
