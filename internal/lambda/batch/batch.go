@@ -222,23 +222,20 @@ func (l *Ledger) Open(ctx context.Context, id string, expected int, at time.Time
 	if id == "" || expected < 1 {
 		return fmt.Errorf("open batch %q of %d jobs: a batch needs an id and at least one job", id, expected)
 	}
+	err := l.sameSize(ctx, id, expected)
+	if !errors.Is(err, ErrNotOpen) {
+		return err
+	}
 	if err := l.checkNotExpired(ctx, id); err != nil {
 		return err
 	}
 	m := meta{expected: expected, shards: l.ShardsFor(expected), version: 1, openedAt: at}
-	_, err := l.db.PutItem(ctx, &dynamodb.PutItemInput{
+	_, err = l.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: &l.table, Item: m.item(id), ConditionExpression: aws.String("attribute_not_exists(pk)"),
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		m, err := l.readMeta(ctx, id)
-		if err != nil {
-			return err
-		}
-		if m.expected != expected {
-			return fmt.Errorf("open batch %s of %d jobs: %w (%d jobs)", id, expected, ErrSizeMismatch, m.expected)
-		}
-		return nil
+		return l.sameSize(ctx, id, expected) // opened meanwhile
 	}
 	if err != nil {
 		return fmt.Errorf("open batch %s: %w", id, err)
@@ -246,17 +243,23 @@ func (l *Ledger) Open(ctx context.Context, id string, expected int, at time.Time
 	return nil
 }
 
-// checkNotExpired refuses to open id when a batch of that id closed and its batch item expired:
-// every closed batch counted a job in shard 0, whose count item does not expire.
-func (l *Ledger) checkNotExpired(ctx context.Context, id string) error {
-	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &l.table, Key: metaKey(id), ConsistentRead: aws.Bool(true)})
+// sameSize is nil when batch id is open (or closed) for expected jobs, ErrSizeMismatch when for
+// another number, ErrNotOpen when it does not exist.
+func (l *Ledger) sameSize(ctx context.Context, id string, expected int) error {
+	m, err := l.readMeta(ctx, id)
 	if err != nil {
-		return fmt.Errorf("open batch %s: %w", id, err)
+		return err
 	}
-	if out.Item != nil {
-		return nil
+	if m.expected != expected {
+		return fmt.Errorf("open batch %s of %d jobs: %w (%d jobs)", id, expected, ErrSizeMismatch, m.expected)
 	}
-	out, err = l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &l.table, Key: shardKey(id, 0), ConsistentRead: aws.Bool(true)})
+	return nil
+}
+
+// checkNotExpired refuses to open id when a batch of that id closed and its batch item expired
+// (Retention): every closed batch counted a job in shard 0, whose count item does not expire.
+func (l *Ledger) checkNotExpired(ctx context.Context, id string) error {
+	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &l.table, Key: shardKey(id, 0), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return fmt.Errorf("open batch %s: %w", id, err)
 	}
