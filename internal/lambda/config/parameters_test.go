@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"gopkg.in/yaml.v3"
@@ -210,6 +211,10 @@ func TestResourceParametersRefuseWhatAWSRefuses(t *testing.T) {
 		{"ExtraStateMachineArns", sm, true},
 		{"ExtraStateMachineArns", sm + "," + sm + "2", true},
 		{"ExtraStateMachineArns", "arn:aws-cn:states:cn-north-1:123456789012:stateMachine:a_b-c", true},
+		{"ExtraStateMachineArns", "arn:aws:states:us-east-1:123456789012:stateMachine:orders.v2", true},
+		{"ExtraStateMachineArns", "arn:aws:states:us-east-1:123456789012:stateMachine:" + strings.Repeat("n", 80), true},
+		{"ExtraStateMachineArns", "arn:aws:states:us-east-1:123456789012:stateMachine:" + strings.Repeat("n", 81), false},
+		{"ExtraStateMachineArns", "arn:aws:states:us-east-1:123456789012:stateMachine:a b", false},
 		{"ExtraStateMachineArns", sm + ",", false},
 		{"ExtraStateMachineArns", "," + sm, false},
 		{"ExtraStateMachineArns", sm + ",," + sm + "2", false},
