@@ -189,8 +189,9 @@ func (p Parameter) Check(v string) error {
 
 // matchPattern checks v against AllowedPattern, which must match the whole value, or for a list
 // type each of its members (CloudFormation, "Parameters" syntax). CloudFormation's patterns are
-// Java regular expressions, with lookahead and back-references that Go's regexp lacks: regexp2
-// reads them the same.
+// Java regular expressions (CloudFormation User Guide, "Using regular expressions in CloudFormation
+// templates", cfn-regexes.html), with lookahead and back-references that Go's regexp lacks:
+// regexp2 reads those the same.
 func (p Parameter) matchPattern(v string) error {
 	re, err := regexp2.Compile(`^(?:`+p.AllowedPattern+`)$`, regexp2.None)
 	if err != nil {
