@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strconv"
 	"strings"
 	"time"
 
@@ -140,22 +139,13 @@ func (e Env) require(name string) (string, error) {
 	return v, nil
 }
 
+// seconds reads a whole number of seconds (config.Numbers names its bounds): def when unset.
 func (e Env) seconds(name string, def int) (time.Duration, error) {
-	v := strings.TrimSpace(e(name))
-	if v == "" {
-		return time.Duration(def) * time.Second, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("%s=%q is not a number of seconds", name, v)
-	}
-	return time.Duration(n) * time.Second, nil
+	n, err := config.NumberEnv(e, name, def)
+	return time.Duration(n) * time.Second, err
 }
 
-func (e Env) number(name string, def int) (int, error) {
-	d, err := e.seconds(name, def)
-	return int(d / time.Second), err
-}
+func (e Env) number(name string, def int) (int, error) { return config.NumberEnv(e, name, def) }
 
 func (e Env) resolver(c Services) (*config.Resolver, error) {
 	table, err := e.require("TABLE_NAME")
@@ -169,14 +159,24 @@ func (e Env) resolver(c Services) (*config.Resolver, error) {
 	return config.NewResolver(d, config.NewDynamoStore(c.DDB, table), maxAge)
 }
 
-// tracker is the batch tracker of the function: batches live in the limiter's table, and the
-// completion event names the stack (STACK_NAME).
+// DefaultBatchRetentionDays is how long a closed batch is kept when BATCH_RETENTION_DAYS is unset
+// (the template's BatchRetentionDays default).
+const DefaultBatchRetentionDays = 30
+
+// tracker is the batch tracker of the function: batches live in the limiter's table, closed ones
+// expire BATCH_RETENTION_DAYS after they closed, and the completion event names the stack (STACK_NAME).
 func (e Env) tracker(c Services, log *slog.Logger) (*batchend.Tracker, error) {
 	table, err := e.require("TABLE_NAME")
 	if err != nil {
 		return nil, err
 	}
-	return batchend.New(batch.New(c.DDB, table), c.Events, strings.TrimSpace(e("STACK_NAME")), log), nil
+	days, err := e.number("BATCH_RETENTION_DAYS", DefaultBatchRetentionDays)
+	if err != nil {
+		return nil, err
+	}
+	l := batch.New(c.DDB, table)
+	l.Retention = time.Duration(days) * 24 * time.Hour
+	return batchend.New(l, c.Events, strings.TrimSpace(e("STACK_NAME")), log), nil
 }
 
 // Router builds the router from its environment.
@@ -198,11 +198,9 @@ func RouterOn(env Env, c Services, log *slog.Logger, opts ...Option) (*router.Ro
 	if err != nil {
 		return nil, err
 	}
-	maxBacklog := 0
-	if v := strings.TrimSpace(env("MAX_LANES_BACKLOG")); v != "" {
-		if maxBacklog, err = strconv.Atoi(v); err != nil || maxBacklog < 0 || maxBacklog > config.MaxInFlight {
-			return nil, fmt.Errorf("MAX_LANES_BACKLOG=%q must be a number from 0 (no bound) to %d", v, config.MaxInFlight)
-		}
+	maxBacklog, err := env.number("MAX_LANES_BACKLOG", 0) // 0: no bound
+	if err != nil {
+		return nil, err
 	}
 	// LANE_STRATEGY is read (and checked) with the rest of the configuration: each type's strategy
 	// is its override's, else the deployment's.

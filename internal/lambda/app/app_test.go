@@ -227,6 +227,13 @@ func TestBuildersCheckLimits(t *testing.T) {
 		{name: "zero attempts", give: map[string]string{"DEFAULT_MAX_ATTEMPTS": "0"}, wantErr: "DEFAULT_MAX_ATTEMPTS"},
 		{name: "type attempts zero", give: map[string]string{"TYPE_MAX_ATTEMPTS": "demo=0"}, wantErr: "TYPE_MAX_ATTEMPTS"},
 		{name: "cache not a number", give: map[string]string{"CONFIG_CACHE_SECONDS": "soon"}, wantErr: "CONFIG_CACHE_SECONDS"},
+		// CloudFormation's Number parameters hand the value over as written.
+		{name: "whole numbers written with decimals", give: map[string]string{"DEFAULT_MAX_ATTEMPTS": "3.0", "DEFAULT_LIMIT": "2.00", "CONFIG_CACHE_SECONDS": "30.0"}, wantLimits: map[string]int{"demo": 5}},
+		{name: "a fraction", give: map[string]string{"DEFAULT_MAX_ATTEMPTS": "2.5"}, wantErr: "DEFAULT_MAX_ATTEMPTS"},
+		{name: "attempts over the template's bound", give: map[string]string{"DEFAULT_MAX_ATTEMPTS": "101"}, wantErr: "DEFAULT_MAX_ATTEMPTS"},
+		{name: "backlog written with decimals", give: map[string]string{"MAX_LANES_BACKLOG": "50000.0", "GENERAL_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/general"}, wantLimits: map[string]int{"demo": 5}},
+		{name: "batch retention written with decimals", give: map[string]string{"BATCH_RETENTION_DAYS": "30.0"}, wantLimits: map[string]int{"demo": 5}},
+		{name: "batch retention zero", give: map[string]string{"BATCH_RETENTION_DAYS": "0"}, wantErr: "BATCH_RETENTION_DAYS"},
 	}
 	for _, b := range []string{"router", "starter"} {
 		for _, tt := range tests {

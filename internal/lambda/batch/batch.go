@@ -22,8 +22,8 @@
 //
 // Items (one table, keys pk and sk):
 //
-//	BATCH#{id}            META                 expected, shards, openedAt, filled, version, closedAt, closedBy, announced, claimBy, claimUntil
-//	BATCH#{id}            LATE#{job}#{redrive} a job that ended after the batch closed: outcome, at
+//	BATCH#{id}            META                 expected, shards, openedAt, filled, version, closedAt, closedBy, announced, claimBy, claimUntil, expiresAt
+//	BATCH#{id}            LATE#{job}#{redrive} a job that ended after the batch closed: outcome, at, expiresAt
 //	BATCH#{id}#S{k}       COUNT                n, succeeded, dead_lettered, refused, firstMs, lastMs, version
 //	BATCH#{id}#S{home}    JOB#{job}            outcome, redrive, at, shard (where it was counted)
 //	BATCH#{id}#S{home}    DEAD#{job}           a dead-lettered or refused job, for the completion event's list
@@ -85,6 +85,9 @@ const (
 var (
 	ErrNotOpen      = errors.New("batch is not open")
 	ErrSizeMismatch = errors.New("batch is open with another size")
+	// ErrExpired: a batch of this id closed and its batch item expired (Retention), but its jobs'
+	// records and counts are still in the table: a new batch of the id would count into them.
+	ErrExpired = errors.New("a batch of this id closed and expired; use another id")
 	// ErrContended: the record lost its race for a shard too often; nothing was written, the caller
 	// retries (the release is redelivered).
 	ErrContended = errors.New("batch counter contended")
@@ -127,6 +130,8 @@ type Summary struct {
 	ClosedAt    time.Time
 	ClosedBy    string // the job whose record closed the batch
 	Announced   bool
+	// ExpiresAt is when the table's TTL may delete the closed batch (zero: never, or still open).
+	ExpiresAt time.Time
 	// DeadLetteredIDs lists up to MaxListed jobs on the dead-letter queue (dead-lettered or
 	// refused); DeadLetteredMore says there are more (Counts[DeadLettered]+Counts[Refused] of
 	// them): DeadLetteredWhere says where to find them all.
@@ -161,6 +166,10 @@ type Ledger struct {
 	// Jitter returns a random number in [0, n) for the pause before a contended record's next
 	// round (nil: math/rand; the simulation draws it from its seed).
 	Jitter func(n int64) int64
+	// Retention is how long a closed batch is kept: the write that closes it, and a late job's
+	// record, carry expiresAt = that time + Retention, which the table's TTL deletes after. An open
+	// batch never gets one. 0 keeps closed batches for ever.
+	Retention time.Duration
 
 	mu sync.Mutex
 	// shape caches each batch's size and shard count, which never change once open.
@@ -194,6 +203,18 @@ func capacity(expected, n, k int) int {
 	return c
 }
 
+// ExpiresAttribute is the table's TTL attribute (template.yaml, TimeToLiveSpecification): a number of
+// seconds since the epoch, as DynamoDB's TTL reads it.
+const ExpiresAttribute = "expiresAt"
+
+// expiry is when an item of a batch closed at at may be deleted; zero (never) without a Retention.
+func (l *Ledger) expiry(at time.Time) time.Time {
+	if l.Retention <= 0 || at.IsZero() {
+		return time.Time{}
+	}
+	return at.Add(l.Retention).Truncate(time.Second)
+}
+
 // Home is the shard a job id hashes to.
 func Home(jobID string, shards int) int {
 	h := fnv.New32a()
@@ -208,23 +229,49 @@ func (l *Ledger) Open(ctx context.Context, id string, expected int, at time.Time
 	if id == "" || expected < 1 {
 		return fmt.Errorf("open batch %q of %d jobs: a batch needs an id and at least one job", id, expected)
 	}
+	err := l.sameSize(ctx, id, expected)
+	if !errors.Is(err, ErrNotOpen) {
+		return err
+	}
+	if err := l.checkNotExpired(ctx, id); err != nil {
+		return err
+	}
 	m := meta{expected: expected, shards: l.ShardsFor(expected), version: 1, openedAt: at}
-	_, err := l.db.PutItem(ctx, &dynamodb.PutItemInput{
+	_, err = l.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: &l.table, Item: m.item(id), ConditionExpression: aws.String("attribute_not_exists(pk)"),
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		m, err := l.readMeta(ctx, id)
-		if err != nil {
-			return err
-		}
-		if m.expected != expected {
-			return fmt.Errorf("open batch %s of %d jobs: %w (%d jobs)", id, expected, ErrSizeMismatch, m.expected)
-		}
-		return nil
+		return l.sameSize(ctx, id, expected) // opened meanwhile
 	}
 	if err != nil {
 		return fmt.Errorf("open batch %s: %w", id, err)
+	}
+	return nil
+}
+
+// sameSize is nil when batch id is open (or closed) for expected jobs, ErrSizeMismatch when for
+// another number, ErrNotOpen when it does not exist.
+func (l *Ledger) sameSize(ctx context.Context, id string, expected int) error {
+	m, err := l.readMeta(ctx, id)
+	if err != nil {
+		return err
+	}
+	if m.expected != expected {
+		return fmt.Errorf("open batch %s of %d jobs: %w (%d jobs)", id, expected, ErrSizeMismatch, m.expected)
+	}
+	return nil
+}
+
+// checkNotExpired refuses to open id when a batch of that id closed and its batch item expired
+// (Retention): every closed batch counted a job in shard 0, whose count item does not expire.
+func (l *Ledger) checkNotExpired(ctx context.Context, id string) error {
+	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &l.table, Key: shardKey(id, 0), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return fmt.Errorf("open batch %s: %w", id, err)
+	}
+	if out.Item != nil {
+		return fmt.Errorf("open batch %s: %w", id, ErrExpired)
 	}
 	return nil
 }
@@ -241,8 +288,11 @@ type meta struct {
 	expected, shards, filled int
 	version                  int64
 	openedAt, closedAt       time.Time
-	closedBy                 string
-	announced                bool
+	// expiresAt is when DynamoDB's TTL may delete the item (attribute expiresAt, epoch seconds):
+	// set when the batch closes, zero while it is open (Ledger.Retention).
+	expiresAt time.Time
+	closedBy  string
+	announced bool
 	// claimBy holds the announcement (ClaimAnnouncement) until claimUntil.
 	claimBy    string
 	claimUntil time.Time
@@ -264,6 +314,7 @@ func (l *Ledger) readMeta(ctx context.Context, id string) (meta, error) {
 		version: integer(it, "version"), closedBy: str(it, "closedBy"),
 		openedAt: stamp(it, "openedAt"), closedAt: stamp(it, "closedAt"),
 		claimBy: str(it, "claimBy"), claimUntil: stamp(it, "claimUntil"),
+		expiresAt: epoch(it, ExpiresAttribute),
 	}
 	if b, ok := it["announced"].(*types.AttributeValueMemberBOOL); ok {
 		m.announced = b.Value
@@ -289,6 +340,9 @@ func (m meta) item(id string) map[string]types.AttributeValue {
 	}
 	if m.claimBy != "" {
 		it["claimBy"], it["claimUntil"] = s(m.claimBy), ts(m.claimUntil)
+	}
+	if !m.expiresAt.IsZero() {
+		it[ExpiresAttribute] = n(m.expiresAt.Unix())
 	}
 	return it
 }

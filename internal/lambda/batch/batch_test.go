@@ -39,6 +39,17 @@ type meter struct {
 	txns, txItems, txWCU, putWCU int
 	byPK                         map[string]int
 	maxSize                      int
+	// written is the last item each committed write put, by "pk|sk"; table is the table written.
+	written map[string]map[string]ddbtypes.AttributeValue
+	table   string
+}
+
+func (m *meter) wrote(it map[string]ddbtypes.AttributeValue) {
+	if m.written == nil {
+		m.written = map[string]map[string]ddbtypes.AttributeValue{}
+	}
+	key := it["pk"].(*ddbtypes.AttributeValueMemberS).Value + "|" + it["sk"].(*ddbtypes.AttributeValueMemberS).Value
+	m.written[key] = it
 }
 
 func (m *meter) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
@@ -56,6 +67,7 @@ func (m *meter) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWri
 		// DynamoDB: a transactional write costs 2 write units per item per KB started.
 		m.txWCU += 2 * ((size + 1023) / 1024)
 		m.byPK[it.Put.Item["pk"].(*ddbtypes.AttributeValueMemberS).Value]++
+		m.wrote(it.Put.Item)
 	}
 	return out, nil
 }
@@ -66,6 +78,10 @@ func (m *meter) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...fun
 	defer m.mu.Unlock()
 	// A failed conditional put is billed too.
 	m.putWCU += (itemSize(in.Item) + 1023) / 1024
+	if err == nil {
+		m.wrote(in.Item)
+		m.table = *in.TableName
+	}
 	return out, err
 }
 

@@ -98,6 +98,7 @@ func (l *Ledger) count(ctx context.Context, e end, sp shape) (rec Recorded, agai
 			// The batch is listed as closed and not announced in the same transaction, so no
 			// crash or failed send can lose its announcement (Pending).
 			items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: &l.table, Item: pendingItem(e.batch, e.at)}})
+			m.expiresAt = l.expiry(e.at)
 		}
 		items = append(items, versioned(l.table, m.item(e.batch), prev))
 	}
@@ -306,6 +307,9 @@ func (l *Ledger) late(ctx context.Context, e end) (Recorded, error) {
 	}
 	if !e.at.IsZero() {
 		it["at"] = ts(e.at)
+	}
+	if exp := l.expiry(e.at); !exp.IsZero() {
+		it[ExpiresAttribute] = n(exp.Unix())
 	}
 	if _, err := l.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &l.table, Item: it}); err != nil {
 		return Recorded{}, fmt.Errorf("list job %s as late in batch %s: %w", e.job, e.batch, err)

@@ -42,6 +42,7 @@ func (l *Ledger) summary(ctx context.Context, id string, allDead bool) (Summary,
 	sum := Summary{
 		Batch: id, Expected: m.expected, Shards: m.shards, Counts: map[Outcome]int{},
 		OpenedAt: m.openedAt, Closed: m.closed(), ClosedAt: m.closedAt, ClosedBy: m.closedBy, Announced: m.announced,
+		ExpiresAt:         m.expiresAt,
 		DeadLetteredWhere: fmt.Sprintf("sfnlimit batch show %s --jobs (items DEAD#{job} under pk BATCH#%s#S{shard})", id, id),
 	}
 	if err := l.sumShards(ctx, &sum); err != nil {
@@ -172,6 +173,14 @@ func integer(it map[string]types.AttributeValue, k string) int64 {
 		return x
 	}
 	return 0
+}
+
+// epoch reads a number of seconds since the epoch (zero time when absent).
+func epoch(it map[string]types.AttributeValue, k string) time.Time {
+	if sec := integer(it, k); sec > 0 {
+		return time.Unix(sec, 0).UTC()
+	}
+	return time.Time{}
 }
 
 func stamp(it map[string]types.AttributeValue, k string) time.Time {

@@ -119,7 +119,7 @@ func (t *Tracker) Admit(ctx context.Context, j job.Job) error {
 	}
 	if j.BatchSize > 0 {
 		err := t.Ledger.Open(ctx, j.Batch, j.BatchSize, t.now())
-		if errors.Is(err, batch.ErrSizeMismatch) {
+		if errors.Is(err, batch.ErrSizeMismatch) || errors.Is(err, batch.ErrExpired) {
 			return &job.Error{Reason: job.ReasonInvalidBatch, Detail: err.Error()}
 		}
 		if err != nil {

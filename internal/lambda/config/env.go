@@ -3,7 +3,6 @@ package config
 import (
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -35,15 +34,15 @@ func FromEnv(getenv func(string) string) (Defaults, time.Duration, error) {
 	if err != nil {
 		return Defaults{}, 0, fmt.Errorf("TYPE_RELEASE_MODES: %w", err)
 	}
-	fallback, err := intEnv(getenv, "DEFAULT_LIMIT", 0)
+	fallback, err := NumberEnv(getenv, "DEFAULT_LIMIT", 0)
 	if err != nil {
 		return Defaults{}, 0, err
 	}
-	maxAttempts, err := intEnv(getenv, "DEFAULT_MAX_ATTEMPTS", 3)
+	maxAttempts, err := NumberEnv(getenv, "DEFAULT_MAX_ATTEMPTS", 3)
 	if err != nil {
 		return Defaults{}, 0, err
 	}
-	cache, err := intEnv(getenv, "CONFIG_CACHE_SECONDS", 30)
+	cache, err := NumberEnv(getenv, "CONFIG_CACHE_SECONDS", 30)
 	if err != nil {
 		return Defaults{}, 0, err
 	}
@@ -63,16 +62,4 @@ func FromEnv(getenv func(string) string) (Defaults, time.Duration, error) {
 		return Defaults{}, 0, err
 	}
 	return d, time.Duration(cache) * time.Second, nil
-}
-
-func intEnv(getenv func(string) string, name string, def int) (int, error) {
-	v := strings.TrimSpace(getenv(name))
-	if v == "" {
-		return def, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		return 0, fmt.Errorf("%s=%q is not a whole number", name, v)
-	}
-	return n, nil
 }

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/dlclark/regexp2"
 )
 
 // Ref is the attribute name AttrFunc receives for !Ref of a resource.
@@ -128,6 +130,9 @@ func (t *Template) Resolver(env Env) (*Resolver, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	if err := t.CheckRules(env.Parameters); err != nil {
+		return nil, err
+	}
 
 	// Conditions depend on parameters only: evaluate them all now, so that a resolver is
 	// read-only afterwards.
@@ -157,12 +162,8 @@ func (p Parameter) Check(v string) error {
 		return fmt.Errorf("parameter %s: %q is not one of %q", p.Name, v, p.AllowedValues)
 	}
 	if p.AllowedPattern != "" {
-		re, err := regexp.Compile(`^(?:` + p.AllowedPattern + `)$`)
-		if err != nil {
-			return fmt.Errorf("parameter %s: AllowedPattern: %w", p.Name, err)
-		}
-		if !re.MatchString(v) {
-			return fmt.Errorf("parameter %s: %q does not match %s", p.Name, v, p.AllowedPattern)
+		if err := p.matchPattern(v); err != nil {
+			return err
 		}
 	}
 	if p.MinLength != nil && len(v) < *p.MinLength {
@@ -181,6 +182,32 @@ func (p Parameter) Check(v string) error {
 		}
 		if p.MaxValue != nil && f > *p.MaxValue {
 			return fmt.Errorf("parameter %s: %s is above MaxValue %v", p.Name, v, *p.MaxValue)
+		}
+	}
+	return nil
+}
+
+// matchPattern checks v against AllowedPattern, which must match the whole value, or for a list
+// type each of its members (CloudFormation, "Parameters" syntax). CloudFormation's patterns are
+// Java regular expressions (CloudFormation User Guide, "Using regular expressions in CloudFormation
+// templates", cfn-regexes.html), with lookahead and back-references that Go's regexp lacks:
+// regexp2 reads those the same.
+func (p Parameter) matchPattern(v string) error {
+	re, err := regexp2.Compile(`^(?:`+p.AllowedPattern+`)$`, regexp2.None)
+	if err != nil {
+		return fmt.Errorf("parameter %s: AllowedPattern: %w", p.Name, err)
+	}
+	members := []string{v}
+	if isListType(p.Type) {
+		members = strings.Split(v, ",")
+	}
+	for _, m := range members {
+		ok, err := re.MatchString(m)
+		if err != nil {
+			return fmt.Errorf("parameter %s: AllowedPattern: %w", p.Name, err)
+		}
+		if !ok {
+			return fmt.Errorf("parameter %s: %q does not match %s", p.Name, m, p.AllowedPattern)
 		}
 	}
 	return nil

@@ -51,6 +51,7 @@ type Template struct {
 	byID       map[string]*resource
 	outputs    map[string]any
 	outputIDs  []string
+	rules      []Rule
 }
 
 type resource struct {
@@ -123,6 +124,10 @@ func Parse(data []byte, dir string) (*Template, error) {
 			return nil, err
 		}
 		t.params = append(t.params, p)
+	}
+
+	if t.rules, err = parseRules(top, orderedKeys(&root, "Rules")); err != nil {
+		return nil, err
 	}
 
 	resources := asMap(top["Resources"])

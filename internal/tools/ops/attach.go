@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -75,15 +76,18 @@ func ParseArnList(v string) []string {
 	return out
 }
 
-// appendNew returns list with arn at the end, unless it is there already; list is not changed.
+// appendNew returns the list a redeploy sets ExtraStateMachineArns to: list's state machine ARNs,
+// then arn's state machine unless it is there already. A version or alias ARN is dropped: it grants
+// nothing (IAM authorizes by the state machine's ARN) and the template refuses one. list is not
+// changed.
 func appendNew(list []string, arn string) []string {
-	out := append([]string(nil), list...)
-	for _, x := range list {
-		if x == arn {
-			return out
+	var out []string
+	for _, x := range append(slices.Clone(list), job.UnqualifiedStateMachine(arn)) {
+		if x == job.UnqualifiedStateMachine(x) && !slices.Contains(out, x) {
+			out = append(out, x)
 		}
 	}
-	return append(out, arn)
+	return out
 }
 
 // SamDeploy builds the sam deploy line that sets ExtraStateMachineArns on a deployed stack. On an

@@ -100,9 +100,12 @@ type BatchView struct {
 	OpenedAt time.Time  `json:"openedAt"`
 	ClosedAt *time.Time `json:"closedAt,omitempty"`
 	// Seconds is from the open to the close, or to now while the batch is open.
-	Seconds      float64    `json:"seconds"`
-	ClosedBy     string     `json:"closedBy,omitempty"`
-	Announced    bool       `json:"announced"`
+	Seconds   float64 `json:"seconds"`
+	ClosedBy  string  `json:"closedBy,omitempty"`
+	Announced bool    `json:"announced"`
+	// ExpiresAt is when the table's TTL may delete the closed batch (BatchRetentionDays after its
+	// close); absent while it is open, and for a batch closed with no retention.
+	ExpiresAt    *time.Time `json:"expiresAt,omitempty"`
 	FirstEndedAt *time.Time `json:"firstEndedAt,omitempty"`
 	LastEndedAt  *time.Time `json:"lastEndedAt,omitempty"`
 	// DeadLettered lists up to ledger.MaxListed "{type}/{id}" of jobs dead-lettered or refused (all
@@ -171,6 +174,9 @@ func BatchViewOf(sum ledger.Summary, now time.Time) BatchView {
 	if sum.Closed {
 		v.State, end = "closed", sum.ClosedAt
 		v.ClosedAt = ptrTime(sum.ClosedAt)
+		if !sum.ExpiresAt.IsZero() {
+			v.ExpiresAt = ptrTime(sum.ExpiresAt)
+		}
 	}
 	v.Seconds = end.Sub(sum.OpenedAt).Seconds()
 	if !sum.First.IsZero() {
@@ -234,6 +240,7 @@ func WriteBatch(w io.Writer, v BatchView) error {
 	if v.FirstEndedAt != nil {
 		fmt.Fprintf(tw, "  job ends\t%s to %s\n", stamp(*v.FirstEndedAt), stamp(*v.LastEndedAt))
 	}
+	fmt.Fprintf(tw, "  expires\t%s\n", expiry(v))
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -249,6 +256,17 @@ func WriteBatch(w io.Writer, v BatchView) error {
 		return writeBatchJobs(w, v.Jobs)
 	}
 	return nil
+}
+
+// expiry says when the table's TTL may delete the batch: never while it is open.
+func expiry(v BatchView) string {
+	switch {
+	case v.ClosedAt == nil:
+		return "not while open (BatchRetentionDays after the close)"
+	case v.ExpiresAt == nil:
+		return "never (closed with no retention)"
+	}
+	return stamp(*v.ExpiresAt) + " (DynamoDB's TTL deletes it within days after)"
 }
 
 func trimPercent(p float64) string { return strings.TrimSuffix(fmt.Sprintf("%.1f", p), ".0") }

@@ -94,13 +94,14 @@ func TestOpenBatch(t *testing.T) {
 func TestShowBatch(t *testing.T) {
 	ctx := context.Background()
 	tests := []struct {
-		name     string
-		size     int
-		ends     map[string]ledger.Outcome
-		late     bool
-		withJobs bool
-		want     []string
-		wantNot  []string
+		name      string
+		size      int
+		ends      map[string]ledger.Outcome
+		late      bool
+		withJobs  bool
+		retention time.Duration
+		want      []string
+		wantNot   []string
 	}{
 		{
 			name: "open", size: 8,
@@ -114,26 +115,34 @@ func TestShowBatch(t *testing.T) {
 				"  opened         2026-03-01T12:00:00Z\n",
 				"  open for       10m0s; 5 jobs to go\n",
 				"  job ends       2026-03-01T12:01:00Z to 2026-03-01T12:01:02Z\n",
+				"  expires        not while open (BatchRetentionDays after the close)\n",
 				"dead-lettered or refused: 2 (their messages are on the dead-letter queue: sfnlimit dlq list)\n  a/2\n  b/1\n",
 			},
-			wantNot: []string{"closed", "late", "jobs:"},
+			wantNot: []string{": closed", "  closed", "late", "jobs:"},
 		},
 		{
-			name: "closed, with a late job and every job", size: 2, late: true, withJobs: true,
+			name: "closed, with a late job and every job", size: 2, late: true, withJobs: true, retention: 30 * 24 * time.Hour,
 			ends: map[string]ledger.Outcome{"a/1": ledger.Succeeded, "a/2": ledger.Succeeded},
 			want: []string{
 				"batch b: closed, completion event not sent yet\n",
 				"  recorded       2/2 (100%)\n",
 				"  closed         2026-03-01T12:01:01Z (after 1m1s; closed by a/2)\n",
+				"  expires        2026-03-31T12:01:01Z (DynamoDB's TTL deletes it within days after)\n",
 				"late (ended after the batch closed, not counted): 1\n  JOB  OUTCOME        REDRIVE  ENDED\n  a/9  dead_lettered  0        2026-03-01T12:05:00.000Z\n",
 				"jobs: 2\n  JOB  OUTCOME    REDRIVE  ENDED\n  a/1  succeeded  0        2026-03-01T12:01:00.000Z\n  a/2  succeeded  0        2026-03-01T12:01:01.000Z\n",
 			},
 			wantNot: []string{"dead-lettered or refused"},
 		},
+		{
+			name: "closed with no retention", size: 1,
+			ends: map[string]ledger.Outcome{"a/1": ledger.Succeeded},
+			want: []string{"  expires        never (closed with no retention)\n"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			l := newLedger()
+			l.Retention = tt.retention
 			if err := l.Open(ctx, "b", tt.size, batchNow); err != nil {
 				t.Fatal(err)
 			}
@@ -159,8 +168,12 @@ func TestShowBatch(t *testing.T) {
 					t.Errorf("output has %q:\n%s", w, out.String())
 				}
 			}
-			if b, err := json.Marshal(v); err != nil || !bytes.Contains(b, []byte(`"counts":{"dead_lettered":`)) {
+			b, err := json.Marshal(v)
+			if err != nil || !bytes.Contains(b, []byte(`"counts":{"dead_lettered":`)) {
 				t.Errorf("JSON %s, %v: want counts per outcome", b, err)
+			}
+			if hasExpiry := bytes.Contains(b, []byte(`"expiresAt":`)); hasExpiry != (tt.retention > 0) {
+				t.Errorf("JSON %s: expiresAt present %v, want %v (closed with a retention)", b, hasExpiry, tt.retention > 0)
 			}
 		})
 	}
