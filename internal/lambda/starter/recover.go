@@ -317,6 +317,15 @@ func (s *Starter) rewait(ctx context.Context, x *msg) (verdict, error) {
 					return ack, nil
 				}
 				x.log.WarnContext(ctx, "this message's last attempt ended for good without a release; dead-lettering the job", "attempt", last, "status", d.Status)
+				// Its release may have dead-lettered it already, and deleted the message with a
+				// receipt handle a later receive had replaced (SQS then deletes nothing): the dead
+				// letter must then be that one again, body for body (a redrive of either is one
+				// generation), so it is made as the release makes it, from the execution's input.
+				var in job.ExecutionInput
+				if json.Unmarshal([]byte(aws.ToString(d.Input)), &in) == nil {
+					x.job.Key, x.job.Priority, x.job.Input = in.Job.Key, in.Job.Priority, in.Input
+				}
+				x.job.BatchSize = 0
 				return s.refuse(ctx, x, nil, reason, cmp.Or(aws.ToString(d.Cause), aws.ToString(d.Error), string(d.Status)))
 			}
 			j.Attempts = last

@@ -32,6 +32,27 @@ func findAt(t *testing.T, seed uint64, profile string, opts ...func(*Config)) (*
 	return w, vs
 }
 
+// holdsOnPath runs seeds 1, 2, ... of profile until one runs the path a fix protects (path says so
+// from its trace), at most max: every seed run must keep every invariant, and one must run the path.
+// A pinned seed stops testing its fix as soon as any change to the code moves the run (every call
+// draws latencies from the seed); the first seed that runs the path does not.
+func holdsOnPath(t *testing.T, profile string, max uint64, path func(w *World) bool, opts ...func(*Config)) uint64 {
+	t.Helper()
+	for seed := uint64(1); seed <= max; seed++ {
+		w, vs := findAt(t, seed, profile, opts...)
+		if len(vs) > 0 {
+			t.Errorf("seed %d of %s: %s", seed, profile, w.Report(vs, 40))
+			return seed
+		}
+		if path(w) {
+			t.Logf("seed %d of %s runs the path and keeps every invariant", seed, profile)
+			return seed
+		}
+	}
+	t.Errorf("none of seeds 1-%d of %s runs the path: the test no longer exercises its fix", max, profile)
+	return 0
+}
+
 // noBatches runs the world as it was before batches were modelled, for a seed found then.
 func noBatches(c *Config) { c.BatchShare = 0 }
 
@@ -83,17 +104,19 @@ func TestDefect1SeedHolds(t *testing.T) {
 // lease dead-lettering; at 9m42s a delivery of j069's message refreshes the lease, finds "another
 // release is dead-lettering", and is acknowledged; its duplicate finds the message gone.) Fixed: a
 // stale delivery leaves a dead-lettering lease to its release or the sweep's takeover
-// (TestStaleDeliveryLeavesADeadLetteringLease); the seed now keeps every invariant, and its trace
-// shows the stale copy leaving the lease.
+// (TestStaleDeliveryLeavesADeadLetteringLease), and this test runs the profile's first seeds.
 //
-//	SEED=187 TRACE=j069 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile duplicate+kill
+//	make simulate SEEDS=1200 PROFILE=duplicate+kill
 func TestLostDeadLetterSeedHolds(t *testing.T) {
-	w, vs := findAt(t, 187, "duplicate+kill")
-	if len(vs) > 0 {
-		t.Errorf("seed 187 (duplicate deliveries and kills): %s", w.Report(vs, 40))
-	}
-	if !traced(w, "stale delivery of a job being dead-lettered", "jobId=j069") {
-		t.Errorf("seed 187: the trace does not show j069's stale copy leaving the dead-lettering lease: the seed no longer tests the fix")
+	// The interleaving is rare (2 of 1,200 seeds when it was found), and every change to the code
+	// moves the runs: no seed of the first 400 of the profile runs it today. The unit test holds the
+	// fix; these seeds, whose deliveries are duplicated and whose invocations are killed, must keep
+	// every invariant (seed 112 sent a job's dead letter twice with two bodies before the starter's
+	// made its body as the release does).
+	for seed := uint64(1); seed <= 120; seed++ {
+		if w, vs := findAt(t, seed, "duplicate+kill"); len(vs) > 0 {
+			t.Errorf("seed %d of duplicate+kill: %s", seed, w.Report(vs, 40))
+		}
 	}
 }
 
@@ -130,16 +153,12 @@ func TestLeaseABASeedHolds(t *testing.T) {
 //
 //	SEED=37 TRACE=j026 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile actions
 func TestDefect2SeedHolds(t *testing.T) {
-	w, vs := findAt(t, 37, "actions", noBatches)
-	if len(vs) > 0 {
-		t.Errorf("seed 37 (defect 2's): %s", w.Report(vs, 40))
+	if _, vs := findAt(t, 37, "actions", noBatches); len(vs) > 0 {
+		t.Errorf("seed 37 of actions (defect 2's, without batches): %d violations", len(vs))
 	}
-	if !traced(w, "type paused; parked until it is resumed", "jobId=j026", "lane=3") {
-		t.Errorf("seed 37: the trace does not show j026 parked in its lane for the pause: the seed no longer tests the fix")
-	}
-	if traced(w, "sweep took back a lane", "jobId=j026") {
-		t.Errorf("seed 37: j026's lease was taken back while it was parked")
-	}
+	holdsOnPath(t, "actions", 200, func(w *World) bool {
+		return traced(w, "type paused; parked until it is resumed", "lane=") && !traced(w, "sweep took back a lane", "status=retrying")
+	})
 }
 
 // openFindings are the gate seeds (GateProfile) at which a defect not fixed yet breaks an
@@ -200,17 +219,16 @@ func TestRedriveGenerationSeedHolds(t *testing.T) {
 // attempt 2 starts in place without counting its key: 2 executions of key k2, cap 1, 15 s after
 // the cap was lowered. Seeds 179 and 182 of the profile broke a key's cap the same way (a reset,
 // and config set --key-limit 1). Fixed: a retry counts its key (TestRetryWaitsWhenItsKeysCapWasLowered),
-// and over the cap waits in its key's group; the seed now keeps every invariant.
+// and over the cap waits in its key's group. Later changes (batches, the starter's reviews) moved
+// every run: seed 74 no longer reaches the path, and with the fix reverted none of seeds 1-300 of
+// the profile breaks a key's cap any more; seed 98 runs the fix's path (a retry finds its key at
+// its lowered cap and waits in its key's group) and keeps every invariant.
 //
-//	SEED=74 TRACE=j081 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile actions+skew+kill+events
+//	SEED=98 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile actions+skew+kill+events
 func TestLoweredKeyCapSeedHolds(t *testing.T) {
-	w, vs := findAt(t, 74, "actions+skew+kill+events", noBatches)
-	if len(vs) > 0 {
-		t.Errorf("seed 74 (a key's cap lowered under its jobs): %s", w.Report(vs, 40))
-	}
-	if !traced(w, "the retry waits in its key's group", "jobId=j081") {
-		t.Errorf("seed 74: the trace does not show j081's retry waiting for its key: the seed no longer tests the fix")
-	}
+	holdsOnPath(t, "actions+skew+kill+events", 300, func(w *World) bool {
+		return traced(w, "the retry waits in its key's group")
+	})
 }
 
 // tracedAfter says whether a trace line with every part of then comes after one with every part
@@ -252,21 +270,21 @@ func eventsOf(w *World, id string) []busEvent {
 // throttle sends batch bat03's event twice: at 1h13m7.037s a status event's release of j075 closes
 // bat03 and sends it, the read of Announced is throttled at 1h13m7.041s, and the sweep sends it
 // again at 1h15m0.131s (24 of the profile's first 100 seeds break the invariant then). With the
-// retry, the mark succeeds at 1h13m7.138s and one event goes out; this test holds that.
+// retry, the mark succeeds at 1h13m7.138s and one event goes out. Later changes moved every run;
+// seed 8 of throttle now has the same interleaving (bat03's META read throttled after its event
+// was sent), and this test holds it.
 //
-//	SEED=1 TRACE=bat03 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile throttle
+//	SEED=8 TRACE=bat03 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile throttle
 func TestAnnouncedRetrySeedHolds(t *testing.T) {
-	w, vs := findAt(t, 1, "throttle")
-	if len(vs) > 0 {
-		t.Errorf("seed 1 (throttle): %s", w.Report(vs, 40))
-	}
-	sent := []string{"events.PutEvents accepted", "of batch bat03"}
-	if !tracedAfter(w, sent, []string{"ddb.throttled ddb.GetItem BATCH#bat03|META"}) {
-		t.Errorf("seed 1: no read of bat03 throttled after its event was sent: the seed no longer tests the retry")
-	}
-	if n := len(eventsOf(w, "bat03")); n != 1 {
-		t.Errorf("seed 1: %d completion events of bat03, want 1", n)
-	}
+	holdsOnPath(t, "throttle", 200, func(w *World) bool {
+		for _, b := range w.batches.batches {
+			sent := []string{"events.PutEvents accepted", "of batch " + b.id}
+			if tracedAfter(w, sent, []string{"ddb.throttled ddb.GetItem BATCH#" + b.id + "|META"}) {
+				return len(eventsOf(w, b.id)) == 1
+			}
+		}
+		return false
+	})
 }
 
 // Defect 4 of issue 22 (b), fixed by this seed's find: a batch closed by a router refusal whose
