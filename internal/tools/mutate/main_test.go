@@ -17,7 +17,8 @@ const moduleRoot = "../../.."
 var wantMutations = map[string]int{
 	"internal/lambda/lease/lease.go":       5, // a free lane's Put; Put and Delete on sameLease (2 clauses each)
 	"internal/lambda/waitroom/waitroom.go": 9, // Park (3 clauses), Unpark (messageId, the group, its 3 terms), Claim
-	"internal/lambda/batch/batch.go":       6, // Open, a shard's first and later writes, a job's record, putMeta, Announced
+	"internal/lambda/batch/batch.go":       2, // Open; updateMeta (putMeta and the announcement writes share it)
+	"internal/lambda/batch/record.go":      3, // a shard's first and later writes, a job's record
 }
 
 // TestEnumerateFindsEveryCondition: the check covers every condition of the current code, and a

@@ -167,7 +167,7 @@ func TestDefect2SeedHolds(t *testing.T) {
 // else. None is open: defect 2 of issue 22 was pinned here at seeds 1, 221, 230 and 306 until
 // its fix (TestDefect2SeedHolds). A change to what the gate profile draws (a new fault class in
 // "all") moves pinned seeds: survey the gate profile again and re-pin
-// (`make simulate SEEDS=500 PROFILE=all-duplicate`).
+// (`make simulate SEEDS=500 PROFILE=all`).
 var openFindings = map[uint64]string{}
 
 // expectOpenFindings takes the seeds of openFindings out of failed when they broke what they are
