@@ -323,18 +323,28 @@ func (s *Service) deadLetter(ctx context.Context, log *slog.Logger, req Request,
 // name gives on the state machine of the claim or else of the type's config. It is "" only when
 // neither is known (the type is no longer configured).
 func (s *Service) ExecutionArnOf(ctx context.Context, l lease.Lease) string {
+	arn, _ := s.executionArnOf(ctx, l)
+	return arn
+}
+
+// executionArnOf is ExecutionArnOf, with the error of a config that could not be read (throttled):
+// "" and no error only when the type is no longer configured.
+func (s *Service) executionArnOf(ctx context.Context, l lease.Lease) (string, error) {
 	if l.ExecutionArn != "" {
-		return l.ExecutionArn
+		return l.ExecutionArn, nil
 	}
 	sm := l.StateMachineArn
 	if sm == "" {
 		c, err := s.Config.Get(ctx, l.Type)
+		if errors.Is(err, config.ErrUnknownType) {
+			return "", nil
+		}
 		if err != nil {
-			return ""
+			return "", err
 		}
 		sm = c.StateMachineArn
 	}
-	return job.ExecutionArn(sm, job.RunName(l.Type, l.JobID, l.Redrive, l.Attempt))
+	return job.ExecutionArn(sm, job.RunName(l.Type, l.JobID, l.Redrive, l.Attempt)), nil
 }
 
 // namedExecution is the execution a lease's attempt runs as the lease itself records it: its ARN, or
@@ -353,7 +363,12 @@ func namedExecution(l lease.Lease) string {
 // submission rebuilds the job as a producer sent it, from its execution's input, so that a redrive
 // from the dead-letter queue runs the same job again.
 func (s *Service) submission(ctx context.Context, l lease.Lease) (string, error) {
-	arn := s.ExecutionArnOf(ctx, l)
+	arn, err := s.executionArnOf(ctx, l)
+	if err != nil {
+		// The config cannot be read now (throttled): the release is retried, rather than send a
+		// dead letter without the job's input, which would be lost for good.
+		return "", fmt.Errorf("read the state machine of job %s to dead-letter it: %w", l.JobID, err)
+	}
 	if arn == "" {
 		// No state machine is known for the type any more: the dead letter names the job, and its
 		// input is lost. Only a lease of a type removed from config, written before claims recorded

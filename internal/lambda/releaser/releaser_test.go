@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go"
 
+	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/deadletter"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
@@ -494,5 +496,52 @@ func TestDeadLetterKeepsTheJobsKey(t *testing.T) {
 	var s job.Submission
 	if err := json.Unmarshal([]byte(dead[0].Body), &s); err != nil || s.Key != "acme" {
 		t.Errorf("dead letter body = %s, want it to keep the job's key \"acme\" (redriven as is, it runs under the default key)", dead[0].Body)
+	}
+}
+
+// flakyOverrides is a config store whose reads fail while down (a throttled table).
+type flakyOverrides struct{ down bool }
+
+func (f *flakyOverrides) ListOverrides(context.Context) ([]config.Override, error) {
+	if f.down {
+		return nil, errors.New("ProvisionedThroughputExceededException")
+	}
+	return nil, nil
+}
+
+// A claim written before claims recorded their execution names its state machine only through the
+// type's config. When that config cannot be read (the table throttled), the resolver no longer
+// answers from older overrides: the release must fail and be retried, not dead-letter the job with
+// a body built without its execution, whose input is then lost for good (a redrive runs an empty job).
+func TestDeadLetterOfAnOldClaimWaitsForItsConfig(t *testing.T) {
+	r := newRig(t)
+	store := &flakyOverrides{}
+	res, err := config.NewResolver(config.Defaults{Limits: map[string]int{"reports": 3}, DefaultMaxAttempts: 3, StateMachineArn: smArn}, store, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.SetClock(r.clock.Now)
+	r.svc.Config = res
+	ctx := context.Background()
+	if _, err := res.Get(ctx, "reports"); err != nil { // a warm container: the config was read once
+		t.Fatal(err)
+	}
+	old := held("reports", 1, "r-1001", 3, lease.Starting)
+	old.ExecutionArn = "" // an earlier version's claim: no execution, no state machine recorded
+	r.leases.Set(old)
+	r.sfn.Put(execution("reports", 1, "r-1001", 3, `{"seconds":3}`, "FAILED", "JobFailed", ""))
+	r.clock.Advance(2 * time.Second)
+	store.down = true
+	give := req("reports", 1, "r-1001", 3, releaser.Failed, "JobFailed", "")
+	if got, err := r.svc.Release(ctx, give); err == nil {
+		t.Fatalf("Release() with the config unreadable = %q, nil; want an error (to be retried), not a dead letter without the job's input", got)
+	}
+	store.down = false
+	r.clock.Advance(2 * time.Second)
+	if got, err := r.svc.Release(ctx, give); err != nil || got != releaser.DeadLettered {
+		t.Fatalf("retried Release() = %q, %v; want dead-lettered", got, err)
+	}
+	if dead := r.sqs.Sent(dlqURL); len(dead) != 1 || dead[0].Body != `{"type":"reports","id":"r-1001","input":{"seconds":3},"redrive":1}` {
+		t.Errorf("dead letters = %+v, want one with the job's input", dead)
 	}
 }
