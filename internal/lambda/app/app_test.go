@@ -599,8 +599,8 @@ func TestReleaserHonoursTypeMaxAttempts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := h.Service.Config.MaxAttempts(context.Background(), "payments"); got != 5 {
-		t.Errorf("releaser MaxAttempts(payments) = %d, want 5", got)
+	if got, err := h.Service.Config.MaxAttempts(context.Background(), "payments"); err != nil || got != 5 {
+		t.Errorf("releaser MaxAttempts(payments) = %d, %v, want 5", got, err)
 	}
 }
 

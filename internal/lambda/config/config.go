@@ -436,22 +436,35 @@ func (r *Resolver) merge(typ string, ov map[string]Override) (TypeConfig, error)
 }
 
 // MaxAttempts returns a type's attempts per job, whether or not the type has a limit (a type may
-// have lost its limit while its jobs still run).
-func (r *Resolver) MaxAttempts(ctx context.Context, typ string) int {
+// have lost its limit while its jobs still run). It fails only when the table cannot be read and
+// this resolver never read it: the deployment's count alone could dead-letter a job early, its
+// override having raised it.
+func (r *Resolver) MaxAttempts(ctx context.Context, typ string) (int, error) {
 	c, err := r.Get(ctx, typ)
 	if err == nil {
-		return c.MaxAttempts
+		return c.MaxAttempts, nil
 	}
 	n := r.defaults.DefaultMaxAttempts
 	if v, ok := r.defaults.MaxAttempts[typ]; ok {
 		n = v
 	}
+	if errors.Is(err, ErrUnknownType) {
+		// Read, and the type has no limit: its override, if any, was merged into nothing.
+		if o, ok := r.lastGood()[typ]; ok && o.MaxAttempts > 0 {
+			n = o.MaxAttempts
+		}
+		return n, nil
+	}
 	// The table cannot be read: the last overrides read count, however old (an attempt count
 	// changes no cap, and a raised one must not dead-letter a job early).
-	if o, ok := r.lastGood()[typ]; ok && o.MaxAttempts > 0 {
+	last := r.lastGood()
+	if last == nil && r.store != nil {
+		return 0, err
+	}
+	if o, ok := last[typ]; ok && o.MaxAttempts > 0 {
 		n = o.MaxAttempts
 	}
-	return n
+	return n, nil
 }
 
 // All returns the effective configuration of every type that has a default or an override, sorted.

@@ -466,8 +466,8 @@ func TestResolverStoreErrors(t *testing.T) {
 		}
 		// An attempt count caps nothing: the last one read still counts (a raised one must not
 		// dead-letter a job early while the table is down).
-		if n := r.MaxAttempts(ctx, "payments"); n != 5 {
-			t.Errorf("MaxAttempts(payments) with the store down = %d, want the last override read, 5", n)
+		if n, err := r.MaxAttempts(ctx, "payments"); err != nil || n != 5 {
+			t.Errorf("MaxAttempts(payments) with the store down = %d, %v, want the last override read, 5", n, err)
 		}
 	})
 }

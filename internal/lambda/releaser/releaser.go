@@ -89,7 +89,7 @@ type describer interface {
 type configGetter interface {
 	Get(ctx context.Context, typ string) (config.TypeConfig, error)
 	All(ctx context.Context) ([]config.TypeConfig, error)
-	MaxAttempts(ctx context.Context, typ string) int
+	MaxAttempts(ctx context.Context, typ string) (int, error)
 }
 
 type deadLetterer interface {
@@ -232,7 +232,15 @@ func (s *Service) releaseLease(ctx context.Context, log *slog.Logger, req Reques
 		// Decided before, perhaps interrupted before the message was made visible: finish it.
 		return Retried, s.makeVisible(ctx, l)
 	}
-	maxAttempts := s.Config.MaxAttempts(ctx, req.Key.Type)
+	maxAttempts := 0
+	if req.Outcome == Failed {
+		var err error
+		if maxAttempts, err = s.Config.MaxAttempts(ctx, req.Key.Type); err != nil {
+			// Never read the type's attempts (a cold container, the table throttled): retried,
+			// not decided on the deployment's count, which an override may have raised.
+			return "", err
+		}
+	}
 	if req.Outcome == Failed && l.Attempt < maxAttempts {
 		next := l
 		next.Status = lease.Retrying

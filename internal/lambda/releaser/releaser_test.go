@@ -545,3 +545,43 @@ func TestDeadLetterOfAnOldClaimWaitsForItsConfig(t *testing.T) {
 		t.Errorf("dead letters = %+v, want one with the job's input", dead)
 	}
 }
+
+// attemptsOverride is a config store whose one override raises reports' attempts to 5, unreadable
+// while down.
+type attemptsOverride struct{ down bool }
+
+func (a *attemptsOverride) ListOverrides(context.Context) ([]config.Override, error) {
+	if a.down {
+		return nil, errors.New("ProvisionedThroughputExceededException")
+	}
+	return []config.Override{{Type: "reports", MaxAttempts: 5}}, nil
+}
+
+// A releaser container that has never read the table (a cold start while it is throttled) knows
+// only the deployment's attempts (3), which an override raised to 5: its release of a failed third
+// attempt must be retried, not dead-letter a job that has two attempts left.
+func TestColdReleaseWaitsForRaisedAttempts(t *testing.T) {
+	r := newRig(t)
+	store := &attemptsOverride{down: true}
+	res, err := config.NewResolver(config.Defaults{Limits: map[string]int{"reports": 3}, DefaultMaxAttempts: 3, StateMachineArn: smArn}, store, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.SetClock(r.clock.Now)
+	r.svc.Config = res
+	r.leases.Set(held("reports", 1, "r-1001", 3, lease.Starting))
+	r.sfn.Put(execution("reports", 1, "r-1001", 3, `{"seconds":3}`, "FAILED", "JobFailed", ""))
+	ctx := context.Background()
+	give := req("reports", 1, "r-1001", 3, releaser.Failed, "JobFailed", "")
+	if got, err := r.svc.Release(ctx, give); err == nil {
+		t.Fatalf("Release() before any config was read = %q, nil; want an error (to be retried), not a decision on the deployment's attempts", got)
+	}
+	if dead := r.sqs.Sent(dlqURL); len(dead) != 0 {
+		t.Fatalf("dead letters = %+v, want none: the job has attempts left", dead)
+	}
+	store.down = false
+	r.clock.Advance(2 * time.Second)
+	if got, err := r.svc.Release(ctx, give); err != nil || got != releaser.Retried {
+		t.Fatalf("retried Release() = %q, %v; want retried (attempt 3 of 5)", got, err)
+	}
+}
