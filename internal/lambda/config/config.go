@@ -458,7 +458,8 @@ func (r *Resolver) MaxAttempts(ctx context.Context, typ string) (int, error) {
 	// The table cannot be read: the last overrides read count, however old (an attempt count
 	// changes no cap, and a raised one must not dead-letter a job early).
 	last := r.lastGood()
-	if last == nil && r.store != nil {
+	if last == nil && r.store != nil && !errors.Is(err, errRefused) {
+		// (A set refused whole was read, and refused: the deployment's count stands.)
 		return 0, err
 	}
 	if o, ok := last[typ]; ok && o.MaxAttempts > 0 {

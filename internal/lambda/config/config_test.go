@@ -430,6 +430,10 @@ func TestResolverStoreErrors(t *testing.T) {
 		if all, err := r.All(ctx); !errors.Is(err, errDown) {
 			t.Errorf("All() = %v, %v, want an error wrapping the store's", all, err)
 		}
+		// Nothing read yet: the deployment's attempt count could be one an override raised.
+		if n, err := r.MaxAttempts(ctx, "payments"); !errors.Is(err, errDown) {
+			t.Errorf("MaxAttempts(payments) before any read = %d, %v, want the store's error", n, err)
+		}
 		// The failure is remembered for a second (a throttled table is not asked once per job),
 		// then the table is asked again: once it answers, Get works.
 		store.set([]config.Override{{Type: "payments", Limit: 8}}, nil)
@@ -628,6 +632,10 @@ func TestResolverRefusesOverridesOverQuota(t *testing.T) {
 	fresh, _ := config.NewResolver(d, store, time.Second)
 	if _, err := fresh.Get(context.Background(), "a"); err == nil || !strings.Contains(err.Error(), "quota") {
 		t.Errorf("first load of over-quota overrides: error = %v, want one naming the quota", err)
+	}
+	// A set refused whole was read: a release still decides on the deployment's attempt count.
+	if n, err := fresh.MaxAttempts(context.Background(), "a"); err != nil || n != 3 {
+		t.Errorf("MaxAttempts(a) with the first set refused = %d, %v; want the deployment's 3", n, err)
 	}
 }
 
