@@ -247,7 +247,13 @@ type Resolver struct {
 	// table that just refused (throttled, unreachable) once per job.
 	failedAt time.Time
 	failed   error
+	// serveStale answers from the last good overrides when the table cannot be read (ServeStale).
+	serveStale bool
 }
+
+// ServeStale makes the resolver answer from the last overrides it read, however old, when the
+// table cannot be read: for a reader whose choices cap nothing, never for one that starts jobs.
+func (r *Resolver) ServeStale() { r.serveStale = true }
 
 // failedFor is how long a failed read of the overrides is answered from memory.
 const failedFor = time.Second
@@ -301,6 +307,13 @@ func (r *Resolver) load(ctx context.Context) (map[string]Override, error) {
 	case errors.Is(err, errRefused) && r.overrides != nil:
 		// A set of overrides no deployment could run is refused whole: the last good one stays in
 		// force, and is asked again only after another cache period.
+		r.loadedAt = r.now()
+		return r.overrides, nil
+	case err != nil && r.serveStale && r.overrides != nil:
+		// A reader whose choices cap nothing (the router: a limit or pause it misses is enforced
+		// by the starter on fresh config) keeps the last good overrides rather than fail its jobs
+		// back to a queue that dead-letters them without a reason after 5 receives, and asks again
+		// after another cache period.
 		r.loadedAt = r.now()
 		return r.overrides, nil
 	case err != nil:

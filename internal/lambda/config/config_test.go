@@ -468,6 +468,12 @@ func TestResolverStoreErrors(t *testing.T) {
 		if reads := store.reads(); reads != 2 {
 			t.Errorf("store reads = %d, want 2 (the failed reload was tried)", reads)
 		}
+		// A reader whose choices cap nothing (the router) may answer from them.
+		r.ServeStale()
+		clock.Advance(2 * time.Second)
+		if got, err := r.Get(ctx, "payments"); err != nil || got.Limit != 8 {
+			t.Errorf("Get(payments) with the store down, serving stale = %+v, %v, want the last override read (limit 8)", got, err)
+		}
 		// An attempt count caps nothing: the last one read still counts (a raised one must not
 		// dead-letter a job early while the table is down).
 		if n, err := r.MaxAttempts(ctx, "payments"); err != nil || n != 5 {

@@ -295,6 +295,13 @@ func (m *mapping) invoke(msgs []*msg, counted bool) {
 		ev.Records = append(ev.Records, m.q.record(x))
 		handles[x.id] = x.handle
 	}
+	// Every draw of the world comes before the spawn: the handler starts at once, and may draw
+	// from the seed (the starter's back-off jitter) before its first call blocks at the gate.
+	duplicate := counted && m.w.rng.Float64() < m.w.cfg.Faults.Duplicate
+	var again time.Duration
+	if duplicate {
+		again = time.Duration(m.w.rng.Int64N(int64(2 * time.Second)))
+	}
 	h, put := m.handler()
 	m.w.spawn(m.name, m.timeout, func(ctx context.Context) (any, error) {
 		return h(ctx, ev)
@@ -321,9 +328,9 @@ func (m *mapping) invoke(msgs []*msg, counted bool) {
 		}
 		m.schedulePoll(m.w.now().Add(m.w.latency()))
 	}, put)
-	if counted && m.w.rng.Float64() < m.w.cfg.Faults.Duplicate {
+	if duplicate {
 		m.w.trace(m.name, "duplicate delivery of %d messages", len(msgs))
-		m.w.sched.after(time.Duration(m.w.rng.Int64N(int64(2*time.Second))), func() { m.invoke(msgs, false) })
+		m.w.sched.after(again, func() { m.invoke(msgs, false) })
 	}
 }
 
