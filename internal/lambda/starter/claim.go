@@ -115,16 +115,22 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 		}
 		cfg = *resumed
 	}
-	if l != nil && l.Status == lease.Retrying && cfg.CapsKeys() {
-		// A retry is a new start: it counts its key like a bind does. Binders counted this lease,
-		// so the key is over its cap only when the cap was lowered since; the job then waits in its
-		// key's group, with its attempts.
+	if l != nil && (l.Status == lease.Retrying || l.Status == lease.Starting) && cfg.CapsKeys() {
+		// A retry is a new start, and so is a claim whose start never went through: each counts
+		// its key like a bind does. Binders counted this lease, so the key is over its cap only
+		// when the cap was lowered since; the job then waits in its key's group, with its
+		// attempts. A claim whose execution exists runs (or ended) and is left to it.
 		over, err := s.keyOverCap(ctx, x, *l, cfg)
 		if err != nil {
 			return hold, err
 		}
+		if over && l.Status == lease.Starting {
+			if v, err, decided := s.confirm(ctx, x, *l); decided {
+				return v, err
+			}
+		}
 		if over {
-			return s.move(ctx, x, l, cfg, "key at its cap, lowered since the job's last attempt; the retry waits in its key's group")
+			return s.move(ctx, x, l, cfg, "key at its cap, lowered since the job's last attempt; the job waits in its key's group")
 		}
 	}
 	if l == nil && cfg.CapsKeys() {

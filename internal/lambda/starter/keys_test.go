@@ -248,3 +248,55 @@ func TestRetryWaitsWhenItsKeysCapWasLowered(t *testing.T) {
 		t.Errorf("starts = %v, want a-2's attempt 2 in its lane", got)
 	}
 }
+
+// The same for a claim whose start never went through (its invocation killed after the claim's
+// write): its next delivery would start the attempt, a new execution of its key, so it counts the
+// key too. A claim whose execution runs is left to run (found by the simulation's long run, seed
+// 2436 of all: a key reset to a cap of 1 while such a claim waited, then 2 executions of the key).
+func TestUnstartedClaimWaitsWhenItsKeysCapWasLowered(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		execution bool
+		wantMoved bool
+	}{
+		{name: "never started: moved with its attempts", wantMoved: true},
+		{name: "its execution runs: held in its lane", execution: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			r := newRigStrategy(t, map[string]int{"llm": 4}, lane.FirstFree)
+			res, err := config.NewResolver(config.Defaults{
+				Limits: map[string]int{"llm": 4}, KeyLimits: map[string]int{"llm": 1}, DefaultMaxAttempts: 3, StateMachineArn: smArn,
+			}, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.st.Config, r.rel.Config = res, res
+			running := leaseOf("llm", 1, "a-1", 1, lease.Starting, 1)
+			running.JobKey = "acme"
+			r.leases.Set(running)
+			claim := leaseOf("llm", 2, "a-2", 2, lease.Starting, 2)
+			claim.JobKey = "acme"
+			r.leases.Set(claim) // written 20 minutes ago, past DescribeSettle
+			m := keyed(t, job.GroupID("llm", 2), "acme", "a-2", 3)
+			if tt.execution {
+				x := execution("llm", 2, "a-2", 2, sfntypes.ExecutionStatusRunning, "", "")
+				x.Input = withMessageID(t, x.Input, m.MessageId)
+				r.sfn.Put(x)
+			}
+			if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{m}}); err != nil {
+				t.Fatal(err)
+			}
+			if got := startNames(r.sfn); len(got) != 0 {
+				t.Errorf("starts = %v, want none: acme runs its cap of 1", got)
+			}
+			cs := copies(t, r)
+			if moved := len(cs) == 1 && cs[0].group == "llm#acme" && cs[0].attempt == 1; moved != tt.wantMoved {
+				t.Errorf("copies = %+v, want a-2 moved to llm#acme with its 1 attempt: %v", cs, tt.wantMoved)
+			}
+			if _, held := r.leases.Lease(lease.Key{Type: "llm", Lane: 2}); held == tt.wantMoved {
+				t.Errorf("lane 2 held: %v, want %v", held, !tt.wantMoved)
+			}
+		})
+	}
+}

@@ -227,7 +227,7 @@ func TestRedriveGenerationSeedHolds(t *testing.T) {
 //	SEED=98 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile actions+skew+kill+events
 func TestLoweredKeyCapSeedHolds(t *testing.T) {
 	holdsOnPath(t, "actions+skew+kill+events", 300, func(w *World) bool {
-		return traced(w, "the retry waits in its key's group")
+		return traced(w, "the job waits in its key's group")
 	})
 }
 
