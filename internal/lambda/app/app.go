@@ -198,7 +198,7 @@ func RouterOn(env Env, c Services, log *slog.Logger, opts ...Option) (*router.Ro
 	if err != nil {
 		return nil, err
 	}
-	res.ServeStale() // the router caps nothing: the starter checks every start on fresh config
+	res.ServeStale()                                      // the router caps nothing: the starter checks every start on fresh config
 	maxBacklog, err := env.number("MAX_LANES_BACKLOG", 0) // 0: no bound
 	if err != nil {
 		return nil, err
