@@ -198,7 +198,9 @@ func RouterOn(env Env, c Services, log *slog.Logger, opts ...Option) (*router.Ro
 	if err != nil {
 		return nil, err
 	}
-	res.ServeStale()                                      // the router caps nothing: the starter checks every start on fresh config
+	// The router caps nothing (the starter checks every start on fresh config): it may route on
+	// the last overrides it read while the table cannot be read.
+	res.ServeStale()
 	maxBacklog, err := env.number("MAX_LANES_BACKLOG", 0) // 0: no bound
 	if err != nil {
 		return nil, err
