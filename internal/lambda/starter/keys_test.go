@@ -17,9 +17,15 @@ import (
 // newKeyRig is a rig whose type llm has 4 lanes and caps every key at 2.
 func newKeyRig(t *testing.T) *rig {
 	t.Helper()
+	return newKeyRigCapped(t, 2)
+}
+
+// newKeyRigCapped is newKeyRig with every key of llm capped at keyCap.
+func newKeyRigCapped(t *testing.T, keyCap int) *rig {
+	t.Helper()
 	r := newRigStrategy(t, map[string]int{"llm": 4}, lane.FirstFree)
 	res, err := config.NewResolver(config.Defaults{
-		Limits: map[string]int{"llm": 4}, KeyLimits: map[string]int{"llm": 2}, DefaultMaxAttempts: 3, StateMachineArn: smArn,
+		Limits: map[string]int{"llm": 4}, KeyLimits: map[string]int{"llm": keyCap}, DefaultMaxAttempts: 3, StateMachineArn: smArn,
 	}, nil, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -211,14 +217,7 @@ func TestJobInALaneWaitsForItsKeyCap(t *testing.T) {
 // actions+skew+kill+events: a retry in place ran 2 executions of a key whose cap was lowered to 1).
 func TestRetryWaitsWhenItsKeysCapWasLowered(t *testing.T) {
 	ctx := context.Background()
-	r := newRigStrategy(t, map[string]int{"llm": 4}, lane.FirstFree)
-	res, err := config.NewResolver(config.Defaults{
-		Limits: map[string]int{"llm": 4}, KeyLimits: map[string]int{"llm": 1}, DefaultMaxAttempts: 3, StateMachineArn: smArn,
-	}, nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.st.Config, r.rel.Config = res, res
+	r := newKeyRigCapped(t, 1)
 	running := leaseOf("llm", 1, "a-1", 1, lease.Starting, 1)
 	running.JobKey = "acme"
 	r.leases.Set(running)
@@ -264,14 +263,7 @@ func TestUnstartedClaimWaitsWhenItsKeysCapWasLowered(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
-			r := newRigStrategy(t, map[string]int{"llm": 4}, lane.FirstFree)
-			res, err := config.NewResolver(config.Defaults{
-				Limits: map[string]int{"llm": 4}, KeyLimits: map[string]int{"llm": 1}, DefaultMaxAttempts: 3, StateMachineArn: smArn,
-			}, nil, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r.st.Config, r.rel.Config = res, res
+			r := newKeyRigCapped(t, 1)
 			running := leaseOf("llm", 1, "a-1", 1, lease.Starting, 1)
 			running.JobKey = "acme"
 			r.leases.Set(running)
