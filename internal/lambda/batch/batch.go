@@ -234,6 +234,13 @@ func (l *Ledger) Open(ctx context.Context, id string, expected int, at time.Time
 		return err
 	}
 	if err := l.checkNotExpired(ctx, id); err != nil {
+		if errors.Is(err, ErrExpired) {
+			// Or opened meanwhile by another job, which counted one since (its batch item is
+			// written before any count): expired only if the batch item is still absent.
+			if again := l.sameSize(ctx, id, expected); !errors.Is(again, ErrNotOpen) {
+				return again
+			}
+		}
 		return err
 	}
 	m := meta{expected: expected, shards: l.ShardsFor(expected), version: 1, openedAt: at}

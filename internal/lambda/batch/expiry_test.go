@@ -124,3 +124,53 @@ func expire(t *testing.T, m *meter, pk string) {
 		t.Fatal(err)
 	}
 }
+
+// openRacer lets another ledger open a batch and count a job in it between the two reads of an
+// Open that found no batch item: just after Open's read of the batch item (absent), as two routers
+// taking the first jobs of one batch at once do.
+type openRacer struct {
+	db
+	race func()
+}
+
+func (r *openRacer) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	out, err := r.db.GetItem(ctx, in, o...)
+	if sk, _ := in.Key["sk"].(*ddbtypes.AttributeValueMemberS); err == nil && out.Item == nil && sk != nil && sk.Value == "META" && r.race != nil {
+		race := r.race
+		r.race = nil
+		race()
+	}
+	return out, err
+}
+
+// A batch opened by another job between Open's read of the batch item and its check for an
+// expired batch of the id: shard 0 has a count by then, as an expired batch's does, but the batch
+// item is there. Open must take the batch for open (its size checked), not expired: refusing the
+// job as invalid_batch counted a valid job of an open batch as refused (seed 10080 of all).
+func TestOpenRacingAnotherOpenIsNotExpired(t *testing.T) {
+	forBoth(t, 2, func(t *testing.T, l *batch.Ledger, m *meter) {
+		ctx := context.Background()
+		if err := l.Open(ctx, "table", 1, t0); err != nil { // m.table names the table then
+			t.Fatal(err)
+		}
+		for _, tt := range []struct {
+			id   string
+			size int
+			want error
+		}{{"race", 2, nil}, {"race-size", 3, batch.ErrSizeMismatch}} {
+			r := &openRacer{db: m, race: func() {
+				if err := l.Open(ctx, tt.id, 2, t0); err != nil { // one shard: the job counts in shard 0
+					t.Fatal(err)
+				}
+				record(t, l, tt.id, "first", 0, batch.Refused, 0)
+			}}
+			racing := batch.New(r, m.table)
+			if err := racing.Open(ctx, tt.id, tt.size, t0); !errors.Is(err, tt.want) || (tt.want == nil && err != nil) {
+				t.Errorf("Open(%s, %d) racing another open of size 2 = %v, want %v", tt.id, tt.size, err, tt.want)
+			}
+			if r.race != nil {
+				t.Fatalf("Open(%s) never read an absent batch item: the race was not run", tt.id)
+			}
+		}
+	})
+}
