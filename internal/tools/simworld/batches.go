@@ -90,6 +90,9 @@ func (w *World) batchWorkload() {
 				next++
 			}
 		}
+		if w.cfg.BatchBurst > 0 && r.Float64() < w.cfg.BatchBurst {
+			w.burst(bs)
+		}
 		for _, j := range bs.members {
 			b.of[j.k] = bs
 		}
@@ -121,6 +124,18 @@ func (w *World) refusedMember(bs *batchSpec, i int) *jobSpec {
 	w.jobs[j.k] = j
 	w.order = append(w.order, j)
 	return j
+}
+
+// burst sends bs's jobs within 2 s of its first, as a producer sending a file of jobs does
+// (`sfnlimit submit --batch`): routers take its first jobs at once, and open the batch at once.
+func (w *World) burst(bs *batchSpec) {
+	first := bs.members[0].submitAt
+	for _, m := range bs.members {
+		first = min(first, m.submitAt)
+	}
+	for _, m := range bs.members {
+		m.submitAt = first + time.Duration(w.batches.rng.Int64N(int64(2*time.Second)))
+	}
 }
 
 // bodyOf is the message a producer sends for j.

@@ -298,11 +298,17 @@ func errCode(err error) string {
 }
 
 func (d ddbClient) GetItem(ctx context.Context, in *dynamodb.GetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	c, err := d.read(ctx, "ddb.GetItem", keyString(in.Key))
+	k := keyString(in.Key)
+	c, err := d.read(ctx, "ddb.GetItem", k)
 	if err != nil {
 		return nil, err
 	}
 	out, err := d.t.GetItem(ctx, in)
+	if err == nil && c.proc != nil && strings.HasPrefix(k, "BATCH#") {
+		// The ledger's reads, by reader: a race between one's reads and another's writes (two
+		// opens of a batch) shows in the batch's trace.
+		d.w.trace(k, "ddb.get %s by %s -> %s", k, c.proc.name, map[bool]string{true: "found", false: "absent"}[out.Item != nil])
+	}
 	return after(c, out, err)
 }
 

@@ -338,3 +338,46 @@ func TestFindsLaneHeldByAnOutage(t *testing.T) {
 		t.Errorf("seed 33: the trace does not show j097's release failing for its batch's event")
 	}
 }
+
+// Two opens of one batch at once (found by the long run at seed 10080 of all): a router's Open
+// read the batch item (absent), stalled 3.5 s (a slow call), and read shard 0's count to check
+// that no batch of the id had expired; meanwhile another router opened the batch and recorded
+// the refusal of one of its jobs (no type) in shard 0. The first router took the count for an
+// expired batch's and refused its job (j073) as invalid_batch, a valid job of an open batch
+// counted as refused; redriven, the job succeeded, and the batch's counts and completion event
+// said refused where its job succeeded. Fixed: an Open that finds shard 0 counted reads the
+// batch item again, and only a batch item still absent is an expired batch
+// (TestOpenRacingAnotherOpenIsNotExpired). The race needs a batch's first jobs routed at once
+// and a slow read: this test sends every batch's jobs in a burst and stalls one call in ten, and
+// holds the first seed of all whose trace has a router read the batch item absent and then shard
+// 0 counted; no job of the workload, whose batches are all valid, may be refused invalid_batch.
+//
+//	SEED=10080 TRACE=bat06 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile all
+func TestOpenRaceSeedHolds(t *testing.T) {
+	burst := func(c *Config) { c.BatchBurst, c.Faults.Slow = 1, 0.1 }
+	holdsOnPath(t, "all", 100, func(w *World) bool {
+		if traced(w, "job refused", "reason=invalid_batch") {
+			t.Errorf("a job of a valid batch was refused invalid_batch")
+		}
+		return openRaced(w)
+	}, burst)
+}
+
+// openRaced says whether a reader of a batch's item found it absent and its next read of the
+// ledger found the batch's shard 0 counted: another job opened the batch and counted in it between
+// the two reads of an Open.
+func openRaced(w *World) bool {
+	last := map[string]string{} // reader -> its last read of the ledger, "key result"
+	for _, l := range w.traceLog {
+		f := strings.Fields(l.text) // ddb.get KEY by READER -> RESULT
+		if len(f) != 6 || f[0] != "ddb.get" {
+			continue
+		}
+		key, by, res := f[1], f[3], f[5]
+		if id, ok := strings.CutSuffix(key, "#S000|COUNT"); ok && res == "found" && last[by] == id+"|META absent" {
+			return true
+		}
+		last[by] = key + " " + res
+	}
+	return false
+}

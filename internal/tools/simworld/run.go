@@ -62,6 +62,9 @@ type Config struct {
 	Jobs int
 	// BatchShare is about the share of jobs sent in batches (batches.go; 0: none).
 	BatchShare float64
+	// BatchBurst is the share of batches whose jobs are all sent within 2 s of the first (0: none,
+	// and nothing is drawn for it, so that runs without it stay as they were).
+	BatchBurst float64
 	Faults     Faults
 	// Visibility is the lanes queue's visibility timeout (FIFO_VISIBILITY_TIMEOUT).
 	Visibility       time.Duration
