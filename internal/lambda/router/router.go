@@ -74,9 +74,9 @@ type batchAdmitter interface {
 const BatchWaitReceives = 3
 
 type backlogGauge interface {
-	// Reserve says whether n more jobs may go to the lanes queue (and counts them), with the
-	// depth it estimates; on an error the jobs may go (ok is true).
-	Reserve(ctx context.Context, n int) (ok bool, depth int, err error)
+	// Reserve says which types of n (jobs per type) may not go to the lanes queue now (held;
+	// the others' jobs are counted), with the depth it estimates; on an error every type may go.
+	Reserve(ctx context.Context, n map[string]int) (held map[string]bool, depth int, err error)
 }
 
 // routed is a job of the batch on its way to a lane.
@@ -145,15 +145,28 @@ func (r *Router) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 		jobs = append(jobs, x)
 	}
 	if len(jobs) > 0 && r.Backlog != nil && r.Hold != nil {
-		ok, depth, err := r.Backlog.Reserve(ctx, len(jobs))
+		n := map[string]int{}
+		for _, x := range jobs {
+			n[x.j.Type]++
+		}
+		held, depth, err := r.Backlog.Reserve(ctx, n)
 		if err != nil {
 			// Route as if the lanes queue had room: holding every job on a failed read would
 			// stop the limiter for nothing; the next reading decides again.
 			r.Log.WarnContext(ctx, "lanes queue depth not read; routing", "error", err)
 		}
-		if !ok {
-			r.hold(ctx, jobs, depth, fail)
-			return resp, nil
+		if len(held) > 0 {
+			// Only the held types' jobs wait: a type flooding the backlog holds back no other.
+			var hold, route []*routed
+			for _, x := range jobs {
+				if held[x.j.Type] {
+					hold = append(hold, x)
+				} else {
+					route = append(route, x)
+				}
+			}
+			r.hold(ctx, hold, depth, fail)
+			jobs = route
 		}
 	}
 	var (
