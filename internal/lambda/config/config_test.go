@@ -75,7 +75,23 @@ func TestDefaultsValidate(t *testing.T) {
 		{name: "no limits, fallback only", give: config.Defaults{FallbackLimit: 10, DefaultMaxAttempts: 1}},
 		{name: "nothing configured", give: config.Defaults{DefaultMaxAttempts: 3}},
 		{name: "sum just under the quota", give: config.Defaults{Limits: map[string]int{"a": 100000, "b": 19999}, DefaultMaxAttempts: 3}},
-		{name: "sum with fallback just under the quota", give: config.Defaults{Limits: map[string]int{"a": 100000}, FallbackLimit: 19999, DefaultMaxAttempts: 3}},
+		{name: "sum with fallback just under the quota", give: config.Defaults{Limits: map[string]int{"a": 100000}, FallbackLimit: 1999, DefaultMaxAttempts: 3}},
+		{name: "one unlisted type, fallback just under the quota", give: config.Defaults{Limits: map[string]int{"a": 100000}, FallbackLimit: 19999, UnlistedTypes: 1, DefaultMaxAttempts: 3}},
+		{
+			// Every unlisted type may take the fallback's lanes: it counts once per type that may
+			// hold lanes at once (10 when UnlistedTypes is unset), not once in all.
+			name:        "every unlisted type counts",
+			give:        config.Defaults{Limits: map[string]int{"a": 100000}, FallbackLimit: 19999, DefaultMaxAttempts: 3},
+			wantErr:     true,
+			wantInError: []string{"UNLISTED_TYPES_LIMIT", "299990", "quota"},
+		},
+		{
+			name:        "unlisted types over the quota",
+			give:        config.Defaults{FallbackLimit: 200, UnlistedTypes: 600, DefaultMaxAttempts: 3},
+			wantErr:     true,
+			wantInError: []string{"120000", "quota"},
+		},
+		{name: "too many unlisted types", give: config.Defaults{FallbackLimit: 1, UnlistedTypes: config.MaxUnlistedTypes + 1, DefaultMaxAttempts: 3}, wantErr: true, wantInError: []string{"UNLISTED_TYPES_LIMIT"}},
 		{
 			name:        "sum at the quota",
 			give:        config.Defaults{Limits: map[string]int{"a": 100000, "b": 20000}, DefaultMaxAttempts: 3},
@@ -90,7 +106,7 @@ func TestDefaultsValidate(t *testing.T) {
 		},
 		{
 			name:        "fallback takes the sum to the quota",
-			give:        config.Defaults{Limits: map[string]int{"a": 100000}, FallbackLimit: 20000, DefaultMaxAttempts: 3},
+			give:        config.Defaults{Limits: map[string]int{"a": 100000}, FallbackLimit: 2000, DefaultMaxAttempts: 3},
 			wantErr:     true,
 			wantInError: []string{"120000", "quota"},
 		},
@@ -137,7 +153,7 @@ func TestFromEnv(t *testing.T) {
 		{
 			name:      "nothing set",
 			give:      map[string]string{},
-			want:      config.Defaults{Limits: map[string]int{}, MaxAttempts: map[string]int{}, DefaultMaxAttempts: 3, Releases: map[string]string{}, KeyLimits: map[string]int{}, Rates: map[string]config.Rate{}},
+			want:      config.Defaults{Limits: map[string]int{}, MaxAttempts: map[string]int{}, DefaultMaxAttempts: 3, UnlistedTypes: config.DefaultUnlistedTypes, Releases: map[string]string{}, KeyLimits: map[string]int{}, Rates: map[string]config.Rate{}},
 			wantCache: 30 * time.Second,
 		},
 		{
@@ -145,6 +161,7 @@ func TestFromEnv(t *testing.T) {
 			give: map[string]string{
 				"TYPE_LIMITS":          "payments=50,reports=5",
 				"DEFAULT_LIMIT":        "2",
+				"UNLISTED_TYPES_LIMIT": "3",
 				"DEFAULT_MAX_ATTEMPTS": "4",
 				"TYPE_MAX_ATTEMPTS":    "payments=5",
 				"STATE_MACHINE_ARN":    " arn:aws:states:us-east-1:123456789012:stateMachine:work ",
@@ -158,6 +175,7 @@ func TestFromEnv(t *testing.T) {
 			want: config.Defaults{
 				Limits:             map[string]int{"payments": 50, "reports": 5},
 				FallbackLimit:      2,
+				UnlistedTypes:      3,
 				MaxAttempts:        map[string]int{"payments": 5},
 				DefaultMaxAttempts: 4,
 				StateMachineArn:    "arn:aws:states:us-east-1:123456789012:stateMachine:work",
@@ -172,7 +190,7 @@ func TestFromEnv(t *testing.T) {
 		{
 			name:      "spaces around numbers",
 			give:      map[string]string{"DEFAULT_LIMIT": " 7 ", "DEFAULT_MAX_ATTEMPTS": " 2", "CONFIG_CACHE_SECONDS": "5 "},
-			want:      config.Defaults{Limits: map[string]int{}, MaxAttempts: map[string]int{}, FallbackLimit: 7, DefaultMaxAttempts: 2, Releases: map[string]string{}, KeyLimits: map[string]int{}, Rates: map[string]config.Rate{}},
+			want:      config.Defaults{Limits: map[string]int{}, MaxAttempts: map[string]int{}, FallbackLimit: 7, UnlistedTypes: config.DefaultUnlistedTypes, DefaultMaxAttempts: 2, Releases: map[string]string{}, KeyLimits: map[string]int{}, Rates: map[string]config.Rate{}},
 			wantCache: 5 * time.Second,
 		},
 		{name: "bad TYPE_LIMITS", give: map[string]string{"TYPE_LIMITS": "payments=zero"}, wantErr: "TYPE_LIMITS"},
@@ -635,6 +653,16 @@ func TestResolverRefusesOverridesOverQuota(t *testing.T) {
 	if _, err := r.Get(context.Background(), "b"); err == nil {
 		t.Errorf("Get(b) = nil error; want b unknown, its override refused")
 	}
+	// The fallback counts once per unlisted type that may hold lanes: 100 + 19,000 x 5 + 24,900.
+	store.list = []config.Override{{Type: "a", Limit: 100}, {Type: "c", Limit: 24900}}
+	un, err := config.NewResolver(config.Defaults{Limits: map[string]int{"a": 1000}, FallbackLimit: 19000, UnlistedTypes: 5, DefaultMaxAttempts: 3}, store, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := un.Get(context.Background(), "c"); err == nil || !strings.Contains(err.Error(), "quota") {
+		t.Errorf("overrides over the quota with the unlisted types' lanes: error = %v, want one naming the quota", err)
+	}
+	store.list = []config.Override{{Type: "a", Limit: 100}, {Type: "b", Limit: 119950}}
 	fresh, _ := config.NewResolver(d, store, time.Second)
 	if _, err := fresh.Get(context.Background(), "a"); err == nil || !strings.Contains(err.Error(), "quota") {
 		t.Errorf("first load of over-quota overrides: error = %v, want one naming the quota", err)

@@ -24,6 +24,7 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/sqsbatch"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/unlisted"
 )
 
 type configGetter interface {
@@ -57,6 +58,14 @@ type Router struct {
 	// Batches opens the batch of a job carrying batchSize and checks that any other job's batch is
 	// open (nil: jobs' batches are not tracked).
 	Batches batchAdmitter
+	// Unlisted bounds the types that run on the fallback limit (nil: no bound): a job of such a
+	// type routes only once its type holds a slot, and is refused when other types hold them all.
+	Unlisted slotTaker
+}
+
+type slotTaker interface {
+	// Take makes sure typ holds an unlisted type's slot; unlisted.ErrFull when none is free.
+	Take(ctx context.Context, typ string) error
 }
 
 type batchAdmitter interface {
@@ -304,6 +313,18 @@ func (r *Router) check(ctx context.Context, m events.SQSMessage) (*routed, error
 	}
 	if err != nil {
 		return x, err
+	}
+	if cfg.Source == config.SourceFallback && r.Unlisted != nil {
+		err := r.Unlisted.Take(ctx, j.Type)
+		if errors.Is(err, unlisted.ErrFull) {
+			return x, &job.Error{Reason: job.ReasonUnlistedTypes, Detail: fmt.Sprintf(
+				"type %s has no limit of its own and runs on the default limit, and as many other such types "+
+					"as UnlistedTypesLimit allows hold lanes (%v): list the type (TypeLimits, or sfnlimit config set) "+
+					"and redrive the job", j.Type, err)}
+		}
+		if err != nil {
+			return x, err
+		}
 	}
 	x.cfg = cfg
 	return x, nil
