@@ -53,7 +53,7 @@ type TypeConfig struct {
 // SourceFallback is the Source of a type that runs on DEFAULT_LIMIT: an unlisted type.
 const SourceFallback = "fallback"
 
-// DefaultUnlistedTypes is UNLISTED_TYPES_LIMIT when unset.
+// DefaultUnlistedTypes is the most unlisted types UNLISTED_TYPES_LIMIT 0 (unset) lets hold lanes.
 const DefaultUnlistedTypes = 10
 
 // Defaults is the deployment's configuration, from template parameters.
@@ -61,7 +61,7 @@ type Defaults struct {
 	Limits        map[string]int
 	FallbackLimit int // DEFAULT_LIMIT: limit of a type not in Limits; 0 refuses such types
 	// UnlistedTypes is how many types may run on FallbackLimit at once (UNLISTED_TYPES_LIMIT; 0:
-	// DefaultUnlistedTypes): the router refuses the jobs of any more (internal/lambda/unlisted).
+	// as many as fit, Unlisted): the router refuses the jobs of any more (internal/lambda/unlisted).
 	UnlistedTypes      int
 	MaxAttempts        map[string]int
 	DefaultMaxAttempts int
@@ -190,12 +190,22 @@ func ParseMaxAttempts(s string) (map[string]int, error) {
 	return out, nil
 }
 
-// Unlisted is how many types may run on the fallback limit at once.
+// Unlisted is how many types may run on the fallback limit at once: UnlistedTypes, else as many
+// as fit under the in-flight quota beside the listed limits, at most DefaultUnlistedTypes and at
+// least 1 (a fallback that does not fit once is refused by Validate). So a deployment that sets
+// only DefaultLimit, valid when the fallback counted once, stays valid with fewer unlisted types.
 func (d Defaults) Unlisted() int {
 	if d.UnlistedTypes > 0 {
 		return d.UnlistedTypes
 	}
-	return DefaultUnlistedTypes
+	if d.FallbackLimit <= 0 {
+		return DefaultUnlistedTypes // no type runs on it
+	}
+	listed := 0
+	for _, n := range d.Limits {
+		listed = min(listed+max(n, 0), MaxInFlight) // no wrap-around on absurd limits
+	}
+	return max(1, min(DefaultUnlistedTypes, (MaxInFlight-1-listed)/d.FallbackLimit))
 }
 
 // unlistedLanes is the most lanes the types on the fallback limit hold together: each of the

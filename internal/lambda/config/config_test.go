@@ -75,13 +75,14 @@ func TestDefaultsValidate(t *testing.T) {
 		{name: "no limits, fallback only", give: config.Defaults{FallbackLimit: 10, DefaultMaxAttempts: 1}},
 		{name: "nothing configured", give: config.Defaults{DefaultMaxAttempts: 3}},
 		{name: "sum just under the quota", give: config.Defaults{Limits: map[string]int{"a": 100000, "b": 19999}, DefaultMaxAttempts: 3}},
-		{name: "sum with fallback just under the quota", give: config.Defaults{Limits: map[string]int{"a": 100000}, FallbackLimit: 1999, DefaultMaxAttempts: 3}},
+		{name: "sum with fallback just under the quota", give: config.Defaults{Limits: map[string]int{"a": 100000}, FallbackLimit: 1999, UnlistedTypes: 10, DefaultMaxAttempts: 3}},
 		{name: "one unlisted type, fallback just under the quota", give: config.Defaults{Limits: map[string]int{"a": 100000}, FallbackLimit: 19999, UnlistedTypes: 1, DefaultMaxAttempts: 3}},
+		{name: "unset: as many unlisted types as fit", give: config.Defaults{Limits: map[string]int{"a": 100000}, FallbackLimit: 19999, DefaultMaxAttempts: 3}},
 		{
 			// Every unlisted type may take the fallback's lanes: it counts once per type that may
-			// hold lanes at once (10 when UnlistedTypes is unset), not once in all.
+			// hold lanes at once, not once in all.
 			name:        "every unlisted type counts",
-			give:        config.Defaults{Limits: map[string]int{"a": 100000}, FallbackLimit: 19999, DefaultMaxAttempts: 3},
+			give:        config.Defaults{Limits: map[string]int{"a": 100000}, FallbackLimit: 19999, UnlistedTypes: 10, DefaultMaxAttempts: 3},
 			wantErr:     true,
 			wantInError: []string{"UNLISTED_TYPES_LIMIT", "299990", "quota"},
 		},
@@ -91,6 +92,7 @@ func TestDefaultsValidate(t *testing.T) {
 			wantErr:     true,
 			wantInError: []string{"120000", "quota"},
 		},
+		{name: "negative unlisted types", give: config.Defaults{FallbackLimit: 1, UnlistedTypes: -1, DefaultMaxAttempts: 3}, wantErr: true, wantInError: []string{"UNLISTED_TYPES_LIMIT"}},
 		{name: "too many unlisted types", give: config.Defaults{FallbackLimit: 1, UnlistedTypes: config.MaxUnlistedTypes + 1, DefaultMaxAttempts: 3}, wantErr: true, wantInError: []string{"UNLISTED_TYPES_LIMIT"}},
 		{
 			name:        "sum at the quota",
@@ -106,7 +108,7 @@ func TestDefaultsValidate(t *testing.T) {
 		},
 		{
 			name:        "fallback takes the sum to the quota",
-			give:        config.Defaults{Limits: map[string]int{"a": 100000}, FallbackLimit: 2000, DefaultMaxAttempts: 3},
+			give:        config.Defaults{Limits: map[string]int{"a": 100000}, FallbackLimit: 20000, DefaultMaxAttempts: 3},
 			wantErr:     true,
 			wantInError: []string{"120000", "quota"},
 		},
@@ -153,7 +155,7 @@ func TestFromEnv(t *testing.T) {
 		{
 			name:      "nothing set",
 			give:      map[string]string{},
-			want:      config.Defaults{Limits: map[string]int{}, MaxAttempts: map[string]int{}, DefaultMaxAttempts: 3, UnlistedTypes: config.DefaultUnlistedTypes, Releases: map[string]string{}, KeyLimits: map[string]int{}, Rates: map[string]config.Rate{}},
+			want:      config.Defaults{Limits: map[string]int{}, MaxAttempts: map[string]int{}, DefaultMaxAttempts: 3, Releases: map[string]string{}, KeyLimits: map[string]int{}, Rates: map[string]config.Rate{}},
 			wantCache: 30 * time.Second,
 		},
 		{
@@ -190,7 +192,7 @@ func TestFromEnv(t *testing.T) {
 		{
 			name:      "spaces around numbers",
 			give:      map[string]string{"DEFAULT_LIMIT": " 7 ", "DEFAULT_MAX_ATTEMPTS": " 2", "CONFIG_CACHE_SECONDS": "5 "},
-			want:      config.Defaults{Limits: map[string]int{}, MaxAttempts: map[string]int{}, FallbackLimit: 7, UnlistedTypes: config.DefaultUnlistedTypes, DefaultMaxAttempts: 2, Releases: map[string]string{}, KeyLimits: map[string]int{}, Rates: map[string]config.Rate{}},
+			want:      config.Defaults{Limits: map[string]int{}, MaxAttempts: map[string]int{}, FallbackLimit: 7, DefaultMaxAttempts: 2, Releases: map[string]string{}, KeyLimits: map[string]int{}, Rates: map[string]config.Rate{}},
 			wantCache: 5 * time.Second,
 		},
 		{name: "bad TYPE_LIMITS", give: map[string]string{"TYPE_LIMITS": "payments=zero"}, wantErr: "TYPE_LIMITS"},
@@ -702,5 +704,26 @@ func TestResolverListed(t *testing.T) {
 	}
 	if store.reads() != reads {
 		t.Errorf("Listed read the store")
+	}
+}
+
+// UNLISTED_TYPES_LIMIT unset lets as many unlisted types hold lanes as fit under the quota beside
+// the listed limits, at most DefaultUnlistedTypes and at least one; set, it is what it says.
+func TestDefaultsUnlisted(t *testing.T) {
+	for _, tt := range []struct {
+		give config.Defaults
+		want int
+	}{
+		{config.Defaults{FallbackLimit: 5}, config.DefaultUnlistedTypes},
+		{config.Defaults{FallbackLimit: 20000}, 5},
+		{config.Defaults{Limits: map[string]int{"a": 100000}, FallbackLimit: 19999}, 1},
+		{config.Defaults{FallbackLimit: 119999}, 1},
+		{config.Defaults{Limits: map[string]int{"a": 119999}, FallbackLimit: 1}, 1}, // over the quota: Validate refuses it
+		{config.Defaults{FallbackLimit: 20000, UnlistedTypes: 3}, 3},
+		{config.Defaults{}, config.DefaultUnlistedTypes},
+	} {
+		if got := tt.give.Unlisted(); got != tt.want {
+			t.Errorf("%+v.Unlisted() = %d, want %d", tt.give, got, tt.want)
+		}
 	}
 }

@@ -38,7 +38,7 @@ func FromEnv(getenv func(string) string) (Defaults, time.Duration, error) {
 	if err != nil {
 		return Defaults{}, 0, err
 	}
-	unlisted, err := NumberEnv(getenv, "UNLISTED_TYPES_LIMIT", DefaultUnlistedTypes)
+	unlisted, err := NumberEnv(getenv, "UNLISTED_TYPES_LIMIT", 0)
 	if err != nil {
 		return Defaults{}, 0, err
 	}
