@@ -48,9 +48,11 @@ type queueAttributesAPI interface {
 // the bound and HardBound; at HardBound every type is held. The approximation: a container sees
 // only its own batches, so a flooding type is caught per container, after at most ShareJobs of
 // its jobs in each; a type spread so thin that no container sees more than ShareJobs of it per
-// reading counts as light. Worst case: C router containers and T types route C*T*ShareJobs jobs
-// over the bound per reading, and once the share room is used up every type waits, as every type
-// did before the share; the lanes queue never passes HardBound (plus one batch per container).
+// reading counts as light. Worst case, with C router containers: a flooding type routes at most
+// C*ShareJobs jobs over the bound per flood (ShareJobs per container before it is caught there),
+// each light type at most C*ShareJobs per reading; once the share room is used up every type
+// waits, as every type did before the share, and the lanes queue never passes HardBound (plus one
+// batch per container between readings).
 type Backlog struct {
 	Queue queueAttributesAPI
 	URL   string
