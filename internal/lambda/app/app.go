@@ -235,7 +235,7 @@ func RouterOn(env Env, c Services, log *slog.Logger, opts ...Option) (*router.Ro
 		if err != nil {
 			return nil, err
 		}
-		r.Backlog = &router.Backlog{Queue: c.SQS, URL: fifo, Max: maxBacklog, Lanes: func(ctx context.Context) (int, error) {
+		r.Backlog = &router.Backlog{Queue: c.SQS, URL: fifo, Max: maxBacklog, HoldFor: hold, Lanes: func(ctx context.Context) (int, error) {
 			cs, err := res.All(ctx)
 			sum := 0
 			for _, c := range cs {

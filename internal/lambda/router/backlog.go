@@ -42,17 +42,19 @@ type queueAttributesAPI interface {
 // The bound is shared (backlog share): SQS gives no depth per group or type, so once it is
 // reached the container holds only the types it sees flooding. Each container counts the jobs of
 // each type it routed since the last reading; over the bound a type may still route while that
-// count stays within ShareJobs, and a type that asks for more is held as flooding until a reading
-// finds the queue under the bound again. A light type (at most ShareJobs jobs per reading per
-// container) thus goes on routing while a heavy one floods, into the ShareRoom messages between
-// the bound and HardBound; at HardBound every type is held. The approximation: a container sees
-// only its own batches, so a flooding type is caught per container, after at most ShareJobs of
-// its jobs in each; a type spread so thin that no container sees more than ShareJobs of it per
-// reading counts as light. Worst case, with C router containers: a flooding type routes at most
-// C*ShareJobs jobs over the bound per flood (ShareJobs per container before it is caught there),
-// each light type at most C*ShareJobs per reading; once the share room is used up every type
-// waits, as every type did before the share, and the lanes queue never passes HardBound (plus one
-// batch per container between readings).
+// count stays within ShareJobs, and a type that asks for more is held as flooding for HoldFor
+// (the time its held jobs stay away), or until a reading finds the queue under the bound. A light
+// type (at most ShareJobs jobs per reading per container) thus goes on routing while a heavy one
+// floods, into the ShareRoom messages between the bound and HardBound; at HardBound every type is
+// held. The approximation: a container sees only its own batches, so a flooding type is caught
+// per container, after at most ShareJobs of its jobs in each; a type spread so thin that no
+// container sees more than ShareJobs of it per reading counts as light; and a flooding type whose
+// own jobs have drained is not told apart from one still flooding, so it waits out its HoldFor
+// while light types keep the queue over the bound. Worst case, with C router containers: a
+// flooding type routes at most C*ShareJobs jobs over the bound per HoldFor, each light type at
+// most C*ShareJobs per reading; once the share room is used up every type waits, as every type
+// did before the share, and the lanes queue never passes HardBound (plus one batch per container
+// between readings).
 type Backlog struct {
 	Queue queueAttributesAPI
 	URL   string
@@ -61,16 +63,18 @@ type Backlog struct {
 	// Lanes returns the sum of the types' limits, read with each depth reading (nil: 0).
 	Lanes func(ctx context.Context) (int, error)
 	Now   func() time.Time
+	// HoldFor is how long a type found flooding is held (0: DefaultHoldFor), as its held jobs are.
+	HoldFor time.Duration
 
 	mu     sync.Mutex
 	readAt time.Time
 	depth  int // as read
 	sent   int // routed by this container since the reading
 	bound  int // Max + Lanes, at most HardBound - ShareRoom, as of the reading
-	// byType counts sent per type; flooding are the types held over the bound until a reading
-	// finds the queue under it.
+	// byType counts sent per type; flooding are the types held over the bound, each until when
+	// (or until a reading finds the queue under it).
 	byType   map[string]int
-	flooding map[string]bool
+	flooding map[string]time.Time
 }
 
 // HardBound is the most messages the router lets the lanes queue hold: 10,000 under SQS's
@@ -110,13 +114,17 @@ func (b *Backlog) Reserve(ctx context.Context, n map[string]int) (map[string]boo
 	for _, t := range names {
 		est := b.depth + b.sent
 		over := est >= b.bound
-		if over && (est >= HardBound || b.flooding[t] || b.byType[t]+n[t] > ShareJobs) {
+		if over && (est >= HardBound || b.flooding[t].After(now()) || b.byType[t]+n[t] > ShareJobs) {
 			if held == nil {
 				held = map[string]bool{}
 			}
 			held[t] = true
-			if est < HardBound {
-				b.flooding[t] = true
+			if est < HardBound && !b.flooding[t].After(now()) {
+				holdFor := b.HoldFor
+				if holdFor <= 0 {
+					holdFor = DefaultHoldFor
+				}
+				b.flooding[t] = now().Add(holdFor)
 			}
 			continue
 		}
@@ -157,7 +165,7 @@ func (b *Backlog) read(ctx context.Context, now time.Time) error {
 	b.depth, b.sent, b.readAt, b.bound = depth, 0, now, min(b.Max+lanes, HardBound-ShareRoom)
 	b.byType = map[string]int{}
 	if b.flooding == nil || depth < b.bound {
-		b.flooding = map[string]bool{}
+		b.flooding = map[string]time.Time{}
 	}
 	return nil
 }

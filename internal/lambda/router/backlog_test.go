@@ -233,8 +233,8 @@ func sqsJob(typ, id string) events.SQSMessage {
 }
 
 // With the bound reached by one type's flood, a batch mixing that type's jobs with another type's
-// routes the other's and holds only the flooding type's, at this reading and the next ones while
-// the queue stays over the bound: one type filling the backlog holds back no other.
+// routes the other's and holds only the flooding type's, at this reading and the next ones for a
+// hold while the queue stays over the bound: one type filling the backlog holds back no other.
 func TestBacklogHoldsOnlyTheFloodingType(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 11, 25, 5, 0, 0, 0, time.UTC)
@@ -284,6 +284,15 @@ func TestBacklogHoldsOnlyTheFloodingType(t *testing.T) {
 			t.Errorf("reading %d: flood %d routed, %d held; want 20 routed, %d held", i, got, h, 13+3*i)
 		}
 	}
+	// HoldFor later, the queue still over the bound (the quiet type's jobs, say), the flooding
+	// type gets its share again: its own jobs may have drained, its lanes gone idle.
+	now = now.Add(router.DefaultHoldFor)
+	if _, err := r.Handle(ctx, batch("flood", "flood", "flood")); err != nil {
+		t.Fatal(err)
+	}
+	if got := count(lanes.entries(), "flood"); got != 23 {
+		t.Errorf("a hold later: %d flood jobs routed, want 23", got)
+	}
 	// At HardBound every type waits.
 	now = now.Add(router.BacklogTTL)
 	q.depth = []string{strconv.Itoa(router.HardBound), "0", "0"}
@@ -299,7 +308,7 @@ func TestBacklogHoldsOnlyTheFloodingType(t *testing.T) {
 	if _, err := r.Handle(ctx, batch("flood")); err != nil {
 		t.Fatal(err)
 	}
-	if got := count(lanes.entries(), "flood"); got != 21 {
-		t.Errorf("after the flood drained: %d flood jobs routed, want 21", got)
+	if got := count(lanes.entries(), "flood"); got != 24 {
+		t.Errorf("after the flood drained: %d flood jobs routed, want 24", got)
 	}
 }

@@ -80,7 +80,7 @@ func TestEveryCallIsAllowedByItsRole(t *testing.T) {
 	}
 	recorders := map[string]*iampolicy.Recorder{"router": {}, "starter": {}, "releaser": {}}
 	s, err := stack.Start(ctx, stack.Options{
-		Root:        root,
+		Root: root,
 		// One unlisted type may run on DefaultLimit: the router takes its slot (UNLISTED).
 		Parameters:  map[string]string{"TypeLimits": "rr=2,ff=2", "DefaultMaxAttempts": "2", "DefaultLimit": "1", "UnlistedTypesLimit": "1"},
 		FunctionEnv: map[string]string{"START_RETRY_SECONDS": "1", "SWEEP_MIN_AGE_SECONDS": "1", "CONFIG_CACHE_SECONDS": "0"},
