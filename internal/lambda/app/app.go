@@ -30,6 +30,7 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/lambda/sdkhttp"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/sqsbatch"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/starter"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/unlisted"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/waitroom"
 )
 
@@ -216,6 +217,15 @@ func RouterOn(env Env, c Services, log *slog.Logger, opts ...Option) (*router.Ro
 		Lanesq: sqsbatch.NewSender(c.SQS, fifo), DLQ: batchend.DeadLetters{Next: deadletter.New(c.SQS, dlq), Tracker: batches},
 		Log: log, Metrics: env.recorder(opts, res),
 	}
+	if d := res.Defaults(); d.FallbackLimit > 0 {
+		// Types on DEFAULT_LIMIT hold at most UNLISTED_TYPES_LIMIT slots, so at most that many
+		// of them hold lanes, as the in-flight quota check counts them.
+		table, err := env.require("TABLE_NAME")
+		if err != nil {
+			return nil, err
+		}
+		r.Unlisted = &unlisted.Slots{DB: c.DDB, Table: table, Limit: d.Unlisted()}
+	}
 	if maxBacklog > 0 {
 		general, err := env.require("GENERAL_QUEUE_URL")
 		if err != nil {
@@ -225,7 +235,7 @@ func RouterOn(env Env, c Services, log *slog.Logger, opts ...Option) (*router.Ro
 		if err != nil {
 			return nil, err
 		}
-		r.Backlog = &router.Backlog{Queue: c.SQS, URL: fifo, Max: maxBacklog, Lanes: func(ctx context.Context) (int, error) {
+		r.Backlog = &router.Backlog{Queue: c.SQS, URL: fifo, Max: maxBacklog, HoldFor: hold, Lanes: func(ctx context.Context) (int, error) {
 			cs, err := res.All(ctx)
 			sum := 0
 			for _, c := range cs {

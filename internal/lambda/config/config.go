@@ -19,6 +19,9 @@ import (
 // MaxInFlight is the SQS FIFO in-flight quota: at most this many lanes can be held at once per queue.
 const MaxInFlight = 120000
 
+// MaxUnlistedTypes is the most UNLISTED_TYPES_LIMIT may be (the template's MaxValue).
+const MaxUnlistedTypes = 1000
+
 // MaxCacheAge bounds how stale a live override may be when a function acts on it.
 const MaxCacheAge = 30 * time.Second
 
@@ -47,10 +50,19 @@ type TypeConfig struct {
 	Source string
 }
 
+// SourceFallback is the Source of a type that runs on DEFAULT_LIMIT: an unlisted type.
+const SourceFallback = "fallback"
+
+// DefaultUnlistedTypes is the most unlisted types UNLISTED_TYPES_LIMIT 0 (unset) lets hold lanes.
+const DefaultUnlistedTypes = 10
+
 // Defaults is the deployment's configuration, from template parameters.
 type Defaults struct {
-	Limits             map[string]int
-	FallbackLimit      int // DEFAULT_LIMIT: limit of a type not in Limits; 0 refuses such types
+	Limits        map[string]int
+	FallbackLimit int // DEFAULT_LIMIT: limit of a type not in Limits; 0 refuses such types
+	// UnlistedTypes is how many types may run on FallbackLimit at once (UNLISTED_TYPES_LIMIT; 0:
+	// as many as fit, Unlisted): the router refuses the jobs of any more (internal/lambda/unlisted).
+	UnlistedTypes      int
 	MaxAttempts        map[string]int
 	DefaultMaxAttempts int
 	StateMachineArn    string
@@ -178,8 +190,30 @@ func ParseMaxAttempts(s string) (map[string]int, error) {
 	return out, nil
 }
 
+// Unlisted is how many types may run on the fallback limit at once: UnlistedTypes, else as many
+// as fit under the in-flight quota beside the listed limits, at most DefaultUnlistedTypes and at
+// least 1 (a fallback that does not fit once is refused by Validate). So a deployment that sets
+// only DefaultLimit, valid when the fallback counted once, stays valid with fewer unlisted types.
+func (d Defaults) Unlisted() int {
+	if d.UnlistedTypes > 0 {
+		return d.UnlistedTypes
+	}
+	if d.FallbackLimit <= 0 {
+		return DefaultUnlistedTypes // no type runs on it
+	}
+	listed := 0
+	for _, n := range d.Limits {
+		listed = min(listed+max(n, 0), MaxInFlight) // no wrap-around on absurd limits
+	}
+	return max(1, min(DefaultUnlistedTypes, (MaxInFlight-1-listed)/d.FallbackLimit))
+}
+
+// unlistedLanes is the most lanes the types on the fallback limit hold together: each of the
+// Unlisted types at once holds up to the fallback limit.
+func (d Defaults) unlistedLanes() int { return d.FallbackLimit * d.Unlisted() }
+
 // Validate checks the defaults: every limit at least 1 and their sum within the FIFO in-flight quota.
-// The fallback limit counts once, as the most one unlisted type can hold.
+// The fallback limit counts once per type that may run on it at once (Unlisted).
 func (d Defaults) Validate() error {
 	if d.FallbackLimit < 0 || d.FallbackLimit >= MaxInFlight {
 		return fmt.Errorf("DEFAULT_LIMIT %d must be 0 or more and under the SQS FIFO in-flight quota of %d", d.FallbackLimit, MaxInFlight)
@@ -208,10 +242,13 @@ func (d Defaults) Validate() error {
 			return fmt.Errorf("TYPE_RATES: type %s: %w", t, err)
 		}
 	}
+	if d.UnlistedTypes < 0 || d.UnlistedTypes > MaxUnlistedTypes {
+		return fmt.Errorf("UNLISTED_TYPES_LIMIT %d must be from 1 to %d", d.UnlistedTypes, MaxUnlistedTypes)
+	}
 	if d.DefaultMaxAttempts < 1 {
 		return fmt.Errorf("DEFAULT_MAX_ATTEMPTS %d must be at least 1", d.DefaultMaxAttempts)
 	}
-	sum := d.FallbackLimit
+	sum := d.unlistedLanes()
 	for t, n := range d.Limits {
 		if n < 1 {
 			return fmt.Errorf("type %s: limit %d must be at least 1", t, n)
@@ -222,7 +259,8 @@ func (d Defaults) Validate() error {
 		sum += n
 	}
 	if sum >= MaxInFlight {
-		return fmt.Errorf("limits add up to %d lanes, at or over the SQS FIFO in-flight quota of %d: SQS would silently stop serving lanes", sum, MaxInFlight)
+		return fmt.Errorf("limits add up to %d lanes (%d of them DEFAULT_LIMIT %d x UNLISTED_TYPES_LIMIT %d), at or over the SQS FIFO in-flight quota of %d: SQS would silently stop serving lanes",
+			sum, d.unlistedLanes(), d.FallbackLimit, d.Unlisted(), MaxInFlight)
 	}
 	return nil
 }
@@ -359,7 +397,7 @@ func (r *Resolver) read(ctx context.Context) (map[string]Override, error) {
 
 // checkQuota refuses overrides that would make the limits add up to the FIFO in-flight quota or more.
 func (r *Resolver) checkQuota(ov map[string]Override) error {
-	sum := r.defaults.FallbackLimit
+	sum := r.defaults.unlistedLanes()
 	seen := map[string]bool{}
 	for t, n := range r.defaults.Limits {
 		if o, ok := ov[t]; ok && o.Limit > 0 {
@@ -400,7 +438,7 @@ func (r *Resolver) merge(typ string, ov map[string]Override) (TypeConfig, error)
 	case ok:
 		c.Limit, c.Source = n, "default"
 	case d.FallbackLimit > 0:
-		c.Limit, c.Source = d.FallbackLimit, "fallback"
+		c.Limit, c.Source = d.FallbackLimit, SourceFallback
 	}
 	if n, ok := d.MaxAttempts[typ]; ok {
 		c.MaxAttempts = n

@@ -75,7 +75,25 @@ func TestDefaultsValidate(t *testing.T) {
 		{name: "no limits, fallback only", give: config.Defaults{FallbackLimit: 10, DefaultMaxAttempts: 1}},
 		{name: "nothing configured", give: config.Defaults{DefaultMaxAttempts: 3}},
 		{name: "sum just under the quota", give: config.Defaults{Limits: map[string]int{"a": 100000, "b": 19999}, DefaultMaxAttempts: 3}},
-		{name: "sum with fallback just under the quota", give: config.Defaults{Limits: map[string]int{"a": 100000}, FallbackLimit: 19999, DefaultMaxAttempts: 3}},
+		{name: "sum with fallback just under the quota", give: config.Defaults{Limits: map[string]int{"a": 100000}, FallbackLimit: 1999, UnlistedTypes: 10, DefaultMaxAttempts: 3}},
+		{name: "one unlisted type, fallback just under the quota", give: config.Defaults{Limits: map[string]int{"a": 100000}, FallbackLimit: 19999, UnlistedTypes: 1, DefaultMaxAttempts: 3}},
+		{name: "unset: as many unlisted types as fit", give: config.Defaults{Limits: map[string]int{"a": 100000}, FallbackLimit: 19999, DefaultMaxAttempts: 3}},
+		{
+			// Every unlisted type may take the fallback's lanes: it counts once per type that may
+			// hold lanes at once, not once in all.
+			name:        "every unlisted type counts",
+			give:        config.Defaults{Limits: map[string]int{"a": 100000}, FallbackLimit: 19999, UnlistedTypes: 10, DefaultMaxAttempts: 3},
+			wantErr:     true,
+			wantInError: []string{"UNLISTED_TYPES_LIMIT", "299990", "quota"},
+		},
+		{
+			name:        "unlisted types over the quota",
+			give:        config.Defaults{FallbackLimit: 200, UnlistedTypes: 600, DefaultMaxAttempts: 3},
+			wantErr:     true,
+			wantInError: []string{"120000", "quota"},
+		},
+		{name: "negative unlisted types", give: config.Defaults{FallbackLimit: 1, UnlistedTypes: -1, DefaultMaxAttempts: 3}, wantErr: true, wantInError: []string{"UNLISTED_TYPES_LIMIT"}},
+		{name: "too many unlisted types", give: config.Defaults{FallbackLimit: 1, UnlistedTypes: config.MaxUnlistedTypes + 1, DefaultMaxAttempts: 3}, wantErr: true, wantInError: []string{"UNLISTED_TYPES_LIMIT"}},
 		{
 			name:        "sum at the quota",
 			give:        config.Defaults{Limits: map[string]int{"a": 100000, "b": 20000}, DefaultMaxAttempts: 3},
@@ -145,6 +163,7 @@ func TestFromEnv(t *testing.T) {
 			give: map[string]string{
 				"TYPE_LIMITS":          "payments=50,reports=5",
 				"DEFAULT_LIMIT":        "2",
+				"UNLISTED_TYPES_LIMIT": "3",
 				"DEFAULT_MAX_ATTEMPTS": "4",
 				"TYPE_MAX_ATTEMPTS":    "payments=5",
 				"STATE_MACHINE_ARN":    " arn:aws:states:us-east-1:123456789012:stateMachine:work ",
@@ -158,6 +177,7 @@ func TestFromEnv(t *testing.T) {
 			want: config.Defaults{
 				Limits:             map[string]int{"payments": 50, "reports": 5},
 				FallbackLimit:      2,
+				UnlistedTypes:      3,
 				MaxAttempts:        map[string]int{"payments": 5},
 				DefaultMaxAttempts: 4,
 				StateMachineArn:    "arn:aws:states:us-east-1:123456789012:stateMachine:work",
@@ -635,6 +655,16 @@ func TestResolverRefusesOverridesOverQuota(t *testing.T) {
 	if _, err := r.Get(context.Background(), "b"); err == nil {
 		t.Errorf("Get(b) = nil error; want b unknown, its override refused")
 	}
+	// The fallback counts once per unlisted type that may hold lanes: 100 + 19,000 x 5 + 24,900.
+	store.list = []config.Override{{Type: "a", Limit: 100}, {Type: "c", Limit: 24900}}
+	un, err := config.NewResolver(config.Defaults{Limits: map[string]int{"a": 1000}, FallbackLimit: 19000, UnlistedTypes: 5, DefaultMaxAttempts: 3}, store, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := un.Get(context.Background(), "c"); err == nil || !strings.Contains(err.Error(), "quota") {
+		t.Errorf("overrides over the quota with the unlisted types' lanes: error = %v, want one naming the quota", err)
+	}
+	store.list = []config.Override{{Type: "a", Limit: 100}, {Type: "b", Limit: 119950}}
 	fresh, _ := config.NewResolver(d, store, time.Second)
 	if _, err := fresh.Get(context.Background(), "a"); err == nil || !strings.Contains(err.Error(), "quota") {
 		t.Errorf("first load of over-quota overrides: error = %v, want one naming the quota", err)
@@ -674,5 +704,26 @@ func TestResolverListed(t *testing.T) {
 	}
 	if store.reads() != reads {
 		t.Errorf("Listed read the store")
+	}
+}
+
+// UNLISTED_TYPES_LIMIT unset lets as many unlisted types hold lanes as fit under the quota beside
+// the listed limits, at most DefaultUnlistedTypes and at least one; set, it is what it says.
+func TestDefaultsUnlisted(t *testing.T) {
+	for _, tt := range []struct {
+		give config.Defaults
+		want int
+	}{
+		{config.Defaults{FallbackLimit: 5}, config.DefaultUnlistedTypes},
+		{config.Defaults{FallbackLimit: 20000}, 5},
+		{config.Defaults{Limits: map[string]int{"a": 100000}, FallbackLimit: 19999}, 1},
+		{config.Defaults{FallbackLimit: 119999}, 1},
+		{config.Defaults{Limits: map[string]int{"a": 119999}, FallbackLimit: 1}, 1}, // over the quota: Validate refuses it
+		{config.Defaults{FallbackLimit: 20000, UnlistedTypes: 3}, 3},
+		{config.Defaults{}, config.DefaultUnlistedTypes},
+	} {
+		if got := tt.give.Unlisted(); got != tt.want {
+			t.Errorf("%+v.Unlisted() = %d, want %d", tt.give, got, tt.want)
+		}
 	}
 }

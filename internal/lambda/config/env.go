@@ -8,7 +8,7 @@ import (
 )
 
 // FromEnv reads the deployment defaults and the cache age from the function's environment
-// (TYPE_LIMITS, DEFAULT_LIMIT, DEFAULT_MAX_ATTEMPTS, TYPE_MAX_ATTEMPTS, STATE_MACHINE_ARN,
+// (TYPE_LIMITS, DEFAULT_LIMIT, UNLISTED_TYPES_LIMIT, DEFAULT_MAX_ATTEMPTS, TYPE_MAX_ATTEMPTS, STATE_MACHINE_ARN,
 // CONFIG_CACHE_SECONDS, LANE_STRATEGY, RELEASE_MODE, TYPE_RELEASE_MODES, TYPE_KEY_LIMITS, TYPE_RATES), as the template sets them.
 func FromEnv(getenv func(string) string) (Defaults, time.Duration, error) {
 	if getenv == nil {
@@ -38,6 +38,10 @@ func FromEnv(getenv func(string) string) (Defaults, time.Duration, error) {
 	if err != nil {
 		return Defaults{}, 0, err
 	}
+	unlisted, err := NumberEnv(getenv, "UNLISTED_TYPES_LIMIT", 0)
+	if err != nil {
+		return Defaults{}, 0, err
+	}
 	maxAttempts, err := NumberEnv(getenv, "DEFAULT_MAX_ATTEMPTS", 3)
 	if err != nil {
 		return Defaults{}, 0, err
@@ -49,6 +53,7 @@ func FromEnv(getenv func(string) string) (Defaults, time.Duration, error) {
 	d := Defaults{
 		Limits:             limits,
 		FallbackLimit:      fallback,
+		UnlistedTypes:      unlisted,
 		MaxAttempts:        attempts,
 		DefaultMaxAttempts: maxAttempts,
 		StateMachineArn:    strings.TrimSpace(getenv("STATE_MACHINE_ARN")),

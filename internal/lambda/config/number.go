@@ -28,6 +28,7 @@ var Numbers = map[string]Number{
 	"START_RETRY_SECONDS":     {"START_RETRY_SECONDS", 0, 900},
 	"SWEEP_MAX_DESCRIBES":     {"SWEEP_MAX_DESCRIBES", 1, 10000},
 	"SWEEP_MIN_AGE_SECONDS":   {"SWEEP_MIN_AGE_SECONDS", 0, 86400},
+	"UNLISTED_TYPES_LIMIT":    {"UNLISTED_TYPES_LIMIT", 0, MaxUnlistedTypes},
 }
 
 // Parse reads a whole number as CloudFormation hands a Number parameter over: as the text

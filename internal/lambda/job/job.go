@@ -57,6 +57,9 @@ const (
 	ReasonInvalidKey   Reason = "invalid_key"
 	ReasonUnknownType  Reason = "unknown_type"
 	ReasonInputTooLong Reason = "input_too_large"
+	// ReasonUnlistedTypes refuses a job of a type that is not listed while UNLISTED_TYPES_LIMIT
+	// other unlisted types hold lanes (internal/lambda/unlisted).
+	ReasonUnlistedTypes Reason = "too_many_unlisted_types"
 )
 
 // Error is a job refused for a reason; it is never worth retrying.

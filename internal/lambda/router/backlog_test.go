@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
@@ -23,8 +25,15 @@ type fakeGauge struct {
 	err   error
 }
 
-func (g fakeGauge) Reserve(context.Context, int) (bool, int, error) {
-	return !g.full || g.err != nil, g.depth, g.err
+func (g fakeGauge) Reserve(_ context.Context, n map[string]int) (map[string]bool, int, error) {
+	if !g.full || g.err != nil {
+		return nil, g.depth, g.err
+	}
+	held := map[string]bool{}
+	for t := range n {
+		held[t] = true
+	}
+	return held, g.depth, nil
 }
 
 // While the lanes queue is full, valid jobs go back to the general queue, delayed, each naming its
@@ -153,6 +162,11 @@ func TestBacklogReserve(t *testing.T) {
 	now := time.Date(2026, 11, 25, 5, 0, 0, 0, time.UTC)
 	q := &fakeAttrs{depth: []string{"30", "5", "5"}}
 	b := &router.Backlog{Queue: q, URL: "lanes", Max: 50, Now: func() time.Time { return now }}
+	// One type throughout, routing more than ShareJobs per reading: the bound holds it.
+	reserve := func(b *router.Backlog, n int) (bool, int, error) {
+		held, depth, err := b.Reserve(ctx, map[string]int{"t": n})
+		return !held["t"], depth, err
+	}
 	steps := []struct {
 		n         int
 		advance   time.Duration
@@ -172,7 +186,7 @@ func TestBacklogReserve(t *testing.T) {
 		if st.depth != nil {
 			q.depth = st.depth
 		}
-		ok, depth, err := b.Reserve(ctx, st.n)
+		ok, depth, err := reserve(b, st.n)
 		if err != nil || ok != st.wantOK || depth != st.wantDepth || q.calls != st.wantReads {
 			t.Errorf("step %d: Reserve(%d) = %v, %d, %v after %d reads; want %v, %d, nil after %d",
 				i, st.n, ok, depth, err, q.calls, st.wantOK, st.wantDepth, st.wantReads)
@@ -182,30 +196,119 @@ func TestBacklogReserve(t *testing.T) {
 	b.Lanes = func(context.Context) (int, error) { return 30, nil }
 	now = now.Add(router.BacklogTTL)
 	q.depth = []string{"20", "30", "5"} // 55: 30 running, 25 waiting
-	if ok, depth, err := b.Reserve(ctx, 10); !ok || depth != 65 || err != nil {
+	if ok, depth, err := reserve(b, 10); !ok || depth != 65 || err != nil {
 		t.Errorf("Reserve(10) at 55 with 30 lanes = %v, %d, %v; want room (bound 80)", ok, depth, err)
 	}
 	for _, at := range []int{65, 75} {
-		if ok, _, _ := b.Reserve(ctx, 10); !ok {
+		if ok, _, _ := reserve(b, 10); !ok {
 			t.Errorf("Reserve(10) at %d with 30 lanes = full, want room (bound 80)", at)
 		}
 	}
-	if ok, _, _ := b.Reserve(ctx, 1); ok {
+	if ok, _, _ := reserve(b, 1); ok {
 		t.Error("Reserve(1) at 85 with 30 lanes = room, want full (bound 80)")
 	}
 	b.Lanes = func(context.Context) (int, error) { return 119000, nil }
 	now = now.Add(router.BacklogTTL)
 	q.depth = []string{"0", "110000", "0"}
-	if ok, _, _ := b.Reserve(ctx, 1); ok {
+	if ok, _, _ := reserve(b, 1); ok {
 		t.Errorf("Reserve(1) at %d = room, want full: never more than HardBound", router.HardBound)
 	}
 	q.err = errors.New("AccessDenied")
 	now = now.Add(router.BacklogTTL)
-	if ok, _, err := b.Reserve(ctx, 1); err == nil || !ok {
+	if ok, _, err := reserve(b, 1); err == nil || !ok {
 		t.Errorf("Reserve() on a failed read = %v, %v; want the jobs through, with the error", ok, err)
 	}
 	off := &router.Backlog{Queue: q, URL: "lanes"}
-	if ok, _, err := off.Reserve(ctx, 100); !ok || err != nil {
+	if ok, _, err := reserve(off, 100); !ok || err != nil {
 		t.Errorf("Reserve() with no bound = %v, %v; want always", ok, err)
+	}
+}
+
+// sqsJob is a general-queue message of a job of type typ.
+func sqsJob(typ, id string) events.SQSMessage {
+	return events.SQSMessage{
+		MessageId: "m-" + id, Body: `{"type":"` + typ + `","id":"` + id + `","input":{}}`,
+		Attributes: map[string]string{"SentTimestamp": "1709978400123", "ApproximateReceiveCount": "1"},
+	}
+}
+
+// With the bound reached by one type's flood, a batch mixing that type's jobs with another type's
+// routes the other's and holds only the flooding type's, at this reading and the next ones for a
+// hold while the queue stays over the bound: one type filling the backlog holds back no other.
+func TestBacklogHoldsOnlyTheFloodingType(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 11, 25, 5, 0, 0, 0, time.UTC)
+	q := &fakeAttrs{depth: []string{"0", "0", "0"}}
+	lanes, held := &fakeSender{}, &fakeSender{}
+	r := newRouter(&fakeConfig{limits: map[string]int{"flood": 2, "quiet": 2}}, lanes, &fakeDLQ{}, nil)
+	r.Backlog, r.Hold = &router.Backlog{Queue: q, URL: "lanes", Max: 20, Now: func() time.Time { return now }}, held
+	n := 0
+	batch := func(types ...string) events.SQSEvent {
+		var ev events.SQSEvent
+		for _, typ := range types {
+			n++
+			ev.Records = append(ev.Records, sqsJob(typ, typ+"-"+strconv.Itoa(n)))
+		}
+		return ev
+	}
+	count := func(es []types.SendMessageBatchRequestEntry, typ string) int {
+		c := 0
+		for _, e := range es {
+			var s job.Submission
+			if err := json.Unmarshal([]byte(aws.ToString(e.MessageBody)), &s); err == nil && s.Type == typ {
+				c++
+			}
+		}
+		return c
+	}
+	for range 3 { // the flood: 20 fill the bound, the third ten are held
+		if _, err := r.Handle(ctx, batch(slices.Repeat([]string{"flood"}, 10)...)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, h := count(lanes.entries(), "flood"), count(held.entries(), "flood"); got != 20 || h != 10 {
+		t.Fatalf("flood: %d routed, %d held; want 20 routed to the bound, 10 held", got, h)
+	}
+	for i, reading := range []string{"", "25"} {
+		if reading != "" { // the next reading: still over the bound
+			now = now.Add(router.BacklogTTL)
+			q.depth = []string{reading, "0", "0"}
+		}
+		if _, err := r.Handle(ctx, batch("flood", "quiet", "flood", "quiet", "flood")); err != nil {
+			t.Fatal(err)
+		}
+		if got := count(lanes.entries(), "quiet"); got != 2*(i+1) {
+			t.Errorf("reading %d: %d quiet jobs routed, want %d: the flood holds back only its own type", i, got, 2*(i+1))
+		}
+		if got, h := count(lanes.entries(), "flood"), count(held.entries(), "flood"); got != 20 || h != 13+3*i {
+			t.Errorf("reading %d: flood %d routed, %d held; want 20 routed, %d held", i, got, h, 13+3*i)
+		}
+	}
+	// HoldFor later, the queue still over the bound (the quiet type's jobs, say), the flooding
+	// type gets its share again: its own jobs may have drained, its lanes gone idle.
+	now = now.Add(router.DefaultHoldFor)
+	if _, err := r.Handle(ctx, batch("flood", "flood", "flood")); err != nil {
+		t.Fatal(err)
+	}
+	if got := count(lanes.entries(), "flood"); got != 23 {
+		t.Errorf("a hold later: %d flood jobs routed, want 23", got)
+	}
+	// At HardBound every type waits.
+	now = now.Add(router.BacklogTTL)
+	q.depth = []string{strconv.Itoa(router.HardBound), "0", "0"}
+	if _, err := r.Handle(ctx, batch("quiet")); err != nil {
+		t.Fatal(err)
+	}
+	if got := count(lanes.entries(), "quiet"); got != 4 {
+		t.Errorf("at HardBound: %d quiet jobs routed, want none more than the 4 before", got)
+	}
+	// A reading under the bound ends the flood: its type routes again.
+	now = now.Add(router.BacklogTTL)
+	q.depth = []string{"0", "0", "0"}
+	if _, err := r.Handle(ctx, batch("flood")); err != nil {
+		t.Fatal(err)
+	}
+	if got := count(lanes.entries(), "flood"); got != 24 {
+		t.Errorf("after the flood drained: %d flood jobs routed, want 24", got)
 	}
 }

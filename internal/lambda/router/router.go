@@ -24,6 +24,7 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/sqsbatch"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/unlisted"
 )
 
 type configGetter interface {
@@ -57,6 +58,14 @@ type Router struct {
 	// Batches opens the batch of a job carrying batchSize and checks that any other job's batch is
 	// open (nil: jobs' batches are not tracked).
 	Batches batchAdmitter
+	// Unlisted bounds the types that run on the fallback limit (nil: no bound): a job of such a
+	// type routes only once its type holds a slot, and is refused when other types hold them all.
+	Unlisted slotTaker
+}
+
+type slotTaker interface {
+	// Take makes sure typ holds an unlisted type's slot; unlisted.ErrFull when none is free.
+	Take(ctx context.Context, typ string) error
 }
 
 type batchAdmitter interface {
@@ -74,9 +83,9 @@ type batchAdmitter interface {
 const BatchWaitReceives = 3
 
 type backlogGauge interface {
-	// Reserve says whether n more jobs may go to the lanes queue (and counts them), with the
-	// depth it estimates; on an error the jobs may go (ok is true).
-	Reserve(ctx context.Context, n int) (ok bool, depth int, err error)
+	// Reserve says which types of n (jobs per type) may not go to the lanes queue now (held;
+	// the others' jobs are counted), with the depth it estimates; on an error every type may go.
+	Reserve(ctx context.Context, n map[string]int) (held map[string]bool, depth int, err error)
 }
 
 // routed is a job of the batch on its way to a lane.
@@ -145,15 +154,28 @@ func (r *Router) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 		jobs = append(jobs, x)
 	}
 	if len(jobs) > 0 && r.Backlog != nil && r.Hold != nil {
-		ok, depth, err := r.Backlog.Reserve(ctx, len(jobs))
+		n := map[string]int{}
+		for _, x := range jobs {
+			n[x.j.Type]++
+		}
+		held, depth, err := r.Backlog.Reserve(ctx, n)
 		if err != nil {
 			// Route as if the lanes queue had room: holding every job on a failed read would
 			// stop the limiter for nothing; the next reading decides again.
 			r.Log.WarnContext(ctx, "lanes queue depth not read; routing", "error", err)
 		}
-		if !ok {
-			r.hold(ctx, jobs, depth, fail)
-			return resp, nil
+		if len(held) > 0 {
+			// Only the held types' jobs wait: a type flooding the backlog holds back no other.
+			var hold, route []*routed
+			for _, x := range jobs {
+				if held[x.j.Type] {
+					hold = append(hold, x)
+				} else {
+					route = append(route, x)
+				}
+			}
+			r.hold(ctx, hold, depth, fail)
+			jobs = route
 		}
 	}
 	var (
@@ -291,6 +313,18 @@ func (r *Router) check(ctx context.Context, m events.SQSMessage) (*routed, error
 	}
 	if err != nil {
 		return x, err
+	}
+	if cfg.Source == config.SourceFallback && r.Unlisted != nil {
+		err := r.Unlisted.Take(ctx, j.Type)
+		if errors.Is(err, unlisted.ErrFull) {
+			return x, &job.Error{Reason: job.ReasonUnlistedTypes, Detail: fmt.Sprintf(
+				"type %s has no limit of its own and runs on the default limit, and as many other such types "+
+					"as UnlistedTypesLimit allows hold lanes (%v): list the type (TypeLimits, or sfnlimit config set) "+
+					"and redrive the job", j.Type, err)}
+		}
+		if err != nil {
+			return x, err
+		}
 	}
 	x.cfg = cfg
 	return x, nil

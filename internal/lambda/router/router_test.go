@@ -17,7 +17,11 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/unlisted"
+	"github.com/sfnlimit/sfnlimit/internal/tools/fakes"
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/deadletter"
@@ -64,6 +68,8 @@ type fakeConfig struct {
 	broken map[string]bool
 	// strategy of each type ("" is random for the router)
 	strategy map[string]string
+	// fallback is the limit of any other type (0: unknown)
+	fallback int
 }
 
 var errStoreDown = errors.New("read live config: dynamodb unreachable")
@@ -73,6 +79,9 @@ func (f *fakeConfig) Get(_ context.Context, typ string) (config.TypeConfig, erro
 		return config.TypeConfig{}, errStoreDown
 	}
 	n, ok := f.limits[typ]
+	if !ok && f.fallback > 0 {
+		return config.TypeConfig{Type: typ, Limit: f.fallback, MaxAttempts: 3, Source: config.SourceFallback, Strategy: f.strategy[typ]}, nil
+	}
 	if !ok {
 		return config.TypeConfig{}, fmt.Errorf("type %s: %w", typ, config.ErrUnknownType)
 	}
@@ -471,4 +480,53 @@ func TestHandleKeyedBatch(t *testing.T) {
 	if len(dlq.sent) != 1 || dlq.sent[0].Reason != string(job.ReasonInvalidKey) || dlq.sent[0].JobID != "doc-4" {
 		t.Errorf("dead letters = %+v, want doc-4 refused with invalid_key", dlq.sent)
 	}
+}
+
+// Types without a limit of their own run on the fallback limit only while they hold one of the
+// unlisted types' slots: a job of one more such type is dead-lettered with its reason, and neither
+// the listed types' jobs nor the unlisted types holding slots wait for it; a slot table that
+// cannot be read fails the job back to the general queue.
+func TestUnlistedTypesOverTheBoundAreRefused(t *testing.T) {
+	ctx := context.Background()
+	db := fakes.NewDynamoDB("t")
+	lanes, dlq := &fakeSender{}, &fakeDLQ{}
+	r := newRouter(&fakeConfig{limits: map[string]int{"payments": 3}, fallback: 2}, lanes, dlq, nil)
+	r.Unlisted = &unlisted.Slots{DB: db, Table: "t", Limit: 2}
+	ev := events.SQSEvent{Records: []events.SQSMessage{
+		sqsJob("invented1", "i1"), sqsJob("invented2", "i2"), sqsJob("invented3", "i3"),
+		sqsJob("payments", "p1"), sqsJob("invented1", "i4"),
+	}}
+	resp, err := r.Handle(ctx, ev)
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("Handle() = %+v, %v; want no failures", resp, err)
+	}
+	var routed []string
+	for _, e := range lanes.entries() {
+		var j lanesBody
+		_ = json.Unmarshal([]byte(aws.ToString(e.MessageBody)), &j)
+		routed = append(routed, j.ID)
+	}
+	if want := []string{"i1", "i2", "p1", "i4"}; !slices.Equal(routed, want) {
+		t.Errorf("routed %v, want %v", routed, want)
+	}
+	if len(dlq.sent) != 1 || dlq.sent[0].JobID != "i3" || dlq.sent[0].Reason != string(job.ReasonUnlistedTypes) ||
+		!strings.Contains(dlq.sent[0].Cause, "UnlistedTypesLimit") {
+		t.Errorf("dead letters = %+v, want i3 refused as %s, naming UnlistedTypesLimit", dlq.sent, job.ReasonUnlistedTypes)
+	}
+	// The slots cannot be read: the job of a type without one is delivered again, not refused.
+	r.Unlisted = &unlisted.Slots{DB: downDB{}, Table: "t", Limit: 2}
+	resp, err = r.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{sqsJob("invented9", "i9")}})
+	if err != nil || len(resp.BatchItemFailures) != 1 || len(dlq.sent) != 1 {
+		t.Errorf("Handle() with the table down = %+v, %v, %d dead letters; want the job failed back, not refused", resp, err, len(dlq.sent))
+	}
+}
+
+type downDB struct{}
+
+func (downDB) PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	return nil, errors.New("throttled")
+}
+
+func (downDB) Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	return nil, errors.New("throttled")
 }

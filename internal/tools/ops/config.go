@@ -354,7 +354,7 @@ func defaultStrategy(d config.Defaults) string {
 }
 
 // lanes adds the limits up as the limiter does against the quota: every default or overriding
-// limit, and the fallback limit once.
+// limit, and the fallback limit once per unlisted type that may hold lanes at once.
 func lanes(d config.Defaults, ovs []config.Override) int {
 	eff := map[string]int{}
 	for t, n := range d.Limits {
@@ -365,7 +365,7 @@ func lanes(d config.Defaults, ovs []config.Override) int {
 			eff[o.Type] = o.Limit
 		}
 	}
-	sum := d.FallbackLimit
+	sum := d.FallbackLimit * d.Unlisted()
 	for _, n := range eff {
 		sum += n
 	}

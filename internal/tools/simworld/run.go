@@ -4,12 +4,13 @@ import (
 	"context"
 
 	"fmt"
-	"github.com/cenkalti/backoff/v5"
 	"log/slog"
 	"math"
 	"math/rand/v2"
 	"strconv"
 	"time"
+
+	"github.com/cenkalti/backoff/v5"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -75,6 +76,11 @@ type Config struct {
 	// IdleBound is the work-conservation bound: no type may have a free lane for longer than this
 	// while one of its jobs that may run waits (0: derived from the faults on).
 	IdleBound time.Duration
+	// LanesBacklog is MAX_LANES_BACKLOG (0: no bound on the lanes queue's backlog); the router
+	// then holds jobs back in the general queue, BACKLOG_HOLD_SECONDS 60.
+	LanesBacklog int
+	// Flood names a type whose jobs all arrive in the run's first second (others keep theirs).
+	Flood string
 	// MaxTime ends a run that has not settled.
 	MaxTime time.Duration
 	// Trace keeps a trace for failure reports.
@@ -130,6 +136,9 @@ func (w *World) workload() []typeSpec {
 	for i := range w.cfg.Jobs {
 		t := ts[r.IntN(len(ts))]
 		j := &jobSpec{typ: t.name, id: fmt.Sprintf("j%03d", i), submitAt: time.Duration(r.Int64N(int64(span)))}
+		if t.name == w.cfg.Flood {
+			j.submitAt %= time.Second
+		}
 		if len(t.keys) > 0 {
 			j.key = t.keys[r.IntN(len(t.keys))]
 		}
@@ -198,6 +207,9 @@ func (w *World) Run() []Violation {
 		"TYPE_RELEASE_MODES": trim(modes), "DEFAULT_MAX_ATTEMPTS": "3", "CONFIG_CACHE_SECONDS": "10",
 		"FIFO_VISIBILITY_TIMEOUT": strconv.Itoa(int(w.cfg.Visibility / time.Second)), "START_RETRY_SECONDS": "5",
 		"SWEEP_MIN_AGE_SECONDS": "60", "STACK_NAME": "sim", "METRICS_NAMESPACE": "sim",
+	}
+	if w.cfg.LanesBacklog > 0 {
+		w.env["MAX_LANES_BACKLOG"], w.env["BACKLOG_HOLD_SECONDS"] = strconv.Itoa(w.cfg.LanesBacklog), "60"
 	}
 	for _, t := range ts {
 		o := config.Override{Type: t.name, Strategy: t.strategy}

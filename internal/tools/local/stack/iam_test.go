@@ -80,8 +80,9 @@ func TestEveryCallIsAllowedByItsRole(t *testing.T) {
 	}
 	recorders := map[string]*iampolicy.Recorder{"router": {}, "starter": {}, "releaser": {}}
 	s, err := stack.Start(ctx, stack.Options{
-		Root:        root,
-		Parameters:  map[string]string{"TypeLimits": "rr=2,ff=2", "DefaultMaxAttempts": "2"},
+		Root: root,
+		// One unlisted type may run on DefaultLimit: the router takes its slot (UNLISTED).
+		Parameters:  map[string]string{"TypeLimits": "rr=2,ff=2", "DefaultMaxAttempts": "2", "DefaultLimit": "1", "UnlistedTypesLimit": "1"},
 		FunctionEnv: map[string]string{"START_RETRY_SECONDS": "1", "SWEEP_MIN_AGE_SECONDS": "1", "CONFIG_CACHE_SECONDS": "0"},
 		SweepEvery:  time.Second,
 		// Every call must be recorded and the scenario must take its normal course: this test
@@ -130,7 +131,9 @@ func TestEveryCallIsAllowedByItsRole(t *testing.T) {
 	}
 	submit("rr", "fails-once", map[string]any{"seconds": 0, "failAttempts": 1})
 	submit("ff", "always-fails", map[string]any{"seconds": 0, "fail": true})
-	submit("unknown", "x", map[string]any{})
+	// Two unlisted types for one slot: one runs, the other is refused (too_many_unlisted_types).
+	submit("unlisted1", "x", map[string]any{"seconds": 0})
+	submit("unlisted2", "x", map[string]any{"seconds": 0})
 	send("not json")
 	// Batches (each of one job, so that each function closes one and sends its completion event):
 	// the router opens iam-router and closes it with a refusal; ff/batched opens iam-releaser and
@@ -163,11 +166,12 @@ func TestEveryCallIsAllowedByItsRole(t *testing.T) {
 		}
 	}
 
-	// 3 + 1 of rr and 3 + 1 of ff succeed; ff/always-fails (2 attempts), unknown/x, "not json",
-	// ff/bad-key and the starter's bad message are dead-lettered; each batch sends its event.
+	// 3 + 1 of rr, 3 + 1 of ff and one unlisted type's job succeed; ff/always-fails (2 attempts),
+	// the other unlisted type's job, "not json", ff/bad-key and the starter's bad message are
+	// dead-lettered; each batch sends its event.
 	waitFor(t, 4*time.Minute, "the jobs to end", func() bool {
 		ok := len(executions(t, c.SFN, sm, "", sfntypes.ExecutionStatusSucceeded))
-		return ok >= 8 && queueDepth(t, c.SQS, dlq) >= 5 && len(s.Events()) >= 3
+		return ok >= 9 && queueDepth(t, c.SQS, dlq) >= 5 && len(s.Events()) >= 3
 	})
 	time.Sleep(3 * time.Second) // releases in progress and one more sweep
 	s.StopRuntime()
