@@ -261,6 +261,9 @@ func (l *Ledger) OpenBy(ctx context.Context, id string, expected int, owner stri
 	if err != nil {
 		return fmt.Errorf("open batch %s: %w", id, err)
 	}
+	l.mu.Lock()
+	l.shape[id] = shape{m.expected, m.shards, owner}
+	l.mu.Unlock()
 	return nil
 }
 
