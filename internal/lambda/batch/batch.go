@@ -40,6 +40,7 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -132,8 +133,8 @@ type Summary struct {
 	ClosedAt    time.Time
 	ClosedBy    string // the job whose record closed the batch
 	// Owner is the principal that opened the batch ("": none), whose jobs alone it counts.
-	Owner string
-	Announced   bool
+	Owner     string
+	Announced bool
 	// ExpiresAt is when the table's TTL may delete the closed batch (zero: never, or still open).
 	ExpiresAt time.Time
 	// DeadLetteredIDs lists up to MaxListed jobs on the dead-letter queue (dead-lettered or
@@ -308,6 +309,16 @@ func (l *Ledger) Size(ctx context.Context, id string) (int, error) {
 func (l *Ledger) Owner(ctx context.Context, id string) (string, error) {
 	sp, err := l.shapeOf(ctx, id)
 	return sp.owner, err
+}
+
+// Principal is the part of an SQS SenderId (or an STS GetCallerIdentity UserId, of the same form)
+// before its first ':': an IAM user's unique id ("AIDA…"), or a role's ("AROA…") without the
+// session name that follows it for an assumed role ("AROA…:session"; a Lambda function's role has
+// the function's name there). Two sessions of one role are one principal: a role is the unit an
+// operator grants sqs:SendMessage to, and a session name is chosen by whoever assumes the role.
+func Principal(senderID string) string {
+	p, _, _ := strings.Cut(strings.TrimSpace(senderID), ":")
+	return p
 }
 
 // Owns says whether a batch of owner admits the jobs of principal: its owner's, or anyone's when

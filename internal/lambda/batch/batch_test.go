@@ -515,3 +515,20 @@ func TestFillsRaceForTheBatchItem(t *testing.T) {
 		})
 	}
 }
+
+// A principal is a SenderId (or STS UserId) up to its first ':': an IAM user's id whole, a role's
+// id without the session name of an assumed role or a Lambda function's role.
+func TestPrincipal(t *testing.T) {
+	for give, want := range map[string]string{
+		"AIDAIENQZJOLO23YVJ4VO":                       "AIDAIENQZJOLO23YVJ4VO",
+		"AROAEXAMPLEID:my-session":                    "AROAEXAMPLEID",
+		"AROAEXAMPLEID:sfnlimit-RouterFunction-Ab12c": "AROAEXAMPLEID",
+		"AROAEXAMPLEID:a:b":                           "AROAEXAMPLEID",
+		"123456789012":                                "123456789012",
+		"":                                            "",
+	} {
+		if got := batch.Principal(give); got != want {
+			t.Errorf("Principal(%q) = %q, want %q", give, got, want)
+		}
+	}
+}

@@ -111,7 +111,7 @@ const InvalidType = "-"
 // ErrNotOpen: the job's batch has not been opened (by a job carrying batchSize, or by the CLI).
 var ErrNotOpen = batch.ErrNotOpen
 
-// Admit checks, as the router takes a job sent by sender (a principal: router.Principal of the
+// Admit checks, as the router takes a job sent by sender (a principal: batch.Principal of the
 // message's SenderId), that its batch can count it. A job carrying batchSize opens its batch, owned
 // by sender; any other job's batch must be open (ErrNotOpen otherwise, which the caller may wait
 // out). A batch owned by another principal refuses the job (job.ReasonBatchNotOwned), whatever size
