@@ -18,7 +18,7 @@ import (
 var Reasons = []string{
 	string(job.ReasonNotJSON), string(job.ReasonMissingType), string(job.ReasonInvalidType),
 	string(job.ReasonInvalidID), string(job.ReasonInvalidKey), string(job.ReasonInvalidPriority), string(job.ReasonUnknownType), string(job.ReasonInputTooLong),
-	string(job.ReasonInvalidBatch), string(job.ReasonBatchNotOpen),
+	string(job.ReasonInvalidBatch), string(job.ReasonBatchNotOpen), string(job.ReasonBatchNotOwned),
 	deadletter.ReasonAttemptsExhausted,
 	starter.ReasonBadMessage, starter.ReasonStartRefused, starter.ReasonNameTaken,
 	releaser.ReasonAborted,
