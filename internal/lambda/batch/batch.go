@@ -179,6 +179,8 @@ type Ledger struct {
 	mu sync.Mutex
 	// shape caches each batch's size and shard count, which never change once open.
 	shape map[string]shape
+	// owners caches the owners of the batches this ledger opened.
+	owners map[string]string
 	// full caches the shards known full, by partition key: a full shard stays full.
 	full map[string]bool
 }
@@ -190,7 +192,7 @@ type shape struct {
 
 // New returns the ledger of table.
 func New(db dynamoAPI, table string) *Ledger {
-	return &Ledger{db: db, table: table, shape: map[string]shape{}, full: map[string]bool{}}
+	return &Ledger{db: db, table: table, shape: map[string]shape{}, owners: map[string]string{}, full: map[string]bool{}}
 }
 
 // ShardsFor is how many shards a batch of expected jobs gets.
@@ -262,8 +264,9 @@ func (l *Ledger) OpenBy(ctx context.Context, id string, expected int, owner stri
 	if err != nil {
 		return fmt.Errorf("open batch %s: %w", id, err)
 	}
+	// Only the owner is remembered here: what Record reads stays as it was before owners existed.
 	l.mu.Lock()
-	l.shape[id] = shape{m.expected, m.shards, owner}
+	l.owners[id] = owner
 	l.mu.Unlock()
 	return nil
 }
@@ -307,6 +310,12 @@ func (l *Ledger) Size(ctx context.Context, id string) (int, error) {
 // Owner returns the principal that opened batch id ("": nobody in particular), or ErrNotOpen: one
 // consistent read of the batch item, none once this ledger has read it (an owner never changes).
 func (l *Ledger) Owner(ctx context.Context, id string) (string, error) {
+	l.mu.Lock()
+	owner, ok := l.owners[id]
+	l.mu.Unlock()
+	if ok {
+		return owner, nil
+	}
 	sp, err := l.shapeOf(ctx, id)
 	return sp.owner, err
 }
