@@ -54,7 +54,10 @@ func newBatchOpen(tgt *target) *cobra.Command {
 		Long: `open opens batch NAME for N jobs (1-1000000). Its jobs then need only "batch": NAME, no
 batchSize. Opening an open batch again with the same size changes nothing; with another size it is
 refused (exit 2): a batch's size never changes, give the other one another name. Jobs of a batch nobody
-opened are refused (batch_not_open) after a few deliveries.
+opened are refused (batch_not_open) after a few deliveries. The batch belongs to the caller: the
+principal of your credentials (sts:GetCallerIdentity; on the local stack, its emulator's one sender),
+and only jobs sent to the general queue with those credentials count in it; anyone else's jobs naming
+it are refused (batch_not_owned).
 ` + targetHelp,
 		Example: `  sfnlimit batch open nightly-2026-03-01 --size 5000
   jq -c '. + {batch: "nightly-2026-03-01"}' jobs.jsonl | sfnlimit submit -
@@ -72,7 +75,11 @@ opened are refused (batch_not_open) after a few deliveries.
 			if err != nil {
 				return err
 			}
-			o, err := ops.OpenBatch(ctx, l, args[0], size, time.Now())
+			owner, err := s.t.Caller(ctx)
+			if err != nil {
+				return s.explain(err)
+			}
+			o, err := ops.OpenBatch(ctx, l, args[0], size, owner, time.Now())
 			if err != nil {
 				return s.explain(err)
 			}

@@ -227,8 +227,12 @@ standard error, and prints it as "sfnlimit batch show" does; --timeout bounds th
 					if err != nil {
 						return s.explain(err)
 					}
+					owner, err := s.t.Caller(ctx)
+					if err != nil {
+						return s.explain(err)
+					}
 					var opened ops.BatchOpened
-					opened, res, err = ops.SubmitBatch(ctx, l, submitter, batchName, members, send, time.Now(), progress.update)
+					opened, res, err = ops.SubmitBatch(ctx, l, submitter, batchName, members, send, owner, time.Now(), progress.update)
 					if err != nil {
 						progress.finish()
 						return s.explain(err)

@@ -212,7 +212,13 @@ func RouterOn(env Env, c Services, log *slog.Logger, opts ...Option) (*router.Ro
 	if err != nil {
 		return nil, err
 	}
-	r := &router.Router{
+	// The router's role's unique id (template.yaml: !GetAtt RouterRole.RoleId): the SenderId
+	// principal of the held jobs it sends back, whose attributes it alone may set.
+	self, err := env.require("ROUTER_ROLE_ID")
+	if err != nil {
+		return nil, err
+	}
+	r := &router.Router{Self: self,
 		Config: res, Lanes: lane.Hashed{}, Batches: batches,
 		Lanesq: sqsbatch.NewSender(c.SQS, fifo), DLQ: batchend.DeadLetters{Next: deadletter.New(c.SQS, dlq), Tracker: batches},
 		Log: log, Metrics: env.recorder(opts, res),

@@ -63,8 +63,12 @@ func fullEnv() map[string]string {
 		"TABLE_NAME":        tableName,
 		"STATE_MACHINE_ARN": sampleArn,
 		"TYPE_LIMITS":       "demo=5",
+		"ROUTER_ROLE_ID":    routerRoleID,
 	}
 }
+
+// routerRoleID stands for the router's role's unique id (IAM's "AROA…" form).
+const routerRoleID = "AROAEXAMPLEROUTERROLE"
 
 func envOf(m map[string]string) app.Env { return func(k string) string { return m[k] } }
 
@@ -131,8 +135,8 @@ func TestBuildersWithFullEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Lanesq == nil || r.DLQ == nil || r.Lanes == nil || r.Config == nil || r.Log == nil {
-		t.Errorf("Router(full environment) = %+v, want every dependency set", r)
+	if r.Lanesq == nil || r.DLQ == nil || r.Lanes == nil || r.Config == nil || r.Log == nil || r.Self != routerRoleID {
+		t.Errorf("Router(full environment) = %+v, want every dependency set and Self %s", r, routerRoleID)
 	}
 	s, err := app.Starter(envOf(fullEnv()), clients(), discard())
 	if err != nil {
@@ -163,6 +167,8 @@ func TestBuildersRequireTheirVariables(t *testing.T) {
 		{name: "router without table", builder: "router", give: "TABLE_NAME", wantErr: true},
 		{name: "router with blank table", builder: "router", give: "TABLE_NAME", giveBlank: true, wantErr: true},
 		{name: "router needs no state machine", builder: "router", give: "STATE_MACHINE_ARN"},
+		{name: "router without its role id", builder: "router", give: "ROUTER_ROLE_ID", wantErr: true},
+		{name: "router with a blank role id", builder: "router", give: "ROUTER_ROLE_ID", giveBlank: true, wantErr: true},
 		{name: "starter without lanes queue", builder: "starter", give: "FIFO_QUEUE_URL", wantErr: true},
 		{name: "starter with blank lanes queue", builder: "starter", give: "FIFO_QUEUE_URL", giveBlank: true, wantErr: true},
 		{name: "starter without dead-letter queue", builder: "starter", give: "DLQ_URL", wantErr: true},
@@ -488,6 +494,8 @@ func resolveTemplate(t *testing.T, params map[string]string) map[string]cfntempl
 	if err != nil {
 		t.Fatalf("Table() error: %v", err)
 	}
+	// The router trusts held-job attributes only from its own role (ROUTER_ROLE_ID).
+	attrs.Set("RouterRole", "RoleId", routerRoleID)
 	attrs.Set(tb.LogicalID, cfntemplate.Ref, "sfnlimit-"+tb.LogicalID)
 	attrs.Set(tb.LogicalID, "Arn", fmt.Sprintf(arnPrefix, "dynamodb", "table/sfnlimit-"+tb.LogicalID))
 	for _, f := range tpl.Functions() {

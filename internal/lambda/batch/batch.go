@@ -40,6 +40,7 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -85,6 +86,8 @@ const (
 var (
 	ErrNotOpen      = errors.New("batch is not open")
 	ErrSizeMismatch = errors.New("batch is open with another size")
+	// ErrNotOwned: the batch was opened by another principal (OpenBy, Owner).
+	ErrNotOwned = errors.New("batch belongs to another sender")
 	// ErrExpired: a batch of this id closed and its batch item expired (Retention), but its jobs'
 	// records and counts are still in the table: a new batch of the id would count into them.
 	ErrExpired = errors.New("a batch of this id closed and expired; use another id")
@@ -129,7 +132,9 @@ type Summary struct {
 	Closed      bool
 	ClosedAt    time.Time
 	ClosedBy    string // the job whose record closed the batch
-	Announced   bool
+	// Owner is the principal that opened the batch ("": none), whose jobs alone it counts.
+	Owner     string
+	Announced bool
 	// ExpiresAt is when the table's TTL may delete the closed batch (zero: never, or still open).
 	ExpiresAt time.Time
 	// DeadLetteredIDs lists up to MaxListed jobs on the dead-letter queue (dead-lettered or
@@ -174,15 +179,20 @@ type Ledger struct {
 	mu sync.Mutex
 	// shape caches each batch's size and shard count, which never change once open.
 	shape map[string]shape
+	// owners caches the owners of the batches this ledger opened.
+	owners map[string]string
 	// full caches the shards known full, by partition key: a full shard stays full.
 	full map[string]bool
 }
 
-type shape struct{ expected, shards int }
+type shape struct {
+	expected, shards int
+	owner            string
+}
 
 // New returns the ledger of table.
 func New(db dynamoAPI, table string) *Ledger {
-	return &Ledger{db: db, table: table, shape: map[string]shape{}, full: map[string]bool{}}
+	return &Ledger{db: db, table: table, shape: map[string]shape{}, owners: map[string]string{}, full: map[string]bool{}}
 }
 
 // ShardsFor is how many shards a batch of expected jobs gets.
@@ -222,14 +232,21 @@ func Home(jobID string, shards int) int {
 	return int(h.Sum32() % uint32(shards))
 }
 
-// Open opens batch id for expected jobs. Opening an open batch with the same size does nothing;
-// with another size it is ErrSizeMismatch (a batch's size never changes: its shards' capacities are
-// cut from it).
+// Open opens batch id for expected jobs with no owner: OpenBy(ctx, id, expected, "", at).
 func (l *Ledger) Open(ctx context.Context, id string, expected int, at time.Time) error {
+	return l.OpenBy(ctx, id, expected, "", at)
+}
+
+// OpenBy opens batch id for expected jobs, owned by owner (a principal: Principal of an SQS
+// SenderId, or of the caller's STS UserId; "" owns nothing and anyone may name the batch). Opening
+// an open batch of the same owner and size does nothing; of another owner it is ErrNotOwned, and
+// with another size ErrSizeMismatch (a batch's size never changes: its shards' capacities are cut
+// from it; its owner never changes either).
+func (l *Ledger) OpenBy(ctx context.Context, id string, expected int, owner string, at time.Time) error {
 	if id == "" || expected < 1 {
 		return fmt.Errorf("open batch %q of %d jobs: a batch needs an id and at least one job", id, expected)
 	}
-	err := l.sameSize(ctx, id, expected)
+	err := l.sameSize(ctx, id, expected, owner)
 	if !errors.Is(err, ErrNotOpen) {
 		return err
 	}
@@ -237,32 +254,39 @@ func (l *Ledger) Open(ctx context.Context, id string, expected int, at time.Time
 		if errors.Is(err, ErrExpired) {
 			// Or opened meanwhile by another job, which counted one since (its batch item is
 			// written before any count): expired only if the batch item is still absent.
-			if again := l.sameSize(ctx, id, expected); !errors.Is(again, ErrNotOpen) {
+			if again := l.sameSize(ctx, id, expected, owner); !errors.Is(again, ErrNotOpen) {
 				return again
 			}
 		}
 		return err
 	}
-	m := meta{expected: expected, shards: l.ShardsFor(expected), version: 1, openedAt: at}
+	m := meta{expected: expected, shards: l.ShardsFor(expected), version: 1, openedAt: at, owner: owner}
 	_, err = l.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: &l.table, Item: m.item(id), ConditionExpression: aws.String("attribute_not_exists(pk)"),
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		return l.sameSize(ctx, id, expected) // opened meanwhile
+		return l.sameSize(ctx, id, expected, owner) // opened meanwhile
 	}
 	if err != nil {
 		return fmt.Errorf("open batch %s: %w", id, err)
 	}
+	// Only the owner is remembered here: what Record reads stays as it was before owners existed.
+	l.mu.Lock()
+	l.owners[id] = owner
+	l.mu.Unlock()
 	return nil
 }
 
-// sameSize is nil when batch id is open (or closed) for expected jobs, ErrSizeMismatch when for
-// another number, ErrNotOpen when it does not exist.
-func (l *Ledger) sameSize(ctx context.Context, id string, expected int) error {
+// sameSize is nil when batch id is open (or closed) for expected jobs by owner, ErrNotOwned when by
+// another owner, ErrSizeMismatch when for another number, ErrNotOpen when it does not exist.
+func (l *Ledger) sameSize(ctx context.Context, id string, expected int, owner string) error {
 	m, err := l.readMeta(ctx, id)
 	if err != nil {
 		return err
+	}
+	if !Owns(m.owner, owner) {
+		return fmt.Errorf("open batch %s: %w", id, ErrNotOwned)
 	}
 	if m.expected != expected {
 		return fmt.Errorf("open batch %s of %d jobs: %w (%d jobs)", id, expected, ErrSizeMismatch, m.expected)
@@ -290,6 +314,33 @@ func (l *Ledger) Size(ctx context.Context, id string) (int, error) {
 	return sp.expected, err
 }
 
+// Owner returns the principal that opened batch id ("": nobody in particular), or ErrNotOpen: one
+// consistent read of the batch item, none once this ledger has read it (an owner never changes).
+func (l *Ledger) Owner(ctx context.Context, id string) (string, error) {
+	l.mu.Lock()
+	owner, ok := l.owners[id]
+	l.mu.Unlock()
+	if ok {
+		return owner, nil
+	}
+	sp, err := l.shapeOf(ctx, id)
+	return sp.owner, err
+}
+
+// Principal is the part of an SQS SenderId (or an STS GetCallerIdentity UserId, of the same form)
+// before its first ':': an IAM user's unique id ("AIDA…"), or a role's ("AROA…") without the
+// session name that follows it for an assumed role ("AROA…:session"; a Lambda function's role has
+// the function's name there). Two sessions of one role are one principal: a role is the unit an
+// operator grants sqs:SendMessage to, and a session name is chosen by whoever assumes the role.
+func Principal(senderID string) string {
+	p, _, _ := strings.Cut(strings.TrimSpace(senderID), ":")
+	return p
+}
+
+// Owns says whether a batch of owner admits the jobs of principal: its owner's, or anyone's when
+// it has none (a batch opened without one).
+func Owns(owner, principal string) bool { return owner == "" || owner == principal }
+
 // meta is the batch item.
 type meta struct {
 	expected, shards, filled int
@@ -299,6 +350,8 @@ type meta struct {
 	// set when the batch closes, zero while it is open (Ledger.Retention).
 	expiresAt time.Time
 	closedBy  string
+	// owner is the principal that opened the batch ("": none; attribute owner).
+	owner     string
 	announced bool
 	// claimBy holds the announcement (ClaimAnnouncement) until claimUntil.
 	claimBy    string
@@ -318,7 +371,7 @@ func (l *Ledger) readMeta(ctx context.Context, id string) (meta, error) {
 	it := out.Item
 	m := meta{
 		expected: int(integer(it, "expected")), shards: int(integer(it, "shards")), filled: int(integer(it, "filled")),
-		version: integer(it, "version"), closedBy: str(it, "closedBy"),
+		version: integer(it, "version"), closedBy: str(it, "closedBy"), owner: str(it, "owner"),
 		openedAt: stamp(it, "openedAt"), closedAt: stamp(it, "closedAt"),
 		claimBy: str(it, "claimBy"), claimUntil: stamp(it, "claimUntil"),
 		expiresAt: epoch(it, ExpiresAttribute),
@@ -330,7 +383,7 @@ func (l *Ledger) readMeta(ctx context.Context, id string) (meta, error) {
 		return meta{}, fmt.Errorf("batch %s: item has no size (expected %d, shards %d)", id, m.expected, m.shards)
 	}
 	l.mu.Lock()
-	l.shape[id] = shape{m.expected, m.shards}
+	l.shape[id] = shape{m.expected, m.shards, m.owner}
 	l.mu.Unlock()
 	return m, nil
 }
@@ -339,6 +392,9 @@ func (m meta) item(id string) map[string]types.AttributeValue {
 	it := metaKey(id)
 	it["expected"], it["shards"], it["filled"], it["version"] = n(int64(m.expected)), n(int64(m.shards)), n(int64(m.filled)), n(m.version)
 	it["openedAt"] = ts(m.openedAt)
+	if m.owner != "" {
+		it["owner"] = s(m.owner)
+	}
 	if m.closed() {
 		it["closedAt"], it["closedBy"] = ts(m.closedAt), s(m.closedBy)
 	}
@@ -362,7 +418,7 @@ func (l *Ledger) shapeOf(ctx context.Context, id string) (shape, error) {
 		return sh, nil
 	}
 	m, err := l.readMeta(ctx, id)
-	return shape{m.expected, m.shards}, err
+	return shape{m.expected, m.shards, m.owner}, err
 }
 
 // updateMeta reads the batch item, lets change edit it and writes it as the next version, reading

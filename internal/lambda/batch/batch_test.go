@@ -159,6 +159,48 @@ func TestOpen(t *testing.T) {
 	})
 }
 
+// A batch belongs to the principal that opened it: another principal's open is ErrNotOwned whatever
+// size it gives, and changes nothing; Owner and Show name the owner; a batch opened without an
+// owner takes anyone's jobs.
+func TestOpenByOwner(t *testing.T) {
+	forBoth(t, 2, func(t *testing.T, l *batch.Ledger, _ *meter) {
+		ctx := context.Background()
+		if err := l.OpenBy(ctx, "b1", 5, "AIDAOWNER", t0); err != nil {
+			t.Fatal(err)
+		}
+		for _, tt := range []struct {
+			owner    string
+			expected int
+			want     error
+		}{
+			{"AIDAOWNER", 5, nil},
+			{"AIDAOWNER", 6, batch.ErrSizeMismatch},
+			{"AROAOTHER", 5, batch.ErrNotOwned},
+			{"AROAOTHER", 6, batch.ErrNotOwned},
+			{"", 5, batch.ErrNotOwned},
+		} {
+			if err := l.OpenBy(ctx, "b1", tt.expected, tt.owner, t0); !errors.Is(err, tt.want) || (tt.want == nil) != (err == nil) {
+				t.Errorf("OpenBy(b1, %d, %q) = %v, want %v", tt.expected, tt.owner, err, tt.want)
+			}
+		}
+		if owner, err := l.Owner(ctx, "b1"); err != nil || owner != "AIDAOWNER" {
+			t.Errorf("Owner(b1) = %q, %v; want AIDAOWNER", owner, err)
+		}
+		if sum, _, err := l.Show(ctx, "b1", false); err != nil || sum.Owner != "AIDAOWNER" || sum.Expected != 5 {
+			t.Errorf("Show(b1) = %+v, %v; want owner AIDAOWNER, 5 jobs", sum, err)
+		}
+		if err := l.Open(ctx, "b2", 3, t0); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.OpenBy(ctx, "b2", 3, "AROAOTHER", t0); err != nil {
+			t.Errorf("OpenBy of a batch opened without an owner = %v, want nil", err)
+		}
+		if !batch.Owns("", "AROAOTHER") || batch.Owns("AIDAOWNER", "AROAOTHER") || !batch.Owns("AIDAOWNER", "AIDAOWNER") {
+			t.Error("Owns: want an ownerless batch to admit anyone, an owned one only its owner")
+		}
+	})
+}
+
 // Every delivery after a job's first changes nothing, whatever outcome it says; the counts per
 // outcome, the times and the dead-lettered ids are those of the first deliveries; the batch closes
 // once, at its last job.
@@ -471,5 +513,22 @@ func TestFillsRaceForTheBatchItem(t *testing.T) {
 				t.Errorf("Show = %+v, %v; want closed with 2 recorded", sum, err)
 			}
 		})
+	}
+}
+
+// A principal is a SenderId (or STS UserId) up to its first ':': an IAM user's id whole, a role's
+// id without the session name of an assumed role or a Lambda function's role.
+func TestPrincipal(t *testing.T) {
+	for give, want := range map[string]string{
+		"AIDAIENQZJOLO23YVJ4VO":                       "AIDAIENQZJOLO23YVJ4VO",
+		"AROAEXAMPLEID:my-session":                    "AROAEXAMPLEID",
+		"AROAEXAMPLEID:sfnlimit-RouterFunction-Ab12c": "AROAEXAMPLEID",
+		"AROAEXAMPLEID:a:b":                           "AROAEXAMPLEID",
+		"123456789012":                                "123456789012",
+		"":                                            "",
+	} {
+		if got := batch.Principal(give); got != want {
+			t.Errorf("Principal(%q) = %q, want %q", give, got, want)
+		}
 	}
 }

@@ -41,7 +41,7 @@ func (l *Ledger) summary(ctx context.Context, id string, allDead bool) (Summary,
 	}
 	sum := Summary{
 		Batch: id, Expected: m.expected, Shards: m.shards, Counts: map[Outcome]int{},
-		OpenedAt: m.openedAt, Closed: m.closed(), ClosedAt: m.closedAt, ClosedBy: m.closedBy, Announced: m.announced,
+		OpenedAt: m.openedAt, Closed: m.closed(), ClosedAt: m.closedAt, ClosedBy: m.closedBy, Announced: m.announced, Owner: m.owner,
 		ExpiresAt:         m.expiresAt,
 		DeadLetteredWhere: fmt.Sprintf("sfnlimit batch show %s --jobs (items DEAD#{job} under pk BATCH#%s#S{shard})", id, id),
 	}

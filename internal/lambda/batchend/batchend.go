@@ -42,7 +42,8 @@ const (
 )
 
 type ledger interface {
-	Open(ctx context.Context, id string, expected int, at time.Time) error
+	OpenBy(ctx context.Context, id string, expected int, owner string, at time.Time) error
+	Owner(ctx context.Context, id string) (string, error)
 	Record(ctx context.Context, id, jobID string, redrive int, outcome batch.Outcome, at time.Time) (batch.Recorded, error)
 	Announced(ctx context.Context, id string) error
 	ClaimAnnouncement(ctx context.Context, id, holder string, at time.Time, ttl time.Duration) (bool, error)
@@ -76,7 +77,13 @@ type Tracker struct {
 	Jitter func(n int64) int64
 
 	mu     sync.Mutex
-	opened map[string]int // batches this process saw open, with their size
+	opened map[string]opened // batches this process saw open
+}
+
+// opened is a batch's size and owner, which never change once it is open.
+type opened struct {
+	size  int
+	owner string
 }
 
 // New returns a tracker of l that publishes with events.
@@ -104,45 +111,74 @@ const InvalidType = "-"
 // ErrNotOpen: the job's batch has not been opened (by a job carrying batchSize, or by the CLI).
 var ErrNotOpen = batch.ErrNotOpen
 
-// Admit checks, as the router takes a job, that its batch can count it: a job carrying batchSize
-// opens its batch (an open batch of another size refuses the job: job.ReasonInvalidBatch); any other
-// job's batch must be open (ErrNotOpen otherwise, which the caller may wait out).
-func (t *Tracker) Admit(ctx context.Context, j job.Job) error {
+// Admit checks, as the router takes a job sent by sender (a principal: batch.Principal of the
+// message's SenderId), that its batch can count it. A job carrying batchSize opens its batch, owned
+// by sender; any other job's batch must be open (ErrNotOpen otherwise, which the caller may wait
+// out). A batch owned by another principal refuses the job (job.ReasonBatchNotOwned), whatever size
+// it gives, before any size check; an open batch of another size refuses it too
+// (job.ReasonInvalidBatch).
+func (t *Tracker) Admit(ctx context.Context, j job.Job, sender string) error {
 	if t == nil || j.Batch == "" {
 		return nil
 	}
 	t.mu.Lock()
-	size, seen := t.opened[j.Batch]
+	o, seen := t.opened[j.Batch]
 	t.mu.Unlock()
-	if seen && (j.BatchSize == 0 || j.BatchSize == size) {
+	if seen && !batch.Owns(o.owner, sender) {
+		return notOwned(j, sender)
+	}
+	if seen && (j.BatchSize == 0 || j.BatchSize == o.size) {
 		return nil
 	}
 	if j.BatchSize > 0 {
-		err := t.Ledger.Open(ctx, j.Batch, j.BatchSize, t.now())
+		err := t.Ledger.OpenBy(ctx, j.Batch, j.BatchSize, sender, t.now())
+		if errors.Is(err, batch.ErrNotOwned) {
+			return notOwned(j, sender)
+		}
 		if errors.Is(err, batch.ErrSizeMismatch) || errors.Is(err, batch.ErrExpired) {
 			return &job.Error{Reason: job.ReasonInvalidBatch, Detail: err.Error()}
 		}
 		if err != nil {
 			return fmt.Errorf("open batch %s of job %s: %w", j.Batch, j.ID, err)
 		}
-		t.remember(j.Batch, j.BatchSize)
+		// The owner is sender's unless the batch was open already without one.
+		owner, err := t.Ledger.Owner(ctx, j.Batch)
+		if err != nil {
+			return fmt.Errorf("batch %s of job %s: %w", j.Batch, j.ID, err)
+		}
+		t.remember(j.Batch, opened{j.BatchSize, owner})
 		return nil
 	}
 	size, err := t.Ledger.Size(ctx, j.Batch)
 	if err != nil {
 		return fmt.Errorf("batch %s of job %s: %w", j.Batch, j.ID, err)
 	}
-	t.remember(j.Batch, size)
+	owner, err := t.Ledger.Owner(ctx, j.Batch)
+	if err != nil {
+		return fmt.Errorf("batch %s of job %s: %w", j.Batch, j.ID, err)
+	}
+	t.remember(j.Batch, opened{size, owner})
+	if !batch.Owns(owner, sender) {
+		return notOwned(j, sender)
+	}
 	return nil
 }
 
-func (t *Tracker) remember(id string, size int) {
+func notOwned(j job.Job, sender string) error {
+	if sender == "" {
+		sender = "an unknown sender"
+	}
+	return &job.Error{Reason: job.ReasonBatchNotOwned, Detail: fmt.Sprintf(
+		"batch %q was opened by another sender than %s: only its opener's jobs may name it (send from the principal that opened it, or use a batch id of your own)", j.Batch, sender)}
+}
+
+func (t *Tracker) remember(id string, o opened) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.opened == nil || len(t.opened) > 10_000 {
-		t.opened = map[string]int{}
+		t.opened = map[string]opened{}
 	}
-	t.opened[id] = size
+	t.opened[id] = o
 }
 
 // End is one job's end.

@@ -95,7 +95,7 @@ func newRig(t *testing.T) *rig {
 
 func (r *rig) open(t *testing.T, id string, n int) {
 	t.Helper()
-	if err := r.tracker.Admit(context.Background(), job.Job{Type: "docs", ID: "opener", Batch: id, BatchSize: n}); err != nil {
+	if err := r.tracker.Admit(context.Background(), job.Job{Type: "docs", ID: "opener", Batch: id, BatchSize: n}, ""); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -260,7 +260,7 @@ func TestAdmit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := r.tracker.Admit(ctx, tt.give)
+			err := r.tracker.Admit(ctx, tt.give, "")
 			switch {
 			case tt.wantReason != "":
 				if job.ReasonOf(err) != tt.wantReason {
@@ -277,8 +277,43 @@ func TestAdmit(t *testing.T) {
 	}
 	// Another process (a second router) sees the size of the batch opened by the first.
 	other := batchend.New(r.ledger, r.bus, "", slog.New(slog.DiscardHandler))
-	if err := other.Admit(ctx, job.Job{Type: "docs", ID: "9", Batch: "b", BatchSize: 6}); job.ReasonOf(err) != job.ReasonInvalidBatch {
+	if err := other.Admit(ctx, job.Job{Type: "docs", ID: "9", Batch: "b", BatchSize: 6}, ""); job.ReasonOf(err) != job.ReasonInvalidBatch {
 		t.Errorf("second process Admit with another size = %v, want reason %s", err, job.ReasonInvalidBatch)
+	}
+}
+
+// A batch belongs to the sender whose job opened it: another sender's jobs naming it are refused
+// (job.ReasonBatchNotOwned), whether they give its size, another size or none, in this process and
+// in another one; the owner's own jobs go on being admitted.
+func TestAdmitRefusesOtherSenders(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t)
+	const owner, other = "AIDAOWNER", "AROATENANT"
+	if err := r.tracker.Admit(ctx, job.Job{Type: "docs", ID: "1", Batch: "b", BatchSize: 3}, owner); err != nil {
+		t.Fatal(err)
+	}
+	second := batchend.New(r.ledger, r.bus, "", slog.New(slog.DiscardHandler))
+	for _, tr := range []*batchend.Tracker{r.tracker, second} {
+		for _, j := range []job.Job{
+			{Type: "docs", ID: "x1", Batch: "b"},
+			{Type: "docs", ID: "x2", Batch: "b", BatchSize: 3},
+			{Type: "docs", ID: "x3", Batch: "b", BatchSize: 1},
+		} {
+			if err := tr.Admit(ctx, j, other); job.ReasonOf(err) != job.ReasonBatchNotOwned {
+				t.Errorf("Admit(%+v) by %s = %v, want reason %s", j, other, err, job.ReasonBatchNotOwned)
+			}
+		}
+		if err := tr.Admit(ctx, job.Job{Type: "docs", ID: "2", Batch: "b"}, owner); err != nil {
+			t.Errorf("Admit of the owner's job = %v, want nil", err)
+		}
+	}
+	// A predictable id opened first by another sender refuses the owner's jobs as not theirs,
+	// rather than as of the wrong size.
+	if err := r.tracker.Admit(ctx, job.Job{Type: "docs", ID: "y", Batch: "guess", BatchSize: 1}, other); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Admit(ctx, job.Job{Type: "docs", ID: "1", Batch: "guess", BatchSize: 3}, owner); job.ReasonOf(err) != job.ReasonBatchNotOwned {
+		t.Errorf("Admit into a batch another sender opened = %v, want reason %s", err, job.ReasonBatchNotOwned)
 	}
 }
 
@@ -296,7 +331,7 @@ func TestAdmitChecksABatchWithOneRead(t *testing.T) {
 	calls := 0
 	db.OnCall = func(string) error { calls++; return nil }
 	tr := batchend.New(batch.New(db, "t"), &bus{}, "s", slog.New(slog.DiscardHandler)) // a new router process
-	if err := tr.Admit(ctx, job.Job{Type: "docs", ID: "a", Batch: "big"}); err != nil {
+	if err := tr.Admit(ctx, job.Job{Type: "docs", ID: "a", Batch: "big"}, ""); err != nil {
 		t.Fatal(err)
 	}
 	if calls != 1 {
@@ -339,7 +374,7 @@ func TestNilTracker(t *testing.T) {
 	if err := tr.Ended(context.Background(), batchend.End{Batch: "b", Type: "docs", ID: "x", Outcome: batch.Succeeded}); err != nil {
 		t.Fatal(err)
 	}
-	if err := tr.Admit(context.Background(), job.Job{Batch: "b", BatchSize: 2}); err != nil {
+	if err := tr.Admit(context.Background(), job.Job{Batch: "b", BatchSize: 2}, ""); err != nil {
 		t.Fatal(err)
 	}
 }

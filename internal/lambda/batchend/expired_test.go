@@ -35,7 +35,7 @@ func TestAdmitRefusesTheIDOfAnExpiredBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr := batchend.New(batch.New(db, "t"), &bus{}, "s", slog.New(slog.DiscardHandler))
-	err := tr.Admit(ctx, job.Job{Type: "docs", ID: "2", Batch: "old", BatchSize: 1})
+	err := tr.Admit(ctx, job.Job{Type: "docs", ID: "2", Batch: "old", BatchSize: 1}, "")
 	if job.ReasonOf(err) != job.ReasonInvalidBatch {
 		t.Errorf("Admit of a job reopening an expired batch = %v, want reason %s", err, job.ReasonInvalidBatch)
 	}

@@ -22,6 +22,9 @@ const (
 	ReasonInvalidBatch Reason = "invalid_batch"
 	// ReasonBatchNotOpen: the job names a batch that nobody opened (no job carried batchSize).
 	ReasonBatchNotOpen Reason = "batch_not_open"
+	// ReasonBatchNotOwned: the job names a batch that another sender opened (its SQS SenderId's
+	// principal is not the batch's owner): it is refused and not counted in that batch.
+	ReasonBatchNotOwned Reason = "batch_not_owned"
 )
 
 var batchRe = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)

@@ -111,21 +111,27 @@ func TestHoldWhileLanesQueueFull(t *testing.T) {
 				if at.StringValue == nil || *at.StringValue != strconv.FormatInt(1709978400123, 10) {
 					t.Errorf("held %s submittedAt attribute = %+v, want the first SentTimestamp", s.ID, at)
 				}
+				if by := e.MessageAttributes[router.SenderAttribute]; by.StringValue == nil || *by.StringValue != "AIDAIENQZJOLO23YVJ4VO" {
+					t.Errorf("held %s sender attribute = %+v, want the producer's principal", s.ID, by)
+				}
 			}
 		})
 	}
 }
 
-// A held job delivered again keeps its first submission time, not its new SentTimestamp.
+// A held job delivered again keeps its first submission time, not its new SentTimestamp: the
+// router's own copy (its SenderId is the router's role, Router.Self) is trusted.
 func TestHeldJobKeepsItsSubmissionTime(t *testing.T) {
 	ev := loadEvent(t, "sqs-keyed-batch.json")
 	m := ev.Records[0]
 	m.Attributes["SentTimestamp"] = "1709978999000"
+	m.Attributes["SenderId"] = "AROAROUTERROLE:sfnlimit-RouterFunction-abc"
 	m.MessageAttributes = map[string]events.SQSMessageAttribute{
 		router.SubmittedAtAttribute: {DataType: "Number", StringValue: aws.String("1709978400123")},
 	}
 	lanes := &fakeSender{}
 	r := newRouter(&fakeConfig{limits: map[string]int{"llm": 20}, strategy: map[string]string{"llm": lane.FirstFree}}, lanes, &fakeDLQ{}, nil)
+	r.Self = "AROAROUTERROLE"
 	if _, err := r.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{m}}); err != nil {
 		t.Fatal(err)
 	}
@@ -135,6 +141,40 @@ func TestHeldJobKeepsItsSubmissionTime(t *testing.T) {
 	}
 	if want := time.UnixMilli(1709978400123).UTC(); !j.SubmittedAt.Equal(want) {
 		t.Errorf("submittedAt = %s, want %s", j.SubmittedAt, want)
+	}
+}
+
+// A producer cannot make its job older than it is: the submission-time attribute on a message the
+// router did not send (another SenderId, or no router role known) is ignored, and the job's age is
+// its own SentTimestamp's, so priority ageing does not serve it before older jobs.
+func TestForgedSubmissionTimeIgnored(t *testing.T) {
+	for _, tt := range []struct{ name, self, sender string }{
+		{"producer", "AROAROUTERROLE", "AIDAPRODUCER"},
+		{"producer in a role session named like the router", "AROAROUTERROLE", "AROAPRODUCER:AROAROUTERROLE"},
+		{"no router role configured", "", "AROAROUTERROLE:sfnlimit-RouterFunction-abc"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ev := loadEvent(t, "sqs-keyed-batch.json")
+			m := ev.Records[0]
+			m.Attributes["SentTimestamp"] = "1709978999000"
+			m.Attributes["SenderId"] = tt.sender
+			m.MessageAttributes = map[string]events.SQSMessageAttribute{
+				router.SubmittedAtAttribute: {DataType: "Number", StringValue: aws.String("1000")},
+			}
+			lanes := &fakeSender{}
+			r := newRouter(&fakeConfig{limits: map[string]int{"llm": 20}, strategy: map[string]string{"llm": lane.FirstFree}}, lanes, &fakeDLQ{}, nil)
+			r.Self = tt.self
+			if _, err := r.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{m}}); err != nil {
+				t.Fatal(err)
+			}
+			var j job.Job
+			if err := json.Unmarshal([]byte(aws.ToString(lanes.entries()[0].MessageBody)), &j); err != nil {
+				t.Fatal(err)
+			}
+			if want := time.UnixMilli(1709978999000).UTC(); !j.SubmittedAt.Equal(want) {
+				t.Errorf("submittedAt = %s, want the message's own SentTimestamp %s", j.SubmittedAt, want)
+			}
+		})
 	}
 }
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"testing"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/lambda/batch"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/batchend"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/router"
 	"github.com/sfnlimit/sfnlimit/internal/tools/fakes"
 )
 
@@ -224,5 +227,83 @@ func TestRefusalClosingABatchWhileEventBridgeIsDown(t *testing.T) {
 	if !sum.Closed || sum.Announced || sum.Counts[batch.Refused] != 1 || len(eb.events) != 0 {
 		t.Errorf("batch last: closed %v, announced %v, refused %d, %d events; want closed by z-1, its event not sent yet",
 			sum.Closed, sum.Announced, sum.Counts[batch.Refused], len(eb.events))
+	}
+}
+
+// A batch belongs to the sender of the job that opened it (its SenderId's principal): another
+// sender's jobs naming it, well-formed or junk, are refused as batch_not_owned, dead-lettered
+// outside the batch, and never counted in it, so they can neither close it (no false Batch
+// Completed) nor fill it. A predictable id opened first by another sender refuses the owner's jobs
+// the same way. A job the router held keeps its first sender, trusted on the router's own copy
+// only: a producer naming the owner in that attribute is still itself.
+func TestRouterBatchBelongsToItsOpener(t *testing.T) {
+	ctx := context.Background()
+	ledger := batch.New(fakes.NewDynamoDB("t"), "t")
+	b := &bus{}
+	tracker := batchend.New(ledger, b, "s", slog.New(slog.DiscardHandler))
+	sender, dlq := &fakeSender{}, &fakeDLQ{}
+	r := newRouter(&fakeConfig{limits: limits}, sender, nil, nil)
+	r.DLQ = batchend.DeadLetters{Next: dlq, Tracker: tracker}
+	r.Batches = tracker
+	r.Self = "AROAROUTER"
+	const owner, mallory = "AIDAOWNER", "AROAMALLORY:tenant-b"
+	n := 0
+	msg := func(from, body string, attrs map[string]string) events.SQSMessage {
+		n++
+		m := events.SQSMessage{MessageId: fmt.Sprintf("d0000000-0000-4000-8000-%012d", n), Body: body, Attributes: map[string]string{
+			"ApproximateReceiveCount": "1", "SentTimestamp": "1709978500000", "SenderId": from,
+		}}
+		for k, v := range attrs {
+			m.MessageAttributes = map[string]events.SQSMessageAttribute{k: {DataType: "String", StringValue: aws.String(v)}}
+		}
+		return m
+	}
+	recs := []events.SQSMessage{
+		msg(owner, `{"type":"payments","id":"o-1","batch":"up","batchSize":2,"input":{}}`, nil),
+		msg(mallory, `{"type":"nosuch","id":"m-1","batch":"up","input":{}}`, nil),
+		msg(mallory, `{"type":"payments","id":"m-2","batch":"up","batchSize":2,"input":{}}`, nil),
+		msg(mallory, `{"type":"payments","id":"m-3","batch":"up","input":{}}`, map[string]string{router.SenderAttribute: owner}),
+		msg(mallory, `{"type":"payments","id":"m-4","batch":"guess","batchSize":9,"input":{}}`, nil),
+		msg(owner, `{"type":"payments","id":"o-9","batch":"guess","batchSize":2,"input":{}}`, nil),
+		// The router's own copy of the owner's held job.
+		msg("AROAROUTER:sfnlimit-RouterFunction", `{"type":"payments","id":"o-2","batch":"up","input":{}}`, map[string]string{router.SenderAttribute: owner}),
+	}
+	resp, err := r.Handle(ctx, events.SQSEvent{Records: recs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.BatchItemFailures) != 0 {
+		t.Errorf("batch item failures %+v, want none", resp.BatchItemFailures)
+	}
+	var routed []string
+	for _, e := range sender.entries() {
+		var j job.Job
+		if err := json.Unmarshal([]byte(aws.ToString(e.MessageBody)), &j); err != nil {
+			t.Fatal(err)
+		}
+		routed = append(routed, j.ID)
+	}
+	slices.Sort(routed)
+	if want := []string{"m-4", "o-1", "o-2"}; !slices.Equal(routed, want) {
+		t.Errorf("routed %v, want %v", routed, want)
+	}
+	refused := map[string]string{}
+	for _, e := range dlq.sent {
+		refused[e.JobID] = e.Reason
+		if e.Batch != "" {
+			t.Errorf("dead letter of %s names batch %q, want none (not counted there)", e.JobID, e.Batch)
+		}
+	}
+	notOwned := string(job.ReasonBatchNotOwned)
+	if want := map[string]string{"m-1": notOwned, "m-2": notOwned, "m-3": notOwned, "o-9": notOwned}; !maps.Equal(refused, want) {
+		t.Errorf("refused %v, want %v", refused, want)
+	}
+	up, _, err := ledger.Show(ctx, "up", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if up.Owner != owner || up.Expected != 2 || up.Recorded != 0 || up.Closed || len(b.events) != 0 {
+		t.Errorf("up: owner %q, expected %d, recorded %d, closed %v, %d events; want %s's, 2, 0, open, none",
+			up.Owner, up.Expected, up.Recorded, up.Closed, len(b.events), owner)
 	}
 }

@@ -58,6 +58,10 @@ type Router struct {
 	// Batches opens the batch of a job carrying batchSize and checks that any other job's batch is
 	// open (nil: jobs' batches are not tracked).
 	Batches batchAdmitter
+	// Self is the router's own principal (ROUTER_ROLE_ID: its role's unique id, as SQS puts it in
+	// the SenderId of what the router sends): only its messages' SubmittedAtAttribute and
+	// SenderAttribute are trusted ("": none are).
+	Self string
 	// Unlisted bounds the types that run on the fallback limit (nil: no bound): a job of such a
 	// type routes only once its type holds a slot, and is refused when other types hold them all.
 	Unlisted slotTaker
@@ -69,9 +73,10 @@ type slotTaker interface {
 }
 
 type batchAdmitter interface {
-	// Admit opens or checks j's batch: a *job.Error refuses the job, batchend.ErrNotOpen says its
+	// Admit opens or checks j's batch for sender (the principal that sent j): a *job.Error refuses
+	// the job (job.ReasonBatchNotOwned: the batch is another sender's), batchend.ErrNotOpen says its
 	// batch is not open (yet).
-	Admit(ctx context.Context, j job.Job) error
+	Admit(ctx context.Context, j job.Job, sender string) error
 }
 
 // BatchWaitReceives is the delivery of a job at which the router stops waiting for its batch to be
@@ -96,6 +101,8 @@ type routed struct {
 	// lane is the job's lane (random), or job.WaitingLane (first-free), whose group is group.
 	lane  int
 	group string
+	// sender is the principal that sent the job first (origin).
+	sender string
 }
 
 // Handle routes one batch of general-queue messages: jobs of first-free types to one of their type's
@@ -113,12 +120,14 @@ func (r *Router) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 		x, err := r.check(ctx, m)
 		if err == nil || job.ReasonOf(err) != "" {
 			// A refused job is counted in its batch too, which must be open for it.
-			if berr := r.admitBatch(ctx, m, x.j); berr != nil && job.ReasonOf(berr) == "" {
+			berr := r.admitBatch(ctx, m, x.j, x.sender)
+			if berr != nil && job.ReasonOf(berr) == "" {
 				r.Log.WarnContext(ctx, "job's batch not ready; the general queue will deliver the job again",
 					"messageId", m.MessageId, "type", x.j.Type, "jobId", x.j.ID, "batch", x.j.Batch, "error", berr)
 				fail(m)
 				continue
-			} else if berr != nil && err == nil {
+			} else if berr != nil && (err == nil || job.ReasonOf(berr) == job.ReasonBatchNotOwned) {
+				// Another sender's job is refused as such, and never counted in the batch.
 				err = berr
 			}
 		}
@@ -244,10 +253,8 @@ func (r *Router) hold(ctx context.Context, jobs []*routed, depth int, fail func(
 		id := strconv.Itoa(i)
 		entries = append(entries, types.SendMessageBatchRequestEntry{
 			Id: aws.String(id), MessageBody: aws.String(string(body)), DelaySeconds: int32(holdFor.Seconds()),
-			MessageGroupId: aws.String(group),
-			MessageAttributes: map[string]types.MessageAttributeValue{SubmittedAtAttribute: {
-				DataType: aws.String("Number"), StringValue: aws.String(strconv.FormatInt(x.j.SubmittedAt.UnixMilli(), 10)),
-			}},
+			MessageGroupId:    aws.String(group),
+			MessageAttributes: heldAttributes(x),
 		})
 		byEntry[id] = x
 		r.Log.InfoContext(ctx, "lanes queue full; job held in the general queue", "jobId", x.j.ID, "type", x.j.Type, "key", x.j.Key,
@@ -274,13 +281,25 @@ func (r *Router) hold(ctx context.Context, jobs []*routed, depth int, fail func(
 	}
 }
 
+// heldAttributes keep a held job's submission time and first sender, which the router trusts on
+// its own messages only (origin).
+func heldAttributes(x *routed) map[string]types.MessageAttributeValue {
+	attrs := map[string]types.MessageAttributeValue{SubmittedAtAttribute: {
+		DataType: aws.String("Number"), StringValue: aws.String(strconv.FormatInt(x.j.SubmittedAt.UnixMilli(), 10)),
+	}}
+	if x.sender != "" {
+		attrs[SenderAttribute] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(x.sender)}
+	}
+	return attrs
+}
+
 // admitBatch opens or checks the batch of j (a job or a refusal's known fields). An error with a
 // job.Reason refuses the job; any other asks for the job again later.
-func (r *Router) admitBatch(ctx context.Context, m events.SQSMessage, j job.Job) error {
+func (r *Router) admitBatch(ctx context.Context, m events.SQSMessage, j job.Job, sender string) error {
 	if r.Batches == nil || j.Batch == "" || job.ValidateBatch(j.Batch, j.BatchSize) != nil {
 		return nil // no batch, or one the refusal names invalid: not counted
 	}
-	err := r.Batches.Admit(ctx, j)
+	err := r.Batches.Admit(ctx, j, sender)
 	if errors.Is(err, batch.ErrNotOpen) {
 		if receives(m) >= BatchWaitReceives {
 			return &job.Error{Reason: job.ReasonBatchNotOpen, Detail: fmt.Sprintf(
@@ -302,8 +321,9 @@ func receives(m events.SQSMessage) int {
 // check validates a message and reads its type's configuration. A job.Error means the job is
 // refused for good.
 func (r *Router) check(ctx context.Context, m events.SQSMessage) (*routed, error) {
-	j, err := job.Parse([]byte(m.Body), m.MessageId, sentAt(m))
-	x := &routed{m: m, j: j}
+	at, sender := r.origin(m)
+	j, err := job.Parse([]byte(m.Body), m.MessageId, at)
+	x := &routed{m: m, j: j, sender: sender}
 	if err != nil {
 		return x, err
 	}
@@ -333,15 +353,18 @@ func (r *Router) check(ctx context.Context, m events.SQSMessage) (*routed, error
 func (r *Router) reject(ctx context.Context, m events.SQSMessage, j job.Job, reason job.Reason, cause error) error {
 	r.Metrics.Add(j.Type, metrics.JobsRejected, 1)
 	r.Log.WarnContext(ctx, "job refused", "messageId", m.MessageId, "type", j.Type, "jobId", j.ID, "reason", reason, "error", cause)
-	body := m.Body
-	if j.Batch != "" && j.ID == m.MessageId {
+	body, batchID := m.Body, j.Batch
+	if reason == job.ReasonBatchNotOwned {
+		batchID = "" // not the sender's batch: its dead letter is not counted there
+	}
+	if batchID != "" && j.ID == m.MessageId {
 		// A batch's job without an id is named by its first message's id, in its batch too: its
 		// dead letter names it, so that a redrive (a new message) is the same job, counted once.
 		body = withID(body, j.ID)
 	}
 	return r.DLQ.Send(ctx, deadletter.Entry{
 		Reason: string(reason), Source: "router", Type: j.Type, JobID: j.ID, Error: string(reason), Cause: cause.Error(), Body: body,
-		Batch: j.Batch, Redrive: j.Redrive, Refused: true,
+		Batch: batchID, Redrive: j.Redrive, Refused: true,
 	})
 }
 
@@ -366,18 +389,4 @@ func (r *Router) flush(ctx context.Context) {
 	if err := r.Metrics.Flush(); err != nil {
 		r.Log.WarnContext(ctx, "metrics not written", "error", err)
 	}
-}
-
-// sentAt is when the producer sent the message (SQS's SentTimestamp, milliseconds since the epoch),
-// or, for a job the router held back, when it was first sent.
-func sentAt(m events.SQSMessage) time.Time {
-	if a, ok := m.MessageAttributes[SubmittedAtAttribute]; ok && a.StringValue != nil {
-		if ms, err := strconv.ParseInt(*a.StringValue, 10, 64); err == nil {
-			return time.UnixMilli(ms).UTC()
-		}
-	}
-	if ms, err := strconv.ParseInt(m.Attributes["SentTimestamp"], 10, 64); err == nil {
-		return time.UnixMilli(ms).UTC()
-	}
-	return time.Now().UTC()
 }

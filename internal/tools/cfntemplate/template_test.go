@@ -103,6 +103,8 @@ func newLocalStackOf(t *testing.T, tpl *Template, params map[string]string) *loc
 		s.attrs.Set(f.LogicalID, Ref, name)
 		s.attrs.Set(f.LogicalID, "Arn", "arn:aws:lambda:"+region+":"+account+":function:"+name)
 	}
+	// The router's environment names its role's unique id (ROUTER_ROLE_ID), as IAM gives it.
+	s.attrs.Set("RouterRole", "RoleId", "AROAEXAMPLEROUTERROLE")
 	for _, sm := range tpl.StateMachines() {
 		cfg, err := r.StateMachine(sm)
 		if err != nil {

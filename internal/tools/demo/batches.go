@@ -29,7 +29,10 @@ type BatchResult struct {
 
 // batchWatch opens the demo's batches and reads the ledger until each has closed.
 type batchWatch struct {
-	ledger  ops.BatchLedger
+	ledger ops.BatchLedger
+	// owner opens the batches: the principal the demo's jobs are sent as (the local stack's
+	// SenderID), whose jobs alone the batches count.
+	owner   string
 	start   time.Time
 	batches []*BatchResult // by batch id
 }
@@ -72,7 +75,7 @@ func outcomeOf(expect string) ledger.Outcome {
 // open opens every batch with its size, as `sfnlimit submit --batch` does before sending.
 func (bw *batchWatch) open(ctx context.Context, at time.Time) error {
 	for _, b := range bw.batches {
-		if _, err := ops.OpenBatch(ctx, bw.ledger, b.Batch, b.Jobs, at); err != nil {
+		if _, err := ops.OpenBatch(ctx, bw.ledger, b.Batch, b.Jobs, bw.owner, at); err != nil {
 			return fmt.Errorf("demo: %w", err)
 		}
 	}

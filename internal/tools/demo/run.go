@@ -129,6 +129,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	jobs := w.Jobs()
 	// The demo's reads of its batches are not the limiter's cost either.
 	batches := newBatchWatch(ledger.New(obs.DDB, info.Output("TableName")), jobs)
+	batches.owner = info.SenderID
 	if err := batches.open(ctx, time.Now()); err != nil {
 		return nil, err
 	}

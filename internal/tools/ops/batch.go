@@ -15,7 +15,7 @@ import (
 
 // BatchLedger is what the batch commands use of the batch ledger (batch.Ledger).
 type BatchLedger interface {
-	Open(ctx context.Context, id string, expected int, at time.Time) error
+	OpenBy(ctx context.Context, id string, expected int, owner string, at time.Time) error
 	Show(ctx context.Context, id string, withJobs bool) (ledger.Summary, []ledger.Job, error)
 }
 
@@ -47,10 +47,11 @@ type BatchOpened struct {
 	Already bool `json:"already,omitempty"`
 }
 
-// OpenBatch opens batch id for size jobs at now. A batch open already with the same size is left
+// OpenBatch opens batch id for size jobs at now, owned by owner (resources.Target.Caller: only jobs
+// its principal sends are counted in it). A batch open already with the same size and owner is left
 // as it is (Already); with another size it is an error that names both sizes: a batch's size never
-// changes.
-func OpenBatch(ctx context.Context, l BatchLedger, id string, size int, now time.Time) (BatchOpened, error) {
+// changes; opened by another principal it is an error too.
+func OpenBatch(ctx context.Context, l BatchLedger, id string, size int, owner string, now time.Time) (BatchOpened, error) {
 	if err := ValidateBatchArg(id); err != nil {
 		return BatchOpened{}, err
 	}
@@ -58,7 +59,11 @@ func OpenBatch(ctx context.Context, l BatchLedger, id string, size int, now time
 		return BatchOpened{}, err
 	}
 	now = now.UTC()
-	err := l.Open(ctx, id, size, now)
+	err := l.OpenBy(ctx, id, size, owner, now)
+	if errors.Is(err, ledger.ErrNotOwned) {
+		return BatchOpened{}, usagef("open batch %s: another principal than yours (%s) opened it, and only its owner's jobs count in it: give your batch another name: %w",
+			id, owner, ledger.ErrNotOwned)
+	}
 	if errors.Is(err, ledger.ErrSizeMismatch) {
 		sum, _, serr := l.Show(ctx, id, false)
 		if serr != nil {
@@ -339,7 +344,7 @@ func BatchMembers(jobs []Line, found []Earlier, id string) []Line {
 // SubmitBatch opens batch id for its members (BatchMembers, counted by BatchSize), then sends send
 // with s: the jobs name the batch already (Parser.Batch). Nothing is sent when the batch cannot be
 // opened, or when a job carries a batchSize of its own that is not the batch's.
-func SubmitBatch(ctx context.Context, l BatchLedger, s Submitter, id string, members, send []Line, now time.Time, progress func(done int)) (BatchOpened, SendResult, error) {
+func SubmitBatch(ctx context.Context, l BatchLedger, s Submitter, id string, members, send []Line, owner string, now time.Time, progress func(done int)) (BatchOpened, SendResult, error) {
 	if len(send) == 0 {
 		return BatchOpened{}, SendResult{}, fmt.Errorf("batch %s: no valid job to send, so it is not opened", id)
 	}
@@ -350,7 +355,7 @@ func SubmitBatch(ctx context.Context, l BatchLedger, s Submitter, id string, mem
 				lineName(j.No), j.BatchSize, id, size)
 		}
 	}
-	opened, err := OpenBatch(ctx, l, id, size, now)
+	opened, err := OpenBatch(ctx, l, id, size, owner, now)
 	if err != nil {
 		return BatchOpened{}, SendResult{}, fmt.Errorf("%w: nothing sent", err)
 	}

@@ -40,10 +40,13 @@ func record(t *testing.T, l *ledger.Ledger, id string, at time.Time, ends map[st
 
 // batch open opens a batch for its size; again with the same size it says so and changes nothing;
 // with another size it is refused with both sizes; a bad name or size is a usage error.
+// testOwner stands for the caller's principal (resources.Target.Caller).
+const testOwner = "AIDAEXAMPLECALLER"
+
 func TestOpenBatch(t *testing.T) {
 	l := newLedger()
 	ctx := context.Background()
-	got, err := OpenBatch(ctx, l, "nightly-1", 3, batchNow)
+	got, err := OpenBatch(ctx, l, "nightly-1", 3, testOwner, batchNow)
 	if err != nil || got != (BatchOpened{Batch: "nightly-1", Size: 3, OpenedAt: batchNow}) {
 		t.Fatalf("OpenBatch() = %+v, %v; want opened for 3 at %s", got, err, batchNow)
 	}
@@ -53,7 +56,7 @@ func TestOpenBatch(t *testing.T) {
 		t.Errorf("output %q, want %q", out.String(), want)
 	}
 
-	again, err := OpenBatch(ctx, l, "nightly-1", 3, batchNow.Add(time.Hour))
+	again, err := OpenBatch(ctx, l, "nightly-1", 3, testOwner, batchNow.Add(time.Hour))
 	if err != nil || !again.Already || !again.OpenedAt.Equal(batchNow) {
 		t.Errorf("OpenBatch() again = %+v, %v; want already open since %s", again, err, batchNow)
 	}
@@ -63,7 +66,11 @@ func TestOpenBatch(t *testing.T) {
 		t.Errorf("output %q says nothing of the batch open already", out.String())
 	}
 
-	_, err = OpenBatch(ctx, l, "nightly-1", 4, batchNow)
+	// Another principal's batch is not the caller's to open, whatever size it gives.
+	if _, err := OpenBatch(ctx, l, "nightly-1", 3, "AROAOTHER", batchNow); !errors.Is(err, ledger.ErrNotOwned) || !errors.As(err, new(UsageError)) {
+		t.Errorf("OpenBatch() by another principal: %v; want a usage error, ErrNotOwned", err)
+	}
+	_, err = OpenBatch(ctx, l, "nightly-1", 4, testOwner, batchNow)
 	var ue UsageError
 	if !errors.Is(err, ledger.ErrSizeMismatch) || !errors.As(err, &ue) || !strings.Contains(err.Error(), "opened at 2026-03-01T12:00:00Z for 3 jobs") {
 		t.Errorf("OpenBatch() with another size: %v; want a usage error, ErrSizeMismatch naming the open size", err)
@@ -80,7 +87,7 @@ func TestOpenBatch(t *testing.T) {
 		{"ok", 0, "batch size 0 must be 1-1000000"},
 		{"ok", 1_000_001, "must be 1-1000000"},
 	} {
-		_, err := OpenBatch(ctx, l, bad.id, bad.size, batchNow)
+		_, err := OpenBatch(ctx, l, bad.id, bad.size, testOwner, batchNow)
 		var ue UsageError
 		if !errors.As(err, &ue) || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("OpenBatch(%q, %d) = %v; want a usage error with %q", bad.id, bad.size, err, bad.want)
@@ -231,9 +238,9 @@ type loggedLedger struct {
 	log *orderLog
 }
 
-func (l loggedLedger) Open(ctx context.Context, id string, expected int, at time.Time) error {
+func (l loggedLedger) OpenBy(ctx context.Context, id string, expected int, owner string, at time.Time) error {
 	l.log.add(fmt.Sprintf("open %s %d", id, expected))
-	return l.BatchLedger.Open(ctx, id, expected, at)
+	return l.BatchLedger.OpenBy(ctx, id, expected, owner, at)
 }
 
 func (o *orderLog) SendMessageBatch(_ context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
@@ -299,7 +306,7 @@ func TestSubmitBatch(t *testing.T) {
 			l := loggedLedger{newLedger(), log}
 			p, err := Parser{Batch: "nightly"}.ParseJobs(ctx, strings.NewReader(tt.give))
 			if err == nil {
-				_, _, err = SubmitBatch(ctx, l, Submitter{SQS: log, QueueURL: "q", Parallel: 1}, "nightly", p.Jobs, p.Jobs, batchNow, nil)
+				_, _, err = SubmitBatch(ctx, l, Submitter{SQS: log, QueueURL: "q", Parallel: 1}, "nightly", p.Jobs, p.Jobs, testOwner, batchNow, nil)
 			}
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
@@ -328,11 +335,11 @@ func TestSubmitBatchOpenWithAnotherSize(t *testing.T) {
 	ctx := context.Background()
 	log := &orderLog{}
 	l := loggedLedger{newLedger(), log}
-	if err := l.BatchLedger.Open(ctx, "nightly", 9, batchNow); err != nil {
+	if err := l.BatchLedger.OpenBy(ctx, "nightly", 9, testOwner, batchNow); err != nil {
 		t.Fatal(err)
 	}
 	jobs := []Line{{No: 1, Type: "a", ID: "1", Body: []byte(`{"batch":"nightly","type":"a","id":"1"}`)}}
-	_, res, err := SubmitBatch(ctx, l, Submitter{SQS: log, QueueURL: "q"}, "nightly", jobs, jobs, batchNow, nil)
+	_, res, err := SubmitBatch(ctx, l, Submitter{SQS: log, QueueURL: "q"}, "nightly", jobs, jobs, testOwner, batchNow, nil)
 	if !errors.Is(err, ledger.ErrSizeMismatch) || !strings.Contains(err.Error(), "nothing sent") || res.Sent != 0 || slices.Contains(log.calls, "send") {
 		t.Errorf("SubmitBatch() = %+v, %v, calls %v; want ErrSizeMismatch and nothing sent", res, err, log.calls)
 	}

@@ -358,6 +358,11 @@ func (d DLQ) Redrive(ctx context.Context, f Filter, limit int, progress func(red
 
 // refusal is why the router would refuse a dead letter's body again, or nil.
 func (d DLQ) refusal(ctx context.Context, m DeadLetter) error {
+	if m.Reason == string(job.ReasonBatchNotOwned) {
+		// Another sender's job naming a batch it does not own: redriven by the operator it would
+		// reach the router as the operator's, and be counted in that batch if the operator owns it.
+		return &job.Error{Reason: job.ReasonBatchNotOwned, Detail: "another sender's job naming a batch it does not own: not redriven"}
+	}
 	j, err := job.Parse([]byte(m.Body), placeholderID, time.Now())
 	if err == nil && d.CheckType != nil {
 		err = d.CheckType(ctx, j.Type)

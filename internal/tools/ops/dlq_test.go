@@ -307,6 +307,24 @@ func TestDLQRedriveChecksTypes(t *testing.T) {
 	}
 }
 
+// Another sender's job refused for naming a batch it does not own stays: redriven, it would reach
+// the router as the operator's job, and be counted in that batch if the operator owns it.
+func TestDLQRedriveLeavesOtherSendersBatchJobs(t *testing.T) {
+	t.Parallel()
+	c := sqsClient(t)
+	url, general := queues(t, c)
+	deadLetter(t, c, url, deadletter.Entry{Reason: string(job.ReasonBatchNotOwned), Source: "router", Type: "payments", JobID: "m-1",
+		Body: `{"type":"payments","id":"m-1","batch":"theirs","input":{}}`, Refused: true})
+	deadLetter(t, c, url, deadletter.Entry{Reason: deadletter.ReasonAttemptsExhausted, Source: "releaser", Type: "payments", JobID: "p-1", Attempt: 3, Body: body("payments", "p-1", 1)})
+	res, err := DLQ{SQS: c, URL: url, General: general}.Redrive(t.Context(), Filter{}, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Redriven != 1 || len(res.Refused) != 1 || res.Refused[0].JobID != "m-1" {
+		t.Errorf("Redrive() = %d redriven, refused %+v; want 1 redriven and m-1 left", res.Redriven, res.Refused)
+	}
+}
+
 // A dry run decides as the redrive would (the router's refusals included) and moves nothing.
 func TestDLQRedriveDryRun(t *testing.T) {
 	t.Parallel()

@@ -18,7 +18,8 @@ import (
 var Reasons = []string{
 	string(job.ReasonNotJSON), string(job.ReasonMissingType), string(job.ReasonInvalidType),
 	string(job.ReasonInvalidID), string(job.ReasonInvalidKey), string(job.ReasonInvalidPriority), string(job.ReasonUnknownType), string(job.ReasonInputTooLong),
-	string(job.ReasonInvalidBatch), string(job.ReasonBatchNotOpen), string(job.ReasonUnlistedTypes),
+	string(job.ReasonInvalidBatch), string(job.ReasonBatchNotOpen), string(job.ReasonBatchNotOwned),
+	string(job.ReasonUnlistedTypes),
 	deadletter.ReasonAttemptsExhausted,
 	starter.ReasonBadMessage, starter.ReasonStartRefused, starter.ReasonNameTaken,
 	releaser.ReasonAborted,

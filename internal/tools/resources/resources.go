@@ -15,6 +15,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/batch"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -95,6 +99,7 @@ type Target struct {
 	outputs    map[string]string // nil until looked up (stack) or read (local)
 	parameters map[string]string // stack: its Parameters, set with outputs
 	status     string            // stack status, for messages
+	sender     string            // local: the emulator's SenderId (Caller)
 }
 
 // ErrStackNotFound means the stack does not exist in the account and region.
@@ -187,8 +192,33 @@ func openLocal(opts Options) (*Target, error) {
 		opts:    opts,
 		params:  info.Parameters,
 		outputs: info.Outputs,
+		sender:  info.SenderID,
 	}
 	return t, nil
+}
+
+// Caller is the principal (batch.Principal) the caller's credentials send SQS messages as: the
+// owner of the batches the command line opens, whose jobs those batches count. On a stack it is
+// STS GetCallerIdentity's UserId, which has the form of the SenderId SQS gives the caller's
+// messages ("AIDA…" for an IAM user, "AROA…:session" for an assumed role). On the local stack it
+// is the SenderId its SQS emulator gives every message (the info file's senderId): the emulators
+// answer GetCallerIdentity with another id than they put in SenderId.
+func (t *Target) Caller(ctx context.Context) (string, error) {
+	if t.Kind == Local {
+		if t.sender == "" {
+			return "", fmt.Errorf("local stack info file %s has no senderId: restart the local stack with this sfnlimit (`sfnlimit local up`)", t.Name)
+		}
+		return batch.Principal(t.sender), nil
+	}
+	out, err := sts.NewFromConfig(t.Config).GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
+	if err != nil {
+		return "", fmt.Errorf("who opens the batch (sts:GetCallerIdentity): %w", err)
+	}
+	p := batch.Principal(aws.ToString(out.UserId))
+	if p == "" {
+		return "", fmt.Errorf("who opens the batch: sts:GetCallerIdentity gave no UserId")
+	}
+	return p, nil
 }
 
 // String names the target for people: "stack sfnlimit (us-east-1)" or "local stack local.json".

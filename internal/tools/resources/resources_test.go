@@ -289,3 +289,24 @@ func TestHint(t *testing.T) {
 		}
 	}
 }
+
+// On the local stack the caller is the SenderId its SQS emulator gives every message (the info
+// file's senderId), up to its first ':'; an info file without it is an error that says to restart.
+func TestLocalCaller(t *testing.T) {
+	ctx := context.Background()
+	withSender := strings.Replace(info, `"region": "us-east-1",`, `"region": "us-east-1", "senderId": "AIDAIT2UOQQY3AUEKVGXU",`, 1)
+	tg, err := Open(ctx, Options{LocalFile: write(t, "local.json", withSender)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := tg.Caller(ctx); err != nil || p != "AIDAIT2UOQQY3AUEKVGXU" {
+		t.Errorf("Caller() = %q, %v; want the emulator's SenderId", p, err)
+	}
+	old, err := Open(ctx, Options{LocalFile: write(t, "old.json", info)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.Caller(ctx); err == nil || !strings.Contains(err.Error(), "senderId") {
+		t.Errorf("Caller() of an info file without senderId = %v, want an error naming it", err)
+	}
+}

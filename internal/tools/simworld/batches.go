@@ -47,6 +47,8 @@ type batchWorld struct {
 	bus     bus
 	// closed is each batch's close as first seen in its META item (closedAt, closedBy).
 	closed map[string]string
+	// interlopers are the jobs another tenant sent naming the batches (interloper.go).
+	interlopers []interloperJob
 	// DuplicateEvents counts completion events sent again after a sender that sent one crashed
 	// (the documented at least once), not counted as violations.
 	DuplicateEvents int
@@ -170,7 +172,8 @@ func (w *World) openBatches(start time.Time) {
 		}
 		at := max(first-time.Second, 0)
 		w.sched.at(start.Add(at), func() {
-			if err := batch.New(w.table, "sim").Open(context.Background(), bs.id, len(bs.members), w.now()); err != nil {
+			// Opened by the producer, as its `sfnlimit submit --batch` would: its principal owns it.
+			if err := batch.New(w.table, "sim").OpenBy(context.Background(), bs.id, len(bs.members), batch.Principal(ProducerSenderID), w.now()); err != nil {
 				panic(fmt.Sprintf("simworld: open batch %s: %v", bs.id, err))
 			}
 			w.trace("batch "+bs.id, "operator: batch %s opened for %d jobs", bs.id, len(bs.members))

@@ -376,6 +376,7 @@ func (c *checker) quiescence() {
 	}
 	c.checkStopped()
 	c.checkBatches()
+	c.checkInterlopers()
 }
 
 func subjectOfBody(m *msg) string {

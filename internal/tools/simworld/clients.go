@@ -70,7 +70,7 @@ func (s sqsClient) SendMessage(ctx context.Context, in *sqs.SendMessageInput, _ 
 	if err := checkSend(q, in.MessageGroupId, in.MessageDeduplicationId, len(aws.ToString(in.MessageBody))); err != nil {
 		return after(c, (*sqs.SendMessageOutput)(nil), err)
 	}
-	id, _ := q.send(aws.ToString(in.MessageBody), aws.ToString(in.MessageGroupId), aws.ToString(in.MessageDeduplicationId), in.MessageAttributes, time.Duration(in.DelaySeconds)*time.Second)
+	id, _ := q.send(aws.ToString(in.MessageBody), aws.ToString(in.MessageGroupId), aws.ToString(in.MessageDeduplicationId), in.MessageAttributes, time.Duration(in.DelaySeconds)*time.Second, s.w.senderOf(ctx))
 	return after(c, &sqs.SendMessageOutput{MessageId: aws.String(id)}, nil)
 }
 
@@ -120,7 +120,7 @@ func (s sqsClient) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatc
 			out.Failed = append(out.Failed, sqstypes.BatchResultErrorEntry{Id: e.Id, Code: aws.String("InvalidParameterValue"), Message: aws.String(err.Error()), SenderFault: true})
 			continue
 		}
-		id, _ := q.send(aws.ToString(e.MessageBody), aws.ToString(e.MessageGroupId), aws.ToString(e.MessageDeduplicationId), e.MessageAttributes, time.Duration(e.DelaySeconds)*time.Second)
+		id, _ := q.send(aws.ToString(e.MessageBody), aws.ToString(e.MessageGroupId), aws.ToString(e.MessageDeduplicationId), e.MessageAttributes, time.Duration(e.DelaySeconds)*time.Second, s.w.senderOf(ctx))
 		out.Successful = append(out.Successful, sqstypes.SendMessageBatchResultEntry{Id: e.Id, MessageId: aws.String(id)})
 	}
 	return after(c, out, nil)

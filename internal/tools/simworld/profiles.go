@@ -24,6 +24,8 @@ func Profiles() map[string]Faults {
 		"slow":      {Slow: 0.02},
 		"actions":   {Actions: 8},
 		"skew":      {Skew: time.Second},
+		// Not in "all" (yet): the gate's seeds and their open findings were drawn without it.
+		"interloper": {Interlopers: 6},
 	}
 }
 
@@ -89,6 +91,9 @@ func without(a, b Faults) Faults {
 	if b.Skew != 0 {
 		a.Skew = 0
 	}
+	if b.Interlopers != 0 {
+		a.Interlopers = 0
+	}
 	a.Bus = a.Bus.without(b.Bus)
 	return a
 }
@@ -110,6 +115,7 @@ func merge(a, b Faults) Faults {
 	a.LimitChanges += b.LimitChanges
 	a.Actions += b.Actions
 	a.Skew = max(a.Skew, b.Skew)
+	a.Interlopers += b.Interlopers
 	a.Bus = a.Bus.merge(b.Bus)
 	return a
 }

@@ -56,6 +56,9 @@ type Faults struct {
 	Skew time.Duration
 	// Bus: EventBridge's PutEvents refused whole, an entry refused, an outage (events.go).
 	Bus BusFaults
+	// Interlopers is how many jobs another tenant sends naming the workload's batches
+	// (interloper.go).
+	Interlopers int
 }
 
 // Config is one run's shape. Seeded fields are drawn from the seed; the rest are fixed.
@@ -206,7 +209,7 @@ func (w *World) Run() []Violation {
 		"STATE_MACHINE_ARN": sampleSM, "TYPE_LIMITS": trim(limits), "TYPE_KEY_LIMITS": trim(keyLimits),
 		"TYPE_RELEASE_MODES": trim(modes), "DEFAULT_MAX_ATTEMPTS": "3", "CONFIG_CACHE_SECONDS": "10",
 		"FIFO_VISIBILITY_TIMEOUT": strconv.Itoa(int(w.cfg.Visibility / time.Second)), "START_RETRY_SECONDS": "5",
-		"SWEEP_MIN_AGE_SECONDS": "60", "STACK_NAME": "sim", "METRICS_NAMESPACE": "sim",
+		"SWEEP_MIN_AGE_SECONDS": "60", "STACK_NAME": "sim", "METRICS_NAMESPACE": "sim", "ROUTER_ROLE_ID": RouterRoleID,
 	}
 	if w.cfg.LanesBacklog > 0 {
 		w.env["MAX_LANES_BACKLOG"], w.env["BACKLOG_HOLD_SECONDS"] = strconv.Itoa(w.cfg.LanesBacklog), "60"
@@ -266,11 +269,12 @@ func (w *World) Run() []Violation {
 		body := w.bodyOf(j)
 		w.sched.at(start.Add(j.submitAt), func() {
 			w.check.submitted(j)
-			w.general.send(body, "", "", nil, 0)
+			w.general.send(body, "", "", nil, 0, ProducerSenderID)
 		})
 	}
 	w.operator(ts, start)
 	w.operatorActions(ts, start)
+	w.interlopers(start)
 	w.sched.after(w.cfg.SweepEvery, w.sweepEvery)
 	w.sched.after(w.check.every, w.check.tick)
 	w.sched.run(w.admit, func() bool { return w.stopped }, func() int { return w.live })

@@ -18,6 +18,7 @@ const DedupWindow = 5 * time.Minute
 // msg is one SQS message.
 type msg struct {
 	id, body, group, dedup string
+	sender                 string // the SenderId SQS gives it (World.senderOf)
 	attrs                  map[string]sqstypes.MessageAttributeValue
 	seq                    uint64
 	sentAt, firstRecv      time.Time
@@ -71,7 +72,7 @@ func (q *queue) live() []*msg {
 	return out
 }
 
-func (q *queue) send(body, group, dedup string, attrs map[string]sqstypes.MessageAttributeValue, delay time.Duration) (string, bool) {
+func (q *queue) send(body, group, dedup string, attrs map[string]sqstypes.MessageAttributeValue, delay time.Duration, sender string) (string, bool) {
 	now := q.w.now()
 	if q.fifo {
 		k := dedup
@@ -84,13 +85,13 @@ func (q *queue) send(body, group, dedup string, attrs map[string]sqstypes.Messag
 		q.w.msgSeq++
 		id := fmt.Sprintf("m%06d-%s", q.w.msgSeq, q.name)
 		q.dedup[k] = dedupEntry{at: now, id: id}
-		q.enqueue(id, body, group, dedup, attrs, now)
+		q.enqueue(id, body, group, dedup, attrs, now).sender = sender
 		return id, true
 	}
 	q.w.msgSeq++
 	id := fmt.Sprintf("m%06d-%s", q.w.msgSeq, q.name)
 	m := q.enqueue(id, body, group, dedup, attrs, now)
-	m.visibleAt = now.Add(delay)
+	m.visibleAt, m.sender = now.Add(delay), sender
 	return id, true
 }
 
@@ -244,6 +245,7 @@ func (q *queue) record(m *msg) events.SQSMessage {
 		"ApproximateReceiveCount":          strconv.Itoa(m.receives),
 		"SentTimestamp":                    strconv.FormatInt(m.sentAt.UnixMilli(), 10),
 		"ApproximateFirstReceiveTimestamp": strconv.FormatInt(m.firstRecv.UnixMilli(), 10),
+		"SenderId":                         m.sender,
 	}
 	if q.fifo {
 		attrs["MessageGroupId"] = m.group

@@ -43,6 +43,7 @@ func (s sqsClient) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInp
 			Attributes: map[string]string{
 				string(sqstypes.MessageSystemAttributeNameSentTimestamp):           strconv.FormatInt(m.sentAt.UnixMilli(), 10),
 				string(sqstypes.MessageSystemAttributeNameApproximateReceiveCount): strconv.Itoa(m.receives),
+				string(sqstypes.MessageSystemAttributeNameSenderId):                m.sender,
 			},
 		})
 	}

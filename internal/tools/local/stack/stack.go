@@ -83,7 +83,21 @@ type Info struct {
 	Outputs  map[string]string `json:"outputs"`
 	// Parameters are the template parameters the stack runs with, beyond the template's defaults.
 	Parameters map[string]string `json:"parameters,omitempty"`
+	// SenderID is the SenderId the stack's SQS emulator gives every message, whoever sends it: the
+	// principal of every producer, of the router and of the command line here (MotoSenderID,
+	// FauxqsSenderID). The command line opens batches as it.
+	SenderID string `json:"senderId,omitempty"`
 }
+
+// The SenderId the emulators put on every message. Neither reads it from the caller's
+// credentials, so locally all senders are one principal and batch ownership cannot tell two
+// producers apart (the simulation and the unit tests do, with SenderIds like AWS's).
+const (
+	// MotoSenderID: moto 5.2.1, moto/sqs/models.py, DEFAULT_SENDER_ID (every Message's sender_id).
+	MotoSenderID = "AIDAIT2UOQQY3AUEKVGXU"
+	// FauxqsSenderID: fauxqs 2.4.1, dist/sqs/actions/receiveMessage.js (attrs.SenderId).
+	FauxqsSenderID = "000000000000"
+)
 
 // Output returns one of the template's outputs.
 func (i Info) Output(name string) string { return i.Outputs[name] }
@@ -163,7 +177,14 @@ func (s *Stack) start(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	s.info = Info{Endpoint: s.gw.URL(), Region: Region, Parameters: map[string]string{}}
+	s.info = Info{Endpoint: s.gw.URL(), Region: Region, Parameters: map[string]string{}, SenderID: MotoSenderID}
+	if opts.Fauxqs {
+		s.info.SenderID = FauxqsSenderID
+	}
+	// The router trusts held-job attributes only on messages whose SenderId is its role's id
+	// (template.yaml, ROUTER_ROLE_ID: !GetAtt RouterRole.RoleId); the emulator gives every message
+	// the one SenderId, so that is the router role's id here.
+	s.attrs.Set("RouterRole", "RoleId", s.info.SenderID)
 	for k, v := range opts.Parameters {
 		s.info.Parameters[k] = v
 	}
