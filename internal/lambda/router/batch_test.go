@@ -267,6 +267,10 @@ func TestRouterBatchBelongsToItsOpener(t *testing.T) {
 		msg(owner, `{"type":"payments","id":"o-9","batch":"guess","batchSize":2,"input":{}}`, nil),
 		// The router's own copy of the owner's held job.
 		msg("AROAROUTER:sfnlimit-RouterFunction", `{"type":"payments","id":"o-2","batch":"up","input":{}}`, map[string]string{router.SenderAttribute: owner}),
+		// An operator's redrive of a job of the batch, and another sender's claim to one: both run
+		// outside the batch, which counted the job's first end already and never counts theirs.
+		msg("AROAOPERATOR:alice", `{"type":"payments","id":"o-3","batch":"up","redrive":1,"input":{}}`, nil),
+		msg(mallory, `{"type":"payments","id":"m-5","batch":"up","redrive":1,"input":{}}`, nil),
 	}
 	resp, err := r.Handle(ctx, events.SQSEvent{Records: recs})
 	if err != nil {
@@ -282,9 +286,12 @@ func TestRouterBatchBelongsToItsOpener(t *testing.T) {
 			t.Fatal(err)
 		}
 		routed = append(routed, j.ID)
+		if j.Redrive > 0 && j.Batch != "" {
+			t.Errorf("redriven %s routed in batch %q, want outside it (its sender does not own it)", j.ID, j.Batch)
+		}
 	}
 	slices.Sort(routed)
-	if want := []string{"m-4", "o-1", "o-2"}; !slices.Equal(routed, want) {
+	if want := []string{"m-4", "m-5", "o-1", "o-2", "o-3"}; !slices.Equal(routed, want) {
 		t.Errorf("routed %v, want %v", routed, want)
 	}
 	refused := map[string]string{}

@@ -126,6 +126,12 @@ func (r *Router) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 					"messageId", m.MessageId, "type", x.j.Type, "jobId", x.j.ID, "batch", x.j.Batch, "error", berr)
 				fail(m)
 				continue
+			} else if err == nil && x.j.Redrive > 0 && job.ReasonOf(berr) == job.ReasonBatchNotOwned {
+				// A redrive by another principal than the batch's owner (an operator's dlq redrive):
+				// the job runs again, outside the batch, which counted its first end already.
+				r.Log.InfoContext(ctx, "redriven job runs outside its batch, which its sender does not own",
+					"type", x.j.Type, "jobId", x.j.ID, "batch", x.j.Batch, "redrive", x.j.Redrive)
+				x.j.Batch, x.j.BatchSize = "", 0
 			} else if berr != nil && (err == nil || job.ReasonOf(berr) == job.ReasonBatchNotOwned) {
 				// Another sender's job is refused as such, and never counted in the batch.
 				err = berr
