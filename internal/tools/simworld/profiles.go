@@ -24,6 +24,7 @@ func Profiles() map[string]Faults {
 		"slow":      {Slow: 0.02},
 		"actions":   {Actions: 8},
 		"skew":      {Skew: time.Second},
+		"shared":    {SharedIDs: 0.2},
 	}
 }
 
@@ -89,6 +90,7 @@ func without(a, b Faults) Faults {
 	if b.Skew != 0 {
 		a.Skew = 0
 	}
+	z(&a.SharedIDs, b.SharedIDs)
 	a.Bus = a.Bus.without(b.Bus)
 	return a
 }
@@ -110,6 +112,7 @@ func merge(a, b Faults) Faults {
 	a.LimitChanges += b.LimitChanges
 	a.Actions += b.Actions
 	a.Skew = max(a.Skew, b.Skew)
+	a.SharedIDs = max(a.SharedIDs, b.SharedIDs)
 	a.Bus = a.Bus.merge(b.Bus)
 	return a
 }

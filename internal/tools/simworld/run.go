@@ -55,6 +55,9 @@ type Faults struct {
 	Skew time.Duration
 	// Bus: EventBridge's PutEvents refused whole, an entry refused, an outage (events.go).
 	Bus BusFaults
+	// SharedIDs: the share of keyed jobs whose producer names them as another key's job of their
+	// type was named (reuseOtherKeysID). Not a fault: a job is its type, key and id, and both must run.
+	SharedIDs float64
 }
 
 // Config is one run's shape. Seeded fields are drawn from the seed; the rest are fixed.
@@ -88,7 +91,8 @@ func DefaultConfig() Config {
 			Duplicate: 0.03, Kill: 0.003,
 			EventDrop: 0.05, EventDup: 0.05, EventDelay: 0.2,
 			Slow: 0.005, LimitChanges: 2, Actions: 4, Skew: time.Second,
-			Bus: BusFaults{Throttle: 0.05, EntryFailed: 0.05, Outage: 0.2},
+			Bus:       BusFaults{Throttle: 0.05, EntryFailed: 0.05, Outage: 0.2},
+			SharedIDs: 0.2,
 		},
 		BatchShare: 0.3,
 		Visibility: 300 * time.Second, SweepEvery: time.Minute, ExecutionTimeout: 10 * time.Minute,
@@ -139,7 +143,7 @@ func (w *World) workload() []typeSpec {
 		case x < 0.15:
 			j.failAttempts = 1
 		}
-		reuseOtherKeysID(reuse, j, w.order)
+		reuseOtherKeysID(reuse, w.cfg.Faults.SharedIDs, j, w.order)
 		j.k = jobKey(j.typ, j.key, j.id)
 		w.jobs[j.k] = j
 		w.order = append(w.order, j)
@@ -149,11 +153,11 @@ func (w *World) workload() []typeSpec {
 
 // reuseOtherKeysID is a producer that names its job as another key's job of its type was named,
 // a few seconds to minutes after it (within SQS's five-minute deduplication window, often while
-// the other runs): a fifth of keyed jobs take the id of an earlier job of another key. Both are
+// the other runs): a share of keyed jobs take the id of an earlier job of another key. Both are
 // jobs of their own, and the invariants hold them to it: each runs and ends once. It draws from
-// its own stream (reuse), so the rest of a seed's world is as without it.
-func reuseOtherKeysID(reuse *rand.Rand, j *jobSpec, earlier []*jobSpec) {
-	if j.key == "" || reuse.Float64() >= 0.2 {
+// its own stream (reuse), so the rest of a seed's workload is as without it.
+func reuseOtherKeysID(reuse *rand.Rand, share float64, j *jobSpec, earlier []*jobSpec) {
+	if j.key == "" || reuse.Float64() >= share {
 		return
 	}
 	var others []*jobSpec
