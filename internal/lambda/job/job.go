@@ -455,9 +455,11 @@ func ExecutionName(typ, id string, attempt int) string { return RunName(typ, "",
 // name (no "__") and no first-run shortened name (16 hex digits after "__") can equal.
 //
 // A job with a key is always named the shortened way, with "k" before a hash of its key and id:
-// "{type}-{prefix}__k{hash}{gen}-{attempt}". The "k" stands where a job without a key has "_" (a
-// shortened name) or a digit (a redriven one: "g{n}"), so no job without a key shares its name; two
-// jobs of different keys with one id have different hashes. Jobs without a key keep their names.
+// "{type}-{prefix}__k{hash}{gen}-{attempt}". Read from its end, that is the attempt, an optional
+// "g{n}", 16 hex digits and "__k": a shortened name without a key has "__" right before its 16 hex
+// digits, and a redriven plain one ends "__g{n}-{attempt}" (no hex digits before its "g"), so no job
+// without a key shares a keyed job's name, and two keys' jobs with one id have different hashes.
+// Jobs without a key keep the names they had before keys were part of a job's identity.
 func RunName(typ, key, id string, redrive, attempt int) string {
 	suffix := "-" + strconv.Itoa(attempt)
 	gen := ""
