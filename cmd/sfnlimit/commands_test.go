@@ -119,6 +119,7 @@ func TestExitCodes(t *testing.T) {
 		{name: "attach with an empty release mode", give: []string{"attach", sampleArn, "--type", "a", "--limit", "1", "--release", ""}, want: exitUsage, wantStderr: "--release needs a mode"},
 		{name: "attach with no attempts", give: []string{"attach", sampleArn, "--type", "a", "--limit", "1", "--max-attempts", "0"}, want: exitUsage, wantStderr: "--max-attempts 0"},
 		{name: "bad job id", give: []string{"job", "show", "a b"}, want: exitUsage, wantStderr: "invalid_id"},
+		{name: "bad job key", give: []string{"job", "show", "a-1", "--key", "a b"}, want: exitUsage, wantStderr: "invalid_key"},
 		{name: "bad input", give: []string{"submit", "--type", "a", "--input", "{"}, want: exitUsage, wantStderr: "not JSON"},
 		{name: "flags and file", give: []string{"submit", "--type", "a", "jobs.jsonl"}, want: exitUsage, wantStderr: "not both"},
 		{name: "bad param", give: []string{"status", "--param", "x", "--local", missing}, want: exitUsage, wantStderr: "Name=Value"},

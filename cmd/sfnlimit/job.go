@@ -31,10 +31,11 @@ func newJob() *cobra.Command {
 func newJobShow(tgt *target) *cobra.Command {
 	var (
 		typ    string
+		key    string
 		asJSON bool
 	)
 	cmd := &cobra.Command{
-		Use:   "show ID [--type TYPE]",
+		Use:   "show ID [--type TYPE] [--key KEY]",
 		Short: "Show a job's lane, attempts, executions and state",
 		Long: `show finds a job by its id: the lease of the lane it holds (lane, status, attempt, execution),
 and its executions, found by their deterministic names ({type}-{id}-{attempt}, and the redriven
@@ -44,12 +45,14 @@ not found yet), running, retrying, dead-lettering (it holds a lane), succeeded, 
 not-started (no lease, no execution: it waits in a queue, was refused, or was never sent). Without
 --type, every type with a limit or a lease is searched. It names the job's concurrency key (from
 its lease, else its last execution's input), with the cap that key has now when the type caps
-keys. Exit 1 if the job is not found.
+keys. A job is its type, key and id: --key names a tenant's job (without it, the job of the default
+key, and the job of any key that holds a lane). Exit 1 if the job is not found.
 ` + targetHelp,
 		Example: `  sfnlimit job show order-1234 --type payments
   sfnlimit job show order-1234
   sfnlimit job show order-1234 --type payments --json | jq -r '.[0].executions[-1].status'
-  sfnlimit job show order-1234 --json | jq -r '.[0].key'`,
+  sfnlimit job show order-1234 --json | jq -r '.[0].key'
+  sfnlimit job show doc-1 --type llm --key acme`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if typ != "" {
@@ -58,6 +61,9 @@ keys. Exit 1 if the job is not found.
 				}
 			}
 			if err := job.ValidateID(args[0]); err != nil {
+				return usageError{err}
+			}
+			if err := job.ValidateKey(key); err != nil {
 				return usageError{err}
 			}
 			ctx := cmd.Context()
@@ -74,7 +80,7 @@ keys. Exit 1 if the job is not found.
 				return s.explain(err)
 			}
 			f := ops.JobFinder{Leases: lease.ReadOnly(lease.NewStore(s.ddb, table)), SFN: s.sfn, Config: r, Defaults: d}
-			views, err := f.Show(ctx, typ, args[0])
+			views, err := f.Show(ctx, typ, key, args[0])
 			if err != nil && !errors.Is(err, ops.ErrJobNotFound) {
 				return s.explain(err)
 			}
@@ -88,6 +94,7 @@ keys. Exit 1 if the job is not found.
 		},
 	}
 	cmd.Flags().StringVar(&typ, "type", "", "the job's type (default: search every type)")
+	cmd.Flags().StringVar(&key, "key", "", "the job's concurrency key (default: the default key, and any key holding a lane)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	_ = cmd.RegisterFlagCompletionFunc("type", completeTypes(tgt))
 	return cmd

@@ -495,7 +495,7 @@ func (s submitSummary) write(w io.Writer) {
 		}
 	}
 	if s.Duplicates > 0 {
-		fmt.Fprintf(w, "note: %s the type and id of an earlier line; the limiter runs such a job once\n", plural(s.Duplicates, "line repeats", "lines repeat"))
+		fmt.Fprintf(w, "note: %s the type, key and id of an earlier line; the limiter runs such a job once\n", plural(s.Duplicates, "line repeats", "lines repeat"))
 	}
 	if s.NoID > 0 {
 		fmt.Fprintf(w, "note: %s no id; each takes its SQS message id, so sending one again runs it again\n", plural(s.NoID, "job has", "jobs have"))

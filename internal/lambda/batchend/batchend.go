@@ -183,9 +183,11 @@ func (t *Tracker) remember(id string, o opened) {
 
 // End is one job's end.
 type End struct {
-	Batch, Type, ID string
-	Redrive         int
-	Outcome         batch.Outcome
+	// A job is its type, key ("" the default key) and id: two keys' jobs with one id are counted
+	// as two (job.BatchJobID).
+	Batch, Type, Key, ID string
+	Redrive              int
+	Outcome              batch.Outcome
 }
 
 // ErrAnnouncementPending: the job's end was recorded and closed its batch, but the completion
@@ -267,7 +269,7 @@ func (t *Tracker) record(ctx context.Context, e End) (*batch.Summary, error) {
 	if job.ValidateType(typ) != nil {
 		typ = InvalidType // refused for its type: no type has a "-"
 	}
-	rec, err := t.Ledger.Record(ctx, e.Batch, job.BatchJobID(typ, e.ID), e.Redrive, e.Outcome, t.now())
+	rec, err := t.Ledger.Record(ctx, e.Batch, job.BatchJobID(typ, e.Key, e.ID), e.Redrive, e.Outcome, t.now())
 	if errors.Is(err, batch.ErrNotOpen) {
 		// Only a job that bypassed the router (a lanes-queue message sent by hand) meets a batch
 		// never opened: counting it is impossible, and holding its lane for it would leak the lane.

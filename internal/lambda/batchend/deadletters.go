@@ -32,7 +32,7 @@ func (d DeadLetters) Send(ctx context.Context, e deadletter.Entry) error {
 		outcome = batch.Refused
 	}
 	if !e.BatchRecorded {
-		end := End{Batch: e.Batch, Type: e.Type, ID: e.JobID, Redrive: e.Redrive, Outcome: outcome}
+		end := End{Batch: e.Batch, Type: e.Type, Key: e.Key, ID: e.JobID, Redrive: e.Redrive, Outcome: outcome}
 		if err := d.Tracker.Ended(ctx, end); err != nil && !errors.Is(err, ErrAnnouncementPending) {
 			return err
 		}

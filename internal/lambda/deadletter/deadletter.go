@@ -1,6 +1,6 @@
 // Package deadletter puts refused and exhausted jobs on the dead-letter queue. The body is the job as a
 // producer would submit it, so a redrive can send it back unchanged; why it is there travels in message
-// attributes (reason, source, type, jobId, attempt, error, cause).
+// attributes (reason, source, type, jobId, key, attempt, error, cause, batch).
 package deadletter
 
 import (
@@ -24,6 +24,7 @@ const (
 	AttrSource  = "source"
 	AttrType    = "type"
 	AttrJobID   = "jobId"
+	AttrKey     = "key"
 	AttrAttempt = "attempt"
 	AttrError   = "error"
 	AttrCause   = "cause"
@@ -40,10 +41,12 @@ const maxAttr = 4096
 
 // Entry is one dead letter.
 type Entry struct {
-	Reason  string
-	Source  string // router, starter or releaser
-	Type    string
-	JobID   string
+	Reason string
+	Source string // router, starter or releaser
+	Type   string
+	JobID  string
+	// Key is the job's key ("" the default key): a job is its type, key and id.
+	Key     string
 	Attempt int
 	Error   string
 	Cause   string
@@ -87,6 +90,7 @@ func (q *Queue) Send(ctx context.Context, e Entry) error {
 	add(AttrSource, e.Source)
 	add(AttrType, e.Type)
 	add(AttrJobID, e.JobID)
+	add(AttrKey, e.Key)
 	if e.Attempt > 0 {
 		add(AttrAttempt, strconv.Itoa(e.Attempt))
 	}

@@ -43,6 +43,16 @@ func ValidateBatch(batch string, size int) error {
 	return nil
 }
 
-// BatchJobID is how a batch's ledger names a job: its id is unique within its type, and a batch
-// may hold jobs of several types.
-func BatchJobID(typ, id string) string { return typ + "/" + id }
+// BatchJobID is how a batch's ledger names a job: its id is unique within its type and key, and a
+// batch may hold jobs of several types and keys. A job without a key is "{type}/{id}", as before
+// keys were part of it; one with a key is "{type}/{id}/{key}" (neither a type nor an id has a "/"),
+// its key's hash "{type}/{id}/#{hash}" when the key is out of the contract (a refused job's).
+func BatchJobID(typ, key, id string) string {
+	switch {
+	case key == "":
+		return typ + "/" + id
+	case ValidateKey(key) != nil:
+		return typ + "/" + id + "/#" + hash(key, 16)
+	}
+	return typ + "/" + id + "/" + key
+}

@@ -145,7 +145,7 @@ type Meta struct {
 }
 
 // ExecutionName is the deterministic name of this attempt's execution.
-func (m Meta) ExecutionName() string { return RunName(m.Type, m.ID, m.Redrive, m.Attempt) }
+func (m Meta) ExecutionName() string { return RunName(m.Type, m.Key, m.ID, m.Redrive, m.Attempt) }
 
 // ExecutionInput is what the workflow receives: the job's metadata and its input, never a receipt handle.
 type ExecutionInput struct {
@@ -330,8 +330,12 @@ func ParseGroupID(g string) (typ string, lane int, err error) {
 // tracking the deduplication ID even after the message has been received and deleted", SQS
 // Developer Guide, FIFO queue key terms), so anything sent again on purpose needs a new id.
 //
-// Generation 0 keeps the form used before redrive generations were part of it: "{type}-{id}".
-func DedupID(typ, id string, redrive int) string { return dedupID(typ, id, generation(redrive)) }
+// A job is its type, key and id: a job of another key with the same id is another job, never
+// deduplicated with it. Generation 0 of a job without a key keeps the form used before keys and
+// redrive generations were part of it: "{type}-{id}".
+func DedupID(typ, key, id string, redrive int) string {
+	return dedupID(typ, id, keyPart(key)+generation(redrive))
+}
 
 // MovedDedupID is the MessageDeduplicationId of the copy the starter sends when it moves the job in
 // message from (its SQS message id) to lane to: a lane above a lowered limit, or a lane bound to
@@ -339,8 +343,8 @@ func DedupID(typ, id string, redrive int) string { return dedupID(typ, id, gener
 // most once, so the id is the copy's own, and a move retried is dropped by SQS. It names the message
 // rather than the attempts made, as a job may be moved twice with the same attempts within SQS's
 // five-minute deduplication window, and a second copy with the first's id would be dropped: lost.
-func MovedDedupID(typ, id string, redrive, to int, from string) string {
-	return dedupID(typ, id, "~moved~"+strconv.Itoa(to)+"~"+from+generation(redrive))
+func MovedDedupID(typ, key, id string, redrive, to int, from string) string {
+	return dedupID(typ, id, keyPart(key)+"~moved~"+strconv.Itoa(to)+"~"+from+generation(redrive))
 }
 
 // BoundDedupID is the MessageDeduplicationId of the copy the starter sends when it binds the job in
@@ -349,8 +353,17 @@ func MovedDedupID(typ, id string, redrive, to int, from string) string {
 // (its lane was taken back) and binds again, in a new message, is not; nor is a second bind of the
 // same message to the same lane (a duplicate delivery, or a send whose answer was lost, bound again
 // after the first copy ran and freed the lane), whose copy must reach the lane to free it again.
-func BoundDedupID(typ, id string, redrive, to int, from string, bind int64) string {
-	return dedupID(typ, id, "~bound~"+strconv.Itoa(to)+"~"+from+"~"+strconv.FormatInt(bind, 10)+"~g"+strconv.Itoa(redrive))
+func BoundDedupID(typ, key, id string, redrive, to int, from string, bind int64) string {
+	return dedupID(typ, id, keyPart(key)+"~bound~"+strconv.Itoa(to)+"~"+from+"~"+strconv.FormatInt(bind, 10)+"~g"+strconv.Itoa(redrive))
+}
+
+// keyPart is a key's part of a deduplication id: "" for the default key, else "~k{key}" (a key has
+// no "~", so the next "~" or the end closes it; no other part starts with "~k").
+func keyPart(key string) string {
+	if key == "" {
+		return ""
+	}
+	return "~k" + key
 }
 
 func generation(redrive int) string {
@@ -363,9 +376,10 @@ func generation(redrive int) string {
 // dedupID is "{type}-{id}{suffix}" when it fits SQS's 128 characters, else "{type}#" and the sha256
 // hex digest of that whole string. No two jobs, generations or copies share one:
 //   - a plain form splits back into its parts: a type has no "-", so the first "-" ends it; an id has
-//     no "~", so the first "~" after it ends the id; the suffix is "", "~g{n}" (n > 0),
-//     "~moved~{lane}~{message id}" with an optional "~g{n}", or "~bound~{lane}~{message id}~{bind}~g{n}",
-//     with canonical decimal numbers (an SQS message id has no "~");
+//     no "~", so the first "~" after it ends the id; then comes "~k{key}" for a job with a key (a key
+//     has no "~"), and the suffix: "", "~g{n}" (n > 0), "~moved~{lane}~{message id}" with an optional
+//     "~g{n}", or "~bound~{lane}~{message id}~{bind}~g{n}", with canonical decimal numbers (an SQS
+//     message id has no "~");
 //   - a hashed form has a "#", which neither types, ids nor suffixes contain, so it never equals a
 //     plain form (a bare digest would: 64 hex digits are a valid id), and two hashed forms are equal
 //     only if their plain strings are (sha256).
@@ -437,16 +451,26 @@ func StateMachineOf(executionArn string) string {
 // Names of different jobs never meet: a type has no "-", so the first "-" ends it; a plain name
 // "{type}-{id}-{attempt}" is used only for ids of name-safe characters without "__", and every
 // shortened name "{type}-{prefix}__{hash}-{attempt}" has "__" before its hash of the id.
-func ExecutionName(typ, id string, attempt int) string { return RunName(typ, id, 0, attempt) }
+func ExecutionName(typ, id string, attempt int) string { return RunName(typ, "", id, 0, attempt) }
 
-// RunName is ExecutionName for a job redriven from the dead-letter queue: redrive n > 0 adds "g{n}"
-// after a "__" ("{type}-{id}__g{n}-{attempt}", or "{type}-{prefix}__{hash}g{n}-{attempt}"), which
-// no plain name (no "__") and no first-run shortened name (16 hex digits after "__") can equal.
-func RunName(typ, id string, redrive, attempt int) string {
+// RunName is ExecutionName for a job of any key, redriven or not. Redrive n > 0 adds "g{n}" after a
+// "__" ("{type}-{id}__g{n}-{attempt}", or "{type}-{prefix}__{hash}g{n}-{attempt}"), which no plain
+// name (no "__") and no first-run shortened name (16 hex digits after "__") can equal.
+//
+// A job with a key is always named the shortened way, with "k" before a hash of its key and id:
+// "{type}-{prefix}__k{hash}{gen}-{attempt}". Read from its end, that is the attempt, an optional
+// "g{n}", 16 hex digits and "__k": a shortened name without a key has "__" right before its 16 hex
+// digits, and a redriven plain one ends "__g{n}-{attempt}" (no hex digits before its "g"), so no job
+// without a key shares a keyed job's name, and two keys' jobs with one id have different hashes.
+// Jobs without a key keep the names they had before keys were part of a job's identity.
+func RunName(typ, key, id string, redrive, attempt int) string {
 	suffix := "-" + strconv.Itoa(attempt)
 	gen := ""
 	if redrive > 0 {
 		gen = "g" + strconv.Itoa(redrive)
+	}
+	if key != "" {
+		return shortName(typ, id, "k"+hash(key+"/"+id, 16)+gen, suffix)
 	}
 	plainID := id
 	if gen != "" {
@@ -455,13 +479,17 @@ func RunName(typ, id string, redrive, attempt int) string {
 	if n := typ + "-" + plainID + suffix; len(n) <= maxExecutionName && nameSafe.MatchString(id) && !strings.Contains(id, "__") {
 		return n
 	}
-	h := hash(id, 16)
-	room := maxExecutionName - len(typ) - 1 - len(suffix) - len(h) - len(gen) - 2
+	return shortName(typ, id, hash(id, 16)+gen, suffix)
+}
+
+// shortName is "{type}-{prefix}__{tail}{suffix}", the id's prefix (sanitized) cut to fit 80 characters.
+func shortName(typ, id, tail, suffix string) string {
+	room := maxExecutionName - len(typ) - 1 - len(suffix) - len(tail) - 2
 	prefix := sanitize(id)
 	if len(prefix) > room {
 		prefix = prefix[:max(room, 0)]
 	}
-	return typ + "-" + prefix + "__" + h + gen + suffix
+	return typ + "-" + prefix + "__" + tail + suffix
 }
 
 func sanitize(s string) string {

@@ -299,14 +299,25 @@ func TestExecutionName(t *testing.T) {
 	id76 := strings.Repeat("a", 76)
 	id77 := strings.Repeat("a", 77)
 	long := strings.Repeat("x", 128)
+	key64 := strings.Repeat("k", 64)
 	tests := []struct {
 		name        string
 		giveType    string
+		giveKey     string
 		giveID      string
 		giveAttempt int
 		want        string
 	}{
 		{name: "plain", giveType: "payments", giveID: "order-1", giveAttempt: 1, want: "payments-order-1-1"},
+		// A job is its type, key and id: a keyed job's name hashes its key and id after "__k".
+		{name: "keyed", giveType: "payments", giveKey: "acme", giveID: "order-1", giveAttempt: 1, want: "payments-order-1__k" + sha16("acme/order-1") + "-1"},
+		{name: "another key, same id", giveType: "payments", giveKey: "beta", giveID: "order-1", giveAttempt: 1, want: "payments-order-1__k" + sha16("beta/order-1") + "-1"},
+		{name: "keyed, id not name-safe", giveType: "t", giveKey: "acme", giveID: "a.b:c", giveAttempt: 2, want: "t-a_b_c__k" + sha16("acme/a.b:c") + "-2"},
+		{
+			name: "longest type, id and key", giveType: strings.Repeat("T", 40), giveKey: key64, giveID: long, giveAttempt: 12,
+			// 80-40-1-2-17-3 = 17 characters of the id.
+			want: strings.Repeat("T", 40) + "-" + strings.Repeat("x", 17) + "__k" + sha16(key64+"/"+long) + "-12",
+		},
 		{name: "plain attempt 0", giveType: "payments", giveID: "order_1", giveAttempt: 0, want: "payments-order_1-0"},
 		{name: "plain uuid", giveType: "reports", giveID: msgID, giveAttempt: 3, want: "reports-" + msgID + "-3"},
 		{name: "plain exactly 80", giveType: "t", giveID: id76, giveAttempt: 0, want: "t-" + id76 + "-0"},
@@ -322,12 +333,12 @@ func TestExecutionName(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := job.ExecutionName(tt.giveType, tt.giveID, tt.giveAttempt)
+			got := job.RunName(tt.giveType, tt.giveKey, tt.giveID, 0, tt.giveAttempt)
 			if got != tt.want {
-				t.Errorf("ExecutionName(%q, %q, %d) = %q, want %q", tt.giveType, tt.giveID, tt.giveAttempt, got, tt.want)
+				t.Errorf("RunName(%q, %q, %q, 0, %d) = %q, want %q", tt.giveType, tt.giveKey, tt.giveID, tt.giveAttempt, got, tt.want)
 			}
 			if !nameRe.MatchString(got) {
-				t.Errorf("ExecutionName(%q, %q, %d) = %q (%d characters), want 1-80 of [A-Za-z0-9_-]", tt.giveType, tt.giveID, tt.giveAttempt, got, len(got))
+				t.Errorf("RunName(%q, %q, %q, 0, %d) = %q (%d characters), want 1-80 of [A-Za-z0-9_-]", tt.giveType, tt.giveKey, tt.giveID, tt.giveAttempt, got, len(got))
 			}
 		})
 	}
@@ -404,11 +415,17 @@ func TestDedupID(t *testing.T) {
 	tests := []struct {
 		name        string
 		giveType    string
+		giveKey     string
 		giveID      string
 		giveRedrive int
 		want        string
 	}{
 		{name: "plain", giveType: "payments", giveID: "order-1", want: "payments-order-1"},
+		// A job is its type, key and id: another key's job with the same id is not deduplicated away.
+		{name: "keyed", giveType: "payments", giveKey: "acme", giveID: "order-1", want: "payments-order-1~kacme"},
+		{name: "another key, same id", giveType: "payments", giveKey: "beta", giveID: "order-1", want: "payments-order-1~kbeta"},
+		{name: "keyed, redriven", giveType: "payments", giveKey: "acme", giveID: "order-1", giveRedrive: 2, want: "payments-order-1~kacme~g2"},
+		{name: "key makes it 129", giveType: "t", giveKey: "k", giveID: strings.Repeat("d", 124), want: "t#" + digest("t-"+strings.Repeat("d", 124)+"~kk")},
 		{name: "plain with . and :", giveType: "payments", giveID: "a.b:c", want: "payments-a.b:c"},
 		{name: "redriven", giveType: "payments", giveID: "order-1", giveRedrive: 1, want: "payments-order-1~g1"},
 		{name: "redriven often", giveType: "payments", giveID: "order-1", giveRedrive: 999, want: "payments-order-1~g999"},
@@ -419,9 +436,9 @@ func TestDedupID(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := job.DedupID(tt.giveType, tt.giveID, tt.giveRedrive)
+			got := job.DedupID(tt.giveType, tt.giveKey, tt.giveID, tt.giveRedrive)
 			if got != tt.want {
-				t.Errorf("DedupID(%q, %q, %d) = %q, want %q", tt.giveType, tt.giveID, tt.giveRedrive, got, tt.want)
+				t.Errorf("DedupID(%q, %q, %q, %d) = %q, want %q", tt.giveType, tt.giveKey, tt.giveID, tt.giveRedrive, got, tt.want)
 			}
 			if len(got) > 128 {
 				t.Errorf("len(DedupID(%q, %q, %d)) = %d, want <= 128", tt.giveType, tt.giveID, tt.giveRedrive, len(got))
@@ -438,12 +455,14 @@ func TestCopyDedupIDs(t *testing.T) {
 		got  string
 		want string
 	}{
-		{name: "moved", got: job.MovedDedupID("payments", "order-1", 0, 3, "m-1"), want: "payments-order-1~moved~3~m-1"},
-		{name: "moved, redriven", got: job.MovedDedupID("payments", "order-1", 4, 3, "m-1"), want: "payments-order-1~moved~3~m-1~g4"},
-		{name: "moved to wait", got: job.MovedDedupID("payments", "order-1", 0, job.WaitingLane, "m-1"), want: "payments-order-1~moved~0~m-1"},
-		{name: "bound", got: job.BoundDedupID("payments", "order-1", 0, 7, "m-1", 1741944420000000001), want: "payments-order-1~bound~7~m-1~1741944420000000001~g0"},
-		{name: "bound, redriven", got: job.BoundDedupID("payments", "order-1", 2, 7, "m-1", 1741944420000000001), want: "payments-order-1~bound~7~m-1~1741944420000000001~g2"},
-		{name: "bound again", got: job.BoundDedupID("payments", "order-1", 0, 7, "m-1", 1741944480000000000), want: "payments-order-1~bound~7~m-1~1741944480000000000~g0"},
+		{name: "moved", got: job.MovedDedupID("payments", "", "order-1", 0, 3, "m-1"), want: "payments-order-1~moved~3~m-1"},
+		{name: "moved, redriven", got: job.MovedDedupID("payments", "", "order-1", 4, 3, "m-1"), want: "payments-order-1~moved~3~m-1~g4"},
+		{name: "moved to wait", got: job.MovedDedupID("payments", "", "order-1", 0, job.WaitingLane, "m-1"), want: "payments-order-1~moved~0~m-1"},
+		{name: "bound", got: job.BoundDedupID("payments", "", "order-1", 0, 7, "m-1", 1741944420000000001), want: "payments-order-1~bound~7~m-1~1741944420000000001~g0"},
+		{name: "bound, redriven", got: job.BoundDedupID("payments", "", "order-1", 2, 7, "m-1", 1741944420000000001), want: "payments-order-1~bound~7~m-1~1741944420000000001~g2"},
+		{name: "bound again", got: job.BoundDedupID("payments", "", "order-1", 0, 7, "m-1", 1741944480000000000), want: "payments-order-1~bound~7~m-1~1741944480000000000~g0"},
+		{name: "moved, keyed", got: job.MovedDedupID("payments", "acme", "order-1", 1, 3, "m-1"), want: "payments-order-1~kacme~moved~3~m-1~g1"},
+		{name: "bound, keyed", got: job.BoundDedupID("payments", "acme", "order-1", 0, 7, "m-1", 1741944420000000001), want: "payments-order-1~kacme~bound~7~m-1~1741944420000000001~g0"},
 	}
 	for _, tt := range tests {
 		if tt.got != tt.want {
@@ -454,23 +473,23 @@ func TestCopyDedupIDs(t *testing.T) {
 
 // dedupCase is one id derived from a job: its run (kind 0), a moved copy (1) or a bound copy (2).
 type dedupCase struct {
-	typ, id                     string
+	typ, key, id                string
 	redrive, kind, to, attempts int
 }
 
 func (c dedupCase) dedupID() string {
 	switch c.kind {
 	case 1:
-		return job.MovedDedupID(c.typ, c.id, c.redrive, c.to, "m-"+strconv.Itoa(c.attempts))
+		return job.MovedDedupID(c.typ, c.key, c.id, c.redrive, c.to, "m-"+strconv.Itoa(c.attempts))
 	case 2:
-		return job.BoundDedupID(c.typ, c.id, c.redrive, c.to, "m-"+strconv.Itoa(c.attempts), int64(c.attempts))
+		return job.BoundDedupID(c.typ, c.key, c.id, c.redrive, c.to, "m-"+strconv.Itoa(c.attempts), int64(c.attempts))
 	}
-	return job.DedupID(c.typ, c.id, c.redrive)
+	return job.DedupID(c.typ, c.key, c.id, c.redrive)
 }
 
 // same says whether two cases name the same thing (a run has no lane or attempts; a bind no attempts).
 func (c dedupCase) same(o dedupCase) bool {
-	if c.typ != o.typ || c.id != o.id || c.redrive != o.redrive || c.kind != o.kind {
+	if c.typ != o.typ || c.key != o.key || c.id != o.id || c.redrive != o.redrive || c.kind != o.kind {
 		return false
 	}
 	switch c.kind {
@@ -483,11 +502,11 @@ func (c dedupCase) same(o dedupCase) bool {
 }
 
 func (c dedupCase) valid() bool {
-	return job.ValidateType(c.typ) == nil && job.ValidateID(c.id) == nil && c.redrive >= 0 && c.redrive <= 999 &&
+	return job.ValidateType(c.typ) == nil && job.ValidateKey(c.key) == nil && job.ValidateID(c.id) == nil && c.redrive >= 0 && c.redrive <= 999 &&
 		c.kind >= 0 && c.kind <= 2 && c.to >= 0 && c.to <= 120000 && c.attempts >= 0 && c.attempts <= 1000
 }
 
-// No two distinct (type, id, redrive) share a deduplication id, and no copy shares one with a run or
+// No two distinct (type, key, id, redrive) share a deduplication id, and no copy shares one with a run or
 // another copy: among ids of every length around the hashing threshold, ids that are the digests of
 // other ids, and every generation and copy of each.
 func TestDedupIDNeverShared(t *testing.T) {
@@ -504,29 +523,33 @@ func TestDedupIDNeverShared(t *testing.T) {
 		}
 	}
 	ids = append(ids, "a.b:c", "a-b", "a_b", "g1", "a-g1", "1")
+	// Keys that look like the parts after them: a generation, a copy's word, a lane.
+	keys := []string{"", "acme", "g1", "moved", "bound", "1", "a-b", strings.Repeat("k", 64)}
 	seen := map[string]dedupCase{}
 	for _, typ := range types {
 		for _, id := range ids {
-			for _, redrive := range []int{0, 1, 2, 10, 999} {
-				for _, c := range []dedupCase{
-					{typ: typ, id: id, redrive: redrive},
-					{typ: typ, id: id, redrive: redrive, kind: 1, to: 1, attempts: 0},
-					{typ: typ, id: id, redrive: redrive, kind: 1, to: 12, attempts: 3},
-					{typ: typ, id: id, redrive: redrive, kind: 1, to: 1, attempts: 23},
-					{typ: typ, id: id, redrive: redrive, kind: 2, to: 1},
-					{typ: typ, id: id, redrive: redrive, kind: 2, to: 120000},
-				} {
-					if !c.valid() {
-						t.Fatalf("case %+v is not valid", c)
+			for _, key := range keys {
+				for _, redrive := range []int{0, 1, 2, 10, 999} {
+					for _, c := range []dedupCase{
+						{typ: typ, key: key, id: id, redrive: redrive},
+						{typ: typ, key: key, id: id, redrive: redrive, kind: 1, to: 1, attempts: 0},
+						{typ: typ, key: key, id: id, redrive: redrive, kind: 1, to: 12, attempts: 3},
+						{typ: typ, key: key, id: id, redrive: redrive, kind: 1, to: 1, attempts: 23},
+						{typ: typ, key: key, id: id, redrive: redrive, kind: 2, to: 1},
+						{typ: typ, key: key, id: id, redrive: redrive, kind: 2, to: 120000},
+					} {
+						if !c.valid() {
+							t.Fatalf("case %+v is not valid", c)
+						}
+						d := c.dedupID()
+						if len(d) > 128 || len(d) == 0 {
+							t.Errorf("%+v: dedup id %q has %d characters, want 1-128", c, d, len(d))
+						}
+						if prev, ok := seen[d]; ok && !prev.same(c) {
+							t.Fatalf("%+v and %+v share the deduplication id %q", prev, c, d)
+						}
+						seen[d] = c
 					}
-					d := c.dedupID()
-					if len(d) > 128 || len(d) == 0 {
-						t.Errorf("%+v: dedup id %q has %d characters, want 1-128", c, d, len(d))
-					}
-					if prev, ok := seen[d]; ok && !prev.same(c) {
-						t.Fatalf("%+v and %+v share the deduplication id %q", prev, c, d)
-					}
-					seen[d] = c
 				}
 			}
 		}
@@ -689,7 +712,7 @@ func TestDedupIDHashedFormIsNoOtherIDs(t *testing.T) {
 	if err := job.ValidateID(digest); err != nil {
 		t.Fatalf("the digest %q is not a valid id (%v): the test would prove nothing", digest, err)
 	}
-	if a, b := job.DedupID("t", long, 0), job.DedupID("t", digest, 0); a == b {
+	if a, b := job.DedupID("t", "", long, 0), job.DedupID("t", "", digest, 0); a == b {
 		t.Errorf("DedupID(t, %q...) = DedupID(t, %q) = %q, want different ids", long[:10], digest, a)
 	}
 }

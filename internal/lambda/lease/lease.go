@@ -107,8 +107,11 @@ type Key struct {
 
 func (k Key) String() string { return k.Type + "-" + strconv.Itoa(k.Lane) }
 
-// Holds reports whether the lease is of this job run (a job id and its redrive generation).
-func (l Lease) Holds(jobID string, redrive int) bool { return l.JobID == jobID && l.Redrive == redrive }
+// Holds reports whether the lease is of this job run: a job is its type (the lease's), key and id,
+// a run its redrive generation. Another key's job with the same id is another job.
+func (l Lease) Holds(key, jobID string, redrive int) bool {
+	return l.JobKey == key && l.JobID == jobID && l.Redrive == redrive
+}
 
 // Key returns the lane a lease is for.
 func (l Lease) Key() Key { return Key{l.Type, l.Lane} }

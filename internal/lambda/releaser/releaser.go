@@ -43,8 +43,11 @@ const (
 
 // Request asks to release one job attempt's lane.
 type Request struct {
-	Key     lease.Key
-	JobID   string
+	Key   lease.Key
+	JobID string
+	// JobKey is the job's key ("" the default key): a job is its type, key and id, and a release
+	// of one key's job never frees another key's job of the same id.
+	JobKey  string
 	Redrive int
 	Attempt int
 	Outcome Outcome
@@ -126,14 +129,14 @@ type batchEnder interface {
 	Ended(ctx context.Context, e batchend.End) error
 }
 
-// BatchEnded records in its batch the end of the job l names (type, id, batch, redrive): a release's,
+// BatchEnded records in its batch the end of the job l names (type, key, id, batch, redrive): a release's,
 // or one found by someone else than a release, such as the starter acknowledging a message whose last
 // attempt succeeded after its lease was gone. A duplicate of an end already recorded changes nothing.
 func (s *Service) BatchEnded(ctx context.Context, l lease.Lease, outcome batch.Outcome) error {
 	if s.Batches == nil || l.Batch == "" {
 		return nil
 	}
-	return s.Batches.Ended(ctx, batchend.End{Batch: l.Batch, Type: l.Type, ID: l.JobID, Redrive: l.Redrive, Outcome: outcome})
+	return s.Batches.Ended(ctx, batchend.End{Batch: l.Batch, Type: l.Type, Key: l.JobKey, ID: l.JobID, Redrive: l.Redrive, Outcome: outcome})
 }
 
 // parkedJobs are the parked waiting groups of a type (internal/lambda/waitroom): a wake-up lists
@@ -159,7 +162,7 @@ func (s *Service) Release(ctx context.Context, req Request) (Result, error) {
 		}
 		// A bound lease has no execution yet: a release that finds one is a late one of an attempt
 		// made before the job came back to wait.
-		if l == nil || !l.Holds(req.JobID, req.Redrive) || l.Attempt != req.Attempt || l.Status == lease.Bound {
+		if l == nil || !l.Holds(req.JobKey, req.JobID, req.Redrive) || l.Attempt != req.Attempt || l.Status == lease.Bound {
 			log.InfoContext(ctx, "nothing to release")
 			return Noop, nil
 		}
@@ -311,7 +314,7 @@ func (s *Service) deadLetter(ctx context.Context, log *slog.Logger, req Request,
 			}
 		}
 		if err := s.DLQ.Send(ctx, deadletter.Entry{
-			Reason: reason, Source: "releaser", Type: l.Type, JobID: l.JobID, Attempt: l.Attempt,
+			Reason: reason, Source: "releaser", Type: l.Type, JobID: l.JobID, Key: l.JobKey, Attempt: l.Attempt,
 			Error: req.Error, Cause: req.Cause, Body: body, Batch: l.Batch, Redrive: l.Redrive, BatchRecorded: recorded,
 		}); err != nil {
 			return "", err
@@ -352,7 +355,7 @@ func (s *Service) executionArnOf(ctx context.Context, l lease.Lease) (string, er
 		}
 		sm = c.StateMachineArn
 	}
-	return job.ExecutionArn(sm, job.RunName(l.Type, l.JobID, l.Redrive, l.Attempt)), nil
+	return job.ExecutionArn(sm, job.RunName(l.Type, l.JobKey, l.JobID, l.Redrive, l.Attempt)), nil
 }
 
 // namedExecution is the execution a lease's attempt runs as the lease itself records it: its ARN, or
@@ -363,7 +366,7 @@ func namedExecution(l lease.Lease) string {
 	case l.ExecutionArn != "":
 		return l.ExecutionArn
 	case l.StateMachineArn != "":
-		return job.ExecutionArn(l.StateMachineArn, job.RunName(l.Type, l.JobID, l.Redrive, l.Attempt))
+		return job.ExecutionArn(l.StateMachineArn, job.RunName(l.Type, l.JobKey, l.JobID, l.Redrive, l.Attempt))
 	}
 	return ""
 }
@@ -425,7 +428,7 @@ func (s *Service) makeVisible(ctx context.Context, l lease.Lease) error {
 		if gerr != nil {
 			return gerr
 		}
-		if cur != nil && cur.Version != l.Version && cur.JobID == l.JobID && cur.Status == lease.Retrying {
+		if cur != nil && cur.Version != l.Version && cur.Holds(l.JobKey, l.JobID, l.Redrive) && cur.Status == lease.Retrying {
 			return errStaleHandle
 		}
 		return nil

@@ -24,6 +24,12 @@ func req(typ string, ln int, jobID string, attempt int, o releaser.Outcome, errN
 	return releaser.Request{Key: lease.Key{Type: typ, Lane: ln}, JobID: jobID, Attempt: attempt, Outcome: o, Error: errName, Cause: cause, Source: "workflow"}
 }
 
+// keyedReq is r for the job of key: a job is its type, key and id.
+func keyedReq(key string, r releaser.Request) releaser.Request {
+	r.JobKey = key
+	return r
+}
+
 func ptr[T any](v T) *T { return &v }
 
 func TestRelease(t *testing.T) {
@@ -464,7 +470,7 @@ func TestDeadLetterKeepsKeyAndPriority(t *testing.T) {
 	x.Input = string(job.Job{Type: "reports", ID: "r-1001", Key: "acme", Priority: 9, Input: json.RawMessage(`{"seconds":3}`), SubmittedAt: submitted}.
 		ExecutionInput(1, 3).MustJSON())
 	r.sfn.Put(x)
-	if got, err := r.svc.Release(context.Background(), req("reports", 1, "r-1001", 3, releaser.Failed, "JobFailed", "")); err != nil || got != releaser.DeadLettered {
+	if got, err := r.svc.Release(context.Background(), keyedReq("acme", req("reports", 1, "r-1001", 3, releaser.Failed, "JobFailed", ""))); err != nil || got != releaser.DeadLettered {
 		t.Fatalf("Release() = %q, %v; want dead-lettered", got, err)
 	}
 	want := `{"type":"reports","id":"r-1001","key":"acme","input":{"seconds":3},"priority":9,"redrive":1}`
@@ -485,13 +491,16 @@ func TestDeadLetterKeepsTheJobsKey(t *testing.T) {
 	in := job.Job{Type: "reports", ID: "r-1001", Key: "acme", Input: json.RawMessage(`{"seconds":3}`), SubmittedAt: submitted}
 	ex.Input = string(in.ExecutionInput(1, 3).MustJSON())
 	r.sfn.Put(ex)
-	got, err := r.svc.Release(context.Background(), req("reports", 1, "r-1001", 3, releaser.Failed, "JobFailed", ""))
+	got, err := r.svc.Release(context.Background(), keyedReq("acme", req("reports", 1, "r-1001", 3, releaser.Failed, "JobFailed", "")))
 	if err != nil || got != releaser.DeadLettered {
 		t.Fatalf("Release() = %q, %v; want dead-lettered", got, err)
 	}
 	dead := r.sqs.Sent(dlqURL)
 	if len(dead) != 1 {
 		t.Fatalf("dead letters = %+v, want one", dead)
+	}
+	if k := dead[0].Attributes[deadletter.AttrKey]; k != "acme" {
+		t.Errorf("dead letter's key attribute = %q, want acme: a job is its type, key and id", k)
 	}
 	var s job.Submission
 	if err := json.Unmarshal([]byte(dead[0].Body), &s); err != nil || s.Key != "acme" {

@@ -268,7 +268,7 @@ func TestReleaseWakesKeysFairly(t *testing.T) {
 				r.leases.Set(l)
 			}
 			rel := tt.leases[0]
-			if _, err := r.svc.Release(ctx, req("llm", rel.Lane, rel.JobID, 1, releaser.Succeeded, "", "")); err != nil {
+			if _, err := r.svc.Release(ctx, keyedReq(rel.JobKey, req("llm", rel.Lane, rel.JobID, 1, releaser.Succeeded, "", ""))); err != nil {
 				t.Fatal(err)
 			}
 			var got []string
@@ -412,7 +412,7 @@ func TestKeyedWakeAfterALoweredLimit(t *testing.T) {
 		l.JobKey = key
 		r.leases.Set(l)
 	}
-	if _, err := r.svc.Release(ctx, req("llm", 1, "k1-1", 1, releaser.Succeeded, "", "")); err != nil {
+	if _, err := r.svc.Release(ctx, keyedReq("k1", req("llm", 1, "k1-1", 1, releaser.Succeeded, "", ""))); err != nil {
 		t.Fatal(err)
 	}
 	var got []string

@@ -207,7 +207,7 @@ func (r *Router) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 			Id:                     aws.String(id),
 			MessageBody:            aws.String(string(body)),
 			MessageGroupId:         aws.String(x.group),
-			MessageDeduplicationId: aws.String(job.DedupID(x.j.Type, x.j.ID, x.j.Redrive)),
+			MessageDeduplicationId: aws.String(job.DedupID(x.j.Type, x.j.Key, x.j.ID, x.j.Redrive)),
 		})
 		byEntry[id] = x
 		r.Log.InfoContext(ctx, "routed", "jobId", x.j.ID, "type", x.j.Type, "key", x.j.Key, "lane", x.lane, "group", x.group, "strategy", x.cfg.Strategy)
@@ -369,7 +369,7 @@ func (r *Router) reject(ctx context.Context, m events.SQSMessage, j job.Job, rea
 		body = withID(body, j.ID)
 	}
 	return r.DLQ.Send(ctx, deadletter.Entry{
-		Reason: string(reason), Source: "router", Type: j.Type, JobID: j.ID, Error: string(reason), Cause: cause.Error(), Body: body,
+		Reason: string(reason), Source: "router", Type: j.Type, JobID: j.ID, Key: j.Key, Error: string(reason), Cause: cause.Error(), Body: body,
 		Batch: batchID, Redrive: j.Redrive, Refused: true,
 	})
 }

@@ -39,7 +39,7 @@ func (s *Starter) claimAndStart(ctx context.Context, x *msg) (verdict, error) {
 }
 
 func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdict, error) {
-	if l != nil && !l.Holds(x.job.ID, x.job.Redrive) {
+	if l != nil && !l.Holds(x.job.Key, x.job.ID, x.job.Redrive) {
 		return s.laneHeld(ctx, x, *l)
 	}
 	if l != nil && l.MessageID == x.MessageId && x.receives() < l.Receives {
@@ -195,7 +195,7 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 		attempt = l.Attempt + 1
 	}
 	if l != nil && l.Status == lease.Starting && l.ExecutionArn != "" &&
-		l.ExecutionArn != job.ExecutionArn(stateMachine, job.RunName(x.key.Type, x.job.ID, x.job.Redrive, attempt)) {
+		l.ExecutionArn != job.ExecutionArn(stateMachine, job.RunName(x.key.Type, x.job.Key, x.job.ID, x.job.Redrive, attempt)) {
 		// A claim (above all a running lease, read as one) an earlier version named otherwise than
 		// today: its execution is looked up by the name the lease records. Started again under
 		// today's name, a running attempt would run a second time.
@@ -210,7 +210,7 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 	claim := lease.Lease{
 		Type: x.key.Type, Lane: x.key.Lane, JobID: x.job.ID, JobKey: x.job.Key, Batch: x.job.Batch, MessageID: x.MessageId, ReceiptHandle: x.ReceiptHandle, Receives: x.receives(),
 		Attempt: attempt, Redrive: x.job.Redrive, Status: lease.Starting, StartedAt: startedAt, SubmittedAt: x.job.SubmittedAt,
-		StateMachineArn: stateMachine, ExecutionArn: job.ExecutionArn(stateMachine, job.RunName(x.key.Type, x.job.ID, x.job.Redrive, attempt)),
+		StateMachineArn: stateMachine, ExecutionArn: job.ExecutionArn(stateMachine, job.RunName(x.key.Type, x.job.Key, x.job.ID, x.job.Redrive, attempt)),
 	}
 	claimed, err := s.Leases.Put(ctx, claim, l)
 	if err != nil {
@@ -332,10 +332,10 @@ func (s *Starter) alreadyExists(ctx context.Context, x *msg, claimed lease.Lease
 	}
 	var in job.ExecutionInput
 	_ = json.Unmarshal([]byte(aws.ToString(d.Input)), &in)
-	if in.Job.ID != x.job.ID || in.Job.Type != x.key.Type || in.Job.Redrive != x.job.Redrive {
+	if !sameJob(in.Job, x) {
 		// Job names are built so that different jobs never share one; never drop a job for another's.
-		x.log.ErrorContext(ctx, "execution name taken by another job", "execution", name, "holderJobId", in.Job.ID, "holderType", in.Job.Type)
-		return s.refuse(ctx, x, &claimed, ReasonNameTaken, "execution "+name+" belongs to job "+in.Job.Type+"/"+in.Job.ID)
+		x.log.ErrorContext(ctx, "execution name taken by another job", "execution", name, "holderJobId", in.Job.ID, "holderType", in.Job.Type, "holderKey", in.Job.Key)
+		return s.refuse(ctx, x, &claimed, ReasonNameTaken, "execution "+name+" belongs to job "+job.BatchJobID(in.Job.Type, in.Job.Key, in.Job.ID))
 	}
 	_, closed := releaser.OutcomeOf(string(d.Status))
 	sameLane := in.Job.Lane == x.key.Lane
@@ -372,7 +372,7 @@ func (s *Starter) alreadyExists(ctx context.Context, x *msg, claimed lease.Lease
 		if last > 0 {
 			later := claimed
 			later.Attempt = last
-			later.ExecutionArn = job.ExecutionArn(claimed.StateMachineArn, job.RunName(x.key.Type, x.job.ID, x.job.Redrive, last))
+			later.ExecutionArn = job.ExecutionArn(claimed.StateMachineArn, job.RunName(x.key.Type, x.job.Key, x.job.ID, x.job.Redrive, last))
 			written, err := s.Leases.Put(ctx, later, &claimed)
 			if err != nil {
 				return hold, err
@@ -395,6 +395,13 @@ func (s *Starter) alreadyExists(ctx context.Context, x *msg, claimed lease.Lease
 	}
 	x.log.InfoContext(ctx, "execution was already running; holding the lane", "execution", name, "executionArn", arn)
 	return hold, nil
+}
+
+// sameJob reports whether an execution's job is x's run: its type, key, id and redrive generation.
+// A job of another key with the same id is another job (docs/design.md, "Job identity across
+// tenants").
+func sameJob(m job.Meta, x *msg) bool {
+	return m.Type == x.key.Type && m.Key == x.job.Key && m.ID == x.job.ID && m.Redrive == x.job.Redrive
 }
 
 // keyOverCap reports whether the job's key runs its cap in lanes other than own's.

@@ -12,6 +12,7 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
+	"github.com/sfnlimit/sfnlimit/internal/tools/fakes"
 )
 
 // newKeyRig is a rig whose type llm has 4 lanes and caps every key at 2.
@@ -39,6 +40,14 @@ func keyed(t *testing.T, group, key, id string, receive int) events.SQSMessage {
 	t.Helper()
 	b, _ := json.Marshal(job.Job{Type: "llm", ID: id, Key: key, Input: json.RawMessage(`{}`), SubmittedAt: submitted})
 	return message(t, group, id, string(b), receive)
+}
+
+// keyedExecution is attempt's execution of job id of key in lane ln of typ, as the starter names it.
+func keyedExecution(typ string, ln int, key, id string, attempt int, st sfntypes.ExecutionStatus) fakes.Execution {
+	x := execution(typ, ln, id, attempt, st, "", "")
+	j := job.Job{Type: typ, ID: id, Key: key, Input: json.RawMessage(`{}`), SubmittedAt: submitted}
+	x.Name, x.Input = job.RunName(typ, key, id, 0, attempt), string(j.ExecutionInput(ln, attempt).MustJSON())
+	return x
 }
 
 // A key's batch binds until the key runs its cap, then parks the group marked at its cap though
@@ -180,7 +189,7 @@ func TestJobInALaneWaitsForItsKeyCap(t *testing.T) {
 			}
 			m := keyed(t, job.GroupID("llm", 3), "acme", "a-3", tt.receive)
 			if tt.own != "" {
-				x := execution("llm", 3, "a-3", 1, tt.own, "", "")
+				x := keyedExecution("llm", 3, "acme", "a-3", 1, tt.own)
 				x.Input = withMessageID(t, x.Input, m.MessageId)
 				r.sfn.Put(x)
 			}
@@ -243,7 +252,7 @@ func TestRetryWaitsWhenItsKeysCapWasLowered(t *testing.T) {
 	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{keyed(t, job.GroupID("llm", 2), "acme", "a-2", 3)}}); err != nil {
 		t.Fatal(err)
 	}
-	if got := startNames(r.sfn); len(got) != 1 || got[0] != execName("llm", "a-2", 2) {
+	if got := startNames(r.sfn); len(got) != 1 || got[0] != job.RunName("llm", "acme", "a-2", 0, 2) {
 		t.Errorf("starts = %v, want a-2's attempt 2 in its lane", got)
 	}
 }

@@ -57,17 +57,19 @@ type DLQ struct {
 
 // DeadLetter is one message of the dead-letter queue and what its attributes say.
 type DeadLetter struct {
-	MessageID string    `json:"messageId"`
-	Reason    string    `json:"reason,omitempty"` // empty for a general-queue message SQS moved after 5 receives
-	Source    string    `json:"source,omitempty"`
-	Type      string    `json:"type,omitempty"`
-	JobID     string    `json:"jobId,omitempty"`
-	Attempt   int       `json:"attempt,omitempty"`
-	Error     string    `json:"error,omitempty"`
-	Cause     string    `json:"cause,omitempty"`
-	SentAt    time.Time `json:"sentAt"`
-	Received  int       `json:"receiveCount"`
-	Body      string    `json:"body"`
+	MessageID string `json:"messageId"`
+	Reason    string `json:"reason,omitempty"` // empty for a general-queue message SQS moved after 5 receives
+	Source    string `json:"source,omitempty"`
+	Type      string `json:"type,omitempty"`
+	JobID     string `json:"jobId,omitempty"`
+	// Key is the job's key (its key attribute, else its body's): a job is its type, key and id.
+	Key      string    `json:"key,omitempty"`
+	Attempt  int       `json:"attempt,omitempty"`
+	Error    string    `json:"error,omitempty"`
+	Cause    string    `json:"cause,omitempty"`
+	SentAt   time.Time `json:"sentAt"`
+	Received int       `json:"receiveCount"`
+	Body     string    `json:"body"`
 	// Refusal is why a redrive left it: the router would refuse it again.
 	Refusal string `json:"refusal,omitempty"`
 	receipt string
@@ -141,7 +143,7 @@ func decode(m types.Message) DeadLetter {
 	}
 	d := DeadLetter{
 		MessageID: aws.ToString(m.MessageId), Reason: attr(deadletter.AttrReason), Source: attr(deadletter.AttrSource),
-		Type: attr(deadletter.AttrType), JobID: attr(deadletter.AttrJobID), Error: attr(deadletter.AttrError),
+		Type: attr(deadletter.AttrType), JobID: attr(deadletter.AttrJobID), Key: attr(deadletter.AttrKey), Error: attr(deadletter.AttrError),
 		Cause: attr(deadletter.AttrCause), Body: aws.ToString(m.Body), receipt: aws.ToString(m.ReceiptHandle),
 	}
 	d.Attempt, _ = strconv.Atoi(attr(deadletter.AttrAttempt))
@@ -149,13 +151,17 @@ func decode(m types.Message) DeadLetter {
 		d.SentAt = time.UnixMilli(ms).UTC()
 	}
 	d.Received, _ = strconv.Atoi(m.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)])
-	if d.JobID == "" || d.Type == "" {
+	if d.JobID == "" || d.Type == "" || d.Key == "" {
+		// Dead letters of earlier versions have no key attribute: their bodies have the key.
 		if j, err := job.Parse([]byte(d.Body), "", time.Time{}); err == nil || j.Type != "" {
 			if d.Type == "" {
 				d.Type = j.Type
 			}
 			if d.JobID == "" {
 				d.JobID = j.ID
+			}
+			if d.Key == "" {
+				d.Key = j.Key
 			}
 		}
 	}
@@ -370,12 +376,13 @@ func (d DLQ) refusal(ctx context.Context, m DeadLetter) error {
 	return err
 }
 
-// jobKey names a dead letter's job; bodyKey its body (a refused job without an id has only that).
+// jobKey names a dead letter's job, its type, key and id (two keys' jobs with one id are two jobs,
+// each redriven); bodyKey its body (a refused job without an id has only that).
 func jobKey(m DeadLetter) string {
 	if m.JobID == "" {
 		return bodyKey(m)
 	}
-	return "job\x00" + m.Type + "\x00" + m.JobID
+	return "job\x00" + m.Type + "\x00" + m.Key + "\x00" + m.JobID
 }
 
 func bodyKey(m DeadLetter) string {

@@ -550,3 +550,28 @@ func TestWriteDeadLettersClipsErrorByCharacter(t *testing.T) {
 		t.Errorf("dlq list printed invalid UTF-8 for a long non-ASCII error:\n%q", b.String())
 	}
 }
+
+// A job is its type, key and id: two keys' dead letters of one id are two jobs, both redriven in
+// one run (one per job is the rule), whether the key travels as an attribute or only in the body
+// (a dead letter of an earlier version).
+func TestDLQRedriveTwoKeysOfOneID(t *testing.T) {
+	t.Parallel()
+	c := sqsClient(t)
+	url, general := queues(t, c)
+	keyed := func(key string) string {
+		return fmt.Sprintf(`{"type":"payments","id":"o-1","key":%q,"input":{"seconds":1},"redrive":1}`, key)
+	}
+	deadLetter(t, c, url, deadletter.Entry{Reason: "attempts_exhausted", Type: "payments", JobID: "o-1", Key: "acme", Body: keyed("acme")})
+	deadLetter(t, c, url, deadletter.Entry{Reason: "attempts_exhausted", Type: "payments", JobID: "o-1", Body: keyed("beta")})
+	deadLetter(t, c, url, deadletter.Entry{Reason: "attempts_exhausted", Type: "payments", JobID: "o-1", Body: body("payments", "o-1", 1)})
+	res, err := DLQ{SQS: c, URL: url, General: general}.Redrive(t.Context(), Filter{}, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Redriven != 3 || res.Returned != 0 {
+		t.Errorf("Redrive() = %+v, want all 3 redriven (acme's, beta's and the default key's o-1), none returned", res)
+	}
+	if got := drain(t, c, general); len(got) != 3 {
+		t.Errorf("general queue = %v, want the 3 jobs", got)
+	}
+}

@@ -121,9 +121,14 @@ const (
 )
 
 // Show finds a job of type typ, or of any type when typ is "" (the types with a limit or a lease).
+// A job is its type, key and id: key "" finds the job of the default key, and the job of any key
+// that holds a lane (its lease names its key); a keyed job that holds none is found with its key.
 // It returns ErrJobNotFound when no type has a lease or an execution of it.
-func (f JobFinder) Show(ctx context.Context, typ, id string) ([]JobView, error) {
+func (f JobFinder) Show(ctx context.Context, typ, key, id string) ([]JobView, error) {
 	if err := job.ValidateID(id); err != nil {
+		return nil, UsageError{err}
+	}
+	if err := job.ValidateKey(key); err != nil {
 		return nil, UsageError{err}
 	}
 	types := []string{typ}
@@ -160,18 +165,47 @@ func (f JobFinder) Show(ctx context.Context, typ, id string) ([]JobView, error) 
 	}
 	var out []JobView
 	for _, t := range types {
-		v, err := f.show(ctx, t, id, leases)
-		if err != nil {
-			return nil, err
+		var none *JobView // the job of the first key, found nowhere
+		n := len(out)
+		for _, k := range jobKeysOf(leases, t, key, id) {
+			v, err := f.show(ctx, t, k, id, leases)
+			if err != nil {
+				return nil, err
+			}
+			switch {
+			case v.Lease != nil || len(v.Executions) > 0:
+				out = append(out, v)
+			case none == nil:
+				none = &v
+			}
 		}
-		if typ != "" || v.Lease != nil || len(v.Executions) > 0 {
-			out = append(out, v)
+		if typ != "" && len(out) == n && none != nil {
+			out = append(out, *none)
 		}
 	}
 	if len(out) == 0 || (len(out) == 1 && out[0].Lease == nil && len(out[0].Executions) == 0) {
-		return out, fmt.Errorf("%w: no lease and no execution of job %s%s; it may wait in a queue, have been refused (sfnlimit dlq list --id %s), or never have been sent", ErrJobNotFound, id, ofType(typ), id)
+		hint := ""
+		if key == "" {
+			hint = " (a job of a key that holds no lane: --key)"
+		}
+		return out, fmt.Errorf("%w: no lease and no execution of job %s%s%s; it may wait in a queue, have been refused (sfnlimit dlq list --id %s), or never have been sent", ErrJobNotFound, id, ofType(typ), hint, id)
 	}
 	return out, nil
+}
+
+// jobKeysOf is the keys whose job id of type typ is looked up: key when given, else the default key
+// and every key whose job id holds a lane of typ.
+func jobKeysOf(leases []lease.Lease, typ, key, id string) []string {
+	keys := []string{key}
+	if key != "" {
+		return keys
+	}
+	for _, l := range leases {
+		if l.Type == typ && l.JobID == id && !slices.Contains(keys, l.JobKey) {
+			keys = append(keys, l.JobKey)
+		}
+	}
+	return keys
 }
 
 func ofType(typ string) string {
@@ -181,8 +215,8 @@ func ofType(typ string) string {
 	return " of type " + typ
 }
 
-func (f JobFinder) show(ctx context.Context, typ, id string, leases []lease.Lease) (JobView, error) {
-	v := JobView{Type: typ, ID: id, MaxAttempts: f.Defaults.DefaultMaxAttempts, Executions: []ExecutionView{}}
+func (f JobFinder) show(ctx context.Context, typ, key, id string, leases []lease.Lease) (JobView, error) {
+	v := JobView{Type: typ, ID: id, Key: key, MaxAttempts: f.Defaults.DefaultMaxAttempts, Executions: []ExecutionView{}}
 	machines := []string{}
 	var cfg *config.TypeConfig // nil: the type has no limit
 	if c, err := f.Config.Get(ctx, typ); err == nil {
@@ -199,7 +233,7 @@ func (f JobFinder) show(ctx context.Context, typ, id string, leases []lease.Leas
 	}
 	minGen := 0
 	for _, l := range leases {
-		if l.Type == typ && l.JobID == id {
+		if l.Type == typ && l.JobKey == key && l.JobID == id {
 			v.Lease = &LeaseView{Lane: l.Lane, Key: l.JobKey, Status: string(l.Status), Attempt: l.Attempt, Redrive: l.Redrive, ExecutionArn: l.ExecutionArn, StartedAt: l.StartedAt, UpdatedAt: l.UpdatedAt}
 			if !l.SubmittedAt.IsZero() {
 				s := l.SubmittedAt
@@ -217,7 +251,7 @@ func (f JobFinder) show(ctx context.Context, typ, id string, leases []lease.Leas
 		found := 0
 		misses := 0
 		for attempt := 1; attempt <= maxAttemptsSeen && misses < 2; attempt++ {
-			e, ok, err := f.find(ctx, machines, job.RunName(typ, id, gen, attempt))
+			e, ok, err := f.find(ctx, machines, job.RunName(typ, key, id, gen, attempt))
 			if err != nil {
 				return v, err
 			}
@@ -442,6 +476,7 @@ const MaxEarlierChecks = 10
 type Earlier struct {
 	No    int    `json:"line,omitempty"`
 	Type  string `json:"type"`
+	Key   string `json:"key,omitempty"`
 	ID    string `json:"id"`
 	State string `json:"state"` // as job show works it out
 	// Lane is the lane its lease holds (0: none); Execution and Status are its last execution's
@@ -489,29 +524,29 @@ func (f JobFinder) FindEarlier(ctx context.Context, jobs []Line) (found []Earlie
 			}
 			leases[l.Type] = ls
 		}
-		v, err := f.show(ctx, l.Type, l.ID, ls)
+		v, err := f.show(ctx, l.Type, l.Key, l.ID, ls)
 		if err != nil {
 			return nil, checked, 0, err
 		}
 		if v.Lease == nil && len(v.Executions) == 0 {
 			continue
 		}
-		e := Earlier{No: l.No, Type: l.Type, ID: l.ID, State: v.State}
+		e := Earlier{No: l.No, Type: l.Type, Key: l.Key, ID: l.ID, State: v.State}
 		if n := len(v.Executions); n > 0 {
 			e.Execution, e.Status, e.Batch = v.Executions[n-1].Name, v.Executions[n-1].Status, v.Executions[n-1].batch
 		}
 		if v.Lease != nil {
-			e.Lane, e.Batch = v.Lease.Lane, leaseBatch(ls, l.ID)
+			e.Lane, e.Batch = v.Lease.Lane, leaseBatch(ls, l.Key, l.ID)
 		}
 		found = append(found, e)
 	}
 	return found, checked, unchecked, nil
 }
 
-// leaseBatch is the batch of job id's lease among a type's leases.
-func leaseBatch(leases []lease.Lease, id string) string {
+// leaseBatch is the batch of the lease of key's job id among a type's leases.
+func leaseBatch(leases []lease.Lease, key, id string) string {
 	for _, l := range leases {
-		if l.JobID == id {
+		if l.JobKey == key && l.JobID == id {
 			return l.Batch
 		}
 	}

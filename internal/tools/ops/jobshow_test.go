@@ -24,7 +24,7 @@ func TestJobShow(t *testing.T) {
 	mine := strings.Replace(sampleArn, "sfnlimit-sample", "mine", 1)
 	put := func(f *fakes.SFN, sm, typ, id string, redrive, attempt, lane int, status sfntypes.ExecutionStatus) {
 		in := job.Job{Type: typ, ID: id, Input: []byte(`{}`), SubmittedAt: submitted, Redrive: redrive}.ExecutionInput(lane, attempt).MustJSON()
-		f.Put(fakes.Execution{StateMachineArn: sm, Name: job.RunName(typ, id, redrive, attempt), Status: status, Input: string(in), StartDate: now})
+		f.Put(fakes.Execution{StateMachineArn: sm, Name: job.RunName(typ, "", id, redrive, attempt), Status: status, Input: string(in), StartDate: now})
 	}
 	tests := []struct {
 		name      string
@@ -63,7 +63,7 @@ func TestJobShow(t *testing.T) {
 				put(f, sampleArn, "payments", "o-1", 0, 1, 1, sfntypes.ExecutionStatusFailed)
 				put(f, sampleArn, "payments", "o-1", 0, 2, 1, sfntypes.ExecutionStatusRunning)
 				l.Set(lease.Lease{Type: "payments", Lane: 1, JobID: "o-1", Attempt: 2, Status: lease.Starting, StartedAt: now,
-					ExecutionArn: job.ExecutionArn(sampleArn, job.RunName("payments", "o-1", 0, 2))})
+					ExecutionArn: job.ExecutionArn(sampleArn, job.RunName("payments", "", "o-1", 0, 2))})
 			},
 			wantState: "running", wantExecs: 2, wantLane: 1,
 			wantDetail: "running attempt 2 of 3 on lane 1",
@@ -153,7 +153,7 @@ func TestJobShow(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			views, err := JobFinder{Leases: l, SFN: f, Config: r, Defaults: defaults()}.Show(context.Background(), tt.typ, "o-1")
+			views, err := JobFinder{Leases: l, SFN: f, Config: r, Defaults: defaults()}.Show(context.Background(), tt.typ, "", "o-1")
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("Show() error = %v, want %v", err, tt.wantErr)
 			}
@@ -197,7 +197,7 @@ func TestJobShowAnyTypeDoesNotScan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	views, err := JobFinder{Leases: l, SFN: f, Config: r, Defaults: defaults()}.Show(context.Background(), "", "o-1")
+	views, err := JobFinder{Leases: l, SFN: f, Config: r, Defaults: defaults()}.Show(context.Background(), "", "", "o-1")
 	if err != nil {
 		t.Fatalf("Show() = %v", err)
 	}
@@ -212,12 +212,13 @@ func TestJobShowKey(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	put := func(f *fakes.SFN, typ, key string, attempt int, status sfntypes.ExecutionStatus) {
 		in := job.Job{Type: typ, ID: "o-1", Key: key, Input: []byte(`{}`), SubmittedAt: now}.ExecutionInput(1, attempt).MustJSON()
-		f.Put(fakes.Execution{StateMachineArn: sampleArn, Name: job.RunName(typ, "o-1", 0, attempt), Status: status, Input: string(in), StartDate: now})
+		f.Put(fakes.Execution{StateMachineArn: sampleArn, Name: job.RunName(typ, key, "o-1", 0, attempt), Status: status, Input: string(in), StartDate: now})
 	}
 	ovs := staticStore{{Type: "llm", Limit: 10, KeyLimit: 2, KeyLimits: map[string]int{"acme": 5}}}
 	tests := []struct {
 		name     string
 		typ      string
+		key      string // --key: a keyed job that holds no lane is found by its key
 		setup    func(f *fakes.SFN, l *fakes.LeaseStore)
 		wantKey  string
 		wantCap  int
@@ -239,7 +240,7 @@ func TestJobShowKey(t *testing.T) {
 			wantKey: "tenant-7.eu", wantCap: 2, wantLine: "  key        tenant-7.eu (its type runs at most 2 jobs of it at once)\n",
 		},
 		{
-			name: "from the execution input once released", typ: "llm",
+			name: "from the execution input once released", typ: "llm", key: "globex",
 			setup: func(f *fakes.SFN, _ *fakes.LeaseStore) {
 				put(f, "llm", "globex", 1, sfntypes.ExecutionStatusFailed)
 				put(f, "llm", "globex", 2, sfntypes.ExecutionStatusSucceeded)
@@ -254,7 +255,7 @@ func TestJobShowKey(t *testing.T) {
 			wantCap: 2, wantLine: "  key        none: the default key (its type runs at most 2 jobs of it at once)\n",
 		},
 		{
-			name: "a key of a type that caps none", typ: "payments",
+			name: "a key of a type that caps none", typ: "payments", key: "acme",
 			setup: func(f *fakes.SFN, _ *fakes.LeaseStore) {
 				put(f, "payments", "acme", 1, sfntypes.ExecutionStatusSucceeded)
 			},
@@ -275,7 +276,7 @@ func TestJobShowKey(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			views, err := JobFinder{Leases: l, SFN: f, Config: r, Defaults: defaults()}.Show(context.Background(), tt.typ, "o-1")
+			views, err := JobFinder{Leases: l, SFN: f, Config: r, Defaults: defaults()}.Show(context.Background(), tt.typ, tt.key, "o-1")
 			if err != nil || len(views) != 1 {
 				t.Fatalf("Show() = %+v, %v; want one job", views, err)
 			}
@@ -319,7 +320,7 @@ func TestJobShowPriority(t *testing.T) {
 			f, l := fakes.NewSFN(nil), fakes.NewLeaseStore(nil)
 			for i, p := range tt.prios {
 				in := job.Job{Type: "payments", ID: "o-1", Priority: p, Input: []byte(`{}`), SubmittedAt: now}.ExecutionInput(1, i+1).MustJSON()
-				f.Put(fakes.Execution{StateMachineArn: sampleArn, Name: job.RunName("payments", "o-1", 0, i+1), Status: sfntypes.ExecutionStatusFailed, Input: string(in), StartDate: now})
+				f.Put(fakes.Execution{StateMachineArn: sampleArn, Name: job.RunName("payments", "", "o-1", 0, i+1), Status: sfntypes.ExecutionStatusFailed, Input: string(in), StartDate: now})
 			}
 			if len(tt.prios) == 0 {
 				l.Set(lease.Lease{Type: "payments", Lane: 1, JobID: "o-1", Status: lease.Bound, StartedAt: now})
@@ -328,7 +329,7 @@ func TestJobShowPriority(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			views, err := JobFinder{Leases: l, SFN: f, Config: r, Defaults: defaults()}.Show(context.Background(), "payments", "o-1")
+			views, err := JobFinder{Leases: l, SFN: f, Config: r, Defaults: defaults()}.Show(context.Background(), "payments", "", "o-1")
 			if err != nil || len(views) != 1 {
 				t.Fatalf("Show() = %+v, %v; want one job", views, err)
 			}
@@ -353,7 +354,7 @@ func TestFindEarlier(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	f, l := fakes.NewSFN(nil), fakes.NewLeaseStore(nil)
 	in := job.Job{Type: "payments", ID: "done", Input: []byte(`{}`), SubmittedAt: now}.ExecutionInput(1, 1).MustJSON()
-	f.Put(fakes.Execution{StateMachineArn: sampleArn, Name: job.RunName("payments", "done", 0, 1), Status: sfntypes.ExecutionStatusSucceeded, Input: string(in), StartDate: now})
+	f.Put(fakes.Execution{StateMachineArn: sampleArn, Name: job.RunName("payments", "", "done", 0, 1), Status: sfntypes.ExecutionStatusSucceeded, Input: string(in), StartDate: now})
 	l.Set(lease.Lease{Type: "payments", Lane: 2, JobID: "busy", Attempt: 1, Status: lease.Starting, StartedAt: now})
 	r, err := config.NewResolver(defaults(), nil, time.Second)
 	if err != nil {
@@ -420,7 +421,7 @@ func TestFindEarlierRedrivenAfterStarterRefusal(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	f, l := fakes.NewSFN(nil), fakes.NewLeaseStore(nil)
 	in := job.Job{Type: "payments", ID: "o-1", Input: []byte(`{}`), SubmittedAt: now, Redrive: 1}.ExecutionInput(1, 1).MustJSON()
-	f.Put(fakes.Execution{StateMachineArn: sampleArn, Name: job.RunName("payments", "o-1", 1, 1), Status: sfntypes.ExecutionStatusSucceeded, Input: string(in), StartDate: now})
+	f.Put(fakes.Execution{StateMachineArn: sampleArn, Name: job.RunName("payments", "", "o-1", 1, 1), Status: sfntypes.ExecutionStatusSucceeded, Input: string(in), StartDate: now})
 	r, err := config.NewResolver(defaults(), nil, time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -430,8 +431,8 @@ func TestFindEarlierRedrivenAfterStarterRefusal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(found) != 1 || found[0].Execution != job.RunName("payments", "o-1", 1, 1) {
-		t.Errorf("FindEarlier() = %+v, want payments/o-1 found by its redriven execution %s", found, job.RunName("payments", "o-1", 1, 1))
+	if len(found) != 1 || found[0].Execution != job.RunName("payments", "", "o-1", 1, 1) {
+		t.Errorf("FindEarlier() = %+v, want payments/o-1 found by its redriven execution %s", found, job.RunName("payments", "", "o-1", 1, 1))
 	}
 }
 
@@ -446,13 +447,13 @@ func TestShowLooksPastARefusedGeneration(t *testing.T) {
 		status  sfntypes.ExecutionStatus
 	}{{0, sfntypes.ExecutionStatusFailed}, {2, sfntypes.ExecutionStatusSucceeded}} {
 		in := job.Job{Type: "payments", ID: "o-2", Input: []byte(`{}`), SubmittedAt: now, Redrive: e.redrive}.ExecutionInput(1, 1).MustJSON()
-		f.Put(fakes.Execution{StateMachineArn: sampleArn, Name: job.RunName("payments", "o-2", e.redrive, 1), Status: e.status, Input: string(in), StartDate: now})
+		f.Put(fakes.Execution{StateMachineArn: sampleArn, Name: job.RunName("payments", "", "o-2", e.redrive, 1), Status: e.status, Input: string(in), StartDate: now})
 	}
 	r, err := config.NewResolver(defaults(), nil, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	views, err := JobFinder{Leases: l, SFN: f, Config: r, Defaults: defaults()}.Show(context.Background(), "payments", "o-2")
+	views, err := JobFinder{Leases: l, SFN: f, Config: r, Defaults: defaults()}.Show(context.Background(), "payments", "", "o-2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -467,7 +468,7 @@ func TestFindEarlierSaysTheBatch(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	f, l := fakes.NewSFN(nil), fakes.NewLeaseStore(nil)
 	in := job.Job{Type: "payments", ID: "o-1", Input: []byte(`{}`), SubmittedAt: now, Batch: "nightly"}.ExecutionInput(1, 1).MustJSON()
-	f.Put(fakes.Execution{StateMachineArn: sampleArn, Name: job.RunName("payments", "o-1", 0, 1), Status: sfntypes.ExecutionStatusSucceeded, Input: string(in), StartDate: now})
+	f.Put(fakes.Execution{StateMachineArn: sampleArn, Name: job.RunName("payments", "", "o-1", 0, 1), Status: sfntypes.ExecutionStatusSucceeded, Input: string(in), StartDate: now})
 	r, err := config.NewResolver(defaults(), nil, time.Second)
 	if err != nil {
 		t.Fatal(err)

@@ -38,6 +38,7 @@ type Line struct {
 	No   int
 	Body []byte
 	Type string
+	Key  string // the job's key ("" the default key): a job is its type, key and id
 	ID   string // "" when the body has none (the router then uses the SQS message id)
 	// BatchSize is the batchSize the line carries itself (0: none).
 	BatchSize int
@@ -69,8 +70,8 @@ func ResolverCheck(r *config.Resolver) TypeChecker {
 type Parsed struct {
 	Jobs    []Line
 	Invalid []Invalid
-	// Duplicates counts lines that repeat the type and id of an earlier line: they are sent, and the
-	// limiter runs such a job once.
+	// Duplicates counts lines that repeat the type, key and id of an earlier line: they are sent, and
+	// the limiter runs such a job once.
 	Duplicates int
 	// NoID counts jobs without an id: each is a new job, even when sent again.
 	NoID int
@@ -281,10 +282,10 @@ func (p *Parsed) add(ctx context.Context, no int, body []byte, now time.Time, ch
 		ID *string `json:"id"`
 	}
 	_ = json.Unmarshal(body, &s) // Parse accepted it
-	l := Line{No: no, Body: bytes.Clone(body), Type: j.Type, BatchSize: j.BatchSize}
+	l := Line{No: no, Body: bytes.Clone(body), Type: j.Type, Key: j.Key, BatchSize: j.BatchSize}
 	if s.ID != nil && *s.ID != "" {
 		l.ID = j.ID
-		key := j.Type + "\x00" + j.ID
+		key := job.BatchJobID(j.Type, j.Key, j.ID)
 		if _, dup := seen[key]; dup {
 			p.Duplicates++
 		} else {

@@ -122,7 +122,7 @@ func (w *World) refusedMember(bs *batchSpec, i int) *jobSpec {
 		at = last + time.Duration(r.Int64N(int64(10*time.Minute)))
 	}
 	j := &jobSpec{typ: []string{"omega", ""}[r.IntN(2)], id: fmt.Sprintf("j%03d", i), submitAt: at}
-	j.k = jobKey(j.typ, j.id)
+	j.k = jobKey(j.typ, "", j.id)
 	w.jobs[j.k] = j
 	w.order = append(w.order, j)
 	return j
@@ -281,7 +281,7 @@ func (w *World) outcomes(bs *batchSpec) (map[batch.Outcome]int, int) {
 		if attr(m, deadletter.AttrReason) == "" {
 			continue // moved by SQS after maxReceiveCount: nobody recorded why
 		}
-		k := jobKey(attr(m, deadletter.AttrType), attr(m, deadletter.AttrJobID))
+		k := jobKey(attr(m, deadletter.AttrType), keyOfBody(m.body), attr(m, deadletter.AttrJobID))
 		if _, ok := source[k]; !ok {
 			source[k] = attr(m, deadletter.AttrSource)
 		}

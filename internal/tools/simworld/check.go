@@ -2,6 +2,7 @@ package simworld
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -113,12 +114,12 @@ func (c *checker) bound(typ, key string, since time.Time) (int, int) {
 	return lim, keyCap
 }
 
-func (c *checker) submitted(j *jobSpec) { c.in[jobKey(j.typ, j.id)] = true }
+func (c *checker) submitted(j *jobSpec) { c.in[j.k] = true }
 
 // started checks a new execution against the limits and the executions already started.
 func (c *checker) started(e *execution) {
 	m := e.meta
-	job := jobKey(m.Type, m.ID)
+	job := jobKey(m.Type, m.Key, m.ID)
 	a := fmt.Sprintf("%s~g%d#%d", job, m.Redrive, m.Attempt)
 	c.attempts[a]++
 	if c.attempts[a] > 1 {
@@ -139,7 +140,7 @@ func (c *checker) started(e *execution) {
 		if x.meta.Key == m.Key {
 			runKey++
 		}
-		if x != e && x.meta.ID == m.ID && x.meta.Redrive == m.Redrive {
+		if x != e && x.meta.ID == m.ID && x.meta.Key == m.Key && x.meta.Redrive == m.Redrive {
 			c.violate(KindRunningTwice, job, "%s started while %s runs", e.name, x.name)
 		}
 	}
@@ -160,12 +161,11 @@ func (c *checker) closed(e *execution) {
 }
 
 func (c *checker) deadLettered(m *msg) {
-	typ, id := attr(m, deadletter.AttrType), attr(m, deadletter.AttrJobID)
+	k := jobKey(attr(m, deadletter.AttrType), keyOfBody(m.body), attr(m, deadletter.AttrJobID))
 	if attr(m, deadletter.AttrReason) == "" {
-		c.violate(KindNoReason, jobKey(typ, id), "dead letter %s has no reason", m.id)
+		c.violate(KindNoReason, k, "dead letter %s has no reason", m.id)
 	}
 	how := "dead-lettered (" + attr(m, deadletter.AttrReason) + ")"
-	k := jobKey(typ, id)
 	gen := letterGeneration(m)
 	gk := genKey(k, gen)
 	// Dead letters are at least once (docs/design.md, Redrive): a release that sent one and failed
@@ -281,7 +281,7 @@ func (c *checker) tick() {
 	if now.Sub(c.start) >= w.cfg.MaxTime {
 		var left []string
 		for _, j := range w.order {
-			if k := jobKey(j.typ, j.id); c.ended[k] == "" {
+			if k := j.k; c.ended[k] == "" {
 				left = append(left, k)
 			}
 		}
@@ -366,11 +366,11 @@ func (c *checker) quiescence() {
 	}
 	for _, e := range w.sfn.order {
 		if e.status == sfntypes.ExecutionStatusRunning {
-			c.violate(KindLeftover, jobKey(e.meta.Type, e.meta.ID), "execution %s still running", e.name)
+			c.violate(KindLeftover, jobKey(e.meta.Type, e.meta.Key, e.meta.ID), "execution %s still running", e.name)
 		}
 	}
 	for _, j := range w.order {
-		if k := jobKey(j.typ, j.id); c.ended[k] == "" {
+		if k := j.k; c.ended[k] == "" {
 			c.violate(KindNotEnded, k, "%ssubmitted at %s, never succeeded nor dead-lettered", genText(c.ops.gen[k]), j.submitAt)
 		}
 	}
@@ -380,11 +380,12 @@ func (c *checker) quiescence() {
 }
 
 func subjectOfBody(m *msg) string {
-	if i := strings.Index(m.body, `"id":"`); i >= 0 {
-		rest := m.body[i+6:]
-		if j := strings.IndexByte(rest, '"'); j >= 0 {
-			return typeOfGroup(m.group) + "/" + rest[:j]
-		}
+	var b struct {
+		ID  string `json:"id"`
+		Key string `json:"key"`
+	}
+	if json.Unmarshal([]byte(m.body), &b) == nil && b.ID != "" {
+		return jobKey(typeOfGroup(m.group), b.Key, b.ID)
 	}
 	return m.group
 }

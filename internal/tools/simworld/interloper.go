@@ -97,7 +97,7 @@ func (w *World) interlopers(start time.Time) {
 			}
 		}
 		b, _ := json.Marshal(body)
-		ij := interloperJob{k: jobKey(body["type"].(string), id), batch: bs.id}
+		ij := interloperJob{k: jobKey(body["type"].(string), "", id), batch: bs.id}
 		var send func(tries int)
 		send = func(tries int) {
 			// Only once the batch is open: the first to open an id owns it, and a batch the
@@ -153,7 +153,7 @@ func (c *checker) checkInterlopers() {
 			c.violate(KindInterloper, ij.k, "another tenant's job naming batch %s ran", ij.batch)
 		}
 		_, id, _ := strings.Cut(ij.k, "/")
-		for _, k := range []string{ij.k, job.BatchJobID(batchend.InvalidType, id)} {
+		for _, k := range []string{ij.k, job.BatchJobID(batchend.InvalidType, "", id)} {
 			if pk, ok := recorded[k]; ok {
 				c.violate(KindInterloper, ij.k, "another tenant's job is recorded in %s as %s", pk, k)
 			}

@@ -212,7 +212,7 @@ func (c *checker) holdIdle(typ string, limit int) {
 // refused it (it never reached a lane); the same body redriven again (a copy of a dead letter, at
 // least once) reopens nothing. source is the function that sent the dead letter.
 func (c *checker) redriven(typ, id, body, source string) {
-	k := jobKey(typ, id)
+	k := jobKey(typ, keyOfBody(body), id)
 	if c.ops.redrove[body] {
 		c.w.trace(k, "a copy of a dead letter redriven already")
 		return

@@ -26,6 +26,7 @@ func Profiles() map[string]Faults {
 		"skew":      {Skew: time.Second},
 		// Not in "all" (yet): the gate's seeds and their open findings were drawn without it.
 		"interloper": {Interlopers: 6},
+		"shared":     {SharedIDs: 0.2},
 	}
 }
 
@@ -94,6 +95,7 @@ func without(a, b Faults) Faults {
 	if b.Interlopers != 0 {
 		a.Interlopers = 0
 	}
+	z(&a.SharedIDs, b.SharedIDs)
 	a.Bus = a.Bus.without(b.Bus)
 	return a
 }
@@ -116,6 +118,7 @@ func merge(a, b Faults) Faults {
 	a.Actions += b.Actions
 	a.Skew = max(a.Skew, b.Skew)
 	a.Interlopers += b.Interlopers
+	a.SharedIDs = max(a.SharedIDs, b.SharedIDs)
 	a.Bus = a.Bus.merge(b.Bus)
 	return a
 }

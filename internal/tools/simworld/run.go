@@ -59,6 +59,9 @@ type Faults struct {
 	// Interlopers is how many jobs another tenant sends naming the workload's batches
 	// (interloper.go).
 	Interlopers int
+	// SharedIDs: the share of keyed jobs whose producer names them as another key's job of their
+	// type was named (reuseOtherKeysID). Not a fault: a job is its type, key and id, and both must run.
+	SharedIDs float64
 }
 
 // Config is one run's shape. Seeded fields are drawn from the seed; the rest are fixed.
@@ -100,7 +103,8 @@ func DefaultConfig() Config {
 			Duplicate: 0.03, Kill: 0.003,
 			EventDrop: 0.05, EventDup: 0.05, EventDelay: 0.2,
 			Slow: 0.005, LimitChanges: 2, Actions: 4, Skew: time.Second,
-			Bus: BusFaults{Throttle: 0.05, EntryFailed: 0.05, Outage: 0.2},
+			Bus:       BusFaults{Throttle: 0.05, EntryFailed: 0.05, Outage: 0.2},
+			SharedIDs: 0.2,
 		},
 		BatchShare: 0.3,
 		Visibility: 300 * time.Second, SweepEvery: time.Minute, ExecutionTimeout: 10 * time.Minute,
@@ -136,6 +140,7 @@ func (w *World) workload() []typeSpec {
 		{name: "gamma", limit: 1 + r.IntN(3), release: "events", strategy: []string{"first-free", "random"}[r.IntN(2)]},
 	}
 	span := time.Duration(5+r.IntN(20)) * time.Minute
+	reuse := rand.New(rand.NewPCG(w.seed, 0x1d5))
 	for i := range w.cfg.Jobs {
 		t := ts[r.IntN(len(ts))]
 		j := &jobSpec{typ: t.name, id: fmt.Sprintf("j%03d", i), submitAt: time.Duration(r.Int64N(int64(span)))}
@@ -153,11 +158,40 @@ func (w *World) workload() []typeSpec {
 		case x < 0.15:
 			j.failAttempts = 1
 		}
-		j.k = jobKey(j.typ, j.id)
+		reuseOtherKeysID(reuse, w.cfg.Faults.SharedIDs, j, w.order)
+		j.k = jobKey(j.typ, j.key, j.id)
 		w.jobs[j.k] = j
 		w.order = append(w.order, j)
 	}
 	return ts
+}
+
+// reuseOtherKeysID is a producer that names its job as another key's job of its type was named,
+// a few seconds to minutes after it (within SQS's five-minute deduplication window, often while
+// the other runs): a share of keyed jobs take the id of an earlier job of another key. Both are
+// jobs of their own, and the invariants hold them to it: each runs and ends once. It draws from
+// its own stream (reuse), so the rest of a seed's workload is as without it.
+func reuseOtherKeysID(reuse *rand.Rand, share float64, j *jobSpec, earlier []*jobSpec) {
+	if j.key == "" || reuse.Float64() >= share {
+		return
+	}
+	var others []*jobSpec
+	taken := map[string]bool{} // ids j's key has already: the same key and id is one job
+	for _, o := range earlier {
+		if o.typ == j.typ && o.key == j.key {
+			taken[o.id] = true
+		}
+	}
+	for _, o := range earlier {
+		if o.typ == j.typ && o.key != "" && o.key != j.key && !taken[o.id] {
+			others = append(others, o)
+		}
+	}
+	if len(others) == 0 {
+		return
+	}
+	o := others[reuse.IntN(len(others))]
+	j.id, j.submitAt = o.id, o.submitAt+time.Duration(reuse.Int64N(int64(4*time.Minute)))
 }
 
 // New builds a world for seed. Call Run inside a synctest bubble.

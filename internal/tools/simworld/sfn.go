@@ -87,7 +87,7 @@ func (s *sfnService) start(sm, name, input string) (*sfn.StartExecutionOutput, e
 	var in job.ExecutionInput
 	if json.Unmarshal([]byte(input), &in) == nil {
 		e.meta = in.Job
-		e.jk = jobKey(in.Job.Type, in.Job.ID)
+		e.jk = jobKey(in.Job.Type, in.Job.Key, in.Job.ID)
 		e.spec = s.w.jobs[e.jk]
 	}
 	s.execs[arn] = e
@@ -249,7 +249,23 @@ func (s *sfnService) stop(e *execution) {
 	s.close(e, sfntypes.ExecutionStatusAborted, "", "stopped by the operator")
 }
 
-func jobKey(typ, id string) string { return typ + "/" + id }
+// jobKey names a job as the limiter does: its type, key and id ("{type}/{id}", "{type}/{id}/{key}"
+// with a key), so two keys' jobs with one id are two jobs to every invariant.
+func jobKey(typ, key, id string) string {
+	if key == "" {
+		return typ + "/" + id
+	}
+	return typ + "/" + id + "/" + key
+}
+
+// keyOfBody is the key of a job body (a producer's, or a dead letter's, which is one).
+func keyOfBody(body string) string {
+	var b struct {
+		Key string `json:"key"`
+	}
+	_ = json.Unmarshal([]byte(body), &b)
+	return b.Key
+}
 
 func typeOfGroup(g string) string {
 	if i := strings.IndexAny(g, "-#!"); i > 0 {
