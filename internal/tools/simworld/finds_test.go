@@ -366,3 +366,21 @@ func TestStartedOnACachedLimitSeedHolds(t *testing.T) {
 		}
 	}
 }
+
+// A limit lowered under first-free, found by reading the code after seeds 11985 and 13399: a
+// retry in place (or a claim whose start never went through) started beside the jobs still running
+// above the lowered limit, while a bind counted them (TestBindCountsJobsAboveALoweredLimit). The
+// checker does not see it: a job started under the old limit keeps that limit allowed while it
+// runs (random relies on that). At seed 4 of operator, before the fix, alpha's limit went from 2
+// to 1 at 14m56.8s while j043 ran in lane 1 and j031 in lane 2; j043's attempt 1 failed at
+// 15m26s and its attempt 2 started in lane 1 beside j031: 2 running, limit 1, 29 s after the
+// change. A retry now counts them as a bind does, and with the limit's worth of lanes held
+// elsewhere waits in its waiting group (TestRetryCountsJobsAboveALoweredLimit): there j043 waits
+// until j031 ends. This holds the first seed whose retry waits so.
+//
+//	SEED=4 TRACE=j043 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile operator
+func TestRetryAboveALoweredLimitSeedHolds(t *testing.T) {
+	holdsOnPath(t, "operator", 300, func(w *World) bool {
+		return traced(w, "type at its limit, lowered since the job's last attempt")
+	})
+}
