@@ -395,6 +395,65 @@ func TestBindCountsJobsAboveALoweredLimit(t *testing.T) {
 	}
 }
 
+// A retry in place is a new start, and so is a claim whose start never went through: under
+// first-free each counts the type's jobs as a bind does, with those still running above a lowered
+// limit. With as many held elsewhere as the limit, the job waits in its waiting group with the
+// attempts it made (under random it starts beside them, as documented).
+func TestRetryCountsJobsAboveALoweredLimit(t *testing.T) {
+	tests := []struct {
+		name      string
+		strategy  string
+		held      []int // lanes with a running job; the limit is 3
+		status    lease.Status
+		execution bool // the claim's execution exists
+		wantMoved bool
+	}{
+		{name: "retry, three above the limit: waits", strategy: lane.FirstFree, held: []int{4, 5, 6}, status: lease.Retrying, wantMoved: true},
+		{name: "retry, two above and one in range: waits", strategy: lane.FirstFree, held: []int{2, 4, 5}, status: lease.Retrying, wantMoved: true},
+		{name: "retry, one above and one in range: starts", strategy: lane.FirstFree, held: []int{2, 4}, status: lease.Retrying},
+		{name: "claim never started, three above: waits", strategy: lane.FirstFree, held: []int{4, 5, 6}, status: lease.Starting, wantMoved: true},
+		{name: "claim whose execution runs, three above: held", strategy: lane.FirstFree, held: []int{4, 5, 6}, status: lease.Starting, execution: true},
+		{name: "random, three above: starts in its lane", strategy: lane.Random, held: []int{4, 5, 6}, status: lease.Retrying},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRigStrategy(t, nil, tt.strategy) // reports=3
+			for _, ln := range tt.held {
+				r.leases.Set(leaseOf("reports", ln, fmt.Sprintf("run-%d", ln), 1, lease.Starting, 1))
+			}
+			own := leaseOf("reports", 1, "r-1", 1, tt.status, 1)
+			r.leases.Set(own)
+			if tt.execution {
+				r.sfn.Put(execution("reports", 1, "r-1", 1, sfntypes.ExecutionStatusRunning, "", ""))
+			}
+			resp, err := r.st.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 1, "r-1", 0, 2)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cs := copies(t, r)
+			if !tt.wantMoved {
+				if len(cs) != 0 || len(failures(resp)) != 1 {
+					t.Errorf("copies = %+v, failures %v; want r-1 held in lane 1", cs, failures(resp))
+				}
+				return
+			}
+			made := 1
+			if tt.status == lease.Starting {
+				made = 0 // the claim's attempt was never made
+			}
+			if got := startNames(r.sfn); len(got) != 0 {
+				t.Errorf("starts = %v, want none: reports runs %d jobs, limit 3", got, len(tt.held))
+			}
+			if len(cs) != 1 || cs[0].lane != job.WaitingLane || cs[0].attempt != made {
+				t.Errorf("copies = %+v, want r-1 sent to its waiting group with %d attempts", cs, made)
+			}
+			if l, ok := r.leases.Lease(own.Key()); ok {
+				t.Errorf("lane 1 holds %+v, want it free", l)
+			}
+		})
+	}
+}
+
 // A release that finds a bound lease of the job (a late release of an attempt made before the job
 // came back to wait and was bound to the same lane) changes nothing: the bind has no execution yet.
 func TestLateReleaseLeavesABoundLease(t *testing.T) {

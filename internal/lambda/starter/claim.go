@@ -13,6 +13,7 @@ import (
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/releaser"
@@ -115,22 +116,23 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 		}
 		cfg = *resumed
 	}
-	if l != nil && (l.Status == lease.Retrying || l.Status == lease.Starting) && cfg.CapsKeys() {
+	if l != nil && (l.Status == lease.Retrying || l.Status == lease.Starting) && (cfg.CapsKeys() || cfg.Strategy == lane.FirstFree) {
 		// A retry is a new start, and so is a claim whose start never went through: each counts
-		// its key like a bind does. Binders counted this lease, so the key is over its cap only
-		// when the cap was lowered since; the job then waits in its key's group, with its
-		// attempts. A claim whose execution exists runs (or ended) and is left to it.
-		over, err := s.keyOverCap(ctx, x, *l, cfg)
+		// its key, and under first-free its type's jobs (those above a lowered limit too), like
+		// a bind does. Binders counted this lease, so either is over only when lowered since;
+		// the job then waits in its waiting group, with its attempts. A claim whose execution
+		// exists runs (or ended) and is left to it.
+		why, err := s.overCap(ctx, x, *l, cfg)
 		if err != nil {
 			return hold, err
 		}
-		if over && l.Status == lease.Starting {
+		if why != "" && l.Status == lease.Starting {
 			if v, err, decided := s.confirm(ctx, x, *l); decided {
 				return v, err
 			}
 		}
-		if over {
-			return s.move(ctx, x, l, cfg, "key at its cap, lowered since the job's last attempt; the job waits in its key's group")
+		if why != "" {
+			return s.move(ctx, x, l, cfg, why)
 		}
 	}
 	if l == nil && cfg.CapsKeys() {
@@ -404,17 +406,27 @@ func sameJob(m job.Meta, x *msg) bool {
 	return m.Type == x.key.Type && m.Key == x.job.Key && m.ID == x.job.ID && m.Redrive == x.job.Redrive
 }
 
-// keyOverCap reports whether the job's key runs its cap in lanes other than own's.
-func (s *Starter) keyOverCap(ctx context.Context, x *msg, own lease.Lease, cfg config.TypeConfig) (bool, error) {
+// overCap says why the job may not start in own's lane ("" when it may): its key runs its cap in
+// other lanes, or (first-free) its type holds its limit's worth of other lanes.
+func (s *Starter) overCap(ctx context.Context, x *msg, own lease.Lease, cfg config.TypeConfig) (string, error) {
 	leases, err := s.Leases.ListType(ctx, x.key.Type)
 	if err != nil {
-		return false, err
+		return "", err
 	}
-	n := 0
+	n, others := 0, 0
 	for _, l := range leases {
-		if l.JobKey == x.job.Key && l.Lane != own.Lane {
-			n++
+		if l.Lane != own.Lane {
+			others++
+			if l.JobKey == x.job.Key {
+				n++
+			}
 		}
 	}
-	return n >= cfg.KeyCap(x.job.Key), nil
+	switch {
+	case cfg.CapsKeys() && n >= cfg.KeyCap(x.job.Key):
+		return "key at its cap, lowered since the job's last attempt; the job waits in its key's group", nil
+	case cfg.Strategy == lane.FirstFree && others >= cfg.Limit:
+		return "type at its limit, lowered since the job's last attempt; the job waits in its waiting group", nil
+	}
+	return "", nil
 }

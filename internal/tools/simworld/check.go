@@ -91,12 +91,13 @@ func (c *checker) current(typ string) limitAt {
 }
 
 // bound is the most executions of typ (and of one key) that may run now: the highest limit in
-// force since the oldest running execution started, or in the configuration cache's age before
-// now (a starter may act on a limit it read that long ago).
+// force since the configuration cache's age before the oldest running execution started (since,
+// at the latest now): a starter may act on a limit it read that long ago, and an execution started
+// under a limit keeps it in force while it runs.
 func (c *checker) bound(typ, key string, since time.Time) (int, int) {
 	cache := 10*time.Second + time.Second
 	from := c.w.now().Add(-cache)
-	if since.Before(from) {
+	if since.Add(-cache).Before(from) {
 		from = since.Add(-cache)
 	}
 	h := c.history[typ]
@@ -146,6 +147,15 @@ func (c *checker) started(e *execution) {
 	}
 	c.checkPaused(e)
 	lim, keyCap := c.bound(m.Type, m.Key, oldest)
+	if now, _ := c.bound(m.Type, m.Key, e.start); run > now && run <= lim {
+		// Allowed only by the limit an execution still running may have started under.
+		recent := ""
+		if e.start.Sub(oldest) <= 10*time.Second+time.Second {
+			recent = " (started within the cache's age)"
+		}
+		c.w.trace(m.Type+"-"+m.ID, "%d executions of %s run over its limit %d, allowed %d: the limit the oldest of them may have started under%s",
+			run, m.Type, now, lim, recent)
+	}
 	if run > lim {
 		c.violate(KindLimit, m.Type+"-"+m.ID, "%d executions of %s run, limit %d (start of %s in lane %d): %s", run, m.Type, lim, e.name, m.Lane, strings.Join(names, " "))
 	}

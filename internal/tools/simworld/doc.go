@@ -143,8 +143,10 @@
 //     its cap (an execution counts from its start until its work ends: the Release step frees
 //     the lane before it returns). A key's cap is its own (config set --key), else the type's
 //     key limit, never above the limit. With changes, the bound is the highest limit (or cap) in
-//     force since the oldest running execution started, or in the configuration cache's age
-//     (10 s); after each operator command the checker reads the live override back.
+//     force since the configuration cache's age (10 s, and 1 s of skew) before the oldest running
+//     execution started (the new one's start, when none runs): a starter acts on a limit that
+//     old, and an execution keeps the limit it started under while it runs; after each operator
+//     command the checker reads the live override back.
 //   - a paused type starts nothing once its pause is older than the cache's age, but an
 //     execution claimed before (a lease written "starting" with its ARN, which the starter lets
 //     go on while paused): the claims are learnt from the table's writes.
