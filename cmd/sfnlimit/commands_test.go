@@ -262,7 +262,7 @@ func TestSubmitFile(t *testing.T) {
 		"line 3: not_json",
 		"line 5: unknown_type",
 		"line 6: invalid_id",
-		"note: 1 line repeats the type and id of an earlier line",
+		"note: 1 line repeats the type, key and id of an earlier line",
 		"note: 1 job has no id",
 	} {
 		if !strings.Contains(r.stdout, want) {
