@@ -36,12 +36,13 @@ const (
 // senderOf is the SenderId SQS gives a message sent by ctx's caller.
 func (w *World) senderOf(ctx context.Context) string {
 	p := procOf(ctx)
-	switch {
-	case p == nil:
+	if p == nil {
 		return ProducerSenderID
-	case p.name == "router":
+	}
+	switch name, _, _ := strings.Cut(p.name, "#"); { // a proc is named "{function}#{n}"
+	case name == "router":
 		return RouterRoleID + ":sim-RouterFunction"
-	case p.name == "starter":
+	case name == "starter":
 		return "AROASIMSTARTERROLE001:sim-StarterFunction"
 	default:
 		return "AROASIMRELEASERROLE01:sim-ReleaserFunction"
