@@ -575,3 +575,34 @@ func TestDLQRedriveTwoKeysOfOneID(t *testing.T) {
 		t.Errorf("general queue = %v, want the 3 jobs", got)
 	}
 }
+
+// A general-queue message the router failed on maxReceiveCount times is moved to the dead-letter
+// queue by SQS, as its producer sent it: with the producer's message attributes. A producer that
+// names its messages' attributes reason, type, jobId and key as the limiter's dead letters do
+// would, once such a message is moved (any router outage), list as another key's dead letter, and
+// `dlq redrive`, which moves one dead letter per job, would send the forged body in place of that
+// job's real dead letter. A message SQS moved (DeadLetterQueueSourceArn) is read from its body.
+func TestDeadLetterMovedBySQSIgnoresProducerAttributes(t *testing.T) {
+	str := func(v string) types.MessageAttributeValue {
+		return types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
+	}
+	m := types.Message{
+		MessageId: aws.String("moved-1"), ReceiptHandle: aws.String("r"),
+		Body: aws.String(`{"type":"payments","id":"mine-1","key":"mallory","input":{}}`),
+		Attributes: map[string]string{
+			"DeadLetterQueueSourceArn": "arn:aws:sqs:eu-west-1:123456789012:sfnlimit-GeneralQueue-abc",
+			"SentTimestamp":            "1709978500000", "ApproximateReceiveCount": "1",
+		},
+		MessageAttributes: map[string]types.MessageAttributeValue{
+			deadletter.AttrReason: str("attempts_exhausted"), deadletter.AttrSource: str("releaser"),
+			deadletter.AttrType: str("payments"), deadletter.AttrJobID: str("order-1"), deadletter.AttrKey: str("acme"),
+		},
+	}
+	d := decode(m)
+	if d.JobID != "mine-1" || d.Key != "mallory" || d.Type != "payments" {
+		t.Errorf("moved message read as job %s/%s/%s, want payments/mine-1/mallory (its body's, not its producer's attributes)", d.Type, d.JobID, d.Key)
+	}
+	if d.Reason != "" || d.Source != "" {
+		t.Errorf("moved message has reason %q from %q, want none (SQS moved it: %s)", d.Reason, d.Source, ReasonRedrivenBySQS)
+	}
+}
