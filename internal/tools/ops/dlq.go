@@ -117,12 +117,13 @@ func (d DLQ) receive(ctx context.Context) ([]DeadLetter, error) {
 		wait = time.Second
 	}
 	out, err := d.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-		QueueUrl:                    &d.URL,
-		MaxNumberOfMessages:         10,
-		VisibilityTimeout:           int32(d.hold().Seconds()),
-		WaitTimeSeconds:             int32(max(wait.Seconds(), 1)),
-		MessageAttributeNames:       []string{"All"},
-		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameSentTimestamp, types.MessageSystemAttributeNameApproximateReceiveCount},
+		QueueUrl:              &d.URL,
+		MaxNumberOfMessages:   10,
+		VisibilityTimeout:     int32(d.hold().Seconds()),
+		WaitTimeSeconds:       int32(max(wait.Seconds(), 1)),
+		MessageAttributeNames: []string{"All"},
+		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameSentTimestamp, types.MessageSystemAttributeNameApproximateReceiveCount,
+			types.MessageSystemAttributeNameDeadLetterQueueSourceArn},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("receive from the dead-letter queue: %w", err)
@@ -135,7 +136,14 @@ func (d DLQ) receive(ctx context.Context) ([]DeadLetter, error) {
 }
 
 func decode(m types.Message) DeadLetter {
+	// A message SQS moved here (from the general queue, after maxReceiveCount) has the attributes
+	// its producer gave it, not the limiter's: its job is read from its body alone, so that no
+	// producer can pass its message off as another job's dead letter.
+	movedBySQS := m.Attributes[string(types.MessageSystemAttributeNameDeadLetterQueueSourceArn)] != ""
 	attr := func(k string) string {
+		if movedBySQS {
+			return ""
+		}
 		if v, ok := m.MessageAttributes[k]; ok {
 			return aws.ToString(v.StringValue)
 		}
