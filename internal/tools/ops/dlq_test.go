@@ -606,3 +606,22 @@ func TestDeadLetterMovedBySQSIgnoresProducerAttributes(t *testing.T) {
 		t.Errorf("moved message has reason %q from %q, want none (SQS moved it: %s)", d.Reason, d.Source, ReasonRedrivenBySQS)
 	}
 }
+
+// A general-queue message SQS moved here (the router failed on it maxReceiveCount times: an outage)
+// was sent by any producer, and may name a batch it does not own: the router never got to refuse
+// it batch_not_owned. `dlq redrive` sends it back as the operator's, and a batch the operator
+// opened (`batch open`, `submit --batch`) would count another producer's job. Such a dead letter
+// that names a batch is redriven only by its own sender.
+func TestDLQRedriveLeavesMovedBatchJobsOfOtherSenders(t *testing.T) {
+	m := types.Message{
+		MessageId: aws.String("moved-2"), ReceiptHandle: aws.String("r"),
+		Body: aws.String(`{"type":"payments","id":"m-1","batch":"up","input":{}}`),
+		Attributes: map[string]string{
+			"DeadLetterQueueSourceArn": "arn:aws:sqs:eu-west-1:123456789012:sfnlimit-GeneralQueue-abc",
+			"SenderId":                 "AROAMALLORY:tenant-b", "SentTimestamp": "1709978500000", "ApproximateReceiveCount": "1",
+		},
+	}
+	if err := (DLQ{}).refusal(t.Context(), decode(m)); err == nil {
+		t.Errorf("refusal of another sender's batch job SQS moved here = nil, want it left (redriven it would count as the operator's)")
+	}
+}
