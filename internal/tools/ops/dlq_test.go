@@ -625,3 +625,18 @@ func TestDLQRedriveLeavesMovedBatchJobsOfOtherSenders(t *testing.T) {
 		t.Errorf("refusal of another sender's batch job SQS moved here = nil, want it left (redriven it would count as the operator's)")
 	}
 }
+
+// Its own sender may redrive it (the command line's caller is the principal that sent it).
+func TestDLQRedriveTakesMovedBatchJobsOfTheCaller(t *testing.T) {
+	m := types.Message{
+		MessageId: aws.String("moved-3"), ReceiptHandle: aws.String("r"),
+		Body: aws.String(`{"type":"payments","id":"o-1","batch":"up","input":{}}`),
+		Attributes: map[string]string{
+			"DeadLetterQueueSourceArn": "arn:aws:sqs:eu-west-1:123456789012:sfnlimit-GeneralQueue-abc",
+			"SenderId":                 "AROAOWNER:api", "SentTimestamp": "1709978500000", "ApproximateReceiveCount": "1",
+		},
+	}
+	if err := (DLQ{Caller: "AROAOWNER"}).refusal(t.Context(), decode(m)); err != nil {
+		t.Errorf("refusal of the caller's own batch job SQS moved here = %v, want none", err)
+	}
+}
