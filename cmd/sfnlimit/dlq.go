@@ -161,6 +161,11 @@ would move, and moves nothing (exit 1 if any matching dead letter would not be m
 			// A dry run goes through the same decisions as a redrive (filter, --max, the router's
 			// refusals, once per run) and moves nothing.
 			d.DryRun = dryRun
+			// Who the redrive sends as: a batch job SQS moved here is redriven only by its sender.
+			// Unknown (no sts:GetCallerIdentity), none of those is.
+			if caller, err := s.t.Caller(ctx); err == nil {
+				d.Caller = caller
+			}
 			if !skipType {
 				r, _, _, err := s.resolver(ctx)
 				if err != nil {

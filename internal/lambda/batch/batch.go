@@ -332,9 +332,32 @@ func (l *Ledger) Owner(ctx context.Context, id string) (string, error) {
 // session name that follows it for an assumed role ("AROA…:session"; a Lambda function's role has
 // the function's name there). Two sessions of one role are one principal: a role is the unit an
 // operator grants sqs:SendMessage to, and a session name is chosen by whoever assumes the role.
+//
+// A federated user's id (sts:GetFederationToken) is "{account}:{name}" (IAM User Guide, policy
+// variables, aws:userid), and the root user's is the account id alone: before the ':' there is no
+// principal of its own, only the account. Such an id is kept whole, so that two federated users
+// are two principals, neither the account's root.
 func Principal(senderID string) string {
-	p, _, _ := strings.Cut(strings.TrimSpace(senderID), ":")
+	id := strings.TrimSpace(senderID)
+	p, _, federated := strings.Cut(id, ":")
+	if federated && accountID(p) {
+		return id
+	}
 	return p
+}
+
+// accountID says whether s is an AWS account id: 12 decimal digits (IAM unique ids start with
+// four letters, AIDA, AROA...).
+func accountID(s string) bool {
+	if len(s) != 12 {
+		return false
+	}
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // Owns says whether a batch of owner admits the jobs of principal: its owner's, or anyone's when

@@ -532,3 +532,21 @@ func TestPrincipal(t *testing.T) {
 		}
 	}
 }
+
+// A federated user's SenderId (sts:GetFederationToken) is "{account}:{caller-specified name}"
+// (IAM User Guide, policy variables, aws:userid); the root user's is the account id. Cut at the
+// ':', every federated user of an account would be one principal with the account's root: one
+// could name, fill and close another's batch. Two federated users are two principals, and
+// neither is the root.
+func TestPrincipalFederatedUsersAreNotOne(t *testing.T) {
+	alice, bob, root := batch.Principal("123456789012:alice"), batch.Principal("123456789012:bob"), batch.Principal("123456789012")
+	if alice == bob {
+		t.Errorf("federated users alice and bob of one account are one principal %q, want two", alice)
+	}
+	if alice == root || bob == root {
+		t.Errorf("a federated user is the account's root principal %q, want its own", root)
+	}
+	if batch.Owns(batch.Principal("123456789012:alice"), batch.Principal("123456789012:mallory")) {
+		t.Errorf("alice's batch admits mallory's jobs (both federated users of one account)")
+	}
+}

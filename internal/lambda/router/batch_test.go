@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -312,5 +313,54 @@ func TestRouterBatchBelongsToItsOpener(t *testing.T) {
 	if up.Owner != owner || up.Expected != 2 || up.Recorded != 0 || up.Closed || len(b.events) != 0 {
 		t.Errorf("up: owner %q, expected %d, recorded %d, closed %v, %d events; want %s's, 2, 0, open, none",
 			up.Owner, up.Expected, up.Recorded, up.Closed, len(b.events), owner)
+	}
+}
+
+// openAfterCheck is a batch admitter whose batch is opened by its owner right after the check
+// that found it not open: the owner's first job (or `batch open`) landing between another
+// sender's check and its refusal's record.
+type openAfterCheck struct {
+	*batchend.Tracker
+	ledger *batch.Ledger
+	owner  string
+}
+
+func (o openAfterCheck) Admit(ctx context.Context, j job.Job, sender string) error {
+	err := o.Tracker.Admit(ctx, j, sender)
+	if errors.Is(err, batch.ErrNotOpen) {
+		if oerr := o.ledger.OpenBy(ctx, j.Batch, 1, o.owner, time.Now()); oerr != nil {
+			panic(oerr)
+		}
+	}
+	return err
+}
+
+// A job naming a batch nobody has opened is refused at its third delivery (batch_not_open), and
+// its refusal is counted in the batch if it is open by the time the refusal is recorded. The
+// check found no owner, so whoever opened the batch in between owns a count it never sent:
+// another sender's junk job is counted in it as refused, and here closes it (a false Batch
+// Completed) before the owner's one job ran. A refusal is counted only in its sender's batch.
+func TestRouterBatchNotOpenRefusalIsNotCountedInAnotherSendersBatch(t *testing.T) {
+	ctx := context.Background()
+	ledger := batch.New(fakes.NewDynamoDB("t"), "t")
+	b := &bus{}
+	tracker := batchend.New(ledger, b, "s", slog.New(slog.DiscardHandler))
+	sender, dlq := &fakeSender{}, &fakeDLQ{}
+	r := newRouter(&fakeConfig{limits: limits}, sender, nil, nil)
+	r.DLQ = batchend.DeadLetters{Next: dlq, Tracker: tracker}
+	const owner, mallory = "AIDAOWNER", "AROAMALLORY:tenant-b"
+	r.Batches = openAfterCheck{Tracker: tracker, ledger: ledger, owner: owner}
+	m := events.SQSMessage{MessageId: "e0000000-0000-4000-8000-000000000001", Body: `{"type":"payments","id":"m-1","batch":"up","input":{}}`,
+		Attributes: map[string]string{"ApproximateReceiveCount": "3", "SentTimestamp": "1709978500000", "SenderId": mallory}}
+	if _, err := r.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{m}}); err != nil {
+		t.Fatal(err)
+	}
+	up, _, err := ledger.Show(ctx, "up", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if up.Recorded != 0 || up.Closed || len(b.events) != 0 {
+		t.Errorf("%s's batch up after %s's refused job: recorded %d, closed %v, %d events; want 0, open, none",
+			owner, mallory, up.Recorded, up.Closed, len(b.events))
 	}
 }

@@ -103,6 +103,9 @@ type routed struct {
 	group string
 	// sender is the principal that sent the job first (origin).
 	sender string
+	// uncounted: the job's batch was never seen open and its sender's, so its refusal is not
+	// recorded there (its dead letter still names it).
+	uncounted bool
 }
 
 // Handle routes one batch of general-queue messages: jobs of first-free types to one of their type's
@@ -121,6 +124,19 @@ func (r *Router) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 		if err == nil || job.ReasonOf(err) != "" {
 			// A refused job is counted in its batch too, which must be open for it.
 			berr := r.admitBatch(ctx, m, x.j, x.sender)
+			if job.ReasonOf(berr) == job.ReasonBatchNotOpen {
+				// The check found no owner: the batch may have been opened since, by anyone, and
+				// a refusal recorded there would count in it whoever sent it. Look again: the
+				// batch counts the job only once it is seen open and its sender's.
+				switch again := r.Batches.Admit(ctx, x.j, x.sender); {
+				case again == nil:
+					berr = nil // opened meanwhile by its sender
+				case job.ReasonOf(again) != "":
+					berr = again // another sender's (batch_not_owned)
+				default:
+					x.uncounted = true // still not open: refused, not counted
+				}
+			}
 			if berr != nil && job.ReasonOf(berr) == "" {
 				r.Log.WarnContext(ctx, "job's batch not ready; the general queue will deliver the job again",
 					"messageId", m.MessageId, "type", x.j.Type, "jobId", x.j.ID, "batch", x.j.Batch, "error", berr)
@@ -139,7 +155,7 @@ func (r *Router) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 		}
 		if err != nil {
 			if reason := job.ReasonOf(err); reason != "" {
-				if dlErr := r.reject(ctx, m, x.j, reason, err); dlErr != nil {
+				if dlErr := r.reject(ctx, m, x.j, reason, err, x.uncounted); dlErr != nil {
 					r.Log.ErrorContext(ctx, "dead-letter failed; the general queue will deliver the job again",
 						"messageId", m.MessageId, "reason", reason, "error", dlErr)
 					fail(m)
@@ -356,7 +372,7 @@ func (r *Router) check(ctx context.Context, m events.SQSMessage) (*routed, error
 	return x, nil
 }
 
-func (r *Router) reject(ctx context.Context, m events.SQSMessage, j job.Job, reason job.Reason, cause error) error {
+func (r *Router) reject(ctx context.Context, m events.SQSMessage, j job.Job, reason job.Reason, cause error, uncounted bool) error {
 	r.Metrics.Add(j.Type, metrics.JobsRejected, 1)
 	r.Log.WarnContext(ctx, "job refused", "messageId", m.MessageId, "type", j.Type, "jobId", j.ID, "reason", reason, "error", cause)
 	body, batchID := m.Body, j.Batch
@@ -371,6 +387,7 @@ func (r *Router) reject(ctx context.Context, m events.SQSMessage, j job.Job, rea
 	return r.DLQ.Send(ctx, deadletter.Entry{
 		Reason: string(reason), Source: "router", Type: j.Type, JobID: j.ID, Key: j.Key, Error: string(reason), Cause: cause.Error(), Body: body,
 		Batch: batchID, Redrive: j.Redrive, Refused: true,
+		BatchRecorded: uncounted, // not to be recorded: its batch is not (known to be) its sender's
 	})
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	ledger "github.com/sfnlimit/sfnlimit/internal/lambda/batch"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/deadletter"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/sqsbatch"
@@ -53,6 +54,10 @@ type DLQ struct {
 	// DryRun makes Redrive decide every dead letter as it would (filter, limit, once per run, the
 	// router's refusals) and move none: those it would send are in RedriveResult.WouldRedrive.
 	DryRun bool
+	// Caller is the principal (batch.Principal) the redrive sends as ("": unknown). A message SQS
+	// moved here from the general queue that names a batch is redriven only when its own sender is
+	// the caller: sent again, it counts in its batch as the caller's.
+	Caller string
 }
 
 // DeadLetter is one message of the dead-letter queue and what its attributes say.
@@ -73,6 +78,10 @@ type DeadLetter struct {
 	// Refusal is why a redrive left it: the router would refuse it again.
 	Refusal string `json:"refusal,omitempty"`
 	receipt string
+	// movedBySQS: SQS moved it from the general queue (DeadLetterQueueSourceArn); sender is its
+	// SenderId's principal.
+	movedBySQS bool
+	sender     string
 }
 
 // Filter picks dead letters; empty lists match everything.
@@ -117,12 +126,13 @@ func (d DLQ) receive(ctx context.Context) ([]DeadLetter, error) {
 		wait = time.Second
 	}
 	out, err := d.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-		QueueUrl:                    &d.URL,
-		MaxNumberOfMessages:         10,
-		VisibilityTimeout:           int32(d.hold().Seconds()),
-		WaitTimeSeconds:             int32(max(wait.Seconds(), 1)),
-		MessageAttributeNames:       []string{"All"},
-		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameSentTimestamp, types.MessageSystemAttributeNameApproximateReceiveCount},
+		QueueUrl:              &d.URL,
+		MaxNumberOfMessages:   10,
+		VisibilityTimeout:     int32(d.hold().Seconds()),
+		WaitTimeSeconds:       int32(max(wait.Seconds(), 1)),
+		MessageAttributeNames: []string{"All"},
+		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameSentTimestamp, types.MessageSystemAttributeNameApproximateReceiveCount,
+			types.MessageSystemAttributeNameDeadLetterQueueSourceArn, types.MessageSystemAttributeNameSenderId},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("receive from the dead-letter queue: %w", err)
@@ -135,7 +145,14 @@ func (d DLQ) receive(ctx context.Context) ([]DeadLetter, error) {
 }
 
 func decode(m types.Message) DeadLetter {
+	// A message SQS moved here (from the general queue, after maxReceiveCount) has the attributes
+	// its producer gave it, not the limiter's: its job is read from its body alone, so that no
+	// producer can pass its message off as another job's dead letter.
+	movedBySQS := m.Attributes[string(types.MessageSystemAttributeNameDeadLetterQueueSourceArn)] != ""
 	attr := func(k string) string {
+		if movedBySQS {
+			return ""
+		}
 		if v, ok := m.MessageAttributes[k]; ok {
 			return aws.ToString(v.StringValue)
 		}
@@ -145,6 +162,7 @@ func decode(m types.Message) DeadLetter {
 		MessageID: aws.ToString(m.MessageId), Reason: attr(deadletter.AttrReason), Source: attr(deadletter.AttrSource),
 		Type: attr(deadletter.AttrType), JobID: attr(deadletter.AttrJobID), Key: attr(deadletter.AttrKey), Error: attr(deadletter.AttrError),
 		Cause: attr(deadletter.AttrCause), Body: aws.ToString(m.Body), receipt: aws.ToString(m.ReceiptHandle),
+		movedBySQS: movedBySQS, sender: ledger.Principal(m.Attributes[string(types.MessageSystemAttributeNameSenderId)]),
 	}
 	d.Attempt, _ = strconv.Atoi(attr(deadletter.AttrAttempt))
 	if ms, err := strconv.ParseInt(m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)], 10, 64); err == nil {
@@ -370,6 +388,12 @@ func (d DLQ) refusal(ctx context.Context, m DeadLetter) error {
 		return &job.Error{Reason: job.ReasonBatchNotOwned, Detail: "another sender's job naming a batch it does not own: not redriven"}
 	}
 	j, err := job.Parse([]byte(m.Body), placeholderID, time.Now())
+	if m.movedBySQS && j.Batch != "" && (d.Caller == "" || m.sender != d.Caller) {
+		// Its sender's job, never refused by the router: sent again by the caller, it would
+		// count in its batch as the caller's.
+		return &job.Error{Reason: job.ReasonBatchNotOwned, Detail: fmt.Sprintf(
+			"a job of batch %s that SQS moved here from the general queue, sent by %s: only its sender may redrive it", j.Batch, dash(m.sender))}
+	}
 	if err == nil && d.CheckType != nil {
 		err = d.CheckType(ctx, j.Type)
 	}

@@ -575,3 +575,68 @@ func TestDLQRedriveTwoKeysOfOneID(t *testing.T) {
 		t.Errorf("general queue = %v, want the 3 jobs", got)
 	}
 }
+
+// A general-queue message the router failed on maxReceiveCount times is moved to the dead-letter
+// queue by SQS, as its producer sent it: with the producer's message attributes. A producer that
+// names its messages' attributes reason, type, jobId and key as the limiter's dead letters do
+// would, once such a message is moved (any router outage), list as another key's dead letter, and
+// `dlq redrive`, which moves one dead letter per job, would send the forged body in place of that
+// job's real dead letter. A message SQS moved (DeadLetterQueueSourceArn) is read from its body.
+func TestDeadLetterMovedBySQSIgnoresProducerAttributes(t *testing.T) {
+	str := func(v string) types.MessageAttributeValue {
+		return types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
+	}
+	m := types.Message{
+		MessageId: aws.String("moved-1"), ReceiptHandle: aws.String("r"),
+		Body: aws.String(`{"type":"payments","id":"mine-1","key":"mallory","input":{}}`),
+		Attributes: map[string]string{
+			"DeadLetterQueueSourceArn": "arn:aws:sqs:eu-west-1:123456789012:sfnlimit-GeneralQueue-abc",
+			"SentTimestamp":            "1709978500000", "ApproximateReceiveCount": "1",
+		},
+		MessageAttributes: map[string]types.MessageAttributeValue{
+			deadletter.AttrReason: str("attempts_exhausted"), deadletter.AttrSource: str("releaser"),
+			deadletter.AttrType: str("payments"), deadletter.AttrJobID: str("order-1"), deadletter.AttrKey: str("acme"),
+		},
+	}
+	d := decode(m)
+	if d.JobID != "mine-1" || d.Key != "mallory" || d.Type != "payments" {
+		t.Errorf("moved message read as job %s/%s/%s, want payments/mine-1/mallory (its body's, not its producer's attributes)", d.Type, d.JobID, d.Key)
+	}
+	if d.Reason != "" || d.Source != "" {
+		t.Errorf("moved message has reason %q from %q, want none (SQS moved it: %s)", d.Reason, d.Source, ReasonRedrivenBySQS)
+	}
+}
+
+// A general-queue message SQS moved here (the router failed on it maxReceiveCount times: an outage)
+// was sent by any producer, and may name a batch it does not own: the router never got to refuse
+// it batch_not_owned. `dlq redrive` sends it back as the operator's, and a batch the operator
+// opened (`batch open`, `submit --batch`) would count another producer's job. Such a dead letter
+// that names a batch is redriven only by its own sender.
+func TestDLQRedriveLeavesMovedBatchJobsOfOtherSenders(t *testing.T) {
+	m := types.Message{
+		MessageId: aws.String("moved-2"), ReceiptHandle: aws.String("r"),
+		Body: aws.String(`{"type":"payments","id":"m-1","batch":"up","input":{}}`),
+		Attributes: map[string]string{
+			"DeadLetterQueueSourceArn": "arn:aws:sqs:eu-west-1:123456789012:sfnlimit-GeneralQueue-abc",
+			"SenderId":                 "AROAMALLORY:tenant-b", "SentTimestamp": "1709978500000", "ApproximateReceiveCount": "1",
+		},
+	}
+	if err := (DLQ{}).refusal(t.Context(), decode(m)); err == nil {
+		t.Errorf("refusal of another sender's batch job SQS moved here = nil, want it left (redriven it would count as the operator's)")
+	}
+}
+
+// Its own sender may redrive it (the command line's caller is the principal that sent it).
+func TestDLQRedriveTakesMovedBatchJobsOfTheCaller(t *testing.T) {
+	m := types.Message{
+		MessageId: aws.String("moved-3"), ReceiptHandle: aws.String("r"),
+		Body: aws.String(`{"type":"payments","id":"o-1","batch":"up","input":{}}`),
+		Attributes: map[string]string{
+			"DeadLetterQueueSourceArn": "arn:aws:sqs:eu-west-1:123456789012:sfnlimit-GeneralQueue-abc",
+			"SenderId":                 "AROAOWNER:api", "SentTimestamp": "1709978500000", "ApproximateReceiveCount": "1",
+		},
+	}
+	if err := (DLQ{Caller: "AROAOWNER"}).refusal(t.Context(), decode(m)); err != nil {
+		t.Errorf("refusal of the caller's own batch job SQS moved here = %v, want none", err)
+	}
+}
