@@ -68,8 +68,9 @@ type Router struct {
 }
 
 type slotTaker interface {
-	// Take makes sure typ holds an unlisted type's slot; unlisted.ErrFull when none is free.
-	Take(ctx context.Context, typ string) error
+	// Take makes sure typ holds an unlisted type's slot, taken for sender when new;
+	// unlisted.ErrFull when none is free, or sender holds its share.
+	Take(ctx context.Context, typ, sender string) error
 }
 
 type batchAdmitter interface {
@@ -357,11 +358,11 @@ func (r *Router) check(ctx context.Context, m events.SQSMessage) (*routed, error
 		return x, err
 	}
 	if cfg.Source == config.SourceFallback && r.Unlisted != nil {
-		err := r.Unlisted.Take(ctx, j.Type)
+		err := r.Unlisted.Take(ctx, j.Type, x.sender)
 		if errors.Is(err, unlisted.ErrFull) {
 			return x, &job.Error{Reason: job.ReasonUnlistedTypes, Detail: fmt.Sprintf(
 				"type %s has no limit of its own and runs on the default limit, and as many other such types "+
-					"as UnlistedTypesLimit allows hold lanes (%v): list the type (TypeLimits, or sfnlimit config set) "+
+					"as UnlistedTypesLimit allows hold lanes, or this sender's hold its share, half (%v): list the type (TypeLimits, or sfnlimit config set) "+
 					"and redrive the job", j.Type, err)}
 		}
 		if err != nil {

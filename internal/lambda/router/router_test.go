@@ -492,9 +492,13 @@ func TestUnlistedTypesOverTheBoundAreRefused(t *testing.T) {
 	lanes, dlq := &fakeSender{}, &fakeDLQ{}
 	r := newRouter(&fakeConfig{limits: map[string]int{"payments": 3}, fallback: 2}, lanes, dlq, nil)
 	r.Unlisted = &unlisted.Slots{DB: db, Table: "t", Limit: 2}
+	from := func(m events.SQSMessage, sender string) events.SQSMessage {
+		m.Attributes["SenderId"] = sender
+		return m
+	}
 	ev := events.SQSEvent{Records: []events.SQSMessage{
-		sqsJob("invented1", "i1"), sqsJob("invented2", "i2"), sqsJob("invented3", "i3"),
-		sqsJob("payments", "p1"), sqsJob("invented1", "i4"),
+		from(sqsJob("invented1", "i1"), "AIDAONE"), from(sqsJob("invented2", "i2"), "AIDATWO"),
+		from(sqsJob("invented3", "i3"), "AIDATHREE"), sqsJob("payments", "p1"), from(sqsJob("invented1", "i4"), "AIDATHREE"),
 	}}
 	resp, err := r.Handle(ctx, ev)
 	if err != nil || len(resp.BatchItemFailures) != 0 {
@@ -529,4 +533,32 @@ func (downDB) PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb
 
 func (downDB) Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
 	return nil, errors.New("throttled")
+}
+
+// The unlisted types' slots are shared by every producer, first come, and a type keeps its slot
+// 14-15 days after it last routed: one producer that sends one job of each of UnlistedTypesLimit
+// invented types (renewed by one job a day) refuses every other producer's unlisted type,
+// too_many_unlisted_types, for as long as it likes. A producer's invented types take no more
+// than its share of the slots.
+func TestUnlistedTypesOfOneSenderDoNotRefuseAnothers(t *testing.T) {
+	ctx := context.Background()
+	lanes, dlq := &fakeSender{}, &fakeDLQ{}
+	r := newRouter(&fakeConfig{limits: map[string]int{"payments": 3}, fallback: 2}, lanes, dlq, nil)
+	r.Unlisted = &unlisted.Slots{DB: fakes.NewDynamoDB("t"), Table: "t", Limit: 2}
+	from := func(m events.SQSMessage, sender string) events.SQSMessage {
+		m.Attributes["SenderId"] = sender
+		return m
+	}
+	ev := events.SQSEvent{Records: []events.SQSMessage{
+		from(sqsJob("junk1", "j1"), "AROAMALLORY:x"), from(sqsJob("junk2", "j2"), "AROAMALLORY:x"),
+		from(sqsJob("reports2", "r1"), "AROAACME:api"),
+	}}
+	if resp, err := r.Handle(ctx, ev); err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("Handle() = %+v, %v; want no failures", resp, err)
+	}
+	for _, e := range dlq.sent {
+		if e.JobID == "r1" {
+			t.Errorf("acme's job of its unlisted type refused as %s: mallory's invented types hold every slot", e.Reason)
+		}
+	}
 }

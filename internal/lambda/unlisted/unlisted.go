@@ -13,6 +13,13 @@
 // slot still held, so at most Limit unlisted types hold lanes at once, Limit x DEFAULT_LIMIT lanes
 // in all. Two routers racing for the same new type may each take a slot for it: the type then
 // holds two until they expire, which only lowers the number of types served.
+//
+// The slots are shared by every producer, and a slot lasts weeks after its type's last job, so
+// one producer inventing types could hold them all and refuse everyone else's unlisted types. A
+// sender (the principal of the job's SQS SenderId) takes a new slot only while it holds fewer
+// than Share of them: at least half the slots stay for other senders. Routers racing for one
+// sender's new types may each take one, so a sender may briefly hold Share plus one per racing
+// router; the bound on all unlisted types (Limit) is exact.
 package unlisted
 
 import (
@@ -36,8 +43,11 @@ const Retention = 14 * 24 * time.Hour
 // per container, when its slot would last less than Retention more.
 const HoldFor = Retention + 24*time.Hour
 
-// ErrFull means every slot is held by another type.
+// ErrFull means every slot is held by another type, or the sender holds its share of them.
 var ErrFull = errors.New("every unlisted type slot is held")
+
+// Share is how many slots one sender may hold: half of limit, at least one.
+func Share(limit int) int { return max(1, limit/2) }
 
 type dynamoAPI interface {
 	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
@@ -62,8 +72,9 @@ const pk = "UNLISTED"
 const maxRounds = 3
 
 // Take makes sure typ holds a slot lasting at least Retention from now: from this container's
-// memory, or by renewing its slot or taking a free one. ErrFull: every slot is another type's.
-func (s *Slots) Take(ctx context.Context, typ string) error {
+// memory, or by renewing its slot or taking a free one for sender (a principal). ErrFull: every
+// slot is another type's, or sender holds its Share of them.
+func (s *Slots) Take(ctx context.Context, typ, sender string) error {
 	now := time.Now
 	if s.Now != nil {
 		now = s.Now
@@ -82,18 +93,26 @@ func (s *Slots) Take(ctx context.Context, typ string) error {
 		}
 		// Its own slot first (renewed), else the free ones in order.
 		var try []int
+		own, mine := false, 0
 		for n := 1; n <= s.Limit; n++ {
-			if x, held := slots[n]; held && x.typ == typ && x.expires.After(at) {
-				try = append([]int{n}, try...)
-			} else if !held || !x.expires.After(at) {
+			x, held := slots[n]
+			switch {
+			case held && x.typ == typ && x.expires.After(at):
+				try, own = append([]int{n}, try...), true
+			case !held || !x.expires.After(at):
 				try = append(try, n)
+			case x.sender == sender:
+				mine++
 			}
 		}
 		if len(try) == 0 {
 			return fmt.Errorf("%w: other types hold all %d", ErrFull, s.Limit)
 		}
+		if !own && mine >= Share(s.Limit) {
+			return fmt.Errorf("%w: this sender's other types hold %d of %d, its share", ErrFull, mine, s.Limit)
+		}
 		for _, n := range try {
-			won, err := s.put(ctx, n, typ, at)
+			won, err := s.put(ctx, n, typ, sender, at)
 			if err != nil {
 				return err
 			}
@@ -112,8 +131,8 @@ func (s *Slots) Take(ctx context.Context, typ string) error {
 }
 
 type slot struct {
-	typ     string
-	expires time.Time
+	typ, sender string
+	expires     time.Time
 }
 
 // read returns the slots' items by number (strongly consistent).
@@ -141,7 +160,11 @@ func (s *Slots) read(ctx context.Context) (map[int]slot, error) {
 			if err1 != nil || err2 != nil {
 				continue
 			}
-			out[n] = slot{typ: typ.Value, expires: time.Unix(e, 0)}
+			x := slot{typ: typ.Value, expires: time.Unix(e, 0)}
+			if snd, ok := it["sender"].(*types.AttributeValueMemberS); ok {
+				x.sender = snd.Value
+			}
+			out[n] = x
 		}
 		if len(page.LastEvaluatedKey) == 0 {
 			return out, nil
@@ -150,15 +173,16 @@ func (s *Slots) read(ctx context.Context) (map[int]slot, error) {
 	}
 }
 
-// put writes slot n for typ until at+HoldFor, if the slot is free (no item, or expired at at) or
-// already typ's; won is false when another type holds it.
-func (s *Slots) put(ctx context.Context, n int, typ string, at time.Time) (won bool, err error) {
+// put writes slot n for typ, taken or renewed by sender, until at+HoldFor, if the slot is free (no
+// item, or expired at at) or already typ's; won is false when another type holds it.
+func (s *Slots) put(ctx context.Context, n int, typ, sender string, at time.Time) (won bool, err error) {
 	_, err = s.DB.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: aws.String(s.Table),
 		Item: map[string]types.AttributeValue{
 			"pk":        &types.AttributeValueMemberS{Value: pk},
 			"sk":        &types.AttributeValueMemberS{Value: "SLOT#" + strconv.Itoa(n)},
 			"type":      &types.AttributeValueMemberS{Value: typ},
+			"sender":    &types.AttributeValueMemberS{Value: sender},
 			"expiresAt": &types.AttributeValueMemberN{Value: strconv.FormatInt(at.Add(HoldFor).Unix(), 10)},
 		},
 		ConditionExpression:      aws.String("attribute_not_exists(pk) OR expiresAt <= :now OR #t = :t"),

@@ -60,28 +60,53 @@ func TestSlotsBoundTheUnlistedTypes(t *testing.T) {
 			s   *unlisted.Slots
 			typ string
 		}{{a, "x"}, {b, "y"}, {b, "x"}, {a, "y"}, {a, "x"}} {
-			if err := take.s.Take(ctx, take.typ); err != nil {
+			if err := take.s.Take(ctx, take.typ, "AIDA"+take.typ); err != nil {
 				t.Fatalf("Take(%s) = %v, want its slot", take.typ, err)
 			}
 		}
-		if err := b.Take(ctx, "z"); !errors.Is(err, unlisted.ErrFull) {
+		if err := b.Take(ctx, "z", "AIDAz"); !errors.Is(err, unlisted.ErrFull) {
 			t.Fatalf("Take(z) with x and y holding both slots = %v, want ErrFull", err)
 		}
 		// x routes again a day and a second later: its slot is renewed, y's is not.
 		clock.add(24*time.Hour + time.Second)
-		if err := a.Take(ctx, "x"); err != nil {
+		if err := a.Take(ctx, "x", "AIDAx"); err != nil {
 			t.Fatal(err)
 		}
 		clock.add(unlisted.HoldFor - 24*time.Hour - 2*time.Second)
-		if err := container(2).Take(ctx, "z"); !errors.Is(err, unlisted.ErrFull) {
+		if err := container(2).Take(ctx, "z", "AIDAz"); !errors.Is(err, unlisted.ErrFull) {
 			t.Fatalf("Take(z) a second before y's slot expires = %v, want ErrFull", err)
 		}
 		clock.add(time.Second)
-		if err := container(2).Take(ctx, "z"); err != nil {
+		if err := container(2).Take(ctx, "z", "AIDAz"); err != nil {
 			t.Fatalf("Take(z) once y's slot expired = %v, want y's slot", err)
 		}
-		if err := container(2).Take(ctx, "y"); !errors.Is(err, unlisted.ErrFull) {
+		if err := container(2).Take(ctx, "y", "AIDAy"); !errors.Is(err, unlisted.ErrFull) {
 			t.Errorf("Take(y) with x and z holding both slots = %v, want ErrFull", err)
+		}
+	})
+}
+
+// One sender's new types take at most half the slots (Share): however many types it invents,
+// other senders' unlisted types still find a slot; a type holding a slot keeps it for anyone.
+func TestSlotsShareBySender(t *testing.T) {
+	forBoth(t, func(t *testing.T, container func(int) *unlisted.Slots) {
+		ctx := context.Background()
+		s := container(4)
+		for _, typ := range []string{"m1", "m2"} {
+			if err := s.Take(ctx, typ, "AROAMALLORY"); err != nil {
+				t.Fatalf("Take(%s) = %v, want a slot (within its share)", typ, err)
+			}
+		}
+		if err := s.Take(ctx, "m3", "AROAMALLORY"); !errors.Is(err, unlisted.ErrFull) {
+			t.Fatalf("Take(m3) of a sender holding 2 of 4 = %v, want ErrFull (its share)", err)
+		}
+		for _, typ := range []string{"a1", "m1"} {
+			if err := container(4).Take(ctx, typ, "AIDAACME"); err != nil {
+				t.Errorf("Take(%s) of another sender = %v, want a slot", typ, err)
+			}
+		}
+		if got := unlisted.Share(1); got != 1 {
+			t.Errorf("Share(1) = %d, want 1", got)
 		}
 	})
 }
@@ -100,7 +125,7 @@ func TestSlotsRace(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				typ := fmt.Sprintf("t%d", i%types)
-				err := container(limit).Take(context.Background(), typ)
+				err := container(limit).Take(context.Background(), typ, "AIDA"+typ)
 				switch {
 				case err == nil:
 					mu.Lock()
