@@ -20,6 +20,7 @@ import (
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/batch"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/batchend"
+	sfnjob "github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/tools/local/gateway"
 	"github.com/sfnlimit/sfnlimit/internal/tools/local/observe"
 )
@@ -269,7 +270,8 @@ func (r *rig) checkBatch(ctx context.Context, scenario string, out *settled, b b
 		if d.Attrs["reason"] == "" {
 			t.Errorf("batch %s: dead letter of %s/%s without a reason", b.id, d.Attrs["type"], d.Attrs["jobId"])
 		}
-		listed = append(listed, d.Attrs["type"]+"/"+d.Attrs["jobId"])
+		// A job is its type, key and id, as the ledger names it (an invalid key by its hash).
+		listed = append(listed, sfnjob.BatchJobID(d.Attrs["type"], d.Attrs["key"], d.Attrs["jobId"]))
 	}
 	want := map[string]int{string(batch.Succeeded): succeededJobs, string(batch.DeadLettered): dead, string(batch.Refused): refused}
 	if !maps2Equal(ev.D.Counts, want) {
