@@ -339,6 +339,31 @@ func TestFindsLaneHeldByAnOutage(t *testing.T) {
 	}
 }
 
+// A job lost by a stale copy (found by the long run at seed 19564 of all; open). j089's waiting
+// copy was bound and started in lane 1, and came back after a killed delivery; alpha's limit was
+// lowered to 1, its attempt failed and the retry moved the job to its waiting group; the returned
+// copy bound lane 2 as attempt 1 again; the moved copy (attempt count 1) was dropped because the
+// job held lane 2, and lane 2's copy was dropped because execution alpha-j089-1 existed (FAILED).
+// No copy was left. A copy that holds its job's lease and finds its attempt's execution ended
+// should go on as the next attempt instead.
+//
+//	SEED=19564 TRACE=j089 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile all
+func TestFindsJobLostByAStaleCopy(t *testing.T) {
+	w, vs := findAt(t, 19564, "all")
+	found := false
+	for _, v := range vs {
+		if v.Kind == KindNotEnded && v.Subject == "alpha/j089" {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("seed 19564 (all): alpha/j089 ended, want the job lost by a stale copy found\n%s", w.Report(vs, 40))
+	}
+	if !traced(w, "duplicate job: its execution already exists", "jobId=j089") {
+		t.Errorf("seed 19564: the trace does not show lane 2's copy of j089 dropped for its ended execution")
+	}
+}
+
 // Two opens of one batch at once (found by the long run at seed 10080 of all): a router's Open
 // read the batch item (absent), stalled 3.5 s (a slow call), and read shard 0's count to check
 // that no batch of the id had expired; meanwhile another router opened the batch and recorded
