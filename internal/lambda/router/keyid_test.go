@@ -52,3 +52,30 @@ func TestHandleSameIDOfTwoKeysIsNotDeduplicated(t *testing.T) {
 		t.Errorf("acme's order-1 redriven: MessageDeduplicationId %q, want its own (not the first run's %q, not the keyless job's)", d[4], d[0])
 	}
 }
+
+// A producer affects only its own jobs (Producer trust model), yet a job's identity is its type,
+// key and id, all three chosen by whoever sends it: a key is not bound to a principal. Another
+// producer that sends a job with acme's key and one of acme's ids (order numbers are guessable)
+// gets the same deduplication id (SQS drops acme's job for five minutes as a copy) and the same
+// execution names (the starter drops acme's later message as a duplicate of the other's execution
+// for the 90 days Step Functions keeps names), so acme's job never runs with its own input and, in a
+// batch, is never counted: the batch never closes. Two principals' jobs must not be one job.
+func TestHandleSameKeyAndIDOfTwoSendersAreTwoJobs(t *testing.T) {
+	sender := &fakeSender{}
+	r := newRouter(&fakeConfig{limits: limits}, sender, &fakeDLQ{}, nil)
+	body := `{"type":"payments","id":"order-1","key":"acme","input":{}}`
+	for i, from := range []string{"AROAACMEPRODUCER:acme-api", "AROAMALLORY:mallory"} {
+		ev := events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m-" + strconv.Itoa(i), Body: body,
+			Attributes: map[string]string{"SenderId": from, "SentTimestamp": "1709978500000"}}}}
+		if resp, err := r.Handle(context.Background(), ev); err != nil || len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("Handle from %s = %+v, %v, want no failures", from, resp, err)
+		}
+	}
+	got := sender.entries()
+	if len(got) != 2 {
+		t.Fatalf("sent %d entries, want 2", len(got))
+	}
+	if a, m := aws.ToString(got[0].MessageDeduplicationId), aws.ToString(got[1].MessageDeduplicationId); a == m {
+		t.Errorf("acme's order-1 and mallory's job naming acme's key and id share MessageDeduplicationId %q: SQS drops whichever comes second", a)
+	}
+}
