@@ -333,7 +333,7 @@ func TestExecutionName(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := job.RunName(tt.giveType, tt.giveKey, tt.giveID, 0, tt.giveAttempt)
+			got := job.RunName(tt.giveType, "", tt.giveKey, tt.giveID, 0, tt.giveAttempt)
 			if got != tt.want {
 				t.Errorf("RunName(%q, %q, %q, 0, %d) = %q, want %q", tt.giveType, tt.giveKey, tt.giveID, tt.giveAttempt, got, tt.want)
 			}
@@ -436,7 +436,7 @@ func TestDedupID(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := job.DedupID(tt.giveType, tt.giveKey, tt.giveID, tt.giveRedrive)
+			got := job.DedupID(tt.giveType, "", tt.giveKey, tt.giveID, tt.giveRedrive)
 			if got != tt.want {
 				t.Errorf("DedupID(%q, %q, %q, %d) = %q, want %q", tt.giveType, tt.giveKey, tt.giveID, tt.giveRedrive, got, tt.want)
 			}
@@ -455,14 +455,14 @@ func TestCopyDedupIDs(t *testing.T) {
 		got  string
 		want string
 	}{
-		{name: "moved", got: job.MovedDedupID("payments", "", "order-1", 0, 3, "m-1"), want: "payments-order-1~moved~3~m-1"},
-		{name: "moved, redriven", got: job.MovedDedupID("payments", "", "order-1", 4, 3, "m-1"), want: "payments-order-1~moved~3~m-1~g4"},
-		{name: "moved to wait", got: job.MovedDedupID("payments", "", "order-1", 0, job.WaitingLane, "m-1"), want: "payments-order-1~moved~0~m-1"},
-		{name: "bound", got: job.BoundDedupID("payments", "", "order-1", 0, 7, "m-1", 1741944420000000001), want: "payments-order-1~bound~7~m-1~1741944420000000001~g0"},
-		{name: "bound, redriven", got: job.BoundDedupID("payments", "", "order-1", 2, 7, "m-1", 1741944420000000001), want: "payments-order-1~bound~7~m-1~1741944420000000001~g2"},
-		{name: "bound again", got: job.BoundDedupID("payments", "", "order-1", 0, 7, "m-1", 1741944480000000000), want: "payments-order-1~bound~7~m-1~1741944480000000000~g0"},
-		{name: "moved, keyed", got: job.MovedDedupID("payments", "acme", "order-1", 1, 3, "m-1"), want: "payments-order-1~kacme~moved~3~m-1~g1"},
-		{name: "bound, keyed", got: job.BoundDedupID("payments", "acme", "order-1", 0, 7, "m-1", 1741944420000000001), want: "payments-order-1~kacme~bound~7~m-1~1741944420000000001~g0"},
+		{name: "moved", got: job.MovedDedupID("payments", "", "", "order-1", 0, 3, "m-1"), want: "payments-order-1~moved~3~m-1"},
+		{name: "moved, redriven", got: job.MovedDedupID("payments", "", "", "order-1", 4, 3, "m-1"), want: "payments-order-1~moved~3~m-1~g4"},
+		{name: "moved to wait", got: job.MovedDedupID("payments", "", "", "order-1", 0, job.WaitingLane, "m-1"), want: "payments-order-1~moved~0~m-1"},
+		{name: "bound", got: job.BoundDedupID("payments", "", "", "order-1", 0, 7, "m-1", 1741944420000000001), want: "payments-order-1~bound~7~m-1~1741944420000000001~g0"},
+		{name: "bound, redriven", got: job.BoundDedupID("payments", "", "", "order-1", 2, 7, "m-1", 1741944420000000001), want: "payments-order-1~bound~7~m-1~1741944420000000001~g2"},
+		{name: "bound again", got: job.BoundDedupID("payments", "", "", "order-1", 0, 7, "m-1", 1741944480000000000), want: "payments-order-1~bound~7~m-1~1741944480000000000~g0"},
+		{name: "moved, keyed", got: job.MovedDedupID("payments", "", "acme", "order-1", 1, 3, "m-1"), want: "payments-order-1~kacme~moved~3~m-1~g1"},
+		{name: "bound, keyed", got: job.BoundDedupID("payments", "", "acme", "order-1", 0, 7, "m-1", 1741944420000000001), want: "payments-order-1~kacme~bound~7~m-1~1741944420000000001~g0"},
 	}
 	for _, tt := range tests {
 		if tt.got != tt.want {
@@ -480,11 +480,11 @@ type dedupCase struct {
 func (c dedupCase) dedupID() string {
 	switch c.kind {
 	case 1:
-		return job.MovedDedupID(c.typ, c.key, c.id, c.redrive, c.to, "m-"+strconv.Itoa(c.attempts))
+		return job.MovedDedupID(c.typ, "", c.key, c.id, c.redrive, c.to, "m-"+strconv.Itoa(c.attempts))
 	case 2:
-		return job.BoundDedupID(c.typ, c.key, c.id, c.redrive, c.to, "m-"+strconv.Itoa(c.attempts), int64(c.attempts))
+		return job.BoundDedupID(c.typ, "", c.key, c.id, c.redrive, c.to, "m-"+strconv.Itoa(c.attempts), int64(c.attempts))
 	}
-	return job.DedupID(c.typ, c.key, c.id, c.redrive)
+	return job.DedupID(c.typ, "", c.key, c.id, c.redrive)
 }
 
 // same says whether two cases name the same thing (a run has no lane or attempts; a bind no attempts).
@@ -712,7 +712,7 @@ func TestDedupIDHashedFormIsNoOtherIDs(t *testing.T) {
 	if err := job.ValidateID(digest); err != nil {
 		t.Fatalf("the digest %q is not a valid id (%v): the test would prove nothing", digest, err)
 	}
-	if a, b := job.DedupID("t", "", long, 0), job.DedupID("t", "", digest, 0); a == b {
+	if a, b := job.DedupID("t", "", "", long, 0), job.DedupID("t", "", "", digest, 0); a == b {
 		t.Errorf("DedupID(t, %q...) = DedupID(t, %q) = %q, want different ids", long[:10], digest, a)
 	}
 }

@@ -24,11 +24,11 @@ func TestRunNameNeverSharedAcrossKeys(t *testing.T) {
 				for _, redrive := range []int{0, 1, 12, 999} {
 					for _, attempt := range []int{1, 2, 99} {
 						run := fmt.Sprintf("%s/%s/%s g%d #%d", typ, key, id, redrive, attempt)
-						n := job.RunName(typ, key, id, redrive, attempt)
+						n := job.RunName(typ, "", key, id, redrive, attempt)
 						if !nameRe.MatchString(n) {
 							t.Fatalf("RunName of %s = %q (%d characters), want 1-80 of [A-Za-z0-9_-]", run, n, len(n))
 						}
-						if again := job.RunName(typ, key, id, redrive, attempt); again != n {
+						if again := job.RunName(typ, "", key, id, redrive, attempt); again != n {
 							t.Fatalf("RunName of %s = %q then %q, want stable", run, n, again)
 						}
 						if prev, ok := seen[n]; ok {
@@ -41,7 +41,7 @@ func TestRunNameNeverSharedAcrossKeys(t *testing.T) {
 		}
 	}
 	// Jobs without a key keep the names they had before keys were part of a job's identity.
-	if got, want := job.RunName("payments", "", "order-1", 0, 1), job.ExecutionName("payments", "order-1", 1); got != want || got != "payments-order-1-1" {
+	if got, want := job.RunName("payments", "", "", "order-1", 0, 1), job.ExecutionName("payments", "order-1", 1); got != want || got != "payments-order-1-1" {
 		t.Errorf("RunName(payments, \"\", order-1, 0, 1) = %q, want %q as before", got, want)
 	}
 }

@@ -18,7 +18,7 @@ func TestReleaseOfOneKeysJobLeavesAnotherKeysLease(t *testing.T) {
 	r := newRig(t)
 	l := held("reports", 1, "r-1001", 1, lease.Starting)
 	l.JobKey = "beta"
-	l.ExecutionArn = fakes.ExecutionArn(smArn, job.RunName("reports", "beta", "r-1001", 0, 1))
+	l.ExecutionArn = fakes.ExecutionArn(smArn, job.RunName("reports", "", "beta", "r-1001", 0, 1))
 	r.leases.Set(l)
 	for _, tt := range []struct {
 		name string
@@ -27,7 +27,7 @@ func TestReleaseOfOneKeysJobLeavesAnotherKeysLease(t *testing.T) {
 		{"without executionArn", keyedReq("acme", req("reports", 1, "r-1001", 1, releaser.Succeeded, "", ""))},
 		{"with executionArn", func() releaser.Request {
 			q := keyedReq("acme", req("reports", 1, "r-1001", 1, releaser.Succeeded, "", ""))
-			q.ExecutionArn = fakes.ExecutionArn(smArn, job.RunName("reports", "acme", "r-1001", 0, 1))
+			q.ExecutionArn = fakes.ExecutionArn(smArn, job.RunName("reports", "", "acme", "r-1001", 0, 1))
 			return q
 		}()},
 		{"of the default key", req("reports", 1, "r-1001", 1, releaser.Failed, "JobFailed", "")},

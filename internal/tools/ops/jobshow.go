@@ -251,7 +251,7 @@ func (f JobFinder) show(ctx context.Context, typ, key, id string, leases []lease
 		found := 0
 		misses := 0
 		for attempt := 1; attempt <= maxAttemptsSeen && misses < 2; attempt++ {
-			e, ok, err := f.find(ctx, machines, job.RunName(typ, key, id, gen, attempt))
+			e, ok, err := f.find(ctx, machines, job.RunName(typ, "", key, id, gen, attempt))
 			if err != nil {
 				return v, err
 			}
