@@ -32,6 +32,8 @@ const (
 	// and message identifiers", Amazon SQS Developer Guide); today they are 36-character UUIDs, and
 	// AWS support advises not to rely on that.
 	MaxMessageIDLen = 100
+	// MaxSenderLen is the longest job sender (Sender): a principal, ">" and another.
+	MaxSenderLen = 128 + 1 + 128
 	// maxExecutionName is Step Functions' limit on an execution's name.
 	maxExecutionName = 80
 	// maxDedupID is SQS's limit on a MessageDeduplicationId.
@@ -278,9 +280,11 @@ func Parse(body []byte, defaultID string, submitted time.Time) (Job, error) {
 	j := Job{Type: s.Type, ID: s.ID, Key: s.Key, Priority: prio, Input: in, SubmittedAt: submitted.UTC(), Redrive: s.Redrive,
 		Batch: s.Batch, BatchSize: s.BatchSize}
 	// The execution input adds metadata to the job input; check the whole against Step Functions' limit,
-	// at the widest lane, attempt, lanes-queue message id and receive count the starter may put in it.
+	// at the widest lane, attempt, lanes-queue message id and receive count the starter may put in it,
+	// and the widest sender the router may name it with.
 	widest := j.ExecutionInput(maxLaneForSize, 99)
 	widest.Job.MessageID, widest.Job.Receive = strings.Repeat("0", MaxMessageIDLen), MaxReceiveForSize
+	widest.Job.Sender = strings.Repeat("s", MaxSenderLen)
 	if n := len(widest.MustJSON()); n > MaxExecutionInput {
 		return known, &Error{ReasonInputTooLong, fmt.Sprintf("execution input would be %d bytes, more than Step Functions' %d", n, MaxExecutionInput)}
 	}

@@ -53,6 +53,10 @@ func execInputSizeFrom(typ, id string, lane, attempt int, submitted time.Time, m
 		id, typ, lane, attempt, ts, mid, input))
 }
 
+// widestSenderBytes is what the widest sender the router may give a job adds to its execution
+// input's job metadata.
+var widestSenderBytes = len(`,"sender":""`) + job.MaxSenderLen
+
 // inputOfSize returns a compact JSON object {"s":"xxx..."} of exactly n bytes (n >= 8).
 func inputOfSize(n int) string {
 	return `{"s":"` + strings.Repeat("x", n-8) + `"}`
@@ -60,9 +64,9 @@ func inputOfSize(n int) string {
 
 func TestParse(t *testing.T) {
 	// The widest execution input: lane up to the FIFO in-flight quota (6 digits), attempt 2 digits,
-	// the longest SQS message id and the widest receive count.
+	// the longest SQS message id, the widest receive count and the widest sender.
 	const widestLane, widestAttempt = 120000, 99
-	overhead := execInputSizeFrom("big", "job-1", widestLane, widestAttempt, sent, widestMessageID, job.MaxReceiveForSize, "")
+	overhead := execInputSizeFrom("big", "job-1", widestLane, widestAttempt, sent, widestMessageID, job.MaxReceiveForSize, "") + widestSenderBytes
 	fitsWorstCase := inputOfSize(job.MaxExecutionInput - overhead)
 	// With the narrowest lane and attempt the execution input is one byte over: it can never fit.
 	narrow := execInputSize("big", "job-1", 1, 0, sent, "")
@@ -258,7 +262,7 @@ var widestMessageID = strings.Repeat("f", job.MaxMessageIDLen)
 // count the limiter uses, with the lanes-queue message id the starter adds.
 func TestParseAcceptedInputFits(t *testing.T) {
 	const widestLane, widestAttempt = 120000, 99
-	overhead := execInputSizeFrom("big", "job-1", widestLane, widestAttempt, sent, widestMessageID, job.MaxReceiveForSize, "")
+	overhead := execInputSizeFrom("big", "job-1", widestLane, widestAttempt, sent, widestMessageID, job.MaxReceiveForSize, "") + widestSenderBytes
 	for _, n := range []int{job.MaxExecutionInput - overhead, job.MaxExecutionInput - overhead - 1, 1000} {
 		in := inputOfSize(n)
 		j, err := job.Parse([]byte(`{"type":"big","id":"job-1","input":`+in+`}`), msgID, sent)
@@ -271,6 +275,10 @@ func TestParseAcceptedInputFits(t *testing.T) {
 					x := j.ExecutionInput(lane, attempt)
 					x.Job.MessageID, x.Job.Receive = widestMessageID, receive
 					b := x.MustJSON()
+					x.Job.Sender = strings.Repeat("s", job.MaxSenderLen) // as the router may name it
+					if wide := x.MustJSON(); len(wide) > job.MaxExecutionInput {
+						t.Errorf("len(ExecutionInput(%d, %d), receive %d, widest sender) = %d for input of %d bytes, want <= %d", lane, attempt, receive, len(wide), n, job.MaxExecutionInput)
+					}
 					if len(b) > job.MaxExecutionInput {
 						t.Errorf("len(ExecutionInput(%d, %d), receive %d) = %d for input of %d bytes, want <= %d", lane, attempt, receive, len(b), n, job.MaxExecutionInput)
 					}
