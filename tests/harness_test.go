@@ -110,8 +110,12 @@ var fastEnv = map[string]string{"START_RETRY_SECONDS": "1", "SWEEP_MIN_AGE_SECON
 // key and id: the router names every job's sender, here the principal of the emulator's one
 // SenderId, whoever sent the job.
 func (r *rig) runName(j job, gen, attempt int) string {
-	return sfnjob.RunName(j.Type, sfnjob.Sender(batch.Principal(r.s.Info().SenderID), ""), j.Key, j.ID, gen, attempt)
+	return sfnjob.RunName(j.Type, r.sender(), j.Key, j.ID, gen, attempt)
 }
+
+// sender is the sender the router names every job with here: the principal of the emulator's one
+// SenderId, whoever sent the job.
+func (r *rig) sender() string { return sfnjob.Sender(batch.Principal(r.s.Info().SenderID), "") }
 
 // rig is one scenario's running stack and what the scenario submitted.
 type rig struct {
