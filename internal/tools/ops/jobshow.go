@@ -202,6 +202,9 @@ func (f JobFinder) Show(ctx context.Context, typ, key, id string) ([]JobView, er
 		if key == "" {
 			hint = " (a job of a key that holds no lane: --key)"
 		}
+		if f.Senders == nil {
+			hint += " (another sender's job that holds no lane: --sender)"
+		}
 		return out, fmt.Errorf("%w: no lease and no execution of job %s%s%s; it may wait in a queue, have been refused (sfnlimit dlq list --id %s), or never have been sent", ErrJobNotFound, id, ofType(typ), hint, id)
 	}
 	return out, nil
