@@ -227,7 +227,7 @@ func (r *Router) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 			MessageDeduplicationId: aws.String(job.DedupID(x.j.Type, x.j.Sender, x.j.Key, x.j.ID, x.j.Redrive)),
 		})
 		byEntry[id] = x
-		r.Log.InfoContext(ctx, "routed", "jobId", x.j.ID, "type", x.j.Type, "key", x.j.Key, "lane", x.lane, "group", x.group, "strategy", x.cfg.Strategy)
+		r.Log.InfoContext(ctx, "routed", "jobId", x.j.ID, "type", x.j.Type, "key", x.j.Key, "sender", x.j.Sender, "lane", x.lane, "group", x.group, "strategy", x.cfg.Strategy)
 	}
 	if len(entries) == 0 {
 		return resp, nil
