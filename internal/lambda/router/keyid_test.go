@@ -136,3 +136,18 @@ func TestLanesMessageCarriesTheSender(t *testing.T) {
 		})
 	}
 }
+
+// A refused job's dead letter names its sender (deadletter.AttrSender), so `dlq redrive` sends it on
+// behalf of its own producer and two producers' refused jobs of one type, key and id stay two.
+func TestDeadLetterNamesTheSender(t *testing.T) {
+	dlq := &fakeDLQ{}
+	r := newRouter(&fakeConfig{limits: limits}, &fakeSender{}, dlq, nil)
+	m := events.SQSMessage{MessageId: "m-1", Body: `{"type":"nosuch","id":"order-1","key":"acme","input":{}}`,
+		Attributes: map[string]string{"SenderId": "AROAACMEPRODUCER:acme-api", "SentTimestamp": "1709978500000"}}
+	if _, err := r.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{m}}); err != nil {
+		t.Fatal(err)
+	}
+	if len(dlq.sent) != 1 || dlq.sent[0].Sender != "AROAACMEPRODUCER" {
+		t.Fatalf("dead letters = %+v, want one naming sender AROAACMEPRODUCER", dlq.sent)
+	}
+}
