@@ -43,6 +43,9 @@ const (
 // maxAttr keeps a free-text attribute well inside SQS's message size.
 const maxAttr = 4096
 
+// maxAttrs is the most message attributes SQS takes on one message (SendMessage reference).
+const maxAttrs = 10
+
 // Entry is one dead letter.
 type Entry struct {
 	Reason string
@@ -112,6 +115,11 @@ func (q *Queue) Send(ctx context.Context, e Entry) error {
 	// near that size (input_too_large) would not fit beside its reason, and a failed send would
 	// leave it to SQS's redrive, which moves it without one: its body is cut to fit, and says so.
 	if room := sqsbatch.MaxMessageBytes - attrBytes(attrs) - attrBytes(truncationAttr(len(body))); len(body)+attrBytes(attrs) > sqsbatch.MaxMessageBytes {
+		if len(attrs) >= maxAttrs {
+			// SQS takes at most 10 attributes. Only a router refusal is cut (the others' bodies
+			// hold at most an execution input), and its error is its reason, kept as such.
+			delete(attrs, AttrError)
+		}
 		maps.Copy(attrs, truncationAttr(len(body)))
 		body = clean(body, room)
 	}
