@@ -435,7 +435,7 @@ func (r *rig) sendLanes(ctx context.Context, typ string, l int, dedup string, j 
 
 func (r *rig) lanesBody(j job) string {
 	r.t.Helper()
-	b, err := json.Marshal(map[string]any{"type": j.Type, "id": j.ID, "input": j.Input, "submittedAt": time.Now().UTC().Format(time.RFC3339Nano)})
+	b, err := json.Marshal(map[string]any{"type": j.Type, "id": j.ID, "sender": r.sender(), "input": j.Input, "submittedAt": time.Now().UTC().Format(time.RFC3339Nano)})
 	if err != nil {
 		r.t.Fatal(err)
 	}

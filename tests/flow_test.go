@@ -131,7 +131,7 @@ func pauseScenario(t *testing.T, b backend) {
 		st := r.executionStatuses(ctx)
 		var pending []string
 		for _, j := range append(append([]job(nil), p.jobs...), us...) {
-			s, ok := st[sfnjob.RunName(j.Type, j.Key, j.ID, 0, 1)]
+			s, ok := st[r.runName(j, 0, 1)]
 			if (ok && s == string(sfntypes.ExecutionStatusRunning)) || (!ok && j.Type == "u") {
 				pending = append(pending, j.ID)
 			}
@@ -566,7 +566,7 @@ func (r *rig) startedOf(ctx context.Context, js []job) []string {
 	st := r.executionStatuses(ctx)
 	var out []string
 	for _, j := range js {
-		if _, ok := st[sfnjob.RunName(j.Type, j.Key, j.ID, 0, 1)]; ok {
+		if _, ok := st[r.runName(j, 0, 1)]; ok {
 			out = append(out, j.ID)
 		}
 	}

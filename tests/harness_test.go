@@ -38,7 +38,9 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/app"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/batch"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
+	sfnjob "github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
 	"github.com/sfnlimit/sfnlimit/internal/tools/local/gateway"
 	"github.com/sfnlimit/sfnlimit/internal/tools/local/observe"
@@ -103,6 +105,17 @@ type rigOptions struct {
 
 // fastEnv makes the limiter's waits short enough for a test.
 var fastEnv = map[string]string{"START_RETRY_SECONDS": "1", "SWEEP_MIN_AGE_SECONDS": "2"}
+
+// runName is the execution name of j's attempt of redrive generation gen. A job is its type, sender,
+// key and id: the router names every job's sender, here the principal of the emulator's one
+// SenderId, whoever sent the job.
+func (r *rig) runName(j job, gen, attempt int) string {
+	return sfnjob.RunName(j.Type, r.sender(), j.Key, j.ID, gen, attempt)
+}
+
+// sender is the sender the router names every job with here: the principal of the emulator's one
+// SenderId, whoever sent the job.
+func (r *rig) sender() string { return sfnjob.Sender(batch.Principal(r.s.Info().SenderID), "") }
 
 // rig is one scenario's running stack and what the scenario submitted.
 type rig struct {

@@ -158,9 +158,9 @@ func keysScenario(t *testing.T, b backend) {
 		st := r.executionStatuses(ctx)
 		var pending []string
 		for _, j := range quiet {
-			name, want := sfnjob.RunName(j.Type, j.Key, j.ID, 0, 1), sfntypes.ExecutionStatusSucceeded
+			name, want := r.runName(j, 0, 1), sfntypes.ExecutionStatusSucceeded
 			if j.Want != "" {
-				name, want = sfnjob.RunName(j.Type, j.Key, j.ID, 0, 2), sfntypes.ExecutionStatusFailed
+				name, want = r.runName(j, 0, 2), sfntypes.ExecutionStatusFailed
 			}
 			if st[name] != string(want) {
 				pending = append(pending, j.ID)
@@ -182,7 +182,7 @@ func keysScenario(t *testing.T, b backend) {
 		st := r.executionStatuses(ctx)
 		var pending []string
 		for _, j := range append(append([]job(nil), premium...), premiumLate...) {
-			if st[sfnjob.RunName(j.Type, j.Key, j.ID, 0, 1)] != string(sfntypes.ExecutionStatusSucceeded) {
+			if st[r.runName(j, 0, 1)] != string(sfntypes.ExecutionStatusSucceeded) {
 				pending = append(pending, j.ID)
 			}
 		}

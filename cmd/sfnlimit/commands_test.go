@@ -120,6 +120,7 @@ func TestExitCodes(t *testing.T) {
 		{name: "attach with no attempts", give: []string{"attach", sampleArn, "--type", "a", "--limit", "1", "--max-attempts", "0"}, want: exitUsage, wantStderr: "--max-attempts 0"},
 		{name: "bad job id", give: []string{"job", "show", "a b"}, want: exitUsage, wantStderr: "invalid_id"},
 		{name: "bad job key", give: []string{"job", "show", "a-1", "--key", "a b"}, want: exitUsage, wantStderr: "invalid_key"},
+		{name: "bad job sender", give: []string{"job", "show", "a-1", "--sender", "acme/eu"}, want: exitUsage, wantStderr: "sender \"acme/eu\" must be"},
 		{name: "bad input", give: []string{"submit", "--type", "a", "--input", "{"}, want: exitUsage, wantStderr: "not JSON"},
 		{name: "flags and file", give: []string{"submit", "--type", "a", "jobs.jsonl"}, want: exitUsage, wantStderr: "not both"},
 		{name: "bad param", give: []string{"status", "--param", "x", "--local", missing}, want: exitUsage, wantStderr: "Name=Value"},

@@ -32,10 +32,11 @@ func newJobShow(tgt *target) *cobra.Command {
 	var (
 		typ    string
 		key    string
+		sender string
 		asJSON bool
 	)
 	cmd := &cobra.Command{
-		Use:   "show ID [--type TYPE] [--key KEY]",
+		Use:   "show ID [--type TYPE] [--key KEY] [--sender SENDER]",
 		Short: "Show a job's lane, attempts, executions and state",
 		Long: `show finds a job by its id: the lease of the lane it holds (lane, status, attempt, execution),
 and its executions, found by their deterministic names ({type}-{id}-{attempt}, and the redriven
@@ -45,14 +46,20 @@ not found yet), running, retrying, dead-lettering (it holds a lane), succeeded, 
 not-started (no lease, no execution: it waits in a queue, was refused, or was never sent). Without
 --type, every type with a limit or a lease is searched. It names the job's concurrency key (from
 its lease, else its last execution's input), with the cap that key has now when the type caps
-keys. A job is its type, key and id: --key names a tenant's job (without it, the job of the default
-key, and the job of any key that holds a lane). Exit 1 if the job is not found.
+keys. A job is its type, sender, key and id: --key names a tenant's job (without it, the job of the
+default key, and the job of any key that holds a lane). The sender is the principal that sent the
+job (for an operator's dlq redrive, "{operator}>{producer}"); an execution's name hashes it in, so a
+job is found only under senders looked for: --sender names one, and without it show lists every
+match of a job without a sender (sent before senders were part of a job), your own (the principal
+of your credentials, as for batches) and any sender's job that holds a lane. Exit 1 if the job is
+not found.
 ` + targetHelp,
 		Example: `  sfnlimit job show order-1234 --type payments
   sfnlimit job show order-1234
   sfnlimit job show order-1234 --type payments --json | jq -r '.[0].executions[-1].status'
   sfnlimit job show order-1234 --json | jq -r '.[0].key'
-  sfnlimit job show doc-1 --type llm --key acme`,
+  sfnlimit job show doc-1 --type llm --key acme
+  sfnlimit job show doc-1 --type llm --key acme --sender AROAEXAMPLEPRODUCER`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if typ != "" {
@@ -64,6 +71,9 @@ key, and the job of any key that holds a lane). Exit 1 if the job is not found.
 				return usageError{err}
 			}
 			if err := job.ValidateKey(key); err != nil {
+				return usageError{err}
+			}
+			if err := job.ValidateSender(sender); err != nil {
 				return usageError{err}
 			}
 			ctx := cmd.Context()
@@ -80,6 +90,11 @@ key, and the job of any key that holds a lane). Exit 1 if the job is not found.
 				return s.explain(err)
 			}
 			f := ops.JobFinder{Leases: lease.ReadOnly(lease.NewStore(s.ddb, table)), SFN: s.sfn, Config: r, Defaults: d}
+			if sender != "" {
+				f.Senders = []string{sender}
+			} else if caller, err := s.t.Caller(ctx); err == nil {
+				f.Caller = caller // unknown (no sts:GetCallerIdentity): not looked for
+			}
 			views, err := f.Show(ctx, typ, key, args[0])
 			if err != nil && !errors.Is(err, ops.ErrJobNotFound) {
 				return s.explain(err)
@@ -95,6 +110,7 @@ key, and the job of any key that holds a lane). Exit 1 if the job is not found.
 	}
 	cmd.Flags().StringVar(&typ, "type", "", "the job's type (default: search every type)")
 	cmd.Flags().StringVar(&key, "key", "", "the job's concurrency key (default: the default key, and any key holding a lane)")
+	cmd.Flags().StringVar(&sender, "sender", "", "the job's sender, a principal (default: no sender, yours, and any holding a lane)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	_ = cmd.RegisterFlagCompletionFunc("type", completeTypes(tgt))
 	return cmd

@@ -144,6 +144,10 @@ standard error, and prints it as "sfnlimit batch show" does; --timeout bounds th
 				check = ops.ResolverCheck(r)
 				if table, err := s.t.Output(ctx, resources.TableName); err == nil {
 					finder = &ops.JobFinder{Leases: lease.ReadOnly(lease.NewStore(s.ddb, table)), SFN: s.sfn, Config: r, Defaults: d}
+					// The jobs are sent as the caller's: a line repeats only the caller's own job.
+					if caller, err := s.t.Caller(ctx); err == nil {
+						finder.Caller = caller
+					}
 				}
 			}
 			var parsed ops.Parsed

@@ -1,6 +1,6 @@
 // Package deadletter puts refused and exhausted jobs on the dead-letter queue. The body is the job as a
 // producer would submit it, so a redrive can send it back unchanged; why it is there travels in message
-// attributes (reason, source, type, jobId, key, attempt, error, cause, batch).
+// attributes (reason, source, type, jobId, key, sender, attempt, error, cause, batch).
 package deadletter
 
 import (
@@ -20,11 +20,15 @@ import (
 
 // Attribute names on dead-letter messages.
 const (
-	AttrReason  = "reason"
-	AttrSource  = "source"
-	AttrType    = "type"
-	AttrJobID   = "jobId"
-	AttrKey     = "key"
+	AttrReason = "reason"
+	AttrSource = "source"
+	AttrType   = "type"
+	AttrJobID  = "jobId"
+	AttrKey    = "key"
+	// AttrSender is the job's sender (job.Job.Sender), part of its identity. Only a dead letter
+	// the limiter sent (its SenderId is one of the limiter's roles) is trusted to carry it: one
+	// SQS moved from the general queue carries its producer's own attributes.
+	AttrSender  = "sender"
 	AttrAttempt = "attempt"
 	AttrError   = "error"
 	AttrCause   = "cause"
@@ -39,6 +43,9 @@ const (
 // maxAttr keeps a free-text attribute well inside SQS's message size.
 const maxAttr = 4096
 
+// maxAttrs is the most message attributes SQS takes on one message (SendMessage reference).
+const maxAttrs = 10
+
 // Entry is one dead letter.
 type Entry struct {
 	Reason string
@@ -46,7 +53,9 @@ type Entry struct {
 	Type   string
 	JobID  string
 	// Key is the job's key ("" the default key): a job is its type, key and id.
-	Key     string
+	Key string
+	// Sender is the job's sender ("" none): a job is its type, sender, key and id.
+	Sender  string
 	Attempt int
 	Error   string
 	Cause   string
@@ -91,6 +100,7 @@ func (q *Queue) Send(ctx context.Context, e Entry) error {
 	add(AttrType, e.Type)
 	add(AttrJobID, e.JobID)
 	add(AttrKey, e.Key)
+	add(AttrSender, e.Sender)
 	if e.Attempt > 0 {
 		add(AttrAttempt, strconv.Itoa(e.Attempt))
 	}
@@ -105,6 +115,11 @@ func (q *Queue) Send(ctx context.Context, e Entry) error {
 	// near that size (input_too_large) would not fit beside its reason, and a failed send would
 	// leave it to SQS's redrive, which moves it without one: its body is cut to fit, and says so.
 	if room := sqsbatch.MaxMessageBytes - attrBytes(attrs) - attrBytes(truncationAttr(len(body))); len(body)+attrBytes(attrs) > sqsbatch.MaxMessageBytes {
+		if len(attrs) >= maxAttrs {
+			// SQS takes at most 10 attributes. Only a router refusal is cut (the others' bodies
+			// hold at most an execution input), and its error is its reason, kept as such.
+			delete(attrs, AttrError)
+		}
 		maps.Copy(attrs, truncationAttr(len(body)))
 		body = clean(body, room)
 	}

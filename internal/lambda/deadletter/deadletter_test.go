@@ -67,6 +67,21 @@ func TestSend(t *testing.T) {
 			},
 		},
 		{
+			// A job is its type, sender, key and id: its dead letter names all four, within SQS's 10
+			// attributes.
+			name: "every field of a keyed job of a batch, with its sender",
+			give: deadletter.Entry{
+				Reason: deadletter.ReasonAttemptsExhausted, Source: "releaser", Type: "payments", JobID: "order-1", Key: "acme",
+				Sender: "AROAACME", Attempt: 3, Error: "States.TaskFailed", Cause: "card declined", Batch: "b-1",
+				Body: `{"type":"payments","id":"order-1","key":"acme","input":{}}`,
+			},
+			wantBody: `{"type":"payments","id":"order-1","key":"acme","input":{}}`,
+			wantAttrs: map[string]string{
+				"reason": "attempts_exhausted", "source": "releaser", "type": "payments", "jobId": "order-1", "key": "acme",
+				"sender": "AROAACME", "attempt": "3", "error": "States.TaskFailed", "cause": "card declined", "batch": "b-1",
+			},
+		},
+		{
 			name:      "router refusal of a body that is not JSON",
 			give:      deadletter.Entry{Reason: "not_json", Source: "router", Error: "not_json", Cause: "invalid character 'h'", Body: "hello"},
 			wantBody:  "hello",
@@ -220,5 +235,23 @@ func TestSendKeepsTheReasonOfABodyNearTheSizeLimit(t *testing.T) {
 				t.Errorf("body %d bytes (truncated from %q), want the job's %d whole", len(sent), a["bodyTruncatedFrom"], len(body))
 			}
 		})
+	}
+}
+
+// A router refusal near SQS's 1 MiB of a keyed job of a batch, with its sender, has every attribute
+// but attempt: with the truncation's it stays within SQS's 10, its error (its reason) left out.
+func TestCutRefusalKeepsTenAttributes(t *testing.T) {
+	body := `{"type":"reports","id":"big-1","input":"` + strings.Repeat("x", 1<<20) + `"}`
+	f := &sizedSQS{}
+	err := deadletter.New(f, dlqURL).Send(context.Background(), deadletter.Entry{
+		Reason: "input_too_large", Source: "router", Type: "reports", JobID: "big-1", Key: "acme", Sender: "AROAACME",
+		Error: "input_too_large", Cause: "execution input would be too large", Batch: "b-1", Body: body,
+	})
+	if err != nil {
+		t.Fatalf("Send() error = %v, want the dead letter sent", err)
+	}
+	a := attrs(t, f.sent[len(f.sent)-1].MessageAttributes)
+	if len(a) > 10 || a["reason"] != "input_too_large" || a["sender"] != "AROAACME" || a["bodyTruncatedFrom"] == "" {
+		t.Errorf("attributes = %v (%d), want at most 10 with the reason, the sender and the truncation", a, len(a))
 	}
 }

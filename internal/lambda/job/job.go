@@ -32,6 +32,8 @@ const (
 	// and message identifiers", Amazon SQS Developer Guide); today they are 36-character UUIDs, and
 	// AWS support advises not to rely on that.
 	MaxMessageIDLen = 100
+	// MaxSenderLen is the longest job sender (Sender): a principal, ">" and another.
+	MaxSenderLen = 128 + 1 + 128
 	// maxExecutionName is Step Functions' limit on an execution's name.
 	maxExecutionName = 80
 	// maxDedupID is SQS's limit on a MessageDeduplicationId.
@@ -39,10 +41,14 @@ const (
 )
 
 var (
-	typeRe   = regexp.MustCompile(`^[A-Za-z0-9_]{1,40}$`)
-	idRe     = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,128}$`)
-	keyRe    = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
-	nameSafe = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+	typeRe = regexp.MustCompile(`^[A-Za-z0-9_]{1,40}$`)
+	idRe   = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,128}$`)
+	keyRe  = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
+	// principalRe is a principal as a sender names it: an IAM unique id (AIDA..., AROA...), a
+	// federated user's "{account}:{name}" (names are of A-Z a-z 0-9 + = , . @ _ -), an emulator's.
+	principalRe = regexp.MustCompile(`^[A-Za-z0-9_+=,.@:-]{1,128}$`)
+	senderRe    = regexp.MustCompile(`^[A-Za-z0-9_+=,.@:-]{1,128}(>[A-Za-z0-9_+=,.@:-]{1,128})?$`)
+	nameSafe    = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 )
 
 // Reason says why a job was refused. It travels as the dead-letter message's "reason" attribute.
@@ -100,9 +106,14 @@ type Submission struct {
 
 // Job is a validated submission on its way to a lane; it is the body of a lanes-queue message.
 type Job struct {
-	Type        string          `json:"type"`
-	ID          string          `json:"id"`
-	Key         string          `json:"key,omitempty"`
+	Type string `json:"type"`
+	ID   string `json:"id"`
+	Key  string `json:"key,omitempty"`
+	// Sender is the principal that sent the job (Sender): part of its identity, so another
+	// producer's job with the same type, key and id is another job. The router writes it; a
+	// producer cannot (a body's "sender" is not read from the general queue). "" for jobs routed
+	// before senders were part of a job's identity, which keep the names they had.
+	Sender      string          `json:"sender,omitempty"`
 	Input       json.RawMessage `json:"input"`
 	SubmittedAt time.Time       `json:"submittedAt"`
 	// Priority is 1-9, higher first; 0 (none given, or routed before jobs had priorities) is normal.
@@ -122,6 +133,9 @@ type Meta struct {
 	// Key is the job's concurrency key ("" is the default key): per-key counts can be checked from
 	// Step Functions' own records.
 	Key string `json:"key,omitempty"`
+	// Sender is the job's sender (Job.Sender), "" for a job routed before senders were part of a
+	// job's identity.
+	Sender string `json:"sender,omitempty"`
 	// Priority is the job's priority when it is not normal.
 	Priority int `json:"priority,omitempty"`
 	// Batch is the batch the job belongs to, if any.
@@ -145,7 +159,9 @@ type Meta struct {
 }
 
 // ExecutionName is the deterministic name of this attempt's execution.
-func (m Meta) ExecutionName() string { return RunName(m.Type, m.Key, m.ID, m.Redrive, m.Attempt) }
+func (m Meta) ExecutionName() string {
+	return RunName(m.Type, m.Sender, m.Key, m.ID, m.Redrive, m.Attempt)
+}
 
 // ExecutionInput is what the workflow receives: the job's metadata and its input, never a receipt handle.
 type ExecutionInput struct {
@@ -176,6 +192,41 @@ func ValidateID(id string) error {
 func ValidateKey(key string) error {
 	if key != "" && !keyRe.MatchString(key) {
 		return &Error{ReasonInvalidKey, fmt.Sprintf("key %q must be 1-%d characters of A-Z a-z 0-9 _ - . :", clip(key), MaxKeyLen)}
+	}
+	return nil
+}
+
+// Sender is the sender part of a job's identity for a message whose (trusted) principal is
+// principal and which says it was sent on behalf of onBehalfOf ("" when it says not): the principal,
+// or "{principal}>{onBehalfOf}" when the message names another principal (an operator's dlq redrive
+// of another producer's job). A principal can name any other, but only under its own name: no
+// sender can make a job that is another principal's. An empty principal (a message without a
+// SenderId) is no sender: "", the names of a job without one. A principal out of the contract
+// (only an emulator's could be) is named "=" and a hash of it, and an onBehalfOf out of the contract
+// is ignored.
+func Sender(principal, onBehalfOf string) string {
+	if principal == "" {
+		return ""
+	}
+	if !principalRe.MatchString(principal) {
+		principal = "=" + hash(principal, 32)
+	}
+	if onBehalfOf == "" || onBehalfOf == principal || !principalRe.MatchString(onBehalfOf) {
+		return principal
+	}
+	return principal + ">" + onBehalfOf
+}
+
+// SenderPrincipal is the principal that sent a job of sender (Sender): the part before ">".
+func SenderPrincipal(sender string) string {
+	p, _, _ := strings.Cut(sender, ">")
+	return p
+}
+
+// ValidateSender checks a job's sender ("" is none and valid), as Sender builds it.
+func ValidateSender(sender string) error {
+	if sender != "" && !senderRe.MatchString(sender) {
+		return &Error{ReasonInvalidID, fmt.Sprintf("sender %q must be a principal of 1-128 characters of A-Z a-z 0-9 _ + = , . @ : -, and optionally > and another", clip(sender))}
 	}
 	return nil
 }
@@ -229,9 +280,11 @@ func Parse(body []byte, defaultID string, submitted time.Time) (Job, error) {
 	j := Job{Type: s.Type, ID: s.ID, Key: s.Key, Priority: prio, Input: in, SubmittedAt: submitted.UTC(), Redrive: s.Redrive,
 		Batch: s.Batch, BatchSize: s.BatchSize}
 	// The execution input adds metadata to the job input; check the whole against Step Functions' limit,
-	// at the widest lane, attempt, lanes-queue message id and receive count the starter may put in it.
+	// at the widest lane, attempt, lanes-queue message id and receive count the starter may put in it,
+	// and the widest sender the router may name it with.
 	widest := j.ExecutionInput(maxLaneForSize, 99)
 	widest.Job.MessageID, widest.Job.Receive = strings.Repeat("0", MaxMessageIDLen), MaxReceiveForSize
+	widest.Job.Sender = strings.Repeat("s", MaxSenderLen)
 	if n := len(widest.MustJSON()); n > MaxExecutionInput {
 		return known, &Error{ReasonInputTooLong, fmt.Sprintf("execution input would be %d bytes, more than Step Functions' %d", n, MaxExecutionInput)}
 	}
@@ -250,7 +303,7 @@ const MaxReceiveForSize = 1<<31 - 1
 // ExecutionInput builds the workflow's input for a lane and attempt.
 func (j Job) ExecutionInput(lane, attempt int) ExecutionInput {
 	return ExecutionInput{
-		Job:   Meta{ID: j.ID, Type: j.Type, Key: j.Key, Priority: j.Priority, Batch: j.Batch, Lane: lane, Attempt: attempt, Redrive: j.Redrive, SubmittedAt: j.SubmittedAt},
+		Job:   Meta{ID: j.ID, Type: j.Type, Key: j.Key, Sender: j.Sender, Priority: j.Priority, Batch: j.Batch, Lane: lane, Attempt: attempt, Redrive: j.Redrive, SubmittedAt: j.SubmittedAt},
 		Input: j.Input,
 	}
 }
@@ -330,11 +383,11 @@ func ParseGroupID(g string) (typ string, lane int, err error) {
 // tracking the deduplication ID even after the message has been received and deleted", SQS
 // Developer Guide, FIFO queue key terms), so anything sent again on purpose needs a new id.
 //
-// A job is its type, key and id: a job of another key with the same id is another job, never
-// deduplicated with it. Generation 0 of a job without a key keeps the form used before keys and
-// redrive generations were part of it: "{type}-{id}".
-func DedupID(typ, key, id string, redrive int) string {
-	return dedupID(typ, id, keyPart(key)+generation(redrive))
+// A job is its type, sender, key and id: a job of another key or sender with the same id is another
+// job, never deduplicated with it. Generation 0 of a job without a key or sender keeps the form used
+// before keys, senders and redrive generations were part of it: "{type}-{id}".
+func DedupID(typ, sender, key, id string, redrive int) string {
+	return dedupID(typ, id, keyPart(key)+senderPart(sender)+generation(redrive))
 }
 
 // MovedDedupID is the MessageDeduplicationId of the copy the starter sends when it moves the job in
@@ -343,8 +396,8 @@ func DedupID(typ, key, id string, redrive int) string {
 // most once, so the id is the copy's own, and a move retried is dropped by SQS. It names the message
 // rather than the attempts made, as a job may be moved twice with the same attempts within SQS's
 // five-minute deduplication window, and a second copy with the first's id would be dropped: lost.
-func MovedDedupID(typ, key, id string, redrive, to int, from string) string {
-	return dedupID(typ, id, keyPart(key)+"~moved~"+strconv.Itoa(to)+"~"+from+generation(redrive))
+func MovedDedupID(typ, sender, key, id string, redrive, to int, from string) string {
+	return dedupID(typ, id, keyPart(key)+senderPart(sender)+"~moved~"+strconv.Itoa(to)+"~"+from+generation(redrive))
 }
 
 // BoundDedupID is the MessageDeduplicationId of the copy the starter sends when it binds the job in
@@ -353,8 +406,8 @@ func MovedDedupID(typ, key, id string, redrive, to int, from string) string {
 // (its lane was taken back) and binds again, in a new message, is not; nor is a second bind of the
 // same message to the same lane (a duplicate delivery, or a send whose answer was lost, bound again
 // after the first copy ran and freed the lane), whose copy must reach the lane to free it again.
-func BoundDedupID(typ, key, id string, redrive, to int, from string, bind int64) string {
-	return dedupID(typ, id, keyPart(key)+"~bound~"+strconv.Itoa(to)+"~"+from+"~"+strconv.FormatInt(bind, 10)+"~g"+strconv.Itoa(redrive))
+func BoundDedupID(typ, sender, key, id string, redrive, to int, from string, bind int64) string {
+	return dedupID(typ, id, keyPart(key)+senderPart(sender)+"~bound~"+strconv.Itoa(to)+"~"+from+"~"+strconv.FormatInt(bind, 10)+"~g"+strconv.Itoa(redrive))
 }
 
 // keyPart is a key's part of a deduplication id: "" for the default key, else "~k{key}" (a key has
@@ -364,6 +417,16 @@ func keyPart(key string) string {
 		return ""
 	}
 	return "~k" + key
+}
+
+// senderPart is a sender's part of a deduplication id: "" for a job without a sender (routed before
+// senders were part of a job's identity), else "~s{sender}" (a sender has no "~"; no other part
+// starts with "~s").
+func senderPart(sender string) string {
+	if sender == "" {
+		return ""
+	}
+	return "~s" + sender
 }
 
 func generation(redrive int) string {
@@ -377,7 +440,7 @@ func generation(redrive int) string {
 // hex digest of that whole string. No two jobs, generations or copies share one:
 //   - a plain form splits back into its parts: a type has no "-", so the first "-" ends it; an id has
 //     no "~", so the first "~" after it ends the id; then comes "~k{key}" for a job with a key (a key
-//     has no "~"), and the suffix: "", "~g{n}" (n > 0), "~moved~{lane}~{message id}" with an optional
+//     has no "~"), "~s{sender}" for a job with a sender (a sender has no "~"), and the suffix: "", "~g{n}" (n > 0), "~moved~{lane}~{message id}" with an optional
 //     "~g{n}", or "~bound~{lane}~{message id}~{bind}~g{n}", with canonical decimal numbers (an SQS
 //     message id has no "~");
 //   - a hashed form has a "#", which neither types, ids nor suffixes contain, so it never equals a
@@ -451,7 +514,7 @@ func StateMachineOf(executionArn string) string {
 // Names of different jobs never meet: a type has no "-", so the first "-" ends it; a plain name
 // "{type}-{id}-{attempt}" is used only for ids of name-safe characters without "__", and every
 // shortened name "{type}-{prefix}__{hash}-{attempt}" has "__" before its hash of the id.
-func ExecutionName(typ, id string, attempt int) string { return RunName(typ, "", id, 0, attempt) }
+func ExecutionName(typ, id string, attempt int) string { return RunName(typ, "", "", id, 0, attempt) }
 
 // RunName is ExecutionName for a job of any key, redriven or not. Redrive n > 0 adds "g{n}" after a
 // "__" ("{type}-{id}__g{n}-{attempt}", or "{type}-{prefix}__{hash}g{n}-{attempt}"), which no plain
@@ -463,11 +526,21 @@ func ExecutionName(typ, id string, attempt int) string { return RunName(typ, "",
 // digits, and a redriven plain one ends "__g{n}-{attempt}" (no hex digits before its "g"), so no job
 // without a key shares a keyed job's name, and two keys' jobs with one id have different hashes.
 // Jobs without a key keep the names they had before keys were part of a job's identity.
-func RunName(typ, key, id string, redrive, attempt int) string {
+//
+// A job with a sender (every job the router routes since senders are part of a job's identity) is
+// named like a keyed job, its sender folded into the hash: "k" and a hash of "{sender}/{key}/{id}"
+// (key "" for the default key). A sender, a key and an id have no "/", so that string has two "/"
+// where a keyed job's without a sender ("{key}/{id}") has one: two senders' jobs with one type, key
+// and id have different names, and none is named like a job without a sender, whose names are
+// the ones it had before.
+func RunName(typ, sender, key, id string, redrive, attempt int) string {
 	suffix := "-" + strconv.Itoa(attempt)
 	gen := ""
 	if redrive > 0 {
 		gen = "g" + strconv.Itoa(redrive)
+	}
+	if sender != "" {
+		return shortName(typ, id, "k"+hash(sender+"/"+key+"/"+id, 16)+gen, suffix)
 	}
 	if key != "" {
 		return shortName(typ, id, "k"+hash(key+"/"+id, 16)+gen, suffix)

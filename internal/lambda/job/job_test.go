@@ -53,6 +53,10 @@ func execInputSizeFrom(typ, id string, lane, attempt int, submitted time.Time, m
 		id, typ, lane, attempt, ts, mid, input))
 }
 
+// widestSenderBytes is what the widest sender the router may give a job adds to its execution
+// input's job metadata.
+var widestSenderBytes = len(`,"sender":""`) + job.MaxSenderLen
+
 // inputOfSize returns a compact JSON object {"s":"xxx..."} of exactly n bytes (n >= 8).
 func inputOfSize(n int) string {
 	return `{"s":"` + strings.Repeat("x", n-8) + `"}`
@@ -60,9 +64,9 @@ func inputOfSize(n int) string {
 
 func TestParse(t *testing.T) {
 	// The widest execution input: lane up to the FIFO in-flight quota (6 digits), attempt 2 digits,
-	// the longest SQS message id and the widest receive count.
+	// the longest SQS message id, the widest receive count and the widest sender.
 	const widestLane, widestAttempt = 120000, 99
-	overhead := execInputSizeFrom("big", "job-1", widestLane, widestAttempt, sent, widestMessageID, job.MaxReceiveForSize, "")
+	overhead := execInputSizeFrom("big", "job-1", widestLane, widestAttempt, sent, widestMessageID, job.MaxReceiveForSize, "") + widestSenderBytes
 	fitsWorstCase := inputOfSize(job.MaxExecutionInput - overhead)
 	// With the narrowest lane and attempt the execution input is one byte over: it can never fit.
 	narrow := execInputSize("big", "job-1", 1, 0, sent, "")
@@ -258,7 +262,7 @@ var widestMessageID = strings.Repeat("f", job.MaxMessageIDLen)
 // count the limiter uses, with the lanes-queue message id the starter adds.
 func TestParseAcceptedInputFits(t *testing.T) {
 	const widestLane, widestAttempt = 120000, 99
-	overhead := execInputSizeFrom("big", "job-1", widestLane, widestAttempt, sent, widestMessageID, job.MaxReceiveForSize, "")
+	overhead := execInputSizeFrom("big", "job-1", widestLane, widestAttempt, sent, widestMessageID, job.MaxReceiveForSize, "") + widestSenderBytes
 	for _, n := range []int{job.MaxExecutionInput - overhead, job.MaxExecutionInput - overhead - 1, 1000} {
 		in := inputOfSize(n)
 		j, err := job.Parse([]byte(`{"type":"big","id":"job-1","input":`+in+`}`), msgID, sent)
@@ -271,6 +275,10 @@ func TestParseAcceptedInputFits(t *testing.T) {
 					x := j.ExecutionInput(lane, attempt)
 					x.Job.MessageID, x.Job.Receive = widestMessageID, receive
 					b := x.MustJSON()
+					x.Job.Sender = strings.Repeat("s", job.MaxSenderLen) // as the router may name it
+					if wide := x.MustJSON(); len(wide) > job.MaxExecutionInput {
+						t.Errorf("len(ExecutionInput(%d, %d), receive %d, widest sender) = %d for input of %d bytes, want <= %d", lane, attempt, receive, len(wide), n, job.MaxExecutionInput)
+					}
 					if len(b) > job.MaxExecutionInput {
 						t.Errorf("len(ExecutionInput(%d, %d), receive %d) = %d for input of %d bytes, want <= %d", lane, attempt, receive, len(b), n, job.MaxExecutionInput)
 					}
@@ -333,7 +341,7 @@ func TestExecutionName(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := job.RunName(tt.giveType, tt.giveKey, tt.giveID, 0, tt.giveAttempt)
+			got := job.RunName(tt.giveType, "", tt.giveKey, tt.giveID, 0, tt.giveAttempt)
 			if got != tt.want {
 				t.Errorf("RunName(%q, %q, %q, 0, %d) = %q, want %q", tt.giveType, tt.giveKey, tt.giveID, tt.giveAttempt, got, tt.want)
 			}
@@ -416,6 +424,7 @@ func TestDedupID(t *testing.T) {
 		name        string
 		giveType    string
 		giveKey     string
+		giveSender  string
 		giveID      string
 		giveRedrive int
 		want        string
@@ -425,6 +434,13 @@ func TestDedupID(t *testing.T) {
 		{name: "keyed", giveType: "payments", giveKey: "acme", giveID: "order-1", want: "payments-order-1~kacme"},
 		{name: "another key, same id", giveType: "payments", giveKey: "beta", giveID: "order-1", want: "payments-order-1~kbeta"},
 		{name: "keyed, redriven", giveType: "payments", giveKey: "acme", giveID: "order-1", giveRedrive: 2, want: "payments-order-1~kacme~g2"},
+		// A job is its type, sender, key and id: another sender's job with the same key and id is not
+		// deduplicated away; a job without a sender keeps the id it had before senders.
+		{name: "sender", giveType: "payments", giveSender: "AROAACME", giveKey: "acme", giveID: "order-1", want: "payments-order-1~kacme~sAROAACME"},
+		{name: "another sender", giveType: "payments", giveSender: "AROAMALLORY", giveKey: "acme", giveID: "order-1", want: "payments-order-1~kacme~sAROAMALLORY"},
+		{name: "sender, no key, redriven", giveType: "payments", giveSender: "123456789012:bob", giveID: "order-1", giveRedrive: 1, want: "payments-order-1~s123456789012:bob~g1"},
+		{name: "on behalf of", giveType: "payments", giveSender: "AROAOPS>AROAACME", giveKey: "acme", giveID: "order-1", giveRedrive: 1, want: "payments-order-1~kacme~sAROAOPS>AROAACME~g1"},
+		{name: "sender makes it 129", giveType: "t", giveSender: "AROA", giveID: strings.Repeat("d", 121), want: "t#" + digest("t-"+strings.Repeat("d", 121)+"~sAROA")},
 		{name: "key makes it 129", giveType: "t", giveKey: "k", giveID: strings.Repeat("d", 124), want: "t#" + digest("t-"+strings.Repeat("d", 124)+"~kk")},
 		{name: "plain with . and :", giveType: "payments", giveID: "a.b:c", want: "payments-a.b:c"},
 		{name: "redriven", giveType: "payments", giveID: "order-1", giveRedrive: 1, want: "payments-order-1~g1"},
@@ -436,7 +452,7 @@ func TestDedupID(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := job.DedupID(tt.giveType, tt.giveKey, tt.giveID, tt.giveRedrive)
+			got := job.DedupID(tt.giveType, tt.giveSender, tt.giveKey, tt.giveID, tt.giveRedrive)
 			if got != tt.want {
 				t.Errorf("DedupID(%q, %q, %q, %d) = %q, want %q", tt.giveType, tt.giveKey, tt.giveID, tt.giveRedrive, got, tt.want)
 			}
@@ -455,14 +471,16 @@ func TestCopyDedupIDs(t *testing.T) {
 		got  string
 		want string
 	}{
-		{name: "moved", got: job.MovedDedupID("payments", "", "order-1", 0, 3, "m-1"), want: "payments-order-1~moved~3~m-1"},
-		{name: "moved, redriven", got: job.MovedDedupID("payments", "", "order-1", 4, 3, "m-1"), want: "payments-order-1~moved~3~m-1~g4"},
-		{name: "moved to wait", got: job.MovedDedupID("payments", "", "order-1", 0, job.WaitingLane, "m-1"), want: "payments-order-1~moved~0~m-1"},
-		{name: "bound", got: job.BoundDedupID("payments", "", "order-1", 0, 7, "m-1", 1741944420000000001), want: "payments-order-1~bound~7~m-1~1741944420000000001~g0"},
-		{name: "bound, redriven", got: job.BoundDedupID("payments", "", "order-1", 2, 7, "m-1", 1741944420000000001), want: "payments-order-1~bound~7~m-1~1741944420000000001~g2"},
-		{name: "bound again", got: job.BoundDedupID("payments", "", "order-1", 0, 7, "m-1", 1741944480000000000), want: "payments-order-1~bound~7~m-1~1741944480000000000~g0"},
-		{name: "moved, keyed", got: job.MovedDedupID("payments", "acme", "order-1", 1, 3, "m-1"), want: "payments-order-1~kacme~moved~3~m-1~g1"},
-		{name: "bound, keyed", got: job.BoundDedupID("payments", "acme", "order-1", 0, 7, "m-1", 1741944420000000001), want: "payments-order-1~kacme~bound~7~m-1~1741944420000000001~g0"},
+		{name: "moved", got: job.MovedDedupID("payments", "", "", "order-1", 0, 3, "m-1"), want: "payments-order-1~moved~3~m-1"},
+		{name: "moved, redriven", got: job.MovedDedupID("payments", "", "", "order-1", 4, 3, "m-1"), want: "payments-order-1~moved~3~m-1~g4"},
+		{name: "moved to wait", got: job.MovedDedupID("payments", "", "", "order-1", 0, job.WaitingLane, "m-1"), want: "payments-order-1~moved~0~m-1"},
+		{name: "bound", got: job.BoundDedupID("payments", "", "", "order-1", 0, 7, "m-1", 1741944420000000001), want: "payments-order-1~bound~7~m-1~1741944420000000001~g0"},
+		{name: "bound, redriven", got: job.BoundDedupID("payments", "", "", "order-1", 2, 7, "m-1", 1741944420000000001), want: "payments-order-1~bound~7~m-1~1741944420000000001~g2"},
+		{name: "bound again", got: job.BoundDedupID("payments", "", "", "order-1", 0, 7, "m-1", 1741944480000000000), want: "payments-order-1~bound~7~m-1~1741944480000000000~g0"},
+		{name: "moved, keyed", got: job.MovedDedupID("payments", "", "acme", "order-1", 1, 3, "m-1"), want: "payments-order-1~kacme~moved~3~m-1~g1"},
+		{name: "bound, keyed", got: job.BoundDedupID("payments", "", "acme", "order-1", 0, 7, "m-1", 1741944420000000001), want: "payments-order-1~kacme~bound~7~m-1~1741944420000000001~g0"},
+		{name: "moved, sender", got: job.MovedDedupID("payments", "AROAACME", "acme", "order-1", 1, 3, "m-1"), want: "payments-order-1~kacme~sAROAACME~moved~3~m-1~g1"},
+		{name: "bound, sender", got: job.BoundDedupID("payments", "AROAACME", "", "order-1", 0, 7, "m-1", 1741944420000000001), want: "payments-order-1~sAROAACME~bound~7~m-1~1741944420000000001~g0"},
 	}
 	for _, tt := range tests {
 		if tt.got != tt.want {
@@ -473,23 +491,23 @@ func TestCopyDedupIDs(t *testing.T) {
 
 // dedupCase is one id derived from a job: its run (kind 0), a moved copy (1) or a bound copy (2).
 type dedupCase struct {
-	typ, key, id                string
+	typ, sender, key, id        string
 	redrive, kind, to, attempts int
 }
 
 func (c dedupCase) dedupID() string {
 	switch c.kind {
 	case 1:
-		return job.MovedDedupID(c.typ, c.key, c.id, c.redrive, c.to, "m-"+strconv.Itoa(c.attempts))
+		return job.MovedDedupID(c.typ, c.sender, c.key, c.id, c.redrive, c.to, "m-"+strconv.Itoa(c.attempts))
 	case 2:
-		return job.BoundDedupID(c.typ, c.key, c.id, c.redrive, c.to, "m-"+strconv.Itoa(c.attempts), int64(c.attempts))
+		return job.BoundDedupID(c.typ, c.sender, c.key, c.id, c.redrive, c.to, "m-"+strconv.Itoa(c.attempts), int64(c.attempts))
 	}
-	return job.DedupID(c.typ, c.key, c.id, c.redrive)
+	return job.DedupID(c.typ, c.sender, c.key, c.id, c.redrive)
 }
 
 // same says whether two cases name the same thing (a run has no lane or attempts; a bind no attempts).
 func (c dedupCase) same(o dedupCase) bool {
-	if c.typ != o.typ || c.key != o.key || c.id != o.id || c.redrive != o.redrive || c.kind != o.kind {
+	if c.typ != o.typ || c.sender != o.sender || c.key != o.key || c.id != o.id || c.redrive != o.redrive || c.kind != o.kind {
 		return false
 	}
 	switch c.kind {
@@ -502,7 +520,7 @@ func (c dedupCase) same(o dedupCase) bool {
 }
 
 func (c dedupCase) valid() bool {
-	return job.ValidateType(c.typ) == nil && job.ValidateKey(c.key) == nil && job.ValidateID(c.id) == nil && c.redrive >= 0 && c.redrive <= 999 &&
+	return job.ValidateType(c.typ) == nil && job.ValidateSender(c.sender) == nil && job.ValidateKey(c.key) == nil && job.ValidateID(c.id) == nil && c.redrive >= 0 && c.redrive <= 999 &&
 		c.kind >= 0 && c.kind <= 2 && c.to >= 0 && c.to <= 120000 && c.attempts >= 0 && c.attempts <= 1000
 }
 
@@ -525,30 +543,34 @@ func TestDedupIDNeverShared(t *testing.T) {
 	ids = append(ids, "a.b:c", "a-b", "a_b", "g1", "a-g1", "1")
 	// Keys that look like the parts after them: a generation, a copy's word, a lane.
 	keys := []string{"", "acme", "g1", "moved", "bound", "1", "a-b", strings.Repeat("k", 64)}
+	// Senders that look like keys and the parts after them, and a sender on another's behalf.
+	senders := []string{"", "AROAACME", "acme", "kacme", "g1", "123456789012:bob", "AROAOPS>AROAACME", strings.Repeat("S", 128)}
 	seen := map[string]dedupCase{}
 	for _, typ := range types {
 		for _, id := range ids {
 			for _, key := range keys {
 				for _, redrive := range []int{0, 1, 2, 10, 999} {
-					for _, c := range []dedupCase{
-						{typ: typ, key: key, id: id, redrive: redrive},
-						{typ: typ, key: key, id: id, redrive: redrive, kind: 1, to: 1, attempts: 0},
-						{typ: typ, key: key, id: id, redrive: redrive, kind: 1, to: 12, attempts: 3},
-						{typ: typ, key: key, id: id, redrive: redrive, kind: 1, to: 1, attempts: 23},
-						{typ: typ, key: key, id: id, redrive: redrive, kind: 2, to: 1},
-						{typ: typ, key: key, id: id, redrive: redrive, kind: 2, to: 120000},
-					} {
-						if !c.valid() {
-							t.Fatalf("case %+v is not valid", c)
+					for _, sender := range senders {
+						for _, c := range []dedupCase{
+							{typ: typ, sender: sender, key: key, id: id, redrive: redrive},
+							{typ: typ, sender: sender, key: key, id: id, redrive: redrive, kind: 1, to: 1, attempts: 0},
+							{typ: typ, sender: sender, key: key, id: id, redrive: redrive, kind: 1, to: 12, attempts: 3},
+							{typ: typ, sender: sender, key: key, id: id, redrive: redrive, kind: 1, to: 1, attempts: 23},
+							{typ: typ, sender: sender, key: key, id: id, redrive: redrive, kind: 2, to: 1},
+							{typ: typ, sender: sender, key: key, id: id, redrive: redrive, kind: 2, to: 120000},
+						} {
+							if !c.valid() {
+								t.Fatalf("case %+v is not valid", c)
+							}
+							d := c.dedupID()
+							if len(d) > 128 || len(d) == 0 {
+								t.Errorf("%+v: dedup id %q has %d characters, want 1-128", c, d, len(d))
+							}
+							if prev, ok := seen[d]; ok && !prev.same(c) {
+								t.Fatalf("%+v and %+v share the deduplication id %q", prev, c, d)
+							}
+							seen[d] = c
 						}
-						d := c.dedupID()
-						if len(d) > 128 || len(d) == 0 {
-							t.Errorf("%+v: dedup id %q has %d characters, want 1-128", c, d, len(d))
-						}
-						if prev, ok := seen[d]; ok && !prev.same(c) {
-							t.Fatalf("%+v and %+v share the deduplication id %q", prev, c, d)
-						}
-						seen[d] = c
 					}
 				}
 			}
@@ -712,7 +734,7 @@ func TestDedupIDHashedFormIsNoOtherIDs(t *testing.T) {
 	if err := job.ValidateID(digest); err != nil {
 		t.Fatalf("the digest %q is not a valid id (%v): the test would prove nothing", digest, err)
 	}
-	if a, b := job.DedupID("t", "", long, 0), job.DedupID("t", "", digest, 0); a == b {
+	if a, b := job.DedupID("t", "", "", long, 0), job.DedupID("t", "", "", digest, 0); a == b {
 		t.Errorf("DedupID(t, %q...) = DedupID(t, %q) = %q, want different ids", long[:10], digest, a)
 	}
 }

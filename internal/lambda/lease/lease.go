@@ -54,6 +54,9 @@ type Lease struct {
 	// Key is the job's concurrency key ("" the default key): a key's running jobs are counted
 	// from its type's leases, the only record of occupancy.
 	JobKey string `dynamodbav:"key,omitempty"`
+	// JobSender is the job's sender (job.Job.Sender; "" for a job routed before senders were part of
+	// a job's identity): another sender's job with the same type, key and id is another job.
+	JobSender string `dynamodbav:"sender,omitempty"`
 	// Batch is the job's batch ("" none): whoever ends the job (a release, the sweep, the
 	// starter's dead letter) records it there without reading the execution's input.
 	Batch         string `dynamodbav:"batch,omitempty"`
@@ -107,10 +110,11 @@ type Key struct {
 
 func (k Key) String() string { return k.Type + "-" + strconv.Itoa(k.Lane) }
 
-// Holds reports whether the lease is of this job run: a job is its type (the lease's), key and id,
-// a run its redrive generation. Another key's job with the same id is another job.
-func (l Lease) Holds(key, jobID string, redrive int) bool {
-	return l.JobKey == key && l.JobID == jobID && l.Redrive == redrive
+// Holds reports whether the lease is of this job run: a job is its type (the lease's), sender, key
+// and id, a run its redrive generation. Another key's or sender's job with the same id is another
+// job.
+func (l Lease) Holds(sender, key, jobID string, redrive int) bool {
+	return l.JobSender == sender && l.JobKey == key && l.JobID == jobID && l.Redrive == redrive
 }
 
 // Key returns the lane a lease is for.

@@ -144,7 +144,7 @@ func (h *Handler) workflow(ctx context.Context, ev WorkflowEvent) (Response, err
 			"jobId", ev.Job.ID, "type", ev.Job.Type, "lane", ev.Job.Lane, "attempt", ev.Job.Attempt)
 	}
 	res, err := h.Service.Release(ctx, Request{
-		Key: lease.Key{Type: ev.Job.Type, Lane: ev.Job.Lane}, JobID: ev.Job.ID, JobKey: ev.Job.Key, Redrive: ev.Job.Redrive, Attempt: ev.Job.Attempt,
+		Key: lease.Key{Type: ev.Job.Type, Lane: ev.Job.Lane}, JobID: ev.Job.ID, JobKey: ev.Job.Key, JobSender: ev.Job.Sender, Redrive: ev.Job.Redrive, Attempt: ev.Job.Attempt,
 		Outcome: ev.Outcome, Error: ev.Error, Cause: ev.Cause, Source: "workflow", ExecutionArn: ev.ExecutionArn,
 	})
 	return Response{Result: res}, err
@@ -171,7 +171,7 @@ func (h *Handler) statusChange(ctx context.Context, d StatusDetail) (Response, e
 		return Response{Result: Noop}, nil
 	}
 	res, err := h.Service.Release(ctx, Request{
-		Key: lease.Key{Type: in.Job.Type, Lane: in.Job.Lane}, JobID: in.Job.ID, JobKey: in.Job.Key, Redrive: in.Job.Redrive, Attempt: in.Job.Attempt,
+		Key: lease.Key{Type: in.Job.Type, Lane: in.Job.Lane}, JobID: in.Job.ID, JobKey: in.Job.Key, JobSender: in.Job.Sender, Redrive: in.Job.Redrive, Attempt: in.Job.Attempt,
 		Outcome: outcome, Error: orDefault(d.Error, "States."+d.Status), Cause: orDefault(d.Cause, ""), Source: "status-event",
 		ExecutionArn: d.ExecutionArn,
 	})
@@ -373,7 +373,7 @@ func (h *Handler) sweepOne(ctx context.Context, l lease.Lease) (bool, error) {
 		return false, nil
 	}
 	res, err := h.Service.Release(ctx, Request{
-		Key: l.Key(), JobID: l.JobID, JobKey: l.JobKey, Redrive: l.Redrive, Attempt: l.Attempt, Outcome: outcome,
+		Key: l.Key(), JobID: l.JobID, JobKey: l.JobKey, JobSender: l.JobSender, Redrive: l.Redrive, Attempt: l.Attempt, Outcome: outcome,
 		Error: orDefault(out.Error, "States."+string(out.Status)), Cause: orDefault(out.Cause, ""), Source: "sweep",
 	})
 	if err != nil {

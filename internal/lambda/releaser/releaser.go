@@ -47,13 +47,16 @@ type Request struct {
 	JobID string
 	// JobKey is the job's key ("" the default key): a job is its type, key and id, and a release
 	// of one key's job never frees another key's job of the same id.
-	JobKey  string
-	Redrive int
-	Attempt int
-	Outcome Outcome
-	Error   string
-	Cause   string
-	Source  string // workflow, status-event, sweep, starter
+	JobKey string
+	// JobSender is the job's sender ("" for a job routed before senders were part of a job's
+	// identity): a release of one sender's job never frees another's of the same type, key and id.
+	JobSender string
+	Redrive   int
+	Attempt   int
+	Outcome   Outcome
+	Error     string
+	Cause     string
+	Source    string // workflow, status-event, sweep, starter
 	// ExecutionArn is the execution that ended, when the caller has it from outside the lease (a
 	// status event, or the workflow's Release step, which sends $$.Execution.Id): a lease that names
 	// another execution of the job's attempt is not released. Any execution whose input carries the
@@ -162,7 +165,7 @@ func (s *Service) Release(ctx context.Context, req Request) (Result, error) {
 		}
 		// A bound lease has no execution yet: a release that finds one is a late one of an attempt
 		// made before the job came back to wait.
-		if l == nil || !l.Holds(req.JobKey, req.JobID, req.Redrive) || l.Attempt != req.Attempt || l.Status == lease.Bound {
+		if l == nil || !l.Holds(req.JobSender, req.JobKey, req.JobID, req.Redrive) || l.Attempt != req.Attempt || l.Status == lease.Bound {
 			log.InfoContext(ctx, "nothing to release")
 			return Noop, nil
 		}
@@ -314,7 +317,7 @@ func (s *Service) deadLetter(ctx context.Context, log *slog.Logger, req Request,
 			}
 		}
 		if err := s.DLQ.Send(ctx, deadletter.Entry{
-			Reason: reason, Source: "releaser", Type: l.Type, JobID: l.JobID, Key: l.JobKey, Attempt: l.Attempt,
+			Reason: reason, Source: "releaser", Type: l.Type, JobID: l.JobID, Key: l.JobKey, Sender: l.JobSender, Attempt: l.Attempt,
 			Error: req.Error, Cause: req.Cause, Body: body, Batch: l.Batch, Redrive: l.Redrive, BatchRecorded: recorded,
 		}); err != nil {
 			return "", err
@@ -355,7 +358,7 @@ func (s *Service) executionArnOf(ctx context.Context, l lease.Lease) (string, er
 		}
 		sm = c.StateMachineArn
 	}
-	return job.ExecutionArn(sm, job.RunName(l.Type, l.JobKey, l.JobID, l.Redrive, l.Attempt)), nil
+	return job.ExecutionArn(sm, job.RunName(l.Type, l.JobSender, l.JobKey, l.JobID, l.Redrive, l.Attempt)), nil
 }
 
 // namedExecution is the execution a lease's attempt runs as the lease itself records it: its ARN, or
@@ -366,7 +369,7 @@ func namedExecution(l lease.Lease) string {
 	case l.ExecutionArn != "":
 		return l.ExecutionArn
 	case l.StateMachineArn != "":
-		return job.ExecutionArn(l.StateMachineArn, job.RunName(l.Type, l.JobKey, l.JobID, l.Redrive, l.Attempt))
+		return job.ExecutionArn(l.StateMachineArn, job.RunName(l.Type, l.JobSender, l.JobKey, l.JobID, l.Redrive, l.Attempt))
 	}
 	return ""
 }
@@ -428,7 +431,7 @@ func (s *Service) makeVisible(ctx context.Context, l lease.Lease) error {
 		if gerr != nil {
 			return gerr
 		}
-		if cur != nil && cur.Version != l.Version && cur.Holds(l.JobKey, l.JobID, l.Redrive) && cur.Status == lease.Retrying {
+		if cur != nil && cur.Version != l.Version && cur.Holds(l.JobSender, l.JobKey, l.JobID, l.Redrive) && cur.Status == lease.Retrying {
 			return errStaleHandle
 		}
 		return nil

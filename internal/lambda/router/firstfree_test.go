@@ -50,7 +50,7 @@ func TestFirstFreeJobsGoToTheirWaitingGroups(t *testing.T) {
 					if want := job.WaitingGroupID("payments", lane.WaitingGroup(j, tt.limit)); g != want {
 						t.Errorf("job %s sent to group %q, want its waiting group %q", j.ID, g, want)
 					}
-					if d := aws.ToString(e.MessageDeduplicationId); d != job.DedupID("payments", "", j.ID, 0) {
+					if d := aws.ToString(e.MessageDeduplicationId); d != job.DedupID("payments", "", "", j.ID, 0) {
 						t.Errorf("job %s deduplication id %q, want the job's", j.ID, d)
 					}
 					got[j.ID] = g

@@ -224,10 +224,10 @@ func (r *Router) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 			Id:                     aws.String(id),
 			MessageBody:            aws.String(string(body)),
 			MessageGroupId:         aws.String(x.group),
-			MessageDeduplicationId: aws.String(job.DedupID(x.j.Type, x.j.Key, x.j.ID, x.j.Redrive)),
+			MessageDeduplicationId: aws.String(job.DedupID(x.j.Type, x.j.Sender, x.j.Key, x.j.ID, x.j.Redrive)),
 		})
 		byEntry[id] = x
-		r.Log.InfoContext(ctx, "routed", "jobId", x.j.ID, "type", x.j.Type, "key", x.j.Key, "lane", x.lane, "group", x.group, "strategy", x.cfg.Strategy)
+		r.Log.InfoContext(ctx, "routed", "jobId", x.j.ID, "type", x.j.Type, "key", x.j.Key, "sender", x.j.Sender, "lane", x.lane, "group", x.group, "strategy", x.cfg.Strategy)
 	}
 	if len(entries) == 0 {
 		return resp, nil
@@ -310,8 +310,8 @@ func heldAttributes(x *routed) map[string]types.MessageAttributeValue {
 	attrs := map[string]types.MessageAttributeValue{SubmittedAtAttribute: {
 		DataType: aws.String("Number"), StringValue: aws.String(strconv.FormatInt(x.j.SubmittedAt.UnixMilli(), 10)),
 	}}
-	if x.sender != "" {
-		attrs[SenderAttribute] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(x.sender)}
+	if x.j.Sender != "" {
+		attrs[SenderAttribute] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(x.j.Sender)}
 	}
 	return attrs
 }
@@ -344,9 +344,10 @@ func receives(m events.SQSMessage) int {
 // check validates a message and reads its type's configuration. A job.Error means the job is
 // refused for good.
 func (r *Router) check(ctx context.Context, m events.SQSMessage) (*routed, error) {
-	at, sender := r.origin(m)
+	at, principal, sender := r.origin(m)
 	j, err := job.Parse([]byte(m.Body), m.MessageId, at)
-	x := &routed{m: m, j: j, sender: sender}
+	j.Sender = sender // the router's to say, never the body's
+	x := &routed{m: m, j: j, sender: principal}
 	if err != nil {
 		return x, err
 	}
@@ -386,7 +387,7 @@ func (r *Router) reject(ctx context.Context, m events.SQSMessage, j job.Job, rea
 		body = withID(body, j.ID)
 	}
 	return r.DLQ.Send(ctx, deadletter.Entry{
-		Reason: string(reason), Source: "router", Type: j.Type, JobID: j.ID, Key: j.Key, Error: string(reason), Cause: cause.Error(), Body: body,
+		Reason: string(reason), Source: "router", Type: j.Type, JobID: j.ID, Key: j.Key, Sender: j.Sender, Error: string(reason), Cause: cause.Error(), Body: body,
 		Batch: batchID, Redrive: j.Redrive, Refused: true,
 		BatchRecorded: uncounted, // not to be recorded: its batch is not (known to be) its sender's
 	})

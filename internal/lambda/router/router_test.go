@@ -198,10 +198,10 @@ func checkSent(t *testing.T, got []types.SendMessageBatchRequestEntry, want []wa
 }
 
 var goodWant = []wantSent{
-	{typ: "payments", id: "order-1", input: `{"amount":10,"card":"SECRET-4111"}`, sentMs: 1709978400123, dedup: "payments-order-1"},
-	{typ: "reports", id: goodReports, input: `{"month":"2024-02"}`, sentMs: 1709978401000, dedup: "reports-" + goodReports},
-	{typ: "reports", id: "r:2024.02", input: `{}`, sentMs: 1709978402500, dedup: "reports-r:2024.02"},
-	{typ: "adhoc", id: "x-1", input: `{}`, sentMs: 1709978403999, dedup: "adhoc-x-1"},
+	{typ: "payments", id: "order-1", input: `{"amount":10,"card":"SECRET-4111"}`, sentMs: 1709978400123, dedup: "payments-order-1~sAIDAIENQZJOLO23YVJ4VO"},
+	{typ: "reports", id: goodReports, input: `{"month":"2024-02"}`, sentMs: 1709978401000, dedup: "reports-" + goodReports + "~sAIDAIENQZJOLO23YVJ4VO"},
+	{typ: "reports", id: "r:2024.02", input: `{}`, sentMs: 1709978402500, dedup: "reports-r:2024.02~sAIDAIENQZJOLO23YVJ4VO"},
+	{typ: "adhoc", id: "x-1", input: `{}`, sentMs: 1709978403999, dedup: "adhoc-x-1~sAIDAIENQZJOLO23YVJ4VO"},
 }
 
 func TestHandleGoodBatch(t *testing.T) {
@@ -289,8 +289,8 @@ func TestHandleMixedBatch(t *testing.T) {
 		bodyOf[m.MessageId] = m.Body
 	}
 	good := []wantSent{
-		{typ: "payments", id: "order-2", input: `{"card":"SECRET-4111"}`, sentMs: 1709978500000, dedup: "payments-order-2"},
-		{typ: "reports", id: "j-6", input: `{"card":"SECRET-4111"}`, sentMs: 1709978500005, dedup: "reports-j-6"},
+		{typ: "payments", id: "order-2", input: `{"card":"SECRET-4111"}`, sentMs: 1709978500000, dedup: "payments-order-2~sAIDAIENQZJOLO23YVJ4VO"},
+		{typ: "reports", id: "j-6", input: `{"card":"SECRET-4111"}`, sentMs: 1709978500005, dedup: "reports-j-6~sAIDAIENQZJOLO23YVJ4VO"},
 	}
 	dead := []wantDead{
 		{messageID: mixedNotJSON, reason: "not_json"},

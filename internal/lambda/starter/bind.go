@@ -190,7 +190,7 @@ func (s *Starter) held(ctx context.Context, x *msg, own lease.Lease) (verdict, e
 // holding returns the lease that holds job j's run, if any.
 func holding(leases []lease.Lease, j job.Job) *lease.Lease {
 	for i, l := range leases {
-		if l.Holds(j.Key, j.ID, j.Redrive) {
+		if l.Holds(j.Sender, j.Key, j.ID, j.Redrive) {
 			return &leases[i]
 		}
 	}
@@ -245,7 +245,7 @@ func (s *Starter) bindFree(ctx context.Context, x *msg, cfg config.TypeConfig, l
 			continue
 		}
 		b, err := s.Leases.Put(ctx, lease.Lease{
-			Type: x.key.Type, Lane: ln, JobID: x.job.ID, JobKey: x.job.Key, Batch: x.job.Batch, Redrive: x.job.Redrive, MessageID: x.MessageId,
+			Type: x.key.Type, Lane: ln, JobID: x.job.ID, JobKey: x.job.Key, JobSender: x.job.Sender, Batch: x.job.Batch, Redrive: x.job.Redrive, MessageID: x.MessageId,
 			Attempt: x.job.Attempts, Status: lease.Bound, StartedAt: s.now(), SubmittedAt: x.job.SubmittedAt,
 		}, nil)
 		if errors.Is(err, lease.ErrConflict) {
@@ -268,7 +268,7 @@ func (s *Starter) sendBound(ctx context.Context, x *msg, bound lease.Lease) (ver
 	if err != nil {
 		return hold, fmt.Errorf("encode job: %w", err)
 	}
-	dedup := job.BoundDedupID(j.Type, j.Key, j.ID, j.Redrive, to, x.MessageId, bound.StartedAt.UnixNano())
+	dedup := job.BoundDedupID(j.Type, j.Sender, j.Key, j.ID, j.Redrive, to, x.MessageId, bound.StartedAt.UnixNano())
 	if _, err := s.Queue.SendMessage(ctx, &sqs.SendMessageInput{
 		QueueUrl: &s.QueueURL, MessageBody: aws.String(string(body)),
 		MessageGroupId: aws.String(job.GroupID(j.Type, to)), MessageDeduplicationId: &dedup,
@@ -292,7 +292,7 @@ func (s *Starter) sendTo(ctx context.Context, x *msg, j job.Job, to int, cfg con
 	if to == job.WaitingLane {
 		group = cfg.WaitingGroup(j)
 	}
-	dedup := job.MovedDedupID(j.Type, j.Key, j.ID, j.Redrive, to, x.MessageId)
+	dedup := job.MovedDedupID(j.Type, j.Sender, j.Key, j.ID, j.Redrive, to, x.MessageId)
 	if _, err := s.Queue.SendMessage(ctx, &sqs.SendMessageInput{
 		QueueUrl: &s.QueueURL, MessageBody: aws.String(string(body)),
 		MessageGroupId: aws.String(group), MessageDeduplicationId: &dedup,

@@ -88,7 +88,7 @@ func TestBindWaitingJobsToFreeLanes(t *testing.T) {
 	}
 	lanes := map[int]string{}
 	for _, c := range cs {
-		if c.lane < 1 || c.lane > 3 || c.dedup != job.BoundDedupID("reports", "", c.id, 0, c.lane, "msg-"+c.id, t0.UnixNano()) {
+		if c.lane < 1 || c.lane > 3 || c.dedup != job.BoundDedupID("reports", "", "", c.id, 0, c.lane, "msg-"+c.id, t0.UnixNano()) {
 			t.Errorf("copy %+v, want one in lanes 1..3 with the bind's deduplication id", c)
 		}
 		if prev, dup := lanes[c.lane]; dup {
@@ -317,7 +317,7 @@ func TestJobAtALaneBoundToAnother(t *testing.T) {
 				t.Errorf("failures %v, starts %v; want the message acknowledged, nothing started", failures(resp), r.sfn.Starts())
 			}
 			c := copies(t, r)
-			if len(c) != 1 || c[0].lane != job.WaitingLane || c[0].attempt != 1 || c[0].dedup != job.MovedDedupID("reports", "", "r-1", 0, job.WaitingLane, "msg-r-1") {
+			if len(c) != 1 || c[0].lane != job.WaitingLane || c[0].attempt != 1 || c[0].dedup != job.MovedDedupID("reports", "", "", "r-1", 0, job.WaitingLane, "msg-r-1") {
 				t.Errorf("copies = %+v, want r-1 back in a waiting group with its attempt and its own deduplication id", c)
 			}
 			checkLeases(t, r.leases, map[lease.Key]wantLease{{Type: "reports", Lane: 2}: {JobID: "other", Status: lease.Bound}})

@@ -40,7 +40,7 @@ func (s *Starter) claimAndStart(ctx context.Context, x *msg) (verdict, error) {
 }
 
 func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdict, error) {
-	if l != nil && !l.Holds(x.job.Key, x.job.ID, x.job.Redrive) {
+	if l != nil && !l.Holds(x.job.Sender, x.job.Key, x.job.ID, x.job.Redrive) {
 		return s.laneHeld(ctx, x, *l)
 	}
 	if l != nil && l.MessageID == x.MessageId && x.receives() < l.Receives {
@@ -197,7 +197,7 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 		attempt = l.Attempt + 1
 	}
 	if l != nil && l.Status == lease.Starting && l.ExecutionArn != "" &&
-		l.ExecutionArn != job.ExecutionArn(stateMachine, job.RunName(x.key.Type, x.job.Key, x.job.ID, x.job.Redrive, attempt)) {
+		l.ExecutionArn != job.ExecutionArn(stateMachine, job.RunName(x.key.Type, x.job.Sender, x.job.Key, x.job.ID, x.job.Redrive, attempt)) {
 		// A claim (above all a running lease, read as one) an earlier version named otherwise than
 		// today: its execution is looked up by the name the lease records. Started again under
 		// today's name, a running attempt would run a second time.
@@ -210,9 +210,9 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 	// The claim is the only write of a start: a claim whose execution exists is a running job, and
 	// every reader of a lease takes it for one (docs/design.md, "Lease status").
 	claim := lease.Lease{
-		Type: x.key.Type, Lane: x.key.Lane, JobID: x.job.ID, JobKey: x.job.Key, Batch: x.job.Batch, MessageID: x.MessageId, ReceiptHandle: x.ReceiptHandle, Receives: x.receives(),
+		Type: x.key.Type, Lane: x.key.Lane, JobID: x.job.ID, JobKey: x.job.Key, JobSender: x.job.Sender, Batch: x.job.Batch, MessageID: x.MessageId, ReceiptHandle: x.ReceiptHandle, Receives: x.receives(),
 		Attempt: attempt, Redrive: x.job.Redrive, Status: lease.Starting, StartedAt: startedAt, SubmittedAt: x.job.SubmittedAt,
-		StateMachineArn: stateMachine, ExecutionArn: job.ExecutionArn(stateMachine, job.RunName(x.key.Type, x.job.Key, x.job.ID, x.job.Redrive, attempt)),
+		StateMachineArn: stateMachine, ExecutionArn: job.ExecutionArn(stateMachine, job.RunName(x.key.Type, x.job.Sender, x.job.Key, x.job.ID, x.job.Redrive, attempt)),
 	}
 	claimed, err := s.Leases.Put(ctx, claim, l)
 	if err != nil {
@@ -374,7 +374,7 @@ func (s *Starter) alreadyExists(ctx context.Context, x *msg, claimed lease.Lease
 		if last > 0 {
 			later := claimed
 			later.Attempt = last
-			later.ExecutionArn = job.ExecutionArn(claimed.StateMachineArn, job.RunName(x.key.Type, x.job.Key, x.job.ID, x.job.Redrive, last))
+			later.ExecutionArn = job.ExecutionArn(claimed.StateMachineArn, job.RunName(x.key.Type, x.job.Sender, x.job.Key, x.job.ID, x.job.Redrive, last))
 			written, err := s.Leases.Put(ctx, later, &claimed)
 			if err != nil {
 				return hold, err
@@ -403,7 +403,7 @@ func (s *Starter) alreadyExists(ctx context.Context, x *msg, claimed lease.Lease
 // A job of another key with the same id is another job (docs/design.md, "Job identity across
 // tenants").
 func sameJob(m job.Meta, x *msg) bool {
-	return m.Type == x.key.Type && m.Key == x.job.Key && m.ID == x.job.ID && m.Redrive == x.job.Redrive
+	return m.Type == x.key.Type && m.Sender == x.job.Sender && m.Key == x.job.Key && m.ID == x.job.ID && m.Redrive == x.job.Redrive
 }
 
 // overCap says why the job may not start in own's lane ("" when it may): its key runs its cap in

@@ -46,7 +46,7 @@ func keyed(t *testing.T, group, key, id string, receive int) events.SQSMessage {
 func keyedExecution(typ string, ln int, key, id string, attempt int, st sfntypes.ExecutionStatus) fakes.Execution {
 	x := execution(typ, ln, id, attempt, st, "", "")
 	j := job.Job{Type: typ, ID: id, Key: key, Input: json.RawMessage(`{}`), SubmittedAt: submitted}
-	x.Name, x.Input = job.RunName(typ, key, id, 0, attempt), string(j.ExecutionInput(ln, attempt).MustJSON())
+	x.Name, x.Input = job.RunName(typ, "", key, id, 0, attempt), string(j.ExecutionInput(ln, attempt).MustJSON())
 	return x
 }
 
@@ -252,7 +252,7 @@ func TestRetryWaitsWhenItsKeysCapWasLowered(t *testing.T) {
 	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{keyed(t, job.GroupID("llm", 2), "acme", "a-2", 3)}}); err != nil {
 		t.Fatal(err)
 	}
-	if got := startNames(r.sfn); len(got) != 1 || got[0] != job.RunName("llm", "acme", "a-2", 0, 2) {
+	if got := startNames(r.sfn); len(got) != 1 || got[0] != job.RunName("llm", "", "acme", "a-2", 0, 2) {
 		t.Errorf("starts = %v, want a-2's attempt 2 in its lane", got)
 	}
 }

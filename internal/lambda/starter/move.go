@@ -61,7 +61,7 @@ func (s *Starter) move(ctx context.Context, x *msg, l *lease.Lease, cfg config.T
 // must neither find them nor be dropped by SQS as a copy of this run (docs/design.md, "Redrive").
 func (s *Starter) refuse(ctx context.Context, x *msg, l *lease.Lease, reason, cause string) (verdict, error) {
 	body, _ := json.Marshal(x.job.Resubmission(x.job.Redrive + 1))
-	if err := s.DLQ.Send(ctx, deadletter.Entry{Reason: reason, Source: "starter", Type: x.job.Type, JobID: x.job.ID, Key: x.job.Key, Cause: cause, Body: string(body),
+	if err := s.DLQ.Send(ctx, deadletter.Entry{Reason: reason, Source: "starter", Type: x.job.Type, JobID: x.job.ID, Key: x.job.Key, Sender: x.job.Sender, Cause: cause, Body: string(body),
 		Batch: x.job.Batch, Redrive: x.job.Redrive}); err != nil {
 		return hold, err
 	}

@@ -33,7 +33,7 @@ const maxOwnAttempts = 100
 func (s *Starter) lastOwnAttempt(ctx context.Context, x *msg, sm string, from int) (int, *sfn.DescribeExecutionOutput, error) {
 	last, lastD := 0, (*sfn.DescribeExecutionOutput)(nil)
 	for a := from; a < from+maxOwnAttempts; a++ {
-		arn := job.ExecutionArn(sm, job.RunName(x.key.Type, x.job.Key, x.job.ID, x.job.Redrive, a))
+		arn := job.ExecutionArn(sm, job.RunName(x.key.Type, x.job.Sender, x.job.Key, x.job.ID, x.job.Redrive, a))
 		d, err := s.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: &arn})
 		if isErr[*sfntypes.ExecutionDoesNotExist](err) {
 			return last, lastD, nil
@@ -73,7 +73,7 @@ func (s *Starter) confirm(ctx context.Context, x *msg, l lease.Lease) (v verdict
 // confirmSince is confirm for a claim whose start may have been tried as early as since: an
 // execution not found is believed missing only DescribeSettle after it.
 func (s *Starter) confirmSince(ctx context.Context, x *msg, l lease.Lease, since time.Time) (v verdict, err error, decided bool) {
-	name := job.RunName(l.Type, l.JobKey, l.JobID, l.Redrive, l.Attempt)
+	name := job.RunName(l.Type, l.JobSender, l.JobKey, l.JobID, l.Redrive, l.Attempt)
 	arn := s.Releaser.ExecutionArnOf(ctx, l)
 	d, err := s.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: &arn})
 	if isErr[*sfntypes.ExecutionDoesNotExist](err) {
@@ -128,9 +128,9 @@ func (s *Starter) ownAttempt(ctx context.Context, x *msg, l *lease.Lease, cfg co
 		x.job.Attempts = attempt
 		return hold, nil, false
 	}
-	arn := job.ExecutionArn(cfg.StateMachineArn, job.RunName(x.key.Type, x.job.Key, x.job.ID, x.job.Redrive, attempt))
+	arn := job.ExecutionArn(cfg.StateMachineArn, job.RunName(x.key.Type, x.job.Sender, x.job.Key, x.job.ID, x.job.Redrive, attempt))
 	claim := lease.Lease{
-		Type: x.key.Type, Lane: x.key.Lane, JobID: x.job.ID, JobKey: x.job.Key, Batch: x.job.Batch, MessageID: x.MessageId, ReceiptHandle: x.ReceiptHandle, Receives: x.receives(),
+		Type: x.key.Type, Lane: x.key.Lane, JobID: x.job.ID, JobKey: x.job.Key, JobSender: x.job.Sender, Batch: x.job.Batch, MessageID: x.MessageId, ReceiptHandle: x.ReceiptHandle, Receives: x.receives(),
 		Attempt: attempt, Redrive: x.job.Redrive, Status: lease.Starting, StartedAt: s.now(), SubmittedAt: x.job.SubmittedAt,
 		StateMachineArn: cfg.StateMachineArn, ExecutionArn: arn,
 	}
@@ -173,7 +173,7 @@ func (s *Starter) releaseEnded(ctx context.Context, x *msg, l lease.Lease, outco
 		return s.dropStale(ctx, x, l)
 	}
 	res, err := s.Releaser.Release(ctx, releaser.Request{
-		Key: l.Key(), JobID: l.JobID, JobKey: l.JobKey, Redrive: l.Redrive, Attempt: l.Attempt, Outcome: outcome,
+		Key: l.Key(), JobID: l.JobID, JobKey: l.JobKey, JobSender: l.JobSender, Redrive: l.Redrive, Attempt: l.Attempt, Outcome: outcome,
 		Error: aws.ToString(d.Error), Cause: aws.ToString(d.Cause), Source: "starter",
 	})
 	if err != nil {
@@ -214,7 +214,7 @@ func (s *Starter) laneHeld(ctx context.Context, x *msg, other lease.Lease) (verd
 		default:
 			if outcome, closed := releaser.OutcomeOf(string(d.Status)); closed {
 				if _, err := s.Releaser.Release(ctx, releaser.Request{
-					Key: other.Key(), JobID: other.JobID, JobKey: other.JobKey, Redrive: other.Redrive, Attempt: other.Attempt, Outcome: outcome,
+					Key: other.Key(), JobID: other.JobID, JobKey: other.JobKey, JobSender: other.JobSender, Redrive: other.Redrive, Attempt: other.Attempt, Outcome: outcome,
 					Error: aws.ToString(d.Error), Cause: aws.ToString(d.Cause), Source: "starter",
 				}); err != nil {
 					return hold, err
@@ -282,7 +282,7 @@ func (s *Starter) rewait(ctx context.Context, x *msg) (verdict, error) {
 				// is most often a stale copy of a delivery that release already acted on.
 				// No lease of it is left, so no release counts it in its batch: count it here, before
 				// its message goes (a duplicate if a release did).
-				if err := s.Releaser.BatchEnded(ctx, lease.Lease{Type: x.key.Type, JobID: j.ID, JobKey: j.Key, Batch: j.Batch, Redrive: j.Redrive}, batch.Succeeded); err != nil {
+				if err := s.Releaser.BatchEnded(ctx, lease.Lease{Type: x.key.Type, JobID: j.ID, JobKey: j.Key, JobSender: j.Sender, Batch: j.Batch, Redrive: j.Redrive}, batch.Succeeded); err != nil {
 					return hold, err
 				}
 				x.log.InfoContext(ctx, "this message's last attempt succeeded; nothing left to run", "attempt", last)
@@ -323,7 +323,7 @@ func (s *Starter) rewait(ctx context.Context, x *msg) (verdict, error) {
 				// generation), so it is made as the release makes it, from the execution's input.
 				var in job.ExecutionInput
 				if json.Unmarshal([]byte(aws.ToString(d.Input)), &in) == nil {
-					x.job.Key, x.job.Priority, x.job.Input = in.Job.Key, in.Job.Priority, in.Input
+					x.job.Key, x.job.Sender, x.job.Priority, x.job.Input = in.Job.Key, in.Job.Sender, in.Job.Priority, in.Input
 				}
 				x.job.BatchSize = 0
 				return s.refuse(ctx, x, nil, reason, cmp.Or(aws.ToString(d.Cause), aws.ToString(d.Error), string(d.Status)))

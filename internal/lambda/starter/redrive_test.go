@@ -131,12 +131,12 @@ func TestRedriveOfStarterDeadLetterRunsAgain(t *testing.T) {
 			if len(lanes.queued) != 1 {
 				t.Fatalf("routed job: %d lanes messages, want 1", len(lanes.queued))
 			}
-			n := run(0, job.RunName("llm", "", "j1", 0, 1))
+			n := run(0, job.RunName("llm", "", "", "j1", 0, 1))
 			_, ln, _ := job.ParseGroupID(lanes.queued[n].MessageGroupID)
 			key := lease.Key{Type: "llm", Lane: ln}
 
 			// Attempt 1 fails: the lane keeps the job for attempt 2.
-			r.sfn.Close(fakes.ExecutionArn(smArn, job.RunName("llm", "", "j1", 0, 1)), sfntypes.ExecutionStatusFailed, "JobFailed", "boom")
+			r.sfn.Close(fakes.ExecutionArn(smArn, job.RunName("llm", "", "", "j1", 0, 1)), sfntypes.ExecutionStatusFailed, "JobFailed", "boom")
 			res, err := r.rel.Release(ctx, releaser.Request{Key: key, JobID: "j1", Attempt: 1, Outcome: releaser.Failed, Error: "JobFailed", Source: "workflow"})
 			if err != nil || res != releaser.Retried {
 				t.Fatalf("release of failed attempt 1 = %s, %v; want retried", res, err)
@@ -167,7 +167,7 @@ func TestRedriveOfStarterDeadLetterRunsAgain(t *testing.T) {
 				t.Fatalf("redriven job was accepted by SQS and not enqueued: its deduplication id %q was sent to group %s 40s before",
 					lanes.queued[0].MessageDeduplicationID, lanes.queued[0].MessageGroupID)
 			}
-			run(before, job.RunName("llm", "", "j1", sub.Redrive, 1))
+			run(before, job.RunName("llm", "", "", "j1", sub.Redrive, 1))
 		})
 	}
 }

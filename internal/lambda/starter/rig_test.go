@@ -109,7 +109,7 @@ func message(t *testing.T, group, jobID, body string, receive int) events.SQSMes
 	}
 	typ, _, _ := job.ParseGroupID(group)
 	attrs["MessageGroupId"] = group
-	attrs["MessageDeduplicationId"] = job.DedupID(typ, "", jobID, 0)
+	attrs["MessageDeduplicationId"] = job.DedupID(typ, "", "", jobID, 0)
 	attrs["ApproximateReceiveCount"] = strconv.Itoa(receive)
 	m.Attributes = attrs
 	m.MessageId = "msg-" + jobID

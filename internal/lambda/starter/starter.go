@@ -228,7 +228,7 @@ func (s *Starter) pick(ctx context.Context, ms []events.SQSMessage) int {
 	}
 	for i, m := range ms {
 		var j job.Job
-		if json.Unmarshal([]byte(m.Body), &j) == nil && l.Holds(j.Key, j.ID, j.Redrive) {
+		if json.Unmarshal([]byte(m.Body), &j) == nil && l.Holds(j.Sender, j.Key, j.ID, j.Redrive) {
 			return i
 		}
 	}
@@ -261,11 +261,11 @@ func (s *Starter) processIn(ctx context.Context, m events.SQSMessage, view *leas
 	var j job.Job
 	jerr := json.Unmarshal([]byte(m.Body), &j)
 	badPriority := j.Priority != 0 && (j.Priority < job.MinPriority || j.Priority > job.MaxPriority)
-	if gerr != nil || jerr != nil || j.Type != typ || job.ValidateID(j.ID) != nil || job.ValidateKey(j.Key) != nil || badPriority ||
+	if gerr != nil || jerr != nil || j.Type != typ || job.ValidateID(j.ID) != nil || job.ValidateKey(j.Key) != nil || job.ValidateSender(j.Sender) != nil || badPriority ||
 		job.ValidateBatch(j.Batch, j.BatchSize) != nil {
 		detail := fmt.Sprintf("group %q, body not a job for it", m.Attributes["MessageGroupId"])
 		s.Log.WarnContext(ctx, "lanes-queue message is not a job; dead-lettering it", "messageId", m.MessageId, "detail", detail)
-		if err := s.DLQ.Send(ctx, deadletter.Entry{Reason: ReasonBadMessage, Source: "starter", Type: typ, JobID: j.ID, Key: j.Key, Cause: detail, Body: m.Body,
+		if err := s.DLQ.Send(ctx, deadletter.Entry{Reason: ReasonBadMessage, Source: "starter", Type: typ, JobID: j.ID, Key: j.Key, Sender: j.Sender, Cause: detail, Body: m.Body,
 			Batch: j.Batch, Redrive: j.Redrive, Refused: true}); err != nil {
 			s.Log.ErrorContext(ctx, "dead-letter failed", "messageId", m.MessageId, "error", err)
 			return s.backoff(ctx, m)

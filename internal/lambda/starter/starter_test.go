@@ -412,6 +412,15 @@ func TestHandle(t *testing.T) {
 			wantDLQ: []dead{{starter.ReasonBadMessage, "r-1001"}},
 		},
 		{
+			// Only a hand-made message gets here (the router names senders): a sender with a "/"
+			// could share another job's execution names.
+			name: "body with an invalid sender: dead-lettered",
+			give: func(t *testing.T) []events.SQSMessage {
+				return []events.SQSMessage{message(t, "reports-1", "r-1001", `{"type":"reports","id":"r-1001","sender":"AROA/x","input":{}}`, 1)}
+			},
+			wantDLQ: []dead{{starter.ReasonBadMessage, "r-1001"}},
+		},
+		{
 			name: "body with a priority out of range: dead-lettered",
 			give: func(t *testing.T) []events.SQSMessage {
 				return []events.SQSMessage{message(t, "reports-1", "r-1001", `{"type":"reports","id":"r-1001","priority":12,"input":{}}`, 1)}

@@ -68,7 +68,12 @@ type DeadLetter struct {
 	Type      string `json:"type,omitempty"`
 	JobID     string `json:"jobId,omitempty"`
 	// Key is the job's key (its key attribute, else its body's): a job is its type, key and id.
-	Key      string    `json:"key,omitempty"`
+	Key string `json:"key,omitempty"`
+	// Sender is the job's sender (job.Job.Sender): its sender attribute on a dead letter the
+	// limiter sent, the principal of its SenderId on a message SQS moved from the general queue
+	// ("" for a dead letter sent before senders were part of a job's identity). A job is its type,
+	// sender, key and id.
+	Sender   string    `json:"sender,omitempty"`
 	Attempt  int       `json:"attempt,omitempty"`
 	Error    string    `json:"error,omitempty"`
 	Cause    string    `json:"cause,omitempty"`
@@ -163,6 +168,10 @@ func decode(m types.Message) DeadLetter {
 		Type: attr(deadletter.AttrType), JobID: attr(deadletter.AttrJobID), Key: attr(deadletter.AttrKey), Error: attr(deadletter.AttrError),
 		Cause: attr(deadletter.AttrCause), Body: aws.ToString(m.Body), receipt: aws.ToString(m.ReceiptHandle),
 		movedBySQS: movedBySQS, sender: ledger.Principal(m.Attributes[string(types.MessageSystemAttributeNameSenderId)]),
+	}
+	d.Sender = attr(deadletter.AttrSender)
+	if movedBySQS {
+		d.Sender = job.Sender(d.sender, "")
 	}
 	d.Attempt, _ = strconv.Atoi(attr(deadletter.AttrAttempt))
 	if ms, err := strconv.ParseInt(m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)], 10, 64); err == nil {
@@ -400,18 +409,40 @@ func (d DLQ) refusal(ctx context.Context, m DeadLetter) error {
 	return err
 }
 
-// jobKey names a dead letter's job, its type, key and id (two keys' jobs with one id are two jobs,
-// each redriven); bodyKey its body (a refused job without an id has only that).
+// jobKey names a dead letter's job, its type, sender, key and id (two keys' or two senders' jobs
+// with one id are two jobs, each redriven); bodyKey its body and sender (a refused job without an
+// id has only that).
 func jobKey(m DeadLetter) string {
 	if m.JobID == "" {
 		return bodyKey(m)
 	}
-	return "job\x00" + m.Type + "\x00" + m.Key + "\x00" + m.JobID
+	return "job\x00" + m.Type + "\x00" + m.Sender + "\x00" + m.Key + "\x00" + m.JobID
 }
+
+// behalfOf is what a redrive sends a dead letter with, on behalf of its job's producer: the
+// SenderAttribute names the producer (the sender's part after ">" for a job that was itself a
+// redrive), and the router makes the job's sender "{caller}>{producer}" (job.Sender), the caller's
+// own. So two producers' dead letters of one type, key and id stay two jobs once the operator sends
+// them again, while no caller can send a job as another's: a producer that redrives its own dead
+// letter gets its own sender back.
+func behalfOf(m DeadLetter) map[string]types.MessageAttributeValue {
+	if m.Sender == "" {
+		return nil
+	}
+	p := m.Sender
+	if _, producer, ok := strings.Cut(p, ">"); ok {
+		p = producer
+	}
+	return map[string]types.MessageAttributeValue{SenderAttribute: {DataType: aws.String("String"), StringValue: aws.String(p)}}
+}
+
+// SenderAttribute is the router's attribute naming on whose behalf a message is sent
+// (router.SenderAttribute).
+const SenderAttribute = "sfnlimitSender"
 
 func bodyKey(m DeadLetter) string {
 	sum := sha256.Sum256([]byte(m.Body))
-	return "body\x00" + hex.EncodeToString(sum[:])
+	return "body\x00" + m.Sender + "\x00" + hex.EncodeToString(sum[:])
 }
 
 // move sends dead letters to the general queue and deletes the sent ones from the dead-letter
@@ -419,7 +450,7 @@ func bodyKey(m DeadLetter) string {
 func (d DLQ) move(ctx context.Context, sender *sqsbatch.Sender, ms []DeadLetter, res *RedriveResult) (kept []DeadLetter) {
 	entries := make([]types.SendMessageBatchRequestEntry, len(ms))
 	for i, m := range ms {
-		entries[i] = types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(m.Body)}
+		entries[i] = types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(m.Body), MessageAttributes: behalfOf(m)}
 	}
 	failures, _ := sender.Send(ctx, entries)
 	failed := map[string]sqsbatch.Failure{}

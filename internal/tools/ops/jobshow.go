@@ -38,6 +38,14 @@ type JobFinder struct {
 	// and attempts, and the types to search when none is given.
 	Config   *config.Resolver
 	Defaults config.Defaults
+	// Caller is the principal of the command line's credentials (batch.Principal; "" unknown): the
+	// sender of the jobs it submits. A job is its type, sender, key and id, and an execution's name
+	// hashes its sender in, so a job is found only under senders looked for.
+	Caller string
+	// Senders, when not nil, are the only senders Show looks for (job show --sender). nil: a job
+	// without a sender (routed before senders were part of a job's identity), the caller's, and
+	// every sender whose job holds a lane.
+	Senders []string
 }
 
 // JobView is what is known of one job.
@@ -48,6 +56,10 @@ type JobView struct {
 	// (job.key); "" for the default key. KeyCap is the cap its key has now, when the type caps keys.
 	Key    string `json:"key,omitempty"`
 	KeyCap int    `json:"keyCap,omitempty"`
+	// Sender is the job's sender (job.Job.Sender: its producer's principal, or for an operator's
+	// redrive "{operator}>{producer}"); "" for a job routed before senders were part of a job's
+	// identity.
+	Sender string `json:"sender,omitempty"`
 	// Priority is the job's priority as its last execution's input has it (job.priority):
 	// job.PriorityName of it, "normal" when the input has none; "" when the job has no execution
 	// (its lease does not carry it).
@@ -121,8 +133,10 @@ const (
 )
 
 // Show finds a job of type typ, or of any type when typ is "" (the types with a limit or a lease).
-// A job is its type, key and id: key "" finds the job of the default key, and the job of any key
-// that holds a lane (its lease names its key); a keyed job that holds none is found with its key.
+// A job is its type, sender, key and id: key "" finds the job of the default key, and the job of
+// any key that holds a lane (its lease names its key); a keyed job that holds none is found with
+// its key. Likewise the senders looked for are f.Senders, or the job without a sender, the
+// caller's, and any sender's that holds a lane: every match is returned.
 // It returns ErrJobNotFound when no type has a lease or an execution of it.
 func (f JobFinder) Show(ctx context.Context, typ, key, id string) ([]JobView, error) {
 	if err := job.ValidateID(id); err != nil {
@@ -167,8 +181,8 @@ func (f JobFinder) Show(ctx context.Context, typ, key, id string) ([]JobView, er
 	for _, t := range types {
 		var none *JobView // the job of the first key, found nowhere
 		n := len(out)
-		for _, k := range jobKeysOf(leases, t, key, id) {
-			v, err := f.show(ctx, t, k, id, leases)
+		for _, c := range f.jobsOf(leases, t, key, id) {
+			v, err := f.show(ctx, t, c.sender, c.key, id, leases)
 			if err != nil {
 				return nil, err
 			}
@@ -188,24 +202,41 @@ func (f JobFinder) Show(ctx context.Context, typ, key, id string) ([]JobView, er
 		if key == "" {
 			hint = " (a job of a key that holds no lane: --key)"
 		}
+		if f.Senders == nil {
+			hint += " (another sender's job that holds no lane: --sender)"
+		}
 		return out, fmt.Errorf("%w: no lease and no execution of job %s%s%s; it may wait in a queue, have been refused (sfnlimit dlq list --id %s), or never have been sent", ErrJobNotFound, id, ofType(typ), hint, id)
 	}
 	return out, nil
 }
 
-// jobKeysOf is the keys whose job id of type typ is looked up: key when given, else the default key
-// and every key whose job id holds a lane of typ.
-func jobKeysOf(leases []lease.Lease, typ, key, id string) []string {
-	keys := []string{key}
-	if key != "" {
-		return keys
-	}
-	for _, l := range leases {
-		if l.Type == typ && l.JobID == id && !slices.Contains(keys, l.JobKey) {
-			keys = append(keys, l.JobKey)
+// candidate is a sender and key whose job of an id is looked up.
+type candidate struct{ sender, key string }
+
+// jobsOf is the senders and keys whose job id of type typ is looked up: each of the senders looked
+// for (f.Senders, else no sender and the caller's) with key when given, else with the default key;
+// and every job id of typ that holds a lane, of a key and sender looked for.
+func (f JobFinder) jobsOf(leases []lease.Lease, typ, key, id string) []candidate {
+	senders := f.Senders
+	if senders == nil {
+		senders = []string{""}
+		if s := job.Sender(f.Caller, ""); s != "" {
+			senders = append(senders, s)
 		}
 	}
-	return keys
+	var out []candidate
+	for _, s := range senders {
+		out = append(out, candidate{s, key})
+	}
+	for _, l := range leases {
+		c := candidate{l.JobSender, l.JobKey}
+		if l.Type != typ || l.JobID != id || slices.Contains(out, c) ||
+			(key != "" && l.JobKey != key) || (f.Senders != nil && !slices.Contains(f.Senders, l.JobSender)) {
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 func ofType(typ string) string {
@@ -215,8 +246,8 @@ func ofType(typ string) string {
 	return " of type " + typ
 }
 
-func (f JobFinder) show(ctx context.Context, typ, key, id string, leases []lease.Lease) (JobView, error) {
-	v := JobView{Type: typ, ID: id, Key: key, MaxAttempts: f.Defaults.DefaultMaxAttempts, Executions: []ExecutionView{}}
+func (f JobFinder) show(ctx context.Context, typ, sender, key, id string, leases []lease.Lease) (JobView, error) {
+	v := JobView{Type: typ, ID: id, Key: key, Sender: sender, MaxAttempts: f.Defaults.DefaultMaxAttempts, Executions: []ExecutionView{}}
 	machines := []string{}
 	var cfg *config.TypeConfig // nil: the type has no limit
 	if c, err := f.Config.Get(ctx, typ); err == nil {
@@ -233,7 +264,7 @@ func (f JobFinder) show(ctx context.Context, typ, key, id string, leases []lease
 	}
 	minGen := 0
 	for _, l := range leases {
-		if l.Type == typ && l.JobKey == key && l.JobID == id {
+		if l.Type == typ && l.Holds(sender, key, id, l.Redrive) {
 			v.Lease = &LeaseView{Lane: l.Lane, Key: l.JobKey, Status: string(l.Status), Attempt: l.Attempt, Redrive: l.Redrive, ExecutionArn: l.ExecutionArn, StartedAt: l.StartedAt, UpdatedAt: l.UpdatedAt}
 			if !l.SubmittedAt.IsZero() {
 				s := l.SubmittedAt
@@ -251,7 +282,7 @@ func (f JobFinder) show(ctx context.Context, typ, key, id string, leases []lease
 		found := 0
 		misses := 0
 		for attempt := 1; attempt <= maxAttemptsSeen && misses < 2; attempt++ {
-			e, ok, err := f.find(ctx, machines, job.RunName(typ, key, id, gen, attempt))
+			e, ok, err := f.find(ctx, machines, job.RunName(typ, sender, key, id, gen, attempt))
 			if err != nil {
 				return v, err
 			}
@@ -412,6 +443,9 @@ func WriteJobs(w io.Writer, views []JobView) error {
 		if v.SubmittedAt != nil {
 			fmt.Fprintf(w, "  submitted  %s\n", v.SubmittedAt.Format(time.RFC3339))
 		}
+		if v.Sender != "" {
+			fmt.Fprintf(w, "  sender     %s\n", v.Sender)
+		}
 		if v.Key != "" || v.KeyCap > 0 {
 			fmt.Fprintf(w, "  key        %s\n", v.keyText())
 		}
@@ -472,7 +506,7 @@ const MaxEarlierChecks = 10
 
 // Earlier is a job submitted before: it has a lease or an execution. Execution names
 // ({type}-{id}-{attempt}) are unique for 90 days and the lanes queue drops a copy within 5 minutes,
-// so a job sent again with the same type and id never runs again.
+// so a job sent again by the same sender with the same type, key and id never runs again.
 type Earlier struct {
 	No    int    `json:"line,omitempty"`
 	Type  string `json:"type"`
@@ -524,7 +558,9 @@ func (f JobFinder) FindEarlier(ctx context.Context, jobs []Line) (found []Earlie
 			}
 			leases[l.Type] = ls
 		}
-		v, err := f.show(ctx, l.Type, l.Key, l.ID, ls)
+		// The jobs are sent as the caller's: a line repeats only the caller's own job (a job
+		// without a sender when the caller is unknown, as before senders were part of a job).
+		v, err := f.show(ctx, l.Type, job.Sender(f.Caller, ""), l.Key, l.ID, ls)
 		if err != nil {
 			return nil, checked, 0, err
 		}
@@ -536,17 +572,17 @@ func (f JobFinder) FindEarlier(ctx context.Context, jobs []Line) (found []Earlie
 			e.Execution, e.Status, e.Batch = v.Executions[n-1].Name, v.Executions[n-1].Status, v.Executions[n-1].batch
 		}
 		if v.Lease != nil {
-			e.Lane, e.Batch = v.Lease.Lane, leaseBatch(ls, l.Key, l.ID)
+			e.Lane, e.Batch = v.Lease.Lane, leaseBatch(ls, v.Sender, l.Key, l.ID)
 		}
 		found = append(found, e)
 	}
 	return found, checked, unchecked, nil
 }
 
-// leaseBatch is the batch of the lease of key's job id among a type's leases.
-func leaseBatch(leases []lease.Lease, key, id string) string {
+// leaseBatch is the batch of the lease of sender's and key's job id among a type's leases.
+func leaseBatch(leases []lease.Lease, sender, key, id string) string {
 	for _, l := range leases {
-		if l.JobKey == key && l.JobID == id {
+		if l.JobSender == sender && l.JobKey == key && l.JobID == id {
 			return l.Batch
 		}
 	}

@@ -20,13 +20,13 @@ func TestJobShowTellsKeysApart(t *testing.T) {
 	f, l := fakes.NewSFN(nil), fakes.NewLeaseStore(nil)
 	put := func(key string, attempt int, status sfntypes.ExecutionStatus) {
 		in := job.Job{Type: "llm", ID: "o-1", Key: key, Input: []byte(`{}`), SubmittedAt: now}.ExecutionInput(2, attempt).MustJSON()
-		f.Put(fakes.Execution{StateMachineArn: sampleArn, Name: job.RunName("llm", key, "o-1", 0, attempt), Status: status, Input: string(in), StartDate: now})
+		f.Put(fakes.Execution{StateMachineArn: sampleArn, Name: job.RunName("llm", "", key, "o-1", 0, attempt), Status: status, Input: string(in), StartDate: now})
 	}
 	put("acme", 1, sfntypes.ExecutionStatusSucceeded)
 	put("beta", 1, sfntypes.ExecutionStatusFailed)
 	put("beta", 2, sfntypes.ExecutionStatusRunning)
 	l.Set(lease.Lease{Type: "llm", Lane: 2, JobID: "o-1", JobKey: "beta", Attempt: 2, Status: lease.Starting, StartedAt: now,
-		ExecutionArn: fakes.ExecutionArn(sampleArn, job.RunName("llm", "beta", "o-1", 0, 2))})
+		ExecutionArn: fakes.ExecutionArn(sampleArn, job.RunName("llm", "", "beta", "o-1", 0, 2))})
 	r, err := config.NewResolver(defaults(), staticStore{{Type: "llm", Limit: 10, KeyLimit: 2}}, time.Second)
 	if err != nil {
 		t.Fatal(err)

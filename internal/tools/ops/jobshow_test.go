@@ -24,7 +24,7 @@ func TestJobShow(t *testing.T) {
 	mine := strings.Replace(sampleArn, "sfnlimit-sample", "mine", 1)
 	put := func(f *fakes.SFN, sm, typ, id string, redrive, attempt, lane int, status sfntypes.ExecutionStatus) {
 		in := job.Job{Type: typ, ID: id, Input: []byte(`{}`), SubmittedAt: submitted, Redrive: redrive}.ExecutionInput(lane, attempt).MustJSON()
-		f.Put(fakes.Execution{StateMachineArn: sm, Name: job.RunName(typ, "", id, redrive, attempt), Status: status, Input: string(in), StartDate: now})
+		f.Put(fakes.Execution{StateMachineArn: sm, Name: job.RunName(typ, "", "", id, redrive, attempt), Status: status, Input: string(in), StartDate: now})
 	}
 	tests := []struct {
 		name      string
@@ -63,7 +63,7 @@ func TestJobShow(t *testing.T) {
 				put(f, sampleArn, "payments", "o-1", 0, 1, 1, sfntypes.ExecutionStatusFailed)
 				put(f, sampleArn, "payments", "o-1", 0, 2, 1, sfntypes.ExecutionStatusRunning)
 				l.Set(lease.Lease{Type: "payments", Lane: 1, JobID: "o-1", Attempt: 2, Status: lease.Starting, StartedAt: now,
-					ExecutionArn: job.ExecutionArn(sampleArn, job.RunName("payments", "", "o-1", 0, 2))})
+					ExecutionArn: job.ExecutionArn(sampleArn, job.RunName("payments", "", "", "o-1", 0, 2))})
 			},
 			wantState: "running", wantExecs: 2, wantLane: 1,
 			wantDetail: "running attempt 2 of 3 on lane 1",
@@ -212,7 +212,7 @@ func TestJobShowKey(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	put := func(f *fakes.SFN, typ, key string, attempt int, status sfntypes.ExecutionStatus) {
 		in := job.Job{Type: typ, ID: "o-1", Key: key, Input: []byte(`{}`), SubmittedAt: now}.ExecutionInput(1, attempt).MustJSON()
-		f.Put(fakes.Execution{StateMachineArn: sampleArn, Name: job.RunName(typ, key, "o-1", 0, attempt), Status: status, Input: string(in), StartDate: now})
+		f.Put(fakes.Execution{StateMachineArn: sampleArn, Name: job.RunName(typ, "", key, "o-1", 0, attempt), Status: status, Input: string(in), StartDate: now})
 	}
 	ovs := staticStore{{Type: "llm", Limit: 10, KeyLimit: 2, KeyLimits: map[string]int{"acme": 5}}}
 	tests := []struct {
@@ -320,7 +320,7 @@ func TestJobShowPriority(t *testing.T) {
 			f, l := fakes.NewSFN(nil), fakes.NewLeaseStore(nil)
 			for i, p := range tt.prios {
 				in := job.Job{Type: "payments", ID: "o-1", Priority: p, Input: []byte(`{}`), SubmittedAt: now}.ExecutionInput(1, i+1).MustJSON()
-				f.Put(fakes.Execution{StateMachineArn: sampleArn, Name: job.RunName("payments", "", "o-1", 0, i+1), Status: sfntypes.ExecutionStatusFailed, Input: string(in), StartDate: now})
+				f.Put(fakes.Execution{StateMachineArn: sampleArn, Name: job.RunName("payments", "", "", "o-1", 0, i+1), Status: sfntypes.ExecutionStatusFailed, Input: string(in), StartDate: now})
 			}
 			if len(tt.prios) == 0 {
 				l.Set(lease.Lease{Type: "payments", Lane: 1, JobID: "o-1", Status: lease.Bound, StartedAt: now})
@@ -354,7 +354,7 @@ func TestFindEarlier(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	f, l := fakes.NewSFN(nil), fakes.NewLeaseStore(nil)
 	in := job.Job{Type: "payments", ID: "done", Input: []byte(`{}`), SubmittedAt: now}.ExecutionInput(1, 1).MustJSON()
-	f.Put(fakes.Execution{StateMachineArn: sampleArn, Name: job.RunName("payments", "", "done", 0, 1), Status: sfntypes.ExecutionStatusSucceeded, Input: string(in), StartDate: now})
+	f.Put(fakes.Execution{StateMachineArn: sampleArn, Name: job.RunName("payments", "", "", "done", 0, 1), Status: sfntypes.ExecutionStatusSucceeded, Input: string(in), StartDate: now})
 	l.Set(lease.Lease{Type: "payments", Lane: 2, JobID: "busy", Attempt: 1, Status: lease.Starting, StartedAt: now})
 	r, err := config.NewResolver(defaults(), nil, time.Second)
 	if err != nil {
@@ -421,7 +421,7 @@ func TestFindEarlierRedrivenAfterStarterRefusal(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	f, l := fakes.NewSFN(nil), fakes.NewLeaseStore(nil)
 	in := job.Job{Type: "payments", ID: "o-1", Input: []byte(`{}`), SubmittedAt: now, Redrive: 1}.ExecutionInput(1, 1).MustJSON()
-	f.Put(fakes.Execution{StateMachineArn: sampleArn, Name: job.RunName("payments", "", "o-1", 1, 1), Status: sfntypes.ExecutionStatusSucceeded, Input: string(in), StartDate: now})
+	f.Put(fakes.Execution{StateMachineArn: sampleArn, Name: job.RunName("payments", "", "", "o-1", 1, 1), Status: sfntypes.ExecutionStatusSucceeded, Input: string(in), StartDate: now})
 	r, err := config.NewResolver(defaults(), nil, time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -431,8 +431,8 @@ func TestFindEarlierRedrivenAfterStarterRefusal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(found) != 1 || found[0].Execution != job.RunName("payments", "", "o-1", 1, 1) {
-		t.Errorf("FindEarlier() = %+v, want payments/o-1 found by its redriven execution %s", found, job.RunName("payments", "", "o-1", 1, 1))
+	if len(found) != 1 || found[0].Execution != job.RunName("payments", "", "", "o-1", 1, 1) {
+		t.Errorf("FindEarlier() = %+v, want payments/o-1 found by its redriven execution %s", found, job.RunName("payments", "", "", "o-1", 1, 1))
 	}
 }
 
@@ -447,7 +447,7 @@ func TestShowLooksPastARefusedGeneration(t *testing.T) {
 		status  sfntypes.ExecutionStatus
 	}{{0, sfntypes.ExecutionStatusFailed}, {2, sfntypes.ExecutionStatusSucceeded}} {
 		in := job.Job{Type: "payments", ID: "o-2", Input: []byte(`{}`), SubmittedAt: now, Redrive: e.redrive}.ExecutionInput(1, 1).MustJSON()
-		f.Put(fakes.Execution{StateMachineArn: sampleArn, Name: job.RunName("payments", "", "o-2", e.redrive, 1), Status: e.status, Input: string(in), StartDate: now})
+		f.Put(fakes.Execution{StateMachineArn: sampleArn, Name: job.RunName("payments", "", "", "o-2", e.redrive, 1), Status: e.status, Input: string(in), StartDate: now})
 	}
 	r, err := config.NewResolver(defaults(), nil, time.Second)
 	if err != nil {
@@ -468,7 +468,7 @@ func TestFindEarlierSaysTheBatch(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	f, l := fakes.NewSFN(nil), fakes.NewLeaseStore(nil)
 	in := job.Job{Type: "payments", ID: "o-1", Input: []byte(`{}`), SubmittedAt: now, Batch: "nightly"}.ExecutionInput(1, 1).MustJSON()
-	f.Put(fakes.Execution{StateMachineArn: sampleArn, Name: job.RunName("payments", "", "o-1", 0, 1), Status: sfntypes.ExecutionStatusSucceeded, Input: string(in), StartDate: now})
+	f.Put(fakes.Execution{StateMachineArn: sampleArn, Name: job.RunName("payments", "", "", "o-1", 0, 1), Status: sfntypes.ExecutionStatusSucceeded, Input: string(in), StartDate: now})
 	r, err := config.NewResolver(defaults(), nil, time.Second)
 	if err != nil {
 		t.Fatal(err)

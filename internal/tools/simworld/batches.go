@@ -281,7 +281,7 @@ func (w *World) outcomes(bs *batchSpec) (map[batch.Outcome]int, int) {
 		if attr(m, deadletter.AttrReason) == "" {
 			continue // moved by SQS after maxReceiveCount: nobody recorded why
 		}
-		k := jobKey(attr(m, deadletter.AttrType), keyOfBody(m.body), attr(m, deadletter.AttrJobID))
+		k := jobKeyOf(attr(m, deadletter.AttrType), attr(m, deadletter.AttrSender), keyOfBody(m.body), attr(m, deadletter.AttrJobID))
 		if _, ok := source[k]; !ok {
 			source[k] = attr(m, deadletter.AttrSource)
 		}

@@ -120,7 +120,7 @@ func (c *checker) submitted(j *jobSpec) { c.in[j.k] = true }
 // started checks a new execution against the limits and the executions already started.
 func (c *checker) started(e *execution) {
 	m := e.meta
-	job := jobKey(m.Type, m.Key, m.ID)
+	job := jobKeyOf(m.Type, m.Sender, m.Key, m.ID)
 	a := fmt.Sprintf("%s~g%d#%d", job, m.Redrive, m.Attempt)
 	c.attempts[a]++
 	if c.attempts[a] > 1 {
@@ -141,7 +141,7 @@ func (c *checker) started(e *execution) {
 		if x.meta.Key == m.Key {
 			runKey++
 		}
-		if x != e && x.meta.ID == m.ID && x.meta.Key == m.Key && x.meta.Redrive == m.Redrive {
+		if x != e && x.jk == e.jk && x.meta.Redrive == m.Redrive {
 			c.violate(KindRunningTwice, job, "%s started while %s runs", e.name, x.name)
 		}
 	}
@@ -171,7 +171,7 @@ func (c *checker) closed(e *execution) {
 }
 
 func (c *checker) deadLettered(m *msg) {
-	k := jobKey(attr(m, deadletter.AttrType), keyOfBody(m.body), attr(m, deadletter.AttrJobID))
+	k := jobKeyOf(attr(m, deadletter.AttrType), attr(m, deadletter.AttrSender), keyOfBody(m.body), attr(m, deadletter.AttrJobID))
 	if attr(m, deadletter.AttrReason) == "" {
 		c.violate(KindNoReason, k, "dead letter %s has no reason", m.id)
 	}
@@ -376,7 +376,7 @@ func (c *checker) quiescence() {
 	}
 	for _, e := range w.sfn.order {
 		if e.status == sfntypes.ExecutionStatusRunning {
-			c.violate(KindLeftover, jobKey(e.meta.Type, e.meta.Key, e.meta.ID), "execution %s still running", e.name)
+			c.violate(KindLeftover, jobKeyOf(e.meta.Type, e.meta.Sender, e.meta.Key, e.meta.ID), "execution %s still running", e.name)
 		}
 	}
 	for _, j := range w.order {
@@ -391,11 +391,12 @@ func (c *checker) quiescence() {
 
 func subjectOfBody(m *msg) string {
 	var b struct {
-		ID  string `json:"id"`
-		Key string `json:"key"`
+		ID     string `json:"id"`
+		Key    string `json:"key"`
+		Sender string `json:"sender"`
 	}
 	if json.Unmarshal([]byte(m.body), &b) == nil && b.ID != "" {
-		return jobKey(typeOfGroup(m.group), b.Key, b.ID)
+		return jobKeyOf(typeOfGroup(m.group), b.Sender, b.Key, b.ID)
 	}
 	return m.group
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/sfnlimit/sfnlimit/internal/lambda/batch"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/batchend"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/router"
@@ -61,9 +62,47 @@ const interloperStream = 0x1e7e4
 // batch's.
 const KindInterloper = "another tenant's job in a batch"
 
-// interloperJob is one job the interloper sent.
+// interloperJob is one job the interloper sent naming a batch: k as the simulation names it
+// (jobKeyOf), typ and id as the batch's ledger would.
 type interloperJob struct {
-	k, batch string
+	k, typ, id, batch string
+}
+
+// interloperReuseStream draws the interloper's jobs that reuse a workload job's type, key and id.
+const interloperReuseStream = 0x1e7e5
+
+// interloperReuses adds to the workload (Faults.Interlopers of them) jobs of the interloper's own
+// that reuse a workload job's type, key and id, sent a few seconds to minutes after it (within
+// SQS's five-minute deduplication window, often while it runs), without a batch. A job is its type,
+// sender, key and id (docs/design.md, "Job identity across tenants"): both are jobs, and the
+// invariants hold each to running and ending once, so the workload's job still runs and ends once
+// however the interloper names its own. They draw from their own stream and are added after the
+// batches are drawn, so the rest of a seed's world is as without them.
+func (w *World) interloperReuses() {
+	n := w.cfg.Faults.Interlopers
+	var pool []*jobSpec
+	for _, j := range w.order {
+		if j.typ != "" && j.typ != "omega" && j.senderID == "" {
+			pool = append(pool, j)
+		}
+	}
+	if n <= 0 || len(pool) == 0 {
+		return
+	}
+	r := rand.New(rand.NewPCG(w.seed, interloperReuseStream))
+	tenant := job.Sender(batch.Principal(InterloperSenderID), "")
+	for range n {
+		o := pool[r.IntN(len(pool))]
+		j := &jobSpec{typ: o.typ, id: o.id, key: o.key, senderID: InterloperSenderID,
+			submitAt: o.submitAt + time.Duration(r.Int64N(int64(4*time.Minute))), duration: time.Duration(1+r.IntN(60)) * time.Second}
+		j.k = jobKeyOf(j.typ, tenant, j.key, j.id)
+		if w.jobs[j.k] != nil {
+			continue // reused already: the same sender, type, key and id is one job
+		}
+		w.jobs[j.k] = j
+		w.order = append(w.order, j)
+		w.interloperReused = append(w.interloperReused, [2]string{o.k, j.k})
+	}
 }
 
 // interlopers schedules the interloper's jobs.
@@ -98,7 +137,12 @@ func (w *World) interlopers(start time.Time) {
 			}
 		}
 		b, _ := json.Marshal(body)
-		ij := interloperJob{k: jobKey(body["type"].(string), "", id), batch: bs.id}
+		named := ""
+		if kind == 3 {
+			named = ProducerSenderID
+		}
+		typName := body["type"].(string)
+		ij := interloperJob{k: jobKeyOf(typName, job.Sender(batch.Principal(InterloperSenderID), named), "", id), typ: typName, id: id, batch: bs.id}
 		var send func(tries int)
 		send = func(tries int) {
 			// Only once the batch is open: the first to open an id owns it, and a batch the
@@ -153,8 +197,7 @@ func (c *checker) checkInterlopers() {
 		if ran[ij.k] {
 			c.violate(KindInterloper, ij.k, "another tenant's job naming batch %s ran", ij.batch)
 		}
-		_, id, _ := strings.Cut(ij.k, "/")
-		for _, k := range []string{ij.k, job.BatchJobID(batchend.InvalidType, "", id)} {
+		for _, k := range []string{job.BatchJobID(ij.typ, "", ij.id), job.BatchJobID(batchend.InvalidType, "", ij.id)} {
 			if pk, ok := recorded[k]; ok {
 				c.violate(KindInterloper, ij.k, "another tenant's job is recorded in %s as %s", pk, k)
 			}

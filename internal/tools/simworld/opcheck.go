@@ -210,14 +210,15 @@ func (c *checker) holdIdle(typ string, limit int) {
 // redriven records a dead letter sent back to the general queue: its job is open again, as the
 // generation its body carries. A generation that ended already is a violation unless the router
 // refused it (it never reached a lane); the same body redriven again (a copy of a dead letter, at
-// least once) reopens nothing. source is the function that sent the dead letter.
-func (c *checker) redriven(typ, id, body, source string) {
-	k := jobKey(typ, keyOfBody(body), id)
-	if c.ops.redrove[body] {
+// least once) reopens nothing. sender is the dead letter's job's sender and source the function
+// that sent the dead letter.
+func (c *checker) redriven(typ, sender, id, body, source string) {
+	k := jobKeyOf(typ, sender, keyOfBody(body), id)
+	if c.ops.redrove[k+"\x00"+body] { // two senders' jobs may have one body
 		c.w.trace(k, "a copy of a dead letter redriven already")
 		return
 	}
-	c.ops.redrove[body] = true
+	c.ops.redrove[k+"\x00"+body] = true
 	g := bodyGeneration(body)
 	gk := genKey(k, g)
 	if how, ok := c.ops.ended[gk]; ok && source != "router" {

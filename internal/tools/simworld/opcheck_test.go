@@ -13,7 +13,7 @@ func kinds(vs []Violation) []string {
 func TestRedriveReopensTheJobAsItsNextGeneration(t *testing.T) {
 	c := New(1, DefaultConfig()).check
 	c.end("beta/j1", 0, "dead-lettered (attempts_exhausted)")
-	c.redriven("beta", "j1", `{"type":"beta","id":"j1","redrive":1}`, "releaser")
+	c.redriven("beta", "", "j1", `{"type":"beta","id":"j1","redrive":1}`, "releaser")
 	if len(c.violations) > 0 {
 		t.Fatalf("violations %v, want none", kinds(c.violations))
 	}
@@ -33,7 +33,7 @@ func TestRedriveReopensTheJobAsItsNextGeneration(t *testing.T) {
 func TestRedriveOfAGenerationThatEndedIsAViolation(t *testing.T) {
 	c := New(1, DefaultConfig()).check
 	c.end("beta/j1", 0, "dead-lettered (start_refused)")
-	c.redriven("beta", "j1", `{"type":"beta","id":"j1"}`, "starter")
+	c.redriven("beta", "", "j1", `{"type":"beta","id":"j1"}`, "starter")
 	if len(c.violations) != 1 || c.violations[0].Kind != KindRedriveReused {
 		t.Errorf("violations %v, want one %q", kinds(c.violations), KindRedriveReused)
 	}
@@ -42,7 +42,7 @@ func TestRedriveOfAGenerationThatEndedIsAViolation(t *testing.T) {
 func TestRedriveOfARouterRefusalKeepsItsGeneration(t *testing.T) {
 	c := New(1, DefaultConfig()).check
 	c.end("beta/j1", 0, "dead-lettered (unknown_type)")
-	c.redriven("beta", "j1", `{"type":"beta","id":"j1"}`, "router")
+	c.redriven("beta", "", "j1", `{"type":"beta","id":"j1"}`, "router")
 	if len(c.violations) > 0 {
 		t.Errorf("violations %v, want none: the router's refusal never reached a lane", kinds(c.violations))
 	}

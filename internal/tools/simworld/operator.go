@@ -195,7 +195,7 @@ func (w *World) redrive(ctx context.Context) {
 	q := ops.DLQ{SQS: sqsClient{w}, URL: w.dlq.url, General: w.general.url, Hold: 5 * time.Minute, CheckType: ops.ResolverCheck(r)}
 	res, err := q.Redrive(ctx, ops.Filter{}, 0, nil)
 	for _, m := range res.Moved {
-		w.check.redriven(m.Type, m.JobID, m.Body, m.Source)
+		w.check.redriven(m.Type, m.Sender, m.JobID, m.Body, m.Source)
 	}
 	w.operated("", "dlq redrive: moved "+strconv.Itoa(res.Redriven), err)
 }

@@ -1,6 +1,7 @@
 package simworld
 
 import (
+	"cmp"
 	"context"
 
 	"fmt"
@@ -125,7 +126,10 @@ type typeSpec struct {
 
 type jobSpec struct {
 	typ, id, key string
-	k            string // type/id
+	k            string // type/id (jobKeyOf)
+	// senderID is the SenderId of whoever sends the job ("": the workload's producer,
+	// ProducerSenderID).
+	senderID     string
 	submitAt     time.Duration
 	duration     time.Duration
 	fail         bool
@@ -221,6 +225,7 @@ func New(seed uint64, cfg Config) *World {
 func (w *World) Run() []Violation {
 	ts := w.workload()
 	w.batchWorkload()
+	w.interloperReuses()
 	limits, keyLimits, modes := "", "", ""
 	for _, t := range ts {
 		limits += fmt.Sprintf("%s=%d,", t.name, t.limit)
@@ -303,7 +308,7 @@ func (w *World) Run() []Violation {
 		body := w.bodyOf(j)
 		w.sched.at(start.Add(j.submitAt), func() {
 			w.check.submitted(j)
-			w.general.send(body, "", "", nil, 0, ProducerSenderID)
+			w.general.send(body, "", "", nil, 0, cmp.Or(j.senderID, ProducerSenderID))
 		})
 	}
 	w.operator(ts, start)

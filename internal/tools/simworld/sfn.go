@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
+	"github.com/sfnlimit/sfnlimit/internal/lambda/batch"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 )
 
@@ -87,7 +88,7 @@ func (s *sfnService) start(sm, name, input string) (*sfn.StartExecutionOutput, e
 	var in job.ExecutionInput
 	if json.Unmarshal([]byte(input), &in) == nil {
 		e.meta = in.Job
-		e.jk = jobKey(in.Job.Type, in.Job.Key, in.Job.ID)
+		e.jk = jobKeyOf(in.Job.Type, in.Job.Sender, in.Job.Key, in.Job.ID)
 		e.spec = s.w.jobs[e.jk]
 	}
 	s.execs[arn] = e
@@ -251,6 +252,27 @@ func (s *sfnService) stop(e *execution) {
 
 // jobKey names a job as the limiter does: its type, key and id ("{type}/{id}", "{type}/{id}/{key}"
 // with a key), so two keys' jobs with one id are two jobs to every invariant.
+// jobKeyOf names the job of sender (job.Job.Sender; from a dead letter, its sender attribute) as
+// the simulation does: a job is its type, sender, key and id. The workload's producer's jobs are
+// named by jobKey, as before senders were part of a job; another sender's have "@" and the producer
+// they are of: the sender itself, or for the producer's (the operator's) redrive on behalf of
+// another, "{producer}>{other}", the other. So the operator's redrive of another tenant's job names
+// that tenant's job, while a tenant's message naming the producer (a forged sfnlimitSender) is the
+// tenant's own "@{tenant}>{producer}".
+func jobKeyOf(typ, sender, key, id string) string {
+	k, origin := jobKey(typ, key, id), sender
+	if p, other, ok := strings.Cut(sender, ">"); ok && p == producerPrincipal {
+		origin = other
+	}
+	if origin == "" || origin == producerPrincipal {
+		return k
+	}
+	return k + "@" + origin
+}
+
+// producerPrincipal is the principal of the workload's producer (and operator), ProducerSenderID.
+var producerPrincipal = batch.Principal(ProducerSenderID)
+
 func jobKey(typ, key, id string) string {
 	if key == "" {
 		return typ + "/" + id

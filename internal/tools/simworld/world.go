@@ -55,12 +55,15 @@ type World struct {
 	releasers        []*releaser.Handler
 	lanesESM, genESM *mapping
 
-	jobs    map[string]*jobSpec
-	order   []*jobSpec
-	msgSeq  uint64
-	nprocs  int
-	live    int
-	stopped bool
+	jobs  map[string]*jobSpec
+	order []*jobSpec
+	// interloperReused pairs a workload job's key with the interloper's job reusing its type,
+	// key and id (interloperReuses).
+	interloperReused [][2]string
+	msgSeq           uint64
+	nprocs           int
+	live             int
+	stopped          bool
 
 	putEvents int
 	batches   *batchWorld

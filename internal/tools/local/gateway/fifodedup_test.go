@@ -203,11 +203,11 @@ func TestFIFODeduplication(t *testing.T) {
 			// A redriven job (internal/lambda/job: its generation is part of the id) is enqueued
 			// within the window; before the fix its id was its first run's, which SQS drops.
 			lanes := createFIFO(t, c, "lanes-"+b.name, map[string]string{"ContentBasedDeduplication": "false", "DeduplicationScope": "messageGroup"})
-			send(t, c, lanes, "llm-1", job.DedupID("llm", "", "j1", 0), "run 0")
+			send(t, c, lanes, "llm-1", job.DedupID("llm", "", "", "j1", 0), "run 0")
 			wantBodies(t, "job's first run", drain(t, c, lanes), "run 0")
-			send(t, c, lanes, "llm-1", job.DedupID("llm", "", "j1", 1), "run 1")
+			send(t, c, lanes, "llm-1", job.DedupID("llm", "", "", "j1", 1), "run 1")
 			wantBodies(t, "redriven job within the window", drain(t, c, lanes), "run 1")
-			send(t, c, lanes, "llm-1", job.DedupID("llm", "", "j1", 0), "run 1 under its first run's id")
+			send(t, c, lanes, "llm-1", job.DedupID("llm", "", "", "j1", 0), "run 1 under its first run's id")
 			wantBodies(t, "redriven job under its first run's id (before the fix)", drain(t, c, lanes))
 		})
 	}

@@ -1,0 +1,91 @@
+package ops
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/deadletter"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/router"
+)
+
+// A job is its type, sender, key and id: two producers' dead letters of one type, key and id are
+// two jobs, both redriven in one run, each sent on behalf of its own producer (the router then
+// names each "{caller}>{producer}", so the two stay apart once the operator sends them).
+func TestDLQRedriveTwoSendersOfOneJob(t *testing.T) {
+	t.Parallel()
+	c := sqsClient(t)
+	url, general := queues(t, c)
+	b := `{"type":"payments","id":"o-1","key":"acme","input":{},"redrive":1}`
+	for _, s := range []string{"AROAACME", "AROAMALLORY", "AIDAOPS>AROAACME"} {
+		deadLetter(t, c, url, deadletter.Entry{Reason: "attempts_exhausted", Source: "releaser", Type: "payments", JobID: "o-1", Key: "acme", Sender: s, Body: b})
+	}
+	res, err := DLQ{SQS: c, URL: url, General: general}.Redrive(t.Context(), Filter{}, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// AROAACME's and AIDAOPS>AROAACME's are two jobs (one already a redrive on acme's behalf),
+	// both sent on AROAACME's behalf: the router names them by their senders, the caller's.
+	if res.Redriven != 3 || res.Returned != 0 {
+		t.Errorf("Redrive() = %+v, want all 3 redriven (two senders' jobs, and a redrive's), none returned", res)
+	}
+	var named []string
+	for {
+		out, err := c.ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{QueueUrl: &general, MaxNumberOfMessages: 10, VisibilityTimeout: 300,
+			WaitTimeSeconds: 1, MessageAttributeNames: []string{"All"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Messages) == 0 {
+			break
+		}
+		for _, m := range out.Messages {
+			named = append(named, aws.ToString(m.MessageAttributes[router.SenderAttribute].StringValue))
+		}
+	}
+	slices.Sort(named)
+	if want := []string{"AROAACME", "AROAACME", "AROAMALLORY"}; !slices.Equal(named, want) {
+		t.Errorf("general queue's %s attributes = %v, want %v (each on behalf of its producer)", router.SenderAttribute, named, want)
+	}
+}
+
+// A dead letter the limiter sent names its job's sender in its sender attribute; a message SQS moved
+// from the general queue is its producer's (its SenderId's principal), whatever sender attribute
+// its producer gave it.
+func TestDeadLetterSender(t *testing.T) {
+	str := func(v string) types.MessageAttributeValue {
+		return types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
+	}
+	limiters := types.Message{
+		MessageId: aws.String("dl-1"), ReceiptHandle: aws.String("r"), Body: aws.String(`{"type":"payments","id":"o-1","input":{}}`),
+		Attributes:        map[string]string{"SenderId": "AROARELEASER:sfnlimit-Releaser", "SentTimestamp": "1709978500000"},
+		MessageAttributes: map[string]types.MessageAttributeValue{deadletter.AttrSender: str("AROAACME"), deadletter.AttrJobID: str("o-1"), deadletter.AttrType: str("payments")},
+	}
+	if d := decode(limiters); d.Sender != "AROAACME" {
+		t.Errorf("the limiter's dead letter's sender = %q, want AROAACME (its sender attribute)", d.Sender)
+	}
+	moved := types.Message{
+		MessageId: aws.String("moved-1"), ReceiptHandle: aws.String("r"), Body: aws.String(`{"type":"payments","id":"o-1","input":{}}`),
+		Attributes: map[string]string{"DeadLetterQueueSourceArn": "arn:aws:sqs:eu-west-1:123456789012:sfnlimit-GeneralQueue-abc",
+			"SenderId": "AROAMALLORY:tenant-b", "SentTimestamp": "1709978500000"},
+		MessageAttributes: map[string]types.MessageAttributeValue{deadletter.AttrSender: str("AROAACME")},
+	}
+	if d := decode(moved); d.Sender != "AROAMALLORY" {
+		t.Errorf("a moved message's sender = %q, want AROAMALLORY (its SenderId's, not its producer's attribute)", d.Sender)
+	}
+	for _, tt := range []struct{ sender, want string }{{"AROAACME", "AROAACME"}, {"AIDAOPS>AROAACME", "AROAACME"}, {"", ""}} {
+		got := ""
+		if a, ok := behalfOf(DeadLetter{Sender: tt.sender})[SenderAttribute]; ok {
+			got = aws.ToString(a.StringValue)
+		}
+		if got != tt.want {
+			t.Errorf("redrive of a dead letter of sender %q names %q, want %q", tt.sender, got, tt.want)
+		}
+	}
+	if SenderAttribute != router.SenderAttribute {
+		t.Errorf("ops.SenderAttribute = %q, router.SenderAttribute = %q: a redrive must name the producer as the router reads it", SenderAttribute, router.SenderAttribute)
+	}
+}
