@@ -357,7 +357,7 @@ func StarterOn(env Env, c Services, log *slog.Logger, opts ...Option) (*starter.
 	return &starter.Starter{
 		Config: res, Leases: lease.NewStore(c.DDB, table), SFN: c.SFN, Queue: c.SQS, QueueURL: svc.QueueURL,
 		DLQ: svc.DLQ, Releaser: svc, Lanes: lane.Hashed{}, WaitRoom: waitroom.NewStore(c.DDB, table), RetryDelay: retry,
-		StaleAfter: staleAfter(vis), HandoverWait: 500 * time.Millisecond, Concurrency: 10, Log: log, Metrics: rec,
+		StaleAfter: staleAfter(vis), Visibility: vis, HandoverWait: 500 * time.Millisecond, Concurrency: 10, Log: log, Metrics: rec,
 		Rates: ratelimit.New(c.DDB, table), Sleep: starter.SleepContext,
 	}, nil
 }

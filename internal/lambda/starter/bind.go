@@ -180,11 +180,33 @@ func (s *Starter) held(ctx context.Context, x *msg, own lease.Lease) (verdict, e
 		// the invocation stopped): the copy goes again, and SQS drops it if the first went.
 		return s.sendBound(ctx, x, own)
 	}
+	if behind(own, x.job.Attempts) {
+		// A stale copy holds the lane: one whose body counts fewer attempts than this message's
+		// (a waiting message back after a killed delivery, bound again with the count it had). Its
+		// claim finds its attempt already run by another message and drops itself, freeing the lane;
+		// this message, the job's newest copy, must outlive it, or no copy of the job is left.
+		x.log.InfoContext(ctx, "the job's lane is held by a stale copy of it; waiting for it to drop",
+			"heldLane", own.Lane, "status", own.Status, "leaseAttempt", own.Attempt, "attempts", x.job.Attempts)
+		return s.backoff(ctx, x.SQSMessage), nil
+	}
 	// The job is in a lane already (another message of it was bound, or its copy runs): this
 	// message is a copy of it.
 	x.log.WarnContext(ctx, "duplicate job: it already holds a lane; dropping this copy", "heldLane", own.Lane, "status", own.Status)
 	s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
 	return ack, nil
+}
+
+// behind reports whether own, a lease of the job, was written by a copy that had counted fewer of its
+// attempts than one that has made attempts: a bound lease records the attempts made before it, a claim
+// the attempt it starts. Either has already run, so that copy's start finds its execution and drops.
+func behind(own lease.Lease, attempts int) bool {
+	switch own.Status {
+	case lease.Bound:
+		return own.Attempt < attempts
+	case lease.Starting:
+		return own.Attempt <= attempts
+	}
+	return false
 }
 
 // holding returns the lease that holds job j's run, if any.

@@ -204,6 +204,56 @@ func TestBindDropsACopyOfAJobInALane(t *testing.T) {
 	}
 }
 
+// A job's moved copy (its attempt 1 failed, and the retry waits under a lowered limit) may find its
+// job bound to a lane by a stale copy: the waiting message whose first bind started attempt 1, back
+// after a killed delivery, bound again with its body's count (0). That copy's claim finds attempt 1
+// ended, started by another message, and drops itself. Dropped too for "the job holds a lane", the
+// moved copy left no copy of the job at all (seed 19564 of the simulation's all profile). A lease
+// behind the moved copy's count belongs to a copy that will drop itself: the moved copy waits for
+// the lane to free, then binds with its attempts.
+func TestMovedCopyWaitsOutAStaleCopysLane(t *testing.T) {
+	for _, tt := range []struct {
+		status  lease.Status
+		attempt int // the stale copy's lease: bound with its body's count, or its claim of attempt 1
+	}{
+		{lease.Bound, 0},
+		{lease.Starting, 1},
+	} {
+		t.Run(string(tt.status), func(t *testing.T) {
+			ctx := context.Background()
+			r := newRigStrategy(t, nil, lane.FirstFree)
+			stale := leaseOf("reports", 2, "w-1", tt.attempt, tt.status, 1)
+			stale.MessageID = "stale-waiting-copy"
+			r.leases.Set(stale)
+			moved := message(t, job.WaitingGroupID("reports", 0), "w-1", jobBody("reports", "w-1", 1), 1)
+			resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{moved}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(resp.BatchItemFailures) != 1 {
+				t.Fatalf("Handle = %+v; want the moved copy kept (the job's only live copy), not dropped", resp)
+			}
+			if c := copies(t, r); len(c) != 0 {
+				t.Errorf("copies = %+v, want none while the stale copy holds lane 2", c)
+			}
+
+			// The stale copy drops itself (its attempt exists, another message's) and frees lane 2.
+			if err := r.leases.Delete(ctx, r.leases.Leases()[0]); err != nil {
+				t.Fatal(err)
+			}
+			resp, err = r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{
+				message(t, job.WaitingGroupID("reports", 0), "w-1", jobBody("reports", "w-1", 1), 2)}})
+			if err != nil || len(resp.BatchItemFailures) != 0 {
+				t.Fatalf("Handle = %+v, %v; want the moved copy bound", resp, err)
+			}
+			c := copies(t, r)
+			if len(c) != 1 || c[0].id != "w-1" || c[0].lane == job.WaitingLane || c[0].attempt != 1 {
+				t.Errorf("copies = %+v, want w-1 sent to a lane with its 1 attempt", c)
+			}
+		})
+	}
+}
+
 // A release that frees a lane between the binder's look and its parking is not missed: the message
 // is made invisible before its group's record is written, then the binder looks again, binds, and
 // takes its record back.
@@ -633,6 +683,52 @@ func TestSecondParkOfAGroupBacksOff(t *testing.T) {
 	v := r.sqs.VisibilityChanges()
 	if last := v[len(v)-1]; last.ReceiptHandle != handle("w-2", 1) || last.Timeout < int32(retryDelay.Seconds()) || last.Timeout > int32(2*retryDelay.Seconds()) {
 		t.Errorf("last visibility change = %+v, want w-2 back after the retry delay (%v to twice it)", last, retryDelay)
+	}
+}
+
+// A twin of a lane delivery (Lambda may hand a batch over twice) that finds no lease under
+// first-free may come after the other copy moved the job away: that copy deleted the bound lease,
+// sent the job to its waiting group and deleted this very message. Started here, the job would run
+// with no message left for its release to retry, and its waiting copy would drop itself for the
+// job's lease: lost on its first failure (seed 20912 of the simulation's all profile, where the twin
+// read a cached, higher limit). A first-free job in a lane it holds no lease of starts only if its
+// delivery still holds its message, which stays in flight for the queue's visibility timeout.
+func TestTwinOfAMovedLaneCopyDoesNotStart(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		deleted bool
+	}{
+		{"message deleted by the twin's move", true},
+		{"message still held", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRigStrategy(t, nil, lane.FirstFree)
+			r.sqs.OnChangeVisibility = func(in *sqs.ChangeMessageVisibilityInput) error {
+				if tt.deleted {
+					return &smithy.GenericAPIError{Code: "ReceiptHandleIsInvalid", Message: "The input receipt handle is invalid.", Fault: smithy.FaultClient}
+				}
+				return nil
+			}
+			resp, err := r.st.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 2, "r-1", 0, 1)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(resp.BatchItemFailures) != 1 {
+				t.Errorf("Handle = %+v; want the delivery held (started, or never acknowledged when stale)", resp)
+			}
+			starts := startNames(r.sfn)
+			if tt.deleted && (len(starts) != 0 || len(r.leases.Leases()) != 0) {
+				t.Errorf("starts = %v, leases = %+v; want neither for a message the twin deleted", starts, r.leases.Leases())
+			}
+			if !tt.deleted && !equal(starts, []string{execName("reports", "r-1", 1)}) {
+				t.Errorf("starts = %v, want r-1's attempt 1", starts)
+			}
+			for _, v := range r.sqs.VisibilityChanges() {
+				if v.Timeout != int32(lanesVisibility.Seconds()) {
+					t.Errorf("visibility set to %d s, want the queue's %v: a running job's message stays in flight", v.Timeout, lanesVisibility)
+				}
+			}
+		})
 	}
 }
 

@@ -164,6 +164,24 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 			return s.waitForToken(ctx, x, cfg, wait), nil
 		}
 	}
+	if l == nil && cfg.Strategy == lane.FirstFree {
+		// Under first-free a lane copy's lease is its bind's, so one that finds none is rare: a
+		// copy whose bind was taken back, a job routed here before the type became first-free, or
+		// a twin of a delivery that has just moved the job to its waiting group and deleted this
+		// message (Lambda may hand a batch over twice). The twin must not start: the job would run
+		// with no message for its release to retry, while its waiting copy drops itself for the
+		// job's lease. Whether the message is still held costs one call on this rare path, and
+		// leaves it in flight as a receive does.
+		current, err := s.holdsMessageFor(ctx, x, s.visibilitySeconds())
+		if err != nil {
+			return hold, err
+		}
+		if !current {
+			x.log.InfoContext(ctx, "stale delivery of a lane message its job has left; not started")
+			s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
+			return hold, nil
+		}
+	}
 	claimedAt := s.now()
 	attempt := x.job.Attempts + 1
 	stateMachine := cfg.StateMachineArn
@@ -203,6 +221,18 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 		// today's name, a running attempt would run a second time.
 		if v, err, decided := s.confirm(ctx, x, *l); decided {
 			return v, err
+		}
+	}
+	if !cfg.Paused() && (l == nil || l.Status != lease.Starting) {
+		// The claim is a new start's commit, and slow calls since this delivery read its type's
+		// config may have outlasted the cache: a pause read now (a cache hit while it is fresh)
+		// holds the start back, and the lane is looked at again, paused.
+		now, err := s.Config.Get(ctx, x.key.Type)
+		if err != nil {
+			return hold, err
+		}
+		if now.Paused() {
+			return hold, lease.ErrConflict
 		}
 	}
 	// The execution's ARN goes in the claim before the start is tried: its name is deterministic,

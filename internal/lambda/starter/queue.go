@@ -82,6 +82,15 @@ func (s *Starter) holdsMessageFor(ctx context.Context, x *msg, seconds int32) (b
 	return false, fmt.Errorf("check that message %s is still this delivery's: %w", x.MessageId, err)
 }
 
+// visibilitySeconds is the lanes queue's visibility timeout in seconds: what a receive leaves a
+// message in flight for.
+func (s *Starter) visibilitySeconds() int32 {
+	if s.Visibility <= 0 {
+		return releaseGrace
+	}
+	return int32(s.Visibility / time.Second)
+}
+
 func (s *Starter) setVisibility(ctx context.Context, m events.SQSMessage, seconds int32) {
 	if _, err := s.Queue.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
 		QueueUrl: &s.QueueURL, ReceiptHandle: &m.ReceiptHandle, VisibilityTimeout: seconds,

@@ -98,6 +98,9 @@ type Starter struct {
 	// taken back: longer than the lanes queue's visibility timeout, after which its message, if it
 	// still existed, would have been delivered again and refreshed the lease.
 	StaleAfter time.Duration
+	// Visibility is the lanes queue's visibility timeout: how long a received message stays in
+	// flight (0: releaseGrace).
+	Visibility time.Duration
 	// HandoverWait is how long a message whose lane is still leased by a running job waits for
 	// that lease to go before backing off (0: back off at once).
 	HandoverWait time.Duration

@@ -339,28 +339,63 @@ func TestFindsLaneHeldByAnOutage(t *testing.T) {
 	}
 }
 
-// A job lost by a stale copy (found by the long run at seed 19564 of all; open). j089's waiting
+// A job lost by a stale copy (found by the long run at seed 19564 of all; fixed). j089's waiting
 // copy was bound and started in lane 1, and came back after a killed delivery; alpha's limit was
 // lowered to 1, its attempt failed and the retry moved the job to its waiting group; the returned
 // copy bound lane 2 as attempt 1 again; the moved copy (attempt count 1) was dropped because the
 // job held lane 2, and lane 2's copy was dropped because execution alpha-j089-1 existed (FAILED).
-// No copy was left. A copy that holds its job's lease and finds its attempt's execution ended
-// should go on as the next attempt instead.
+// No copy was left. Fixed: a copy whose job's lane is held by a copy counting fewer attempts waits
+// for that stale copy to drop itself, then binds (TestMovedCopyWaitsOutAStaleCopysLane). The path
+// is rare (one seed in 20,000), so the seed is pinned: the test fails, asking for a new seed, when a
+// change to the code moves the run off it.
 //
 //	SEED=19564 TRACE=j089 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile all
-func TestFindsJobLostByAStaleCopy(t *testing.T) {
+func TestStaleCopySeedHolds(t *testing.T) {
 	w, vs := findAt(t, 19564, "all")
-	found := false
-	for _, v := range vs {
-		if v.Kind == KindNotEnded && v.Subject == "alpha/j089" {
-			found = true
-		}
+	if len(vs) > 0 {
+		t.Fatalf("seed 19564 (all): %s", w.Report(vs, 40))
 	}
-	if !found {
-		t.Fatalf("seed 19564 (all): alpha/j089 ended, want the job lost by a stale copy found\n%s", w.Report(vs, 40))
+	if !traced(w, "held by a stale copy of it; waiting for it to drop", "jobId=j089") {
+		t.Errorf("seed 19564 no longer runs a stale copy's bind: find another seed (make simulate) that does")
 	}
-	if !traced(w, "duplicate job: its execution already exists", "jobId=j089") {
-		t.Errorf("seed 19564: the trace does not show lane 2's copy of j089 dropped for its ended execution")
+}
+
+// A job lost to a twin's start (found by the long run at seed 20912 of all; fixed). gamma's limit
+// was lowered from 5 to 2 while j004's bound copy waited in lane 3; Lambda handed its batch over
+// twice. One delivery moved the job (lease deleted, waiting copy sent, message deleted); the twin,
+// with a cached limit of 5, found no lease and started attempt 1 in lane 3, with no message left. The
+// attempt failed, its release could not make the message visible again, and the waiting copy
+// dropped itself for the job's retrying lease: the job never ended. Fixed: under first-free a job
+// that finds no lease in its lane starts only if its delivery still holds its message
+// (TestTwinOfAMovedLaneCopyDoesNotStart). Pinned, as the path needs a twin, a move and a stale
+// cache at once.
+//
+//	SEED=20912 TRACE=j004 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile all
+func TestTwinOfAMovedCopySeedHolds(t *testing.T) {
+	w, vs := findAt(t, 20912, "all")
+	if len(vs) > 0 {
+		t.Fatalf("seed 20912 (all): %s", w.Report(vs, 40))
+	}
+	if !traced(w, "stale delivery of a lane message its job has left", "jobId=j004") {
+		t.Errorf("seed 20912 no longer runs a twin's start after a move: find another seed (make simulate) that does")
+	}
+}
+
+// A start made past a pause (found by the long run at seed 22019 of all; fixed). beta was paused at
+// 9m29.6s; j059's retry was received at 9m37.1s and read beta unpaused from its 10 s cache; its next
+// calls stalled 4 s, and it claimed and started attempt 2 at 9m41.1s, 11.5 s after the pause. Fixed:
+// a new start reads its type's config again right before its claim, and a pause seen then parks the
+// job in its lane (TestPauseSeenBeforeTheClaimHoldsTheStart). Pinned, as the path needs a pause, a
+// retry and a stall at once.
+//
+//	SEED=22019 TRACE=j059 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile all
+func TestPauseBeforeAClaimSeedHolds(t *testing.T) {
+	w, vs := findAt(t, 22019, "all")
+	if len(vs) > 0 {
+		t.Fatalf("seed 22019 (all): %s", w.Report(vs, 40))
+	}
+	if !traced(w, "type paused; parked until it is resumed", "jobId=j059", "lane=3") {
+		t.Errorf("seed 22019 no longer parks j059's retry for the pause: find another seed (make simulate) that runs the path")
 	}
 }
 

@@ -154,7 +154,9 @@ func (c *checker) pausedSince(typ string) (time.Time, bool) {
 }
 
 // put sees every item a handler's PutItem wrote: a lease claiming an execution (status starting)
-// records when that execution was first claimed.
+// records when that execution was first claimed. That is when the starter made the claim, by its
+// own clock (the item's updatedAt, within a second of the world's), not when the write landed: a
+// slow call may land it seconds later, after a decision taken on a configuration still in its cache.
 func (c *checker) put(item map[string]ddbtypes.AttributeValue) {
 	status, _ := item["status"].(*ddbtypes.AttributeValueMemberS)
 	arn, _ := item["executionArn"].(*ddbtypes.AttributeValueMemberS)
@@ -162,7 +164,13 @@ func (c *checker) put(item map[string]ddbtypes.AttributeValue) {
 		return
 	}
 	if _, ok := c.ops.claimed[arn.Value]; !ok {
-		c.ops.claimed[arn.Value] = c.w.now()
+		at := c.w.now()
+		if u, ok := item["updatedAt"].(*ddbtypes.AttributeValueMemberS); ok {
+			if made, err := time.Parse(time.RFC3339Nano, u.Value); err == nil && made.Before(at) {
+				at = made
+			}
+		}
+		c.ops.claimed[arn.Value] = at
 	}
 }
 
