@@ -181,6 +181,7 @@ type jobState struct {
 	Lane       int    `json:"lane"`
 	Attempt    int    `json:"attempt"`
 	Redrive    int    `json:"redrive"`
+	Sender     string `json:"sender"`
 	Executions []struct {
 		Attempt int    `json:"attempt"`
 		Redrive int    `json:"redrive"`

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	sfnjob "github.com/sfnlimit/sfnlimit/internal/lambda/job"
 )
 
 // Every command has a short description, examples, and a --help that exits 0.
@@ -210,12 +212,12 @@ func TestSubmitOneAndShow(t *testing.T) {
 	if j.Lane < 1 || j.Lane > 2 || j.Executions[0].Lane != j.Lane {
 		t.Errorf("job show lane = %d (execution's %d), want 1 or 2", j.Lane, j.Executions[0].Lane)
 	}
-	if want := ":execution:sfnlimit-sample:base-one-1-1"; !strings.HasSuffix(j.Executions[0].Arn, want) {
+	if want := ":execution:sfnlimit-sample:" + sfnjob.RunName("base", j.Sender, "", "one-1", 0, 1); j.Sender == "" || !strings.HasSuffix(j.Executions[0].Arn, want) {
 		t.Errorf("execution ARN = %s, want it to end with %s", j.Executions[0].Arn, want)
 	}
 	// Without --type, every type is searched.
 	r = must(t, local(t, "job", "show", "one-1"), exitOK)
-	if !strings.Contains(r.stdout, "job one-1 of type base: succeeded") || !strings.Contains(r.stdout, "base-one-1-1") {
+	if !strings.Contains(r.stdout, "job one-1 of type base: succeeded") || !strings.Contains(r.stdout, sfnjob.RunName("base", j.Sender, "", "one-1", 0, 1)) {
 		t.Errorf("job show without --type:\n%s", r)
 	}
 	// An unknown job is an error, with advice.

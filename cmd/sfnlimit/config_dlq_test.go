@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
+	sfnjob "github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/tools/ops"
 	"github.com/sfnlimit/sfnlimit/internal/tools/resources"
 )
@@ -395,8 +396,8 @@ func TestDLQ(t *testing.T) {
 		if len(j.Executions) != 4 || j.Executions[3].Redrive != 1 || j.State != "dead-lettered" {
 			return fmt.Errorf("job d-1 = %+v, want 4 executions, the last two of redrive 1", j)
 		}
-		if !strings.HasSuffix(j.Executions[3].Arn, failing+"-d-1__g1-2") {
-			return fmt.Errorf("redriven execution %s, want the name %s-d-1__g1-2", j.Executions[3].Arn, failing)
+		if want := ":" + sfnjob.RunName(failing, j.Sender, "", "d-1", 1, 2); j.Sender == "" || !strings.HasSuffix(j.Executions[3].Arn, want) {
+			return fmt.Errorf("redriven execution %s (sender %q), want the name %s", j.Executions[3].Arn, j.Sender, want)
 		}
 		return nil
 	})

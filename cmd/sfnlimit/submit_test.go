@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	sfnjob "github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/tools/local/stack"
 )
 
@@ -117,12 +118,12 @@ func TestSubmitAgain(t *testing.T) {
 	t.Parallel()
 	typ := newType(t, "again", 2)
 	must(t, local(t, "submit", "--type", typ, "--id", "once", "--input", `{"seconds":0}`), exitOK)
-	waitJob(t, typ, "once", "succeeded")
+	j := waitJob(t, typ, "once", "succeeded")
 
 	r := must(t, local(t, "submit", "--type", typ, "--id", "once", "--input", `{"seconds":0}`), exitError)
 	for _, want := range []string{
 		"sent 0 of 1 jobs from flags",
-		"already submitted, not sent: 1\n  " + typ + "/once was already submitted (execution " + typ + "-once-1 SUCCEEDED): it will not run again; use a new id\n",
+		"already submitted, not sent: 1\n  " + typ + "/once was already submitted (execution " + sfnjob.RunName(typ, j.Sender, "", "once", 0, 1) + " SUCCEEDED): it will not run again; use a new id\n",
 	} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("submit of a job submitted before lacks %q:\n%s", want, r)
