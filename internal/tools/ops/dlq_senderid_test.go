@@ -89,3 +89,39 @@ func TestDeadLetterSender(t *testing.T) {
 		t.Errorf("ops.SenderAttribute = %q, router.SenderAttribute = %q: a redrive must name the producer as the router reads it", SenderAttribute, router.SenderAttribute)
 	}
 }
+
+// A job the router held back (lanes queue full) is a new general-queue message sent by the router,
+// its producer kept in sfnlimitSender (router.SenderAttribute). When SQS moves such a copy here
+// after maxReceiveCount (a router outage while the lanes queue is full), its SenderId is the
+// router's role: read as that principal's, every producer's held jobs are one sender's, so producer
+// B's held job of A's type, key and id is the same job as A's (jobKey: the second is left as
+// "returned"), and a redrive sends both on behalf of the router ("{caller}>{router}"), under one
+// deduplication id and one execution name: SQS or the starter drops one as the other's copy.
+func TestDeadLetterSenderOfHeldCopyMovedBySQS(t *testing.T) {
+	str := func(v string) types.MessageAttributeValue {
+		return types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
+	}
+	held := func(id, producer string) DeadLetter {
+		return decode(types.Message{
+			MessageId: aws.String(id), ReceiptHandle: aws.String("r"),
+			Body: aws.String(`{"type":"payments","id":"o-1","key":"acme","input":{}}`),
+			Attributes: map[string]string{
+				"DeadLetterQueueSourceArn": "arn:aws:sqs:eu-west-1:123456789012:sfnlimit-GeneralQueue-abc",
+				"SenderId":                 "AROAROUTER:sfnlimit-Router", "SentTimestamp": "1709978500000", "ApproximateReceiveCount": "5",
+			},
+			MessageAttributes: map[string]types.MessageAttributeValue{
+				router.SenderAttribute:      str(producer),
+				router.SubmittedAtAttribute: {DataType: aws.String("Number"), StringValue: aws.String("1709978400000")},
+			},
+		})
+	}
+	a, b := held("held-a", "AROAACME"), held("held-b", "AROAMALLORY")
+	if jobKey(a) == jobKey(b) {
+		t.Errorf("held copies of AROAACME's and AROAMALLORY's payments/acme/o-1 are one job (sender %q, %q): a redrive moves one and leaves the other as its copy", a.Sender, b.Sender)
+	}
+	for _, d := range []DeadLetter{a, b} {
+		if got := aws.ToString(behalfOf(d)[SenderAttribute].StringValue); got == "AROAROUTER" || got == "" {
+			t.Errorf("redrive of a held copy (%s) names %q as its producer, want the producer its copy kept", d.MessageID, got)
+		}
+	}
+}
