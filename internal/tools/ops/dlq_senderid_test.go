@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/deadletter"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/router"
 )
 
@@ -123,5 +124,30 @@ func TestDeadLetterSenderOfHeldCopyMovedBySQS(t *testing.T) {
 		if got := aws.ToString(behalfOf(d)[SenderAttribute].StringValue); got == "AROAROUTER" || got == "" {
 			t.Errorf("redrive of a held copy (%s) names %q as its producer, want the producer its copy kept", d.MessageID, got)
 		}
+	}
+}
+
+// Any producer may name another in sfnlimitSender: producer B (AROAMALLORY) sending A's
+// (AROAACME's) type, key and id on A's behalf sends a job of its own, "AROAMALLORY>AROAACME". Once
+// it is a dead letter (B makes its own job fail, and sets its body's redrive to match A's), an
+// operator's redrive names the part after ">" as the producer: B's job is sent on A's behalf, and
+// the router names it "{operator}>AROAACME", exactly as it names the operator's redrive of A's own
+// dead letter. The two are then one job: one deduplication id (SQS drops whichever comes second
+// within five minutes) and one execution name (the starter takes B's execution, run on B's input,
+// for A's job's): B's job replaces A's.
+func TestDLQRedriveKeepsAProducersBehalfClaimItsOwn(t *testing.T) {
+	const operator = "AIDAOPS"
+	routed := func(d DeadLetter) string {
+		named := ""
+		if a, ok := behalfOf(d)[SenderAttribute]; ok {
+			named = aws.ToString(a.StringValue)
+		}
+		return job.Sender(operator, named) // what the router makes of the redriven message (router.origin)
+	}
+	acme := DeadLetter{MessageID: "dl-a", Type: "payments", JobID: "o-1", Key: "acme", Sender: "AROAACME"}
+	mallory := DeadLetter{MessageID: "dl-b", Type: "payments", JobID: "o-1", Key: "acme", Sender: "AROAMALLORY>AROAACME"}
+	if a, b := routed(acme), routed(mallory); a == b {
+		t.Errorf("redriven by %s, AROAACME's dead letter and AROAMALLORY's job named on AROAACME's behalf are both sender %q: "+
+			"one job (one dedup id %s, one execution name), so B's run stands for A's", operator, a, job.DedupID("payments", a, "acme", "o-1", 1))
 	}
 }
