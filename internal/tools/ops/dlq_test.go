@@ -640,3 +640,29 @@ func TestDLQRedriveTakesMovedBatchJobsOfTheCaller(t *testing.T) {
 		t.Errorf("refusal of the caller's own batch job SQS moved here = %v, want none", err)
 	}
 }
+
+// A job is its type, sender, key and id, and any producer may send another's type, key and id: its
+// own job, which may fail on its own input. dlq list prints a row per dead letter with type and id
+// only, so producer B's failed payments/o-1 reads exactly as A's (same reason, source, attempt and
+// error): the operator takes B's dead letter for A's job, and `dlq redrive --id o-1` for A's
+// redrive. Rows of two senders' (or keys') jobs must tell them apart.
+func TestWriteDeadLettersTellsSendersApart(t *testing.T) {
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	dl := func(id, sender string) DeadLetter {
+		return DeadLetter{MessageID: id, Reason: "attempts_exhausted", Source: "releaser", Type: "payments", JobID: "o-1", Key: "acme",
+			Sender: sender, Attempt: 3, Error: "States.TaskFailed", SentAt: now.Add(-time.Minute)}
+	}
+	var b bytes.Buffer
+	if err := WriteDeadLetters(&b, []DeadLetter{dl("m-a", "AROAACME"), dl("m-b", "AROAMALLORY")}, 2, now); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(lines) < 3 || lines[1] == lines[2] {
+		t.Errorf("dlq list prints AROAACME's and AROAMALLORY's dead letters of payments/acme/o-1 as the same row:\n%s", b.String())
+	}
+	for _, s := range []string{"AROAACME", "AROAMALLORY"} {
+		if !strings.Contains(b.String(), s) {
+			t.Errorf("dlq list does not name sender %s:\n%s", s, b.String())
+		}
+	}
+}
