@@ -70,7 +70,13 @@ func (t *target) deadLetters(ctx context.Context, hold time.Duration) (*session,
 	if err != nil {
 		return nil, ops.DLQ{}, s.explain(err)
 	}
-	return s, ops.DLQ{SQS: s.sqs, URL: outs[resources.DeadLetterQueueURL], General: outs[resources.GeneralQueueURL], Hold: hold}, nil
+	d := ops.DLQ{SQS: s.sqs, URL: outs[resources.DeadLetterQueueURL], General: outs[resources.GeneralQueueURL], Hold: hold}
+	// A stack deployed before this output has none: the router's held copies SQS moved there are
+	// then read as the router's (their SenderId's).
+	if v, err := s.t.Output(ctx, resources.RouterRoleID); err == nil {
+		d.Router = v
+	}
+	return s, d, nil
 }
 
 func newDLQList(tgt *target) *cobra.Command {
@@ -81,7 +87,7 @@ func newDLQList(tgt *target) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List dead letters without consuming them",
-		Long: `list shows the dead letters, oldest first: age, reason, type, job id, attempt, which function
+		Long: `list shows the dead letters, oldest first: age, reason, type, key, job id, sender, attempt, which function
 sent it and the error. It reads them without consuming them: each message is received with a short
 visibility timeout (60 s) and made visible again at the end, so while it runs other readers do not
 see them, and if it is killed they come back after the timeout. --json adds the cause and the body.

@@ -58,6 +58,11 @@ type DLQ struct {
 	// moved here from the general queue that names a batch is redriven only when its own sender is
 	// the caller: sent again, it counts in its batch as the caller's.
 	Caller string
+	// Router is the router's own principal (the stack's RouterRoleId output: its role's unique id,
+	// "": unknown). A job the router held back is a general-queue message it sent itself, its
+	// producer kept in SenderAttribute: moved here by SQS, it is that producer's job, not the
+	// router's, as the router reads it (router.origin).
+	Router string
 }
 
 // DeadLetter is one message of the dead-letter queue and what its attributes say.
@@ -144,12 +149,13 @@ func (d DLQ) receive(ctx context.Context) ([]DeadLetter, error) {
 	}
 	res := make([]DeadLetter, 0, len(out.Messages))
 	for _, m := range out.Messages {
-		res = append(res, decode(m))
+		res = append(res, decode(m, d.Router))
 	}
 	return res, nil
 }
 
-func decode(m types.Message) DeadLetter {
+// decode reads a dead letter; router is the router's principal (DLQ.Router).
+func decode(m types.Message, router string) DeadLetter {
 	// A message SQS moved here (from the general queue, after maxReceiveCount) has the attributes
 	// its producer gave it, not the limiter's: its job is read from its body alone, so that no
 	// producer can pass its message off as another job's dead letter.
@@ -172,6 +178,15 @@ func decode(m types.Message) DeadLetter {
 	d.Sender = attr(deadletter.AttrSender)
 	if movedBySQS {
 		d.Sender = job.Sender(d.sender, "")
+		if named, ok := m.MessageAttributes[SenderAttribute]; ok && router != "" && d.sender == ledger.Principal(router) {
+			// A job the router held back: its producer is the one the router kept, as the router
+			// would name it had the copy been routed (router.origin).
+			p, behalf, _ := strings.Cut(aws.ToString(named.StringValue), ">")
+			if p != "" {
+				d.sender = ledger.Principal(p)
+				d.Sender = job.Sender(d.sender, behalf)
+			}
+		}
 	}
 	d.Attempt, _ = strconv.Atoi(attr(deadletter.AttrAttempt))
 	if ms, err := strconv.ParseInt(m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)], 10, 64); err == nil {
@@ -419,19 +434,24 @@ func jobKey(m DeadLetter) string {
 	return "job\x00" + m.Type + "\x00" + m.Sender + "\x00" + m.Key + "\x00" + m.JobID
 }
 
-// behalfOf is what a redrive sends a dead letter with, on behalf of its job's producer: the
-// SenderAttribute names the producer (the sender's part after ">" for a job that was itself a
-// redrive), and the router makes the job's sender "{caller}>{producer}" (job.Sender), the caller's
-// own. So two producers' dead letters of one type, key and id stay two jobs once the operator sends
-// them again, while no caller can send a job as another's: a producer that redrives its own dead
-// letter gets its own sender back.
-func behalfOf(m DeadLetter) map[string]types.MessageAttributeValue {
+// behalfOf is what a redrive by caller sends a dead letter with, on behalf of its job's producer:
+// the SenderAttribute names the producer, and the router makes the job's sender
+// "{caller}>{producer}" (job.Sender), the caller's own. So two producers' dead letters of one type,
+// key and id stay two jobs once the operator sends them again, while no caller can send a job as
+// another's: a producer that redrives its own dead letter gets its own sender back.
+//
+// A sender "p>q" is p's job, sent on q's behalf (an earlier redrive, or any producer naming another:
+// SenderAttribute is open to all). Only p's own redrive names q again; anyone else's names p, whose
+// job it is. Named q, producer p's job would become the caller's "{caller}>q", which is also what
+// the caller makes of q's own dead letter: one deduplication id and one execution name, so p's job
+// would stand for q's.
+func behalfOf(m DeadLetter, caller string) map[string]types.MessageAttributeValue {
 	if m.Sender == "" {
 		return nil
 	}
-	p := m.Sender
-	if _, producer, ok := strings.Cut(p, ">"); ok {
-		p = producer
+	p, q, named := strings.Cut(m.Sender, ">")
+	if named && caller != "" && p == caller {
+		p = q
 	}
 	return map[string]types.MessageAttributeValue{SenderAttribute: {DataType: aws.String("String"), StringValue: aws.String(p)}}
 }
@@ -450,7 +470,7 @@ func bodyKey(m DeadLetter) string {
 func (d DLQ) move(ctx context.Context, sender *sqsbatch.Sender, ms []DeadLetter, res *RedriveResult) (kept []DeadLetter) {
 	entries := make([]types.SendMessageBatchRequestEntry, len(ms))
 	for i, m := range ms {
-		entries[i] = types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(m.Body), MessageAttributes: behalfOf(m)}
+		entries[i] = types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(m.Body), MessageAttributes: behalfOf(m, d.Caller)}
 	}
 	failures, _ := sender.Send(ctx, entries)
 	failed := map[string]sqsbatch.Failure{}
@@ -500,7 +520,7 @@ func (d DLQ) move(ctx context.Context, sender *sqsbatch.Sender, ms []DeadLetter,
 // WriteDeadLetters prints dead letters for people.
 func WriteDeadLetters(w io.Writer, list []DeadLetter, total int, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "AGE\tREASON\tTYPE\tJOB ID\tATTEMPT\tSOURCE\tERROR")
+	fmt.Fprintln(tw, "AGE\tREASON\tTYPE\tKEY\tJOB ID\tSENDER\tATTEMPT\tSOURCE\tERROR")
 	for _, d := range list {
 		reason := d.Reason
 		if reason == "" {
@@ -510,7 +530,7 @@ func WriteDeadLetters(w io.Writer, list []DeadLetter, total int, now time.Time) 
 		if d.Attempt > 0 {
 			attempt = strconv.Itoa(d.Attempt)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", Age(now.Sub(d.SentAt)), dash(reason), dash(d.Type), dash(d.JobID), attempt, dash(d.Source), clipText(d.Error, 60))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", Age(now.Sub(d.SentAt)), dash(reason), dash(d.Type), dash(d.Key), dash(d.JobID), dash(d.Sender), attempt, dash(d.Source), clipText(d.Error, 60))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -24,12 +24,13 @@ func TestDLQRedriveTwoSendersOfOneJob(t *testing.T) {
 	for _, s := range []string{"AROAACME", "AROAMALLORY", "AIDAOPS>AROAACME"} {
 		deadLetter(t, c, url, deadletter.Entry{Reason: "attempts_exhausted", Source: "releaser", Type: "payments", JobID: "o-1", Key: "acme", Sender: s, Body: b})
 	}
-	res, err := DLQ{SQS: c, URL: url, General: general}.Redrive(t.Context(), Filter{}, 0, nil)
+	res, err := DLQ{SQS: c, URL: url, General: general, Caller: "AIDAOPS"}.Redrive(t.Context(), Filter{}, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// AROAACME's and AIDAOPS>AROAACME's are two jobs (one already a redrive on acme's behalf),
-	// both sent on AROAACME's behalf: the router names them by their senders, the caller's.
+	// AROAACME's and AIDAOPS>AROAACME's are two jobs (one already AIDAOPS's redrive on acme's
+	// behalf), both sent by AIDAOPS on AROAACME's behalf: the router names them by their senders,
+	// the caller's.
 	if res.Redriven != 3 || res.Returned != 0 {
 		t.Errorf("Redrive() = %+v, want all 3 redriven (two senders' jobs, and a redrive's), none returned", res)
 	}
@@ -65,7 +66,7 @@ func TestDeadLetterSender(t *testing.T) {
 		Attributes:        map[string]string{"SenderId": "AROARELEASER:sfnlimit-Releaser", "SentTimestamp": "1709978500000"},
 		MessageAttributes: map[string]types.MessageAttributeValue{deadletter.AttrSender: str("AROAACME"), deadletter.AttrJobID: str("o-1"), deadletter.AttrType: str("payments")},
 	}
-	if d := decode(limiters); d.Sender != "AROAACME" {
+	if d := decode(limiters, "AROAROUTER"); d.Sender != "AROAACME" {
 		t.Errorf("the limiter's dead letter's sender = %q, want AROAACME (its sender attribute)", d.Sender)
 	}
 	moved := types.Message{
@@ -74,16 +75,22 @@ func TestDeadLetterSender(t *testing.T) {
 			"SenderId": "AROAMALLORY:tenant-b", "SentTimestamp": "1709978500000"},
 		MessageAttributes: map[string]types.MessageAttributeValue{deadletter.AttrSender: str("AROAACME")},
 	}
-	if d := decode(moved); d.Sender != "AROAMALLORY" {
+	if d := decode(moved, "AROAROUTER"); d.Sender != "AROAMALLORY" {
 		t.Errorf("a moved message's sender = %q, want AROAMALLORY (its SenderId's, not its producer's attribute)", d.Sender)
 	}
-	for _, tt := range []struct{ sender, want string }{{"AROAACME", "AROAACME"}, {"AIDAOPS>AROAACME", "AROAACME"}, {"", ""}} {
+	for _, tt := range []struct{ sender, caller, want string }{
+		{"AROAACME", "AIDAOPS", "AROAACME"},
+		{"AIDAOPS>AROAACME", "AIDAOPS", "AROAACME"},  // the caller's own redrive keeps its producer
+		{"AIDAOPS>AROAACME", "AIDAOTHER", "AIDAOPS"}, // another's job on AROAACME's behalf stays AIDAOPS's
+		{"AIDAOPS>AROAACME", "", "AIDAOPS"},
+		{"", "AIDAOPS", ""},
+	} {
 		got := ""
-		if a, ok := behalfOf(DeadLetter{Sender: tt.sender})[SenderAttribute]; ok {
+		if a, ok := behalfOf(DeadLetter{Sender: tt.sender}, tt.caller)[SenderAttribute]; ok {
 			got = aws.ToString(a.StringValue)
 		}
 		if got != tt.want {
-			t.Errorf("redrive of a dead letter of sender %q names %q, want %q", tt.sender, got, tt.want)
+			t.Errorf("redrive by %q of a dead letter of sender %q names %q, want %q", tt.caller, tt.sender, got, tt.want)
 		}
 	}
 	if SenderAttribute != router.SenderAttribute {
@@ -114,14 +121,14 @@ func TestDeadLetterSenderOfHeldCopyMovedBySQS(t *testing.T) {
 				router.SenderAttribute:      str(producer),
 				router.SubmittedAtAttribute: {DataType: aws.String("Number"), StringValue: aws.String("1709978400000")},
 			},
-		})
+		}, "AROAROUTER")
 	}
 	a, b := held("held-a", "AROAACME"), held("held-b", "AROAMALLORY")
 	if jobKey(a) == jobKey(b) {
 		t.Errorf("held copies of AROAACME's and AROAMALLORY's payments/acme/o-1 are one job (sender %q, %q): a redrive moves one and leaves the other as its copy", a.Sender, b.Sender)
 	}
 	for _, d := range []DeadLetter{a, b} {
-		if got := aws.ToString(behalfOf(d)[SenderAttribute].StringValue); got == "AROAROUTER" || got == "" {
+		if got := aws.ToString(behalfOf(d, "AIDAOPS")[SenderAttribute].StringValue); got == "AROAROUTER" || got == "" {
 			t.Errorf("redrive of a held copy (%s) names %q as its producer, want the producer its copy kept", d.MessageID, got)
 		}
 	}
@@ -139,7 +146,7 @@ func TestDLQRedriveKeepsAProducersBehalfClaimItsOwn(t *testing.T) {
 	const operator = "AIDAOPS"
 	routed := func(d DeadLetter) string {
 		named := ""
-		if a, ok := behalfOf(d)[SenderAttribute]; ok {
+		if a, ok := behalfOf(d, operator)[SenderAttribute]; ok {
 			named = aws.ToString(a.StringValue)
 		}
 		return job.Sender(operator, named) // what the router makes of the redriven message (router.origin)

@@ -598,7 +598,7 @@ func TestDeadLetterMovedBySQSIgnoresProducerAttributes(t *testing.T) {
 			deadletter.AttrType: str("payments"), deadletter.AttrJobID: str("order-1"), deadletter.AttrKey: str("acme"),
 		},
 	}
-	d := decode(m)
+	d := decode(m, "")
 	if d.JobID != "mine-1" || d.Key != "mallory" || d.Type != "payments" {
 		t.Errorf("moved message read as job %s/%s/%s, want payments/mine-1/mallory (its body's, not its producer's attributes)", d.Type, d.JobID, d.Key)
 	}
@@ -621,7 +621,7 @@ func TestDLQRedriveLeavesMovedBatchJobsOfOtherSenders(t *testing.T) {
 			"SenderId":                 "AROAMALLORY:tenant-b", "SentTimestamp": "1709978500000", "ApproximateReceiveCount": "1",
 		},
 	}
-	if err := (DLQ{}).refusal(t.Context(), decode(m)); err == nil {
+	if err := (DLQ{}).refusal(t.Context(), decode(m, "")); err == nil {
 		t.Errorf("refusal of another sender's batch job SQS moved here = nil, want it left (redriven it would count as the operator's)")
 	}
 }
@@ -636,7 +636,7 @@ func TestDLQRedriveTakesMovedBatchJobsOfTheCaller(t *testing.T) {
 			"SenderId":                 "AROAOWNER:api", "SentTimestamp": "1709978500000", "ApproximateReceiveCount": "1",
 		},
 	}
-	if err := (DLQ{Caller: "AROAOWNER"}).refusal(t.Context(), decode(m)); err != nil {
+	if err := (DLQ{Caller: "AROAOWNER"}).refusal(t.Context(), decode(m, "")); err != nil {
 		t.Errorf("refusal of the caller's own batch job SQS moved here = %v, want none", err)
 	}
 }

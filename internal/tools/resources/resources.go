@@ -42,6 +42,9 @@ const (
 	// a stack deployed before it has no such output.
 	BareStateMachineArn  = "BareStateMachineArn"
 	ReleaserFunctionName = "ReleaserFunctionName"
+	// RouterRoleID is the router's role's unique id: the SenderId of the jobs it holds back to the
+	// general queue. A stack deployed before it has no such output.
+	RouterRoleID = "RouterRoleId"
 )
 
 // ExtraStateMachineArns is the template parameter that lists the user's own state machines: the
