@@ -1,0 +1,101 @@
+package starter_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/smithy-go"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
+)
+
+// The twin check of f255c40 (a first-free lane copy that finds no lease starts only if its delivery
+// still holds its message) reads the message's state at one moment, but a move changes it in two
+// steps: the move deletes the lease first, sends the waiting copy, and only then deletes the
+// original message. A twin delivery (Lambda handed the batch over twice; same receipt handle) that
+// reads the lane between the move's lease delete and its DeleteMessage finds no lease, still holds
+// the message (its ChangeMessageVisibility succeeds), claims and starts attempt 1; then the move
+// deletes the message. This is seed 20912's state again: the job runs with no message left for its
+// release to retry, and its waiting copy drops itself for the twin's claim.
+func TestTwinStartingBetweenAMovesLeaseDeleteAndMessageDelete(t *testing.T) {
+	ctx := context.Background()
+	r := newRigStrategy(t, map[string]int{"reports": 1}, lane.FirstFree) // the limit, lowered to 1
+	bound := leaseOf("reports", 2, "r-1", 0, lease.Bound, 1)
+	bound.MessageID = "msg-waiting-r-1" // a bind's lease names the waiting message
+	r.leases.Set(bound)
+
+	// The twin reads a cached, higher limit (3): lane 2 is within it, so it does not move.
+	cached, err := config.NewResolver(config.Defaults{Limits: map[string]int{"reports": 3}, DefaultMaxAttempts: 3, StateMachineArn: smArn, Strategy: lane.FirstFree}, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	twin := *r.st
+	twin.Config = cached
+
+	lane2 := jobMessage(t, "reports", 2, "r-1", 0, 1)
+	var mu sync.Mutex
+	deletedHandles := map[string]bool{}
+	r.sqs.OnChangeVisibility = func(in *sqs.ChangeMessageVisibilityInput) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if deletedHandles[aws.ToString(in.ReceiptHandle)] {
+			return &smithy.GenericAPIError{Code: "ReceiptHandleIsInvalid", Message: "The input receipt handle is invalid.", Fault: smithy.FaultClient}
+		}
+		return nil
+	}
+	var twinResp events.SQSEventResponse
+	var twinErr error
+	r.sqs.OnDelete = func(in *sqs.DeleteMessageInput) error {
+		if aws.ToString(in.ReceiptHandle) != lane2.ReceiptHandle {
+			return nil
+		}
+		// The move has deleted the lease and sent the waiting copy; its DeleteMessage is on its
+		// way. The twin delivery runs now, whole.
+		r.sqs.OnDelete = nil
+		twinResp, twinErr = twin.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{lane2}})
+		mu.Lock()
+		deletedHandles[lane2.ReceiptHandle] = true
+		mu.Unlock()
+		return nil
+	}
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{lane2}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("mover: Handle = %+v, %v; want r-1 moved and its lane message acknowledged", resp, err)
+	}
+	if twinErr != nil {
+		t.Fatalf("twin: Handle = %+v, %v", twinResp, twinErr)
+	}
+	var moved []copyMsg
+	for _, c := range copies(t, r) {
+		if c.lane == job.WaitingLane {
+			moved = append(moved, c)
+		}
+	}
+	if len(moved) != 1 {
+		t.Fatalf("copies = %+v, want r-1 sent to its waiting group", copies(t, r))
+	}
+	starts := startNames(r.sfn)
+	if len(starts) != 0 {
+		t.Errorf("starts = %v, leases = %+v: the twin started r-1 in lane 2 and the move then deleted its "+
+			"lane message; the job runs with no message left for its release to retry", starts, r.leases.Leases())
+	}
+
+	// The waiting copy the move sent finds the twin's claim of r-1 and drops itself: no copy of r-1
+	// is left to retry it.
+	w := message(t, job.WaitingGroupID("reports", 0), "r-1", jobBody("reports", "r-1", 0), 1)
+	w.MessageId = "msg-waiting-r-1-moved"
+	resp, err = r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{w}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(starts) != 0 && len(resp.BatchItemFailures) == 0 {
+		t.Errorf("waiting copy acknowledged (dropped) while r-1's only other copy, its lane message, was deleted: the job is lost on its first failure")
+	}
+}
