@@ -368,3 +368,40 @@ func TestPauseSeenBeforeTheClaimHoldsTheStart(t *testing.T) {
 		t.Errorf("lease = %+v, want r-1's retry of attempt 1 kept", l)
 	}
 }
+
+// The pause re-check of f255c40 is skipped for a claim (l.Status == starting), yet a claim whose
+// start never went through (throttled) makes a new start when its message comes back, as
+// TestThrottledClaimDoesNotStartDuringAPause says. Its delivery reads the type unpaused from the
+// cache, its calls stall past the cache while the type is paused (here the first-free cap count of
+// the claim's retry), and it starts the attempt well after the pause: the slow-call window the
+// re-check closes for retries and binds stays open for throttled claims. (The simulation's checker
+// cannot see it: it counts a claim from when its execution was first claimed, before the pause.)
+func TestPauseSeenBeforeTheRetryOfAThrottledClaimHoldsTheStart(t *testing.T) {
+	ctx := context.Background()
+	r := newRigStrategy(t, nil, lane.FirstFree)
+	live := &liveConfig{}
+	withLiveConfig(t, r, live, reportsDefaults)
+	r.leases.Set(boundLease("reports", 1, "r-1"))
+	r.sfn.OnStart = throttled
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 1, "r-1", 0, 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	r.sfn.OnStart = nil
+	if l, ok := r.leases.Lease(lease.Key{Type: "reports", Lane: 1}); !ok || l.Status != lease.Starting {
+		t.Fatalf("lease = %+v, want r-1's claim kept after the throttled start", l)
+	}
+	r.clock.Advance(5 * time.Second) // the claim's retry, with the type's config still cached unpaused
+	r.leases.BeforeListType = func(string) error {
+		r.clock.Advance(2 * time.Minute) // the claim's cap count stalls past the cache; paused meanwhile
+		live.set(paused("reports"))
+		r.leases.BeforeListType = nil
+		return nil
+	}
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 1, "r-1", 0, 2)}})
+	if err != nil || !equal(failures(resp), []string{"msg-r-1"}) {
+		t.Fatalf("Handle = %+v, %v; want r-1 held", resp, err)
+	}
+	if n := len(r.sfn.Executions()); n != 0 {
+		t.Errorf("executions = %d (starts %v), want none: the type was paused 2 min before this new start (its claim never started)", n, startNames(r.sfn))
+	}
+}
