@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go"
 
+	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
@@ -1258,4 +1259,61 @@ func TestRewaitOfAnEndedAttemptLeavesAJobThatHoldsALane(t *testing.T) {
 		t.Errorf("copies = %+v, want none", c)
 	}
 	checkDLQ(t, r.sqs, nil)
+}
+
+// behind (f255c40) keeps a moved copy waiting while a stale copy of its job holds a lane, on the
+// ground that the stale copy's start "finds its execution and drops". It need not: a bound lease's
+// claim starts on the type's state machine of now, and once the type's state machine has changed
+// (config set stateMachineArn), the stale copy's attempt 1 is a new execution name on the new state
+// machine, and starts. The stale copy is then the job's live copy; when its run succeeds, its release
+// frees the lane, and the moved copy, kept waiting instead of dropped, binds and runs the job again:
+// the job ends twice (before f255c40, the moved copy was dropped and the job ended once).
+func TestMovedCopyWaitingOutAStaleCopyThatStartsOnANewStateMachine(t *testing.T) {
+	ctx := context.Background()
+	r := newRigStrategy(t, nil, lane.FirstFree)
+	const newSM = smArn + "-v2"
+	withLiveConfig(t, r, &liveConfig{list: []config.Override{{Type: "reports", StateMachineArn: newSM}}}, reportsDefaults)
+	// Attempt 1 ran on the old state machine, started by the job's first lane copy, and failed.
+	r.sfn.Put(startedBy(t, execution("reports", 1, "r-1", 1, "FAILED", "JobFailed", "boom"), "msg-first-lane-copy"))
+	// The stale copy: the waiting message back after a killed delivery, bound again with its count (0).
+	stale := boundLease("reports", 1, "r-1")
+	stale.MessageID = "msg-stale-waiting"
+	r.leases.Set(stale)
+
+	moved := func(receive int) events.SQSMessage {
+		m := message(t, job.WaitingGroupID("reports", 0), "r-1", jobBody("reports", "r-1", 1), receive)
+		m.MessageId = "msg-moved"
+		return m
+	}
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{moved(1)}})
+	if err != nil || len(resp.BatchItemFailures) != 1 {
+		t.Fatalf("Handle = %+v, %v; want the moved copy waiting (behind)", resp, err)
+	}
+
+	// The stale copy's lane message claims attempt 1: on the new state machine it is a new name.
+	laneCopy := jobMessage(t, "reports", 1, "r-1", 0, 1)
+	laneCopy.MessageId = "msg-stale-lane"
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{laneCopy}}); err != nil {
+		t.Fatal(err)
+	}
+	started := len(r.sfn.Executions()) - 1
+	if started == 0 {
+		t.Skip("the stale copy dropped itself, as behind assumes")
+	}
+	// Its run succeeds and is released: the job has ended.
+	if res, err := r.rel.Release(ctx, releaser.Request{Key: lease.Key{Type: "reports", Lane: 1}, JobID: "r-1", Attempt: 1, Outcome: releaser.Succeeded, Source: "workflow"}); err != nil || res != releaser.Deleted {
+		t.Fatalf("Release = %v, %v; want the lease deleted", res, err)
+	}
+
+	// The moved copy, kept alive by behind, comes back.
+	resp, err = r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{moved(2)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range copies(t, r) {
+		if c.id == "r-1" && c.lane != job.WaitingLane {
+			t.Errorf("copies = %+v, leases = %+v: r-1, which succeeded on the new state machine, is bound to run again "+
+				"(attempt %d): the job ends twice", copies(t, r), r.leases.Leases(), c.attempt+1)
+		}
+	}
 }
