@@ -37,6 +37,12 @@ const (
 	// DeadLettering: the attempt ended for good (attempts exhausted, or aborted); the release that
 	// wrote this status sends the job's one dead letter, then deletes the message and the lease.
 	DeadLettering Status = "dead-lettering"
+	// Moving: the job is leaving the lane (a lowered limit or key cap): its copy is on its way to
+	// its waiting group, or another lane, and the move then deletes its message and this lease. No
+	// execution runs. The lease keeps the lane from looking free to a twin delivery of the message
+	// (Lambda may hand a batch over twice), which would start the job with no message left; the
+	// copy does not take it for its job holding a lane.
+	Moving Status = "moving"
 )
 
 // running is the status earlier versions wrote once a start was confirmed; it is read as Starting

@@ -207,7 +207,7 @@ func (h *Handler) Sweep(ctx context.Context) (Response, error) {
 	var due []lease.Lease
 	freed := 0
 	for _, l := range all {
-		if (l.Status == lease.Bound || l.Status == lease.Retrying) && l.Stale(now(), h.StaleAfter) {
+		if (l.Status == lease.Bound || l.Status == lease.Retrying || l.Status == lease.Moving) && l.Stale(now(), h.StaleAfter) {
 			if h.takeBack(ctx, l) {
 				freed++
 			}

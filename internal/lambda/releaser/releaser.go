@@ -163,9 +163,9 @@ func (s *Service) Release(ctx context.Context, req Request) (Result, error) {
 		if err != nil {
 			return "", err
 		}
-		// A bound lease has no execution yet: a release that finds one is a late one of an attempt
-		// made before the job came back to wait.
-		if l == nil || !l.Holds(req.JobSender, req.JobKey, req.JobID, req.Redrive) || l.Attempt != req.Attempt || l.Status == lease.Bound {
+		// A bound lease has no execution yet, nor has a moving one left: a release that finds one is
+		// a late one of an attempt made before the job came back to wait (or went back to it).
+		if l == nil || !l.Holds(req.JobSender, req.JobKey, req.JobID, req.Redrive) || l.Attempt != req.Attempt || l.Status == lease.Bound || l.Status == lease.Moving {
 			log.InfoContext(ctx, "nothing to release")
 			return Noop, nil
 		}

@@ -71,6 +71,16 @@ func TestRelease(t *testing.T) {
 			wantDeleted: []string{handle("r-1001", 2)},
 		},
 		{
+			// The attempt's failure was acted on (a retry), and the job is leaving the lane for its
+			// waiting group (a lowered limit): a late release of the attempt frees nothing, keeping
+			// the lane from a twin delivery of the moving job's message.
+			name:      "late failure of an attempt whose job is moving back to wait",
+			lease:     ptr(held("reports", 1, "r-1001", 1, lease.Moving)),
+			give:      req("reports", 1, "r-1001", 1, releaser.Failed, "JobFailed", failCause),
+			want:      releaser.Noop,
+			wantLease: &wantLease{JobID: "r-1001", Status: lease.Moving, Attempt: 1, Handle: handle("r-1001", 2), Version: 4},
+		},
+		{
 			name:      "success after the failure of the same attempt was acted on",
 			lease:     ptr(held("reports", 1, "r-1001", 1, lease.Retrying)),
 			give:      req("reports", 1, "r-1001", 1, releaser.Succeeded, "", ""),

@@ -128,7 +128,7 @@ func TestReleaseWakesTheOldestParkedJob(t *testing.T) {
 
 // The sweep takes back a lane whose lease has no running execution and was untouched for StaleAfter:
 // a bind whose copy never claimed it, a retrying lease whose message is gone, an unconfirmed claim
-// whose execution does not exist. Under first-free nothing else would: binds only take lanes without
+// whose execution does not exist, a move that stopped after its message went. Under first-free nothing else would: binds only take lanes without
 // a lease. It wakes a parked waiting group for each; younger leases are left to their messages.
 func TestSweepTakesBackStaleLeases(t *testing.T) {
 	ctx := context.Background()
@@ -142,7 +142,7 @@ func TestSweepTakesBackStaleLeases(t *testing.T) {
 		}
 	}
 	var stale, young []lease.Lease
-	for i, st := range []lease.Status{lease.Bound, lease.Retrying, lease.Starting} {
+	for i, st := range []lease.Status{lease.Bound, lease.Retrying, lease.Starting, lease.Moving} {
 		l := held("reports", i+1, "r-stale-"+string(st), 1, st)
 		l.ExecutionArn = execArn("reports", l.JobID, 1) // a claim names its execution; none exists
 		l.UpdatedAt = t0.Add(-21 * time.Minute)
@@ -156,8 +156,8 @@ func TestSweepTakesBackStaleLeases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Swept != 3 {
-		t.Errorf("Sweep() = %+v, want the 3 stale leases taken back", got)
+	if got.Swept != 4 {
+		t.Errorf("Sweep() = %+v, want the 4 stale leases taken back", got)
 	}
 	for _, l := range stale {
 		checkLease(t, r.leases, l.Key(), nil)
@@ -167,7 +167,7 @@ func TestSweepTakesBackStaleLeases(t *testing.T) {
 			t.Errorf("young %s lease of lane %s taken back, want it left to its message", l.Status, l.Key())
 		}
 	}
-	if v := visibleHandles(r.sqs); len(v) != 3 {
+	if v := visibleHandles(r.sqs); len(v) != 4 {
 		t.Errorf("made visible = %q, want a parked group woken per lane taken back", v)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
@@ -181,13 +183,7 @@ func (s *Starter) held(ctx context.Context, x *msg, own lease.Lease) (verdict, e
 		return s.sendBound(ctx, x, own)
 	}
 	if behind(own, x.job.Attempts) {
-		// A stale copy holds the lane: one whose body counts fewer attempts than this message's
-		// (a waiting message back after a killed delivery, bound again with the count it had). Its
-		// claim finds its attempt already run by another message and drops itself, freeing the lane;
-		// this message, the job's newest copy, must outlive it, or no copy of the job is left.
-		x.log.InfoContext(ctx, "the job's lane is held by a stale copy of it; waiting for it to drop",
-			"heldLane", own.Lane, "status", own.Status, "leaseAttempt", own.Attempt, "attempts", x.job.Attempts)
-		return s.backoff(ctx, x.SQSMessage), nil
+		return s.behindCopy(ctx, x, own)
 	}
 	// The job is in a lane already (another message of it was bound, or its copy runs): this
 	// message is a copy of it.
@@ -198,7 +194,7 @@ func (s *Starter) held(ctx context.Context, x *msg, own lease.Lease) (verdict, e
 
 // behind reports whether own, a lease of the job, was written by a copy that had counted fewer of its
 // attempts than one that has made attempts: a bound lease records the attempts made before it, a claim
-// the attempt it starts. Either has already run, so that copy's start finds its execution and drops.
+// the attempt it starts.
 func behind(own lease.Lease, attempts int) bool {
 	switch own.Status {
 	case lease.Bound:
@@ -209,10 +205,49 @@ func behind(own lease.Lease, attempts int) bool {
 	return false
 }
 
-// holding returns the lease that holds job j's run, if any.
+// behindCopy handles a waiting message whose job's lane is held by a stale copy of it (behind): one that
+// counts fewer attempts, such as a waiting message back after a killed delivery and bound again
+// with the count it had. This message is the job's newest copy, and the job must go on from its
+// count, once:
+//   - a bound lease takes this message's count (a conditional write), and its copy's claim starts
+//     the attempt after it: this message is then a copy of the job in that lane, and goes;
+//   - a claim whose execution this claim started holds the job's run: this message goes;
+//   - a claim of an attempt another message ran finds it so and drops itself: this message waits
+//     for the lane to free, and binds then.
+func (s *Starter) behindCopy(ctx context.Context, x *msg, own lease.Lease) (verdict, error) {
+	log := x.log.With("heldLane", own.Lane, "status", own.Status, "leaseAttempt", own.Attempt, "attempts", x.job.Attempts)
+	if own.Status == lease.Bound {
+		next := own
+		next.Attempt = x.job.Attempts
+		if _, err := s.Leases.Put(ctx, next, &own); err != nil {
+			return hold, fmt.Errorf("hand this copy's attempts to the stale copy's bound lease: %w", err)
+		}
+		log.WarnContext(ctx, "the job's lane is bound to a stale copy of it; its lease now counts this copy's attempts, and this copy is dropped")
+		s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
+		return ack, nil
+	}
+	d, err := s.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: &own.ExecutionArn})
+	if err != nil && !isErr[*sfntypes.ExecutionDoesNotExist](err) {
+		return hold, fmt.Errorf("describe execution %s of a stale copy's claim: %w", own.ExecutionArn, err)
+	}
+	if err == nil {
+		var in job.ExecutionInput
+		_ = json.Unmarshal([]byte(aws.ToString(d.Input)), &in)
+		if in.Job.MessageID != "" && in.Job.MessageID == own.MessageID {
+			log.WarnContext(ctx, "the job runs in a lane a stale copy of it claimed; dropping this copy", "execution", own.ExecutionArn)
+			s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
+			return ack, nil
+		}
+	}
+	log.InfoContext(ctx, "the job's lane is claimed by a stale copy of it; waiting for it to drop")
+	return s.backoff(ctx, x.SQSMessage), nil
+}
+
+// holding returns the lease that holds job j's run, if any: not a moving one, whose job is on its
+// way back to wait (this message, most often).
 func holding(leases []lease.Lease, j job.Job) *lease.Lease {
 	for i, l := range leases {
-		if l.Holds(j.Sender, j.Key, j.ID, j.Redrive) {
+		if l.Status != lease.Moving && l.Holds(j.Sender, j.Key, j.ID, j.Redrive) {
 			return &leases[i]
 		}
 	}

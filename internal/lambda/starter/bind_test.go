@@ -207,49 +207,73 @@ func TestBindDropsACopyOfAJobInALane(t *testing.T) {
 
 // A job's moved copy (its attempt 1 failed, and the retry waits under a lowered limit) may find its
 // job bound to a lane by a stale copy: the waiting message whose first bind started attempt 1, back
-// after a killed delivery, bound again with its body's count (0). That copy's claim finds attempt 1
-// ended, started by another message, and drops itself. Dropped too for "the job holds a lane", the
-// moved copy left no copy of the job at all (seed 19564 of the simulation's all profile). A lease
-// behind the moved copy's count belongs to a copy that will drop itself: the moved copy waits for
-// the lane to free, then binds with its attempts.
-func TestMovedCopyWaitsOutAStaleCopysLane(t *testing.T) {
+// after a killed delivery, bound again with its body's count (0). Dropped for "the job holds a
+// lane", while the stale copy's claim of attempt 1 found that attempt run by another message and
+// dropped itself too, the moved copy left no copy of the job at all (seed 19564 of the simulation's
+// all profile). The job goes on from the moved copy's count, once:
+//   - a bound lease takes the moved copy's count, which goes; the stale lane copy then starts the
+//     attempt after it (not attempt 1 again, which on a changed state machine would be a new name
+//     and run: the job would end twice);
+//   - a claim of an attempt another message ran will drop itself: the moved copy waits, then binds;
+//   - a claim whose execution it started itself holds the job's run: the moved copy goes.
+func TestMovedCopyGoesOnFromAStaleCopysLane(t *testing.T) {
 	for _, tt := range []struct {
-		status  lease.Status
-		attempt int // the stale copy's lease: bound with its body's count, or its claim of attempt 1
+		name      string
+		status    lease.Status
+		attempt   int    // the stale copy's lease: bound with its body's count, or its claim of attempt 1
+		startedBy string // who started the claimed attempt's execution
+		wantKept  bool   // the moved copy waits (held) rather than going
 	}{
-		{lease.Bound, 0},
-		{lease.Starting, 1},
+		{name: "bound", status: lease.Bound, attempt: 0, startedBy: "first-lane-copy"},
+		{name: "claim of an attempt another message ran", status: lease.Starting, attempt: 1, startedBy: "first-lane-copy", wantKept: true},
+		{name: "claim that started its own run", status: lease.Starting, attempt: 1, startedBy: "stale-copy", wantKept: false},
 	} {
-		t.Run(string(tt.status), func(t *testing.T) {
+		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
 			r := newRigStrategy(t, nil, lane.FirstFree)
 			stale := leaseOf("reports", 2, "w-1", tt.attempt, tt.status, 1)
-			stale.MessageID = "stale-waiting-copy"
+			stale.MessageID = "stale-copy"
 			r.leases.Set(stale)
+			r.sfn.Put(startedBy(t, execution("reports", 2, "w-1", 1, "FAILED", "JobFailed", "boom"), tt.startedBy))
 			moved := message(t, job.WaitingGroupID("reports", 0), "w-1", jobBody("reports", "w-1", 1), 1)
 			resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{moved}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(resp.BatchItemFailures) != 1 {
-				t.Fatalf("Handle = %+v; want the moved copy kept (the job's only live copy), not dropped", resp)
+			if kept := len(resp.BatchItemFailures) == 1; kept != tt.wantKept {
+				t.Fatalf("Handle = %+v; want the moved copy kept: %v", resp, tt.wantKept)
 			}
 			if c := copies(t, r); len(c) != 0 {
 				t.Errorf("copies = %+v, want none while the stale copy holds lane 2", c)
 			}
-
-			// The stale copy drops itself (its attempt exists, another message's) and frees lane 2.
-			if err := r.leases.Delete(ctx, r.leases.Leases()[0]); err != nil {
-				t.Fatal(err)
-			}
-			resp, err = r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{
-				message(t, job.WaitingGroupID("reports", 0), "w-1", jobBody("reports", "w-1", 1), 2)}})
-			if err != nil || len(resp.BatchItemFailures) != 0 {
-				t.Fatalf("Handle = %+v, %v; want the moved copy bound", resp, err)
-			}
-			c := copies(t, r)
-			if len(c) != 1 || c[0].id != "w-1" || c[0].lane == job.WaitingLane || c[0].attempt != 1 {
-				t.Errorf("copies = %+v, want w-1 sent to a lane with its 1 attempt", c)
+			switch {
+			case tt.status == lease.Bound:
+				// The stale copy's lane message starts the attempt after the moved copy's count.
+				if l, _ := r.leases.Lease(lease.Key{Type: "reports", Lane: 2}); l.Status != lease.Bound || l.Attempt != 1 {
+					t.Fatalf("lease = %+v, want lane 2 bound with the moved copy's 1 attempt", l)
+				}
+				laneCopy := jobMessage(t, "reports", 2, "w-1", 0, 1)
+				laneCopy.MessageId = "stale-copy-lane"
+				if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{laneCopy}}); err != nil {
+					t.Fatal(err)
+				}
+				if got := startNames(r.sfn); !equal(got, []string{execName("reports", "w-1", 2)}) {
+					t.Errorf("starts = %v, want w-1's attempt 2 alone", got)
+				}
+			case tt.wantKept:
+				// The stale copy drops itself and frees lane 2; the moved copy binds with its count.
+				if err := r.leases.Delete(ctx, r.leases.Leases()[0]); err != nil {
+					t.Fatal(err)
+				}
+				resp, err = r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{
+					message(t, job.WaitingGroupID("reports", 0), "w-1", jobBody("reports", "w-1", 1), 2)}})
+				if err != nil || len(resp.BatchItemFailures) != 0 {
+					t.Fatalf("Handle = %+v, %v; want the moved copy bound", resp, err)
+				}
+				c := copies(t, r)
+				if len(c) != 1 || c[0].id != "w-1" || c[0].lane == job.WaitingLane || c[0].attempt != 1 {
+					t.Errorf("copies = %+v, want w-1 sent to a lane with its 1 attempt", c)
+				}
 			}
 		})
 	}
@@ -913,7 +937,7 @@ func TestMovedJobIsNotDroppedForItsOwnOldLease(t *testing.T) {
 			// The job is bound to a lane within the limit, and its copy is on its way there.
 			var bound *lease.Lease
 			for _, l := range r.leases.Leases() {
-				if l.JobID == "r-1" {
+				if l.JobID == "r-1" && l.Status != lease.Moving { // a moving lease left by the failed delete: the sweep's
 					l := l
 					bound = &l
 				}
@@ -1261,13 +1285,12 @@ func TestRewaitOfAnEndedAttemptLeavesAJobThatHoldsALane(t *testing.T) {
 	checkDLQ(t, r.sqs, nil)
 }
 
-// behind (f255c40) keeps a moved copy waiting while a stale copy of its job holds a lane, on the
-// ground that the stale copy's start "finds its execution and drops". It need not: a bound lease's
-// claim starts on the type's state machine of now, and once the type's state machine has changed
-// (config set stateMachineArn), the stale copy's attempt 1 is a new execution name on the new state
-// machine, and starts. The stale copy is then the job's live copy; when its run succeeds, its release
-// frees the lane, and the moved copy, kept waiting instead of dropped, binds and runs the job again:
-// the job ends twice (before f255c40, the moved copy was dropped and the job ended once).
+// A stale copy bound again (count 0) after the job's attempt 1 failed, its type's state machine
+// changed since: the stale copy's claim of attempt 1 would be a new execution name on the new state
+// machine, and start, while the moved copy (count 1), kept waiting for the stale copy to drop, would
+// bind once that run ended and run the job again: the job would end twice (found by review). The
+// moved copy hands its count to the bound lease and goes; the stale lane copy starts attempt 2 on the
+// new state machine, and the job ends once.
 func TestMovedCopyWaitingOutAStaleCopyThatStartsOnANewStateMachine(t *testing.T) {
 	ctx := context.Background()
 	r := newRigStrategy(t, nil, lane.FirstFree)
@@ -1286,34 +1309,36 @@ func TestMovedCopyWaitingOutAStaleCopyThatStartsOnANewStateMachine(t *testing.T)
 		return m
 	}
 	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{moved(1)}})
-	if err != nil || len(resp.BatchItemFailures) != 1 {
-		t.Fatalf("Handle = %+v, %v; want the moved copy waiting (behind)", resp, err)
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("Handle = %+v, %v; want the moved copy gone, its count handed to the bound lease", resp, err)
 	}
 
-	// The stale copy's lane message claims attempt 1: on the new state machine it is a new name.
+	// The stale copy's lane message claims the attempt after the count: attempt 2, on the new one.
 	laneCopy := jobMessage(t, "reports", 1, "r-1", 0, 1)
 	laneCopy.MessageId = "msg-stale-lane"
 	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{laneCopy}}); err != nil {
 		t.Fatal(err)
 	}
-	started := len(r.sfn.Executions()) - 1
-	if started == 0 {
-		t.Skip("the stale copy dropped itself, as behind assumes")
+	if got := startNames(r.sfn); !equal(got, []string{execName("reports", "r-1", 2)}) {
+		t.Fatalf("starts = %v, want r-1's attempt 2 alone", got)
 	}
-	// Its run succeeds and is released: the job has ended.
-	if res, err := r.rel.Release(ctx, releaser.Request{Key: lease.Key{Type: "reports", Lane: 1}, JobID: "r-1", Attempt: 1, Outcome: releaser.Succeeded, Source: "workflow"}); err != nil || res != releaser.Deleted {
+	if res, err := r.rel.Release(ctx, releaser.Request{Key: lease.Key{Type: "reports", Lane: 1}, JobID: "r-1", Attempt: 2, Outcome: releaser.Succeeded, Source: "workflow"}); err != nil || res != releaser.Deleted {
 		t.Fatalf("Release = %v, %v; want the lease deleted", res, err)
 	}
 
-	// The moved copy, kept alive by behind, comes back.
-	resp, err = r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{moved(2)}})
-	if err != nil {
+	// A late duplicate of the moved copy binds again, finds attempt 2 run, and starts nothing.
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{moved(2)}}); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range copies(t, r) {
-		if c.id == "r-1" && c.lane != job.WaitingLane {
-			t.Errorf("copies = %+v, leases = %+v: r-1, which succeeded on the new state machine, is bound to run again "+
-				"(attempt %d): the job ends twice", copies(t, r), r.leases.Leases(), c.attempt+1)
+	for i, sent := range r.sqs.Sent(lanesURL) {
+		if _, ln, _ := job.ParseGroupID(sent.MessageGroupID); ln != job.WaitingLane {
+			m := sentMessage(t, sent, "late-lane-copy-"+strconv.Itoa(i), 1)
+			if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{m}}); err != nil {
+				t.Fatal(err)
+			}
 		}
+	}
+	if n := len(r.sfn.Executions()); n != 2 {
+		t.Errorf("executions = %d, want 2 (attempt 1 on the old state machine, attempt 2 on the new): the job ran again after it succeeded", n)
 	}
 }

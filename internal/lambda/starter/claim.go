@@ -43,6 +43,19 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 	if l != nil && !l.Holds(x.job.Sender, x.job.Key, x.job.ID, x.job.Redrive) {
 		return s.laneHeld(ctx, x, *l)
 	}
+	if l != nil && l.Status == lease.Moving {
+		if l.MessageID != x.MessageId {
+			return s.laneHeld(ctx, x, *l) // another message of the job is leaving the lane
+		}
+		// This message's move: a twin delivery's, under way, or one that stopped midway. It is
+		// finished, never undone by a start (the copy goes once: its deduplication id names this
+		// message).
+		cfg, err := s.Config.Get(ctx, x.key.Type)
+		if err != nil {
+			return hold, err
+		}
+		return s.move(ctx, x, l, cfg, "finished the move of a job leaving its lane")
+	}
 	if l != nil && l.MessageID == x.MessageId && x.receives() < l.Receives {
 		// A late copy of an earlier delivery (Lambda may hand a batch over twice): the lease holds
 		// the handle of a later receive, the only one SQS still honours, and that delivery does the
@@ -191,8 +204,10 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 	case l == nil:
 	case l.Status == lease.Bound:
 		// Bound to this job from its waiting group: the claim replaces the bound lease and goes on
-		// as on a free lane.
+		// as on a free lane, from the attempts the lease counts when a newer copy of the job handed
+		// its count to it (this copy being a stale one: Starter.behindCopy).
 		fresh = nil
+		attempt = max(x.job.Attempts, l.Attempt) + 1
 	case l.Status == lease.Starting:
 		// This attempt's claim: its execution runs (the message came back after the visibility
 		// timeout), or its start was not confirmed. Either way the same attempt is started again:
@@ -223,10 +238,11 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 			return v, err
 		}
 	}
-	if !cfg.Paused() && (l == nil || l.Status != lease.Starting) {
-		// The claim is a new start's commit, and slow calls since this delivery read its type's
-		// config may have outlasted the cache: a pause read now (a cache hit while it is fresh)
-		// holds the start back, and the lane is looked at again, paused.
+	if !cfg.Paused() {
+		// The claim is a start's commit, and slow calls since this delivery read its type's config
+		// may have outlasted the cache: a pause read now (a cache hit while it is fresh) holds the
+		// start back, and the lane is looked at again, paused (where a claim whose execution exists
+		// goes on, and one whose start never went through waits).
 		now, err := s.Config.Get(ctx, x.key.Type)
 		if err != nil {
 			return hold, err

@@ -389,6 +389,8 @@ func (f JobFinder) summarize(v *JobView) {
 			v.Detail = fmt.Sprintf("attempt %d of %d failed; waiting on lane %d to run again", l.Attempt, v.MaxAttempts, l.Lane)
 		case lease.DeadLettering:
 			v.Detail = fmt.Sprintf("ended for good after attempt %d; being dead-lettered from lane %d", l.Attempt, l.Lane)
+		case lease.Moving:
+			v.Detail = fmt.Sprintf("leaving lane %d (above a lowered limit or key cap) to wait again, after %d of %d attempts", l.Lane, l.Attempt, v.MaxAttempts)
 		default:
 			v.Detail = fmt.Sprintf("lease status %s on lane %d", l.Status, l.Lane)
 		}

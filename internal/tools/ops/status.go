@@ -126,7 +126,7 @@ func shownStatus(s lease.Status) string {
 }
 
 // statusOrder is the order in which a type's lease statuses are listed: a lease's life.
-var statusOrder = []string{string(lease.Bound), Started, string(lease.Retrying), string(lease.DeadLettering)}
+var statusOrder = []string{string(lease.Bound), Started, string(lease.Retrying), string(lease.DeadLettering), string(lease.Moving)}
 
 // rangesShown is how many runs of lanes a status lists before it only counts the rest.
 const rangesShown = 8
