@@ -247,43 +247,42 @@ func (s *Service) releaseLease(ctx context.Context, log *slog.Logger, req Reques
 			return "", err
 		}
 	}
-	if req.Outcome == Failed && l.Attempt < maxAttempts {
-		next := l
-		next.Status = lease.Retrying
+	// The attempt's fate is one conditional write: retrying (failed with attempts left) or
+	// dead-lettering (attempts exhausted, or aborted). Several releases of one attempt may race (the
+	// workflow's step, the status event, the sweep, the starter): the write elects the one that acts;
+	// the others find the new status when they read the lease again.
+	retry := req.Outcome == Failed && l.Attempt < maxAttempts
+	next := l
+	next.Status = lease.Retrying
+	body := ""
+	if retry {
 		next.ExecutionArn = ""
-		written, err := s.Leases.Put(ctx, next, &l)
-		if err != nil {
+	} else {
+		// The dead letter's body is read first: it comes from the execution's input, and
+		// DescribeExecution may fail (it is eventually consistent, and throttled like any call).
+		// Failing before the status changes leaves the lease as it was, so this release's retry, or
+		// any other, goes on at once; failing after it would leave a dead-lettering lease every
+		// other release must leave alone until DeadLetterTakeover, with the lane held that long.
+		var err error
+		if body, err = s.submission(ctx, l); err != nil {
 			return "", err
 		}
-		log.InfoContext(ctx, "attempt failed; job will run again", "error", req.Error, "maxAttempts", maxAttempts)
-		s.Metrics.Add(req.Key.Type, metrics.JobsRetried, 1)
-		return Retried, s.makeVisible(ctx, written)
+		// Likewise the job's end in its batch, and the batch's completion event when it closes it:
+		// they can fail (EventBridge, the ledger's own contention), so they come before the status
+		// change, and the dead letter does not record the job again.
+		if err := s.BatchEnded(ctx, l, batch.DeadLettered); err != nil {
+			return "", err
+		}
+		next.Status = lease.DeadLettering
 	}
-
-	// Attempts exhausted, or aborted. Several releases of one attempt may race (the workflow's step,
-	// the status event, the sweep, the starter): the conditional write elects the one that sends
-	// the dead letter; the others find the new status when they read the lease again.
-	//
-	// The dead letter's body is read first: it comes from the execution's input, and DescribeExecution
-	// may fail (it is eventually consistent, and throttled like any call). Failing before the status
-	// changes leaves the lease as it was, so this release's retry, or any other, goes on at once;
-	// failing after it would leave a dead-lettering lease every other release must leave alone until
-	// DeadLetterTakeover, with the lane held that long.
-	body, err := s.submission(ctx, l)
-	if err != nil {
-		return "", err
-	}
-	// Likewise the job's end in its batch, and the batch's completion event when it closes it: they
-	// can fail (EventBridge, the ledger's own contention), so they come before the status change,
-	// and the dead letter does not record the job again.
-	if err := s.BatchEnded(ctx, l, batch.DeadLettered); err != nil {
-		return "", err
-	}
-	next := l
-	next.Status = lease.DeadLettering
 	written, err := s.Leases.Put(ctx, next, &l)
 	if err != nil {
 		return "", err
+	}
+	if retry {
+		log.InfoContext(ctx, "attempt failed; job will run again", "error", req.Error, "maxAttempts", maxAttempts)
+		s.Metrics.Add(req.Key.Type, metrics.JobsRetried, 1)
+		return Retried, s.makeVisible(ctx, written)
 	}
 	return s.deadLetter(ctx, log, req, written, dead, body, true)
 }

@@ -251,20 +251,25 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 			return hold, lease.ErrConflict
 		}
 	}
-	// The execution's ARN goes in the claim before the start is tried: its name is deterministic,
-	// so whoever reads the lease next (a release, the sweep, a dead letter) finds the execution.
-	// The claim is the only write of a start: a claim whose execution exists is a running job, and
-	// every reader of a lease takes it for one (docs/design.md, "Lease status").
-	claim := lease.Lease{
-		Type: x.key.Type, Lane: x.key.Lane, JobID: x.job.ID, JobKey: x.job.Key, JobSender: x.job.Sender, Batch: x.job.Batch, MessageID: x.MessageId, ReceiptHandle: x.ReceiptHandle, Receives: x.receives(),
-		Attempt: attempt, Redrive: x.job.Redrive, Status: lease.Starting, StartedAt: startedAt, SubmittedAt: x.job.SubmittedAt,
-		StateMachineArn: stateMachine, ExecutionArn: job.ExecutionArn(stateMachine, job.RunName(x.key.Type, x.job.Sender, x.job.Key, x.job.ID, x.job.Redrive, attempt)),
-	}
-	claimed, err := s.Leases.Put(ctx, claim, l)
+	claimed, err := s.claim(ctx, x, l, attempt, stateMachine, startedAt)
 	if err != nil {
 		return hold, err
 	}
 	return s.start(ctx, x, claimed, fresh, claimedAt)
+}
+
+// claim writes this delivery's claim of attempt on the state machine sm, over prev (nil: the lane has
+// no lease), the attempt started at startedAt. The execution's ARN goes in the claim before the start
+// is tried: its name is deterministic, so whoever reads the lease next (a release, the sweep, a dead
+// letter) finds the execution. The claim is the only write of a start: a claim whose execution
+// exists is a running job, and every reader of a lease takes it for one (docs/design.md, "Lease
+// status").
+func (s *Starter) claim(ctx context.Context, x *msg, prev *lease.Lease, attempt int, sm string, startedAt time.Time) (lease.Lease, error) {
+	return s.Leases.Put(ctx, lease.Lease{
+		Type: x.key.Type, Lane: x.key.Lane, JobID: x.job.ID, JobKey: x.job.Key, JobSender: x.job.Sender, Batch: x.job.Batch, MessageID: x.MessageId, ReceiptHandle: x.ReceiptHandle, Receives: x.receives(),
+		Attempt: attempt, Redrive: x.job.Redrive, Status: lease.Starting, StartedAt: startedAt, SubmittedAt: x.job.SubmittedAt,
+		StateMachineArn: sm, ExecutionArn: job.ExecutionArn(sm, job.RunName(x.key.Type, x.job.Sender, x.job.Key, x.job.ID, x.job.Redrive, attempt)),
+	}, prev)
 }
 
 // start starts the claimed attempt. The claim already names the execution, so a confirmed start
@@ -418,10 +423,7 @@ func (s *Starter) alreadyExists(ctx context.Context, x *msg, claimed lease.Lease
 			return hold, err
 		}
 		if last > 0 {
-			later := claimed
-			later.Attempt = last
-			later.ExecutionArn = job.ExecutionArn(claimed.StateMachineArn, job.RunName(x.key.Type, x.job.Sender, x.job.Key, x.job.ID, x.job.Redrive, last))
-			written, err := s.Leases.Put(ctx, later, &claimed)
+			written, err := s.claim(ctx, x, &claimed, last, claimed.StateMachineArn, claimed.StartedAt)
 			if err != nil {
 				return hold, err
 			}

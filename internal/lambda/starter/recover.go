@@ -128,13 +128,7 @@ func (s *Starter) ownAttempt(ctx context.Context, x *msg, l *lease.Lease, cfg co
 		x.job.Attempts = attempt
 		return hold, nil, false
 	}
-	arn := job.ExecutionArn(cfg.StateMachineArn, job.RunName(x.key.Type, x.job.Sender, x.job.Key, x.job.ID, x.job.Redrive, attempt))
-	claim := lease.Lease{
-		Type: x.key.Type, Lane: x.key.Lane, JobID: x.job.ID, JobKey: x.job.Key, JobSender: x.job.Sender, Batch: x.job.Batch, MessageID: x.MessageId, ReceiptHandle: x.ReceiptHandle, Receives: x.receives(),
-		Attempt: attempt, Redrive: x.job.Redrive, Status: lease.Starting, StartedAt: s.now(), SubmittedAt: x.job.SubmittedAt,
-		StateMachineArn: cfg.StateMachineArn, ExecutionArn: arn,
-	}
-	claimed, err := s.Leases.Put(ctx, claim, l)
+	claimed, err := s.claim(ctx, x, l, attempt, cfg.StateMachineArn, s.now())
 	if err != nil {
 		return hold, err, true
 	}
