@@ -27,7 +27,19 @@ func Profiles() map[string]Faults {
 		// Not in "all" (yet): the gate's seeds and their open findings were drawn without it.
 		"interloper": {Interlopers: 6},
 		"shared":     {SharedIDs: 0.2},
+		// all with four times the kills, duplicate deliveries and limit changes: the faults whose
+		// coincidence the rarest recovery paths need (twin deliveries of a job leaving its lane,
+		// a stale copy binding again), for holds tests and the mutation check.
+		"races": Amplified(all, 4),
 	}
+}
+
+// Amplified is f with n times its kills, duplicate deliveries and limit changes.
+func Amplified(f Faults, n int) Faults {
+	f.Kill *= float64(n)
+	f.Duplicate *= float64(n)
+	f.LimitChanges *= n
+	return f
 }
 
 // Profile returns the named profile; names may be joined with "+" ("ambiguous+kill"), and a
