@@ -100,3 +100,62 @@ func TestTwinStartingBetweenAMovesLeaseDeleteAndMessageDelete(t *testing.T) {
 		t.Errorf("waiting copy acknowledged (dropped) while r-1's only other copy, its lane message, was deleted: the job is lost on its first failure")
 	}
 }
+
+// Review of 4b4d05c: the moving lease only protects moves that have a lease to turn into one. Under
+// the random strategy a job is routed straight to its lane (no lease), and a lane copy finding no
+// lease starts without asking whether its delivery still holds the message (first-free asks). So a
+// twin delivery (Lambda handed the batch over twice; same receipt handle) whose cached config still
+// has the higher limit reads the lane after the move deleted the message, finds no lease, and starts
+// the job: it runs in a lane above the lowered limit, with no message left for its release to retry,
+// while the moved copy drops itself as a duplicate of the twin's execution.
+func TestRandomTwinStartsAJobItsMoveAlreadyDeleted(t *testing.T) {
+	ctx := context.Background()
+	r := newRigStrategy(t, map[string]int{"reports": 1}, lane.Random) // the limit, lowered to 1
+	cached, err := config.NewResolver(config.Defaults{Limits: map[string]int{"reports": 3}, DefaultMaxAttempts: 3, StateMachineArn: smArn, Strategy: lane.Random}, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	twin := *r.st
+	twin.Config = cached
+
+	lane2 := jobMessage(t, "reports", 2, "r-1", 0, 1) // routed straight to lane 2: no lease
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{lane2}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("mover: Handle = %+v, %v; want r-1 moved and its lane message acknowledged", resp, err)
+	}
+	if d := deleted(r.sqs); len(d) != 1 {
+		t.Fatalf("deleted = %v, want the moved lane message deleted", d)
+	}
+	// The twin delivery of the same receive, with its cached limit of 3: lane 2 is within it.
+	r.sqs.OnChangeVisibility = func(in *sqs.ChangeMessageVisibilityInput) error {
+		return &smithy.GenericAPIError{Code: "ReceiptHandleIsInvalid", Message: "The input receipt handle is invalid.", Fault: smithy.FaultClient}
+	}
+	if _, err := twin.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{lane2}}); err != nil {
+		t.Fatal(err)
+	}
+	if starts := startNames(r.sfn); len(starts) != 0 {
+		t.Errorf("starts = %v, leases = %+v: the twin started r-1 in lane 2 after the move deleted its message; "+
+			"the job runs above the lowered limit with no message left for its release to retry", starts, r.leases.Leases())
+	}
+	// The moved copy, in lane 1, is then the job's only message: it must not be dropped.
+	var sent []copyMsg
+	for _, c := range copies(t, r) {
+		if c.id == "r-1" && c.lane == 1 {
+			sent = append(sent, c)
+		}
+	}
+	if len(sent) != 1 {
+		t.Fatalf("copies = %+v, want r-1 moved to lane 1 once", copies(t, r))
+	}
+	r.sqs.OnChangeVisibility = nil
+	lane1 := jobMessage(t, "reports", 1, "r-1", 0, 1)
+	lane1.MessageId = "msg-r-1-moved"
+	resp, err = r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{lane1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.BatchItemFailures) == 0 {
+		t.Errorf("moved copy acknowledged as a duplicate of the twin's execution, whose lane message was deleted: " +
+			"r-1's first failure is never retried nor dead-lettered (the job is lost)")
+	}
+}
