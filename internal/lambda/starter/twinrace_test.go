@@ -159,3 +159,48 @@ func TestRandomTwinStartsAJobItsMoveAlreadyDeleted(t *testing.T) {
 			"r-1's first failure is never retried nor dead-lettered (the job is lost)")
 	}
 }
+
+// Review of 4b4d05c: the moving lease is deleted even when the move's DeleteMessage failed (only a
+// warning is logged), so the lane looks free while the message is still in the queue, to be deleted
+// by Lambda only once the mover's invocation returns. That is the window the moving lease was meant
+// to close: a twin delivery (same receipt handle) with a cached, higher limit reads the lane in it,
+// finds no lease, still holds the message, claims and starts attempt 1; Lambda then deletes the
+// message the mover acknowledged, and the job runs with no message left for its release to retry,
+// while its waiting copy drops itself for the twin's claim.
+func TestTwinStartingAfterAMoveWhoseDeleteMessageFailed(t *testing.T) {
+	ctx := context.Background()
+	r := newRigStrategy(t, map[string]int{"reports": 1}, lane.FirstFree) // the limit, lowered to 1
+	bound := leaseOf("reports", 2, "r-1", 0, lease.Bound, 1)
+	bound.MessageID = "msg-waiting-r-1"
+	r.leases.Set(bound)
+	cached, err := config.NewResolver(config.Defaults{Limits: map[string]int{"reports": 3}, DefaultMaxAttempts: 3, StateMachineArn: smArn, Strategy: lane.FirstFree}, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	twin := *r.st
+	twin.Config = cached
+
+	lane2 := jobMessage(t, "reports", 2, "r-1", 0, 1)
+	r.sqs.OnDelete = func(in *sqs.DeleteMessageInput) error {
+		if aws.ToString(in.ReceiptHandle) == lane2.ReceiptHandle {
+			return &smithy.GenericAPIError{Code: "ThrottlingException", Message: "Rate exceeded", Fault: smithy.FaultServer}
+		}
+		return nil
+	}
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{lane2}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("mover: Handle = %+v, %v; want r-1 moved and its lane message acknowledged", resp, err)
+	}
+	if len(r.leases.Leases()) != 0 {
+		t.Skipf("leases = %+v: the moving lease stays while the message may remain", r.leases.Leases())
+	}
+	// Before Lambda deletes the acknowledged message, the twin runs: the message is still held.
+	r.sqs.OnDelete = nil
+	if _, err := twin.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{lane2}}); err != nil {
+		t.Fatal(err)
+	}
+	if starts := startNames(r.sfn); len(starts) != 0 {
+		t.Errorf("starts = %v, leases = %+v: the twin started r-1 in lane 2, whose message Lambda deletes once the mover "+
+			"returns (it acknowledged it); the job runs with no message left for its release to retry", starts, r.leases.Leases())
+	}
+}
