@@ -14,6 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
+	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/starter"
@@ -357,4 +359,49 @@ func count(t *testing.T, emf *bytes.Buffer, metric string) float64 {
 		sum += v
 	}
 	return sum
+}
+
+// Review of 4b4d05c: a move stopped after its copy went (the invocation was killed before its
+// DeleteMessage) leaves the lane message and its moving lease; the type is then removed from the
+// config. The copy is dead-lettered (unknown type) from its waiting group, and that is the job's end.
+// The lane message, back to its moving lease, fails on the config read (withLease's moving branch
+// does not handle ErrUnknownType) on every receive until the sweep takes the lease back; it then
+// finds a free lane and is dead-lettered a second time: the job ends twice.
+func TestMoveStoppedAfterItsCopyThenTypeRemovedEndsOnce(t *testing.T) {
+	ctx := context.Background()
+	r := newRigStrategy(t, map[string]int{"reports": 1}, lane.FirstFree)
+	cfg := &switchableConfig{inner: r.st.Config, gone: map[string]bool{}}
+	r.st.Config = cfg
+	moving := leaseOf("reports", 2, "r-1", 0, lease.Moving, 1)
+	moving.MessageID = "msg-r-1" // the lane message's move: its copy went, its DeleteMessage did not
+	r.leases.Set(moving)
+	cfg.set("reports", true)
+
+	w := message(t, job.WaitingGroupID("reports", 0), "r-1", jobBody("reports", "r-1", 0), 1)
+	w.MessageId = "msg-r-1-moved"
+	if resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{w}}); err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("waiting copy: Handle = %+v, %v; want it dead-lettered (unknown type) and acknowledged", resp, err)
+	}
+	checkDLQ(t, r.sqs, []dead{{string(job.ReasonUnknownType), "r-1"}})
+
+	// The lane message comes back after the visibility timeout, to its moving lease.
+	r.clock.Advance(visibilityTimeout)
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 2, "r-1", 0, 2)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.BatchItemFailures) != 0 {
+		t.Errorf("lane message held (resp %+v, leases %+v): the moving branch fails on the unknown type, and the lane "+
+			"message comes back until the sweep takes its moving lease", resp, r.leases.Leases())
+	}
+	// The sweep takes the stale moving lease back; the lane message, if still there, comes back again.
+	if len(resp.BatchItemFailures) != 0 {
+		r.leases.Remove(moving.Key())
+		if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 2, "r-1", 0, 3)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := r.sqs.Sent(dlqURL); len(got) != 1 {
+		t.Errorf("dead letters = %d, want 1: r-1 ends twice (its moved copy's and its lane message's)", len(got))
+	}
 }
