@@ -204,3 +204,56 @@ func TestTwinStartingAfterAMoveWhoseDeleteMessageFailed(t *testing.T) {
 			"returns (it acknowledged it); the job runs with no message left for its release to retry", starts, r.leases.Leases())
 	}
 }
+
+// Review of 4b4d05c: withLease finishes a move for any delivery of the moving lease's message,
+// before the late-copy check (x.receives() < l.Receives), and the moving lease does not even record
+// the mover's receive count. A late copy of an earlier delivery (Lambda handed receive 1's batch over
+// twice, the message was received again since) finishes the move with its stale receipt handle: SQS
+// answers that DeleteMessage with success and deletes nothing, and the late copy deletes the moving
+// lease while the message is still in the queue under receive 2. A twin of receive 2 with a cached,
+// higher limit then finds the lane free, still holds the message and starts the job; the mover then
+// deletes the message, and the job runs with no message left for its release to retry.
+func TestLateCopyOfAnEarlierDeliveryFinishingAMove(t *testing.T) {
+	ctx := context.Background()
+	r := newRigStrategy(t, map[string]int{"reports": 1}, lane.FirstFree) // the limit, lowered to 1
+	bound := leaseOf("reports", 2, "r-1", 0, lease.Bound, 1)
+	bound.MessageID = "msg-waiting-r-1"
+	r.leases.Set(bound)
+	cached, err := config.NewResolver(config.Defaults{Limits: map[string]int{"reports": 3}, DefaultMaxAttempts: 3, StateMachineArn: smArn, Strategy: lane.FirstFree}, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	twin := *r.st
+	twin.Config = cached
+
+	late := jobMessage(t, "reports", 2, "r-1", 0, 1) // receive 1's late copy
+	current := jobMessage(t, "reports", 2, "r-1", 0, 2)
+	var lateErr, twinErr error
+	var movingAfterLate bool
+	r.sqs.OnDelete = func(in *sqs.DeleteMessageInput) error {
+		if aws.ToString(in.ReceiptHandle) != current.ReceiptHandle {
+			return nil // a stale handle: SQS answers success and deletes nothing
+		}
+		// The mover (receive 2) has written its moving lease and sent the copy; its DeleteMessage
+		// is on its way. The late copy of receive 1 runs, then receive 2's twin.
+		r.sqs.OnDelete = nil
+		_, lateErr = r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{late}})
+		_, movingAfterLate = r.leases.Lease(lease.Key{Type: "reports", Lane: 2})
+		_, twinErr = twin.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{current}})
+		return nil
+	}
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{current}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("mover: Handle = %+v, %v; want r-1 moved and its lane message acknowledged", resp, err)
+	}
+	if lateErr != nil || twinErr != nil {
+		t.Fatalf("late copy: %v; twin: %v", lateErr, twinErr)
+	}
+	if !movingAfterLate {
+		t.Errorf("the late copy of receive 1 deleted the moving lease while the message was still in the queue under receive 2")
+	}
+	if starts := startNames(r.sfn); len(starts) != 0 {
+		t.Errorf("starts = %v, leases = %+v: receive 2's twin started r-1 in lane 2, whose message the mover then deleted; "+
+			"the job runs with no message left for its release to retry", starts, r.leases.Leases())
+	}
+}
