@@ -43,19 +43,6 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 	if l != nil && !l.Holds(x.job.Sender, x.job.Key, x.job.ID, x.job.Redrive) {
 		return s.laneHeld(ctx, x, *l)
 	}
-	if l != nil && l.Status == lease.Moving {
-		if l.MessageID != x.MessageId {
-			return s.laneHeld(ctx, x, *l) // another message of the job is leaving the lane
-		}
-		// This message's move: a twin delivery's, under way, or one that stopped midway. It is
-		// finished, never undone by a start (the copy goes once: its deduplication id names this
-		// message).
-		cfg, err := s.Config.Get(ctx, x.key.Type)
-		if err != nil {
-			return hold, err
-		}
-		return s.move(ctx, x, l, cfg, "finished the move of a job leaving its lane")
-	}
 	if l != nil && l.MessageID == x.MessageId && x.receives() < l.Receives {
 		// A late copy of an earlier delivery (Lambda may hand a batch over twice): the lease holds
 		// the handle of a later receive, the only one SQS still honours, and that delivery does the
@@ -64,6 +51,23 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 		x.log.InfoContext(ctx, "late copy of an earlier delivery; the lease keeps the newer receipt handle",
 			"receives", x.receives(), "leaseReceives", l.Receives)
 		return hold, nil
+	}
+	if l != nil && l.Status == lease.Moving {
+		if l.MessageID != x.MessageId {
+			return s.laneHeld(ctx, x, *l) // another message of the job is leaving the lane
+		}
+		// This message's move: a twin delivery's, under way, or one that stopped midway. It is
+		// finished, never undone by a start (the copy goes once: its deduplication id names this
+		// message). A type removed since still finishes it: the copy, refused from its waiting
+		// group, is then the job's one dead letter.
+		cfg, err := s.Config.Get(ctx, x.key.Type)
+		if errors.Is(err, config.ErrUnknownType) {
+			cfg, err = config.TypeConfig{Type: x.key.Type, Limit: 1, Strategy: lane.FirstFree}, nil
+		}
+		if err != nil {
+			return hold, err
+		}
+		return s.move(ctx, x, l, cfg, "finished the move of a job leaving its lane")
 	}
 	if l != nil && l.Status == lease.DeadLettering {
 		// Ended and being dead-lettered: never started again.
@@ -177,14 +181,13 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 			return s.waitForToken(ctx, x, cfg, wait), nil
 		}
 	}
-	if l == nil && cfg.Strategy == lane.FirstFree {
-		// Under first-free a lane copy's lease is its bind's, so one that finds none is rare: a
-		// copy whose bind was taken back, a job routed here before the type became first-free, or
-		// a twin of a delivery that has just moved the job to its waiting group and deleted this
-		// message (Lambda may hand a batch over twice). The twin must not start: the job would run
-		// with no message for its release to retry, while its waiting copy drops itself for the
-		// job's lease. Whether the message is still held costs one call on this rare path, and
-		// leaves it in flight as a receive does.
+	if l == nil {
+		// A job that finds no lease in its lane (routed straight to it under random, its bind taken
+		// back, or a twin of a delivery that has just moved the job away and deleted this message:
+		// Lambda may hand a batch over twice) starts only if its delivery still holds its message.
+		// The twin must not start: the job would run with no message for its release to retry,
+		// while its moved copy drops itself as a duplicate. One call, which leaves the message in
+		// flight as a receive does; a move under way is told by its moving lease instead.
 		current, err := s.holdsMessageFor(ctx, x, s.visibilitySeconds())
 		if err != nil {
 			return hold, err

@@ -18,8 +18,8 @@ import (
 
 // move sends a job waiting in a lane above its type's limit (the limit was lowered) back to its
 // type's waiting group (first-free) or to a lane within the limit (random), so that the job is never
-// lost nor started twice: its lease here becomes a moving one first, then the copy goes, then the
-// original message, then the moving lease.
+// lost nor started twice: its lane's lease becomes a moving one first (written over the job's lease,
+// or on a lane without one), then the copy goes, then the original message, then the moving lease.
 //   - The moving lease is what a twin delivery of the message (Lambda may hand a batch over twice)
 //     finds instead of a free lane: it finishes the move, never starts the job, which would then run
 //     with no message left for its release to retry. The write is conditional, so a twin's claim and
@@ -27,12 +27,10 @@ import (
 //   - A waiting copy does not take a moving lease for its job holding a lane (holding), so the copy
 //     may be delivered as soon as it is sent.
 //   - A move that stops midway leaves the message, which comes back to its moving lease and
-//     finishes the move (the copy's deduplication id names the message, so it is sent once), or, once
-//     the message went, a moving lease the sweep takes back when stale.
-//
-// A move without a lease (a job routed straight to a lane) has none to write; a move that stops after
-// the send leaves the original, which comes back to a free lane and finds the attempts it made in
-// Step Functions (ownAttempt), as after a lease deleted by hand.
+//     finishes the move (the copy's deduplication id names the message: SQS drops a copy sent again
+//     within five minutes, and a later one is the job's duplicate, dropped as one); a move whose
+//     message was not deleted (its DeleteMessage failed, or it stopped) leaves the moving lease until
+//     the message comes back or, once the message is gone, the sweep takes the lease back as stale.
 func (s *Starter) move(ctx context.Context, x *msg, l *lease.Lease, cfg config.TypeConfig, why string) (verdict, error) {
 	j := x.job
 	if l != nil {
@@ -49,9 +47,15 @@ func (s *Starter) move(ctx context.Context, x *msg, l *lease.Lease, cfg config.T
 			return hold, err
 		}
 	}
-	if l != nil && l.Status != lease.Moving {
-		next := *l
-		next.Status, next.Attempt, next.MessageID, next.ReceiptHandle, next.ExecutionArn = lease.Moving, j.Attempts, x.MessageId, x.ReceiptHandle, ""
+	if l == nil || l.Status != lease.Moving {
+		next := lease.Lease{
+			Type: x.key.Type, Lane: x.key.Lane, JobID: j.ID, JobKey: j.Key, JobSender: j.Sender, Batch: j.Batch, Redrive: j.Redrive,
+			MessageID: x.MessageId, ReceiptHandle: x.ReceiptHandle, Receives: x.receives(), Attempt: j.Attempts,
+			Status: lease.Moving, StartedAt: s.now(), SubmittedAt: j.SubmittedAt,
+		}
+		if l != nil {
+			next.StartedAt = l.StartedAt
+		}
 		written, err := s.Leases.Put(ctx, next, l)
 		if err != nil {
 			return hold, err // changed meanwhile (read it again) or not written (try again shortly)
@@ -62,12 +66,14 @@ func (s *Starter) move(ctx context.Context, x *msg, l *lease.Lease, cfg config.T
 		return hold, fmt.Errorf("move job: %w", err)
 	}
 	if _, err := s.Queue.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &s.QueueURL, ReceiptHandle: &x.ReceiptHandle}); err != nil {
-		x.log.WarnContext(ctx, "moved job's original message not deleted; the copy is a duplicate the starter will drop", "error", err)
+		// Lambda deletes it when this delivery is acknowledged, or it comes back to its moving
+		// lease: until either, the lease keeps a twin from starting the job.
+		x.log.WarnContext(ctx, "moved job's original message not deleted; its moving lease stays until it is", "error", err)
+		s.Metrics.Add(x.key.Type, metrics.JobsMoved, 1)
+		return ack, nil
 	}
-	if l != nil {
-		if err := s.freeLane(ctx, *l); err != nil && !errors.Is(err, lease.ErrConflict) {
-			x.log.WarnContext(ctx, "moving lease not deleted; the sweep takes it back", "error", err)
-		}
+	if err := s.freeLane(ctx, *l); err != nil && !errors.Is(err, lease.ErrConflict) {
+		x.log.WarnContext(ctx, "moving lease not deleted; the sweep takes it back", "error", err)
 	}
 	x.log.InfoContext(ctx, why, "toLane", to, "limit", cfg.Limit)
 	s.Metrics.Add(x.key.Type, metrics.JobsMoved, 1)
