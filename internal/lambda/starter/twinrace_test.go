@@ -257,3 +257,80 @@ func TestLateCopyOfAnEarlierDeliveryFinishingAMove(t *testing.T) {
 			"the job runs with no message left for its release to retry", starts, r.leases.Leases())
 	}
 }
+
+// Review of bdf1845: a job that finds no lease in its lane asks whether its delivery still holds its
+// message (ChangeMessageVisibility) before it claims the lane, and the check and the claim are two
+// steps a twin's whole move fits between. Lambda hands a random-strategy lane copy's batch over
+// twice (same receipt handle); the twin reading a cached, higher limit (3) finds no lease in lane 2,
+// and its ChangeMessageVisibility succeeds. Before its claim, the other delivery (limit lowered to
+// 1) moves the job: moving lease (attribute_not_exists), copy to lane 1, DeleteMessage, moving lease
+// deleted. The twin's claim then finds the lane free (attribute_not_exists holds again) and starts
+// r-1 in lane 2: the job runs above the lowered limit with no message left for its release to
+// retry, and its moved copy drops itself as a duplicate of the twin's execution.
+// Fix: claim first, then check the message (ChangeMessageVisibility after the conditional write,
+// dropStale when it fails): a move can then only precede the claim (and delete the message the
+// check then misses) or find the claim (whose fresh, unconfirmed start it backs off from).
+func TestTwinMovedAwayBetweenItsMessageCheckAndItsClaim(t *testing.T) {
+	ctx := context.Background()
+	r := newRigStrategy(t, map[string]int{"reports": 1}, lane.Random) // the limit, lowered to 1
+	cached, err := config.NewResolver(config.Defaults{Limits: map[string]int{"reports": 3}, DefaultMaxAttempts: 3, StateMachineArn: smArn, Strategy: lane.Random}, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	twin := *r.st
+	twin.Config = cached
+
+	lane2 := jobMessage(t, "reports", 2, "r-1", 0, 1) // routed straight to lane 2: no lease
+	var mu sync.Mutex
+	deletedHandles := map[string]bool{}
+	r.sqs.OnDelete = func(in *sqs.DeleteMessageInput) error {
+		mu.Lock()
+		defer mu.Unlock()
+		deletedHandles[aws.ToString(in.ReceiptHandle)] = true
+		return nil
+	}
+	var moverResp events.SQSEventResponse
+	var moverErr error
+	moved := false
+	r.sqs.OnChangeVisibility = func(in *sqs.ChangeMessageVisibilityInput) error {
+		mu.Lock()
+		gone := deletedHandles[aws.ToString(in.ReceiptHandle)]
+		first := !moved && aws.ToString(in.ReceiptHandle) == lane2.ReceiptHandle
+		moved = moved || first
+		mu.Unlock()
+		if gone {
+			return &smithy.GenericAPIError{Code: "ReceiptHandleIsInvalid", Message: "The input receipt handle is invalid.", Fault: smithy.FaultClient}
+		}
+		if first {
+			// SQS applied the twin's ChangeMessageVisibility; before its answer is read, the other
+			// delivery of the same receive moves the job, whole.
+			moverResp, moverErr = r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{lane2}})
+		}
+		return nil
+	}
+	if _, err := twin.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{lane2}}); err != nil {
+		t.Fatal(err)
+	}
+	if moverErr != nil || len(moverResp.BatchItemFailures) != 0 {
+		t.Fatalf("mover: Handle = %+v, %v; want r-1 moved and its lane message acknowledged", moverResp, moverErr)
+	}
+	if d := deleted(r.sqs); len(d) != 1 {
+		t.Fatalf("deleted = %v, want the moved lane message deleted", d)
+	}
+	if starts := startNames(r.sfn); len(starts) != 0 {
+		t.Errorf("starts = %v, leases = %+v: the twin started r-1 in lane 2 after the move deleted its message; "+
+			"the job runs above the lowered limit with no message left for its release to retry", starts, r.leases.Leases())
+	}
+	// The moved copy, in lane 1, is then the job's only message: it must not be dropped.
+	r.sqs.OnChangeVisibility, r.sqs.OnDelete = nil, nil
+	lane1 := jobMessage(t, "reports", 1, "r-1", 0, 1)
+	lane1.MessageId = "msg-r-1-moved"
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{lane1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.BatchItemFailures) == 0 && len(startNames(r.sfn)) == 1 {
+		t.Errorf("moved copy acknowledged as a duplicate of the twin's execution, whose lane message was deleted: " +
+			"r-1's first failure is never retried nor dead-lettered (the job is lost)")
+	}
+}
