@@ -13,6 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/smithy-go"
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
@@ -403,5 +405,67 @@ func TestMoveStoppedAfterItsCopyThenTypeRemovedEndsOnce(t *testing.T) {
 	}
 	if got := r.sqs.Sent(dlqURL); len(got) != 1 {
 		t.Errorf("dead letters = %d, want 1: r-1 ends twice (its moved copy's and its lane message's)", len(got))
+	}
+}
+
+// Review of bdf1845: a move that stops after its copy went is finished by its message's next
+// delivery, which sends the copy again and counts on SQS to drop it; but the lanes queue
+// deduplicates per message group (DeduplicationScope: messageGroup), and the finisher recomputes the
+// destination from the config it reads now. Under random the mover sent r-1's copy to lane 1 (limit
+// lowered to 1); the type is then removed, and the finisher, with its stand-in first-free config,
+// sends a second copy, to the waiting group (another group, another deduplication id). Each copy is
+// dead-lettered: the job ends twice. (A limit raised again while the moving lease stands does the
+// same under random: Choose with the new limit names another lane, and the job has two copies.)
+// Fix: record the move's destination group in the moving lease when it is written, and have a
+// finisher resend to that group with that deduplication id, never to one recomputed from the config.
+func TestRandomMoveStoppedAfterItsCopyThenTypeRemovedEndsOnce(t *testing.T) {
+	ctx := context.Background()
+	r := newRigStrategy(t, map[string]int{"reports": 1}, lane.Random)
+	cfg := &switchableConfig{inner: r.st.Config, gone: map[string]bool{}}
+	r.st.Config = cfg
+
+	// The move of r-1 from lane 2: moving lease, copy to lane 1, then the invocation stopped (its
+	// DeleteMessage failed here; a kill before it leaves the same state, the message in the queue).
+	r.sqs.OnDelete = func(in *sqs.DeleteMessageInput) error {
+		return &smithy.GenericAPIError{Code: "InternalError", Message: "killed", Fault: smithy.FaultServer}
+	}
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 2, "r-1", 0, 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	r.sqs.OnDelete = nil
+	if l, ok := r.leases.Lease(lease.Key{Type: "reports", Lane: 2}); !ok || l.Status != lease.Moving {
+		t.Fatalf("leases = %+v, want r-1's moving lease in lane 2", r.leases.Leases())
+	}
+	first := copies(t, r)
+	if len(first) != 1 || first[0].lane != 1 {
+		t.Fatalf("copies = %+v, want r-1's copy in lane 1", first)
+	}
+	cfg.set("reports", true)
+
+	// The copy in lane 1 is dead-lettered (unknown type): the job's end.
+	c := jobMessage(t, "reports", 1, "r-1", 0, 1)
+	c.MessageId = "msg-r-1-moved"
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{c}}); err != nil {
+		t.Fatal(err)
+	}
+	// The lane message comes back to its moving lease and finishes the move.
+	r.clock.Advance(visibilityTimeout)
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 2, "r-1", 0, 2)}}); err != nil {
+		t.Fatal(err)
+	}
+	// Any copy the finish sent elsewhere (SQS deduplicates within a group only) is delivered.
+	for _, cp := range copies(t, r)[1:] {
+		if cp.group == first[0].group && cp.dedup == first[0].dedup {
+			continue // dropped by SQS
+		}
+		m := message(t, cp.group, "r-1", jobBody("reports", "r-1", cp.attempt), 1)
+		m.MessageId = "msg-r-1-moved-again"
+		if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{m}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := r.sqs.Sent(dlqURL); len(got) != 1 {
+		t.Errorf("dead letters = %d, copies = %+v, want 1: the finished move sent r-1 to another group than the "+
+			"first copy's, and both copies ended the job", len(got), copies(t, r))
 	}
 }
