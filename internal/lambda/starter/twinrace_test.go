@@ -334,3 +334,57 @@ func TestTwinMovedAwayBetweenItsMessageCheckAndItsClaim(t *testing.T) {
 			"r-1's first failure is never retried nor dead-lettered (the job is lost)")
 	}
 }
+
+// Review of bdf1845: the moving lease records the receive count of the delivery that wrote it, and
+// a later receive that finishes the move writes nothing over it. So the late-copy check (receives <
+// l.Receives) only protects the mover's own receive. Receive 1 wrote r-1's moving lease and sent its
+// copy, then stopped; the message comes back (receive 2), whose delivery finishes the move. While
+// receive 2's DeleteMessage is on its way, a late copy of receive 1 (Lambda handed that batch over
+// twice) finds the moving lease counting receive 1, finishes the move with its stale receipt handle
+// (SQS answers success and deletes nothing) and deletes the moving lease, with the message still in
+// the queue under receive 2. Receive 2's twin, with a cached higher limit, finds the lane free,
+// still holds the message, claims and starts r-1; receive 2's DeleteMessage then deletes it.
+// Fix: a finisher of a later receive first rewrites the moving lease with its receive count and
+// receipt handle (conditional on the lease read), as a claim does, so a late copy of an earlier
+// receive holds.
+func TestLateCopyOfTheMoversReceiveAfterALaterReceiveFinishesTheMove(t *testing.T) {
+	ctx := context.Background()
+	r := newRigStrategy(t, map[string]int{"reports": 1}, lane.FirstFree) // the limit, lowered to 1
+	moving := leaseOf("reports", 2, "r-1", 0, lease.Moving, 1)           // receive 1's move, stopped after its copy
+	moving.MessageID = "msg-r-1"
+	r.leases.Set(moving)
+	cached, err := config.NewResolver(config.Defaults{Limits: map[string]int{"reports": 3}, DefaultMaxAttempts: 3, StateMachineArn: smArn, Strategy: lane.FirstFree}, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	twin := *r.st
+	twin.Config = cached
+
+	late := jobMessage(t, "reports", 2, "r-1", 0, 1) // receive 1's late copy
+	current := jobMessage(t, "reports", 2, "r-1", 0, 2)
+	var lateErr, twinErr error
+	r.clock.Advance(visibilityTimeout)
+	r.sqs.OnDelete = func(in *sqs.DeleteMessageInput) error {
+		if aws.ToString(in.ReceiptHandle) != current.ReceiptHandle {
+			return nil // a stale handle: SQS answers success and deletes nothing
+		}
+		// Receive 2 finishes the move: its copy is sent (dropped by SQS), its DeleteMessage is on
+		// its way. The late copy of receive 1 runs, then receive 2's twin.
+		r.sqs.OnDelete = nil
+		_, lateErr = r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{late}})
+		_, twinErr = twin.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{current}})
+		return nil
+	}
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{current}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("finisher: Handle = %+v, %v; want r-1's move finished and its lane message acknowledged", resp, err)
+	}
+	if lateErr != nil || twinErr != nil {
+		t.Fatalf("late copy: %v; twin: %v", lateErr, twinErr)
+	}
+	if starts := startNames(r.sfn); len(starts) != 0 {
+		t.Errorf("starts = %v, leases = %+v: the late copy of receive 1 deleted the moving lease while the message was "+
+			"in flight under receive 2, whose twin then started r-1; receive 2 deleted the message, and the job runs with "+
+			"no message left for its release to retry", starts, r.leases.Leases())
+	}
+}
