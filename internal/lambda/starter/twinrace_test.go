@@ -349,9 +349,9 @@ func TestTwinMovedAwayBetweenItsMessageCheckAndItsClaim(t *testing.T) {
 // receive holds.
 func TestLateCopyOfTheMoversReceiveAfterALaterReceiveFinishesTheMove(t *testing.T) {
 	ctx := context.Background()
-	r := newRigStrategy(t, map[string]int{"reports": 1}, lane.FirstFree) // the limit, lowered to 1
-	moving := leaseOf("reports", 2, "r-1", 0, lease.Moving, 1)           // receive 1's move, stopped after its copy
-	moving.MessageID = "msg-r-1"
+	r := newRigStrategy(t, map[string]int{"reports": 1}, lane.FirstFree)   // the limit, lowered to 1
+	moving := leaseOf("reports", 2, "r-1", 0, lease.Moving, 1)             // receive 1's move, stopped after its copy
+	moving.MessageID, moving.Receives, moving.UpdatedAt = "msg-r-1", 1, t0 // as the mover wrote it
 	r.leases.Set(moving)
 	cached, err := config.NewResolver(config.Defaults{Limits: map[string]int{"reports": 3}, DefaultMaxAttempts: 3, StateMachineArn: smArn, Strategy: lane.FirstFree}, nil, 0)
 	if err != nil {
