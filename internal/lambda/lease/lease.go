@@ -88,7 +88,10 @@ type Lease struct {
 	// for a start token), is due back: until then the lease is not stale however long ago it was
 	// written (Stale).
 	HeldUntil time.Time `dynamodbav:"heldUntil,omitempty"`
-	Version   int64     `dynamodbav:"version"`
+	// MovedTo is a moving lease's destination: the message group its job's copy is sent to, which
+	// a delivery finishing the move sends to again (SQS deduplicates a copy within its group).
+	MovedTo string `dynamodbav:"movedTo,omitempty"`
+	Version int64  `dynamodbav:"version"`
 }
 
 // Stale reports whether the lease has sat untouched for longer than after, counted from its last

@@ -341,13 +341,23 @@ func (s *Starter) sendBound(ctx context.Context, x *msg, bound lease.Lease) (ver
 // job.WaitingLane, and acknowledges x. The copy's deduplication id names x, so a send retried is
 // dropped by SQS while a job that comes back here later, in another message, is not.
 func (s *Starter) sendTo(ctx context.Context, x *msg, j job.Job, to int, cfg config.TypeConfig) (verdict, error) {
+	return s.sendToGroup(ctx, x, j, to, destination(j, to, cfg))
+}
+
+// destination is the message group of lane to of job j's type, or of its waiting group when to is
+// job.WaitingLane.
+func destination(j job.Job, to int, cfg config.TypeConfig) string {
+	if to == job.WaitingLane {
+		return cfg.WaitingGroup(j)
+	}
+	return job.GroupID(j.Type, to)
+}
+
+// sendToGroup is sendTo with the group chosen: lane to's, or a waiting group.
+func (s *Starter) sendToGroup(ctx context.Context, x *msg, j job.Job, to int, group string) (verdict, error) {
 	body, err := json.Marshal(j)
 	if err != nil {
 		return hold, fmt.Errorf("encode job: %w", err)
-	}
-	group := job.GroupID(j.Type, to)
-	if to == job.WaitingLane {
-		group = cfg.WaitingGroup(j)
 	}
 	dedup := job.MovedDedupID(j.Type, j.Sender, j.Key, j.ID, j.Redrive, to, x.MessageId)
 	if _, err := s.Queue.SendMessage(ctx, &sqs.SendMessageInput{

@@ -181,23 +181,6 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 			return s.waitForToken(ctx, x, cfg, wait), nil
 		}
 	}
-	if l == nil {
-		// A job that finds no lease in its lane (routed straight to it under random, its bind taken
-		// back, or a twin of a delivery that has just moved the job away and deleted this message:
-		// Lambda may hand a batch over twice) starts only if its delivery still holds its message.
-		// The twin must not start: the job would run with no message for its release to retry,
-		// while its moved copy drops itself as a duplicate. One call, which leaves the message in
-		// flight as a receive does; a move under way is told by its moving lease instead.
-		current, err := s.holdsMessageFor(ctx, x, s.visibilitySeconds())
-		if err != nil {
-			return hold, err
-		}
-		if !current {
-			x.log.InfoContext(ctx, "stale delivery of a lane message its job has left; not started")
-			s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
-			return hold, nil
-		}
-	}
 	claimedAt := s.now()
 	attempt := x.job.Attempts + 1
 	stateMachine := cfg.StateMachineArn
@@ -257,6 +240,23 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 	claimed, err := s.claim(ctx, x, l, attempt, stateMachine, startedAt)
 	if err != nil {
 		return hold, err
+	}
+	if l == nil {
+		// A job that found no lease in its lane (routed straight to it under random, its bind
+		// taken back, or a twin of a delivery that has just moved the job away and deleted this
+		// message: Lambda may hand a batch over twice) starts only if its delivery still holds its
+		// message, asked once its claim is written: a move either came before the claim, and
+		// deleted the message, or finds the claim (its moving lease's write fails on it) and waits.
+		// The twin must not start: the job would run with no message for its release to retry,
+		// while its moved copy drops itself as a duplicate. One call, which leaves the message in
+		// flight as a receive does.
+		current, err := s.holdsMessageFor(ctx, x, s.visibilitySeconds())
+		if err != nil {
+			return hold, err
+		}
+		if !current {
+			return s.dropStale(ctx, x, claimed)
+		}
 	}
 	return s.start(ctx, x, claimed, fresh, claimedAt)
 }

@@ -40,18 +40,30 @@ func (s *Starter) move(ctx context.Context, x *msg, l *lease.Lease, cfg config.T
 		}
 		j.Attempts = max(j.Attempts, made) // the body's count may be ownAttempt's, from Step Functions
 	}
-	to := job.WaitingLane
-	if cfg.Strategy != lane.FirstFree {
-		var err error
-		if to, err = s.Lanes.Choose(ctx, j, cfg.Limit); err != nil {
-			return hold, err
+	to, group := job.WaitingLane, ""
+	if l != nil && l.Status == lease.Moving && l.MovedTo != "" {
+		// Finishing a move: its copy goes where the move sent it (a config read since may choose
+		// another group, where SQS would not deduplicate it).
+		group = l.MovedTo
+		if _, ln, err := job.ParseGroupID(group); err == nil {
+			to = ln
 		}
+	} else {
+		if cfg.Strategy != lane.FirstFree {
+			var err error
+			if to, err = s.Lanes.Choose(ctx, j, cfg.Limit); err != nil {
+				return hold, err
+			}
+		}
+		group = destination(j, to, cfg)
 	}
-	if l == nil || l.Status != lease.Moving {
+	if l == nil || l.Status != lease.Moving || l.Receives < x.receives() {
+		// The moving lease names this receive: a late copy of an earlier one (withLease) leaves the
+		// move to it, since SQS deletes nothing with an earlier receipt handle.
 		next := lease.Lease{
 			Type: x.key.Type, Lane: x.key.Lane, JobID: j.ID, JobKey: j.Key, JobSender: j.Sender, Batch: j.Batch, Redrive: j.Redrive,
 			MessageID: x.MessageId, ReceiptHandle: x.ReceiptHandle, Receives: x.receives(), Attempt: j.Attempts,
-			Status: lease.Moving, StartedAt: s.now(), SubmittedAt: j.SubmittedAt,
+			Status: lease.Moving, StartedAt: s.now(), SubmittedAt: j.SubmittedAt, MovedTo: group,
 		}
 		if l != nil {
 			next.StartedAt = l.StartedAt
@@ -62,7 +74,7 @@ func (s *Starter) move(ctx context.Context, x *msg, l *lease.Lease, cfg config.T
 		}
 		l = &written
 	}
-	if _, err := s.sendTo(ctx, x, j, to, cfg); err != nil {
+	if _, err := s.sendToGroup(ctx, x, j, to, group); err != nil {
 		return hold, fmt.Errorf("move job: %w", err)
 	}
 	if _, err := s.Queue.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &s.QueueURL, ReceiptHandle: &x.ReceiptHandle}); err != nil {

@@ -267,9 +267,9 @@ func TestLateCopyOfAnEarlierDeliveryFinishingAMove(t *testing.T) {
 // deleted. The twin's claim then finds the lane free (attribute_not_exists holds again) and starts
 // r-1 in lane 2: the job runs above the lowered limit with no message left for its release to
 // retry, and its moved copy drops itself as a duplicate of the twin's execution.
-// Fix: claim first, then check the message (ChangeMessageVisibility after the conditional write,
+// Fixed: claim first, then check the message (ChangeMessageVisibility after the conditional write,
 // dropStale when it fails): a move can then only precede the claim (and delete the message the
-// check then misses) or find the claim (whose fresh, unconfirmed start it backs off from).
+// check then finds gone) or find the claim (whose fresh, unconfirmed start it backs off from).
 func TestTwinMovedAwayBetweenItsMessageCheckAndItsClaim(t *testing.T) {
 	ctx := context.Background()
 	r := newRigStrategy(t, map[string]int{"reports": 1}, lane.Random) // the limit, lowered to 1
@@ -311,15 +311,22 @@ func TestTwinMovedAwayBetweenItsMessageCheckAndItsClaim(t *testing.T) {
 	if _, err := twin.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{lane2}}); err != nil {
 		t.Fatal(err)
 	}
-	if moverErr != nil || len(moverResp.BatchItemFailures) != 0 {
-		t.Fatalf("mover: Handle = %+v, %v; want r-1 moved and its lane message acknowledged", moverResp, moverErr)
+	if moverErr != nil {
+		t.Fatalf("mover: Handle = %+v, %v", moverResp, moverErr)
 	}
-	if d := deleted(r.sqs); len(d) != 1 {
-		t.Fatalf("deleted = %v, want the moved lane message deleted", d)
+	// Either the twin's check came first (it now follows the twin's claim: the mover finds the
+	// claim, and backs off from its fresh start) and the job runs with its message, or the move came
+	// first and nothing starts; never a start whose message the move deleted.
+	starts, d := startNames(r.sfn), deleted(r.sqs)
+	if len(starts) != 0 && len(d) != 0 {
+		t.Errorf("starts = %v, deleted = %v, leases = %+v: the twin started r-1 in lane 2 and the move deleted its message; "+
+			"the job runs above the lowered limit with no message left for its release to retry", starts, d, r.leases.Leases())
 	}
-	if starts := startNames(r.sfn); len(starts) != 0 {
-		t.Errorf("starts = %v, leases = %+v: the twin started r-1 in lane 2 after the move deleted its message; "+
-			"the job runs above the lowered limit with no message left for its release to retry", starts, r.leases.Leases())
+	if len(starts) == 0 && len(d) == 0 {
+		t.Fatalf("neither started nor moved: leases = %+v", r.leases.Leases())
+	}
+	if len(starts) != 0 {
+		return // the job runs in lane 2 with its message; the mover comes back to it
 	}
 	// The moved copy, in lane 1, is then the job's only message: it must not be dropped.
 	r.sqs.OnChangeVisibility, r.sqs.OnDelete = nil, nil
