@@ -210,7 +210,8 @@ func failingJobs(t *testing.T, b backend) {
 			got = append(got, fmt.Sprintf("%s/%s/attempt %d", x.Name, x.Status, x.Job.Attempt))
 		}
 		sort.Strings(got)
-		want := []string{"f-" + id + "-1/FAILED/attempt 1", "f-" + id + "-2/FAILED/attempt 2"}
+		jf := job{Type: "f", ID: id}
+		want := []string{r.runName(jf, 0, 1) + "/FAILED/attempt 1", r.runName(jf, 0, 2) + "/FAILED/attempt 2"}
 		if strings.Join(got, ",") != strings.Join(want, ",") {
 			t.Errorf("job f/%s: executions %v, want %v", id, got, want)
 		}
@@ -242,7 +243,8 @@ func failingJobs(t *testing.T, b backend) {
 			}
 		}
 		sort.Strings(got)
-		want := []string{"slow-" + id + "-1/TIMED_OUT", "slow-" + id + "-2/TIMED_OUT"}
+		js := job{Type: "slow", ID: id}
+		want := []string{r.runName(js, 0, 1) + "/TIMED_OUT", r.runName(js, 0, 2) + "/TIMED_OUT"}
 		if strings.Join(got, ",") != strings.Join(want, ",") {
 			t.Errorf("job slow/%s: executions %v, want %v", id, got, want)
 		}
@@ -257,7 +259,8 @@ func failingJobs(t *testing.T, b backend) {
 			got = append(got, x.Name+"/"+x.Status)
 		}
 		sort.Strings(got)
-		want := []string{"flaky-" + id + "-1/FAILED", "flaky-" + id + "-2/SUCCEEDED"}
+		jk := job{Type: "flaky", ID: id}
+		want := []string{r.runName(jk, 0, 1) + "/FAILED", r.runName(jk, 0, 2) + "/SUCCEEDED"}
 		if strings.Join(got, ",") != strings.Join(want, ",") {
 			t.Errorf("job flaky/%s: executions %v, want %v", id, got, want)
 		}
