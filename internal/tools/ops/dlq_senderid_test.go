@@ -1,8 +1,11 @@
 package ops
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -156,5 +159,131 @@ func TestDLQRedriveKeepsAProducersBehalfClaimItsOwn(t *testing.T) {
 	if a, b := routed(acme), routed(mallory); a == b {
 		t.Errorf("redriven by %s, AROAACME's dead letter and AROAMALLORY's job named on AROAACME's behalf are both sender %q: "+
 			"one job (one dedup id %s, one execution name), so B's run stands for A's", operator, a, job.DedupID("payments", a, "acme", "o-1", 1))
+	}
+}
+
+// A message SQS moved here from the general queue is read as the router read it (router.origin):
+// a producer that is not the router and names another principal in sfnlimitSender sent a job of
+// sender "{principal}>{named}". Its dead letter, read as the bare principal's, is another job: a
+// job AIDAOPS redrove on AROAACME's behalf ("AIDAOPS>AROAACME") that SQS then moved here (a router
+// outage) lists as AIDAOPS's own, and AIDAOPS's next redrive names AIDAOPS (behalfOf), so the
+// router makes it "AIDAOPS": AROAACME's job becomes the operator's own job of that type, key and id.
+func TestDeadLetterSenderOfNamedMessageMovedBySQS(t *testing.T) {
+	str := func(v string) types.MessageAttributeValue {
+		return types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
+	}
+	moved := types.Message{
+		MessageId: aws.String("moved-1"), ReceiptHandle: aws.String("r"), Body: aws.String(`{"type":"payments","id":"o-1","key":"acme","input":{},"redrive":1}`),
+		Attributes: map[string]string{"DeadLetterQueueSourceArn": "arn:aws:sqs:eu-west-1:123456789012:sfnlimit-GeneralQueue-abc",
+			"SenderId": "AIDAOPS", "SentTimestamp": "1709978500000", "ApproximateReceiveCount": "5"},
+		MessageAttributes: map[string]types.MessageAttributeValue{router.SenderAttribute: str("AROAACME")},
+	}
+	d := decode(moved, "AROAROUTER")
+	if want := job.Sender("AIDAOPS", "AROAACME"); d.Sender != want {
+		t.Errorf("a moved message of SenderId AIDAOPS naming AROAACME has sender %q, want %q (its job's sender, as the router named it)", d.Sender, want)
+	}
+	// AIDAOPS's redrive must send it again as the same job, not as AIDAOPS's own.
+	named := aws.ToString(behalfOf(d, "AIDAOPS")[SenderAttribute].StringValue)
+	if got, want := job.Sender("AIDAOPS", named), job.Sender("AIDAOPS", "AROAACME"); got != want {
+		t.Errorf("AIDAOPS's redrive of it makes the router name it %q, want %q", got, want)
+	}
+}
+
+// Any producer may name another: a gateway principal sending its tenants' jobs names each tenant
+// (AROAGATEWAY>AROAACME, AROAGATEWAY>AROAMALLORY), two jobs of one type, key and id. Redriven by an
+// operator that is not the gateway, behalfOf names the gateway for both, and the router makes both
+// "AIDAOPS>AROAGATEWAY" (also what the gateway's own dead letter becomes): one deduplication id and
+// one execution name, so Mallory's failed job (her input) stands for Acme's, or drops it as a copy.
+func TestDLQRedriveByAnotherKeepsTwoBehalfJobsApart(t *testing.T) {
+	const operator = "AIDAOPS"
+	routed := func(d DeadLetter) string {
+		named := ""
+		if a, ok := behalfOf(d, operator)[SenderAttribute]; ok {
+			named = aws.ToString(a.StringValue)
+		}
+		return job.Sender(operator, named) // router.origin of the redriven message
+	}
+	acme := DeadLetter{MessageID: "dl-a", Type: "payments", JobID: "o-1", Key: "acme", Sender: "AROAGATEWAY>AROAACME"}
+	mallory := DeadLetter{MessageID: "dl-b", Type: "payments", JobID: "o-1", Key: "acme", Sender: "AROAGATEWAY>AROAMALLORY"}
+	if jobKey(acme) == jobKey(mallory) {
+		t.Fatalf("two jobs already one before the redrive")
+	}
+	if a, b := routed(acme), routed(mallory); a == b {
+		t.Errorf("redriven by %s, AROAGATEWAY's jobs on behalf of AROAACME and of AROAMALLORY are both sender %q: one job (dedup id %s)",
+			operator, a, job.DedupID("payments", a, "acme", "o-1", 1))
+	}
+}
+
+// heldCopiesSQS is a dead-letter queue holding two held copies SQS moved from the general queue
+// (SenderId the router's role), of two producers' jobs of one type, key and id; it records what
+// a redrive sends.
+type heldCopiesSQS struct {
+	dlqAPI
+	received bool
+	sent     []types.SendMessageBatchRequestEntry
+}
+
+func (s *heldCopiesSQS) ReceiveMessage(context.Context, *sqs.ReceiveMessageInput, ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	if s.received {
+		return &sqs.ReceiveMessageOutput{}, nil
+	}
+	s.received = true
+	var out sqs.ReceiveMessageOutput
+	for i, producer := range []string{"AROAACME", "AROAMALLORY"} {
+		out.Messages = append(out.Messages, types.Message{
+			MessageId: aws.String(fmt.Sprintf("held-%d", i)), ReceiptHandle: aws.String(fmt.Sprintf("r-%d", i)),
+			Body: aws.String(`{"type":"payments","id":"o-1","key":"acme","input":{}}`),
+			Attributes: map[string]string{"DeadLetterQueueSourceArn": "arn:aws:sqs:eu-west-1:123456789012:sfnlimit-GeneralQueue-abc",
+				"SenderId": "AROAROUTER:sfnlimit-Router", "SentTimestamp": "1709978500000", "ApproximateReceiveCount": "5"},
+			MessageAttributes: map[string]types.MessageAttributeValue{
+				router.SenderAttribute:      {DataType: aws.String("String"), StringValue: aws.String(producer)},
+				router.SubmittedAtAttribute: {DataType: aws.String("Number"), StringValue: aws.String("1709978400000")},
+			},
+		})
+	}
+	return &out, nil
+}
+
+func (s *heldCopiesSQS) SendMessageBatch(_ context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	s.sent = append(s.sent, in.Entries...)
+	var out sqs.SendMessageBatchOutput
+	for _, e := range in.Entries {
+		out.Successful = append(out.Successful, types.SendMessageBatchResultEntry{Id: e.Id, MessageId: e.Id})
+	}
+	return &out, nil
+}
+
+func (s *heldCopiesSQS) DeleteMessageBatch(_ context.Context, in *sqs.DeleteMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
+	var out sqs.DeleteMessageBatchOutput
+	for _, e := range in.Entries {
+		out.Successful = append(out.Successful, types.DeleteMessageBatchResultEntry{Id: e.Id})
+	}
+	return &out, nil
+}
+
+func (s *heldCopiesSQS) ChangeMessageVisibilityBatch(_ context.Context, in *sqs.ChangeMessageVisibilityBatchInput, _ ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error) {
+	var out sqs.ChangeMessageVisibilityBatchOutput
+	for _, e := range in.Entries {
+		out.Successful = append(out.Successful, types.ChangeMessageVisibilityBatchResultEntry{Id: e.Id})
+	}
+	return &out, nil
+}
+
+// The router's id unknown (a stack deployed between ROUTER_ROLE_ID and the RouterRoleId output, or
+// queue URLs given by flag without cloudformation:DescribeStacks: cmd/sfnlimit/dlq.go drops any
+// error reading the output), the router's held copies SQS moved are read as the router's: two
+// producers' held jobs of one type, key and id are one job, and the redrive sends AROAACME's as
+// "{caller}>AROAROUTER", AROAMALLORY's left as its copy (or both under one dedup id). A redrive that
+// cannot tell the router's copies apart must not send them on the router's behalf.
+func TestDLQRedriveOfHeldCopiesWithoutRouterID(t *testing.T) {
+	s := &heldCopiesSQS{}
+	res, err := DLQ{SQS: s, URL: "dlq", General: "general", Caller: "AIDAOPS", Wait: time.Millisecond}.Redrive(t.Context(), Filter{}, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range s.sent {
+		if named := aws.ToString(e.MessageAttributes[SenderAttribute].StringValue); named == "AROAROUTER" {
+			t.Errorf("redrive (%+v) sent a held copy on behalf of the router (%s=%s): every producer's held job of payments/acme/o-1 is one job", res, SenderAttribute, named)
+		}
 	}
 }
