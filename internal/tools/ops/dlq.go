@@ -92,6 +92,9 @@ type DeadLetter struct {
 	// SenderId's principal.
 	movedBySQS bool
 	sender     string
+	// named: a message SQS moved names a producer in SenderAttribute (the router's held copies do,
+	// and anyone may).
+	named bool
 }
 
 // Filter picks dead letters; empty lists match everything.
@@ -177,11 +180,16 @@ func decode(m types.Message, router string) DeadLetter {
 	}
 	d.Sender = attr(deadletter.AttrSender)
 	if movedBySQS {
-		d.Sender = job.Sender(d.sender, "")
-		if named, ok := m.MessageAttributes[SenderAttribute]; ok && router != "" && d.sender == ledger.Principal(router) {
-			// A job the router held back: its producer is the one the router kept, as the router
-			// would name it had the copy been routed (router.origin).
-			p, behalf, _ := strings.Cut(aws.ToString(named.StringValue), ">")
+		// Its job's sender as the router would have named it (router.origin): the SenderId's
+		// principal, "{principal}>{named}" when the message names another, and for a job the router
+		// held back, the producer it kept.
+		named := ""
+		if a, ok := m.MessageAttributes[SenderAttribute]; ok {
+			named, d.named = aws.ToString(a.StringValue), true
+		}
+		d.Sender = job.Sender(d.sender, named)
+		if d.named && router != "" && d.sender == ledger.Principal(router) {
+			p, behalf, _ := strings.Cut(named, ">")
 			if p != "" {
 				d.sender = ledger.Principal(p)
 				d.Sender = job.Sender(d.sender, behalf)
@@ -411,6 +419,13 @@ func (d DLQ) refusal(ctx context.Context, m DeadLetter) error {
 		// reach the router as the operator's, and be counted in that batch if the operator owns it.
 		return &job.Error{Reason: job.ReasonBatchNotOwned, Detail: "another sender's job naming a batch it does not own: not redriven"}
 	}
+	if m.movedBySQS && m.named && d.Router == "" {
+		// Perhaps a job the router held back, whose producer is the one it names: with the
+		// router's principal unknown (a stack without the RouterRoleId output), it would be sent
+		// again as the SenderId's, and every producer's held jobs of one type, key and id would be
+		// one job.
+		return &job.Error{Reason: reasonProducerUnknown, Detail: "a message SQS moved here that names its producer, with the router's role unknown (the stack has no RouterRoleId output: update it): not redriven"}
+	}
 	j, err := job.Parse([]byte(m.Body), placeholderID, time.Now())
 	if m.movedBySQS && j.Batch != "" && (d.Caller == "" || m.sender != d.Caller) {
 		// Its sender's job, never refused by the router: sent again by the caller, it would
@@ -423,6 +438,9 @@ func (d DLQ) refusal(ctx context.Context, m DeadLetter) error {
 	}
 	return err
 }
+
+// reasonProducerUnknown is why a redrive leaves a message SQS moved whose producer it cannot tell.
+const reasonProducerUnknown job.Reason = "producer_unknown"
 
 // jobKey names a dead letter's job, its type, sender, key and id (two keys' or two senders' jobs
 // with one id are two jobs, each redriven); bodyKey its body and sender (a refused job without an
@@ -441,17 +459,24 @@ func jobKey(m DeadLetter) string {
 // another's: a producer that redrives its own dead letter gets its own sender back.
 //
 // A sender "p>q" is p's job, sent on q's behalf (an earlier redrive, or any producer naming another:
-// SenderAttribute is open to all). Only p's own redrive names q again; anyone else's names p, whose
-// job it is. Named q, producer p's job would become the caller's "{caller}>q", which is also what
-// the caller makes of q's own dead letter: one deduplication id and one execution name, so p's job
-// would stand for q's.
+// SenderAttribute is open to all). Only p's own redrive names q again. Named q by anyone else,
+// producer p's job would become the caller's "{caller}>q", which is also what the caller makes of
+// q's own dead letter: one deduplication id and one execution name, so p's job would stand for q's.
+//
+// Nor may anyone else's redrive name p alone: p's jobs on behalf of two producers (a gateway's) would
+// then be one. It names "=" and a hash of the whole sender, a principal no IAM id has ("=" is not in
+// one), so the job stays apart from every other.
 func behalfOf(m DeadLetter, caller string) map[string]types.MessageAttributeValue {
 	if m.Sender == "" {
 		return nil
 	}
 	p, q, named := strings.Cut(m.Sender, ">")
-	if named && caller != "" && p == caller {
+	switch {
+	case named && caller != "" && p == caller:
 		p = q
+	case named:
+		sum := sha256.Sum256([]byte(m.Sender))
+		p = "=" + hex.EncodeToString(sum[:16])
 	}
 	return map[string]types.MessageAttributeValue{SenderAttribute: {DataType: aws.String("String"), StringValue: aws.String(p)}}
 }

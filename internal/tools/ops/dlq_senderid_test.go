@@ -2,6 +2,8 @@ package ops
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"testing"
@@ -83,9 +85,9 @@ func TestDeadLetterSender(t *testing.T) {
 	}
 	for _, tt := range []struct{ sender, caller, want string }{
 		{"AROAACME", "AIDAOPS", "AROAACME"},
-		{"AIDAOPS>AROAACME", "AIDAOPS", "AROAACME"},  // the caller's own redrive keeps its producer
-		{"AIDAOPS>AROAACME", "AIDAOTHER", "AIDAOPS"}, // another's job on AROAACME's behalf stays AIDAOPS's
-		{"AIDAOPS>AROAACME", "", "AIDAOPS"},
+		{"AIDAOPS>AROAACME", "AIDAOPS", "AROAACME"},                   // the caller's own redrive keeps its producer
+		{"AIDAOPS>AROAACME", "AIDAOTHER", hashed("AIDAOPS>AROAACME")}, // another's job on AROAACME's behalf stays its own
+		{"AIDAOPS>AROAACME", "", hashed("AIDAOPS>AROAACME")},
 		{"", "AIDAOPS", ""},
 	} {
 		got := ""
@@ -286,4 +288,11 @@ func TestDLQRedriveOfHeldCopiesWithoutRouterID(t *testing.T) {
 			t.Errorf("redrive (%+v) sent a held copy on behalf of the router (%s=%s): every producer's held job of payments/acme/o-1 is one job", res, SenderAttribute, named)
 		}
 	}
+}
+
+// hashed is the principal a redrive by another caller names for a dead letter of sender p>q: "=" and
+// a hash of the sender, which no IAM id is.
+func hashed(sender string) string {
+	sum := sha256.Sum256([]byte(sender))
+	return "=" + hex.EncodeToString(sum[:16])
 }
