@@ -363,12 +363,11 @@ func count(t *testing.T, emf *bytes.Buffer, metric string) float64 {
 	return sum
 }
 
-// Review of 4b4d05c: a move stopped after its copy went (the invocation was killed before its
-// DeleteMessage) leaves the lane message and its moving lease; the type is then removed from the
-// config. The copy is dead-lettered (unknown type) from its waiting group, and that is the job's end.
-// The lane message, back to its moving lease, fails on the config read (withLease's moving branch
-// does not handle ErrUnknownType) on every receive until the sweep takes the lease back; it then
-// finds a free lane and is dead-lettered a second time: the job ends twice.
+// A move stopped after its copy went (the invocation was killed before its DeleteMessage) leaves the
+// lane message and its moving lease; the type is then removed from the config. The copy is
+// dead-lettered (unknown type) from its waiting group, and that is the job's end: the lane message,
+// back to its moving lease, finishes the move with a stand-in config rather than fail on every
+// receive until the sweep takes the lease back and then be dead-lettered a second time.
 func TestMoveStoppedAfterItsCopyThenTypeRemovedEndsOnce(t *testing.T) {
 	ctx := context.Background()
 	r := newRigStrategy(t, map[string]int{"reports": 1}, lane.FirstFree)
@@ -408,16 +407,14 @@ func TestMoveStoppedAfterItsCopyThenTypeRemovedEndsOnce(t *testing.T) {
 	}
 }
 
-// Review of bdf1845: a move that stops after its copy went is finished by its message's next
-// delivery, which sends the copy again and counts on SQS to drop it; but the lanes queue
-// deduplicates per message group (DeduplicationScope: messageGroup), and the finisher recomputes the
-// destination from the config it reads now. Under random the mover sent r-1's copy to lane 1 (limit
-// lowered to 1); the type is then removed, and the finisher, with its stand-in first-free config,
-// sends a second copy, to the waiting group (another group, another deduplication id). Each copy is
-// dead-lettered: the job ends twice. (A limit raised again while the moving lease stands does the
-// same under random: Choose with the new limit names another lane, and the job has two copies.)
-// Fix: record the move's destination group in the moving lease when it is written, and have a
-// finisher resend to that group with that deduplication id, never to one recomputed from the config.
+// A move that stops after its copy went is finished by its message's next delivery, which sends the
+// copy again and counts on SQS to drop it. The lanes queue deduplicates per message group
+// (DeduplicationScope: messageGroup), so the finisher resends to the group the moving lease names,
+// never to one recomputed from the config it reads now. Under random the mover sent r-1's copy to
+// lane 1 (limit lowered to 1); the type is then removed, and a finisher with its stand-in
+// first-free config would send a second copy to the waiting group (another group, another
+// deduplication id): each copy dead-lettered, the job would end twice. (So would a limit raised
+// again while the moving lease stands: Choose with the new limit names another lane.)
 func TestRandomMoveStoppedAfterItsCopyThenTypeRemovedEndsOnce(t *testing.T) {
 	ctx := context.Background()
 	r := newRigStrategy(t, map[string]int{"reports": 1}, lane.Random)

@@ -369,13 +369,12 @@ func TestPauseSeenBeforeTheClaimHoldsTheStart(t *testing.T) {
 	}
 }
 
-// The pause re-check of f255c40 is skipped for a claim (l.Status == starting), yet a claim whose
-// start never went through (throttled) makes a new start when its message comes back, as
-// TestThrottledClaimDoesNotStartDuringAPause says. Its delivery reads the type unpaused from the
-// cache, its calls stall past the cache while the type is paused (here the first-free cap count of
-// the claim's retry), and it starts the attempt well after the pause: the slow-call window the
-// re-check closes for retries and binds stays open for throttled claims. (The simulation's checker
-// cannot see it: it counts a claim from when its execution was first claimed, before the pause.)
+// A claim whose start never went through (throttled) makes a new start when its message comes back,
+// and, like a retry or a bind, re-reads its type's config right before that claim: its delivery read
+// the type unpaused from the cache, and its calls (here the first-free cap count) stall past the
+// cache while the type is paused; it must park, not start the attempt after the pause
+// (TestThrottledClaimDoesNotStartDuringAPause). The simulation's checker cannot see this case: it
+// counts a claim from when its execution was first claimed, before the pause.
 func TestPauseSeenBeforeTheRetryOfAThrottledClaimHoldsTheStart(t *testing.T) {
 	ctx := context.Background()
 	r := newRigStrategy(t, nil, lane.FirstFree)

@@ -14,6 +14,7 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/starter"
 )
 
 // A first-free lane copy that finds no lease starts only if its delivery still holds its message,
@@ -33,12 +34,7 @@ func TestTwinStartingBetweenAMovesLeaseDeleteAndMessageDelete(t *testing.T) {
 	r.leases.Set(bound)
 
 	// The twin reads a cached, higher limit (3): lane 2 is within it, so it does not move.
-	cached, err := config.NewResolver(config.Defaults{Limits: map[string]int{"reports": 3}, DefaultMaxAttempts: 3, StateMachineArn: smArn, Strategy: lane.FirstFree}, nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	twin := *r.st
-	twin.Config = cached
+	twin := twinOf(t, r, lane.FirstFree)
 
 	lane2 := jobMessage(t, "reports", 2, "r-1", 0, 1)
 	var mu sync.Mutex
@@ -101,22 +97,15 @@ func TestTwinStartingBetweenAMovesLeaseDeleteAndMessageDelete(t *testing.T) {
 	}
 }
 
-// Review of 4b4d05c: the moving lease only protects moves that have a lease to turn into one. Under
-// the random strategy a job is routed straight to its lane (no lease), and a lane copy finding no
-// lease starts without asking whether its delivery still holds the message (first-free asks). So a
-// twin delivery (Lambda handed the batch over twice; same receipt handle) whose cached config still
-// has the higher limit reads the lane after the move deleted the message, finds no lease, and starts
-// the job: it runs in a lane above the lowered limit, with no message left for its release to retry,
-// while the moved copy drops itself as a duplicate of the twin's execution.
+// Under the random strategy a job is routed straight to its lane (no lease), and a move writes a
+// moving lease on the lane anyway. A twin delivery (Lambda handed the batch over twice; same receipt
+// handle) whose cached config still has the higher limit, reading the lane after the move deleted the
+// message, must not start the job: it would run above the lowered limit with no message left for
+// its release to retry, while the moved copy dropped itself as a duplicate of the twin's execution.
 func TestRandomTwinStartsAJobItsMoveAlreadyDeleted(t *testing.T) {
 	ctx := context.Background()
 	r := newRigStrategy(t, map[string]int{"reports": 1}, lane.Random) // the limit, lowered to 1
-	cached, err := config.NewResolver(config.Defaults{Limits: map[string]int{"reports": 3}, DefaultMaxAttempts: 3, StateMachineArn: smArn, Strategy: lane.Random}, nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	twin := *r.st
-	twin.Config = cached
+	twin := twinOf(t, r, lane.Random)
 
 	lane2 := jobMessage(t, "reports", 2, "r-1", 0, 1) // routed straight to lane 2: no lease
 	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{lane2}})
@@ -160,25 +149,18 @@ func TestRandomTwinStartsAJobItsMoveAlreadyDeleted(t *testing.T) {
 	}
 }
 
-// Review of 4b4d05c: the moving lease is deleted even when the move's DeleteMessage failed (only a
-// warning is logged), so the lane looks free while the message is still in the queue, to be deleted
-// by Lambda only once the mover's invocation returns. That is the window the moving lease was meant
-// to close: a twin delivery (same receipt handle) with a cached, higher limit reads the lane in it,
-// finds no lease, still holds the message, claims and starts attempt 1; Lambda then deletes the
-// message the mover acknowledged, and the job runs with no message left for its release to retry,
-// while its waiting copy drops itself for the twin's claim.
+// A move whose DeleteMessage failed keeps its moving lease: the message is still in the queue until
+// Lambda deletes it once the mover's invocation returns, and a twin delivery (same receipt handle)
+// with a cached, higher limit that found the lane free would still hold the message, claim and
+// start attempt 1; Lambda would then delete the message, and the job would run with no message left
+// for its release to retry.
 func TestTwinStartingAfterAMoveWhoseDeleteMessageFailed(t *testing.T) {
 	ctx := context.Background()
 	r := newRigStrategy(t, map[string]int{"reports": 1}, lane.FirstFree) // the limit, lowered to 1
 	bound := leaseOf("reports", 2, "r-1", 0, lease.Bound, 1)
 	bound.MessageID = "msg-waiting-r-1"
 	r.leases.Set(bound)
-	cached, err := config.NewResolver(config.Defaults{Limits: map[string]int{"reports": 3}, DefaultMaxAttempts: 3, StateMachineArn: smArn, Strategy: lane.FirstFree}, nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	twin := *r.st
-	twin.Config = cached
+	twin := twinOf(t, r, lane.FirstFree)
 
 	lane2 := jobMessage(t, "reports", 2, "r-1", 0, 1)
 	r.sqs.OnDelete = func(in *sqs.DeleteMessageInput) error {
@@ -191,8 +173,8 @@ func TestTwinStartingAfterAMoveWhoseDeleteMessageFailed(t *testing.T) {
 	if err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("mover: Handle = %+v, %v; want r-1 moved and its lane message acknowledged", resp, err)
 	}
-	if len(r.leases.Leases()) != 0 {
-		t.Skipf("leases = %+v: the moving lease stays while the message may remain", r.leases.Leases())
+	if len(r.leases.Leases()) == 0 {
+		t.Errorf("no lease left after a move whose DeleteMessage failed: the moving lease must stay while the message may remain")
 	}
 	// Before Lambda deletes the acknowledged message, the twin runs: the message is still held.
 	r.sqs.OnDelete = nil
@@ -205,26 +187,20 @@ func TestTwinStartingAfterAMoveWhoseDeleteMessageFailed(t *testing.T) {
 	}
 }
 
-// Review of 4b4d05c: withLease finishes a move for any delivery of the moving lease's message,
-// before the late-copy check (x.receives() < l.Receives), and the moving lease does not even record
-// the mover's receive count. A late copy of an earlier delivery (Lambda handed receive 1's batch over
-// twice, the message was received again since) finishes the move with its stale receipt handle: SQS
-// answers that DeleteMessage with success and deletes nothing, and the late copy deletes the moving
-// lease while the message is still in the queue under receive 2. A twin of receive 2 with a cached,
-// higher limit then finds the lane free, still holds the message and starts the job; the mover then
-// deletes the message, and the job runs with no message left for its release to retry.
+// Only the mover's own receive, or a later one, finishes a move: the moving lease records the
+// mover's receive count, and a late copy of an earlier delivery (Lambda handed receive 1's batch over
+// twice, the message was received again since) holds. Were it to finish the move, its DeleteMessage
+// with a stale receipt handle would delete nothing (SQS answers success), it would delete the moving
+// lease with the message still in the queue under receive 2, and a twin of receive 2 with a cached,
+// higher limit would find the lane free, still hold the message and start the job, which the
+// mover's DeleteMessage then leaves with no message for its release to retry.
 func TestLateCopyOfAnEarlierDeliveryFinishingAMove(t *testing.T) {
 	ctx := context.Background()
 	r := newRigStrategy(t, map[string]int{"reports": 1}, lane.FirstFree) // the limit, lowered to 1
 	bound := leaseOf("reports", 2, "r-1", 0, lease.Bound, 1)
 	bound.MessageID = "msg-waiting-r-1"
 	r.leases.Set(bound)
-	cached, err := config.NewResolver(config.Defaults{Limits: map[string]int{"reports": 3}, DefaultMaxAttempts: 3, StateMachineArn: smArn, Strategy: lane.FirstFree}, nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	twin := *r.st
-	twin.Config = cached
+	twin := twinOf(t, r, lane.FirstFree)
 
 	late := jobMessage(t, "reports", 2, "r-1", 0, 1) // receive 1's late copy
 	current := jobMessage(t, "reports", 2, "r-1", 0, 2)
@@ -258,27 +234,18 @@ func TestLateCopyOfAnEarlierDeliveryFinishingAMove(t *testing.T) {
 	}
 }
 
-// Review of bdf1845: a job that finds no lease in its lane asks whether its delivery still holds its
-// message (ChangeMessageVisibility) before it claims the lane, and the check and the claim are two
-// steps a twin's whole move fits between. Lambda hands a random-strategy lane copy's batch over
-// twice (same receipt handle); the twin reading a cached, higher limit (3) finds no lease in lane 2,
-// and its ChangeMessageVisibility succeeds. Before its claim, the other delivery (limit lowered to
-// 1) moves the job: moving lease (attribute_not_exists), copy to lane 1, DeleteMessage, moving lease
-// deleted. The twin's claim then finds the lane free (attribute_not_exists holds again) and starts
-// r-1 in lane 2: the job runs above the lowered limit with no message left for its release to
-// retry, and its moved copy drops itself as a duplicate of the twin's execution.
-// Fixed: claim first, then check the message (ChangeMessageVisibility after the conditional write,
-// dropStale when it fails): a move can then only precede the claim (and delete the message the
-// check then finds gone) or find the claim (whose fresh, unconfirmed start it backs off from).
+// A job that finds no lease in its lane claims the lane first and only then asks whether its
+// delivery still holds its message (ChangeMessageVisibility), so no twin's whole move fits between
+// the check and the claim. Lambda hands a random-strategy lane copy's batch over twice (same receipt
+// handle); the twin, reading a cached, higher limit (3), finds no lease in lane 2; the other
+// delivery (limit lowered to 1) moves the job: moving lease (attribute_not_exists), copy to lane 1,
+// DeleteMessage, moving lease deleted. Either the move came before the claim, and the check finds
+// the message gone, or it finds the claim (whose fresh, unconfirmed start it backs off from); never
+// does the twin start r-1 in lane 2 with no message left for its release to retry.
 func TestTwinMovedAwayBetweenItsMessageCheckAndItsClaim(t *testing.T) {
 	ctx := context.Background()
 	r := newRigStrategy(t, map[string]int{"reports": 1}, lane.Random) // the limit, lowered to 1
-	cached, err := config.NewResolver(config.Defaults{Limits: map[string]int{"reports": 3}, DefaultMaxAttempts: 3, StateMachineArn: smArn, Strategy: lane.Random}, nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	twin := *r.st
-	twin.Config = cached
+	twin := twinOf(t, r, lane.Random)
 
 	lane2 := jobMessage(t, "reports", 2, "r-1", 0, 1) // routed straight to lane 2: no lease
 	var mu sync.Mutex
@@ -342,30 +309,22 @@ func TestTwinMovedAwayBetweenItsMessageCheckAndItsClaim(t *testing.T) {
 	}
 }
 
-// Review of bdf1845: the moving lease records the receive count of the delivery that wrote it, and
-// a later receive that finishes the move writes nothing over it. So the late-copy check (receives <
-// l.Receives) only protects the mover's own receive. Receive 1 wrote r-1's moving lease and sent its
-// copy, then stopped; the message comes back (receive 2), whose delivery finishes the move. While
-// receive 2's DeleteMessage is on its way, a late copy of receive 1 (Lambda handed that batch over
-// twice) finds the moving lease counting receive 1, finishes the move with its stale receipt handle
-// (SQS answers success and deletes nothing) and deletes the moving lease, with the message still in
-// the queue under receive 2. Receive 2's twin, with a cached higher limit, finds the lane free,
-// still holds the message, claims and starts r-1; receive 2's DeleteMessage then deletes it.
-// Fix: a finisher of a later receive first rewrites the moving lease with its receive count and
-// receipt handle (conditional on the lease read), as a claim does, so a late copy of an earlier
-// receive holds.
+// A later receive that finishes a move first writes its receive count and receipt handle into the
+// moving lease (conditional on the lease read, as a claim is), so a late copy of the mover's own
+// receive holds. Receive 1 wrote r-1's moving lease and sent its copy, then stopped; the message
+// comes back (receive 2), whose delivery finishes the move. While receive 2's DeleteMessage is on
+// its way, a late copy of receive 1 (Lambda handed that batch over twice) must not finish the move
+// with its stale receipt handle (SQS answers success and deletes nothing) and delete the moving
+// lease with the message still in the queue: receive 2's twin, with a cached higher limit, would
+// find the lane free, still hold the message and start r-1, which receive 2's DeleteMessage then
+// deletes.
 func TestLateCopyOfTheMoversReceiveAfterALaterReceiveFinishesTheMove(t *testing.T) {
 	ctx := context.Background()
 	r := newRigStrategy(t, map[string]int{"reports": 1}, lane.FirstFree)   // the limit, lowered to 1
 	moving := leaseOf("reports", 2, "r-1", 0, lease.Moving, 1)             // receive 1's move, stopped after its copy
 	moving.MessageID, moving.Receives, moving.UpdatedAt = "msg-r-1", 1, t0 // as the mover wrote it
 	r.leases.Set(moving)
-	cached, err := config.NewResolver(config.Defaults{Limits: map[string]int{"reports": 3}, DefaultMaxAttempts: 3, StateMachineArn: smArn, Strategy: lane.FirstFree}, nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	twin := *r.st
-	twin.Config = cached
+	twin := twinOf(t, r, lane.FirstFree)
 
 	late := jobMessage(t, "reports", 2, "r-1", 0, 1) // receive 1's late copy
 	current := jobMessage(t, "reports", 2, "r-1", 0, 2)
@@ -394,4 +353,17 @@ func TestLateCopyOfTheMoversReceiveAfterALaterReceiveFinishesTheMove(t *testing.
 			"in flight under receive 2, whose twin then started r-1; receive 2 deleted the message, and the job runs with "+
 			"no message left for its release to retry", starts, r.leases.Leases())
 	}
+}
+
+// twinOf is a second delivery of r's starter, as Lambda may hand a batch over twice, whose container
+// still has the limit of reports cached from before it was lowered: 3.
+func twinOf(t *testing.T, r *rig, strategy string) *starter.Starter {
+	t.Helper()
+	cached, err := config.NewResolver(config.Defaults{Limits: map[string]int{"reports": 3}, DefaultMaxAttempts: 3, StateMachineArn: smArn, Strategy: strategy}, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	twin := *r.st
+	twin.Config = cached
+	return &twin
 }

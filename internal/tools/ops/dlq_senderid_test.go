@@ -63,13 +63,10 @@ func TestDLQRedriveTwoSendersOfOneJob(t *testing.T) {
 // from the general queue is its producer's (its SenderId's principal), whatever sender attribute
 // its producer gave it.
 func TestDeadLetterSender(t *testing.T) {
-	str := func(v string) types.MessageAttributeValue {
-		return types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
-	}
 	limiters := types.Message{
 		MessageId: aws.String("dl-1"), ReceiptHandle: aws.String("r"), Body: aws.String(`{"type":"payments","id":"o-1","input":{}}`),
 		Attributes:        map[string]string{"SenderId": "AROARELEASER:sfnlimit-Releaser", "SentTimestamp": "1709978500000"},
-		MessageAttributes: map[string]types.MessageAttributeValue{deadletter.AttrSender: str("AROAACME"), deadletter.AttrJobID: str("o-1"), deadletter.AttrType: str("payments")},
+		MessageAttributes: map[string]types.MessageAttributeValue{deadletter.AttrSender: strAttr("AROAACME"), deadletter.AttrJobID: strAttr("o-1"), deadletter.AttrType: strAttr("payments")},
 	}
 	if d := decode(limiters, "AROAROUTER"); d.Sender != "AROAACME" {
 		t.Errorf("the limiter's dead letter's sender = %q, want AROAACME (its sender attribute)", d.Sender)
@@ -78,7 +75,7 @@ func TestDeadLetterSender(t *testing.T) {
 		MessageId: aws.String("moved-1"), ReceiptHandle: aws.String("r"), Body: aws.String(`{"type":"payments","id":"o-1","input":{}}`),
 		Attributes: map[string]string{"DeadLetterQueueSourceArn": "arn:aws:sqs:eu-west-1:123456789012:sfnlimit-GeneralQueue-abc",
 			"SenderId": "AROAMALLORY:tenant-b", "SentTimestamp": "1709978500000"},
-		MessageAttributes: map[string]types.MessageAttributeValue{deadletter.AttrSender: str("AROAACME")},
+		MessageAttributes: map[string]types.MessageAttributeValue{deadletter.AttrSender: strAttr("AROAACME")},
 	}
 	if d := decode(moved, "AROAROUTER"); d.Sender != "AROAMALLORY" {
 		t.Errorf("a moved message's sender = %q, want AROAMALLORY (its SenderId's, not its producer's attribute)", d.Sender)
@@ -111,9 +108,6 @@ func TestDeadLetterSender(t *testing.T) {
 // "returned"), and a redrive sends both on behalf of the router ("{caller}>{router}"), under one
 // deduplication id and one execution name: SQS or the starter drops one as the other's copy.
 func TestDeadLetterSenderOfHeldCopyMovedBySQS(t *testing.T) {
-	str := func(v string) types.MessageAttributeValue {
-		return types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
-	}
 	held := func(id, producer string) DeadLetter {
 		return decode(types.Message{
 			MessageId: aws.String(id), ReceiptHandle: aws.String("r"),
@@ -123,7 +117,7 @@ func TestDeadLetterSenderOfHeldCopyMovedBySQS(t *testing.T) {
 				"SenderId":                 "AROAROUTER:sfnlimit-Router", "SentTimestamp": "1709978500000", "ApproximateReceiveCount": "5",
 			},
 			MessageAttributes: map[string]types.MessageAttributeValue{
-				router.SenderAttribute:      str(producer),
+				router.SenderAttribute:      strAttr(producer),
 				router.SubmittedAtAttribute: {DataType: aws.String("Number"), StringValue: aws.String("1709978400000")},
 			},
 		}, "AROAROUTER")
@@ -171,14 +165,11 @@ func TestDLQRedriveKeepsAProducersBehalfClaimItsOwn(t *testing.T) {
 // outage) lists as AIDAOPS's own, and AIDAOPS's next redrive names AIDAOPS (behalfOf), so the
 // router makes it "AIDAOPS": AROAACME's job becomes the operator's own job of that type, key and id.
 func TestDeadLetterSenderOfNamedMessageMovedBySQS(t *testing.T) {
-	str := func(v string) types.MessageAttributeValue {
-		return types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
-	}
 	moved := types.Message{
 		MessageId: aws.String("moved-1"), ReceiptHandle: aws.String("r"), Body: aws.String(`{"type":"payments","id":"o-1","key":"acme","input":{},"redrive":1}`),
 		Attributes: map[string]string{"DeadLetterQueueSourceArn": "arn:aws:sqs:eu-west-1:123456789012:sfnlimit-GeneralQueue-abc",
 			"SenderId": "AIDAOPS", "SentTimestamp": "1709978500000", "ApproximateReceiveCount": "5"},
-		MessageAttributes: map[string]types.MessageAttributeValue{router.SenderAttribute: str("AROAACME")},
+		MessageAttributes: map[string]types.MessageAttributeValue{router.SenderAttribute: strAttr("AROAACME")},
 	}
 	d := decode(moved, "AROAROUTER")
 	if want := job.Sender("AIDAOPS", "AROAACME"); d.Sender != want {
@@ -295,4 +286,9 @@ func TestDLQRedriveOfHeldCopiesWithoutRouterID(t *testing.T) {
 func hashed(sender string) string {
 	sum := sha256.Sum256([]byte(sender))
 	return "=" + hex.EncodeToString(sum[:16])
+}
+
+// strAttr is a String message attribute.
+func strAttr(v string) types.MessageAttributeValue {
+	return types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
 }

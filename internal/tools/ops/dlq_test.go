@@ -583,9 +583,6 @@ func TestDLQRedriveTwoKeysOfOneID(t *testing.T) {
 // `dlq redrive`, which moves one dead letter per job, would send the forged body in place of that
 // job's real dead letter. A message SQS moved (DeadLetterQueueSourceArn) is read from its body.
 func TestDeadLetterMovedBySQSIgnoresProducerAttributes(t *testing.T) {
-	str := func(v string) types.MessageAttributeValue {
-		return types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
-	}
 	m := types.Message{
 		MessageId: aws.String("moved-1"), ReceiptHandle: aws.String("r"),
 		Body: aws.String(`{"type":"payments","id":"mine-1","key":"mallory","input":{}}`),
@@ -594,8 +591,8 @@ func TestDeadLetterMovedBySQSIgnoresProducerAttributes(t *testing.T) {
 			"SentTimestamp":            "1709978500000", "ApproximateReceiveCount": "1",
 		},
 		MessageAttributes: map[string]types.MessageAttributeValue{
-			deadletter.AttrReason: str("attempts_exhausted"), deadletter.AttrSource: str("releaser"),
-			deadletter.AttrType: str("payments"), deadletter.AttrJobID: str("order-1"), deadletter.AttrKey: str("acme"),
+			deadletter.AttrReason: strAttr("attempts_exhausted"), deadletter.AttrSource: strAttr("releaser"),
+			deadletter.AttrType: strAttr("payments"), deadletter.AttrJobID: strAttr("order-1"), deadletter.AttrKey: strAttr("acme"),
 		},
 	}
 	d := decode(m, "")
