@@ -468,7 +468,7 @@ func TestBatchUnderFaults(t *testing.T) {
 	forBackends(t, sqsFacing, func(t *testing.T, b backend) {
 		ctx := t.Context()
 		meter := newLedgerMeter()
-		seed := uint64(time.Now().UnixNano())
+		seed := faultSeed(t)
 		r := newRig(t, rigOptions{
 			backend: b, functionAWS: meter.functionAWS, noRuntime: true,
 			faults: &gateway.Faults{

@@ -2,7 +2,9 @@ package tests
 
 import (
 	"fmt"
+	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -49,7 +51,7 @@ const stuckRelease = "rel-stuck"
 func injectedFaults(t *testing.T, b backend, strategy string) {
 	ctx := t.Context()
 	const attempts = 2 // DefaultMaxAttempts
-	seed := uint64(time.Now().UnixNano())
+	seed := faultSeed(t)
 	faults := &gateway.Faults{
 		StaleDescribe: 0.5, StaleDescribeFor: 3 * time.Second,
 		InvokeThrottle: 0.25,
@@ -164,4 +166,18 @@ func injectedFaultCounts(r *rig) (map[string]int64, int) {
 		gateway.InjectedInvokeThrottle, injected[gateway.InjectedInvokeThrottle], calls[gateway.Call{Service: "lambda", Operation: "Invoke"}],
 		dups, calls[gateway.Call{Service: "sqs", Operation: "SendMessageBatch"}])
 	return injected, dups
+}
+
+// faultSeed is the seed of a scenario's injected faults: SFNLIMIT_FAULT_SEED when set (to replay
+// the faults of a failed run, whose log names its seed), else a new one.
+func faultSeed(t *testing.T) uint64 {
+	t.Helper()
+	if v := os.Getenv("SFNLIMIT_FAULT_SEED"); v != "" {
+		seed, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("SFNLIMIT_FAULT_SEED=%q: want an unsigned integer: %v", v, err)
+		}
+		return seed
+	}
+	return uint64(time.Now().UnixNano())
 }

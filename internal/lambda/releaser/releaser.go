@@ -63,6 +63,10 @@ type Request struct {
 	// job's metadata sends status events, and may call the releaser, such as a nested workflow the
 	// job's workflow starts with its own input, while the job's own execution runs.
 	ExecutionArn string
+	// Leaseless says the attempt ended with no lease holding it, and the caller claimed it again to
+	// finish it: its message outlived the release that freed its lease (that release deleted it with
+	// a receipt handle gone stale, which SQS answers with OK), and that release counted its success.
+	Leaseless bool
 }
 
 // Result says what a release did.
@@ -230,7 +234,9 @@ func (s *Service) releaseLease(ctx context.Context, log *slog.Logger, req Reques
 		if err := s.Free(ctx, l); err != nil {
 			return "", err
 		}
-		s.Metrics.Add(req.Key.Type, metrics.JobsSucceeded, 1)
+		if !req.Leaseless {
+			s.Metrics.Add(req.Key.Type, metrics.JobsSucceeded, 1)
+		}
 		return Deleted, nil
 	}
 

@@ -417,8 +417,10 @@ func (s *Starter) alreadyExists(ctx context.Context, x *msg, claimed lease.Lease
 		}
 		return ack, nil
 	}
+	x.leaseless = closed && prev == nil
 	if closed && sameMessage {
-		// This message's attempt ended without its lease (deleted by hand): later attempts of this
+		// This message's attempt ended without its lease (freed by a release whose delete of the
+		// message used a stale receipt handle, or deleted by hand): later attempts of this
 		// message may have run since, and the last of them decides, not this one (with maxAttempts
 		// lowered meanwhile, this one could dead-letter the job while a later one still runs).
 		last, _, err := s.lastOwnAttempt(ctx, x, claimed.StateMachineArn, claimed.Attempt+1)

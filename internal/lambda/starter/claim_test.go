@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go"
 
+	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
@@ -464,5 +465,60 @@ func TestRandomMoveStoppedAfterItsCopyThenTypeRemovedEndsOnce(t *testing.T) {
 	if got := r.sqs.Sent(dlqURL); len(got) != 1 {
 		t.Errorf("dead letters = %d, copies = %+v, want 1: the finished move sent r-1 to another group than the "+
 			"first copy's, and both copies ended the job", len(got), copies(t, r))
+	}
+}
+
+// A second copy of a job (its waiting message was bound again after its first copy ran: the binder
+// was killed before it deleted it) claims the attempt in another lane, and its start finds the
+// execution that the first copy started and ended. Killed there, the claim is left unconfirmed.
+// The copy's next delivery looks the claim's execution up: it is another message's, from another
+// lane, so this copy is a duplicate, dropped with its claim. Released instead, it would count a
+// job that succeeded once as two successes, or act on another copy's failure.
+func TestUnconfirmedClaimOfAnotherCopysAttemptIsDropped(t *testing.T) {
+	// The claim is looked up on every path that finds it: started again, or confirmed before the
+	// job may not start (its type paused, or its lane above a lowered limit).
+	ways := map[string][]config.Override{
+		"started again":            nil,
+		"type paused":              {paused("reports")},
+		"lane above lowered limit": {{Type: "reports", Limit: 1}},
+	}
+	for way, overrides := range ways {
+		for _, st := range []sfntypes.ExecutionStatus{sfntypes.ExecutionStatusSucceeded, sfntypes.ExecutionStatusFailed, sfntypes.ExecutionStatusRunning} {
+			t.Run(way+"/"+string(st), func(t *testing.T) {
+				r := newRigStrategy(t, nil, lane.FirstFree)
+				withLiveConfig(t, r, &liveConfig{list: overrides}, reportsDefaults)
+				unconfirmedClaimOfAnotherCopy(t, r, st)
+			})
+		}
+	}
+}
+
+func unconfirmedClaimOfAnotherCopy(t *testing.T, r *rig, st sfntypes.ExecutionStatus) {
+	t.Helper()
+	published := metrics.NewCollector()
+	r.rel.Metrics = metrics.New(published, "test")
+	r.sfn.Put(startedBy(t, execution("reports", 1, "r-1001", 1, st, "JobFailed", "boom"), "msg-first-copy"))
+	claim := leaseOf("reports", 2, "r-1001", 1, lease.Starting, 1)
+	r.leases.Set(claim)
+	resp, err := r.st.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 2, "r-1001", 0, 2)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.BatchItemFailures) != 0 {
+		t.Errorf("duplicate copy held (%+v); want it acknowledged", resp.BatchItemFailures)
+	}
+	if l, ok := r.leases.Lease(claim.Key()); ok {
+		t.Errorf("duplicate copy's lane keeps lease %+v", l)
+	}
+	if err := r.rel.Metrics.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []string{metrics.JobsSucceeded, metrics.JobsRetried, metrics.JobsDeadLettered} {
+		if got := published.Sum("", m); got != 0 {
+			t.Errorf("%s = %v, want 0: the first copy's release acts on its attempt", m, got)
+		}
+	}
+	if n := len(r.sfn.Executions()); n != 1 {
+		t.Errorf("%d executions, want 1", n)
 	}
 }

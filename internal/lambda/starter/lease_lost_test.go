@@ -16,6 +16,8 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/lambda/deadletter"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/releaser"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/starter"
 	"github.com/sfnlimit/sfnlimit/internal/tools/fakes"
 )
@@ -534,5 +536,42 @@ func TestStaleDeliveryLeavesADeadLetteringLease(t *testing.T) {
 	}
 	if l, ok := r.leases.Lease(reports1); !ok || l.Status != lease.DeadLettering {
 		t.Errorf("lane after the stale delivery = %+v (held %v), want the dead-lettering lease kept for its dead letter", l, ok)
+	}
+}
+
+// A release deletes the job's message with the receipt handle its lease holds, counts the success
+// and frees the lease. When the message was received again meanwhile by a delivery that failed
+// before it stored its new handle, SQS answers that delete with OK and keeps the message (a stale
+// handle). The message's next delivery finds the attempt ended with no lease, and finishes it: the
+// message goes, and the job is not counted as succeeded a second time.
+func TestEndedAttemptWithoutItsLeaseIsNotCountedTwice(t *testing.T) {
+	r := newRig(t, nil)
+	published := metrics.NewCollector()
+	r.rel.Metrics = metrics.New(published, "test")
+	if deliver(t, r, 1) { // the first delivery starts the job and holds its lane
+		t.Fatal("first delivery acknowledged; want it held")
+	}
+	arn := execArn("reports", "r-1001", 1)
+	if !r.sfn.Close(arn, sfntypes.ExecutionStatusSucceeded, "", "") {
+		t.Fatalf("no execution %s", arn)
+	}
+	res, err := r.rel.Release(context.Background(), releaser.Request{Key: reports1, JobID: "r-1001", Attempt: 1, Outcome: releaser.Succeeded, Source: "workflow"})
+	if err != nil || res != releaser.Deleted {
+		t.Fatalf("release = %v, %v; want deleted", res, err)
+	}
+	if !deliver(t, r, 3) { // the message's next delivery (its second failed before storing its handle)
+		t.Error("the ended job's message was not acknowledged")
+	}
+	if err := r.rel.Metrics.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := published.Sum("", metrics.JobsSucceeded); got != 1 {
+		t.Errorf("JobsSucceeded = %v, want 1 (one job succeeded once)", got)
+	}
+	if n := len(r.sfn.Executions()); n != 1 {
+		t.Errorf("%d executions, want 1", n)
+	}
+	if l, ok := r.leases.Lease(reports1); ok {
+		t.Errorf("job ended, yet its lane keeps lease %+v", l)
 	}
 }

@@ -88,6 +88,20 @@ func (s *Starter) confirmSince(ctx context.Context, x *msg, l lease.Lease, since
 	if err != nil {
 		return hold, fmt.Errorf("describe unconfirmed execution %s: %w", name, err), true
 	}
+	var in job.ExecutionInput
+	_ = json.Unmarshal([]byte(aws.ToString(d.Input)), &in)
+	if in.Job.Lane != x.key.Lane || (in.Job.MessageID != "" && in.Job.MessageID != x.MessageId) {
+		// Another copy of the job started this attempt, in another lane or from another message (a
+		// waiting message bound again after its first copy ran): that copy's lane and release act on
+		// it. This copy is a duplicate, and its claim goes.
+		s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
+		x.log.WarnContext(ctx, "duplicate job: its unconfirmed start is another copy's execution; dropping this copy",
+			"execution", name, "status", d.Status, "executionLane", in.Job.Lane)
+		if err := s.dropLease(ctx, x, l, &l); err != nil {
+			return hold, err, true
+		}
+		return ack, nil, true
+	}
 	written, err := s.adopt(ctx, x, l, arn)
 	if err != nil {
 		return hold, err, true
@@ -128,6 +142,7 @@ func (s *Starter) ownAttempt(ctx context.Context, x *msg, l *lease.Lease, cfg co
 		x.job.Attempts = attempt
 		return hold, nil, false
 	}
+	x.leaseless = true
 	claimed, err := s.claim(ctx, x, l, attempt, cfg.StateMachineArn, s.now())
 	if err != nil {
 		return hold, err, true
@@ -168,7 +183,7 @@ func (s *Starter) releaseEnded(ctx context.Context, x *msg, l lease.Lease, outco
 	}
 	res, err := s.Releaser.Release(ctx, releaser.Request{
 		Key: l.Key(), JobID: l.JobID, JobKey: l.JobKey, JobSender: l.JobSender, Redrive: l.Redrive, Attempt: l.Attempt, Outcome: outcome,
-		Error: aws.ToString(d.Error), Cause: aws.ToString(d.Cause), Source: "starter",
+		Error: aws.ToString(d.Error), Cause: aws.ToString(d.Cause), Source: "starter", Leaseless: x.leaseless,
 	})
 	if err != nil {
 		return hold, err

@@ -246,6 +246,9 @@ type msg struct {
 	log *slog.Logger
 	// view is the type's leases as its waiting group's batch last read them (waiting messages only).
 	view *leaseView
+	// leaseless is set when this delivery claims an attempt no lease held (ownAttempt,
+	// alreadyExists): one its release already freed, or one whose lease was deleted by hand.
+	leaseless bool
 }
 
 // receives is the delivery's ApproximateReceiveCount (0 when SQS did not say).

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/deadletter"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
 )
 
 // Violation is an invariant found broken.
@@ -41,6 +42,7 @@ const (
 	KindLeftover     = "left at quiescence"
 	KindIdle         = "lane idle while a job waits"
 	KindNotSettled   = "run did not settle"
+	KindMetric       = "metric miscounted"
 )
 
 type limitAt struct {
@@ -385,6 +387,7 @@ func (c *checker) quiescence() {
 		}
 	}
 	c.checkStopped()
+	c.checkMetrics()
 	c.checkBatches()
 	c.checkInterlopers()
 }
@@ -406,4 +409,24 @@ func subjectOfBody(m *msg) string {
 func (c *checker) finish() {
 	c.done = true
 	c.w.stopped = true
+}
+
+// checkMetrics compares the published JobsSucceeded with the jobs Step Functions ran to success
+// (each generation of a redriven job is one). Users alarm and bill on it: a job counted twice is
+// never right. A release counts a success once its lease delete is answered, so it may count fewer
+// when a killed invocation loses what it had not flushed (as in Lambda), or when that delete's
+// answer is lost (the release cannot tell its own delete from another's).
+func (c *checker) checkMetrics() {
+	f := c.w.cfg.Faults
+	exact := c.w.Stats.Kills == 0 && f.DDBAmbiguous == 0 && f.DDBLost == 0
+	succeeded := 0
+	for _, how := range c.ops.ended {
+		if how == "succeeded" {
+			succeeded++
+		}
+	}
+	got := int(c.w.metrics.Sum("", metrics.JobsSucceeded))
+	if got > succeeded || (got < succeeded && exact) {
+		c.violate(KindMetric, metrics.JobsSucceeded, "%d published, %d jobs succeeded (%d invocations killed)", got, succeeded, c.w.Stats.Kills)
+	}
 }

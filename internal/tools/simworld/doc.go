@@ -161,6 +161,9 @@
 //     with a reason.
 //   - at quiescence (every job ended, then 3 visibility timeouts and 3 sweeps): no message in
 //     the general or lanes queue, no LEASE# or WAIT# item, no running execution.
+//   - the JobsSucceeded the handlers publish (their EMF lines, collected as CloudWatch would)
+//     never exceeds the executions that SUCCEEDED (one per job and generation), and equals it in
+//     a run without kills or lost DynamoDB answers, which may lose a count, never add one.
 //   - work conservation: no first-free type has a free lane (fewer running executions than its
 //     limit) for longer than the bound while one of its jobs that may run (not running, its key
 //     under its cap) waits; for a random type, per lane, while a job waits in that lane's group.

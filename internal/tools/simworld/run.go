@@ -17,6 +17,7 @@ import (
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/app"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/router"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/sqsbatch"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/starter"
@@ -201,7 +202,7 @@ func reuseOtherKeysID(reuse *rand.Rand, share float64, j *jobSpec, earlier []*jo
 // New builds a world for seed. Call Run inside a synctest bubble.
 func New(seed uint64, cfg Config) *World {
 	w := &World{cfg: cfg, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed)), sched: newSched(),
-		queues: map[string]*queue{}, jobs: map[string]*jobSpec{}, batches: newBatchWorld(seed)}
+		queues: map[string]*queue{}, jobs: map[string]*jobSpec{}, batches: newBatchWorld(seed), metrics: metrics.NewCollector()}
 	w.log = slog.New(traceHandler{w: w})
 	mk := func(name string, fifo bool, vis time.Duration) *queue {
 		q := &queue{w: w, name: name, url: "https://sqs.us-east-1.amazonaws.com/123456789012/" + name, fifo: fifo, visibility: vis, dedup: map[string]dedupEntry{}}
@@ -263,7 +264,7 @@ func (w *World) Run() []Violation {
 	}
 	w.genESM = &mapping{w: w, name: "router", q: w.general, size: 10, maxConc: 5, timeout: w.cfg.FunctionTimeout}
 	routers := pool[*router.Router]{build: func() *router.Router {
-		r, err := app.RouterOn(w.getenv, w.svc, w.log)
+		r, err := app.RouterOn(w.getenv, w.svc, w.log, app.WithMetrics(w.metrics))
 		if err != nil {
 			panic(fmt.Sprintf("simworld: build router: %v", err))
 		}
@@ -282,7 +283,7 @@ func (w *World) Run() []Violation {
 	}
 	w.lanesESM = &mapping{w: w, name: "starter", q: w.lanes, size: 10, maxConc: 5, timeout: w.cfg.FunctionTimeout}
 	starters := pool[*starter.Starter]{build: func() *starter.Starter {
-		s, err := app.StarterOn(w.getenv, w.svc, w.log)
+		s, err := app.StarterOn(w.getenv, w.svc, w.log, app.WithMetrics(w.metrics))
 		if err != nil {
 			panic(fmt.Sprintf("simworld: build starter: %v", err))
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/app"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/releaser"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/router"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/starter"
@@ -54,6 +55,8 @@ type World struct {
 	routers          []*router.Router
 	releasers        []*releaser.Handler
 	lanesESM, genESM *mapping
+	// metrics collects what the handlers publish (EMF lines), as CloudWatch would.
+	metrics *metrics.Collector
 
 	jobs  map[string]*jobSpec
 	order []*jobSpec
@@ -100,7 +103,11 @@ func (w *World) trace(subject, format string, args ...any) {
 	}
 	w.traceMu.Lock()
 	defer w.traceMu.Unlock()
-	w.traceLog = append(w.traceLog, traceLine{at: w.now().Sub(epoch), subject: subject, text: fmt.Sprintf(format, args...)})
+	line := traceLine{at: w.now().Sub(epoch), subject: subject, text: fmt.Sprintf(format, args...)}
+	w.traceLog = append(w.traceLog, line)
+	if w.debug != nil {
+		fmt.Fprintf(w.debug, "%s [%s] %s\n", line.at, strings.TrimSpace(subject), line.text)
+	}
 }
 
 // epoch is the virtual clock's start (synctest starts every bubble at 2000-01-01 00:00 UTC).
@@ -357,7 +364,7 @@ func (w *World) releaser() *releaser.Handler {
 		w.releasers = w.releasers[:n-1]
 		return h
 	}
-	h, err := app.ReleaserOn(w.getenv, w.svc, w.log)
+	h, err := app.ReleaserOn(w.getenv, w.svc, w.log, app.WithMetrics(w.metrics))
 	if err != nil {
 		panic(fmt.Sprintf("simworld: build releaser: %v", err))
 	}
