@@ -46,6 +46,10 @@ type TypeConfig struct {
 	Pause *Pause
 	// Rate bounds the type's starts per second (none when not IsSet).
 	Rate Rate
+	// KeyRate bounds the starts per second of each key of the type, KeyRates those of keys with a
+	// rate of their own (none when not IsSet). KeyRateOf reads them.
+	KeyRate  Rate
+	KeyRates map[string]Rate
 	// Source says where the limit came from: "override", "default" (TYPE_LIMITS) or "fallback" (DEFAULT_LIMIT).
 	Source string
 }
@@ -96,6 +100,10 @@ type Override struct {
 	// Rate replaces the type's start rate when IsSet; NoRate removes the default one.
 	Rate   Rate
 	NoRate bool
+	// KeyRate is the start rate of every key of the type (none when not IsSet); KeyRates those of
+	// keys with their own (a noisy tenant held to less, a premium one given more).
+	KeyRate  Rate
+	KeyRates map[string]Rate
 }
 
 // Validate checks an override against the same rules as the defaults.
@@ -126,6 +134,9 @@ func (o Override) Validate() error {
 		return fmt.Errorf("type %s: a rate and no rate at once", o.Type)
 	}
 	if err := validatePause(o.Type, o.Pause); err != nil {
+		return err
+	}
+	if err := validateKeyRates(o.Type, o.KeyRate, o.KeyRates); err != nil {
 		return err
 	}
 	return validateKeyLimits(o.Type, o.KeyLimit, o.KeyLimits)
@@ -467,6 +478,7 @@ func (r *Resolver) merge(typ string, ov map[string]Override) (TypeConfig, error)
 		if len(o.KeyLimits) > 0 {
 			c.KeyLimits = o.KeyLimits
 		}
+		c.KeyRate, c.KeyRates = o.KeyRate, o.KeyRates
 		switch {
 		case o.Rate.IsSet():
 			c.Rate = o.Rate
@@ -475,9 +487,10 @@ func (r *Resolver) merge(typ string, ov map[string]Override) (TypeConfig, error)
 		}
 		c.Pause = o.Pause
 	}
-	if c.CapsKeys() {
-		// A key's cap is counted by the one binder of the key's waiting group: only first-free
-		// binds there (the random strategy sends jobs straight to lanes).
+	if c.SeparatesKeys() {
+		// A key's cap is counted, and its start tokens taken, by the one binder of the key's
+		// waiting group: only first-free binds there (the random strategy sends jobs straight to
+		// lanes, where a job waiting for its key's token would keep other keys' jobs out).
 		c.Strategy = lane.FirstFree
 	}
 	if c.Limit == 0 {

@@ -52,6 +52,9 @@ type overrideItem struct {
 	Rate   float64 `dynamodbav:"rate,omitempty"`
 	Burst  int     `dynamodbav:"burst,omitempty"`
 	NoRate bool    `dynamodbav:"noRate,omitempty"`
+	// Key rates, as Rate.String writes them ("5:10"): every key's, and keys' own.
+	KeyRate  string            `dynamodbav:"keyRate,omitempty"`
+	KeyRates map[string]string `dynamodbav:"keyRates,omitempty"`
 }
 
 // ListOverrides reads every live override (one Query).
@@ -87,6 +90,13 @@ func (s *DynamoStore) ListOverrides(ctx context.Context) ([]Override, error) {
 				KeyLimits:       oi.KeyLimits,
 				Rate:            Rate{PerSecond: oi.Rate, Burst: oi.Burst},
 				NoRate:          oi.NoRate,
+				KeyRate:         storedRate(oi.KeyRate),
+			}
+			if len(oi.KeyRates) > 0 {
+				o.KeyRates = make(map[string]Rate, len(oi.KeyRates))
+				for k, v := range oi.KeyRates {
+					o.KeyRates[k] = storedRate(v)
+				}
 			}
 			if oi.PausedAt != "" {
 				since, err := time.Parse(time.RFC3339Nano, oi.PausedAt)
@@ -109,7 +119,13 @@ func (s *DynamoStore) SetOverride(ctx context.Context, o Override) error {
 	oi := overrideItem{
 		PK: configPK, SK: typePrefix + o.Type, Limit: o.Limit, MaxAttempts: o.MaxAttempts, StateMachineArn: o.StateMachineArn,
 		Strategy: o.Strategy, Release: o.Release, KeyLimit: o.KeyLimit, KeyLimits: o.KeyLimits,
-		Rate: o.Rate.PerSecond, Burst: o.Rate.Burst, NoRate: o.NoRate,
+		Rate: o.Rate.PerSecond, Burst: o.Rate.Burst, NoRate: o.NoRate, KeyRate: o.KeyRate.String(),
+	}
+	if len(o.KeyRates) > 0 {
+		oi.KeyRates = make(map[string]string, len(o.KeyRates))
+		for k, r := range o.KeyRates {
+			oi.KeyRates[k] = r.String()
+		}
 	}
 	if o.Pause != nil {
 		oi.PausedAt, oi.PauseReason = o.Pause.Since.UTC().Format(time.RFC3339Nano), o.Pause.Reason
@@ -137,4 +153,17 @@ func (s *DynamoStore) DeleteOverride(ctx context.Context, typ string) error {
 		return fmt.Errorf("delete override of type %s: %w", typ, err)
 	}
 	return nil
+}
+
+// storedRate reads a rate as SetOverride stores it ("" is none). One that does not parse reads as
+// an invalid rate, so that the override fails Validate and is ignored, as any invalid item is.
+func storedRate(s string) Rate {
+	if s == "" {
+		return Rate{}
+	}
+	r, err := ParseRate(s)
+	if err != nil {
+		return Rate{PerSecond: -1}
+	}
+	return r
 }

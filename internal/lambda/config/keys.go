@@ -28,6 +28,58 @@ func (c TypeConfig) KeyCap(key string) int {
 	return c.Limit
 }
 
+// KeyRateOf is the start rate of a key's jobs: the key's own, else the type's rate for every key
+// (not IsSet: none).
+func (c TypeConfig) KeyRateOf(key string) Rate {
+	if r, ok := c.KeyRates[key]; ok {
+		return r
+	}
+	return c.KeyRate
+}
+
+// RatesKeys reports whether any key of the type has a start rate.
+func (c TypeConfig) RatesKeys() bool { return c.KeyRate.IsSet() || len(c.KeyRates) > 0 }
+
+// SeparatesKeys reports whether each key's jobs must wait in a group of their own, where one binder
+// counts the key's cap and takes its start tokens: the type caps or rates keys.
+func (c TypeConfig) SeparatesKeys() bool { return c.CapsKeys() || c.RatesKeys() }
+
+// validateKeyRates checks a type's key rates: each a valid rate, keys as the job contract has
+// them, at most MaxKeyOverrides keys with their own.
+func validateKeyRates(typ string, keyRate Rate, keyRates map[string]Rate) error {
+	if err := keyRate.Validate(); err != nil {
+		return fmt.Errorf("type %s: key rate: %w", typ, err)
+	}
+	if len(keyRates) > MaxKeyOverrides {
+		return fmt.Errorf("type %s: %d keys have their own rate, more than the %d a type's config item holds", typ, len(keyRates), MaxKeyOverrides)
+	}
+	for k, r := range keyRates {
+		if k == "" {
+			return fmt.Errorf("type %s: a key's own rate needs a key (the default key follows the key rate)", typ)
+		}
+		if err := job.ValidateKey(k); err != nil {
+			return fmt.Errorf("type %s: %w", typ, err)
+		}
+		if !r.IsSet() {
+			return fmt.Errorf("type %s: key %s: a key's own rate must be more than 0", typ, k)
+		}
+		if err := r.Validate(); err != nil {
+			return fmt.Errorf("type %s: key %s: %w", typ, k, err)
+		}
+	}
+	return nil
+}
+
+// FormatKeyRates writes per-key rates as "k1=5:10,k2=0.5:1", keys sorted ("" for none).
+func FormatKeyRates(m map[string]Rate) string {
+	keys := slices.Sorted(maps.Keys(m))
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + m[k].String()
+	}
+	return strings.Join(parts, ",")
+}
+
 // CapsKeys reports whether any key of the type has a cap below the type's limit.
 func (c TypeConfig) CapsKeys() bool { return c.KeyLimit > 0 || len(c.KeyLimits) > 0 }
 

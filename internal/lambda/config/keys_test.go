@@ -83,6 +83,12 @@ func TestOverrideValidateKeyLimits(t *testing.T) {
 		{name: "zero own cap", give: config.Override{Type: "llm", KeyLimits: map[string]int{"acme": 0}}, wantErr: "key acme"},
 		{name: "bad key", give: config.Override{Type: "llm", KeyLimits: map[string]int{"a b": 2}}, wantErr: "key"},
 		{name: "empty key", give: config.Override{Type: "llm", KeyLimits: map[string]int{"": 2}}, wantErr: "needs a key"},
+		{name: "key rates ok", give: config.Override{Type: "llm", KeyRate: config.Rate{PerSecond: 1, Burst: 1}, KeyRates: map[string]config.Rate{"acme": {PerSecond: 0.1, Burst: 1}}}},
+		{name: "key rate over the most", give: config.Override{Type: "llm", KeyRate: config.Rate{PerSecond: config.MaxRate + 1, Burst: 1}}, wantErr: "key rate"},
+		{name: "key's own rate of zero", give: config.Override{Type: "llm", KeyRates: map[string]config.Rate{"acme": {}}}, wantErr: "key acme"},
+		{name: "key's own rate without burst", give: config.Override{Type: "llm", KeyRates: map[string]config.Rate{"acme": {PerSecond: 1}}}, wantErr: "burst"},
+		{name: "rate of an empty key", give: config.Override{Type: "llm", KeyRates: map[string]config.Rate{"": {PerSecond: 1, Burst: 1}}}, wantErr: "needs a key"},
+		{name: "rate of a bad key", give: config.Override{Type: "llm", KeyRates: map[string]config.Rate{"a b": {PerSecond: 1, Burst: 1}}}, wantErr: "key"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -131,6 +137,47 @@ func TestResolverKeyLimits(t *testing.T) {
 			// deployment's strategy is random.
 			if c.Strategy != "first-free" {
 				t.Errorf("Get(%s).Strategy = %q, want first-free for a type with key caps", tt.typ, c.Strategy)
+			}
+		})
+	}
+}
+
+// A key's rate is its own, else the type's rate for every key; either makes the type first-free, as
+// the key's tokens are taken by the one binder of its waiting group.
+func TestResolverKeyRates(t *testing.T) {
+	d := testDefaults(0) // strategy random
+	noisy := config.Rate{PerSecond: 0.1, Burst: 1}
+	every := config.Rate{PerSecond: 2, Burst: 4}
+	store := &fakeStore{list: []config.Override{
+		{Type: "payments", KeyRate: every, KeyRates: map[string]config.Rate{"noisy": noisy}},
+		{Type: "reports", KeyRates: map[string]config.Rate{"noisy": noisy}},
+	}}
+	r, err := config.NewResolver(d, store, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		typ, key     string
+		want         config.Rate
+		wantStrategy string
+	}{
+		{typ: "payments", key: "noisy", want: noisy, wantStrategy: "first-free"},
+		{typ: "payments", key: "acme", want: every, wantStrategy: "first-free"},
+		{typ: "payments", key: "", want: every, wantStrategy: "first-free"},
+		{typ: "reports", key: "noisy", want: noisy, wantStrategy: "first-free"},
+		{typ: "reports", key: "acme", want: config.Rate{}, wantStrategy: "first-free"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.typ+"/"+tt.key, func(t *testing.T) {
+			c, err := r.Get(context.Background(), tt.typ)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.KeyRateOf(tt.key); got != tt.want {
+				t.Errorf("KeyRateOf(%q) = %+v, want %+v", tt.key, got, tt.want)
+			}
+			if c.Strategy != tt.wantStrategy {
+				t.Errorf("Strategy = %q, want %q", c.Strategy, tt.wantStrategy)
 			}
 		})
 	}

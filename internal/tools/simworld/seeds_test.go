@@ -95,6 +95,9 @@ func forSeedsProgress(t *testing.T, from uint64, n int, f Faults, every int) map
 				mu.Lock()
 				if len(vs) > 0 {
 					failed[s] = vs
+					if every > 0 {
+						fmt.Fprintf(os.Stderr, "seed %d broken: %s\n", s, vs[0])
+					}
 				}
 				if d := done.Add(1); every > 0 && d%int64(every) == 0 {
 					fmt.Fprintf(os.Stderr, "%d of %d seeds, %d broken, %.0f runs a minute\n", d, n, len(failed), float64(d)/time.Since(start).Minutes())
