@@ -1,10 +1,13 @@
-// Package ratelimit keeps each job type's start rate: a token bucket in the limiter's table, shared
-// by every starter invocation. A bucket holds up to burst tokens and gains rate tokens per second;
-// a start takes one. Two takers of one bucket cannot both spend its last token: each write is
-// conditional on the version it read.
+// Package ratelimit keeps each job type's start rate, and each key's: a token bucket in the
+// limiter's table, shared by every starter invocation. A bucket holds up to burst tokens and gains
+// rate tokens per second; a start takes one. Two takers of one bucket cannot both spend its last
+// token: each write is conditional on the version it read.
 //
-// Items: pk "RATE", sk "TYPE#{type}": tokens (N, after the last take), atNs (N, when they were
-// counted, Unix nanoseconds), version (N).
+// Items: pk "RATE", sk "TYPE#{type}" (a type's bucket) or "KEY#{type}#{key}" (a key's; neither
+// names may hold a "#"): tokens (N, after the last take), atNs (N, when they were counted, Unix
+// nanoseconds), version (N), expiresAt (N, Unix seconds: when the bucket is full again, so that
+// DynamoDB's TTL removes it, and a key's bucket lasts no longer than its key is busy; a bucket
+// read back as missing is a full one).
 package ratelimit
 
 import (
@@ -52,16 +55,25 @@ const contended = 100 * time.Millisecond
 // Take takes a token from typ's bucket. It returns 0 when it took one, else how long until one is
 // due: the caller waits that long and asks again (nothing is reserved meanwhile).
 func (b *Buckets) Take(ctx context.Context, typ string, r Rate) (time.Duration, error) {
+	return b.take(ctx, "TYPE#"+typ, "type "+typ, r)
+}
+
+// TakeKey takes a token from the bucket of typ's key (the default key "" has one too), as Take.
+func (b *Buckets) TakeKey(ctx context.Context, typ, key string, r Rate) (time.Duration, error) {
+	return b.take(ctx, "KEY#"+typ+"#"+key, fmt.Sprintf("type %s key %q", typ, key), r)
+}
+
+func (b *Buckets) take(ctx context.Context, sk, what string, r Rate) (time.Duration, error) {
 	if r.PerSecond <= 0 || r.Burst < 1 {
-		return 0, fmt.Errorf("rate of type %s: %v per second, burst %d: nothing to take from", typ, r.PerSecond, r.Burst)
+		return 0, fmt.Errorf("rate of %s: %v per second, burst %d: nothing to take from", what, r.PerSecond, r.Burst)
 	}
 	key := map[string]types.AttributeValue{
-		"pk": &types.AttributeValueMemberS{Value: "RATE"}, "sk": &types.AttributeValueMemberS{Value: "TYPE#" + typ},
+		"pk": &types.AttributeValueMemberS{Value: "RATE"}, "sk": &types.AttributeValueMemberS{Value: sk},
 	}
 	for range maxRounds {
 		out, err := b.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &b.table, Key: key, ConsistentRead: aws.Bool(true)})
 		if err != nil {
-			return 0, fmt.Errorf("read start rate bucket of type %s: %w", typ, err)
+			return 0, fmt.Errorf("read start rate bucket of %s: %w", what, err)
 		}
 		now := b.now()
 		tokens, at, version := float64(r.Burst), now, int64(0)
@@ -84,6 +96,9 @@ func (b *Buckets) Take(ctx context.Context, typ string, r Rate) (time.Duration, 
 			// refill at every take).
 			"atNs":    &types.AttributeValueMemberN{Value: strconv.FormatInt(at.UnixNano(), 10)},
 			"version": &types.AttributeValueMemberN{Value: strconv.FormatInt(version+1, 10)},
+			// Full again by then: a bucket gone is a full one. (TTL deletes within days of it, so
+			// a bucket is never gone early.)
+			"expiresAt": &types.AttributeValueMemberN{Value: strconv.FormatInt(at.Add(time.Duration((float64(r.Burst)-(tokens-1))/r.PerSecond*float64(time.Second))).Unix()+1, 10)},
 		}
 		_, err = b.db.PutItem(ctx, &dynamodb.PutItemInput{
 			TableName: &b.table, Item: item,
@@ -97,7 +112,7 @@ func (b *Buckets) Take(ctx context.Context, typ string, r Rate) (time.Duration, 
 			continue // another start took from the bucket since the read
 		}
 		if err != nil {
-			return 0, fmt.Errorf("take a start token of type %s: %w", typ, err)
+			return 0, fmt.Errorf("take a start token of %s: %w", what, err)
 		}
 		return 0, nil
 	}

@@ -3,12 +3,15 @@ package ratelimit_test
 import (
 	"context"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/ratelimit"
 	"github.com/sfnlimit/sfnlimit/internal/tools/fakes"
@@ -169,4 +172,53 @@ func TestTakeNeverGivesMoreThanRatePlusBurstInOneSecond(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A key's bucket is its own: a noisy key that spends its tokens leaves its type's bucket and every
+// other key's as they were.
+func TestKeyBucketsAreApartFromTheTypesAndEachOther(t *testing.T) {
+	forBoth(t, func(t *testing.T, b *ratelimit.Buckets, _ *fakes.Clock) {
+		ctx := context.Background()
+		r := ratelimit.Rate{PerSecond: 1, Burst: 2}
+		for i := range 3 {
+			w, err := b.TakeKey(ctx, "llm", "noisy", r)
+			if err != nil || (w == 0) != (i < 2) {
+				t.Fatalf("take %d from key noisy = %v, %v; want its burst of 2, then a wait", i+1, w, err)
+			}
+		}
+		for _, other := range []struct{ typ, key string }{{"llm", "quiet"}, {"llm", ""}, {"other", "noisy"}} {
+			if w, err := b.TakeKey(ctx, other.typ, other.key, r); err != nil || w != 0 {
+				t.Errorf("key %s/%q after noisy spent its tokens = %v, %v; want a token from its own bucket", other.typ, other.key, w, err)
+			}
+		}
+		if w, err := b.Take(ctx, "llm", r); err != nil || w != 0 {
+			t.Errorf("type llm's bucket = %v, %v; want a token: a key's takes are not its type's", w, err)
+		}
+	})
+}
+
+// A bucket's item expires (DynamoDB's TTL) when it is full again: one read back as missing is full,
+// so deleting it then changes nothing, and a key's bucket does not stay in the table for good.
+func TestBucketExpiresWhenFullAgain(t *testing.T) {
+	d := fakes.NewDynamoDB("t")
+	b := ratelimit.New(d, "t")
+	at := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+	b.Now = func() time.Time { return at }
+	r := ratelimit.Rate{PerSecond: 0.5, Burst: 4}
+	for range 3 { // 1 token left: 3 to refill at 0.5/s, 6 s
+		if _, err := b.TakeKey(context.Background(), "llm", "acme", r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := d.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String("t"), Key: map[string]types.AttributeValue{
+		"pk": &types.AttributeValueMemberS{Value: "RATE"}, "sk": &types.AttributeValueMemberS{Value: "KEY#llm#acme"},
+	}})
+	if err != nil || out.Item == nil {
+		t.Fatalf("bucket item = %v, %v", out, err)
+	}
+	exp, _ := out.Item["expiresAt"].(*types.AttributeValueMemberN)
+	want := at.Add(6 * time.Second).Unix()
+	if exp == nil || (exp.Value != strconv.FormatInt(want, 10) && exp.Value != strconv.FormatInt(want+1, 10)) {
+		t.Errorf("expiresAt = %v, want about %d (full again 6 s later)", exp, want)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
@@ -81,9 +82,14 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 		return s.sendTo(ctx, x, x.job, job.WaitingLane, cfg)
 	}
 	for look := range 2 {
-		b, atCap, err := s.bindFree(ctx, x, cfg, leases)
+		b, atCap, wait, err := s.bindFree(ctx, x, cfg, leases)
 		if err != nil {
 			return hold, err
+		}
+		if wait > 0 {
+			// Its key's start rate: the job waits in its key's group, holding no lane, and its
+			// key's other jobs behind it (one binder per group); other keys' groups go on.
+			return s.waitForToken(ctx, x, cfg, wait), nil
 		}
 		w.AtKeyCap = atCap
 		if b != nil {
@@ -265,7 +271,10 @@ func holding(leases []lease.Lease, j job.Job) *lease.Lease {
 // only while the type holds fewer leases than its limit, and then only to one of the lowest free
 // lanes left after the lanes above the limit are counted (so two binders reading the same leases
 // cannot both take the last place).
-func (s *Starter) bindFree(ctx context.Context, x *msg, cfg config.TypeConfig, leases []lease.Lease) (b *lease.Lease, atCap bool, err error) {
+//
+// A key with a start rate binds with a token of its key's bucket, taken once a lane is free for it
+// (so a job that parks spends none); wait > 0 says how long until one is due.
+func (s *Starter) bindFree(ctx context.Context, x *msg, cfg config.TypeConfig, leases []lease.Lease) (b *lease.Lease, atCap bool, wait time.Duration, err error) {
 	taken := make(map[int]bool, len(leases))
 	ofKey, above := 0, 0
 	for _, l := range leases {
@@ -278,7 +287,7 @@ func (s *Starter) bindFree(ctx context.Context, x *msg, cfg config.TypeConfig, l
 		}
 	}
 	if cfg.CapsKeys() && ofKey >= cfg.KeyCap(x.job.Key) {
-		return nil, true, nil
+		return nil, true, 0, nil
 	}
 	allowed := map[int]bool{} // with jobs above the limit: the lanes a bind may take
 	if above > 0 {
@@ -294,7 +303,12 @@ func (s *Starter) bindFree(ctx context.Context, x *msg, cfg config.TypeConfig, l
 			}
 		}
 		if len(allowed) == 0 {
-			return nil, false, nil
+			return nil, false, 0, nil
+		}
+	}
+	if len(taken) < cfg.Limit+above {
+		if wait, err := s.takeKeyToken(ctx, x, cfg); err != nil || wait > 0 {
+			return nil, false, wait, err
 		}
 	}
 	for _, ln := range lane.Spread(x.job, cfg.Limit) {
@@ -309,11 +323,11 @@ func (s *Starter) bindFree(ctx context.Context, x *msg, cfg config.TypeConfig, l
 			continue // taken since the leases were read
 		}
 		if err != nil {
-			return nil, false, err
+			return nil, false, 0, err
 		}
-		return &b, false, nil
+		return &b, false, 0, nil
 	}
-	return nil, false, nil
+	return nil, false, 0, nil
 }
 
 // sendBound sends the waiting job to the lane of bound, the lease its bind wrote, and acknowledges the

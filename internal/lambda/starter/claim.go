@@ -168,7 +168,8 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 	if l == nil || l.Status == lease.Bound || l.Status == lease.Retrying {
 		// A new attempt starts only with a start token of its type's rate; waiting for one uses
 		// no attempt.
-		wait, err := s.takeToken(ctx, x, cfg)
+		// A bind took the key's token already (bindFree).
+		wait, err := s.takeToken(ctx, x, cfg, l == nil || l.Status == lease.Retrying)
 		if err != nil {
 			return hold, err
 		}

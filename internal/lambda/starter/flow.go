@@ -31,6 +31,7 @@ const maxRateSleep = 2 * time.Second
 // rateTaker takes start tokens from the types' buckets (internal/lambda/ratelimit).
 type rateTaker interface {
 	Take(ctx context.Context, typ string, r ratelimit.Rate) (time.Duration, error)
+	TakeKey(ctx context.Context, typ, key string, r ratelimit.Rate) (time.Duration, error)
 }
 
 // typeRegistry registers the types the sweep looks at (lease.Store).
@@ -131,16 +132,43 @@ func (s *Starter) holdLease(ctx context.Context, x *msg, l lease.Lease, d time.D
 	return written, nil
 }
 
-// takeToken takes a start token for the job's type when the type has a rate: it returns 0 with one,
-// having waited up to maxRateSleep for it, or how long until the next is due.
-func (s *Starter) takeToken(ctx context.Context, x *msg, cfg config.TypeConfig) (time.Duration, error) {
+// takeToken takes the start tokens of a new attempt in the job's lane: its key's first, when its
+// key has a rate and withKey says the bind did not take it (a retry, or a job in a lane it was not
+// bound to), then its type's, when the type has a rate. It returns 0 with them, else how long until
+// the next is due. The key's comes first: a noisy key waiting for its own spends none of its
+// type's. (One whose type's is not due is spent: the key then starts below its rate, never above.)
+func (s *Starter) takeToken(ctx context.Context, x *msg, cfg config.TypeConfig, withKey bool) (time.Duration, error) {
+	if withKey {
+		if wait, err := s.takeKeyToken(ctx, x, cfg); err != nil || wait > 0 {
+			return wait, err
+		}
+	}
 	if !cfg.Rate.IsSet() || s.Rates == nil {
 		return 0, nil
 	}
-	r := ratelimit.Rate{PerSecond: cfg.Rate.PerSecond, Burst: cfg.Rate.Burst}
+	return s.takeFrom(ctx, x, func() (time.Duration, error) {
+		return s.Rates.Take(ctx, x.key.Type, ratelimit.Rate{PerSecond: cfg.Rate.PerSecond, Burst: cfg.Rate.Burst})
+	})
+}
+
+// takeKeyToken takes a start token from the bucket of the job's key when the key has a rate (0:
+// taken, or none needed; else how long until one is due).
+func (s *Starter) takeKeyToken(ctx context.Context, x *msg, cfg config.TypeConfig) (time.Duration, error) {
+	r := cfg.KeyRateOf(x.job.Key)
+	if !r.IsSet() || s.Rates == nil {
+		return 0, nil
+	}
+	return s.takeFrom(ctx, x, func() (time.Duration, error) {
+		return s.Rates.TakeKey(ctx, x.key.Type, x.job.Key, ratelimit.Rate{PerSecond: r.PerSecond, Burst: r.Burst})
+	})
+}
+
+// takeFrom takes a token with take, having waited up to maxRateSleep for it: 0 with one, else how
+// long until the next is due.
+func (s *Starter) takeFrom(ctx context.Context, x *msg, take func() (time.Duration, error)) (time.Duration, error) {
 	slept := time.Duration(0)
 	for {
-		wait, err := s.Rates.Take(ctx, x.key.Type, r)
+		wait, err := take()
 		if err != nil || wait == 0 {
 			if err == nil && slept > 0 {
 				x.log.InfoContext(ctx, "waited for a start token", "rateWaitMs", slept.Milliseconds())
@@ -163,7 +191,7 @@ func (s *Starter) takeToken(ctx context.Context, x *msg, cfg config.TypeConfig) 
 // and a bound lane stays bound to it.
 func (s *Starter) waitForToken(ctx context.Context, x *msg, cfg config.TypeConfig, wait time.Duration) verdict {
 	secs := int32((wait + time.Second - 1) / time.Second)
-	x.log.InfoContext(ctx, "start rate reached; the job waits for its start token", "rate", cfg.Rate.String(), "waitSeconds", secs)
+	x.log.InfoContext(ctx, "start rate reached; the job waits for its start token", "rate", cfg.Rate.String(), "keyRate", cfg.KeyRateOf(x.job.Key).String(), "waitSeconds", secs)
 	s.Metrics.Add(x.key.Type, metrics.JobsRateLimited, 1)
 	s.setVisibility(ctx, x.SQSMessage, secs)
 	return hold

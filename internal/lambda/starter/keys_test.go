@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
@@ -12,6 +13,7 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/ratelimit"
 	"github.com/sfnlimit/sfnlimit/internal/tools/fakes"
 )
 
@@ -299,5 +301,104 @@ func TestUnstartedClaimWaitsWhenItsKeysCapWasLowered(t *testing.T) {
 				t.Errorf("lane 2 held: %v, want %v", held, !tt.wantMoved)
 			}
 		})
+	}
+}
+
+// newKeyRateRig is a rig whose type llm has 4 lanes, no key caps, and rates given by the override.
+func newKeyRateRig(t *testing.T, o config.Override) *rig {
+	t.Helper()
+	r := newRigStrategy(t, map[string]int{"llm": 4}, lane.FirstFree)
+	buckets := ratelimit.New(fakes.NewDynamoDB("table"), "table")
+	buckets.Now = r.clock.Now
+	r.st.Rates = buckets
+	o.Type = "llm"
+	withLiveConfig(t, r, &liveConfig{list: []config.Override{o}}, config.Defaults{Limits: map[string]int{"llm": 4}, DefaultMaxAttempts: 3, StateMachineArn: smArn})
+	return r
+}
+
+// A key with a start rate binds at most its burst at once: the next job of the key waits in its
+// key's group for its token, holding no lane, and binds once the token is due, while another key
+// binds the lanes at once and the type's own bucket is untouched.
+func TestKeyRateHoldsTheKeyInItsGroupNotInALane(t *testing.T) {
+	ctx := context.Background()
+	noisy := config.Rate{PerSecond: 0.5, Burst: 1}
+	r := newKeyRateRig(t, config.Override{KeyRates: map[string]config.Rate{"noisy": noisy}, Rate: config.Rate{PerSecond: 100, Burst: 2}})
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{
+		keyed(t, "llm#noisy", "noisy", "n-1", 1), keyed(t, "llm#noisy", "noisy", "n-2", 1), keyed(t, "llm#noisy", "noisy", "n-3", 1),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := failures(resp), sorted("msg-n-2", "msg-n-3"); !equal(got, want) {
+		t.Errorf("batch item failures = %v, want %v (n-2 waits for its key's token, n-3 behind it)", got, want)
+	}
+	if c := copies(t, r); len(c) != 1 || c[0].id != "n-1" {
+		t.Errorf("copies = %+v, want only n-1 bound (the key's burst of 1)", c)
+	}
+	if ls := r.leases.Leases(); len(ls) != 1 {
+		t.Errorf("leases = %+v, want n-1's only: a job waiting for its key's token holds no lane", ls)
+	}
+	waited := false
+	for _, v := range decisions(r.sqs) {
+		waited = waited || (v.ReceiptHandle == handle("n-2", 1) && v.Timeout >= 2 && v.Timeout <= 3)
+	}
+	if !waited {
+		t.Errorf("visibility changes = %+v, want n-2 back in 2-3 s (a token every 2 s)", decisions(r.sqs))
+	}
+	resp, err = r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{
+		keyed(t, "llm#quiet", "quiet", "q-1", 1), keyed(t, "llm#quiet", "quiet", "q-2", 1),
+	}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("quiet's batch = %+v, %v; want both bound: another key's rate is not this one's", resp, err)
+	}
+	// The type's bucket (burst 2) gave nothing to the binds: the three bound copies start, two at
+	// once and the third as soon as the type's next token is due.
+	r.clock.Advance(2 * time.Second)
+	resp, err = r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{keyed(t, "llm#noisy", "noisy", "n-2", 2)}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Errorf("n-2 once its key's token is due = %+v, %v; want it bound", resp, err)
+	}
+	var ids []string
+	for _, c := range copies(t, r) {
+		ids = append(ids, c.id)
+	}
+	if want := sorted("n-1", "q-1", "q-2", "n-2"); !equal(sorted(ids...), want) {
+		t.Errorf("bound = %v, want %v", ids, want)
+	}
+}
+
+// A retry is a new start, and takes a token of its key in its lane (no bind took one for it); a
+// bound job's copy does not take a second one.
+func TestKeyRateCountsRetriesNotBoundCopies(t *testing.T) {
+	ctx := context.Background()
+	r := newKeyRateRig(t, config.Override{KeyRate: config.Rate{PerSecond: 1.0 / 60, Burst: 1}})
+	retrying := leaseOf("llm", 2, "a-1", 1, lease.Retrying, 1)
+	retrying.JobKey = "acme"
+	r.leases.Set(retrying)
+	b, _ := json.Marshal(job.Job{Type: "llm", ID: "a-1", Key: "acme", Input: json.RawMessage(`{}`), SubmittedAt: submitted, Attempts: 1})
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{message(t, job.GroupID("llm", 2), "a-1", string(b), 2)}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := startNames(r.sfn); len(got) != 1 {
+		t.Fatalf("starts = %v, want a-1's retry with acme's one token", got)
+	}
+	bound := boundLease("llm", 3, "a-2")
+	bound.JobKey = "acme"
+	r.leases.Set(bound)
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{keyed(t, job.GroupID("llm", 3), "acme", "a-2", 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := startNames(r.sfn); len(got) != 2 {
+		t.Errorf("starts = %v, want a-2's bound copy started: its bind took its key's token", got)
+	}
+	retrying = leaseOf("llm", 4, "a-3", 1, lease.Retrying, 1)
+	retrying.JobKey = "acme"
+	r.leases.Set(retrying)
+	b, _ = json.Marshal(job.Job{Type: "llm", ID: "a-3", Key: "acme", Input: json.RawMessage(`{}`), SubmittedAt: submitted, Attempts: 1})
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{message(t, job.GroupID("llm", 4), "a-3", string(b), 2)}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := startNames(r.sfn); len(got) != 2 {
+		t.Errorf("starts = %v, want a-3's retry waiting for acme's next token", got)
 	}
 }

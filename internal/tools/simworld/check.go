@@ -148,6 +148,7 @@ func (c *checker) started(e *execution) {
 		}
 	}
 	c.checkPaused(e)
+	c.ops.keyStarts[[2]string{m.Type, m.Key}] = append(c.ops.keyStarts[[2]string{m.Type, m.Key}], e.start)
 	lim, keyCap := c.bound(m.Type, m.Key, oldest)
 	if now, _ := c.bound(m.Type, m.Key, e.start); run > now && run <= lim {
 		// Allowed only by the limit an execution still running may have started under.
@@ -388,6 +389,7 @@ func (c *checker) quiescence() {
 	}
 	c.checkStopped()
 	c.checkMetrics()
+	c.checkKeyRates()
 	c.checkBatches()
 	c.checkInterlopers()
 }

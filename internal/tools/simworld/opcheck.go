@@ -45,7 +45,10 @@ const cacheAllowance = 10*time.Second + time.Second
 type flow struct {
 	keyCaps map[string]int // keys with their own cap
 	paused  bool
-	rated   bool
+	rated   bool // the type's starts, or its keys', have a rate
+	// keyRate is every key's start rate, keyRates those of keys with their own.
+	keyRate  config.Rate
+	keyRates map[string]config.Rate
 }
 
 // capOf is the cap of key's running executions in l (0: none): the key's own, else the type's key
@@ -70,6 +73,8 @@ type opChecks struct {
 	redrove map[string]bool
 	// stopped holds the generations whose execution an operator stopped, with its name.
 	stopped map[string]string
+	// keyStarts holds when each execution of a type's key started, by type and key.
+	keyStarts map[[2]string][]time.Time
 	// claimed is when a lease first claimed each execution (status starting, with the execution's
 	// ARN written before StartExecution is called), from the table's writes.
 	claimed map[string]time.Time
@@ -77,7 +82,7 @@ type opChecks struct {
 
 func newOpChecks() opChecks {
 	return opChecks{gen: map[string]int{}, ended: map[string]string{}, redrove: map[string]bool{}, stopped: map[string]string{},
-		claimed: map[string]time.Time{}}
+		claimed: map[string]time.Time{}, keyStarts: map[[2]string][]time.Time{}}
 }
 
 func genKey(job string, gen int) string { return fmt.Sprintf("%s~g%d", job, gen) }
@@ -135,7 +140,8 @@ func (c *checker) configChanged(typ string) {
 		l.keyCap = min(l.keyCap, l.limit)
 	}
 	l.keyCaps = maps.Clone(o.KeyLimits)
-	l.paused, l.rated = o.Pause != nil, o.Rate.IsSet()
+	l.keyRate, l.keyRates = o.KeyRate, maps.Clone(o.KeyRates)
+	l.paused, l.rated = o.Pause != nil, o.Rate.IsSet() || o.KeyRate.IsSet() || len(o.KeyRates) > 0
 	c.overrides[typ] = o
 	c.history[typ] = append(c.history[typ], l)
 }
@@ -256,6 +262,53 @@ func (c *checker) checkStopped() {
 		if !strings.HasPrefix(how, "dead-lettered (") || how == "dead-lettered ()" {
 			job := gk[:strings.LastIndex(gk, "~g")]
 			c.violate(KindStopNotDead, job, "%s was stopped (ABORTED); its generation ended %q, want dead-lettered with a reason", c.ops.stopped[gk], how)
+		}
+	}
+}
+
+// KindKeyRate: a key started more executions than its start rate allows.
+const KindKeyRate = "key rate exceeded"
+
+// checkKeyRates checks each key's starts against its start rate while one was in force: over a
+// span of the type's history in which a key's rate was (r, burst), counted from the cache's age
+// after the span began, at most burst + r x the span's length, and the type's limit more. A job
+// bound with its key's token starts a little later, and jobs bound (each holding a lane) before the
+// rate was seen may start inside the span.
+func (c *checker) checkKeyRates() {
+	end := c.w.now()
+	for typ, h := range c.history {
+		for i, l := range h {
+			to := end
+			if i+1 < len(h) {
+				to = h[i+1].from
+			}
+			from := l.from.Add(cacheAllowance)
+			if !to.After(from) {
+				continue
+			}
+			for k, starts := range c.ops.keyStarts {
+				if k[0] != typ {
+					continue
+				}
+				r := l.keyRate
+				if own, ok := l.keyRates[k[1]]; ok {
+					r = own
+				}
+				if !r.IsSet() {
+					continue
+				}
+				n := 0
+				for _, at := range starts {
+					if !at.Before(from) && at.Before(to) {
+						n++
+					}
+				}
+				allowed := float64(r.Burst) + r.PerSecond*to.Sub(l.from).Seconds() + float64(l.limit) + 1
+				if float64(n) > allowed {
+					c.violate(KindKeyRate, typ+"#"+k[1], "%d starts of key %q of %s in %s under rate %s, at most %.0f allowed",
+						n, k[1], typ, to.Sub(from).Truncate(time.Second), r.String(), allowed)
+				}
+			}
 		}
 	}
 }
