@@ -91,7 +91,12 @@ type Lease struct {
 	// MovedTo is a moving lease's destination: the message group its job's copy is sent to, which
 	// a delivery finishing the move sends to again (SQS deduplicates a copy within its group).
 	MovedTo string `dynamodbav:"movedTo,omitempty"`
-	Version int64  `dynamodbav:"version"`
+	// Reclaimed says the attempt was claimed again after its lease was gone, to finish it: the
+	// release that freed that lease counted its end (its message outlived it: a DeleteMessage with a
+	// receipt handle gone stale, which SQS answers with OK), or the lease was deleted by hand. A
+	// release does not count it as succeeded again.
+	Reclaimed bool  `dynamodbav:"reclaimed,omitempty"`
+	Version   int64 `dynamodbav:"version"`
 }
 
 // Stale reports whether the lease has sat untouched for longer than after, counted from its last

@@ -340,3 +340,53 @@ func TestVersionOrAliasClaimsRecordedWithTheQualifierAreReleased(t *testing.T) {
 		}
 	})
 }
+
+// A job bound twice (its waiting message came back after its first copy ran) has a second copy
+// whose claim of the same attempt stays in a lane (its delivery stopped after the claim). The
+// attempt's execution is the first copy's, whose release counted its outcome: the sweep, or a late
+// status event, drops the duplicate's claim and message without counting or retrying it again.
+func TestReleaseDropsADuplicateCopysClaim(t *testing.T) {
+	for _, status := range []string{"SUCCEEDED", "FAILED"} {
+		for _, via := range []string{"sweep", "status-event"} {
+			t.Run(status+"/"+via, func(t *testing.T) {
+				r := newRig(t)
+				published := metrics.NewCollector()
+				r.svc.Metrics = metrics.New(published, "test")
+				x := execution("reports", 2, "r-1", 1, `{}`, status, "JobFailed", "boom")
+				var in job.ExecutionInput
+				if err := json.Unmarshal([]byte(x.Input), &in); err != nil {
+					t.Fatal(err)
+				}
+				in.Job.MessageID = "msg-first-copy"
+				x.Input = string(in.MustJSON())
+				x.StopDate = t0.Add(-2 * time.Minute)
+				r.sfn.Put(x)
+				claim := held("reports", 2, "r-1", 1, lease.Starting) // message msg-r-1: the second copy
+				r.leases.Set(claim)
+				var err error
+				if via == "sweep" {
+					_, err = r.h.Sweep(context.Background())
+				} else {
+					_, err = r.svc.Release(context.Background(), releaser.Request{Key: claim.Key(), JobID: "r-1", Attempt: 1,
+						Outcome: map[string]releaser.Outcome{"SUCCEEDED": releaser.Succeeded, "FAILED": releaser.Failed}[status],
+						Source: "status-event", ExecutionArn: execArn("reports", "r-1", 1), MessageID: "msg-first-copy"})
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkLease(t, r.leases, claim.Key(), nil)
+				if err := r.svc.Metrics.Flush(); err != nil {
+					t.Fatal(err)
+				}
+				for _, m := range []string{metrics.JobsSucceeded, metrics.JobsRetried, metrics.JobsDeadLettered} {
+					if got := published.Sum("", m); got != 0 {
+						t.Errorf("%s = %v, want 0: the first copy's release acted on the attempt", m, got)
+					}
+				}
+				if vs := r.sqs.VisibilityChanges(); len(vs) != 0 {
+					t.Errorf("visibility changes = %+v, want none: the duplicate is not retried", vs)
+				}
+			})
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
@@ -145,7 +146,7 @@ func (h *Handler) workflow(ctx context.Context, ev WorkflowEvent) (Response, err
 	}
 	res, err := h.Service.Release(ctx, Request{
 		Key: lease.Key{Type: ev.Job.Type, Lane: ev.Job.Lane}, JobID: ev.Job.ID, JobKey: ev.Job.Key, JobSender: ev.Job.Sender, Redrive: ev.Job.Redrive, Attempt: ev.Job.Attempt,
-		Outcome: ev.Outcome, Error: ev.Error, Cause: ev.Cause, Source: "workflow", ExecutionArn: ev.ExecutionArn,
+		Outcome: ev.Outcome, Error: ev.Error, Cause: ev.Cause, Source: "workflow", ExecutionArn: ev.ExecutionArn, MessageID: ev.Job.MessageID,
 	})
 	return Response{Result: res}, err
 }
@@ -173,7 +174,7 @@ func (h *Handler) statusChange(ctx context.Context, d StatusDetail) (Response, e
 	res, err := h.Service.Release(ctx, Request{
 		Key: lease.Key{Type: in.Job.Type, Lane: in.Job.Lane}, JobID: in.Job.ID, JobKey: in.Job.Key, JobSender: in.Job.Sender, Redrive: in.Job.Redrive, Attempt: in.Job.Attempt,
 		Outcome: outcome, Error: orDefault(d.Error, "States."+d.Status), Cause: orDefault(d.Cause, ""), Source: "status-event",
-		ExecutionArn: d.ExecutionArn,
+		ExecutionArn: d.ExecutionArn, MessageID: in.Job.MessageID,
 	})
 	return Response{Result: res}, err
 }
@@ -372,9 +373,11 @@ func (h *Handler) sweepOne(ctx context.Context, l lease.Lease) (bool, error) {
 		// comes after it. The sweep is for releases that were missed, and counts them as such.
 		return false, nil
 	}
+	var in job.ExecutionInput
+	_ = json.Unmarshal([]byte(aws.ToString(out.Input)), &in)
 	res, err := h.Service.Release(ctx, Request{
 		Key: l.Key(), JobID: l.JobID, JobKey: l.JobKey, JobSender: l.JobSender, Redrive: l.Redrive, Attempt: l.Attempt, Outcome: outcome,
-		Error: orDefault(out.Error, "States."+string(out.Status)), Cause: orDefault(out.Cause, ""), Source: "sweep",
+		Error: orDefault(out.Error, "States."+string(out.Status)), Cause: orDefault(out.Cause, ""), Source: "sweep", MessageID: in.Job.MessageID,
 	})
 	if err != nil {
 		return false, err

@@ -63,10 +63,11 @@ type Request struct {
 	// job's metadata sends status events, and may call the releaser, such as a nested workflow the
 	// job's workflow starts with its own input, while the job's own execution runs.
 	ExecutionArn string
-	// Leaseless says the attempt ended with no lease holding it, and the caller claimed it again to
-	// finish it: its message outlived the release that freed its lease (that release deleted it with
-	// a receipt handle gone stale, which SQS answers with OK), and that release counted its success.
-	Leaseless bool
+	// MessageID is the lanes-queue message that started the execution, from its input ("" when the
+	// caller has no input, or the execution's starter was older): a claim of the same attempt by
+	// another message is a duplicate copy's (its job bound twice), whose outcome the first copy's
+	// release acted on already.
+	MessageID string
 }
 
 // Result says what a release did.
@@ -177,7 +178,12 @@ func (s *Service) Release(ctx context.Context, req Request) (Result, error) {
 			log.InfoContext(ctx, "release of another execution than the lease's (a nested workflow with the job's input); nothing to release", "executionArn", req.ExecutionArn, "leaseExecutionArn", named)
 			return Noop, nil
 		}
-		res, err := s.releaseLease(ctx, log, req, *l, &dead)
+		var res Result
+		if req.MessageID != "" && l.MessageID != req.MessageID && l.Status == lease.Starting {
+			res, err = s.dropDuplicate(ctx, log, *l)
+		} else {
+			res, err = s.releaseLease(ctx, log, req, *l, &dead)
+		}
 		if errors.Is(err, lease.ErrConflict) || errors.Is(err, errStaleHandle) {
 			log.InfoContext(ctx, "lease changed during release; reading it again", "round", round+1)
 			continue
@@ -192,6 +198,21 @@ func (s *Service) Release(ctx context.Context, req Request) (Result, error) {
 }
 
 var errStaleHandle = errors.New("receipt handle is stale")
+
+// dropDuplicate frees the claim of a duplicate copy of a job, whose attempt another message ran: the
+// copy's message and lease go, and the attempt's outcome is left to that message's own release,
+// which acted on it (or acts on it: it is not this lane's).
+func (s *Service) dropDuplicate(ctx context.Context, log *slog.Logger, l lease.Lease) (Result, error) {
+	if err := s.deleteMessage(ctx, l); err != nil {
+		return "", err
+	}
+	if err := s.Free(ctx, l); err != nil {
+		return "", err
+	}
+	log.WarnContext(ctx, "the lane's claim is a duplicate copy's of an attempt another message ran; dropped it", "messageId", l.MessageID)
+	s.Metrics.Add(l.Type, metrics.DuplicatesDropped, 1)
+	return Deleted, nil
+}
 
 // Free deletes a lease whose job ended or is gone, and wakes the oldest parked waiting group of its
 // type for the lane: the one way a lane is given back, whoever gives it (a release, the sweep taking a
@@ -234,7 +255,7 @@ func (s *Service) releaseLease(ctx context.Context, log *slog.Logger, req Reques
 		if err := s.Free(ctx, l); err != nil {
 			return "", err
 		}
-		if !req.Leaseless {
+		if !l.Reclaimed { // counted by the release that freed its lease before (lease.Lease.Reclaimed)
 			s.Metrics.Add(req.Key.Type, metrics.JobsSucceeded, 1)
 		}
 		return Deleted, nil

@@ -186,6 +186,14 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 	attempt := x.job.Attempts + 1
 	stateMachine := cfg.StateMachineArn
 	startedAt := claimedAt
+	if l == nil && x.receives() > 1 {
+		// Received before, and no lease: this message may have run the attempt already, and the
+		// release that freed its lease counted its end (its DeleteMessage had a handle gone stale).
+		// Known before the claim, so that the claim says so even if this delivery stops after it.
+		if x.leaseless, err = s.ranAlready(ctx, x, stateMachine, attempt); err != nil {
+			return hold, err
+		}
+	}
 	fresh := l // the lease the claim goes on from: none for a lane bound to this job
 	switch {
 	case l == nil:
@@ -273,6 +281,7 @@ func (s *Starter) claim(ctx context.Context, x *msg, prev *lease.Lease, attempt 
 		Type: x.key.Type, Lane: x.key.Lane, JobID: x.job.ID, JobKey: x.job.Key, JobSender: x.job.Sender, Batch: x.job.Batch, MessageID: x.MessageId, ReceiptHandle: x.ReceiptHandle, Receives: x.receives(),
 		Attempt: attempt, Redrive: x.job.Redrive, Status: lease.Starting, StartedAt: startedAt, SubmittedAt: x.job.SubmittedAt,
 		StateMachineArn: sm, ExecutionArn: job.ExecutionArn(sm, job.RunName(x.key.Type, x.job.Sender, x.job.Key, x.job.ID, x.job.Redrive, attempt)),
+		Reclaimed: x.leaseless || (prev != nil && prev.Reclaimed && prev.Attempt == attempt), // the attempt's, kept by its claims
 	}, prev)
 }
 
@@ -438,8 +447,14 @@ func (s *Starter) alreadyExists(ctx context.Context, x *msg, claimed lease.Lease
 			return v, err
 		}
 	}
-	// The claim names this execution already (arn is its deterministic name): nothing to write.
+	// The claim names this execution already (arn is its deterministic name): nothing to write,
+	// but that it was claimed after its lease was gone, which its release must know.
 	if outcome, closed := releaser.OutcomeOf(string(d.Status)); closed {
+		if x.leaseless {
+			if claimed, err = s.claim(ctx, x, &claimed, claimed.Attempt, claimed.StateMachineArn, claimed.StartedAt); err != nil {
+				return hold, err
+			}
+		}
 		return s.releaseEnded(ctx, x, claimed, outcome, d)
 	}
 	if prev != nil && prev.Status == lease.Starting {
@@ -483,4 +498,20 @@ func (s *Starter) overCap(ctx context.Context, x *msg, own lease.Lease, cfg conf
 		return "type at its limit, lowered since the job's last attempt; the job waits in its waiting group", nil
 	}
 	return "", nil
+}
+
+// ranAlready reports whether this message ran the attempt in this lane and the attempt ended.
+func (s *Starter) ranAlready(ctx context.Context, x *msg, sm string, attempt int) (bool, error) {
+	arn := job.ExecutionArn(sm, job.RunName(x.key.Type, x.job.Sender, x.job.Key, x.job.ID, x.job.Redrive, attempt))
+	d, err := s.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: &arn})
+	if isErr[*sfntypes.ExecutionDoesNotExist](err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("describe execution %s this message may have run: %w", arn, err)
+	}
+	var in job.ExecutionInput
+	_ = json.Unmarshal([]byte(aws.ToString(d.Input)), &in)
+	_, closed := releaser.OutcomeOf(string(d.Status))
+	return closed && in.Job.MessageID == x.MessageId && in.Job.Lane == x.key.Lane && sameJob(in.Job, x), nil
 }

@@ -543,35 +543,65 @@ func TestStaleDeliveryLeavesADeadLetteringLease(t *testing.T) {
 // and frees the lease. When the message was received again meanwhile by a delivery that failed
 // before it stored its new handle, SQS answers that delete with OK and keeps the message (a stale
 // handle). The message's next delivery finds the attempt ended with no lease, and finishes it: the
-// message goes, and the job is not counted as succeeded a second time.
+// message goes, and the job is not counted as succeeded a second time, even when that delivery
+// fails after claiming the attempt and a later one finishes it from the claim.
 func TestEndedAttemptWithoutItsLeaseIsNotCountedTwice(t *testing.T) {
-	r := newRig(t, nil)
-	published := metrics.NewCollector()
-	r.rel.Metrics = metrics.New(published, "test")
-	if deliver(t, r, 1) { // the first delivery starts the job and holds its lane
-		t.Fatal("first delivery acknowledged; want it held")
+	stops := map[string]func(r *rig){
+		"finishing delivery goes through": nil,
+		"it stops at its DeleteMessage": func(r *rig) {
+			r.sqs.OnDelete = func(*sqs.DeleteMessageInput) error {
+				r.sqs.OnDelete = nil
+				return fakes.APIError("InternalError", "the delivery stops after its claim")
+			}
+		},
+		"it stops at the look-up after its start": func(r *rig) {
+			looks := 0
+			r.sfn.OnDescribe = func(string) error {
+				if looks++; looks == 2 { // the first is before its claim
+					return fakes.APIError("ThrottlingException", "Rate exceeded")
+				}
+				return nil
+			}
+		},
 	}
-	arn := execArn("reports", "r-1001", 1)
-	if !r.sfn.Close(arn, sfntypes.ExecutionStatusSucceeded, "", "") {
-		t.Fatalf("no execution %s", arn)
-	}
-	res, err := r.rel.Release(context.Background(), releaser.Request{Key: reports1, JobID: "r-1001", Attempt: 1, Outcome: releaser.Succeeded, Source: "workflow"})
-	if err != nil || res != releaser.Deleted {
-		t.Fatalf("release = %v, %v; want deleted", res, err)
-	}
-	if !deliver(t, r, 3) { // the message's next delivery (its second failed before storing its handle)
-		t.Error("the ended job's message was not acknowledged")
-	}
-	if err := r.rel.Metrics.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if got := published.Sum("", metrics.JobsSucceeded); got != 1 {
-		t.Errorf("JobsSucceeded = %v, want 1 (one job succeeded once)", got)
-	}
-	if n := len(r.sfn.Executions()); n != 1 {
-		t.Errorf("%d executions, want 1", n)
-	}
-	if l, ok := r.leases.Lease(reports1); ok {
-		t.Errorf("job ended, yet its lane keeps lease %+v", l)
+	for name, stop := range stops {
+		t.Run(name, func(t *testing.T) {
+			failsOnce := stop != nil
+			r := newRig(t, nil)
+			published := metrics.NewCollector()
+			r.rel.Metrics = metrics.New(published, "test")
+			if deliver(t, r, 1) { // the first delivery starts the job and holds its lane
+				t.Fatal("first delivery acknowledged; want it held")
+			}
+			arn := execArn("reports", "r-1001", 1)
+			if !r.sfn.Close(arn, sfntypes.ExecutionStatusSucceeded, "", "") {
+				t.Fatalf("no execution %s", arn)
+			}
+			res, err := r.rel.Release(context.Background(), releaser.Request{Key: reports1, JobID: "r-1001", Attempt: 1, Outcome: releaser.Succeeded, Source: "workflow"})
+			if err != nil || res != releaser.Deleted {
+				t.Fatalf("release = %v, %v; want deleted", res, err)
+			}
+			if failsOnce {
+				stop(r)
+				if deliver(t, r, 3) {
+					t.Fatal("a delivery whose DeleteMessage failed was acknowledged")
+				}
+			}
+			if !deliver(t, r, 4) { // the message's next delivery (its second failed before storing its handle)
+				t.Error("the ended job's message was not acknowledged")
+			}
+			if err := r.rel.Metrics.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			if got := published.Sum("", metrics.JobsSucceeded); got != 1 {
+				t.Errorf("JobsSucceeded = %v, want 1 (one job succeeded once)", got)
+			}
+			if n := len(r.sfn.Executions()); n != 1 {
+				t.Errorf("%d executions, want 1", n)
+			}
+			if l, ok := r.leases.Lease(reports1); ok {
+				t.Errorf("job ended, yet its lane keeps lease %+v", l)
+			}
+		})
 	}
 }

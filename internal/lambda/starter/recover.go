@@ -183,7 +183,7 @@ func (s *Starter) releaseEnded(ctx context.Context, x *msg, l lease.Lease, outco
 	}
 	res, err := s.Releaser.Release(ctx, releaser.Request{
 		Key: l.Key(), JobID: l.JobID, JobKey: l.JobKey, JobSender: l.JobSender, Redrive: l.Redrive, Attempt: l.Attempt, Outcome: outcome,
-		Error: aws.ToString(d.Error), Cause: aws.ToString(d.Cause), Source: "starter", Leaseless: x.leaseless,
+		Error: aws.ToString(d.Error), Cause: aws.ToString(d.Cause), Source: "starter",
 	})
 	if err != nil {
 		return hold, err

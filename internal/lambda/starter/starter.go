@@ -247,7 +247,8 @@ type msg struct {
 	// view is the type's leases as its waiting group's batch last read them (waiting messages only).
 	view *leaseView
 	// leaseless is set when this delivery claims an attempt no lease held (ownAttempt,
-	// alreadyExists): one its release already freed, or one whose lease was deleted by hand.
+	// alreadyExists): one its release already freed, or one whose lease was deleted by hand. Its
+	// claim says so (lease.Lease.Reclaimed).
 	leaseless bool
 }
 
