@@ -75,7 +75,7 @@ func TestExitCodes(t *testing.T) {
 		{name: "bad flag value", give: []string{"config", "set", "a", "--limit", "x"}, want: exitUsage, wantStderr: "invalid argument"},
 		{name: "missing argument", give: []string{"job", "show"}, want: exitUsage, wantStderr: "accepts 1 arg"},
 		{name: "invalid type", give: []string{"config", "set", "pay-ments", "--limit", "2"}, want: exitUsage, wantStderr: "invalid_type"},
-		{name: "nothing to set", give: []string{"config", "set", "payments"}, want: exitUsage, wantStderr: "nothing to set: give --limit, --max-attempts, --state-machine, --strategy, --release, --key-limit, --key with --limit, --rate or --burst"},
+		{name: "nothing to set", give: []string{"config", "set", "payments"}, want: exitUsage, wantStderr: "nothing to set: give --limit, --max-attempts, --state-machine, --strategy, --release, --key-limit, --key-rate, --key with --limit or --rate, --rate or --burst"},
 		{name: "limit zero", give: []string{"config", "set", "payments", "--limit", "0"}, want: exitUsage, wantStderr: "at least 1"},
 		{name: "limit over quota", give: []string{"config", "set", "payments", "--limit", "120000"}, want: exitUsage, wantStderr: "quota"},
 		{name: "bad state machine", give: []string{"config", "set", "payments", "--state-machine", "sample"}, want: exitUsage, wantStderr: "not a state machine ARN"},
