@@ -34,6 +34,7 @@ ConfigCacheSeconds.
   sfnlimit config set llm --key-limit 5
   sfnlimit config set llm --key acme --limit 20
   sfnlimit config set partner --rate 5 --burst 10
+  sfnlimit config set llm --key-rate 2 --key noisy --rate 0.1
   sfnlimit config reset payments`,
 		Args: commandArgs,
 		RunE: showHelp,
@@ -75,8 +76,10 @@ the keys with their own cap (all of them up to 10, else how many and the first 1
 all). Once some type has a start rate, a RATE column: starts per second and burst, and the source
 (override: the live item, where "none (override)" removes the type's TypeRates entry; TypeRates:
 the parameter). Once some type is paused, a PAUSED column: how long; and below the table, each
-paused type since when and why. A type with key caps runs first-free whatever its strategy: a configured random shows as
-first-free (key caps). And the stored override. A
+paused type since when and why. Once some type rates its keys, a KEY RATE column: every key's
+start rate and how many keys have their own; below the table, the keys with their own rate (as
+for caps). A type with key caps runs first-free whatever its strategy: a configured random shows as
+first-free (key caps); so does one with key rates: first-free (key rates). And the stored override. A
 type configured with the retired least-loaded strategy (by its live item or by LaneStrategy) is
 shown as first-free, which it runs as, and marked with a note that says so.
 ` + targetHelp,
@@ -112,11 +115,12 @@ func newConfigSet(tgt *target) *cobra.Command {
 	var (
 		limit, attempts, keyLimit, burst      int
 		machine, strategy, release, key, rate string
+		keyRate                               string
 		asJSON, newType                       bool
 	)
 	cmd := &cobra.Command{
-		Use:   "set TYPE [--limit N] [--max-attempts K] [--state-machine ARN] [--strategy NAME] [--release MODE] [--key-limit N] [--key K --limit N] [--rate R [--burst B]]",
-		Short: "Set a type's live limit, attempts, state machine, lane strategy, release mode, key caps or start rate",
+		Use:   "set TYPE [--limit N] [--max-attempts K] [--state-machine ARN] [--strategy NAME] [--release MODE] [--key-limit N] [--key-rate R[:B]] [--key K [--limit N] [--rate R[:B]]] [--rate R [--burst B]]",
+		Short: "Set a type's live limit, attempts, state machine, lane strategy, release mode, key caps, start rate or key rates",
 		Long: `set writes a type's live override. Only the fields given change; the others keep their stored
 value (config reset drops the whole override). A type the stack does not know (no limit or other
 setting in its parameters, no live override) is refused as a likely typo, with the closest known
@@ -147,8 +151,17 @@ decimals, at most 10000), beside its concurrency limit, for an API that limits r
 Starts over the rate wait in the queue: no attempt is used and nothing fails. The rate holds across
 all starters (a token bucket in the table). --burst alone changes the burst of the rate in force.
 --rate 0 removes the type's rate, also one its TypeRates entry gives (the live item then says
-noRate; config reset, or --rate again, brings a rate back). Says when the change applies: within
-ConfigCacheSeconds, as the stack runs with it. Shows the effective configuration after.
+noRate; config reset, or --rate again, brings a rate back).
+--key-rate R[:B] caps the starts of every concurrency key of the type at R a second, bursts of B
+(default as --burst's), so that a noisy tenant's burst does not use up its type's start rate;
+--key-rate 0 removes it. --key K --rate R[:B] (or --rate R --burst B) gives key K a rate of its
+own, above or below --key-rate; with --key, --rate and --burst are the key's, not the type's, and
+--key K --rate 0 removes it (K follows --key-rate again). --key K may set --limit and --rate at
+once. A type holds at most ` + strconv.Itoa(config.MaxKeyOverrides) + ` keys with their own rate. Key rates are live
+settings only (no parameter gives them). A key waiting for its start token holds no lane: it waits
+in its key's waiting group, so a type with key rates runs first-free, as with key caps.
+Says when the change applies: within ConfigCacheSeconds, as the stack runs with it. Shows the
+effective configuration after.
 ` + targetHelp,
 		Example: `  sfnlimit config set payments --limit 20
   sfnlimit config set thumbs --limit 5 --new-type       # a type the stack does not know yet
@@ -163,6 +176,11 @@ ConfigCacheSeconds, as the stack runs with it. Shows the effective configuration
   sfnlimit config set partner --rate 0.5 --burst 2      # one start every 2 s, 2 at once after a pause
   sfnlimit config set partner --burst 20                # the same rate, bursts of 20
   sfnlimit config set partner --rate 0                  # no start rate (also none from TypeRates)
+  sfnlimit config set llm --key-rate 2:4                # each key at most 2 starts a second, bursts of 4
+  sfnlimit config set llm --key noisy --rate 0.1        # noisy's own rate: one start every 10 s
+  sfnlimit config set llm --key acme --rate 5 --burst 10 # acme's own rate
+  sfnlimit config set llm --key noisy --rate 0          # noisy follows --key-rate again
+  sfnlimit config set llm --key-rate 0                  # no rate for every key
   sfnlimit config set reports --state-machine arn:aws:states:us-east-1:123456789012:stateMachine:reports`,
 		Args:              usageArgs(cobra.ExactArgs(1)),
 		ValidArgsFunction: completeTypeArg(tgt),
@@ -170,13 +188,31 @@ ConfigCacheSeconds, as the stack runs with it. Shows the effective configuration
 			c := ops.Change{Type: args[0], NewType: newType}
 			switch {
 			case cmd.Flags().Changed("key"):
-				// With --key, --limit is the key's own cap (set TYPE --key K --limit N).
+				// With --key, --limit is the key's own cap (set TYPE --key K --limit N) and --rate
+				// and --burst its own start rate (--key K --rate R[:B], --rate R --burst B).
 				c.Key = &key
 				if cmd.Flags().Changed("limit") {
 					c.KeyCap = &limit
 				}
-			case cmd.Flags().Changed("limit"):
-				c.Limit = &limit
+				if cmd.Flags().Changed("rate") {
+					c.KeyOwnRate = &rate
+				}
+				if cmd.Flags().Changed("burst") {
+					c.KeyOwnBurst = &burst
+				}
+			default:
+				if cmd.Flags().Changed("limit") {
+					c.Limit = &limit
+				}
+				if cmd.Flags().Changed("rate") {
+					c.Rate = &rate
+				}
+				if cmd.Flags().Changed("burst") {
+					c.Burst = &burst
+				}
+			}
+			if cmd.Flags().Changed("key-rate") {
+				c.KeyRate = &keyRate
 			}
 			if cmd.Flags().Changed("key-limit") {
 				c.KeyLimit = &keyLimit
@@ -192,12 +228,6 @@ ConfigCacheSeconds, as the stack runs with it. Shows the effective configuration
 			}
 			if cmd.Flags().Changed("release") {
 				c.Release = &release
-			}
-			if cmd.Flags().Changed("rate") {
-				c.Rate = &rate
-			}
-			if cmd.Flags().Changed("burst") {
-				c.Burst = &burst
 			}
 			if err := c.Validate(); err != nil {
 				return err
@@ -225,9 +255,10 @@ ConfigCacheSeconds, as the stack runs with it. Shows the effective configuration
 	cmd.Flags().StringVar(&release, "release", "", "how the type's lanes are released: "+strings.Join(config.ReleaseModes, " or "))
 	_ = cmd.RegisterFlagCompletionFunc("release", completeReleaseModes)
 	cmd.Flags().IntVar(&keyLimit, "key-limit", 0, "running jobs of any one concurrency key at once (0 removes the live key limit)")
-	cmd.Flags().StringVar(&key, "key", "", "a concurrency key whose own cap --limit sets")
-	cmd.Flags().StringVar(&rate, "rate", "", "starts per second at most, like 5 or 0.5 (0 removes the type's rate)")
-	cmd.Flags().IntVar(&burst, "burst", 0, "starts at once after a quiet spell (default with --rate: a second's worth, at least 1)")
+	cmd.Flags().StringVar(&key, "key", "", "a concurrency key whose own cap --limit sets, and whose own start rate --rate sets")
+	cmd.Flags().StringVar(&rate, "rate", "", "starts per second at most, like 5 or 0.5, or R:B with the burst; with --key, the key's own (0 removes the rate)")
+	cmd.Flags().IntVar(&burst, "burst", 0, "starts at once after a quiet spell (default with --rate: a second's worth, at least 1); with --key, of the key's own rate")
+	cmd.Flags().StringVar(&keyRate, "key-rate", "", "starts per second at most of any one concurrency key, R or R:B (0 removes it)")
 	cmd.Flags().BoolVar(&newType, "new-type", false, "TYPE is new to the stack: add it (without this flag, a type that neither the stack's parameters nor a live override name is refused as a likely typo)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd

@@ -118,3 +118,73 @@ func TestKeys(t *testing.T) {
 		t.Errorf("job show b-1:\n%s", r)
 	}
 }
+
+// Per-key start rates end to end: config set --key-rate writes every key's rate and --key K --rate
+// a key's own, beside its cap and the type's rate, which stay; 0 removes each; config get and
+// status show them, in text and JSON.
+func TestKeyRates(t *testing.T) {
+	t.Parallel()
+	typ := newType(t, "keyrates", 3)
+
+	must(t, local(t, "config", "set", typ, "--rate", "8", "--key-limit", "2"), exitOK)
+	res := decode[ops.SetResult](t, must(t, local(t, "config", "set", typ, "--key-rate", "2:4", "--json"), exitOK))
+	if a := res.After; a.KeyRate == nil || *a.KeyRate != (ops.RateView{PerSecond: 2, Burst: 4}) || a.Override.KeyRate != "2:4" ||
+		a.Rate == nil || a.Rate.PerSecond != 8 || a.KeyLimit != 2 || a.Limit != 3 {
+		t.Errorf("config set --key-rate 2:4 = %+v (key rate %v), want every key 2/s burst 4, the rate 8, key limit 2 and limit 3 kept", a, a.KeyRate)
+	}
+	res = decode[ops.SetResult](t, must(t, local(t, "config", "set", typ, "--key", "noisy", "--rate", "0.5", "--burst", "2", "--limit", "1", "--json"), exitOK))
+	if a := res.After; len(a.KeyRates) != 1 || a.KeyRates["noisy"] != (ops.RateView{PerSecond: 0.5, Burst: 2}) || a.KeyLimits["noisy"] != 1 ||
+		a.Rate == nil || a.Rate.PerSecond != 8 || a.KeyRate == nil || a.Override.OwnKeyRates != 1 {
+		t.Errorf("config set --key noisy --rate 0.5 --burst 2 --limit 1 = %+v, want noisy's own rate and cap, the type's rate and every key's kept", a)
+	}
+	r := must(t, local(t, "config", "set", typ, "--key", "acme", "--rate", "5:10"), exitOK)
+	if want := "key rates of type " + typ + ": every key 2/s burst 4 -> 2/s burst 4; own rates noisy=0.5:2 -> acme=5:10, noisy=0.5:2"; !strings.Contains(r.stdout, want) {
+		t.Errorf("config set --key acme --rate 5:10 lacks %q:\n%s", want, r)
+	}
+	r = must(t, local(t, "config", "set", typ, "--key-rate", "fast"), exitUsage)
+	if !strings.Contains(r.stderr, `--key-rate: rate "fast" must be a number of starts per second`) {
+		t.Errorf("config set --key-rate fast:\n%s", r)
+	}
+
+	r = must(t, local(t, "config", "get", typ), exitOK)
+	for _, want := range []string{"KEY RATE", "2/s burst 4, 2 keys own", "keyRate=2:4 keyRates=2 keys",
+		"Keys of " + typ + " with their own rate (per second:burst): acme=5:10, noisy=0.5:2."} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("config get %s lacks %q:\n%s", typ, want, r)
+		}
+	}
+	v := decode[ops.ConfigView](t, must(t, local(t, "config", "get", typ, "--json"), exitOK))
+	if tv := v.Types[0]; tv.KeyRate == nil || tv.KeyRate.PerSecond != 2 || len(tv.KeyRates) != 2 || tv.KeyRates["acme"] != (ops.RateView{PerSecond: 5, Burst: 10}) {
+		t.Errorf("config get %s --json = %+v, want every key 2/s, acme and noisy their own", typ, tv)
+	}
+
+	type statusOut struct {
+		Types []ops.TypeStatus `json:"types"`
+	}
+	found := false
+	for _, ts := range decode[statusOut](t, must(t, local(t, "status", "--json"), exitOK)).Types {
+		if ts.Type == typ {
+			found = true
+			if ts.KeyRate == nil || *ts.KeyRate != (ops.RateView{PerSecond: 2, Burst: 4}) || ts.OwnKeyRates != 2 {
+				t.Errorf("status --json %s: key rate %v, %d own; want 2/s burst 4, 2 own", typ, ts.KeyRate, ts.OwnKeyRates)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("status --json lacks type %s", typ)
+	}
+	r = must(t, local(t, "status"), exitOK)
+	if !strings.Contains(r.stdout, "KEY RATE") || !strings.Contains(r.stdout, "2/s burst 4, 2 keys own") {
+		t.Errorf("status lacks the key rates of %s:\n%s", typ, r)
+	}
+
+	// Removed: a key's own, then every key's; the rest stays.
+	res = decode[ops.SetResult](t, must(t, local(t, "config", "set", typ, "--key", "noisy", "--rate", "0", "--json"), exitOK))
+	if a := res.After; len(a.KeyRates) != 1 || a.KeyRates["acme"].PerSecond != 5 || a.KeyLimits["noisy"] != 1 {
+		t.Errorf("config set --key noisy --rate 0 = %+v, want acme's own rate left and noisy's cap kept", a)
+	}
+	res = decode[ops.SetResult](t, must(t, local(t, "config", "set", typ, "--key-rate", "0", "--json"), exitOK))
+	if a := res.After; a.KeyRate != nil || a.Override.KeyRate != "" || len(a.KeyRates) != 1 || a.Rate == nil || a.Rate.PerSecond != 8 {
+		t.Errorf("config set --key-rate 0 = %+v, want no rate for every key, acme's own and the type's rate kept", a)
+	}
+}

@@ -90,6 +90,10 @@ type TypeView struct {
 	KeyLimit       int            `json:"keyLimit"`
 	KeyLimitSource string         `json:"keyLimitSource"`
 	KeyLimits      map[string]int `json:"keyLimits,omitempty"`
+	// KeyRate is the start rate of every concurrency key of the type (nil: none), KeyRates those of
+	// keys with their own (the live item's: no parameter gives key rates).
+	KeyRate  *RateView           `json:"keyRate,omitempty"`
+	KeyRates map[string]RateView `json:"keyRates,omitempty"`
 	// Rate is the type's start rate (nil: none), and RateSource where it comes from: RateFromOverride,
 	// RateFromType or RateNone.
 	Rate       *RateView `json:"rate,omitempty"`
@@ -114,6 +118,10 @@ type OverrideView struct {
 	// the type's TypeRates entry.
 	Rate   string `json:"rate,omitempty"`
 	NoRate bool   `json:"noRate,omitempty"`
+	// KeyRate is the item's rate of every key ("2:4"); OwnKeyRates counts the keys with their own
+	// rate in the item (TypeView.KeyRates lists them).
+	KeyRate     string `json:"keyRate,omitempty"`
+	OwnKeyRates int    `json:"ownKeyRates,omitempty"`
 	// Paused says the item pauses the type (TypeView.Pause says since when and why).
 	Paused bool `json:"paused,omitempty"`
 }
@@ -122,6 +130,7 @@ func overrideView(o config.Override) *OverrideView {
 	return &OverrideView{
 		Limit: o.Limit, MaxAttempts: o.MaxAttempts, StateMachineArn: o.StateMachineArn, Strategy: o.Strategy, Release: o.Release,
 		KeyLimit: o.KeyLimit, KeyCaps: len(o.KeyLimits), Rate: o.Rate.String(), NoRate: o.NoRate, Paused: o.Pause != nil,
+		KeyRate: o.KeyRate.String(), OwnKeyRates: len(o.KeyRates),
 	}
 }
 
@@ -396,6 +405,13 @@ type Change struct {
 	// the burst (of Rate, or of the rate in force).
 	Rate  *string
 	Burst *int
+	// KeyRate is the start rate of every key of the type, "R" or "R:B" as config.ParseRate reads
+	// it; RemoveRate removes it.
+	KeyRate *string
+	// KeyOwnRate is key Key's own start rate, "R" or "R:B", and KeyOwnBurst its burst (as Rate and
+	// Burst are the type's); RemoveRate removes the key's own rate (it follows KeyRate again).
+	KeyOwnRate  *string
+	KeyOwnBurst *int
 	// NewType says the type may be new to the stack (config set --new-type): without it, a change
 	// to a type that neither the deployment's parameters nor a live override name is refused, so
 	// that a typo does not create a type.
@@ -424,10 +440,13 @@ func (c Change) Validate() error {
 		return UsageError{err}
 	}
 	if c.Limit == nil && c.MaxAttempts == nil && c.StateMachineArn == nil && c.Strategy == nil && c.Release == nil && c.KeyLimit == nil && c.Key == nil && c.KeyCap == nil &&
-		c.Rate == nil && c.Burst == nil {
-		return usagef("nothing to set: give --limit, --max-attempts, --state-machine, --strategy, --release, --key-limit, --key with --limit, --rate or --burst")
+		c.Rate == nil && c.Burst == nil && c.KeyRate == nil && c.KeyOwnRate == nil && c.KeyOwnBurst == nil {
+		return usagef("nothing to set: give --limit, --max-attempts, --state-machine, --strategy, --release, --key-limit, --key-rate, --key with --limit or --rate, --rate or --burst")
 	}
 	if err := c.validateKeys(); err != nil {
+		return err
+	}
+	if err := c.validateKeyRates(); err != nil {
 		return err
 	}
 	if err := c.validateRate(); err != nil {
@@ -571,6 +590,10 @@ func (e ConfigEditor) Set(ctx context.Context, c Change) (SetResult, error) {
 		return SetResult{}, err
 	}
 	warnings = append(warnings, w...)
+	if w, err = c.applyKeyRates(&o); err != nil {
+		return SetResult{}, err
+	}
+	warnings = append(warnings, w...)
 	if c.StateMachineArn != nil || c.Release != nil {
 		w, err := e.checkStateMachine(ctx, o, c.StateMachineArn != nil)
 		if err != nil {
@@ -610,6 +633,9 @@ func (e ConfigEditor) Set(ctx context.Context, c Change) (SetResult, error) {
 func sameOverride(a, b config.Override) bool {
 	if len(a.KeyLimits) == 0 && len(b.KeyLimits) == 0 {
 		a.KeyLimits, b.KeyLimits = nil, nil
+	}
+	if len(a.KeyRates) == 0 && len(b.KeyRates) == 0 {
+		a.KeyRates, b.KeyRates = nil, nil
 	}
 	return reflect.DeepEqual(a, b)
 }
@@ -824,6 +850,7 @@ func (e ConfigEditor) result(ctx context.Context, typ string, before ConfigView,
 		res.Warnings = append(res.Warnings, fmt.Sprintf("type %s has no limit: the router refuses its jobs (unknown_type) until one is set with --limit", typ))
 	}
 	res.Warnings = append(res.Warnings, keyWarnings(res.Before, res.After)...)
+	res.Warnings = append(res.Warnings, keyRateWarnings(res.Before, res.After)...)
 	res.Warnings = append(res.Warnings, flowWarnings(res.Before, res.After)...)
 	if a := res.After; a.RetiredStrategy != "" && a.StrategySource == "override" {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("the live override of type %s keeps lane strategy %s, which is retired: it runs as %s (config set %s --strategy %s writes that)",
@@ -844,19 +871,23 @@ func (v ConfigView) WriteTable(w io.Writer) error {
 		}
 		return t.keyLimitText() + "\t"
 	}
-	// So are the RATE and PAUSED columns, once some type has a rate or is paused.
-	rates, paused := v.showsRate(), v.showsPaused()
-	flowCols := func(rate, pause string) string {
+	// So are the RATE, KEY RATE and PAUSED columns, once some type has a rate, rates its keys or is
+	// paused.
+	rates, keyRates, paused := v.showsRate(), v.ratesKeys(), v.showsPaused()
+	flowCols := func(rate, keyRate, pause string) string {
 		var b strings.Builder
 		if rates {
 			b.WriteString(rate + "\t")
+		}
+		if keyRates {
+			b.WriteString(keyRate + "\t")
 		}
 		if paused {
 			b.WriteString(pause + "\t")
 		}
 		return b.String()
 	}
-	fmt.Fprintf(tw, "TYPE\tLIMIT\tSOURCE\tMAX ATTEMPTS\tSTATE MACHINE\tSTRATEGY\tRELEASE\t%s%sLIVE OVERRIDE\n", keyCol(TypeView{KeyLimit: -1}), flowCols("RATE", "PAUSED"))
+	fmt.Fprintf(tw, "TYPE\tLIMIT\tSOURCE\tMAX ATTEMPTS\tSTATE MACHINE\tSTRATEGY\tRELEASE\t%s%sLIVE OVERRIDE\n", keyCol(TypeView{KeyLimit: -1}), flowCols("RATE", "KEY RATE", "PAUSED"))
 	var retired []string
 	for _, t := range v.Types {
 		limit := strconv.Itoa(t.Limit)
@@ -869,7 +900,7 @@ func (v ConfigView) WriteTable(w io.Writer) error {
 			retired = append(retired, t.Type)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s (%s)\t%s (%s)\t%s%s%s\n", t.Type, limit, t.Source, t.MaxAttempts, shortArn(t.StateMachineArn),
-			strategy, t.StrategySource, t.Release, t.ReleaseSource, keyCol(t), flowCols(t.rateText(), t.pausedText()), t.Override.String())
+			strategy, t.StrategySource, t.Release, t.ReleaseSource, keyCol(t), flowCols(t.rateText(), t.keyRateText(), t.pausedText()), t.Override.String())
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -943,6 +974,12 @@ func (o *OverrideView) String() string {
 	if o.NoRate {
 		parts = append(parts, "noRate")
 	}
+	if o.KeyRate != "" {
+		parts = append(parts, "keyRate="+o.KeyRate)
+	}
+	if o.OwnKeyRates > 0 {
+		parts = append(parts, fmt.Sprintf("keyRates=%s", plural(o.OwnKeyRates, "key", "keys")))
+	}
 	if o.Paused {
 		parts = append(parts, "paused")
 	}
@@ -974,6 +1011,10 @@ func (r SetResult) WriteTable(w io.Writer) error {
 	}
 	if r.Before.Rate != nil || r.After.Rate != nil || r.After.RateSource == RateFromOverride {
 		fmt.Fprintf(w, "start rate of type %s: %s -> %s (%s)\n", r.After.Type, r.Before.Rate, r.After.Rate, r.After.RateSource)
+	}
+	if r.Before.ratesKeys() || r.After.ratesKeys() {
+		fmt.Fprintf(w, "key rates of type %s: every key %s -> %s; own rates %s -> %s\n", r.After.Type, r.Before.KeyRate, r.After.KeyRate,
+			keyRatesText(r.Before.KeyRates, keysListed), keyRatesText(r.After.KeyRates, keysListed))
 	}
 	for _, x := range r.Warnings {
 		fmt.Fprintln(w, "note:", x)

@@ -33,10 +33,12 @@ const StrategyFromKeyCaps = "key caps"
 const keysListed = 10
 
 // setKeys fills in a type's key caps from the deployment's TypeKeyLimits and its live override ov
-// (nil: none), as config.Resolver merges them, and the strategy the caps force: configured is the
-// strategy the type is configured with, which a type with key caps runs as first-free.
+// (nil: none), as config.Resolver merges them, its key rates (the override's only), and the
+// strategy the caps or rates force: configured is the strategy the type is configured with, which a
+// type with key caps or key rates runs as first-free.
 func (tv *TypeView) setKeys(d config.Defaults, ov *config.Override, configured string) {
 	tv.KeyLimit, tv.KeyLimitSource = 0, KeyLimitNone
+	tv.KeyRate, tv.KeyRates = nil, nil
 	if n := d.KeyLimits[tv.Type]; n > 0 {
 		tv.KeyLimit, tv.KeyLimitSource = n, KeyLimitFromType
 	}
@@ -47,9 +49,15 @@ func (tv *TypeView) setKeys(d config.Defaults, ov *config.Override, configured s
 		if len(ov.KeyLimits) > 0 {
 			tv.KeyLimits = maps.Clone(ov.KeyLimits)
 		}
+		tv.KeyRate, tv.KeyRates = rateView(ov.KeyRate), keyRatesView(ov.KeyRates)
 	}
-	if s, err := lane.ParseStrategy(configured); err == nil && s != lane.FirstFree && tv.capsKeys() {
-		tv.Strategy, tv.StrategySource = lane.FirstFree, StrategyFromKeyCaps
+	if s, err := lane.ParseStrategy(configured); err == nil && s != lane.FirstFree {
+		switch {
+		case tv.capsKeys():
+			tv.Strategy, tv.StrategySource = lane.FirstFree, StrategyFromKeyCaps
+		case tv.ratesKeys():
+			tv.Strategy, tv.StrategySource = lane.FirstFree, StrategyFromKeyRates
+		}
 	}
 }
 
@@ -92,6 +100,9 @@ func (c Change) validateKeys() error {
 		if c.KeyCap != nil {
 			return usagef("a key's own cap needs --key")
 		}
+		if c.KeyOwnRate != nil || c.KeyOwnBurst != nil {
+			return usagef("a key's own rate needs --key")
+		}
 		return nil
 	}
 	if *c.Key == "" {
@@ -100,8 +111,11 @@ func (c Change) validateKeys() error {
 	if err := job.ValidateKey(*c.Key); err != nil {
 		return UsageError{fmt.Errorf("--key: %w", err)}
 	}
+	if c.KeyCap == nil && c.KeyOwnRate == nil && c.KeyOwnBurst == nil {
+		return usagef("--key %s needs --limit N, the key's own cap (--limit 0 removes it), or --rate R[:B], its own start rate (--rate 0 removes it)", *c.Key)
+	}
 	if c.KeyCap == nil {
-		return usagef("--key %s needs --limit N, the key's own cap (--limit 0 removes it)", *c.Key)
+		return nil
 	}
 	if *c.KeyCap < 0 || *c.KeyCap >= config.MaxInFlight {
 		return usagef("--key %s --limit %d must be from 1 to the type's limit (0 removes the key's own cap)", *c.Key, *c.KeyCap)
@@ -115,7 +129,7 @@ func (c Change) applyKeys(o *config.Override) (warnings []string, err error) {
 	if c.KeyLimit != nil {
 		o.KeyLimit = *c.KeyLimit
 	}
-	if c.Key == nil {
+	if c.Key == nil || c.KeyCap == nil {
 		return nil, nil
 	}
 	key, n := *c.Key, *c.KeyCap
@@ -177,7 +191,11 @@ func keyWarnings(before, after TypeView) []string {
 		out = append(out, fmt.Sprintf("type %s is configured random but runs first-free while it caps keys: a key's cap is counted where its jobs wait for a free lane, which only first-free has (its new jobs wait there; jobs already in lanes stay)", typ))
 	}
 	if before.StrategySource == StrategyFromKeyCaps && !after.capsKeys() {
-		out = append(out, fmt.Sprintf("type %s caps no key any more: it runs %s again, as configured", typ, after.Strategy))
+		if after.StrategySource == StrategyFromKeyRates {
+			out = append(out, fmt.Sprintf("type %s caps no key any more: it still runs first-free, as it rates keys", typ))
+		} else {
+			out = append(out, fmt.Sprintf("type %s caps no key any more: it runs %s again, as configured", typ, after.Strategy))
+		}
 	}
 	if before.KeyLimitSource == KeyLimitFromOverride && after.KeyLimitSource == KeyLimitFromType {
 		out = append(out, fmt.Sprintf("type %s has no live key limit any more: its TypeKeyLimits entry, %d, applies again (redeploy without it for no cap)", typ, after.KeyLimit))
@@ -219,17 +237,26 @@ func keyCapsText(m map[string]int, n int) string {
 // writeKeys prints, below the table, the keys with their own caps and which types run first-free
 // for their key caps.
 func (v ConfigView) writeKeys(w io.Writer) {
-	var forced []string
+	var forced, forcedByRates []string
 	for _, t := range v.Types {
 		if len(t.KeyLimits) > 0 {
 			fmt.Fprintf(w, "Keys of %s with their own cap: %s.\n", t.Type, keyCapsText(t.KeyLimits, keysListed))
 		}
-		if t.StrategySource == StrategyFromKeyCaps {
+		if len(t.KeyRates) > 0 {
+			fmt.Fprintf(w, "Keys of %s with their own rate (per second:burst): %s.\n", t.Type, keyRatesText(t.KeyRates, keysListed))
+		}
+		switch t.StrategySource {
+		case StrategyFromKeyCaps:
 			forced = append(forced, t.Type)
+		case StrategyFromKeyRates:
+			forcedByRates = append(forcedByRates, t.Type)
 		}
 	}
 	if len(forced) > 0 {
 		fmt.Fprintf(w, "(key caps): configured random, run first-free: a key's cap is counted where its jobs wait for a free lane (%s).\n", strings.Join(forced, ", "))
+	}
+	if len(forcedByRates) > 0 {
+		fmt.Fprintf(w, "(key rates): configured random, run first-free: a key waiting for its start token waits in its key's waiting group, holding no lane (%s).\n", strings.Join(forcedByRates, ", "))
 	}
 }
 

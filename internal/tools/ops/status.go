@@ -94,6 +94,10 @@ type TypeStatus struct {
 	Keys *KeysStatus `json:"keys,omitempty"`
 	// Rate is the type's start rate (nil: none).
 	Rate *RateView `json:"rate,omitempty"`
+	// KeyRate is the start rate of every concurrency key of the type (nil: none), and OwnKeyRates
+	// counts the keys with a rate of their own (config get lists them).
+	KeyRate     *RateView `json:"keyRate,omitempty"`
+	OwnKeyRates int       `json:"ownKeyRates,omitempty"`
 	// Paused is the type's pause, with its waiting groups parked by it; nil when it is not paused.
 	Paused *PauseView `json:"paused,omitempty"`
 }
@@ -256,6 +260,7 @@ func (r StatusReader) Read(ctx context.Context) (Status, error) {
 			Type: c.Type, Limit: c.Limit, Source: c.Source, Strategy: c.Strategy, Release: c.Release, Free: c.Limit,
 			RetiredStrategy: retiredStrategy(configuredStrategy(r.Defaults, ovs, c.Type)),
 			Rate:            rateView(c.Rate), Paused: pauseView(c.Pause, st.At),
+			KeyRate: rateView(c.KeyRate), OwnKeyRates: len(c.KeyRates),
 		}
 		if p := byType[c.Type].Paused; p != nil {
 			for _, w := range parked[c.Type] {
@@ -347,14 +352,16 @@ func (s Status) WriteTable(w io.Writer) error { return s.WriteTableKeys(w, KeysS
 
 // WriteTableKeys prints a status for people. Once some type has keyed work, the main table gets a
 // KEYS column and each such type a section with its first keys keys running and waiting (none:
-// the column only); once some type has a start rate, a RATE column; once some type is paused, a
+// the column only); once some type has a start rate, a RATE column; once some type rates its keys,
+// a KEY RATE column (every key's rate, and how many keys have their own); once some type is paused, a
 // PAUSED column (how long) and a line per paused type below the table (since when, why, and its
 // waiting groups parked). A deployment without any of these keeps its table as it was.
 func (s Status) WriteTableKeys(w io.Writer, keys int) error {
-	keyed, rated, paused := false, false, false
+	keyed, rated, keyRated, paused := false, false, false, false
 	for _, t := range s.Types {
 		keyed = keyed || t.Keys != nil
 		rated = rated || t.Rate != nil
+		keyRated = keyRated || t.ratesKeys()
 		paused = paused || t.Paused != nil
 	}
 	col := func(shown bool, v string) string {
@@ -364,9 +371,11 @@ func (s Status) WriteTableKeys(w io.Writer, keys int) error {
 		return v + "\t"
 	}
 	keysCol := func(v string) string { return col(keyed, v) }
-	flowCols := func(rate, pause string) string { return col(rated, rate) + col(paused, pause) }
+	flowCols := func(rate, keyRate, pause string) string {
+		return col(rated, rate) + col(keyRated, keyRate) + col(paused, pause)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "TYPE\tLIMIT\tSOURCE\tSTRATEGY\tRELEASE\tHELD\tFREE\t%s%sOLDEST LEASE\n", flowCols("RATE", "PAUSED"), keysCol("KEYS"))
+	fmt.Fprintf(tw, "TYPE\tLIMIT\tSOURCE\tSTRATEGY\tRELEASE\tHELD\tFREE\t%s%sOLDEST LEASE\n", flowCols("RATE", "KEY RATE", "PAUSED"), keysCol("KEYS"))
 	var retired []string
 	for _, t := range s.Types {
 		limit, free := strconv.Itoa(t.Limit), strconv.Itoa(t.Free)
@@ -390,7 +399,7 @@ func (s Status) WriteTableKeys(w io.Writer, keys int) error {
 			pausedFor = t.Paused.age()
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s%s\n", t.Type, limit, t.Source, strategy, dash(t.Release), t.heldText(), free,
-			flowCols(rate, pausedFor), keysCol(t.keysColumn()), oldest)
+			flowCols(rate, keyRateColumn(t.KeyRate, t.OwnKeyRates), pausedFor), keysCol(t.keysColumn()), oldest)
 	}
 	if len(s.Types) == 0 {
 		fmt.Fprintln(tw, "(no types: no limits are set and no lane is held)")
@@ -440,6 +449,9 @@ func (s Status) WriteTableKeys(w io.Writer, keys int) error {
 		s.LanesInUse, s.Lanes, s.Lanes, config.MaxInFlight, s.At.Format(time.RFC3339))
 	return err
 }
+
+// ratesKeys reports whether the type rates any key.
+func (ts TypeStatus) ratesKeys() bool { return ts.KeyRate != nil || ts.OwnKeyRates > 0 }
 
 // heldText is the HELD column: the lanes the type's jobs hold, and, over its limit, of how many.
 func (ts TypeStatus) heldText() string {

@@ -2,6 +2,7 @@ package ops
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -96,5 +97,75 @@ func TestStatusFlow(t *testing.T) {
 	}
 	if !strings.Contains(b.String(), "TYPE      LIMIT  SOURCE   STRATEGY    RELEASE  HELD  FREE  OLDEST LEASE\n") || strings.Contains(b.String(), "Paused") {
 		t.Errorf("WriteTable() without rates or pauses:\n%s", b.String())
+	}
+}
+
+// status shows each type's key rates as the functions resolve them: every key's rate and how many
+// keys have their own, in a KEY RATE column shown once some type rates keys, and in JSON.
+func TestStatusKeyRates(t *testing.T) {
+	ovs := staticStore{
+		{Type: "llm", Limit: 3, KeyRate: config.Rate{PerSecond: 2, Burst: 4}, KeyRates: map[string]config.Rate{"noisy": {PerSecond: 0.1, Burst: 1}, "acme": {PerSecond: 5, Burst: 10}}},
+		{Type: "reports", Strategy: "random", KeyRates: map[string]config.Rate{"noisy": {PerSecond: 0.5, Burst: 1}}},
+	}
+	st, err := StatusReader{SQS: noQueues, Parked: parkedTable(t), Defaults: defaults(), Overrides: ovs, Leases: leaseTable(t)}.Read(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	byType := map[string]TypeStatus{}
+	for _, ts := range st.Types {
+		byType[ts.Type] = ts
+	}
+	tests := []struct {
+		typ          string
+		wantKeyRate  string
+		wantOwn      int
+		wantStrategy string
+		wantColumn   string
+	}{
+		{typ: "llm", wantKeyRate: "2/s burst 4", wantOwn: 2, wantStrategy: "first-free", wantColumn: "2/s burst 4, 2 keys own"},
+		{typ: "reports", wantKeyRate: "none", wantOwn: 1, wantStrategy: "first-free", wantColumn: "1 key own"},
+		{typ: "payments", wantKeyRate: "none", wantStrategy: "first-free", wantColumn: "-"},
+	}
+	for _, tt := range tests {
+		ts := byType[tt.typ]
+		if ts.KeyRate.String() != tt.wantKeyRate || ts.OwnKeyRates != tt.wantOwn || ts.Strategy != tt.wantStrategy {
+			t.Errorf("%s: key rate %s, %d own, strategy %s; want %s, %d, %s", tt.typ, ts.KeyRate, ts.OwnKeyRates, ts.Strategy, tt.wantKeyRate, tt.wantOwn, tt.wantStrategy)
+		}
+		if got := keyRateColumn(ts.KeyRate, ts.OwnKeyRates); got != tt.wantColumn {
+			t.Errorf("%s: KEY RATE column %q, want %q", tt.typ, got, tt.wantColumn)
+		}
+	}
+	var b strings.Builder
+	if err := st.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"HELD  FREE  KEY RATE                 OLDEST LEASE\n",
+		"llm       3      override  first-free  step     0     3     2/s burst 4, 2 keys own  -\n",
+		"reports   5      default   first-free  step     0     5     1 key own                -\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("WriteTable() lacks %q:\n%s", want, b.String())
+		}
+	}
+	b.Reset()
+	if err := json.NewEncoder(&b).Encode(byType["llm"]); err != nil {
+		t.Fatal(err)
+	}
+	if want := `"keyRate":{"perSecond":2,"burst":4},"ownKeyRates":2`; !strings.Contains(b.String(), want) {
+		t.Errorf("JSON lacks %s:\n%s", want, b.String())
+	}
+
+	// Without key rates, no KEY RATE column.
+	st, err = StatusReader{SQS: noQueues, Parked: parkedTable(t), Defaults: defaults(), Overrides: staticStore{{Type: "llm", Limit: 3}}, Leases: leaseTable(t)}.Read(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Reset()
+	if err := st.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "KEY RATE") {
+		t.Errorf("WriteTable() without key rates:\n%s", b.String())
 	}
 }
