@@ -369,7 +369,7 @@ func TestReleaseDropsADuplicateCopysClaim(t *testing.T) {
 				} else {
 					_, err = r.svc.Release(context.Background(), releaser.Request{Key: claim.Key(), JobID: "r-1", Attempt: 1,
 						Outcome: map[string]releaser.Outcome{"SUCCEEDED": releaser.Succeeded, "FAILED": releaser.Failed}[status],
-						Source: "status-event", ExecutionArn: execArn("reports", "r-1", 1), MessageID: "msg-first-copy"})
+						Source:  "status-event", ExecutionArn: execArn("reports", "r-1", 1), MessageID: "msg-first-copy"})
 				}
 				if err != nil {
 					t.Fatal(err)

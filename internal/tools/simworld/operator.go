@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 //     resume waking the groups parked by the pause with an ops.PausedWaker, as `sfnlimit resume`);
 //   - config set TYPE --rate R, cleared with --rate 0 1-10 minutes later (ConfigEditor.Set);
 //   - config set beta --key-limit N, or --key K --limit N, or their removal (ConfigEditor.Set);
+//   - config set beta --key-rate R, or --key K --rate R, removed 1-10 minutes later;
 //   - config reset TYPE of alpha or beta (ConfigEditor.Reset without --force: a paused type's reset
 //     is refused, as on the command line). Gamma is left out: its override holds its state machine
 //     and release mode, and a reset would move it to another machine, a redeployment rather than
@@ -51,6 +53,19 @@ func (w *World) operatorActions(ts []typeSpec, start time.Time) {
 		w.sched.at(start.Add(at), func() {
 			if !w.stopped {
 				w.act(context.Background(), kind, t, ts)
+			}
+		})
+	}
+	// Key rates on beta, one for every six actions, drawn from a stream of their own: the other
+	// actions (and every fault) of a seed stay as they were before key rates were simulated, so
+	// the seeds that the finds pin still run the paths they pin.
+	kr := rand.New(rand.NewPCG(w.seed, 0x6b657972617465))
+	for range (w.cfg.Faults.Actions + 5) / 6 {
+		at := time.Duration(kr.Int64N(int64(25 * time.Minute)))
+		d := time.Minute + time.Duration(kr.Int64N(int64(9*time.Minute)))
+		w.sched.at(start.Add(at), func() {
+			if !w.stopped {
+				w.keyRateFor(context.Background(), kr, ts[1], d)
 			}
 		})
 	}
@@ -215,4 +230,26 @@ func (w *World) stopOne() {
 	w.trace(e.meta.Type+"-"+e.meta.ID, "operator: StopExecution %s", e.name)
 	w.check.stopped(e)
 	w.sfn.stop(e)
+}
+
+// keyRates are the key rates an operator sets: slow enough that a key's jobs wait for tokens.
+var keyRates = []string{"0.02", "0.05:2", "0.2", "1:3"}
+
+// keyRateFor sets a start rate on every key of t (`config set --key-rate`) or on one key (`--key K
+// --rate R`), and removes it after d.
+func (w *World) keyRateFor(ctx context.Context, rng *rand.Rand, t typeSpec, d time.Duration) {
+	r := keyRates[rng.IntN(len(keyRates))]
+	off := ops.RemoveRate
+	if rng.IntN(2) == 0 {
+		w.set(ctx, ops.Change{Type: t.name, KeyRate: &r}, "config set "+t.name+" --key-rate "+r)
+		w.sched.after(d, func() {
+			w.set(context.Background(), ops.Change{Type: t.name, KeyRate: &off}, "config set "+t.name+" --key-rate 0")
+		})
+		return
+	}
+	k := t.keys[rng.IntN(len(t.keys))]
+	w.set(ctx, ops.Change{Type: t.name, Key: &k, KeyOwnRate: &r}, "config set "+t.name+" --key "+k+" --rate "+r)
+	w.sched.after(d, func() {
+		w.set(context.Background(), ops.Change{Type: t.name, Key: &k, KeyOwnRate: &off}, "config set "+t.name+" --key "+k+" --rate 0")
+	})
 }
