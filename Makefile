@@ -119,6 +119,10 @@ bench: ## compare lane strategies with an ideal semaphore in virtual time (flags
 bench-keys: ## per-key limits: a noisy key beside quiet keys, keyed scheduler vs FIFO order, in virtual time (BENCH_FLAGS)
 	$(GO) run ./cmd/bench --keys $(BENCH_FLAGS)
 
+.PHONY: bench-key-rates
+bench-key-rates: ## key rates: a noisy key held to its rate beside quiet keys, the real handlers in the simulated world, figures from Step Functions' start dates
+	$(GO) test -count=1 -run 'TestKeyRates$$' -v ./internal/tools/simworld
+
 .PHONY: bench-priority
 bench-priority: ## priorities: low jobs then high jobs, the scheduler vs a strict-priority semaphore and FIFO, and starvation, in virtual time (BENCH_FLAGS)
 	$(GO) run ./cmd/bench --priority $(BENCH_FLAGS)

@@ -91,6 +91,9 @@ type Config struct {
 	Flood string
 	// MaxTime ends a run that has not settled.
 	MaxTime time.Duration
+	// Override adjusts each type's live override at the start (nil: the workload's alone), as an
+	// operator's `config set` would before the first job: benchmarks set rates with it.
+	Override func(*config.Override)
 	// Trace keeps a trace for failure reports.
 	Trace bool
 }
@@ -259,8 +262,14 @@ func (w *World) Run() []Violation {
 		if t.release == "events" {
 			o.StateMachineArn, o.Release = bareSM, "events"
 		}
+		if w.cfg.Override != nil {
+			w.cfg.Override(&o)
+		}
 		w.setOverride(o)
 		w.check.overrides[t.name] = o
+		if w.cfg.Override != nil {
+			w.check.configChanged(t.name)
+		}
 	}
 	w.genESM = &mapping{w: w, name: "router", q: w.general, size: 10, maxConc: 5, timeout: w.cfg.FunctionTimeout}
 	routers := pool[*router.Router]{build: func() *router.Router {
