@@ -605,3 +605,39 @@ func TestEndedAttemptWithoutItsLeaseIsNotCountedTwice(t *testing.T) {
 		})
 	}
 }
+
+// An operator deletes the lease of a RUNNING job (docs/operations.md's advice for a stuck lane),
+// and the type's limit is lowered below its lane before its message comes back. No release freed
+// that lease, so nobody counted the attempt's end: the claim that takes the attempt back (ownAttempt)
+// must not mark it Reclaimed, or its release never counts the job's success. (In its own lane the
+// same delivery claims it unmarked: alreadyExists marks only an ended attempt.)
+func TestRunningAttemptTakenBackAboveALoweredLimitIsCountedWhenItSucceeds(t *testing.T) {
+	const self = "msg-r-1001"
+	r := newRig(t, nil) // reports=3
+	published := metrics.NewCollector()
+	r.rel.Metrics = metrics.New(published, "test")
+	r.sfn.Put(startedBy(t, execution("reports", 7, "r-1001", 1, sfntypes.ExecutionStatusRunning, "", ""), self))
+	drain(t, r, []queued{{group: "reports-7", id: self, body: jobBody("reports", "r-1001", 0), receive: 2}}, 4)
+	key := lease.Key{Type: "reports", Lane: 7}
+	l, ok := r.leases.Lease(key)
+	if !ok {
+		t.Fatalf("no lease holds the running attempt in lane 7: %+v", r.leases.Leases())
+	}
+	if l.Reclaimed {
+		t.Errorf("the running attempt's claim is marked Reclaimed (%+v): no release counted its end", l)
+	}
+	arn := execArn("reports", "r-1001", 1)
+	if !r.sfn.Close(arn, sfntypes.ExecutionStatusSucceeded, "", "") {
+		t.Fatalf("no execution %s", arn)
+	}
+	res, err := r.rel.Release(context.Background(), releaser.Request{Key: key, JobID: "r-1001", Attempt: 1, Outcome: releaser.Succeeded, Source: "workflow", ExecutionArn: arn, MessageID: self})
+	if err != nil || res != releaser.Deleted {
+		t.Fatalf("release = %v, %v; want deleted", res, err)
+	}
+	if err := r.rel.Metrics.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := published.Sum("", metrics.JobsSucceeded); got != 1 {
+		t.Errorf("JobsSucceeded = %v, want 1 (the job succeeded once, and nothing counted it before)", got)
+	}
+}
