@@ -641,3 +641,39 @@ func TestRunningAttemptTakenBackAboveALoweredLimitIsCountedWhenItSucceeds(t *tes
 		t.Errorf("JobsSucceeded = %v, want 1 (the job succeeded once, and nothing counted it before)", got)
 	}
 }
+
+// An operator deletes the lease of a job whose attempt 2 runs (attempt 1 failed), as
+// docs/operations.md advises for a stuck lane. The message's next delivery finds attempt 1 ended
+// (ranAlready: leaseless) and goes on from the last of its attempts, attempt 2, still running. No
+// release counted attempt 2: its claim must not be marked Reclaimed, or its success is never
+// counted.
+func TestRunningLaterAttemptOfALeaselessMessageIsCountedWhenItSucceeds(t *testing.T) {
+	const self = "msg-r-1001"
+	r := newRig(t, nil) // reports=3
+	published := metrics.NewCollector()
+	r.rel.Metrics = metrics.New(published, "test")
+	r.sfn.Put(startedBy(t, execution("reports", 1, "r-1001", 1, sfntypes.ExecutionStatusFailed, "JobFailed", "boom"), self))
+	r.sfn.Put(startedBy(t, execution("reports", 1, "r-1001", 2, sfntypes.ExecutionStatusRunning, "", ""), self))
+	drain(t, r, []queued{{group: "reports-1", id: self, body: jobBody("reports", "r-1001", 0), receive: 2}}, 4)
+	l, ok := r.leases.Lease(reports1)
+	if !ok || l.Attempt != 2 {
+		t.Fatalf("lane 1 = %+v (held %v), want attempt 2's claim", l, ok)
+	}
+	if l.Reclaimed {
+		t.Errorf("the running attempt's claim is marked Reclaimed (%+v): no release counted its end", l)
+	}
+	arn := execArn("reports", "r-1001", 2)
+	if !r.sfn.Close(arn, sfntypes.ExecutionStatusSucceeded, "", "") {
+		t.Fatalf("no execution %s", arn)
+	}
+	res, err := r.rel.Release(context.Background(), releaser.Request{Key: reports1, JobID: "r-1001", Attempt: 2, Outcome: releaser.Succeeded, Source: "workflow", ExecutionArn: arn, MessageID: self})
+	if err != nil || res != releaser.Deleted {
+		t.Fatalf("release = %v, %v; want deleted", res, err)
+	}
+	if err := r.rel.Metrics.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := published.Sum("", metrics.JobsSucceeded); got != 1 {
+		t.Errorf("JobsSucceeded = %v, want 1 (the job succeeded once, and nothing counted it before)", got)
+	}
+}
