@@ -677,3 +677,38 @@ func TestRunningLaterAttemptOfALeaselessMessageIsCountedWhenItSucceeds(t *testin
 		t.Errorf("JobsSucceeded = %v, want 1 (the job succeeded once, and nothing counted it before)", got)
 	}
 }
+
+// The dead-letter twin of TestEndedAttemptWithoutItsLeaseIsNotCountedTwice: a release dead-letters
+// the job (its execution aborted) and deletes its message with a receipt handle a later receive
+// had replaced (SQS answers OK and keeps the message), then frees the lease. The message's next
+// delivery finds the attempt ended with no lease (ranAlready: the claim is Reclaimed) and releases
+// it again: the job must not be dead-lettered a second time (one job, two dead letters, and
+// JobsDeadLettered counted twice), as its success is not counted twice.
+func TestEndedAttemptWithoutItsLeaseIsNotDeadLetteredTwice(t *testing.T) {
+	r := newRig(t, nil)
+	published := metrics.NewCollector()
+	r.rel.Metrics = metrics.New(published, "test")
+	if deliver(t, r, 1) {
+		t.Fatal("first delivery acknowledged; want it held")
+	}
+	arn := execArn("reports", "r-1001", 1)
+	if !r.sfn.Close(arn, sfntypes.ExecutionStatusAborted, "", "") {
+		t.Fatalf("no execution %s", arn)
+	}
+	res, err := r.rel.Release(context.Background(), releaser.Request{Key: reports1, JobID: "r-1001", Attempt: 1, Outcome: releaser.Aborted, Source: "workflow"})
+	if err != nil || res != releaser.DeadLettered {
+		t.Fatalf("release = %v, %v; want dead-lettered", res, err)
+	}
+	if !deliver(t, r, 3) {
+		t.Error("the ended job's message was not acknowledged")
+	}
+	if err := r.rel.Metrics.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if dead := r.sqs.Sent(dlqURL); len(dead) != 1 {
+		t.Errorf("dead letters = %d, want 1 (the job ended once)", len(dead))
+	}
+	if got := published.Sum("", metrics.JobsDeadLettered); got != 1 {
+		t.Errorf("JobsDeadLettered = %v, want 1", got)
+	}
+}
