@@ -402,3 +402,45 @@ func TestKeyRateCountsRetriesNotBoundCopies(t *testing.T) {
 		t.Errorf("starts = %v, want a-3's retry waiting for acme's next token", got)
 	}
 }
+
+// A key's start rate must not let the key hold lanes other keys could start in ("a noisy tenant's
+// burst must not use up the type's..."): a retry of a key out of tokens waits in its lane, holding
+// it with its retrying lease for as long as its key's next token is due (a minute here), while
+// another key's job, whose key has tokens, finds every lane taken and parks. A first start waits in
+// its key's group holding no lane (bindFree); a retry should too, or give its lane up meanwhile.
+func TestKeyRateRetryDoesNotHoldALaneWhileItsKeyWaits(t *testing.T) {
+	ctx := context.Background()
+	noisy := config.Rate{PerSecond: 1.0 / 60, Burst: 1}
+	r := newKeyRateRig(t, config.Override{KeyRates: map[string]config.Rate{"noisy": noisy}})
+	if wait, err := r.st.Rates.TakeKey(ctx, "llm", "noisy", ratelimit.Rate{PerSecond: noisy.PerSecond, Burst: noisy.Burst}); err != nil || wait != 0 {
+		t.Fatalf("spending noisy's burst = %v, %v", wait, err)
+	}
+	for ln, id := range map[int]string{1: "o-1", 2: "o-2", 3: "o-3"} {
+		l := leaseOf("llm", ln, id, 1, lease.Starting, 1)
+		l.JobKey = "other"
+		r.leases.Set(l)
+		r.sfn.Put(keyedExecution("llm", ln, "other", id, 1, sfntypes.ExecutionStatusRunning))
+	}
+	retrying := leaseOf("llm", 4, "n-1", 1, lease.Retrying, 1)
+	retrying.JobKey = "noisy"
+	r.leases.Set(retrying)
+	b, _ := json.Marshal(job.Job{Type: "llm", ID: "n-1", Key: "noisy", Input: json.RawMessage(`{}`), SubmittedAt: submitted, Attempts: 1})
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{message(t, job.GroupID("llm", 4), "n-1", string(b), 2)}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := startNames(r.sfn); len(got) != 0 {
+		t.Fatalf("starts = %v, want none: noisy's next token is a minute away", got)
+	}
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{keyed(t, "llm#quiet", "quiet", "q-1", 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound := false
+	for _, c := range copies(t, r) {
+		bound = bound || c.id == "q-1"
+	}
+	if !bound {
+		l, _ := r.leases.Lease(lease.Key{Type: "llm", Lane: 4})
+		t.Errorf("q-1 (key quiet, tokens to spare) not bound (failures %v): lane 4 stays held by noisy's retry waiting a minute for its key's token (%s %s)", failures(resp), l.JobID, l.Status)
+	}
+}
