@@ -444,3 +444,40 @@ func TestKeyRateRetryDoesNotHoldALaneWhileItsKeyWaits(t *testing.T) {
 		t.Errorf("q-1 (key quiet, tokens to spare) not bound (failures %v): lane 4 stays held by noisy's retry waiting a minute for its key's token (%s %s)", failures(resp), l.JobID, l.Status)
 	}
 }
+
+// A key's job finds every lane taken and parks (its group's record written), then looks again and
+// finds a lane freed meanwhile, but its key's token is not due: it waits for the token, visible
+// again when it is due. Its parked record must go, as a bind's does: left behind (a first receive
+// has no deferred unpark), the next release wakes this group for nothing, instead of a group
+// parked for the lane, which waits out its ParkFor (60 s) beside an idle lane.
+func TestKeyWaitingForItsTokenAfterParkingLeavesNoParkedRecord(t *testing.T) {
+	ctx := context.Background()
+	noisy := config.Rate{PerSecond: 0.1, Burst: 1}
+	r := newKeyRateRig(t, config.Override{KeyRates: map[string]config.Rate{"noisy": noisy}})
+	if wait, err := r.st.Rates.TakeKey(ctx, "llm", "noisy", ratelimit.Rate{PerSecond: noisy.PerSecond, Burst: noisy.Burst}); err != nil || wait != 0 {
+		t.Fatalf("spending noisy's burst = %v, %v", wait, err)
+	}
+	var busy lease.Lease
+	for ln := 1; ln <= 4; ln++ {
+		l := leaseOf("llm", ln, "o-"+string(rune('0'+ln)), 1, lease.Starting, 1)
+		l.JobKey = "other"
+		l = r.leases.Set(l)
+		if ln == 4 {
+			busy = l
+		}
+	}
+	r.st.WaitRoom = parkHook{r.room, func() {
+		if err := r.leases.Delete(ctx, busy); err != nil { // a release lands between the looks
+			t.Error(err)
+		}
+	}}
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{keyed(t, "llm#noisy", "noisy", "n-1", 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	if c := copies(t, r); len(c) != 0 {
+		t.Fatalf("copies = %+v, want none: noisy's token is 10 s away", c)
+	}
+	if ws, err := r.room.List(ctx, "llm"); err != nil || len(ws) != 0 {
+		t.Errorf("parked records = %+v, %v; want none: the group waits for its key's token, not for a lane", ws, err)
+	}
+}
