@@ -481,3 +481,44 @@ func TestKeyWaitingForItsTokenAfterParkingLeavesNoParkedRecord(t *testing.T) {
 		t.Errorf("parked records = %+v, %v; want none: the group waits for its key's token, not for a lane", ws, err)
 	}
 }
+
+// A key's token is taken at its bind, its start happens later, in the lane, once its type's token
+// is due. Binds of one key spaced at its rate, whose copies then wait for the type's tokens (the
+// type's rate spent by other keys, or a pause), start together: two starts of key noisy (rate one
+// per 10 s, burst 1) in the same instant, beyond burst + rate x window. Neither job was bound
+// before the rate was seen.
+func TestKeyRateBoundsStartsNotBinds(t *testing.T) {
+	ctx := context.Background()
+	noisy := config.Rate{PerSecond: 0.1, Burst: 1}
+	typeRate := config.Rate{PerSecond: 0.01, Burst: 2}
+	r := newKeyRateRig(t, config.Override{KeyRates: map[string]config.Rate{"noisy": noisy}, Rate: typeRate})
+	for i := 0; i < 2; i++ { // other keys spent the type's burst
+		if w, err := r.st.Rates.Take(ctx, "llm", ratelimit.Rate{PerSecond: typeRate.PerSecond, Burst: typeRate.Burst}); err != nil || w != 0 {
+			t.Fatalf("spending the type's burst = %v, %v", w, err)
+		}
+	}
+	for i, id := range []string{"n-1", "n-2"} {
+		if i > 0 {
+			r.clock.Advance(10 * time.Second) // the key's next token
+		}
+		resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{keyed(t, "llm#noisy", "noisy", id, 1)}})
+		if err != nil || len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("bind of %s = %+v, %v", id, resp, err)
+		}
+	}
+	c := copies(t, r)
+	if len(c) != 2 {
+		t.Fatalf("copies = %+v, want n-1 and n-2 bound, 10 s apart", c)
+	}
+	r.clock.Advance(200 * time.Second) // the type's bucket refills (2 tokens); the copies were waiting for it
+	var msgs []events.SQSMessage
+	for _, cp := range c {
+		msgs = append(msgs, keyed(t, job.GroupID("llm", cp.lane), "noisy", cp.id, 2))
+	}
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: msgs}); err != nil {
+		t.Fatal(err)
+	}
+	if got := startNames(r.sfn); len(got) > 1 {
+		t.Errorf("starts of key noisy at one instant = %v: %d, beyond its burst of %d", got, len(got), noisy.Burst)
+	}
+}
