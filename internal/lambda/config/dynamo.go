@@ -3,6 +3,7 @@ package config
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -161,9 +162,13 @@ func storedRate(s string) Rate {
 	if s == "" {
 		return Rate{}
 	}
-	r, err := ParseRate(s)
-	if err != nil {
+	// Read as written (Rate.String: any rate Validate accepts), not as an operator types one
+	// (ParseRate: 3 decimals at most).
+	rs, bs, ok := strings.Cut(s, ":")
+	perSecond, err := strconv.ParseFloat(rs, 64)
+	burst, berr := strconv.Atoi(bs)
+	if !ok || err != nil || berr != nil {
 		return Rate{PerSecond: -1}
 	}
-	return r
+	return Rate{PerSecond: perSecond, Burst: burst}
 }

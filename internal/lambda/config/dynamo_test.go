@@ -268,3 +268,35 @@ func TestDynamoStoreRoundTrip(t *testing.T) {
 		t.Errorf("ListOverrides() = %+v, %v, want %+v", got, err, want)
 	}
 }
+
+// Override.Validate accepts any rate from 0 to MaxRate, such as one start a minute (1/60 a second),
+// and the type's own rate is stored as a number; a key's rate is stored as Rate.String writes it
+// ("0.016666666666666666:1") but read back with ParseRate, which takes at most 3 decimals: the
+// item reads as invalid, and the whole override (limit, pause, caps) is ignored. What Validate
+// accepts, the store must read back (or Validate must refuse it, as the CLI does).
+func TestDynamoStoreRoundTripsEveryValidKeyRate(t *testing.T) {
+	db := &fakeDynamo{}
+	db.query = func(*dynamodb.QueryInput) (*dynamodb.QueryOutput, error) {
+		out := &dynamodb.QueryOutput{}
+		for _, p := range db.puts {
+			out.Items = append(out.Items, p.Item)
+		}
+		return out, nil
+	}
+	st := config.NewDynamoStore(db, table)
+	o := config.Override{Type: "tenants", Limit: 3, KeyRate: config.Rate{PerSecond: 1.0 / 60, Burst: 1}, KeyRates: map[string]config.Rate{"noisy": {PerSecond: 0.0005, Burst: 1}}}
+	if err := o.Validate(); err != nil {
+		t.Fatalf("Validate(%+v) = %v", o, err)
+	}
+	if err := st.SetOverride(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.ListOverrides(context.Background())
+	if err != nil || len(got) != 1 || got[0].Validate() != nil || !reflect.DeepEqual(got[0], o) {
+		var verr error
+		if len(got) == 1 {
+			verr = got[0].Validate()
+		}
+		t.Errorf("ListOverrides() = %+v, %v (Validate: %v), want %+v back", got, err, verr, o)
+	}
+}

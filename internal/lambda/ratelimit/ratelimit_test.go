@@ -222,3 +222,43 @@ func TestBucketExpiresWhenFullAgain(t *testing.T) {
 		t.Errorf("expiresAt = %v, want about %d (full again 6 s later)", exp, want)
 	}
 }
+
+// A bucket's expiresAt (DynamoDB's TTL) is when the bucket is full again at the rate of its last
+// take, and "a bucket gone is a full one". An operator lowering a key's rate (config set --key K
+// --rate) keeps the bucket, whose TTL still says full-at-the-old-rate: once DynamoDB deletes it
+// (any time after expiresAt), the key starts a whole burst again long before the lowered rate
+// refills it, beyond burst + rate x window.
+func TestLoweredRateIsNotRefilledByTheBucketsTTL(t *testing.T) {
+	ctx := context.Background()
+	clock := fakes.NewClock(time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC))
+	d := fakes.NewDynamoDB("t")
+	b := ratelimit.New(d, "t")
+	b.Now = clock.Now
+	fast, slow := ratelimit.Rate{PerSecond: 10, Burst: 10}, ratelimit.Rate{PerSecond: 0.01, Burst: 10}
+	for i := 0; i < 10; i++ {
+		if w, err := b.TakeKey(ctx, "llm", "noisy", fast); err != nil || w != 0 {
+			t.Fatalf("take %d = %v, %v", i, w, err)
+		}
+	}
+	key := map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "RATE"}, "sk": &types.AttributeValueMemberS{Value: "KEY#llm#noisy"}}
+	out, err := d.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String("t"), Key: key})
+	if err != nil || out.Item == nil {
+		t.Fatalf("bucket = %v, %v", out, err)
+	}
+	exp, _ := strconv.ParseInt(out.Item["expiresAt"].(*types.AttributeValueMemberN).Value, 10, 64)
+	// The rate is lowered now; DynamoDB's TTL deletes the item a little after its expiresAt.
+	clock.Advance(time.Unix(exp+5, 0).Sub(clock.Now()))
+	if _, err := d.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String("t"), Key: key}); err != nil {
+		t.Fatal(err)
+	}
+	starts := 0
+	for i := 0; i < 10; i++ {
+		if w, err := b.TakeKey(ctx, "llm", "noisy", slow); err == nil && w == 0 {
+			starts++
+		}
+	}
+	elapsed := clock.Now().Sub(time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)).Seconds()
+	if allowed := slow.PerSecond * elapsed; float64(starts) > allowed+1 {
+		t.Errorf("%d tokens %0.fs after the bucket was emptied, with the rate lowered to %v/s: at most %.1f are due (the TTL read the bucket full at the old rate)", starts, elapsed, slow.PerSecond, allowed)
+	}
+}

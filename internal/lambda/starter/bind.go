@@ -89,6 +89,13 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 		if wait > 0 {
 			// Its key's start rate: the job waits in its key's group, holding no lane, and its
 			// key's other jobs behind it (one binder per group); other keys' groups go on.
+			if look == 1 {
+				// Parked on the first look: not waiting for a lane, so no release may wake it.
+				if err := s.WaitRoom.Unpark(ctx, w); err != nil {
+					x.log.WarnContext(ctx, "parked record not removed; a release may wake this group for nothing", "error", err)
+				}
+				parked = true // removed here; the deferred unpark has nothing left to do
+			}
 			return s.waitForToken(ctx, x, cfg, wait), nil
 		}
 		w.AtKeyCap = atCap

@@ -433,11 +433,13 @@ func (s *Starter) alreadyExists(ctx context.Context, x *msg, claimed lease.Lease
 		// message used a stale receipt handle, or deleted by hand): later attempts of this
 		// message may have run since, and the last of them decides, not this one (with maxAttempts
 		// lowered meanwhile, this one could dead-letter the job while a later one still runs).
-		last, _, err := s.lastOwnAttempt(ctx, x, claimed.StateMachineArn, claimed.Attempt+1)
+		last, lastD, err := s.lastOwnAttempt(ctx, x, claimed.StateMachineArn, claimed.Attempt+1)
 		if err != nil {
 			return hold, err
 		}
 		if last > 0 {
+			// Reclaimed as that attempt is: a running one's end is counted by its release.
+			_, x.leaseless = releaser.OutcomeOf(string(lastD.Status))
 			written, err := s.claim(ctx, x, &claimed, last, claimed.StateMachineArn, claimed.StartedAt)
 			if err != nil {
 				return hold, err

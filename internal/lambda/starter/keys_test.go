@@ -402,3 +402,123 @@ func TestKeyRateCountsRetriesNotBoundCopies(t *testing.T) {
 		t.Errorf("starts = %v, want a-3's retry waiting for acme's next token", got)
 	}
 }
+
+// A key's start rate must not let the key hold lanes other keys could start in ("a noisy tenant's
+// burst must not use up the type's..."): a retry of a key out of tokens waits in its lane, holding
+// it with its retrying lease for as long as its key's next token is due (a minute here), while
+// another key's job, whose key has tokens, finds every lane taken and parks. A first start waits in
+// its key's group holding no lane (bindFree); a retry should too, or give its lane up meanwhile.
+func TestKeyRateRetryDoesNotHoldALaneWhileItsKeyWaits(t *testing.T) {
+	ctx := context.Background()
+	noisy := config.Rate{PerSecond: 1.0 / 60, Burst: 1}
+	r := newKeyRateRig(t, config.Override{KeyRates: map[string]config.Rate{"noisy": noisy}})
+	if wait, err := r.st.Rates.TakeKey(ctx, "llm", "noisy", ratelimit.Rate{PerSecond: noisy.PerSecond, Burst: noisy.Burst}); err != nil || wait != 0 {
+		t.Fatalf("spending noisy's burst = %v, %v", wait, err)
+	}
+	for ln, id := range map[int]string{1: "o-1", 2: "o-2", 3: "o-3"} {
+		l := leaseOf("llm", ln, id, 1, lease.Starting, 1)
+		l.JobKey = "other"
+		r.leases.Set(l)
+		r.sfn.Put(keyedExecution("llm", ln, "other", id, 1, sfntypes.ExecutionStatusRunning))
+	}
+	retrying := leaseOf("llm", 4, "n-1", 1, lease.Retrying, 1)
+	retrying.JobKey = "noisy"
+	r.leases.Set(retrying)
+	b, _ := json.Marshal(job.Job{Type: "llm", ID: "n-1", Key: "noisy", Input: json.RawMessage(`{}`), SubmittedAt: submitted, Attempts: 1})
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{message(t, job.GroupID("llm", 4), "n-1", string(b), 2)}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := startNames(r.sfn); len(got) != 0 {
+		t.Fatalf("starts = %v, want none: noisy's next token is a minute away", got)
+	}
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{keyed(t, "llm#quiet", "quiet", "q-1", 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound := false
+	for _, c := range copies(t, r) {
+		bound = bound || c.id == "q-1"
+	}
+	if !bound {
+		l, _ := r.leases.Lease(lease.Key{Type: "llm", Lane: 4})
+		t.Errorf("q-1 (key quiet, tokens to spare) not bound (failures %v): lane 4 stays held by noisy's retry waiting a minute for its key's token (%s %s)", failures(resp), l.JobID, l.Status)
+	}
+}
+
+// A key's job finds every lane taken and parks (its group's record written), then looks again and
+// finds a lane freed meanwhile, but its key's token is not due: it waits for the token, visible
+// again when it is due. Its parked record must go, as a bind's does: left behind (a first receive
+// has no deferred unpark), the next release wakes this group for nothing, instead of a group
+// parked for the lane, which waits out its ParkFor (60 s) beside an idle lane.
+func TestKeyWaitingForItsTokenAfterParkingLeavesNoParkedRecord(t *testing.T) {
+	ctx := context.Background()
+	noisy := config.Rate{PerSecond: 0.1, Burst: 1}
+	r := newKeyRateRig(t, config.Override{KeyRates: map[string]config.Rate{"noisy": noisy}})
+	if wait, err := r.st.Rates.TakeKey(ctx, "llm", "noisy", ratelimit.Rate{PerSecond: noisy.PerSecond, Burst: noisy.Burst}); err != nil || wait != 0 {
+		t.Fatalf("spending noisy's burst = %v, %v", wait, err)
+	}
+	var busy lease.Lease
+	for ln := 1; ln <= 4; ln++ {
+		l := leaseOf("llm", ln, "o-"+string(rune('0'+ln)), 1, lease.Starting, 1)
+		l.JobKey = "other"
+		l = r.leases.Set(l)
+		if ln == 4 {
+			busy = l
+		}
+	}
+	r.st.WaitRoom = parkHook{r.room, func() {
+		if err := r.leases.Delete(ctx, busy); err != nil { // a release lands between the looks
+			t.Error(err)
+		}
+	}}
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{keyed(t, "llm#noisy", "noisy", "n-1", 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	if c := copies(t, r); len(c) != 0 {
+		t.Fatalf("copies = %+v, want none: noisy's token is 10 s away", c)
+	}
+	if ws, err := r.room.List(ctx, "llm"); err != nil || len(ws) != 0 {
+		t.Errorf("parked records = %+v, %v; want none: the group waits for its key's token, not for a lane", ws, err)
+	}
+}
+
+// A key's token is taken at its bind, its start happens later, in the lane, once its type's token
+// is due. Binds of one key spaced at its rate, whose copies then wait for the type's tokens (the
+// type's rate spent by other keys, or a pause), start together: two starts of key noisy (rate one
+// per 10 s, burst 1) in the same instant, beyond burst + rate x window. Neither job was bound
+// before the rate was seen.
+func TestKeyRateBoundsStartsNotBinds(t *testing.T) {
+	ctx := context.Background()
+	noisy := config.Rate{PerSecond: 0.1, Burst: 1}
+	typeRate := config.Rate{PerSecond: 0.01, Burst: 2}
+	r := newKeyRateRig(t, config.Override{KeyRates: map[string]config.Rate{"noisy": noisy}, Rate: typeRate})
+	for i := 0; i < 2; i++ { // other keys spent the type's burst
+		if w, err := r.st.Rates.Take(ctx, "llm", ratelimit.Rate{PerSecond: typeRate.PerSecond, Burst: typeRate.Burst}); err != nil || w != 0 {
+			t.Fatalf("spending the type's burst = %v, %v", w, err)
+		}
+	}
+	for i, id := range []string{"n-1", "n-2"} {
+		if i > 0 {
+			r.clock.Advance(10 * time.Second) // the key's next token
+		}
+		resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{keyed(t, "llm#noisy", "noisy", id, 1)}})
+		if err != nil || len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("bind of %s = %+v, %v", id, resp, err)
+		}
+	}
+	c := copies(t, r)
+	if len(c) != 2 {
+		t.Fatalf("copies = %+v, want n-1 and n-2 bound, 10 s apart", c)
+	}
+	r.clock.Advance(200 * time.Second) // the type's bucket refills (2 tokens); the copies were waiting for it
+	var msgs []events.SQSMessage
+	for _, cp := range c {
+		msgs = append(msgs, keyed(t, job.GroupID("llm", cp.lane), "noisy", cp.id, 2))
+	}
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: msgs}); err != nil {
+		t.Fatal(err)
+	}
+	if got := startNames(r.sfn); len(got) > 1 {
+		t.Errorf("starts of key noisy at one instant = %v: %d, beyond its burst of %d", got, len(got), noisy.Burst)
+	}
+}

@@ -605,3 +605,110 @@ func TestEndedAttemptWithoutItsLeaseIsNotCountedTwice(t *testing.T) {
 		})
 	}
 }
+
+// An operator deletes the lease of a RUNNING job (docs/operations.md's advice for a stuck lane),
+// and the type's limit is lowered below its lane before its message comes back. No release freed
+// that lease, so nobody counted the attempt's end: the claim that takes the attempt back (ownAttempt)
+// must not mark it Reclaimed, or its release never counts the job's success. (In its own lane the
+// same delivery claims it unmarked: alreadyExists marks only an ended attempt.)
+func TestRunningAttemptTakenBackAboveALoweredLimitIsCountedWhenItSucceeds(t *testing.T) {
+	const self = "msg-r-1001"
+	r := newRig(t, nil) // reports=3
+	published := metrics.NewCollector()
+	r.rel.Metrics = metrics.New(published, "test")
+	r.sfn.Put(startedBy(t, execution("reports", 7, "r-1001", 1, sfntypes.ExecutionStatusRunning, "", ""), self))
+	drain(t, r, []queued{{group: "reports-7", id: self, body: jobBody("reports", "r-1001", 0), receive: 2}}, 4)
+	key := lease.Key{Type: "reports", Lane: 7}
+	l, ok := r.leases.Lease(key)
+	if !ok {
+		t.Fatalf("no lease holds the running attempt in lane 7: %+v", r.leases.Leases())
+	}
+	if l.Reclaimed {
+		t.Errorf("the running attempt's claim is marked Reclaimed (%+v): no release counted its end", l)
+	}
+	arn := execArn("reports", "r-1001", 1)
+	if !r.sfn.Close(arn, sfntypes.ExecutionStatusSucceeded, "", "") {
+		t.Fatalf("no execution %s", arn)
+	}
+	res, err := r.rel.Release(context.Background(), releaser.Request{Key: key, JobID: "r-1001", Attempt: 1, Outcome: releaser.Succeeded, Source: "workflow", ExecutionArn: arn, MessageID: self})
+	if err != nil || res != releaser.Deleted {
+		t.Fatalf("release = %v, %v; want deleted", res, err)
+	}
+	if err := r.rel.Metrics.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := published.Sum("", metrics.JobsSucceeded); got != 1 {
+		t.Errorf("JobsSucceeded = %v, want 1 (the job succeeded once, and nothing counted it before)", got)
+	}
+}
+
+// An operator deletes the lease of a job whose attempt 2 runs (attempt 1 failed), as
+// docs/operations.md advises for a stuck lane. The message's next delivery finds attempt 1 ended
+// (ranAlready: leaseless) and goes on from the last of its attempts, attempt 2, still running. No
+// release counted attempt 2: its claim must not be marked Reclaimed, or its success is never
+// counted.
+func TestRunningLaterAttemptOfALeaselessMessageIsCountedWhenItSucceeds(t *testing.T) {
+	const self = "msg-r-1001"
+	r := newRig(t, nil) // reports=3
+	published := metrics.NewCollector()
+	r.rel.Metrics = metrics.New(published, "test")
+	r.sfn.Put(startedBy(t, execution("reports", 1, "r-1001", 1, sfntypes.ExecutionStatusFailed, "JobFailed", "boom"), self))
+	r.sfn.Put(startedBy(t, execution("reports", 1, "r-1001", 2, sfntypes.ExecutionStatusRunning, "", ""), self))
+	drain(t, r, []queued{{group: "reports-1", id: self, body: jobBody("reports", "r-1001", 0), receive: 2}}, 4)
+	l, ok := r.leases.Lease(reports1)
+	if !ok || l.Attempt != 2 {
+		t.Fatalf("lane 1 = %+v (held %v), want attempt 2's claim", l, ok)
+	}
+	if l.Reclaimed {
+		t.Errorf("the running attempt's claim is marked Reclaimed (%+v): no release counted its end", l)
+	}
+	arn := execArn("reports", "r-1001", 2)
+	if !r.sfn.Close(arn, sfntypes.ExecutionStatusSucceeded, "", "") {
+		t.Fatalf("no execution %s", arn)
+	}
+	res, err := r.rel.Release(context.Background(), releaser.Request{Key: reports1, JobID: "r-1001", Attempt: 2, Outcome: releaser.Succeeded, Source: "workflow", ExecutionArn: arn, MessageID: self})
+	if err != nil || res != releaser.Deleted {
+		t.Fatalf("release = %v, %v; want deleted", res, err)
+	}
+	if err := r.rel.Metrics.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := published.Sum("", metrics.JobsSucceeded); got != 1 {
+		t.Errorf("JobsSucceeded = %v, want 1 (the job succeeded once, and nothing counted it before)", got)
+	}
+}
+
+// The dead-letter twin of TestEndedAttemptWithoutItsLeaseIsNotCountedTwice: a release dead-letters
+// the job (its execution aborted) and deletes its message with a receipt handle a later receive
+// had replaced (SQS answers OK and keeps the message), then frees the lease. The message's next
+// delivery finds the attempt ended with no lease (ranAlready: the claim is Reclaimed) and releases
+// it again: the job must not be dead-lettered a second time (one job, two dead letters, and
+// JobsDeadLettered counted twice), as its success is not counted twice.
+func TestEndedAttemptWithoutItsLeaseIsNotDeadLetteredTwice(t *testing.T) {
+	r := newRig(t, nil)
+	published := metrics.NewCollector()
+	r.rel.Metrics = metrics.New(published, "test")
+	if deliver(t, r, 1) {
+		t.Fatal("first delivery acknowledged; want it held")
+	}
+	arn := execArn("reports", "r-1001", 1)
+	if !r.sfn.Close(arn, sfntypes.ExecutionStatusAborted, "", "") {
+		t.Fatalf("no execution %s", arn)
+	}
+	res, err := r.rel.Release(context.Background(), releaser.Request{Key: reports1, JobID: "r-1001", Attempt: 1, Outcome: releaser.Aborted, Source: "workflow"})
+	if err != nil || res != releaser.DeadLettered {
+		t.Fatalf("release = %v, %v; want dead-lettered", res, err)
+	}
+	if !deliver(t, r, 3) {
+		t.Error("the ended job's message was not acknowledged")
+	}
+	if err := r.rel.Metrics.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if dead := r.sqs.Sent(dlqURL); len(dead) != 1 {
+		t.Errorf("dead letters = %d, want 1 (the job ended once)", len(dead))
+	}
+	if got := published.Sum("", metrics.JobsDeadLettered); got != 1 {
+		t.Errorf("JobsDeadLettered = %v, want 1", got)
+	}
+}

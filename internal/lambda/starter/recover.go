@@ -142,7 +142,9 @@ func (s *Starter) ownAttempt(ctx context.Context, x *msg, l *lease.Lease, cfg co
 		x.job.Attempts = attempt
 		return hold, nil, false
 	}
-	x.leaseless = true
+	// Ended: the release that freed its lease counted it (or it was deleted by hand). Still running:
+	// no release has counted it yet, and its own counts it.
+	_, x.leaseless = releaser.OutcomeOf(string(d.Status))
 	claimed, err := s.claim(ctx, x, l, attempt, cfg.StateMachineArn, s.now())
 	if err != nil {
 		return hold, err, true
