@@ -284,7 +284,7 @@ func TestDynamoStoreRoundTripsEveryValidKeyRate(t *testing.T) {
 		return out, nil
 	}
 	st := config.NewDynamoStore(db, table)
-	o := config.Override{Type: "tenants", Limit: 3, KeyRate: config.Rate{PerSecond: 1.0 / 60, Burst: 1}, KeyRates: map[string]config.Rate{"noisy": {PerSecond: 0.0005, Burst: 1}}}
+	o := config.Override{Type: "tenants", Limit: 3, KeyRate: config.Rate{PerSecond: 1.0 / 60, Burst: 1}, KeyRates: map[string]config.Rate{"noisy": {PerSecond: 0.0015, Burst: 1}}}
 	if err := o.Validate(); err != nil {
 		t.Fatalf("Validate(%+v) = %v", o, err)
 	}

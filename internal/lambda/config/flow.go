@@ -17,6 +17,9 @@ const (
 	MaxRate = 10000
 	// MaxBurst is the largest burst a rate may allow.
 	MaxBurst = 100000
+	// MinRate is the fewest starts per second a rate may allow (ParseRate reads 3 decimals): one
+	// about every 17 minutes.
+	MinRate = 0.001
 	// MaxPauseReason is the longest reason a pause may give.
 	MaxPauseReason = 200
 	// DefaultPriorityAging is how long a waiting group's head waits before it is ranked one
@@ -53,6 +56,9 @@ func (r Rate) Validate() error {
 	}
 	if math.IsNaN(r.PerSecond) || r.PerSecond <= 0 || r.PerSecond > MaxRate {
 		return fmt.Errorf("rate %v must be more than 0 and at most %d starts per second", r.PerSecond, MaxRate)
+	}
+	if r.PerSecond < MinRate {
+		return fmt.Errorf("rate %v must be at least %v starts per second", r.PerSecond, MinRate)
 	}
 	if r.Burst < 1 || r.Burst > MaxBurst {
 		return fmt.Errorf("burst %d must be from 1 to %d starts", r.Burst, MaxBurst)

@@ -125,3 +125,16 @@ func TestWaitingGroupOfPriorities(t *testing.T) {
 		}
 	}
 }
+
+// A rate under MinRate is refused: the bucket's wait and expiry are computed from it, and a rate
+// of one start in centuries is no rate an operator means.
+func TestRateUnderTheLeastIsRefused(t *testing.T) {
+	for _, r := range []config.Rate{{PerSecond: 1e-300, Burst: 1}, {PerSecond: 0.0009, Burst: 1}} {
+		if err := r.Validate(); err == nil || !strings.Contains(err.Error(), "at least") {
+			t.Errorf("Validate(%v) = %v, want an error saying the least rate", r, err)
+		}
+	}
+	if err := (config.Rate{PerSecond: config.MinRate, Burst: 1}).Validate(); err != nil {
+		t.Errorf("Validate(MinRate) = %v, want nil", err)
+	}
+}

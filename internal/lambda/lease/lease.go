@@ -94,7 +94,7 @@ type Lease struct {
 	// Reclaimed says the attempt was claimed again after its lease was gone, to finish it: the
 	// release that freed that lease counted its end (its message outlived it: a DeleteMessage with a
 	// receipt handle gone stale, which SQS answers with OK), or the lease was deleted by hand. A
-	// release does not count it as succeeded again.
+	// release does not count its end (succeeded or dead-lettered) again.
 	Reclaimed bool  `dynamodbav:"reclaimed,omitempty"`
 	Version   int64 `dynamodbav:"version"`
 }

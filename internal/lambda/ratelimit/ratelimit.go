@@ -46,6 +46,10 @@ type Buckets struct {
 // New returns the buckets of table.
 func New(db dynamoAPI, table string) *Buckets { return &Buckets{db: db, table: table} }
 
+// ExpiryMargin is how long past the moment a bucket is full again (at the rate of its last take) its
+// item expires: a rate lowered meanwhile refills it more slowly.
+const ExpiryMargin = 7 * 24 * time.Hour
+
 // maxRounds bounds how often Take reads again after losing a race for the bucket.
 const maxRounds = 5
 
@@ -96,9 +100,10 @@ func (b *Buckets) take(ctx context.Context, sk, what string, r Rate) (time.Durat
 			// refill at every take).
 			"atNs":    &types.AttributeValueMemberN{Value: strconv.FormatInt(at.UnixNano(), 10)},
 			"version": &types.AttributeValueMemberN{Value: strconv.FormatInt(version+1, 10)},
-			// Full again by then: a bucket gone is a full one. (TTL deletes within days of it, so
-			// a bucket is never gone early.)
-			"expiresAt": &types.AttributeValueMemberN{Value: strconv.FormatInt(at.Add(time.Duration((float64(r.Burst)-(tokens-1))/r.PerSecond*float64(time.Second))).Unix()+1, 10)},
+			// Full again by then, at this rate, and a week more: a bucket gone reads as a full one,
+			// and an operator may lower the rate meanwhile (refilling a bucket at the lowest rate
+			// takes longer than the week only for a burst over 600 tokens).
+			"expiresAt": &types.AttributeValueMemberN{Value: strconv.FormatInt(at.Add(time.Duration((float64(r.Burst)-(tokens-1))/r.PerSecond*float64(time.Second))+ExpiryMargin).Unix()+1, 10)},
 		}
 		_, err = b.db.PutItem(ctx, &dynamodb.PutItemInput{
 			TableName: &b.table, Item: item,

@@ -349,7 +349,9 @@ func (s *Service) deadLetter(ctx context.Context, log *slog.Logger, req Request,
 			return "", err
 		}
 		*dead = true
-		s.Metrics.Add(l.Type, metrics.JobsDeadLettered, 1)
+		if !l.Reclaimed { // counted by the release that freed its lease before (lease.Lease.Reclaimed)
+			s.Metrics.Add(l.Type, metrics.JobsDeadLettered, 1)
+		}
 		log.WarnContext(ctx, "job dead-lettered", "reason", reason, "error", req.Error)
 	}
 	if err := s.deleteMessage(ctx, l); err != nil {

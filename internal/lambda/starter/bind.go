@@ -279,7 +279,7 @@ func holding(leases []lease.Lease, j job.Job) *lease.Lease {
 // lanes left after the lanes above the limit are counted (so two binders reading the same leases
 // cannot both take the last place).
 //
-// A key with a start rate binds with a token of its key's bucket, taken once a lane is free for it
+// A job whose key or type has a start rate binds with its tokens, taken once a lane is free for it
 // (so a job that parks spends none); wait > 0 says how long until one is due.
 func (s *Starter) bindFree(ctx context.Context, x *msg, cfg config.TypeConfig, leases []lease.Lease) (b *lease.Lease, atCap bool, wait time.Duration, err error) {
 	taken := make(map[int]bool, len(leases))
@@ -314,7 +314,7 @@ func (s *Starter) bindFree(ctx context.Context, x *msg, cfg config.TypeConfig, l
 		}
 	}
 	if len(taken) < cfg.Limit+above {
-		if wait, err := s.takeKeyToken(ctx, x, cfg); err != nil || wait > 0 {
+		if wait, err := s.takeToken(ctx, x, cfg); err != nil || wait > 0 {
 			return nil, false, wait, err
 		}
 	}

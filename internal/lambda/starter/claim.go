@@ -165,11 +165,26 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 		return s.move(ctx, x, l, cfg, "job not bound in a type that caps keys; job moved to its key's group")
 	}
 
-	if l == nil || l.Status == lease.Bound || l.Status == lease.Retrying {
-		// A new attempt starts only with a start token of its type's rate; waiting for one uses
-		// no attempt.
-		// A bind took the key's token already (bindFree).
-		wait, err := s.takeToken(ctx, x, cfg, l == nil || l.Status == lease.Retrying)
+	if l != nil && l.Status == lease.Retrying {
+		// A retry is a new start, and takes its key's token here (no bind took one for it). A key
+		// waiting for its token holds no lane: the retry waits in its key's group, with its attempts.
+		wait, err := s.takeKeyToken(ctx, x, cfg)
+		if err != nil {
+			return hold, err
+		}
+		if wait > 0 {
+			s.Metrics.Add(x.key.Type, metrics.JobsRateLimited, 1)
+			return s.move(ctx, x, l, cfg, "its key's start rate: the retry waits for its key's token in its key's group")
+		}
+	}
+	if l == nil || l.Status == lease.Retrying {
+		// A new attempt starts only with its start tokens; waiting for one uses no attempt. A bound
+		// job's bind took them (bindFree).
+		take := s.takeToken
+		if l != nil {
+			take = s.takeTypeToken // its key's was taken above
+		}
+		wait, err := take(ctx, x, cfg)
 		if err != nil {
 			return hold, err
 		}

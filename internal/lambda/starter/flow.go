@@ -132,17 +132,22 @@ func (s *Starter) holdLease(ctx context.Context, x *msg, l lease.Lease, d time.D
 	return written, nil
 }
 
-// takeToken takes the start tokens of a new attempt in the job's lane: its key's first, when its
-// key has a rate and withKey says the bind did not take it (a retry, or a job in a lane it was not
-// bound to), then its type's, when the type has a rate. It returns 0 with them, else how long until
-// the next is due. The key's comes first: a noisy key waiting for its own spends none of its
-// type's. (One whose type's is not due is spent: the key then starts below its rate, never above.)
-func (s *Starter) takeToken(ctx context.Context, x *msg, cfg config.TypeConfig, withKey bool) (time.Duration, error) {
-	if withKey {
-		if wait, err := s.takeKeyToken(ctx, x, cfg); err != nil || wait > 0 {
-			return wait, err
-		}
+// takeToken takes the start tokens of a new attempt: its key's first, when its key has a rate, then
+// its type's, when its type has one. It returns 0 with them, else how long until the next is due.
+// The key's comes first: a noisy key waiting for its own spends none of its type's. (A key token
+// whose type's is not due is spent: the key then starts below its rate, never above.) A bind takes
+// them (bindFree), so that a job waiting for a token waits in its group, holding no lane; a retry,
+// or a job in a lane it was not bound to, takes them in its lane.
+func (s *Starter) takeToken(ctx context.Context, x *msg, cfg config.TypeConfig) (time.Duration, error) {
+	if wait, err := s.takeKeyToken(ctx, x, cfg); err != nil || wait > 0 {
+		return wait, err
 	}
+	return s.takeTypeToken(ctx, x, cfg)
+}
+
+// takeTypeToken takes a start token from the bucket of the job's type when the type has a rate (0:
+// taken, or none needed; else how long until one is due).
+func (s *Starter) takeTypeToken(ctx context.Context, x *msg, cfg config.TypeConfig) (time.Duration, error) {
 	if !cfg.Rate.IsSet() || s.Rates == nil {
 		return 0, nil
 	}

@@ -317,12 +317,12 @@ func newKeyRateRig(t *testing.T, o config.Override) *rig {
 }
 
 // A key with a start rate binds at most its burst at once: the next job of the key waits in its
-// key's group for its token, holding no lane, and binds once the token is due, while another key
-// binds the lanes at once and the type's own bucket is untouched.
+// key's group for its token, holding no lane, and spending none of its type's tokens, and binds once
+// its token is due, while another key binds with the type's tokens left.
 func TestKeyRateHoldsTheKeyInItsGroupNotInALane(t *testing.T) {
 	ctx := context.Background()
 	noisy := config.Rate{PerSecond: 0.5, Burst: 1}
-	r := newKeyRateRig(t, config.Override{KeyRates: map[string]config.Rate{"noisy": noisy}, Rate: config.Rate{PerSecond: 100, Burst: 2}})
+	r := newKeyRateRig(t, config.Override{KeyRates: map[string]config.Rate{"noisy": noisy}, Rate: config.Rate{PerSecond: 0.5, Burst: 2}})
 	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{
 		keyed(t, "llm#noisy", "noisy", "n-1", 1), keyed(t, "llm#noisy", "noisy", "n-2", 1), keyed(t, "llm#noisy", "noisy", "n-3", 1),
 	}})
@@ -345,14 +345,17 @@ func TestKeyRateHoldsTheKeyInItsGroupNotInALane(t *testing.T) {
 	if !waited {
 		t.Errorf("visibility changes = %+v, want n-2 back in 2-3 s (a token every 2 s)", decisions(r.sqs))
 	}
+	// The type's burst of 2: n-1 took one, n-2 (waiting for its key's) none, so quiet's first job
+	// binds with the other, and its second waits for the type's next.
 	resp, err = r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{
 		keyed(t, "llm#quiet", "quiet", "q-1", 1), keyed(t, "llm#quiet", "quiet", "q-2", 1),
 	}})
-	if err != nil || len(resp.BatchItemFailures) != 0 {
-		t.Fatalf("quiet's batch = %+v, %v; want both bound: another key's rate is not this one's", resp, err)
+	if err != nil {
+		t.Fatal(err)
 	}
-	// The type's bucket (burst 2) gave nothing to the binds: the three bound copies start, two at
-	// once and the third as soon as the type's next token is due.
+	if got, want := failures(resp), sorted("msg-q-2"); !equal(got, want) {
+		t.Errorf("quiet's batch item failures = %v, want %v: q-1 bound with the type's token n-2 left, q-2 waiting for the next", got, want)
+	}
 	r.clock.Advance(2 * time.Second)
 	resp, err = r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{keyed(t, "llm#noisy", "noisy", "n-2", 2)}})
 	if err != nil || len(resp.BatchItemFailures) != 0 {
@@ -362,7 +365,7 @@ func TestKeyRateHoldsTheKeyInItsGroupNotInALane(t *testing.T) {
 	for _, c := range copies(t, r) {
 		ids = append(ids, c.id)
 	}
-	if want := sorted("n-1", "q-1", "q-2", "n-2"); !equal(sorted(ids...), want) {
+	if want := sorted("n-1", "q-1", "n-2"); !equal(sorted(ids...), want) {
 		t.Errorf("bound = %v, want %v", ids, want)
 	}
 }
@@ -482,11 +485,10 @@ func TestKeyWaitingForItsTokenAfterParkingLeavesNoParkedRecord(t *testing.T) {
 	}
 }
 
-// A key's token is taken at its bind, its start happens later, in the lane, once its type's token
-// is due. Binds of one key spaced at its rate, whose copies then wait for the type's tokens (the
-// type's rate spent by other keys, or a pause), start together: two starts of key noisy (rate one
-// per 10 s, burst 1) in the same instant, beyond burst + rate x window. Neither job was bound
-// before the rate was seen.
+// A key's and its type's tokens are both taken at the bind, so its copy starts as soon as it is
+// delivered: a job whose type has no token left waits in its key's group (no lane, no key token
+// spent on a bind that would wait), and two jobs of a key never start in one instant beyond its
+// burst, however the type's tokens come.
 func TestKeyRateBoundsStartsNotBinds(t *testing.T) {
 	ctx := context.Background()
 	noisy := config.Rate{PerSecond: 0.1, Burst: 1}
@@ -497,28 +499,27 @@ func TestKeyRateBoundsStartsNotBinds(t *testing.T) {
 			t.Fatalf("spending the type's burst = %v, %v", w, err)
 		}
 	}
-	for i, id := range []string{"n-1", "n-2"} {
-		if i > 0 {
-			r.clock.Advance(10 * time.Second) // the key's next token
-		}
-		resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{keyed(t, "llm#noisy", "noisy", id, 1)}})
-		if err != nil || len(resp.BatchItemFailures) != 0 {
-			t.Fatalf("bind of %s = %+v, %v", id, resp, err)
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{keyed(t, "llm#noisy", "noisy", "n-1", 1)}})
+	if err != nil || !equal(failures(resp), sorted("msg-n-1")) {
+		t.Fatalf("n-1 with no type token left = %+v, %v; want it waiting in its group", resp, err)
+	}
+	if c, ls := copies(t, r), r.leases.Leases(); len(c) != 0 || len(ls) != 0 {
+		t.Fatalf("copies %+v, leases %+v; want none: the job waits in its key's group, holding no lane", c, ls)
+	}
+	r.clock.Advance(200 * time.Second) // the type's bucket refills (2 tokens)
+	for _, id := range []string{"n-1", "n-2"} {
+		if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{keyed(t, "llm#noisy", "noisy", id, 2)}}); err != nil {
+			t.Fatal(err)
 		}
 	}
-	c := copies(t, r)
-	if len(c) != 2 {
-		t.Fatalf("copies = %+v, want n-1 and n-2 bound, 10 s apart", c)
-	}
-	r.clock.Advance(200 * time.Second) // the type's bucket refills (2 tokens); the copies were waiting for it
 	var msgs []events.SQSMessage
-	for _, cp := range c {
-		msgs = append(msgs, keyed(t, job.GroupID("llm", cp.lane), "noisy", cp.id, 2))
+	for _, cp := range copies(t, r) {
+		msgs = append(msgs, keyed(t, job.GroupID("llm", cp.lane), "noisy", cp.id, 1))
 	}
 	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: msgs}); err != nil {
 		t.Fatal(err)
 	}
-	if got := startNames(r.sfn); len(got) > 1 {
-		t.Errorf("starts of key noisy at one instant = %v: %d, beyond its burst of %d", got, len(got), noisy.Burst)
+	if got := startNames(r.sfn); len(got) != 1 {
+		t.Errorf("starts of key noisy at one instant = %v: want 1, its burst", got)
 	}
 }
