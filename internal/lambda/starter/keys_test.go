@@ -3,6 +3,7 @@ package starter_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -521,5 +522,63 @@ func TestKeyRateBoundsStartsNotBinds(t *testing.T) {
 	}
 	if got := startNames(r.sfn); len(got) != 1 {
 		t.Errorf("starts of key noisy at one instant = %v: want 1, its burst", got)
+	}
+}
+
+// A bind takes its key's token, then its type's: when the type's is not due (other keys spend it as
+// it comes), the key's token is spent for nothing and the job goes back to wait. It comes back when
+// the type's token is due, but its key's is not (it just spent one), and when its key's is due, the
+// type's was taken by the other keys when it came due. A key whose rate is well within its type's
+// (one start per 62 s, the type one per 5 s) so starts far below its rate, its tokens spent on binds
+// that wait: here 4 binds in 620 s, where its rate allows 10 (a copy waiting in its lane for the
+// type's token with its key's in hand, as before tokens moved to the bind, would contend for each of
+// the type's tokens). The other keys are modelled as heads that take the type's token in the second
+// it comes due, after noisy's head when both are there.
+func TestKeyRateIsNotStarvedByItsTypesRate(t *testing.T) {
+	ctx := context.Background()
+	noisy := config.Rate{PerSecond: 1.0 / 62, Burst: 1}
+	typeRate := config.Rate{PerSecond: 0.2, Burst: 1}
+	r := newKeyRateRig(t, config.Override{KeyRates: map[string]config.Rate{"noisy": noisy}, Rate: typeRate})
+	r.st.Jitter = func(int64) int64 { return 0 }
+	takeType := func() { // the other keys' heads, always one waiting for the type's next token
+		_, _ = r.st.Rates.Take(ctx, "llm", ratelimit.Rate{PerSecond: typeRate.PerSecond, Burst: typeRate.Burst})
+	}
+	takeType()
+	head, recv, due, bound := 1, 0, time.Duration(0), 0
+	for at := time.Duration(0); at < 620*time.Second; at += time.Second {
+		if at > 0 {
+			r.clock.Advance(time.Second)
+		}
+		if at >= due { // noisy's head is visible again: first in its second
+			id := fmt.Sprintf("n-%d", head)
+			recv++
+			if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{keyed(t, "llm#noisy", "noisy", id, recv)}}); err != nil {
+				t.Fatal(err)
+			}
+			if ls := r.leases.Leases(); len(ls) > 0 { // bound: its copy starts at once; its lane freed when it ends
+				for _, l := range ls {
+					if err := r.leases.Delete(ctx, l); err != nil {
+						t.Fatal(err)
+					}
+				}
+				bound++
+				head, recv = head+1, 0
+			} else {
+				var wait int32 = -1
+				for _, v := range decisions(r.sqs) {
+					if v.ReceiptHandle == handle(id, recv) {
+						wait = v.Timeout
+					}
+				}
+				if wait < 0 {
+					t.Fatalf("%s at %v neither bound nor put back", id, at)
+				}
+				due = at + time.Duration(wait)*time.Second
+			}
+		}
+		takeType()
+	}
+	if bound < 8 {
+		t.Errorf("key noisy bound %d jobs in 620 s at a rate of one per 62 s (10 tokens), its type's tokens coming every 5 s: its key's tokens are spent on binds whose type's token is not due", bound)
 	}
 }
