@@ -582,3 +582,66 @@ func TestKeyRateIsNotStarvedByItsTypesRate(t *testing.T) {
 		t.Errorf("key noisy bound %d jobs in 620 s at a rate of one per 62 s (10 tokens), its type's tokens coming every 5 s: its key's tokens are spent on binds whose type's token is not due", bound)
 	}
 }
+
+// A release wakes one parked group per lane it frees. The woken head takes its key's token, then
+// finds its type's not due: it goes back to wait, the key's token spent, and its record gone. When
+// the type's token is due it is back, but its key's is not (a minute away), so the freed lane idles,
+// while another key's group, whose key has tokens, stays parked until its ParkFor ends (60 s): the
+// lane is free for 55 s with the type's token due and a job that may run waiting. (Before tokens
+// moved to the bind, the woken head bound the lane with its key's token and started as soon as the
+// type's was due.)
+func TestWokenHeadWaitingForTokensLeavesNoLaneIdle(t *testing.T) {
+	ctx := context.Background()
+	noisy := config.Rate{PerSecond: 1.0 / 60, Burst: 1}
+	typeRate := config.Rate{PerSecond: 0.2, Burst: 1}
+	r := newKeyRateRig(t, config.Override{KeyRates: map[string]config.Rate{"noisy": noisy}, Rate: typeRate})
+	r.st.Jitter = func(int64) int64 { return 0 }
+	var busy lease.Lease
+	for ln := 1; ln <= 4; ln++ {
+		l := leaseOf("llm", ln, fmt.Sprintf("o-%d", ln), 1, lease.Starting, 1)
+		l.JobKey = "other"
+		l = r.leases.Set(l)
+		r.sfn.Put(keyedExecution("llm", ln, "other", l.JobID, 1, sfntypes.ExecutionStatusRunning))
+		if ln == 4 {
+			busy = l
+		}
+	}
+	for _, m := range []events.SQSMessage{keyed(t, "llm#noisy", "noisy", "n-1", 1), keyed(t, "llm#quiet", "quiet", "q-1", 1)} {
+		if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{m}}); err != nil {
+			t.Fatal(err)
+		}
+		r.clock.Advance(time.Second)
+	}
+	if ws, err := r.room.List(ctx, "llm"); err != nil || len(ws) != 2 {
+		t.Fatalf("parked = %+v, %v; want noisy's and quiet's groups parked for a lane", ws, err)
+	}
+	// Another key's job spends the type's token (due again in 5 s); then lane 4 frees.
+	if w, err := r.st.Rates.Take(ctx, "llm", ratelimit.Rate{PerSecond: typeRate.PerSecond, Burst: typeRate.Burst}); err != nil || w != 0 {
+		t.Fatalf("spending the type's token = %v, %v", w, err)
+	}
+	if err := r.rel.Free(ctx, busy); err != nil {
+		t.Fatal(err)
+	}
+	woken := func(h string) bool {
+		for _, v := range r.sqs.VisibilityChanges() {
+			if v.ReceiptHandle == h && v.Timeout == 0 {
+				return true
+			}
+		}
+		return false
+	}
+	if !woken(handle("n-1", 1)) {
+		t.Fatalf("visibility changes = %+v, want noisy's group woken first (parked first)", r.sqs.VisibilityChanges())
+	}
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{keyed(t, "llm#noisy", "noisy", "n-1", 2)}}); err != nil {
+		t.Fatal(err)
+	}
+	r.clock.Advance(5 * time.Second) // the type's token is due
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{keyed(t, "llm#noisy", "noisy", "n-1", 3)}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, held := r.leases.Lease(lease.Key{Type: "llm", Lane: 4}); !held && !woken(handle("q-1", 1)) {
+		ws, _ := r.room.List(ctx, "llm")
+		t.Errorf("lane 4 free with the type's token due, noisy's head waiting for its key's next token (copies %+v, decisions %+v), and quiet's group still parked (%+v), not woken: the lane idles until quiet's park ends", copies(t, r), decisions(r.sqs), ws)
+	}
+}
