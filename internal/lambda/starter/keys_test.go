@@ -645,3 +645,72 @@ func TestWokenHeadWaitingForTokensLeavesNoLaneIdle(t *testing.T) {
 		t.Errorf("lane 4 free with the type's token due, noisy's head waiting for its key's next token (copies %+v, decisions %+v), and quiet's group still parked (%+v), not woken: the lane idles until quiet's park ends", copies(t, r), decisions(r.sqs), ws)
 	}
 }
+
+// racingLeases is the lease store with another binder taking lane ln just after a read of the
+// type's leases, once.
+type racingLeases struct {
+	*fakes.LeaseStore
+	take func()
+}
+
+func (s *racingLeases) ListType(ctx context.Context, typ string) ([]lease.Lease, error) {
+	ls, err := s.LeaseStore.ListType(ctx, typ)
+	if s.take != nil {
+		take := s.take
+		s.take = nil
+		take()
+	}
+	return ls, err
+}
+
+// A bind takes its tokens once its read of the leases shows a lane free, before its conditional
+// write: a lane another group's binder took since that read fails the write, and the job parks with
+// its tokens spent, no start made with them. When a lane frees and the release wakes it, the next
+// token is a minute away: the freed lane idles while the job that may run waits for a token no
+// start used (the type's: new with tokens at the bind; its key's: since key tokens were).
+func TestBindLosingItsLaneKeepsItsTokens(t *testing.T) {
+	slow := config.Rate{PerSecond: 1.0 / 60, Burst: 1}
+	for _, tt := range []struct {
+		name string
+		o    config.Override
+	}{
+		{"type rate", config.Override{Rate: slow}},
+		{"key rate", config.Override{KeyRates: map[string]config.Rate{"noisy": slow}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			r := newKeyRateRig(t, tt.o)
+			r.st.Jitter = func(int64) int64 { return 0 }
+			for ln := 1; ln <= 3; ln++ {
+				l := leaseOf("llm", ln, fmt.Sprintf("o-%d", ln), 1, lease.Starting, 1)
+				l.JobKey = "other"
+				r.leases.Set(l)
+			}
+			var racer lease.Lease
+			r.st.Leases = &racingLeases{LeaseStore: r.leases, take: func() {
+				b := boundLease("llm", 4, "o-4")
+				b.JobKey = "other"
+				racer = r.leases.Set(b) // another group's binder takes lane 4 after noisy's read
+			}}
+			if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{keyed(t, "llm#noisy", "noisy", "n-1", 1)}}); err != nil {
+				t.Fatal(err)
+			}
+			if c := copies(t, r); len(c) != 0 {
+				t.Fatalf("copies = %+v, want none: lane 4 was taken before noisy's write", c)
+			}
+			if ws, err := r.room.List(ctx, "llm"); err != nil || len(ws) != 1 {
+				t.Fatalf("parked = %+v, %v; want noisy's group parked for a lane", ws, err)
+			}
+			r.clock.Advance(5 * time.Second)
+			if err := r.rel.Free(ctx, racer); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{keyed(t, "llm#noisy", "noisy", "n-1", 2)}}); err != nil {
+				t.Fatal(err)
+			}
+			if c := copies(t, r); len(c) != 1 {
+				t.Errorf("copies = %+v, decisions %+v; want n-1 bound to the freed lane 4: nothing started since the bucket was full, but its token went to the bind that lost its lane", c, decisions(r.sqs))
+			}
+		})
+	}
+}
