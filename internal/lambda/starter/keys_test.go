@@ -714,3 +714,37 @@ func TestBindLosingItsLaneKeepsItsTokens(t *testing.T) {
 		})
 	}
 }
+
+// A job in a first-free lane it was not bound to (routed there under random, before the type moved
+// to first-free with key rates, or a copy whose bind the sweep took back) waits for its key's token
+// in the lane's group, holding no lease: binders see the lane free and bind it, and the bound copy
+// is delivered only after this message, a key token's wait later (a minute here). A retry out of
+// its key's tokens goes to its key's group instead; this job should too, as it would under a key
+// cap.
+func TestLeaselessJobOfAKeyOutOfTokensDoesNotBlockAFreeLane(t *testing.T) {
+	ctx := context.Background()
+	noisy := config.Rate{PerSecond: 1.0 / 60, Burst: 1}
+	r := newKeyRateRig(t, config.Override{KeyRates: map[string]config.Rate{"noisy": noisy}})
+	if wait, err := r.st.Rates.TakeKey(ctx, "llm", "noisy", ratelimit.Rate{PerSecond: noisy.PerSecond, Burst: noisy.Burst}); err != nil || wait != 0 {
+		t.Fatalf("spending noisy's burst = %v, %v", wait, err)
+	}
+	for _, ln := range []int{1, 3, 4} {
+		l := leaseOf("llm", ln, fmt.Sprintf("o-%d", ln), 1, lease.Starting, 1)
+		l.JobKey = "other"
+		r.leases.Set(l)
+	}
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{keyed(t, job.GroupID("llm", 2), "noisy", "n-1", 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{keyed(t, "llm#quiet", "quiet", "q-1", 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	var moved, quietIn2 bool
+	for _, c := range copies(t, r) {
+		moved = moved || (c.id == "n-1" && c.group == "llm#noisy")
+		quietIn2 = quietIn2 || (c.id == "q-1" && c.lane == 2)
+	}
+	if quietIn2 && !moved {
+		t.Errorf("q-1 bound to lane 2, whose group n-1 holds for its key's token (decisions %+v): q-1's copy waits behind it a minute, lane 2 idle; want n-1 moved to llm#noisy", decisions(r.sqs))
+	}
+}
