@@ -165,26 +165,30 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 		return s.move(ctx, x, l, cfg, "job not bound in a type that caps keys; job moved to its key's group")
 	}
 
-	if l != nil && l.Status == lease.Retrying {
-		// A retry is a new start, and takes its key's token here (no bind took one for it). A key
-		// waiting for its token holds no lane: the retry waits in its key's group, with its attempts.
+	if l == nil || l.Status == lease.Retrying {
+		// A retry is a new start, and so is a job in a lane it was not bound to: each takes its
+		// key's token here (no bind took one for it). A key waiting for its token holds no lane:
+		// the job waits in its key's group (key rates run first-free), with its attempts. (Left in
+		// the lane's group with no lease, it would hold back the copy of a job bound to the lane.)
 		wait, err := s.takeKeyToken(ctx, x, cfg)
 		if err != nil {
 			return hold, err
 		}
 		if wait > 0 {
+			if l == nil && x.Attributes["ApproximateReceiveCount"] != "1" {
+				// An attempt this message made (its lease deleted) goes on here (as above).
+				if v, err, decided := s.ownAttempt(ctx, x, l, cfg); decided {
+					return v, err
+				}
+			}
 			s.Metrics.Add(x.key.Type, metrics.JobsRateLimited, 1)
-			return s.move(ctx, x, l, cfg, "its key's start rate: the retry waits for its key's token in its key's group")
+			return s.move(ctx, x, l, cfg, "its key's start rate: the job waits for its key's token in its key's group")
 		}
 	}
 	if l == nil || l.Status == lease.Retrying {
 		// A new attempt starts only with its start tokens; waiting for one uses no attempt. A bound
-		// job's bind took them (bindFree).
-		take := s.takeToken
-		if l != nil {
-			take = s.takeTypeToken // its key's was taken above
-		}
-		wait, err := take(ctx, x, cfg)
+		// job's bind took them (bindFree); its key's was taken above.
+		wait, err := s.takeTypeToken(ctx, x, cfg)
 		if err != nil {
 			return hold, err
 		}

@@ -3,6 +3,7 @@ package starter_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -521,5 +522,229 @@ func TestKeyRateBoundsStartsNotBinds(t *testing.T) {
 	}
 	if got := startNames(r.sfn); len(got) != 1 {
 		t.Errorf("starts of key noisy at one instant = %v: want 1, its burst", got)
+	}
+}
+
+// A bind takes its key's token, then its type's: when the type's is not due (other keys spend it as
+// it comes), the key's token is spent for nothing and the job goes back to wait. It comes back when
+// the type's token is due, but its key's is not (it just spent one), and when its key's is due, the
+// type's was taken by the other keys when it came due. A key whose rate is well within its type's
+// (one start per 62 s, the type one per 5 s) so starts far below its rate, its tokens spent on binds
+// that wait: here 4 binds in 620 s, where its rate allows 10 (a copy waiting in its lane for the
+// type's token with its key's in hand, as before tokens moved to the bind, would contend for each of
+// the type's tokens). The other keys are modelled as heads that take the type's token in the second
+// it comes due, after noisy's head when both are there.
+func TestKeyRateIsNotStarvedByItsTypesRate(t *testing.T) {
+	ctx := context.Background()
+	noisy := config.Rate{PerSecond: 1.0 / 62, Burst: 1}
+	typeRate := config.Rate{PerSecond: 0.2, Burst: 1}
+	r := newKeyRateRig(t, config.Override{KeyRates: map[string]config.Rate{"noisy": noisy}, Rate: typeRate})
+	r.st.Jitter = func(int64) int64 { return 0 }
+	takeType := func() { // the other keys' heads, always one waiting for the type's next token
+		_, _ = r.st.Rates.Take(ctx, "llm", ratelimit.Rate{PerSecond: typeRate.PerSecond, Burst: typeRate.Burst})
+	}
+	takeType()
+	head, recv, due, bound := 1, 0, time.Duration(0), 0
+	for at := time.Duration(0); at < 620*time.Second; at += time.Second {
+		if at > 0 {
+			r.clock.Advance(time.Second)
+		}
+		if at >= due { // noisy's head is visible again: first in its second
+			id := fmt.Sprintf("n-%d", head)
+			recv++
+			if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{keyed(t, "llm#noisy", "noisy", id, recv)}}); err != nil {
+				t.Fatal(err)
+			}
+			if ls := r.leases.Leases(); len(ls) > 0 { // bound: its copy starts at once; its lane freed when it ends
+				for _, l := range ls {
+					if err := r.leases.Delete(ctx, l); err != nil {
+						t.Fatal(err)
+					}
+				}
+				bound++
+				head, recv = head+1, 0
+			} else {
+				var wait int32 = -1
+				for _, v := range decisions(r.sqs) {
+					if v.ReceiptHandle == handle(id, recv) {
+						wait = v.Timeout
+					}
+				}
+				if wait < 0 {
+					t.Fatalf("%s at %v neither bound nor put back", id, at)
+				}
+				due = at + time.Duration(wait)*time.Second
+			}
+		}
+		takeType()
+	}
+	if bound < 8 {
+		t.Errorf("key noisy bound %d jobs in 620 s at a rate of one per 62 s (10 tokens), its type's tokens coming every 5 s: its key's tokens are spent on binds whose type's token is not due", bound)
+	}
+}
+
+// A release wakes one parked group per lane it frees. The woken head takes its key's token, then
+// finds its type's not due: it goes back to wait, the key's token spent, and its record gone. When
+// the type's token is due it is back, but its key's is not (a minute away), so the freed lane idles,
+// while another key's group, whose key has tokens, stays parked until its ParkFor ends (60 s): the
+// lane is free for 55 s with the type's token due and a job that may run waiting. (Before tokens
+// moved to the bind, the woken head bound the lane with its key's token and started as soon as the
+// type's was due.)
+func TestWokenHeadWaitingForTokensLeavesNoLaneIdle(t *testing.T) {
+	ctx := context.Background()
+	noisy := config.Rate{PerSecond: 1.0 / 60, Burst: 1}
+	typeRate := config.Rate{PerSecond: 0.2, Burst: 1}
+	r := newKeyRateRig(t, config.Override{KeyRates: map[string]config.Rate{"noisy": noisy}, Rate: typeRate})
+	r.st.Jitter = func(int64) int64 { return 0 }
+	var busy lease.Lease
+	for ln := 1; ln <= 4; ln++ {
+		l := leaseOf("llm", ln, fmt.Sprintf("o-%d", ln), 1, lease.Starting, 1)
+		l.JobKey = "other"
+		l = r.leases.Set(l)
+		r.sfn.Put(keyedExecution("llm", ln, "other", l.JobID, 1, sfntypes.ExecutionStatusRunning))
+		if ln == 4 {
+			busy = l
+		}
+	}
+	for _, m := range []events.SQSMessage{keyed(t, "llm#noisy", "noisy", "n-1", 1), keyed(t, "llm#quiet", "quiet", "q-1", 1)} {
+		if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{m}}); err != nil {
+			t.Fatal(err)
+		}
+		r.clock.Advance(time.Second)
+	}
+	if ws, err := r.room.List(ctx, "llm"); err != nil || len(ws) != 2 {
+		t.Fatalf("parked = %+v, %v; want noisy's and quiet's groups parked for a lane", ws, err)
+	}
+	// Another key's job spends the type's token (due again in 5 s); then lane 4 frees.
+	if w, err := r.st.Rates.Take(ctx, "llm", ratelimit.Rate{PerSecond: typeRate.PerSecond, Burst: typeRate.Burst}); err != nil || w != 0 {
+		t.Fatalf("spending the type's token = %v, %v", w, err)
+	}
+	if err := r.rel.Free(ctx, busy); err != nil {
+		t.Fatal(err)
+	}
+	woken := func(h string) bool {
+		for _, v := range r.sqs.VisibilityChanges() {
+			if v.ReceiptHandle == h && v.Timeout == 0 {
+				return true
+			}
+		}
+		return false
+	}
+	if !woken(handle("n-1", 1)) {
+		t.Fatalf("visibility changes = %+v, want noisy's group woken first (parked first)", r.sqs.VisibilityChanges())
+	}
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{keyed(t, "llm#noisy", "noisy", "n-1", 2)}}); err != nil {
+		t.Fatal(err)
+	}
+	r.clock.Advance(5 * time.Second) // the type's token is due
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{keyed(t, "llm#noisy", "noisy", "n-1", 3)}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, held := r.leases.Lease(lease.Key{Type: "llm", Lane: 4}); !held && !woken(handle("q-1", 1)) {
+		ws, _ := r.room.List(ctx, "llm")
+		t.Errorf("lane 4 free with the type's token due, noisy's head waiting for its key's next token (copies %+v, decisions %+v), and quiet's group still parked (%+v), not woken: the lane idles until quiet's park ends", copies(t, r), decisions(r.sqs), ws)
+	}
+}
+
+// racingLeases is the lease store with another binder taking lane ln just after a read of the
+// type's leases, once.
+type racingLeases struct {
+	*fakes.LeaseStore
+	take func()
+}
+
+func (s *racingLeases) ListType(ctx context.Context, typ string) ([]lease.Lease, error) {
+	ls, err := s.LeaseStore.ListType(ctx, typ)
+	if s.take != nil {
+		take := s.take
+		s.take = nil
+		take()
+	}
+	return ls, err
+}
+
+// A bind takes its tokens once its read of the leases shows a lane free, before its conditional
+// write: a lane another group's binder took since that read fails the write, and the job parks with
+// its tokens spent, no start made with them. When a lane frees and the release wakes it, the next
+// token is a minute away: the freed lane idles while the job that may run waits for a token no
+// start used (the type's: new with tokens at the bind; its key's: since key tokens were).
+func TestBindLosingItsLaneKeepsItsTokens(t *testing.T) {
+	slow := config.Rate{PerSecond: 1.0 / 60, Burst: 1}
+	for _, tt := range []struct {
+		name string
+		o    config.Override
+	}{
+		{"type rate", config.Override{Rate: slow}},
+		{"key rate", config.Override{KeyRates: map[string]config.Rate{"noisy": slow}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			r := newKeyRateRig(t, tt.o)
+			r.st.Jitter = func(int64) int64 { return 0 }
+			for ln := 1; ln <= 3; ln++ {
+				l := leaseOf("llm", ln, fmt.Sprintf("o-%d", ln), 1, lease.Starting, 1)
+				l.JobKey = "other"
+				r.leases.Set(l)
+			}
+			var racer lease.Lease
+			r.st.Leases = &racingLeases{LeaseStore: r.leases, take: func() {
+				b := boundLease("llm", 4, "o-4")
+				b.JobKey = "other"
+				racer = r.leases.Set(b) // another group's binder takes lane 4 after noisy's read
+			}}
+			if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{keyed(t, "llm#noisy", "noisy", "n-1", 1)}}); err != nil {
+				t.Fatal(err)
+			}
+			if c := copies(t, r); len(c) != 0 {
+				t.Fatalf("copies = %+v, want none: lane 4 was taken before noisy's write", c)
+			}
+			if ws, err := r.room.List(ctx, "llm"); err != nil || len(ws) != 1 {
+				t.Fatalf("parked = %+v, %v; want noisy's group parked for a lane", ws, err)
+			}
+			r.clock.Advance(5 * time.Second)
+			if err := r.rel.Free(ctx, racer); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{keyed(t, "llm#noisy", "noisy", "n-1", 2)}}); err != nil {
+				t.Fatal(err)
+			}
+			if c := copies(t, r); len(c) != 1 {
+				t.Errorf("copies = %+v, decisions %+v; want n-1 bound to the freed lane 4: nothing started since the bucket was full, but its token went to the bind that lost its lane", c, decisions(r.sqs))
+			}
+		})
+	}
+}
+
+// A job in a first-free lane it was not bound to (routed there under random, before the type moved
+// to first-free with key rates, or a copy whose bind the sweep took back) waits for its key's token
+// in the lane's group, holding no lease: binders see the lane free and bind it, and the bound copy
+// is delivered only after this message, a key token's wait later (a minute here). A retry out of
+// its key's tokens goes to its key's group instead; this job should too, as it would under a key
+// cap.
+func TestLeaselessJobOfAKeyOutOfTokensDoesNotBlockAFreeLane(t *testing.T) {
+	ctx := context.Background()
+	noisy := config.Rate{PerSecond: 1.0 / 60, Burst: 1}
+	r := newKeyRateRig(t, config.Override{KeyRates: map[string]config.Rate{"noisy": noisy}})
+	if wait, err := r.st.Rates.TakeKey(ctx, "llm", "noisy", ratelimit.Rate{PerSecond: noisy.PerSecond, Burst: noisy.Burst}); err != nil || wait != 0 {
+		t.Fatalf("spending noisy's burst = %v, %v", wait, err)
+	}
+	for _, ln := range []int{1, 3, 4} {
+		l := leaseOf("llm", ln, fmt.Sprintf("o-%d", ln), 1, lease.Starting, 1)
+		l.JobKey = "other"
+		r.leases.Set(l)
+	}
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{keyed(t, job.GroupID("llm", 2), "noisy", "n-1", 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{keyed(t, "llm#quiet", "quiet", "q-1", 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	var moved, quietIn2 bool
+	for _, c := range copies(t, r) {
+		moved = moved || (c.id == "n-1" && c.group == "llm#noisy")
+		quietIn2 = quietIn2 || (c.id == "q-1" && c.lane == 2)
+	}
+	if quietIn2 && !moved {
+		t.Errorf("q-1 bound to lane 2, whose group n-1 holds for its key's token (decisions %+v): q-1's copy waits behind it a minute, lane 2 idle; want n-1 moved to llm#noisy", decisions(r.sqs))
 	}
 }
