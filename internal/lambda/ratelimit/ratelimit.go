@@ -14,6 +14,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"math/rand/v2"
 	"math"
 	"strconv"
 	"time"
@@ -145,4 +147,62 @@ func num(it map[string]types.AttributeValue, k string) float64 {
 		return f
 	}
 	return 0
+}
+
+// Refund gives back a token taken from typ's bucket by a start that did not happen (its bind found
+// no lane after all, or its other bucket had no token): at most up to the burst. A refund that
+// loses its race for the bucket maxRounds times is dropped: a token lost, never one too many.
+func (b *Buckets) Refund(ctx context.Context, typ string, r Rate) error {
+	return b.refund(ctx, "TYPE#"+typ, "type "+typ, r)
+}
+
+// RefundKey is Refund for the bucket of typ's key.
+func (b *Buckets) RefundKey(ctx context.Context, typ, key string, r Rate) error {
+	return b.refund(ctx, "KEY#"+typ+"#"+key, fmt.Sprintf("type %s key %q", typ, key), r)
+}
+
+func (b *Buckets) refund(ctx context.Context, sk, what string, r Rate) error {
+	if r.PerSecond <= 0 || r.Burst < 1 {
+		return nil
+	}
+	key := map[string]types.AttributeValue{
+		"pk": &types.AttributeValueMemberS{Value: "RATE"}, "sk": &types.AttributeValueMemberS{Value: sk},
+	}
+	// The refund's own mark: a refund DynamoDB applied but answered as failed (the SDK's retry then
+	// fails its condition) is found on the item, and not made twice.
+	id := strconv.FormatUint(rand.Uint64(), 36)
+	for range maxRounds {
+		out, err := b.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &b.table, Key: key, ConsistentRead: aws.Bool(true)})
+		if err != nil {
+			return fmt.Errorf("read start rate bucket of %s to refund a token: %w", what, err)
+		}
+		if out.Item == nil {
+			return nil // gone: a missing bucket is a full one
+		}
+		if s, ok := out.Item["refundId"].(*types.AttributeValueMemberS); ok && s.Value == id {
+			return nil // ours, applied
+		}
+		// Counted as of the last take, its time kept: the refill since is counted by the next take.
+		tokens, version := num(out.Item, "tokens"), integer(out.Item, "version")
+		item := maps.Clone(out.Item)
+		item["tokens"] = &types.AttributeValueMemberN{Value: strconv.FormatFloat(min(tokens+1, float64(r.Burst)), 'f', -1, 64)}
+		item["version"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(version+1, 10)}
+		item["refundId"] = &types.AttributeValueMemberS{Value: id}
+		_, err = b.db.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName: &b.table, Item: item,
+			ConditionExpression: aws.String("version = :v"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":v": &types.AttributeValueMemberN{Value: strconv.FormatInt(version, 10)},
+			},
+		})
+		var ccf *types.ConditionalCheckFailedException
+		if errors.As(err, &ccf) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("refund a start token of %s: %w", what, err)
+		}
+		return nil
+	}
+	return nil
 }

@@ -262,3 +262,37 @@ func TestLoweredRateIsNotRefilledByTheBucketsTTL(t *testing.T) {
 		t.Errorf("%d tokens %0.fs after the bucket was emptied, with the rate lowered to %v/s: at most %.1f are due (the TTL read the bucket full at the old rate)", starts, elapsed, slow.PerSecond, allowed)
 	}
 }
+
+// A token given back (a start not made after all) can be taken again, and refunds never fill a
+// bucket past its burst.
+func TestRefundGivesATokenBackUpToTheBurst(t *testing.T) {
+	forBoth(t, func(t *testing.T, b *ratelimit.Buckets, _ *fakes.Clock) {
+		ctx := context.Background()
+		r := ratelimit.Rate{PerSecond: 0.01, Burst: 2}
+		for i := range 2 {
+			if w, err := b.TakeKey(ctx, "llm", "acme", r); err != nil || w != 0 {
+				t.Fatalf("take %d = %v, %v", i+1, w, err)
+			}
+		}
+		if w, err := b.TakeKey(ctx, "llm", "acme", r); err != nil || w == 0 {
+			t.Fatalf("take from an empty bucket = %v, %v; want a wait", w, err)
+		}
+		for range 5 {
+			if err := b.RefundKey(ctx, "llm", "acme", r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got := 0
+		for range 4 {
+			if w, err := b.TakeKey(ctx, "llm", "acme", r); err == nil && w == 0 {
+				got++
+			}
+		}
+		if got != 2 {
+			t.Errorf("tokens after 5 refunds = %d, want the burst of 2", got)
+		}
+		if err := b.Refund(ctx, "never-taken", r); err != nil {
+			t.Errorf("refund to a bucket never taken from = %v, want nil (a missing bucket is full)", err)
+		}
+	})
+}

@@ -313,7 +313,8 @@ func (s *Starter) bindFree(ctx context.Context, x *msg, cfg config.TypeConfig, l
 			return nil, false, 0, nil
 		}
 	}
-	if len(taken) < cfg.Limit+above {
+	tokens := len(taken) < cfg.Limit+above
+	if tokens {
 		if wait, err := s.takeToken(ctx, x, cfg); err != nil || wait > 0 {
 			return nil, false, wait, err
 		}
@@ -330,9 +331,14 @@ func (s *Starter) bindFree(ctx context.Context, x *msg, cfg config.TypeConfig, l
 			continue // taken since the leases were read
 		}
 		if err != nil {
-			return nil, false, 0, err
+			return nil, false, 0, err // the lease may have been written: its tokens are its start's
 		}
 		return &b, false, 0, nil
+	}
+	if tokens {
+		// Every lane it saw free was taken since (the batch's view of the leases is older than its
+		// binds): no start, so its tokens go back, for the job's next look or another's.
+		s.refundTokens(ctx, x, cfg, true)
 	}
 	return nil, false, 0, nil
 }

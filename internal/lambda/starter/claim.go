@@ -189,6 +189,9 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 		// A new attempt starts only with its start tokens; waiting for one uses no attempt. A bound
 		// job's bind took them (bindFree); its key's was taken above.
 		wait, err := s.takeTypeToken(ctx, x, cfg)
+		if err != nil || wait > 0 {
+			s.refundTokens(ctx, x, cfg, false) // the key's, taken above: the job comes back for both
+		}
 		if err != nil {
 			return hold, err
 		}

@@ -32,6 +32,8 @@ const maxRateSleep = 2 * time.Second
 type rateTaker interface {
 	Take(ctx context.Context, typ string, r ratelimit.Rate) (time.Duration, error)
 	TakeKey(ctx context.Context, typ, key string, r ratelimit.Rate) (time.Duration, error)
+	Refund(ctx context.Context, typ string, r ratelimit.Rate) error
+	RefundKey(ctx context.Context, typ, key string, r ratelimit.Rate) error
 }
 
 // typeRegistry registers the types the sweep looks at (lease.Store).
@@ -142,7 +144,30 @@ func (s *Starter) takeToken(ctx context.Context, x *msg, cfg config.TypeConfig) 
 	if wait, err := s.takeKeyToken(ctx, x, cfg); err != nil || wait > 0 {
 		return wait, err
 	}
-	return s.takeTypeToken(ctx, x, cfg)
+	wait, err := s.takeTypeToken(ctx, x, cfg)
+	if err != nil || wait > 0 {
+		s.refundTokens(ctx, x, cfg, false) // the key's goes back: the job comes back for both
+	}
+	return wait, err
+}
+
+// refundTokens gives back the key's token taken for a start that is not made now, and the type's
+// too when withType says it was taken. A refund that fails loses the token: the rate is then not
+// reached for a moment, never exceeded.
+func (s *Starter) refundTokens(ctx context.Context, x *msg, cfg config.TypeConfig, withType bool) {
+	if s.Rates == nil {
+		return
+	}
+	if r := cfg.KeyRateOf(x.job.Key); r.IsSet() {
+		if err := s.Rates.RefundKey(ctx, x.key.Type, x.job.Key, ratelimit.Rate{PerSecond: r.PerSecond, Burst: r.Burst}); err != nil {
+			x.log.WarnContext(ctx, "key's start token not given back", "error", err)
+		}
+	}
+	if withType && cfg.Rate.IsSet() {
+		if err := s.Rates.Refund(ctx, x.key.Type, ratelimit.Rate{PerSecond: cfg.Rate.PerSecond, Burst: cfg.Rate.Burst}); err != nil {
+			x.log.WarnContext(ctx, "type's start token not given back", "error", err)
+		}
+	}
 }
 
 // takeTypeToken takes a start token from the bucket of the job's type when the type has a rate (0:
