@@ -15,8 +15,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math/rand/v2"
 	"math"
+	"math/rand/v2"
 	"strconv"
 	"time"
 
