@@ -58,6 +58,7 @@ func (s *Starter) lastOwnAttempt(ctx context.Context, x *msg, sm string, from in
 func (s *Starter) adopt(ctx context.Context, x *msg, l lease.Lease, arn string) (lease.Lease, error) {
 	next := l
 	next.ReceiptHandle, next.MessageID, next.Receives = x.ReceiptHandle, x.MessageId, x.receives()
+	next.Reclaimed = next.Reclaimed || x.leaseless
 	if arn != "" {
 		next.ExecutionArn = arn
 	}
@@ -102,6 +103,11 @@ func (s *Starter) confirmSince(ctx context.Context, x *msg, l lease.Lease, since
 		}
 		return ack, nil, true
 	}
+	if _, closed := releaser.OutcomeOf(string(d.Status)); closed && x.recovering && d.StopDate != nil && d.StopDate.Before(l.UpdatedAt) {
+		// It had ended before this delivery claimed it, though the look that led to the claim
+		// (eventually consistent) saw it running: the release that freed its lease counted it.
+		x.leaseless = true
+	}
 	written, err := s.adopt(ctx, x, l, arn)
 	if err != nil {
 		return hold, err, true
@@ -145,6 +151,7 @@ func (s *Starter) ownAttempt(ctx context.Context, x *msg, l *lease.Lease, cfg co
 	// Ended: the release that freed its lease counted it (or it was deleted by hand). Still running:
 	// no release has counted it yet, and its own counts it.
 	_, x.leaseless = releaser.OutcomeOf(string(d.Status))
+	x.recovering = true
 	claimed, err := s.claim(ctx, x, l, attempt, cfg.StateMachineArn, s.now())
 	if err != nil {
 		return hold, err, true

@@ -250,6 +250,10 @@ type msg struct {
 	// alreadyExists): one its release already freed, or one whose lease was deleted by hand. Its
 	// claim says so (lease.Lease.Reclaimed).
 	leaseless bool
+	// recovering is set when this delivery claims an attempt of its message that no lease held
+	// (ownAttempt): one a DescribeExecution, eventually consistent, may have shown running though it
+	// had ended and been released (confirmSince looks again).
+	recovering bool
 }
 
 // receives is the delivery's ApproximateReceiveCount (0 when SQS did not say).

@@ -509,3 +509,21 @@ func TestRetryAboveALoweredLimitSeedHolds(t *testing.T) {
 		return traced(w, "type at its limit, lowered since the job's last attempt")
 	})
 }
+
+// A success counted twice through a stale look (found by the long run at seed 3949 of all; fixed).
+// beta-j053's release deleted its message with a stale receipt handle and freed its lease, 2 s
+// before the message's next delivery, whose look at the attempt (DescribeExecution, eventually
+// consistent) still saw it running: its claim was not marked reclaimed, and its release counted
+// the success again. Fixed: a recovering claim whose execution stopped before the claim was made
+// is marked reclaimed when its look-up after the claim sees it ended.
+//
+//	SEED=3949 TRACE=j053 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile all
+func TestStaleLookAtARecoveredAttemptSeedHolds(t *testing.T) {
+	w, vs := findAt(t, 3949, "all")
+	if len(vs) > 0 {
+		t.Fatalf("seed 3949 (all): %s", w.Report(vs, 40))
+	}
+	if !traced(w, "lane the job must leave holds an attempt of this message", "jobId=j053") {
+		t.Errorf("seed 3949 (all) no longer recovers j053's attempt: the seed no longer runs the path")
+	}
+}
