@@ -522,3 +522,31 @@ func unconfirmedClaimOfAnotherCopy(t *testing.T, r *rig, st sfntypes.ExecutionSt
 		t.Errorf("%d executions, want 1", n)
 	}
 }
+
+// A queue that hands out two messages of one lane's group at once (moto's FIFO does) brings another
+// job's message to a lane whose lease is a duplicate copy's claim: the job was bound twice, and its
+// attempt ran and ended in another lane, from the first copy's message. The starter releases an
+// ended holder of its lane itself, and must drop that claim, not release the first copy's
+// execution as the claim's own: the job's success was counted by its own release (the CI run of
+// TestBatchUnderFaults that counted 15 successes for 14 jobs).
+func TestLaneHeldByADuplicateCopysClaimIsDroppedNotReleased(t *testing.T) {
+	r := newRigStrategy(t, nil, lane.FirstFree)
+	withLiveConfig(t, r, &liveConfig{}, reportsDefaults)
+	published := metrics.NewCollector()
+	r.rel.Metrics = metrics.New(published, "test")
+	r.sfn.Put(startedBy(t, execution("reports", 3, "r-1", 1, sfntypes.ExecutionStatusSucceeded, "", ""), "msg-first-copy"))
+	claim := leaseOf("reports", 1, "r-1", 1, lease.Starting, 1) // the second copy's, message msg-r-1
+	r.leases.Set(claim)
+	if _, err := r.st.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 1, "r-2", 0, 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.rel.Metrics.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := published.Sum("", metrics.JobsSucceeded); got != 0 {
+		t.Errorf("JobsSucceeded = %v, want 0: the first copy's release counted r-1", got)
+	}
+	if l, ok := r.leases.Lease(claim.Key()); ok && l.JobID == "r-1" {
+		t.Errorf("lane 1 keeps the duplicate's claim %+v", l)
+	}
+}

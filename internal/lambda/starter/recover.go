@@ -231,9 +231,13 @@ func (s *Starter) laneHeld(ctx context.Context, x *msg, other lease.Lease) (verd
 			return hold, fmt.Errorf("describe execution %s holding lane %s: %w", other.ExecutionArn, x.key, err)
 		default:
 			if outcome, closed := releaser.OutcomeOf(string(d.Status)); closed {
+				// The execution's input names the message that started it: a claim another copy of
+				// its job made is dropped, not released a second time (releaser.Request.MessageID).
+				var in job.ExecutionInput
+				_ = json.Unmarshal([]byte(aws.ToString(d.Input)), &in)
 				if _, err := s.Releaser.Release(ctx, releaser.Request{
 					Key: other.Key(), JobID: other.JobID, JobKey: other.JobKey, JobSender: other.JobSender, Redrive: other.Redrive, Attempt: other.Attempt, Outcome: outcome,
-					Error: aws.ToString(d.Error), Cause: aws.ToString(d.Cause), Source: "starter",
+					Error: aws.ToString(d.Error), Cause: aws.ToString(d.Cause), Source: "starter", MessageID: in.Job.MessageID,
 				}); err != nil {
 					return hold, err
 				}
