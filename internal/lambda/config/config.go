@@ -50,6 +50,9 @@ type TypeConfig struct {
 	// rate of their own (none when not IsSet). KeyRateOf reads them.
 	KeyRate  Rate
 	KeyRates map[string]Rate
+	// Pools are the shared caps the type's running jobs count against, beside its own limit
+	// (at most MaxPoolsPerType), each with the type's share.
+	Pools []Pool
 	// Source says where the limit came from: "override", "default" (TYPE_LIMITS) or "fallback" (DEFAULT_LIMIT).
 	Source string
 }
@@ -81,6 +84,12 @@ type Defaults struct {
 	KeyLimits map[string]int
 	// Rates are the start rates of listed types (TYPE_RATES, "partner=5:10").
 	Rates map[string]Rate
+	// Pools are the shared caps by name (POOLS, "llm_api=50"), TypePools the pools of each
+	// type (TYPE_POOLS, "summarize=llm_api"), Shares each type's share in its pools
+	// (TYPE_POOL_SHARES; 1 when not listed).
+	Pools     map[string]int
+	TypePools map[string][]string
+	Shares    map[string]int
 }
 
 // Override is a live per-type change stored in the table; zero fields leave the default in force.
@@ -104,10 +113,21 @@ type Override struct {
 	// keys with their own (a noisy tenant held to less, a premium one given more).
 	KeyRate  Rate
 	KeyRates map[string]Rate
+	// Pools replaces the type's pools when set, NoPools takes it out of the deployment's; Share
+	// replaces its share in them (0 leaves the default).
+	Pools   []string
+	NoPools bool
+	Share   int
+	// Pool, when set, makes this the live cap (Limit) of the pool of that name, not a type's
+	// override (Type is then empty).
+	Pool string
 }
 
 // Validate checks an override against the same rules as the defaults.
 func (o Override) Validate() error {
+	if o.Pool != "" {
+		return o.validatePool()
+	}
 	if err := job.ValidateType(o.Type); err != nil {
 		return err
 	}
@@ -134,6 +154,9 @@ func (o Override) Validate() error {
 		return fmt.Errorf("type %s: a rate and no rate at once", o.Type)
 	}
 	if err := validatePause(o.Type, o.Pause); err != nil {
+		return err
+	}
+	if err := o.validateTypePools(); err != nil {
 		return err
 	}
 	if err := validateKeyRates(o.Type, o.KeyRate, o.KeyRates); err != nil {
@@ -252,6 +275,9 @@ func (d Defaults) Validate() error {
 		if err := r.Validate(); err != nil {
 			return fmt.Errorf("TYPE_RATES: type %s: %w", t, err)
 		}
+	}
+	if err := d.validatePools(); err != nil {
+		return err
 	}
 	if d.UnlistedTypes < 0 || d.UnlistedTypes > MaxUnlistedTypes {
 		return fmt.Errorf("UNLISTED_TYPES_LIMIT %d must be from 1 to %d", d.UnlistedTypes, MaxUnlistedTypes)
@@ -397,6 +423,10 @@ func (r *Resolver) read(ctx context.Context) (map[string]Override, error) {
 	m := make(map[string]Override, len(list))
 	for _, o := range list {
 		if o.Validate() == nil { // an item no job could match, or a negative number, is ignored
+			if o.Pool != "" {
+				m[poolPrefix+o.Pool] = o // not a type: a type has no '#'
+				continue
+			}
 			m[o.Type] = o
 		}
 	}
@@ -418,7 +448,7 @@ func (r *Resolver) checkQuota(ov map[string]Override) error {
 		seen[t] = true
 	}
 	for t, o := range ov {
-		if !seen[t] {
+		if !seen[t] && o.Pool == "" {
 			sum += o.Limit
 		}
 	}
@@ -487,10 +517,12 @@ func (r *Resolver) merge(typ string, ov map[string]Override) (TypeConfig, error)
 		}
 		c.Pause = o.Pause
 	}
-	if c.SeparatesKeys() {
+	r.mergePools(&c, ov)
+	if c.SeparatesKeys() || c.Pooled() {
 		// A key's cap is counted, and its start tokens taken, by the one binder of the key's
 		// waiting group: only first-free binds there (the random strategy sends jobs straight to
-		// lanes, where a job waiting for its key's token would keep other keys' jobs out).
+		// lanes, where a job waiting for its key's token would keep other keys' jobs out). A
+		// pool's slots are taken by binds alike.
 		c.Strategy = lane.FirstFree
 	}
 	if c.Limit == 0 {
@@ -542,8 +574,10 @@ func (r *Resolver) All(ctx context.Context) ([]TypeConfig, error) {
 	for t := range r.defaults.Limits {
 		seen[t] = true
 	}
-	for t := range ov {
-		seen[t] = true
+	for t, o := range ov {
+		if o.Pool == "" {
+			seen[t] = true
+		}
 	}
 	var out []TypeConfig
 	for t := range seen {

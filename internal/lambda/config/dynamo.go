@@ -16,6 +16,8 @@ import (
 const (
 	configPK   = "CONFIG"
 	typePrefix = "TYPE#"
+	// A pool's live cap is the item "POOL#{name}" (limit).
+	poolItemPrefix = "POOL#"
 )
 
 // dynamoAPI is the part of the DynamoDB client the override store uses.
@@ -56,6 +58,10 @@ type overrideItem struct {
 	// Key rates, as Rate.String writes them ("5:10"): every key's, and keys' own.
 	KeyRate  string            `dynamodbav:"keyRate,omitempty"`
 	KeyRates map[string]string `dynamodbav:"keyRates,omitempty"`
+	// Pools, as "a+b"; noPools takes the type out of the deployment's; share in them.
+	Pools   string `dynamodbav:"pools,omitempty"`
+	NoPools bool   `dynamodbav:"noPools,omitempty"`
+	Share   int    `dynamodbav:"share,omitempty"`
 }
 
 // ListOverrides reads every live override (one Query).
@@ -80,6 +86,10 @@ func (s *DynamoStore) ListOverrides(ctx context.Context) ([]Override, error) {
 			if err := attributevalue.UnmarshalMap(it, &oi); err != nil {
 				return nil, fmt.Errorf("decode config item: %w", err)
 			}
+			if name, ok := strings.CutPrefix(oi.SK, poolItemPrefix); ok {
+				out = append(out, Override{Pool: name, Limit: oi.Limit})
+				continue
+			}
 			o := Override{
 				Type:            strings.TrimPrefix(oi.SK, typePrefix),
 				Limit:           oi.Limit,
@@ -92,6 +102,11 @@ func (s *DynamoStore) ListOverrides(ctx context.Context) ([]Override, error) {
 				Rate:            Rate{PerSecond: oi.Rate, Burst: oi.Burst},
 				NoRate:          oi.NoRate,
 				KeyRate:         storedRate(oi.KeyRate),
+				NoPools:         oi.NoPools,
+				Share:           oi.Share,
+			}
+			if oi.Pools != "" {
+				o.Pools = strings.Split(oi.Pools, "+")
 			}
 			if len(oi.KeyRates) > 0 {
 				o.KeyRates = make(map[string]Rate, len(oi.KeyRates))
@@ -121,6 +136,10 @@ func (s *DynamoStore) SetOverride(ctx context.Context, o Override) error {
 		PK: configPK, SK: typePrefix + o.Type, Limit: o.Limit, MaxAttempts: o.MaxAttempts, StateMachineArn: o.StateMachineArn,
 		Strategy: o.Strategy, Release: o.Release, KeyLimit: o.KeyLimit, KeyLimits: o.KeyLimits,
 		Rate: o.Rate.PerSecond, Burst: o.Rate.Burst, NoRate: o.NoRate, KeyRate: o.KeyRate.String(),
+		Pools: strings.Join(o.Pools, "+"), NoPools: o.NoPools, Share: o.Share,
+	}
+	if o.Pool != "" {
+		oi = overrideItem{PK: configPK, SK: poolItemPrefix + o.Pool, Limit: o.Limit}
 	}
 	if len(o.KeyRates) > 0 {
 		oi.KeyRates = make(map[string]string, len(o.KeyRates))
@@ -133,10 +152,34 @@ func (s *DynamoStore) SetOverride(ctx context.Context, o Override) error {
 	}
 	item, err := attributevalue.MarshalMap(oi)
 	if err != nil {
-		return fmt.Errorf("encode override of type %s: %w", o.Type, err)
+		return fmt.Errorf("encode override of %s: %w", o.name(), err)
 	}
 	if _, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.table, Item: item}); err != nil {
-		return fmt.Errorf("write override of type %s: %w", o.Type, err)
+		return fmt.Errorf("write override of %s: %w", o.name(), err)
+	}
+	return nil
+}
+
+// name says what an override is of: "type T" or "pool P".
+func (o Override) name() string {
+	if o.Pool != "" {
+		return "pool " + o.Pool
+	}
+	return "type " + o.Type
+}
+
+// DeletePool removes a pool's live cap, so the deployment's applies again (none: the pool caps
+// nothing).
+func (s *DynamoStore) DeletePool(ctx context.Context, name string) error {
+	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName: &s.table,
+		Key: map[string]types.AttributeValue{
+			"pk": &types.AttributeValueMemberS{Value: configPK},
+			"sk": &types.AttributeValueMemberS{Value: poolItemPrefix + name},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("delete live cap of pool %s: %w", name, err)
 	}
 	return nil
 }

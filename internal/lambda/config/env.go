@@ -9,7 +9,8 @@ import (
 
 // FromEnv reads the deployment defaults and the cache age from the function's environment
 // (TYPE_LIMITS, DEFAULT_LIMIT, UNLISTED_TYPES_LIMIT, DEFAULT_MAX_ATTEMPTS, TYPE_MAX_ATTEMPTS, STATE_MACHINE_ARN,
-// CONFIG_CACHE_SECONDS, LANE_STRATEGY, RELEASE_MODE, TYPE_RELEASE_MODES, TYPE_KEY_LIMITS, TYPE_RATES), as the template sets them.
+// CONFIG_CACHE_SECONDS, LANE_STRATEGY, RELEASE_MODE, TYPE_RELEASE_MODES, TYPE_KEY_LIMITS, TYPE_RATES, POOLS, TYPE_POOLS,
+// TYPE_POOL_SHARES), as the template sets them.
 func FromEnv(getenv func(string) string) (Defaults, time.Duration, error) {
 	if getenv == nil {
 		getenv = os.Getenv
@@ -33,6 +34,18 @@ func FromEnv(getenv func(string) string) (Defaults, time.Duration, error) {
 	releases, err := ParseReleaseModes(getenv("TYPE_RELEASE_MODES"))
 	if err != nil {
 		return Defaults{}, 0, fmt.Errorf("TYPE_RELEASE_MODES: %w", err)
+	}
+	pools, err := ParsePools(getenv("POOLS"))
+	if err != nil {
+		return Defaults{}, 0, fmt.Errorf("POOLS: %w", err)
+	}
+	typePools, err := ParseTypePools(getenv("TYPE_POOLS"))
+	if err != nil {
+		return Defaults{}, 0, fmt.Errorf("TYPE_POOLS: %w", err)
+	}
+	shares, err := ParseShares(getenv("TYPE_POOL_SHARES"))
+	if err != nil {
+		return Defaults{}, 0, fmt.Errorf("TYPE_POOL_SHARES: %w", err)
 	}
 	fallback, err := NumberEnv(getenv, "DEFAULT_LIMIT", 0)
 	if err != nil {
@@ -62,6 +75,9 @@ func FromEnv(getenv func(string) string) (Defaults, time.Duration, error) {
 		Releases:           releases,
 		KeyLimits:          keyLimits,
 		Rates:              rates,
+		Pools:              pools,
+		TypePools:          typePools,
+		Shares:             shares,
 	}
 	if err := d.Validate(); err != nil {
 		return Defaults{}, 0, err
