@@ -24,6 +24,7 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/legacy"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/pool"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/ratelimit"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/releaser"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/router"
@@ -305,6 +306,7 @@ func releaserWith(env Env, c Services, res *config.Resolver, log *slog.Logger, r
 		Leases: leases, Queue: c.SQS, QueueURL: fifo, SFN: c.SFN, Config: res,
 		DLQ:      batchend.DeadLetters{Next: deadletter.New(c.SQS, dlq), Tracker: batches},
 		WaitRoom: waitroom.NewStore(c.DDB, table), Log: log, Metrics: rec, PriorityAging: aging, Batches: batches,
+		Pools: pool.NewStore(c.DDB, table),
 	}
 	vis, err := env.seconds("FIFO_VISIBILITY_TIMEOUT", 900)
 	if err != nil {
@@ -358,6 +360,6 @@ func StarterOn(env Env, c Services, log *slog.Logger, opts ...Option) (*starter.
 		Config: res, Leases: lease.NewStore(c.DDB, table), SFN: c.SFN, Queue: c.SQS, QueueURL: svc.QueueURL,
 		DLQ: svc.DLQ, Releaser: svc, Lanes: lane.Hashed{}, WaitRoom: waitroom.NewStore(c.DDB, table), RetryDelay: retry,
 		StaleAfter: staleAfter(vis), Visibility: vis, HandoverWait: 500 * time.Millisecond, Concurrency: 10, Log: log, Metrics: rec,
-		Rates: ratelimit.New(c.DDB, table), Sleep: starter.SleepContext,
+		Rates: ratelimit.New(c.DDB, table), Sleep: starter.SleepContext, Pools: pool.NewStore(c.DDB, table),
 	}, nil
 }

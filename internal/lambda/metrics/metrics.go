@@ -27,7 +27,10 @@ const (
 	JobsWoken     = "JobsWoken"  // first-free: parked jobs a release woke
 	// JobsAtKeyCap counts waiting jobs parked because their key ran its cap (lanes may be free): a
 	// per-type figure, never a per-key dimension (keys are unbounded; per-key views come from logs).
-	JobsAtKeyCap      = "JobsAtKeyCap"
+	JobsAtKeyCap = "JobsAtKeyCap"
+	// JobsAtPoolCap counts waiting jobs parked because a pool of their type ran its cap (lanes may
+	// be free), per type.
+	JobsAtPoolCap     = "JobsAtPoolCap"
 	DuplicatesDropped = "DuplicatesDropped"
 	StartsFailed      = "StartsFailed"
 	JobsSucceeded     = "JobsSucceeded"

@@ -23,6 +23,7 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/pool"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/waitroom"
 )
 
@@ -101,6 +102,8 @@ type configGetter interface {
 	Get(ctx context.Context, typ string) (config.TypeConfig, error)
 	All(ctx context.Context) ([]config.TypeConfig, error)
 	MaxAttempts(ctx context.Context, typ string) (int, error)
+	// Members are the types of a pool: a release in a pool wakes any member's parked jobs.
+	Members(ctx context.Context, pool string) ([]config.TypeConfig, error)
 }
 
 type deadLetterer interface {
@@ -118,7 +121,10 @@ type Service struct {
 	// WaitRoom holds first-free jobs parked while every lane was taken: a release that frees a
 	// lane wakes the oldest.
 	WaitRoom parkedJobs
-	Log      *slog.Logger
+	// Pools reads the slots of shared pools: a release of a pooled type's job frees its slots (by
+	// deleting its lease) and wakes the pool's members fairly (wakePool).
+	Pools pool.SlotReader
+	Log   *slog.Logger
 	// Now is the clock leases are judged by (time.Now when nil).
 	Now func() time.Time
 	// Metrics receives JobsSucceeded, JobsRetried and JobsDeadLettered per type (nil: none). Whoever
@@ -221,7 +227,7 @@ func (s *Service) Free(ctx context.Context, l lease.Lease) error {
 	if err := s.Leases.Delete(ctx, l); err != nil {
 		return err
 	}
-	s.wake(ctx, s.Log.With("type", l.Type, "lane", l.Lane, "freedFor", l.JobID), l.Type)
+	s.wakeFreed(ctx, s.Log.With("type", l.Type, "lane", l.Lane, "freedFor", l.JobID), l.Type)
 	return nil
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/pool"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/waitroom"
 )
 
@@ -56,7 +57,7 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 		return hold, err
 	}
 	if own := holding(leases, x.job); own != nil {
-		return s.held(ctx, x, *own)
+		return s.held(ctx, x, *own, cfg)
 	}
 	if cfg.Paused() {
 		v, isParked, resumed, err := s.parkPaused(ctx, x, w)
@@ -83,6 +84,9 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 	}
 	for look := range 2 {
 		b, atCap, wait, err := s.bindFree(ctx, x, cfg, leases)
+		if atCap.pool != "" {
+			w.AtPool = atCap.pool
+		}
 		if err != nil {
 			return hold, err
 		}
@@ -98,7 +102,7 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 			}
 			return s.waitForToken(ctx, x, cfg, wait), nil
 		}
-		w.AtKeyCap = atCap
+		w.AtKeyCap = atCap.key
 		if b != nil {
 			x.view.bound(x.key.Type, b.Lane, x.job.Key)
 			if look == 1 {
@@ -145,16 +149,20 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 					x.log.WarnContext(ctx, "parked record not removed; a release may wake this group for nothing", "error", err)
 				}
 				parked = true // removed here; the deferred unpark has nothing left to do
-				return s.held(ctx, x, *own)
+				return s.held(ctx, x, *own, cfg)
 			}
 		}
 	}
 	parked = true
-	if w.AtKeyCap {
+	switch {
+	case w.AtKeyCap:
 		x.log.InfoContext(ctx, "key at its cap; waiting group parked until a release wakes it",
 			"keyCap", cfg.KeyCap(x.job.Key), "group", w.Group)
 		s.Metrics.Add(x.key.Type, metrics.JobsAtKeyCap, 1)
-	} else {
+	case w.AtPool != "":
+		x.log.InfoContext(ctx, "pool at its cap; waiting group parked until a release in the pool wakes it", "pool", w.AtPool, "group", w.Group)
+		s.Metrics.Add(x.key.Type, metrics.JobsAtPoolCap, 1)
+	default:
 		x.log.InfoContext(ctx, "every lane taken; waiting group parked until a release wakes it", "limit", cfg.Limit, "group", w.Group)
 	}
 	s.Metrics.Add(x.key.Type, metrics.JobsParked, 1)
@@ -189,10 +197,17 @@ func (v *leaseView) bound(typ string, ln int, key string) {
 }
 
 // held handles a waiting message whose job already holds a lane (own is its lease).
-func (s *Starter) held(ctx context.Context, x *msg, own lease.Lease) (verdict, error) {
+func (s *Starter) held(ctx context.Context, x *msg, own lease.Lease, cfg config.TypeConfig) (verdict, error) {
 	if own.Status == lease.Bound && own.MessageID == x.MessageId {
 		// This message's bind wrote the lease, and its copy may not have gone (the send failed, or
-		// the invocation stopped): the copy goes again, and SQS drops it if the first went.
+		// the invocation stopped): the copy goes again, and SQS drops it if the first went. In a
+		// pool, only with its slots: the bind may have stopped before it took them.
+		if ok, err := s.heldSlots(ctx, x, cfg, own); err != nil || !ok {
+			if err != nil {
+				return hold, err
+			}
+			return s.backoff(ctx, x.SQSMessage), nil
+		}
 		return s.sendBound(ctx, x, own)
 	}
 	if behind(own, x.job.Attempts) {
@@ -281,7 +296,7 @@ func holding(leases []lease.Lease, j job.Job) *lease.Lease {
 //
 // A job whose key or type has a start rate binds with its tokens, taken once a lane is free for it
 // (so a job that parks spends none); wait > 0 says how long until one is due.
-func (s *Starter) bindFree(ctx context.Context, x *msg, cfg config.TypeConfig, leases []lease.Lease) (b *lease.Lease, atCap bool, wait time.Duration, err error) {
+func (s *Starter) bindFree(ctx context.Context, x *msg, cfg config.TypeConfig, leases []lease.Lease) (b *lease.Lease, atCap full, wait time.Duration, err error) {
 	taken := make(map[int]bool, len(leases))
 	ofKey, above := 0, 0
 	for _, l := range leases {
@@ -294,7 +309,7 @@ func (s *Starter) bindFree(ctx context.Context, x *msg, cfg config.TypeConfig, l
 		}
 	}
 	if cfg.CapsKeys() && ofKey >= cfg.KeyCap(x.job.Key) {
-		return nil, true, 0, nil
+		return nil, full{key: true}, 0, nil
 	}
 	allowed := map[int]bool{} // with jobs above the limit: the lanes a bind may take
 	if above > 0 {
@@ -310,13 +325,19 @@ func (s *Starter) bindFree(ctx context.Context, x *msg, cfg config.TypeConfig, l
 			}
 		}
 		if len(allowed) == 0 {
-			return nil, false, 0, nil
+			return nil, full{}, 0, nil
 		}
 	}
 	tokens := len(taken) < cfg.Limit+above
+	var views []pool.View
 	if tokens {
+		// A lane is free: the pools must have room too, before any token goes.
+		var at string
+		if views, at, err = s.lookPools(ctx, cfg); err != nil || at != "" {
+			return nil, full{pool: at}, 0, err
+		}
 		if wait, err := s.takeToken(ctx, x, cfg); err != nil || wait > 0 {
-			return nil, false, wait, err
+			return nil, full{}, wait, err
 		}
 	}
 	for _, ln := range lane.Spread(x.job, cfg.Limit) {
@@ -331,16 +352,30 @@ func (s *Starter) bindFree(ctx context.Context, x *msg, cfg config.TypeConfig, l
 			continue // taken since the leases were read
 		}
 		if err != nil {
-			return nil, false, 0, err // the lease may have been written: its tokens are its start's
+			return nil, full{}, 0, err // the lease may have been written: its tokens are its start's
 		}
-		return &b, false, 0, nil
+		at, err := s.bindSlots(ctx, x, cfg, b, views)
+		if err != nil {
+			return nil, full{}, 0, err // the lease is this message's: its next delivery takes its slots
+		}
+		if at != "" {
+			s.refundTokens(ctx, x, cfg, true)
+			return nil, full{pool: at}, 0, nil
+		}
+		return &b, full{}, 0, nil
 	}
 	if tokens {
 		// Every lane it saw free was taken since (the batch's view of the leases is older than its
 		// binds): no start, so its tokens go back, for the job's next look or another's.
 		s.refundTokens(ctx, x, cfg, true)
 	}
-	return nil, false, 0, nil
+	return nil, full{}, 0, nil
+}
+
+// full says what a bind found with no room: the job's key (at its cap), or a pool (by name).
+type full struct {
+	key  bool
+	pool string
 }
 
 // sendBound sends the waiting job to the lane of bound, the lease its bind wrote, and acknowledges the

@@ -152,11 +152,12 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 			return s.move(ctx, x, l, cfg, why)
 		}
 	}
-	if l == nil && cfg.CapsKeys() {
+	if l == nil && (cfg.CapsKeys() || cfg.Pooled()) {
 		// A job in a free lane it was not bound to: routed straight to a lane before its type
-		// capped keys (the random strategy routes its whole backlog so), or a copy whose bind was
-		// taken back. Only a bind counts its key's running jobs (bindFree): started here, it could
-		// take its key over its cap. It waits in its key's group first, with the attempts it made.
+		// capped keys or joined a pool (the random strategy routes its whole backlog so), or a
+		// copy whose bind was taken back. Only a bind counts its key's running jobs and takes its
+		// pools' slots (bindFree): started here, it could take its key or a pool over its cap. It
+		// waits in its key's group first, with the attempts it made.
 		if x.Attributes["ApproximateReceiveCount"] != "1" {
 			if v, err, decided := s.ownAttempt(ctx, x, l, cfg); decided {
 				return v, err

@@ -112,6 +112,8 @@ type Starter struct {
 	Metrics *metrics.Recorder
 	// Rates holds the types' start-rate buckets (nil: rates are not enforced).
 	Rates rateTaker
+	// Pools holds the slots of shared pools, which a bind of a pooled type's job takes.
+	Pools slotStore
 	// Sleep waits for a start token due within maxRateSleep (nil: the message is put back instead).
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Jitter returns a random number in [0, n) for the back-off and rate-wait jitter (nil:

@@ -42,6 +42,9 @@ type Waiter struct {
 	Key string
 	// AtKeyCap says the head waits for its key to fall under its cap, not for a lane.
 	AtKeyCap bool
+	// AtPool names the pool whose cap the head waits for (lanes may be free): a release in the
+	// pool, of any member type, wakes it.
+	AtPool string
 	// Priority is the head's priority (job.EffectivePriority): a release serves higher first.
 	Priority int
 	// Paused says the head parked because its type was paused: it waits for a resume, not a lane.
@@ -102,6 +105,9 @@ func (s *Store) Park(ctx context.Context, w Waiter) error {
 	}
 	if w.AtKeyCap {
 		item["atKeyCap"] = &types.AttributeValueMemberBOOL{Value: true}
+	}
+	if w.AtPool != "" {
+		item["atPool"] = &types.AttributeValueMemberS{Value: w.AtPool}
 	}
 	if w.Priority != 0 {
 		item["priority"] = &types.AttributeValueMemberN{Value: strconv.Itoa(w.Priority)}
@@ -221,7 +227,7 @@ func decode(typ string, it map[string]types.AttributeValue) Waiter {
 		}
 		return ""
 	}
-	w := Waiter{Type: typ, Group: str("sk"), MessageID: str("messageId"), ReceiptHandle: str("receiptHandle"), JobID: str("jobId"), Key: str("key")}
+	w := Waiter{Type: typ, Group: str("sk"), MessageID: str("messageId"), ReceiptHandle: str("receiptHandle"), JobID: str("jobId"), Key: str("key"), AtPool: str("atPool")}
 	if n, ok := it["receives"].(*types.AttributeValueMemberN); ok {
 		w.Receives, _ = strconv.Atoi(n.Value)
 	}

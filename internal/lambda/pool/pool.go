@@ -1,0 +1,251 @@
+// Package pool keeps the slots of shared pools in DynamoDB: a pool of cap N has slots 1..N, and a
+// bind of a member type's job takes one (a conditional write naming the lane and job that hold it)
+// after writing its lane's lease. A slot is never freed by a write of its own: it is free once its
+// holder's lease is gone (released, taken back or moved), which every reader checks against the
+// member types' leases. So a release frees a pool slot with the one delete it already makes, and a
+// slot cannot leak past its lease.
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
+)
+
+// ErrTaken means the slot changed since it was read: another bind took it.
+var ErrTaken = errors.New("pool slot taken since it was read")
+
+// Holder is the lane and job a slot counts: the slot is held while that lane's lease holds that job.
+type Holder struct {
+	Type    string `dynamodbav:"type"`
+	Lane    int    `dynamodbav:"lane"`
+	JobID   string `dynamodbav:"jobId"`
+	Key     string `dynamodbav:"key,omitempty"`
+	Sender  string `dynamodbav:"sender,omitempty"`
+	Redrive int    `dynamodbav:"redrive,omitempty"`
+}
+
+// HolderOf is the holder a lease's slots name.
+func HolderOf(l lease.Lease) Holder {
+	return Holder{Type: l.Type, Lane: l.Lane, JobID: l.JobID, Key: l.JobKey, Sender: l.JobSender, Redrive: l.Redrive}
+}
+
+// heldBy reports whether lease l holds the slot of h.
+func (h Holder) heldBy(l lease.Lease) bool {
+	return l.Type == h.Type && l.Lane == h.Lane && l.Holds(h.Sender, h.Key, h.JobID, h.Redrive)
+}
+
+// Slot is one slot of a pool as stored: its number, its last holder and the token of the write
+// that named it (a take over it is conditional on that token).
+type Slot struct {
+	N      int    `dynamodbav:"n"`
+	Token  string `dynamodbav:"token"`
+	Holder Holder `dynamodbav:"holder"`
+	// At is when the holder took it.
+	At time.Time `dynamodbav:"at"`
+}
+
+// dynamoAPI is the part of the DynamoDB client the store uses.
+type dynamoAPI interface {
+	Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+}
+
+// Store reads and takes pool slots, items (pk "POOL#{pool}", sk "SLOT#{n, 6 digits}").
+type Store struct {
+	db    dynamoAPI
+	table string
+	now   func() time.Time
+}
+
+// NewStore returns a slot store on table.
+func NewStore(db dynamoAPI, table string) *Store { return &Store{db: db, table: table, now: time.Now} }
+
+// SetClock replaces the clock, for tests and simulations.
+func (s *Store) SetClock(now func() time.Time) { s.now = now }
+
+func pk(name string) string { return "POOL#" + name }
+func sk(n int) string       { return fmt.Sprintf("SLOT#%06d", n) }
+
+// Slots returns every slot of pool name ever taken (a strongly consistent Query: a slot taken a
+// moment ago must be seen), in slot order.
+func (s *Store) Slots(ctx context.Context, name string) ([]Slot, error) {
+	var out []Slot
+	p := dynamodb.NewQueryPaginator(s.db, &dynamodb.QueryInput{
+		TableName:                 &s.table,
+		KeyConditionExpression:    aws.String("pk = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: pk(name)}},
+		ConsistentRead:            aws.Bool(true),
+	})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("list slots of pool %s: %w", name, err)
+		}
+		for _, it := range page.Items {
+			var sl Slot
+			if err := attributevalue.UnmarshalMap(it, &sl); err != nil {
+				return nil, fmt.Errorf("decode slot %v of pool %s: %w", it["sk"], name, err)
+			}
+			out = append(out, sl)
+		}
+	}
+	return out, nil
+}
+
+// Take makes slot n of pool name h's: over prev, the slot as read (its token must be unchanged), or
+// over nothing (the slot must never have been taken) when prev is nil. ErrTaken: changed since.
+//
+// A take that DynamoDB applied and answered as failed (the SDK's retry fails its own condition) is
+// told by its token, which the failed condition returns: it is a success.
+func (s *Store) Take(ctx context.Context, name string, n int, h Holder, prev *Slot) (Slot, error) {
+	next := Slot{N: n, Token: strconv.FormatUint(rand.Uint64(), 36), Holder: h, At: s.now().UTC()}
+	item, err := attributevalue.MarshalMap(next)
+	if err != nil {
+		return Slot{}, fmt.Errorf("encode slot %d of pool %s: %w", n, name, err)
+	}
+	item["pk"] = &types.AttributeValueMemberS{Value: pk(name)}
+	item["sk"] = &types.AttributeValueMemberS{Value: sk(n)}
+	in := &dynamodb.PutItemInput{TableName: &s.table, Item: item,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}
+	if prev == nil {
+		in.ConditionExpression = aws.String("attribute_not_exists(pk)")
+	} else {
+		in.ConditionExpression = aws.String("#t = :t")
+		in.ExpressionAttributeNames = map[string]string{"#t": "token"}
+		in.ExpressionAttributeValues = map[string]types.AttributeValue{":t": &types.AttributeValueMemberS{Value: prev.Token}}
+	}
+	if _, err := s.db.PutItem(ctx, in); err != nil {
+		var ccf *types.ConditionalCheckFailedException
+		if errors.As(err, &ccf) {
+			if own, ok := ccf.Item["token"].(*types.AttributeValueMemberS); ok && own.Value == next.Token {
+				return next, nil
+			}
+			return Slot{}, fmt.Errorf("take slot %d of pool %s: %w", n, name, ErrTaken)
+		}
+		return Slot{}, fmt.Errorf("take slot %d of pool %s: %w", n, name, err)
+	}
+	return next, nil
+}
+
+// View is a pool's occupancy: its slots, each live (its holder's lease holds it) or not.
+type View struct {
+	Name string
+	Cap  int
+	// Live are the slots whose holders' leases hold them; Free the slot numbers in 1..Cap a take
+	// may go for, with the slot as read (nil: never taken).
+	Live []Slot
+	Free []Candidate
+}
+
+// Candidate is a slot a take may go for: Prev is the slot as read (nil: never taken).
+type Candidate struct {
+	N    int
+	Prev *Slot
+}
+
+// Running counts the live slots of each member type.
+func (v View) Running() map[string]int {
+	out := map[string]int{}
+	for _, sl := range v.Live {
+		out[sl.Holder.Type]++
+	}
+	return out
+}
+
+// Holds reports whether a live slot of the view is l's, and which.
+func (v View) Holds(l lease.Lease) (Slot, bool) {
+	h := HolderOf(l)
+	for _, sl := range v.Live {
+		if sl.Holder == h {
+			return sl, true
+		}
+	}
+	return Slot{}, false
+}
+
+// Room reports how many more jobs the pool may start (0: at or over its cap).
+func (v View) Room() int { return max(v.Cap-len(v.Live), 0) }
+
+// Look reads pool name (cap slots) and the leases of the types its slots name, in that order: a
+// slot is written after its holder's lease, so a holder whose lease is missing from leases read
+// after the slot has released it. Leases of types in have are read again all the same (a view
+// read before the slots may miss a lease written since).
+//
+// With live slots above a lowered cap, only the lowest free slots that leave room for them are
+// offered, so two takes reading the same slots cannot both take the last place.
+func Look(ctx context.Context, s SlotReader, leases LeaseLister, name string, cap int) (View, error) {
+	slots, err := s.Slots(ctx, name)
+	if err != nil {
+		return View{}, err
+	}
+	byType := map[string][]lease.Lease{}
+	for _, sl := range slots {
+		t := sl.Holder.Type
+		if _, ok := byType[t]; ok || t == "" {
+			continue
+		}
+		ls, err := leases.ListType(ctx, t)
+		if err != nil {
+			return View{}, fmt.Errorf("read leases of %s, a holder of pool %s: %w", t, name, err)
+		}
+		byType[t] = ls
+	}
+	v := View{Name: name, Cap: cap}
+	stored := map[int]*Slot{}
+	above := 0
+	for i, sl := range slots {
+		stored[sl.N] = &slots[i]
+		if held(sl, byType[sl.Holder.Type]) {
+			v.Live = append(v.Live, sl)
+			if sl.N > cap {
+				above++
+			}
+		}
+	}
+	liveAt := map[int]bool{}
+	for _, sl := range v.Live {
+		liveAt[sl.N] = true
+	}
+	free := 0
+	for n := 1; n <= cap; n++ {
+		if !liveAt[n] {
+			free++
+		}
+	}
+	for n := 1; n <= cap && len(v.Free) < free-above; n++ {
+		if !liveAt[n] {
+			v.Free = append(v.Free, Candidate{N: n, Prev: stored[n]})
+		}
+	}
+	return v, nil
+}
+
+// SlotReader reads a pool's slots.
+type SlotReader interface {
+	Slots(ctx context.Context, name string) ([]Slot, error)
+}
+
+// LeaseLister reads a type's leases.
+type LeaseLister interface {
+	ListType(ctx context.Context, typ string) ([]lease.Lease, error)
+}
+
+func held(sl Slot, leases []lease.Lease) bool {
+	for _, l := range leases {
+		if sl.Holder.heldBy(l) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,118 @@
+package releaser_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/pool"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/releaser"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/waitroom"
+	"github.com/sfnlimit/sfnlimit/internal/tools/fakes"
+)
+
+// A release in a pool wakes the parked heads of its member types fairly: the freed slot goes to the
+// member with the fewest running jobs in the pool for its share, whichever type freed it, and never
+// to a member with no free lane of its own.
+func TestReleaseWakesPoolMembersFairly(t *testing.T) {
+	parked := func(typ string, submittedAgo time.Duration) waitroom.Waiter {
+		return waitroom.Waiter{Type: typ, Group: typ + "-0", MessageID: "m-" + typ, ReceiptHandle: "h-" + typ, JobID: typ + "-head",
+			AtPool: "psp", SubmittedAt: t0.Add(-submittedAgo), ParkedAt: t0}
+	}
+	running := func(typ string, n int) []lease.Lease {
+		var out []lease.Lease
+		for ln := 1; ln <= n; ln++ {
+			out = append(out, held(typ, ln, fmt.Sprintf("%s-%d", typ, ln), 1, lease.Starting))
+		}
+		return out
+	}
+	tests := []struct {
+		name   string
+		limits map[string]int
+		shares map[string]int
+		leases []lease.Lease // each holds a slot; the first is released (succeeded)
+		parked []waitroom.Waiter
+		want   []string
+	}{
+		{
+			name:   "the member running fewest gets the slot another member freed",
+			limits: map[string]int{"a": 5, "b": 5},
+			leases: append(running("a", 3), running("b", 1)...),
+			parked: []waitroom.Waiter{parked("a", time.Hour), parked("b", time.Minute)},
+			want:   []string{"h-b"},
+		},
+		{
+			name:   "shares weigh running jobs",
+			limits: map[string]int{"a": 5, "b": 5},
+			shares: map[string]int{"a": 3},
+			leases: append(running("a", 3), running("b", 1)...),
+			parked: []waitroom.Waiter{parked("a", time.Minute), parked("b", time.Hour)},
+			want:   []string{"h-a"},
+		},
+		{
+			name:   "equal for their shares: the oldest head; one wake-up per free slot",
+			limits: map[string]int{"a": 5, "b": 5},
+			leases: append(running("a", 2), running("b", 1)...),
+			parked: []waitroom.Waiter{parked("a", time.Minute), parked("b", time.Hour)},
+			want:   []string{"h-b", "h-a"},
+		},
+		{
+			name:   "a lone member with work takes the slot",
+			limits: map[string]int{"a": 5, "b": 5},
+			leases: append(running("a", 3), running("b", 1)...),
+			parked: []waitroom.Waiter{parked("a", time.Minute)},
+			want:   []string{"h-a"},
+		},
+		{
+			name:   "a member with no free lane is passed over",
+			limits: map[string]int{"a": 5, "b": 1},
+			leases: append(running("a", 3), running("b", 1)...),
+			parked: []waitroom.Waiter{parked("a", time.Minute), parked("b", time.Hour)},
+			want:   []string{"h-a"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			r := newRig(t)
+			res, err := config.NewResolver(config.Defaults{
+				Limits: tt.limits, DefaultMaxAttempts: 3, StateMachineArn: smArn, Pools: map[string]int{"psp": 4},
+				TypePools: map[string][]string{"a": {"psp"}, "b": {"psp"}}, Shares: tt.shares,
+			}, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			db := fakes.NewDynamoDB("table")
+			room, slots := waitroom.NewStore(db, "table"), pool.NewStore(db, "table")
+			r.svc.Config, r.svc.WaitRoom, r.svc.Pools = res, room, slots
+			for _, w := range tt.parked {
+				if err := room.Park(ctx, w); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i, l := range tt.leases {
+				r.leases.Set(l)
+				if _, err := slots.Take(ctx, "psp", i+1, pool.HolderOf(l), nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rel := tt.leases[0]
+			if _, err := r.svc.Release(ctx, req(rel.Type, rel.Lane, rel.JobID, 1, releaser.Succeeded, "", "")); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, v := range r.sqs.VisibilityChanges() {
+				if v.Timeout == 0 {
+					got = append(got, v.ReceiptHandle)
+				}
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("parked handles made visible = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

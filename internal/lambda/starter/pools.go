@@ -1,0 +1,122 @@
+package starter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/pool"
+)
+
+// slotStore reads and takes pool slots (internal/lambda/pool).
+type slotStore interface {
+	pool.SlotReader
+	Take(ctx context.Context, name string, n int, h pool.Holder, prev *pool.Slot) (pool.Slot, error)
+}
+
+// lookPools reads each of the type's pools; full names the first with no room for another job.
+func (s *Starter) lookPools(ctx context.Context, cfg config.TypeConfig) (views []pool.View, full string, err error) {
+	if !cfg.Pooled() {
+		return nil, "", nil
+	}
+	if s.Pools == nil {
+		return nil, "", errors.New("the starter has no pool store, and its type is in a pool")
+	}
+	for _, p := range cfg.Pools {
+		v, err := pool.Look(ctx, s.Pools, s.Leases, p.Name, p.Cap)
+		if err != nil {
+			return nil, "", err
+		}
+		if len(v.Free) == 0 {
+			return nil, p.Name, nil
+		}
+		views = append(views, v)
+	}
+	return views, "", nil
+}
+
+// takeSlots takes a slot of each of the type's pools for b, the bound lease just written (a slot is
+// written after its holder's lease: pool.Look). It tries the free slots seen, then looks once more;
+// full names a pool left with no room, whose slots b must not hold: the caller gives the lane back.
+func (s *Starter) takeSlots(ctx context.Context, cfg config.TypeConfig, b lease.Lease, views []pool.View) (full string, err error) {
+	h := pool.HolderOf(b)
+	for i, p := range cfg.Pools {
+		v := views[i]
+		if _, ok := v.Holds(b); ok {
+			// A slot of an earlier lease of this job in this lane, seen live now that this lease
+			// holds it: it is taken over (a write on the token read), so a bind that judged it free
+			// before this lease was written cannot take it from under this one.
+			sl, _ := v.Holds(b)
+			if _, err := s.Pools.Take(ctx, p.Name, sl.N, h, &sl); err == nil {
+				continue
+			} else if !errors.Is(err, pool.ErrTaken) {
+				return "", err
+			}
+		}
+		took := false
+		for look := 0; look < 2 && !took; look++ {
+			if look == 1 {
+				if v, err = pool.Look(ctx, s.Pools, s.Leases, p.Name, p.Cap); err != nil {
+					return "", err
+				}
+			}
+			for _, c := range v.Free {
+				_, err := s.Pools.Take(ctx, p.Name, c.N, h, c.Prev)
+				if errors.Is(err, pool.ErrTaken) {
+					continue // taken since the slots were read
+				}
+				if err != nil {
+					return "", err
+				}
+				took = true
+				break
+			}
+		}
+		if !took {
+			return p.Name, nil
+		}
+	}
+	return "", nil
+}
+
+// bindSlots takes b's pool slots; with a pool full, it deletes b (the lane goes back: no copy was
+// sent) and returns the pool's name. An error leaves b for the waiting message's next delivery,
+// which finds it its own and takes its slots before sending its copy (held).
+func (s *Starter) bindSlots(ctx context.Context, x *msg, cfg config.TypeConfig, b lease.Lease, views []pool.View) (full string, err error) {
+	if !cfg.Pooled() {
+		return "", nil
+	}
+	full, err = s.takeSlots(ctx, cfg, b, views)
+	if err != nil || full == "" {
+		return full, err
+	}
+	if err := s.Leases.Delete(ctx, b); err != nil && !errors.Is(err, lease.ErrConflict) {
+		return "", fmt.Errorf("give back lane %d bound while pool %s filled: %w", b.Lane, full, err)
+	}
+	x.log.InfoContext(ctx, "pool filled while the job was bound; lane given back", "pool", full, "toLane", b.Lane)
+	return full, nil
+}
+
+// heldSlots makes sure own, a bound lease this message wrote, holds a slot of each of its type's
+// pools before its copy goes (its bind may have stopped between the two writes). A pool full since
+// gives the lane back: ok false, and the message looks again later.
+func (s *Starter) heldSlots(ctx context.Context, x *msg, cfg config.TypeConfig, own lease.Lease) (ok bool, err error) {
+	if !cfg.Pooled() {
+		return true, nil
+	}
+	views := make([]pool.View, 0, len(cfg.Pools))
+	for _, p := range cfg.Pools {
+		v, err := pool.Look(ctx, s.Pools, s.Leases, p.Name, p.Cap)
+		if err != nil {
+			return false, err
+		}
+		views = append(views, v)
+	}
+	full, err := s.bindSlots(ctx, x, cfg, own, views)
+	if err != nil {
+		return false, err
+	}
+	return full == "", nil
+}

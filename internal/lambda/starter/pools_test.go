@@ -1,0 +1,123 @@
+package starter_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/pool"
+	"github.com/sfnlimit/sfnlimit/internal/tools/fakes"
+)
+
+// newPoolRig is a rig whose types a and b (3 lanes each) share pool psp of cap 2.
+func newPoolRig(t *testing.T) (*rig, *pool.Store) {
+	t.Helper()
+	r := newRig(t, map[string]int{"a": 3, "b": 3})
+	res, err := config.NewResolver(config.Defaults{
+		Limits: map[string]int{"a": 3, "b": 3}, DefaultMaxAttempts: 3, StateMachineArn: smArn,
+		Pools: map[string]int{"psp": 2}, TypePools: map[string][]string{"a": {"psp"}, "b": {"psp"}},
+	}, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slots := pool.NewStore(fakes.NewDynamoDB("table"), "table")
+	r.st.Config, r.rel.Config, r.st.Pools, r.rel.Pools = res, res, slots, slots
+	return r, slots
+}
+
+// Two types in one pool bind until the pool runs its cap, though their own lanes are free; the
+// other type's head parks marked at the pool; a lane freed by the first type wakes it.
+func TestBindStopsAtThePoolCap(t *testing.T) {
+	ctx := context.Background()
+	r, _ := newPoolRig(t)
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{waiting(t, "a", "a-1", 1), waiting(t, "a", "a-2", 1)}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("a's batch = %+v, %v; want both bound", resp, err)
+	}
+	resp, err = r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{waiting(t, "b", "b-1", 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := failures(resp), sorted("msg-b-1"); !equal(got, want) {
+		t.Fatalf("batch item failures = %v, want %v (b-1 parked: the pool runs its cap)", got, want)
+	}
+	if ls, _ := r.leases.ListType(ctx, "b"); len(ls) != 0 {
+		t.Fatalf("b's leases = %+v, want none: a job over its pool's cap holds no lane", ls)
+	}
+	ws, err := r.room.List(ctx, "b")
+	if err != nil || len(ws) != 1 || ws[0].JobID != "b-1" || ws[0].AtPool != "psp" {
+		t.Fatalf("parked = %+v, %v; want b's group parked at b-1, at pool psp", ws, err)
+	}
+	as, _ := r.leases.ListType(ctx, "a")
+	if err := r.rel.Free(ctx, as[0]); err != nil {
+		t.Fatal(err)
+	}
+	woke := false
+	for _, v := range r.sqs.VisibilityChanges() {
+		woke = woke || (v.ReceiptHandle == handle("b-1", 1) && v.Timeout == 0)
+	}
+	if !woke {
+		t.Fatalf("visibility changes = %+v, want b-1 woken by a's freed pool slot", r.sqs.VisibilityChanges())
+	}
+	resp, err = r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{waiting(t, "b", "b-1", 2)}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("b-1 woken = %+v, %v; want it bound", resp, err)
+	}
+	resp, err = r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{waiting(t, "a", "a-3", 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := failures(resp), sorted("msg-a-3"); !equal(got, want) {
+		t.Errorf("batch item failures = %v, want %v (the pool runs its cap again)", got, want)
+	}
+}
+
+// A bind that wrote its lease and stopped before taking its pool slot sent no copy: the waiting
+// message's next delivery takes the slot before the copy goes, or, with the pool full since, gives
+// the lane back and looks again later.
+func TestBoundLeaseTakesItsPoolSlotBeforeItsCopyGoes(t *testing.T) {
+	for _, full := range []bool{false, true} {
+		ctx := context.Background()
+		r, slots := newPoolRig(t)
+		if full {
+			resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{waiting(t, "a", "a-1", 1), waiting(t, "a", "a-2", 1)}})
+			if err != nil || len(resp.BatchItemFailures) != 0 {
+				t.Fatalf("a's batch = %+v, %v", resp, err)
+			}
+		}
+		m := waiting(t, "b", "b-1", 1)
+		if _, err := r.leases.Put(ctx, lease.Lease{Type: "b", Lane: 1, JobID: "b-1", MessageID: m.MessageId, Status: lease.Bound, StartedAt: t0}, nil); err != nil {
+			t.Fatal(err)
+		}
+		sent := len(r.sqs.Sent(lanesURL))
+		resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{waiting(t, "b", "b-1", 2)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ss, err := slots.Slots(ctx, "psp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ofB := 0
+		for _, sl := range ss {
+			if sl.Holder.Type == "b" {
+				ofB++
+			}
+		}
+		ls, _ := r.leases.ListType(ctx, "b")
+		if full {
+			if len(resp.BatchItemFailures) != 1 || len(r.sqs.Sent(lanesURL)) != sent || len(ls) != 0 || ofB != 0 {
+				t.Errorf("pool full: failures %v, copies sent %d, b's leases %+v, b's slots %d; want the message back, no copy, no lease, no slot",
+					resp.BatchItemFailures, len(r.sqs.Sent(lanesURL))-sent, ls, ofB)
+			}
+			continue
+		}
+		if len(resp.BatchItemFailures) != 0 || len(r.sqs.Sent(lanesURL)) != sent+1 || len(ls) != 1 || ofB != 1 {
+			t.Errorf("pool with room: failures %v, copies sent %d, b's leases %+v, b's slots %d; want the copy sent with one slot taken",
+				resp.BatchItemFailures, len(r.sqs.Sent(lanesURL))-sent, ls, ofB)
+		}
+	}
+}
