@@ -31,6 +31,10 @@ const (
 	// JobsAtPoolCap counts waiting jobs parked because a pool of their type ran its cap (lanes may
 	// be free), per type.
 	JobsAtPoolCap     = "JobsAtPoolCap"
+	// PoolRunning and PoolOccupancy are gauges per pool (dimension Pool, bounded by the config):
+	// the jobs holding its slots, and their share of its cap.
+	PoolRunning   = "PoolRunning"
+	PoolOccupancy = "PoolOccupancy"
 	DuplicatesDropped = "DuplicatesDropped"
 	StartsFailed      = "StartsFailed"
 	JobsSucceeded     = "JobsSucceeded"
@@ -51,7 +55,7 @@ const (
 
 // Units of the metrics.
 var units = map[string]string{
-	StartLatency: "Milliseconds", LaneOccupancy: "Percent", PausedSeconds: "Seconds",
+	StartLatency: "Milliseconds", LaneOccupancy: "Percent", PoolOccupancy: "Percent", PausedSeconds: "Seconds",
 }
 
 // NoType is the Type dimension of jobs whose type is not known (unreadable bodies).
@@ -73,6 +77,7 @@ type Recorder struct {
 	listed func(typ string) bool
 	counts map[string]map[string]float64   // type -> metric -> sum
 	values map[string]map[string][]float64 // type -> metric -> samples (latencies, gauges)
+	pools  map[string]map[string][]float64 // pool -> metric -> samples (gauges)
 }
 
 // New returns a recorder writing EMF lines to w under namespace.
@@ -132,15 +137,42 @@ func (r *Recorder) Observe(typ, metric string, v float64) {
 	r.values[typ][metric] = append(r.values[typ][metric], v)
 }
 
+// ObservePool records one sample of a pool's gauge, under the Pool dimension: pools are named in
+// the config, so the dimension is bounded.
+func (r *Recorder) ObservePool(pool, metric string, v float64) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.pools == nil {
+		r.pools = map[string]map[string][]float64{}
+	}
+	if r.pools[pool] == nil {
+		r.pools[pool] = map[string][]float64{}
+	}
+	r.pools[pool][metric] = append(r.pools[pool][metric], v)
+}
+
 // Flush writes what was recorded since the last flush, one EMF line per type, and forgets it.
 func (r *Recorder) Flush() error {
 	if r == nil {
 		return nil
 	}
 	r.mu.Lock()
-	counts, values := r.counts, r.values
-	r.counts, r.values = map[string]map[string]float64{}, map[string]map[string][]float64{}
+	counts, values, pools := r.counts, r.values, r.pools
+	r.counts, r.values, r.pools = map[string]map[string]float64{}, map[string]map[string][]float64{}, nil
 	r.mu.Unlock()
+	for _, p := range slices.Sorted(maps.Keys(pools)) {
+		for _, m := range slices.Sorted(maps.Keys(pools[p])) {
+			vs := pools[p][m]
+			for i := 0; i < len(vs); i += 100 {
+				if err := r.writeDim("Pool", p, map[string]any{m: vs[i:min(i+100, len(vs))]}); err != nil {
+					return err
+				}
+			}
+		}
+	}
 	types := slices.Concat(slices.Collect(maps.Keys(counts)), slices.Collect(maps.Keys(values)))
 	slices.Sort(types)
 	for _, t := range slices.Compact(types) {
@@ -166,7 +198,10 @@ func (r *Recorder) Flush() error {
 }
 
 // write puts one EMF line for a type with the given metric values.
-func (r *Recorder) write(typ string, line map[string]any) error {
+func (r *Recorder) write(typ string, line map[string]any) error { return r.writeDim("Type", typ, line) }
+
+// writeDim puts one EMF line with the given metric values under dimension dim = value.
+func (r *Recorder) writeDim(dim, value string, line map[string]any) error {
 	names := slices.Sorted(maps.Keys(line))
 	defs := make([]map[string]string, 0, len(names))
 	for _, m := range names {
@@ -176,12 +211,16 @@ func (r *Recorder) write(typ string, line map[string]any) error {
 		}
 		defs = append(defs, map[string]string{"Name": m, "Unit": unit})
 	}
-	line["Type"] = typ
+	line[dim] = value
+	dims := [][]string{{dim}, {}} // per type, and the total over types
+	if dim != "Type" {
+		dims = [][]string{{dim}} // a gauge per pool: a total over pools means nothing
+	}
 	line["_aws"] = map[string]any{
 		"Timestamp": r.now().UnixMilli(),
 		"CloudWatchMetrics": []map[string]any{{
 			"Namespace":  r.namespace,
-			"Dimensions": [][]string{{"Type"}, {}},
+			"Dimensions": dims,
 			"Metrics":    defs,
 		}},
 	}

@@ -131,3 +131,37 @@ func TestUnlistedTypesShareOneDimension(t *testing.T) {
 		t.Errorf("Type dimensions = %v, want %v", types, want)
 	}
 }
+
+// A pool's gauges go under the Pool dimension alone, never as a type.
+func TestPoolGaugesHaveThePoolDimension(t *testing.T) {
+	var buf bytes.Buffer
+	r := metrics.New(&buf, "sfnlimit-test")
+	r.ObservePool("llm_api", metrics.PoolRunning, 7)
+	r.ObservePool("llm_api", metrics.PoolOccupancy, 70)
+	if err := r.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	sc := bufio.NewScanner(&buf)
+	for sc.Scan() {
+		var doc map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &doc); err != nil {
+			t.Fatal(err)
+		}
+		if doc["Pool"] != "llm_api" || doc["Type"] != nil {
+			t.Errorf("line %s: want Pool llm_api and no Type", sc.Text())
+		}
+		dims := doc["_aws"].(map[string]any)["CloudWatchMetrics"].([]any)[0].(map[string]any)["Dimensions"]
+		if fmt.Sprint(dims) != "[[Pool]]" {
+			t.Errorf("dimensions = %v, want [[Pool]]", dims)
+		}
+		for _, m := range []string{metrics.PoolRunning, metrics.PoolOccupancy} {
+			if vs, ok := doc[m].([]any); ok {
+				got[m] = vs[0].(float64)
+			}
+		}
+	}
+	if want := map[string]float64{metrics.PoolRunning: 7, metrics.PoolOccupancy: 70}; !reflect.DeepEqual(got, want) {
+		t.Errorf("pool gauges = %v, want %v", got, want)
+	}
+}

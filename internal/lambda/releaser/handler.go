@@ -304,6 +304,7 @@ func (h *Handler) cleanLegacy(ctx context.Context, all []lease.Lease) {
 		types[l.Type] = true
 	}
 	if cs, err := h.Service.Config.All(ctx); err == nil {
+		h.Service.poolGauges(ctx, cs)
 		for _, c := range cs {
 			types[c.Type] = true
 		}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"log/slog"
+	"maps"
 	"slices"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -194,4 +195,27 @@ func (c *cachedLeases) ListType(ctx context.Context, typ string) ([]lease.Lease,
 	}
 	c.by[typ] = ls
 	return ls, nil
+}
+
+// poolGauges records each pool's running jobs (its live slots) and their share of its cap.
+func (s *Service) poolGauges(ctx context.Context, cs []config.TypeConfig) {
+	if s.Pools == nil {
+		return
+	}
+	caps := map[string]int{}
+	for _, c := range cs {
+		for _, p := range c.Pools {
+			caps[p.Name] = p.Cap
+		}
+	}
+	leases := cachedLeases{s: s.Leases, by: map[string][]lease.Lease{}}
+	for _, name := range slices.Sorted(maps.Keys(caps)) {
+		v, err := pool.Look(ctx, s.Pools, &leases, name, caps[name])
+		if err != nil {
+			s.Log.WarnContext(ctx, "pool's slots not read for its gauges", "pool", name, "error", err)
+			continue
+		}
+		s.Metrics.ObservePool(name, metrics.PoolRunning, float64(len(v.Live)))
+		s.Metrics.ObservePool(name, metrics.PoolOccupancy, 100*float64(len(v.Live))/float64(v.Cap))
+	}
 }

@@ -522,7 +522,7 @@ func (s *Starter) overCap(ctx context.Context, x *msg, own lease.Lease, cfg conf
 	case cfg.Strategy == lane.FirstFree && others >= cfg.Limit:
 		return "type at its limit, lowered since the job's last attempt; the job waits in its waiting group", nil
 	}
-	return "", nil
+	return s.overPool(ctx, cfg, own)
 }
 
 // ranAlready reports whether this message ran the attempt in this lane and the attempt ended.

@@ -81,6 +81,33 @@ func (s *Starter) takeSlots(ctx context.Context, cfg config.TypeConfig, b lease.
 	return "", nil
 }
 
+// overPool says why the job of own, a lease that binders counted, may not start again in its lane
+// ("" when it may): a pool of its type has no room for it, its cap lowered since the job's last
+// attempt (or the type joined the pool after the job's bind, and the job holds none of its slots,
+// which it then takes here).
+func (s *Starter) overPool(ctx context.Context, cfg config.TypeConfig, own lease.Lease) (string, error) {
+	for _, p := range cfg.Pools {
+		v, err := pool.Look(ctx, s.Pools, s.Leases, p.Name, p.Cap)
+		if err != nil {
+			return "", err
+		}
+		if _, ok := v.Holds(own); ok {
+			if len(v.Live)-1 >= p.Cap {
+				return fmt.Sprintf("pool %s at its cap, lowered since the job's last attempt; the job waits in its waiting group", p.Name), nil
+			}
+			continue
+		}
+		full, err := s.takeSlots(ctx, config.TypeConfig{Pools: []config.Pool{p}}, own, []pool.View{v})
+		if err != nil {
+			return "", err
+		}
+		if full != "" {
+			return fmt.Sprintf("pool %s at its cap; the job waits in its waiting group", p.Name), nil
+		}
+	}
+	return "", nil
+}
+
 // bindSlots takes b's pool slots; with a pool full, it deletes b (the lane goes back: no copy was
 // sent) and returns the pool's name. An error leaves b for the waiting message's next delivery,
 // which finds it its own and takes its slots before sending its copy (held).

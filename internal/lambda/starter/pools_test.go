@@ -7,6 +7,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/pool"
 	"github.com/sfnlimit/sfnlimit/internal/tools/fakes"
@@ -118,6 +119,89 @@ func TestBoundLeaseTakesItsPoolSlotBeforeItsCopyGoes(t *testing.T) {
 		if len(resp.BatchItemFailures) != 0 || len(r.sqs.Sent(lanesURL)) != sent+1 || len(ls) != 1 || ofB != 1 {
 			t.Errorf("pool with room: failures %v, copies sent %d, b's leases %+v, b's slots %d; want the copy sent with one slot taken",
 				resp.BatchItemFailures, len(r.sqs.Sent(lanesURL))-sent, ls, ofB)
+		}
+	}
+}
+
+// A retry is a new start: with its pool's cap lowered under the jobs holding its slots, the job
+// waits in its waiting group with the attempts it made; a job of a type that joined the pool after
+// its bind takes a slot before it starts again, or waits when there is none.
+func TestRetryWaitsWhenItsPoolsCapWasLowered(t *testing.T) {
+	ctx := context.Background()
+	r, slots := newPoolRig(t)
+	running, retrying := leaseOf("a", 1, "a-1", 1, lease.Starting, 1), leaseOf("b", 1, "b-1", 1, lease.Retrying, 1)
+	for i, l := range []lease.Lease{running, retrying} {
+		r.leases.Set(l)
+		if _, err := slots.Take(ctx, "psp", i+1, pool.HolderOf(l), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lowered, err := config.NewResolver(config.Defaults{
+		Limits: map[string]int{"a": 3, "b": 3}, DefaultMaxAttempts: 3, StateMachineArn: smArn,
+		Pools: map[string]int{"psp": 1}, TypePools: map[string][]string{"a": {"psp"}, "b": {"psp"}},
+	}, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.st.Config = lowered
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "b", 1, "b-1", 1, 2)}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("Handle = %+v, %v; want b-1 moved (acknowledged)", resp, err)
+	}
+	if got := startNames(r.sfn); len(got) != 0 {
+		t.Errorf("starts = %v, want none: the pool runs its lowered cap of 1", got)
+	}
+	if cs := copies(t, r); len(cs) != 1 || cs[0].group != job.WaitingGroupID("b", 0) || cs[0].attempt != 1 {
+		t.Errorf("copies = %+v, want b-1 sent to its waiting group with its 1 attempt", cs)
+	}
+	// Under its cap, a retry goes on in its lane as always.
+	r.leases.Remove(running.Key())
+	r.leases.Set(retrying)
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "b", 1, "b-1", 1, 3)}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := startNames(r.sfn); len(got) != 1 {
+		t.Errorf("starts = %v, want b-1's attempt 2 in its lane", got)
+	}
+	v, err := pool.Look(ctx, slots, r.leases, "psp", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := v.Holds(retrying); !ok || len(v.Live) != 1 {
+		t.Errorf("live slots = %+v, want one, b-1's", v.Live)
+	}
+}
+
+// A job of a type that joined its pool after the job's bind holds no slot: its retry takes one
+// before it starts, or waits in its waiting group when the pool has none.
+func TestRetryOfAJobBoundBeforeItsTypeJoinedAPoolTakesASlot(t *testing.T) {
+	for _, full := range []bool{false, true} {
+		ctx := context.Background()
+		r, slots := newPoolRig(t)
+		if full {
+			for i, l := range []lease.Lease{leaseOf("a", 1, "a-1", 1, lease.Starting, 1), leaseOf("a", 2, "a-2", 1, lease.Starting, 1)} {
+				r.leases.Set(l)
+				if _, err := slots.Take(ctx, "psp", i+1, pool.HolderOf(l), nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		retrying := leaseOf("b", 1, "b-1", 1, lease.Retrying, 1)
+		r.leases.Set(retrying)
+		if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "b", 1, "b-1", 1, 2)}}); err != nil {
+			t.Fatal(err)
+		}
+		v, err := pool.Look(ctx, slots, r.leases, "psp", 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, holds := v.Holds(retrying)
+		starts := startNames(r.sfn)
+		if full && (len(starts) != 0 || holds || len(copies(t, r)) != 1) {
+			t.Errorf("pool full: starts %v, holds a slot %v, copies %+v; want b-1 moved to wait, no slot", starts, holds, copies(t, r))
+		}
+		if !full && (len(starts) != 1 || !holds) {
+			t.Errorf("pool with room: starts %v, holds a slot %v; want b-1's attempt 2 started with a slot", starts, holds)
 		}
 	}
 }
