@@ -30,11 +30,11 @@ const (
 	JobsAtKeyCap = "JobsAtKeyCap"
 	// JobsAtPoolCap counts waiting jobs parked because a pool of their type ran its cap (lanes may
 	// be free), per type.
-	JobsAtPoolCap     = "JobsAtPoolCap"
+	JobsAtPoolCap = "JobsAtPoolCap"
 	// PoolRunning and PoolOccupancy are gauges per pool (dimension Pool, bounded by the config):
 	// the jobs holding its slots, and their share of its cap.
-	PoolRunning   = "PoolRunning"
-	PoolOccupancy = "PoolOccupancy"
+	PoolRunning       = "PoolRunning"
+	PoolOccupancy     = "PoolOccupancy"
 	DuplicatesDropped = "DuplicatesDropped"
 	StartsFailed      = "StartsFailed"
 	JobsSucceeded     = "JobsSucceeded"
