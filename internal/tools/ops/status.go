@@ -58,6 +58,8 @@ type Status struct {
 	// Lanes is the sum of the limits of the types shown; LanesInUse the leases held.
 	Lanes      int `json:"lanes"`
 	LanesInUse int `json:"lanesInUse"`
+	// Pools are the shared pools of the types shown (none: the table is left out).
+	Pools []PoolStatus `json:"pools,omitempty"`
 }
 
 // TypeStatus is one type's limit and the leases of its lanes.
@@ -313,6 +315,11 @@ func (r StatusReader) Read(ctx context.Context) (Status, error) {
 		st.Types = append(st.Types, *ts)
 	}
 	sort.Slice(st.Types, func(i, j int) bool { return st.Types[i].Type < st.Types[j].Type })
+	running := map[string]int{}
+	for _, t := range st.Types {
+		running[t.Type] = t.Running
+	}
+	st.Pools = poolsOf(cfgs, running, parked)
 	for _, q := range []struct {
 		url string
 		dst *QueueDepth
@@ -437,6 +444,9 @@ func (s Status) WriteTableKeys(w io.Writer, keys int) error {
 			}
 			fmt.Fprintln(w)
 		}
+	}
+	if err := writePools(w, s.Pools); err != nil {
+		return err
 	}
 	fmt.Fprintln(tw, "QUEUE\tWAITING\tIN FLIGHT\t")
 	fmt.Fprintf(tw, "general\t%d\t%d\tjobs not yet routed\n", s.Queues.General.Waiting+s.Queues.General.Delayed, s.Queues.General.InFlight)
