@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+
 	"github.com/spf13/cobra"
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
@@ -16,10 +18,11 @@ func newPause() *cobra.Command {
 	var (
 		tgt    target
 		reason string
+		pool   string
 		asJSON bool
 	)
 	cmd := &cobra.Command{
-		Use:   "pause TYPE [--reason TEXT]",
+		Use:   "pause TYPE [--reason TEXT] | pause --pool POOL [--reason TEXT]",
 		Short: "Stop a type's new starts; its running jobs finish and its waiting jobs wait",
 		Long: `pause stops the new starts of a type, live, for an incident or a partner's outage. It writes a
 pause into the type's live override; within ConfigCacheSeconds no new execution of the type starts.
@@ -31,23 +34,25 @@ many jobs wait. New jobs of the type are still accepted and wait too.
 --reason says why (at most 200 characters, no control characters); status and config get show it
 with how long the type has been paused, and the stack's paused alarm fires once a pause is older
 than PauseAlarmSeconds. Pausing a paused type keeps the time its pause began and, with --reason,
-replaces the reason. resume starts the type again.
+replaces the reason. resume starts the type again. --pool POOL pauses every member type of the
+pool (as the config names them now), one by one; resume --pool POOL resumes them.
 ` + targetHelp,
 		Example: `  sfnlimit pause partner --reason "partner API down, INC-4711"
   sfnlimit pause reports                                  # no reason
   sfnlimit pause partner --reason "still down, ETA 14:00"  # a new reason, the same start
   sfnlimit status                                         # PAUSED: how long, and why
-  sfnlimit resume partner`,
-		Args:              usageArgs(cobra.ExactArgs(1)),
+  sfnlimit resume partner
+  sfnlimit pause --pool llm_api --reason "provider incident"`,
+		Args:              usageArgs(cobra.MaximumNArgs(1)),
 		ValidArgsFunction: completeTypeArg(&tgt),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			typ := args[0]
-			if err := ops.ValidateTypeArg(typ); err != nil {
+			types, err := typesOrPool(cmd, &tgt, args, pool)
+			if err != nil {
 				return err
 			}
 			var why *string
 			if cmd.Flags().Changed("reason") {
-				if err := ops.ValidatePauseReason(typ, reason); err != nil {
+				if err := ops.ValidatePauseReason(types[0], reason); err != nil {
 					return err
 				}
 				why = &reason
@@ -57,15 +62,21 @@ replaces the reason. resume starts the type again.
 			if err != nil {
 				return err
 			}
-			res, err := e.Pause(ctx, typ, why)
-			if err != nil {
-				return s.explain(err)
+			for _, typ := range types {
+				res, err := e.Pause(ctx, typ, why)
+				if err != nil {
+					return s.explain(err)
+				}
+				if err := print(cmd.OutOrStdout(), asJSON, res, res.WriteTable); err != nil {
+					return err
+				}
 			}
-			return print(cmd.OutOrStdout(), asJSON, res, res.WriteTable)
+			return nil
 		},
 	}
 	registerTarget(cmd, &tgt)
 	cmd.Flags().StringVar(&reason, "reason", "", "why the type is paused, shown by status and config get (at most 200 characters)")
+	cmd.Flags().StringVar(&pool, "pool", "", "pause every member type of this pool instead of one type")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
@@ -73,10 +84,11 @@ replaces the reason. resume starts the type again.
 func newResume() *cobra.Command {
 	var (
 		tgt    target
+		pool   string
 		asJSON bool
 	)
 	cmd := &cobra.Command{
-		Use:   "resume TYPE",
+		Use:   "resume TYPE | resume --pool POOL",
 		Short: "Start a paused type again, its waiting jobs first",
 		Long: `resume lifts a type's pause (from its live override; the item goes if the pause was all it held)
 and wakes at once the type's waiting groups parked by the pause, so their jobs bind to free lanes
@@ -89,12 +101,13 @@ Resuming a type that is not paused changes nothing and exits 0; it still wakes a
 earlier, interrupted resume left parked.
 ` + targetHelp,
 		Example: `  sfnlimit resume partner
-  sfnlimit resume partner --json | jq .woken`,
-		Args:              usageArgs(cobra.ExactArgs(1)),
+  sfnlimit resume partner --json | jq .woken
+  sfnlimit resume --pool llm_api`,
+		Args:              usageArgs(cobra.MaximumNArgs(1)),
 		ValidArgsFunction: completeTypeArg(&tgt),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			typ := args[0]
-			if err := ops.ValidateTypeArg(typ); err != nil {
+			types, err := typesOrPool(cmd, &tgt, args, pool)
+			if err != nil {
 				return err
 			}
 			ctx := cmd.Context()
@@ -108,17 +121,48 @@ earlier, interrupted resume left parked.
 			}
 			w := ops.PausedWaker{Queue: s.sqs, QueueURL: outs[resources.LanesQueueURL], WaitRoom: waitroom.NewStore(s.ddb, outs[resources.TableName]),
 				Leases: lease.NewStore(s.ddb, outs[resources.TableName])}
-			res, err := e.Resume(ctx, typ, w)
-			if err != nil && res.Type == "" {
-				return s.explain(err) // nothing done
+			for _, typ := range types {
+				res, err := e.Resume(ctx, typ, w)
+				if err != nil && res.Type == "" {
+					return s.explain(err) // nothing done
+				}
+				if perr := print(cmd.OutOrStdout(), asJSON, res, res.WriteTable); perr != nil {
+					return perr
+				}
+				if err != nil {
+					return s.explain(err)
+				}
 			}
-			if perr := print(cmd.OutOrStdout(), asJSON, res, res.WriteTable); perr != nil {
-				return perr
-			}
-			return s.explain(err)
+			return nil
 		},
 	}
 	registerTarget(cmd, &tgt)
+	cmd.Flags().StringVar(&pool, "pool", "", "resume every member type of this pool instead of one type")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// typesOrPool returns the types a pause or resume acts on: its TYPE argument, or with --pool the
+// pool's member types as the config names them now (exactly one of the two).
+func typesOrPool(cmd *cobra.Command, tgt *target, args []string, pool string) ([]string, error) {
+	switch {
+	case pool != "" && len(args) > 0:
+		return nil, ops.UsageError{Err: errors.New("give a TYPE or --pool POOL, not both")}
+	case pool == "" && len(args) == 0:
+		return nil, ops.UsageError{Err: errors.New("give a TYPE, or --pool POOL for every member type of a pool")}
+	case pool == "":
+		if err := ops.ValidateTypeArg(args[0]); err != nil {
+			return nil, err
+		}
+		return args, nil
+	}
+	s, e, err := tgt.editor(cmd.Context())
+	if err != nil {
+		return nil, err
+	}
+	types, err := e.PoolMembers(cmd.Context(), pool)
+	if err != nil {
+		return nil, s.explain(err)
+	}
+	return types, nil
 }
