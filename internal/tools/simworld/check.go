@@ -69,6 +69,9 @@ type checker struct {
 	settleFrom time.Time
 	done       bool
 	ops        opChecks // generations, stopped executions (opcheck.go)
+	// poolsOn says the world has pools, pools their history (pools.go).
+	poolsOn bool
+	pools   []poolsAt
 }
 
 func newChecker(w *World) *checker {
@@ -148,6 +151,7 @@ func (c *checker) started(e *execution) {
 		}
 	}
 	c.checkPaused(e)
+	c.checkPools(e)
 	c.ops.keyStarts[[2]string{m.Type, m.Key}] = append(c.ops.keyStarts[[2]string{m.Type, m.Key}], e.start)
 	lim, keyCap := c.bound(m.Type, m.Key, oldest)
 	if now, _ := c.bound(m.Type, m.Key, e.start); run > now && run <= lim {
@@ -228,7 +232,7 @@ func (c *checker) tick() {
 	sort.Strings(types)
 	for _, t := range types {
 		cur := c.current(t)
-		if c.flowHeld(t) {
+		if c.flowHeld(t) || c.poolHeld(t) {
 			c.holdIdle(t, cur.limit)
 			continue
 		}
@@ -245,7 +249,7 @@ func (c *checker) tick() {
 				}
 			}
 		}
-		if c.overrides[t].Strategy == "random" {
+		if c.overrides[t].Strategy == "random" && len(c.poolsOf(t)) == 0 { // a pooled type binds first-free
 			// A random type's job waits in its lane: only that lane must not stay idle (the
 			// strategy leaves other lanes idle by design, failure-modes.md #8). The lane's
 			// group in the lanes queue says which jobs wait there.

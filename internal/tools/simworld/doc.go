@@ -125,6 +125,9 @@
 //     override holds its state machine, and a reset would redeploy it); redrive every dead
 //     letter; stop a running execution.
 //   - skew: each container's clock off true time by up to 1 s.
+//   - pools (pools.go; not in "all"): shared pools over the world's types, psp with a cap below
+//     its members' limits' sum and llm sharing one type with it, some types with shares; the
+//     operator sets a pool's live cap and removes it 1-10 minutes later.
 //
 // "all" turns every class on at DefaultConfig's rates (4 actions a run). The fixed seed set
 // (TestSeeds) runs GateProfile, "all" without duplicate deliveries. Fixed defects keep their seeds
@@ -147,6 +150,8 @@
 //     execution started (the new one's start, when none runs): a starter acts on a limit that
 //     old, and an execution keeps the limit it started under while it runs; after each operator
 //     command the checker reads the live override back.
+//   - with pools, at every start the running executions of each of the type's pools' member
+//     types are at most the pool's cap, bounded over changes as a type's limit (pools.go).
 //   - a paused type starts nothing once its pause is older than the cache's age, but an
 //     execution claimed before (a lease written "starting" with its ARN, which the starter lets
 //     go on while paused): the claims are learnt from the table's writes.

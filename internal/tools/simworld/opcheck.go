@@ -144,6 +144,7 @@ func (c *checker) configChanged(typ string) {
 	l.paused, l.rated = o.Pause != nil, o.Rate.IsSet() || o.KeyRate.IsSet() || len(o.KeyRates) > 0
 	c.overrides[typ] = o
 	c.history[typ] = append(c.history[typ], l)
+	c.poolsChanged()
 }
 
 // pausedSince is when typ's pause in force began (false: not paused).

@@ -27,6 +27,7 @@ func Profiles() map[string]Faults {
 		// Not in "all" (yet): the gate's seeds and their open findings were drawn without it.
 		"interloper": {Interlopers: 6},
 		"shared":     {SharedIDs: 0.2},
+		"pools":      {Pools: 3},
 		// all with four times the kills, duplicate deliveries and limit changes: the faults whose
 		// coincidence the rarest recovery paths need (twin deliveries of a job leaving its lane,
 		// a stale copy binding again), for holds tests and the mutation check.
@@ -107,6 +108,9 @@ func without(a, b Faults) Faults {
 	if b.Interlopers != 0 {
 		a.Interlopers = 0
 	}
+	if b.Pools != 0 {
+		a.Pools = 0
+	}
 	z(&a.SharedIDs, b.SharedIDs)
 	a.Bus = a.Bus.without(b.Bus)
 	return a
@@ -130,6 +134,7 @@ func merge(a, b Faults) Faults {
 	a.Actions += b.Actions
 	a.Skew = max(a.Skew, b.Skew)
 	a.Interlopers += b.Interlopers
+	a.Pools += b.Pools
 	a.SharedIDs = max(a.SharedIDs, b.SharedIDs)
 	a.Bus = a.Bus.merge(b.Bus)
 	return a

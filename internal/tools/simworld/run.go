@@ -61,6 +61,8 @@ type Faults struct {
 	// Interlopers is how many jobs another tenant sends naming the workload's batches
 	// (interloper.go).
 	Interlopers int
+	// Pools turns shared pools on (pools.go), with as many live changes of a pool's cap.
+	Pools int
 	// SharedIDs: the share of keyed jobs whose producer names them as another key's job of their
 	// type was named (reuseOtherKeysID). Not a fault: a job is its type, key and id, and both must run.
 	SharedIDs float64
@@ -271,6 +273,7 @@ func (w *World) Run() []Violation {
 			w.check.configChanged(t.name)
 		}
 	}
+	w.setUpPools(ts, w.now())
 	w.genESM = &mapping{w: w, name: "router", q: w.general, size: 10, maxConc: 5, timeout: w.cfg.FunctionTimeout}
 	routers := pool[*router.Router]{build: func() *router.Router {
 		r, err := app.RouterOn(w.getenv, w.svc, w.log, app.WithMetrics(w.metrics))

@@ -1,0 +1,308 @@
+package simworld
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
+)
+
+// Shared pools (Faults.Pools). With pools on, the deployment puts two or three of the world's
+// types in pool psp, whose cap is below the sum of its members' limits so that they contend for
+// it, and one of them (and at times another type) in pool llm too: one type counts against two
+// pools. Some types get a share of 2-3 in their pools (TYPE_POOL_SHARES). An operator changes a
+// pool's live cap Faults.Pools times (a CONFIG item POOL#name written through the world's
+// config.DynamoStore, as a pool's `config set` would), lower or higher than the deployment's,
+// and removes it 1-10 minutes later, so the deployment's cap applies again.
+//
+// The pools are drawn from a stream of their own: a seed's workload, faults and other actions
+// are those of the same seed without pools. Without pools nothing is drawn from it.
+//
+// The checker (KindPoolCap) reads each pool's cap and members back from the world's config at
+// every change, through a config.Resolver as the functions build theirs, and checks at every
+// start that the running executions of a pool's member types are at most its cap.
+
+// KindPoolCap: the running executions of a pool's member types exceed its cap.
+const KindPoolCap = "pool cap exceeded"
+
+// Pool names of the simulated world.
+const (
+	poolPSP = "psp"
+	poolLLM = "llm"
+)
+
+// poolSpec is a pool of the deployment: its cap (POOLS) and member types (TYPE_POOLS).
+type poolSpec struct {
+	name    string
+	cap     int
+	members []string
+}
+
+// poolsRand is the pools' own random stream.
+func (w *World) poolsRand() *rand.Rand { return rand.New(rand.NewPCG(w.seed, 0x706f6f6c73)) }
+
+// drawPools draws the deployment's pools and shares of ts.
+func drawPools(r *rand.Rand, ts []typeSpec) ([]poolSpec, map[string]int) {
+	limit := map[string]int{}
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		limit[t.name], names[i] = t.limit, t.name
+	}
+	sum := func(members []string) int {
+		n := 0
+		for _, m := range members {
+			n += limit[m]
+		}
+		return n
+	}
+	below := func(members []string) int { return 1 + r.IntN(max(sum(members)-1, 1)) }
+	psp := slices.Clone(names)
+	if r.IntN(2) == 0 {
+		out := r.IntN(len(psp))
+		psp = slices.Delete(psp, out, out+1)
+	}
+	both := psp[r.IntN(len(psp))]
+	llm := []string{both}
+	if r.IntN(2) == 0 {
+		// Another type, outside psp when one is: two pools that overlap in one type.
+		others := slices.DeleteFunc(slices.Clone(names), func(n string) bool { return slices.Contains(psp, n) })
+		if len(others) == 0 {
+			others = slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == both })
+		}
+		llm = append(llm, others[r.IntN(len(others))])
+	}
+	pools := []poolSpec{{name: poolPSP, cap: below(psp), members: psp}, {name: poolLLM, cap: below(llm), members: llm}}
+	shares := map[string]int{}
+	for _, n := range names {
+		if r.IntN(2) == 0 {
+			shares[n] = 2 + r.IntN(2)
+		}
+	}
+	return pools, shares
+}
+
+// poolsEnv writes pools and shares as POOLS, TYPE_POOLS and TYPE_POOL_SHARES.
+func poolsEnv(pools []poolSpec, shares map[string]int) map[string]string {
+	caps := map[string]int{}
+	of := map[string][]string{}
+	for _, p := range pools {
+		caps[p.name] = p.cap
+		for _, m := range p.members {
+			of[m] = append(of[m], p.name)
+		}
+	}
+	var tp []string
+	for t, ps := range of {
+		tp = append(tp, t+"="+strings.Join(ps, "+"))
+	}
+	sort.Strings(tp)
+	return map[string]string{"POOLS": config.FormatPools(caps), "TYPE_POOLS": strings.Join(tp, ","),
+		"TYPE_POOL_SHARES": config.FormatPools(shares)}
+}
+
+// setUpPools gives the deployment its pools (none unless Faults.Pools is set) and schedules the
+// operator's changes of their caps.
+func (w *World) setUpPools(ts []typeSpec, start time.Time) {
+	if w.cfg.Faults.Pools <= 0 {
+		return
+	}
+	r := w.poolsRand()
+	pools, shares := drawPools(r, ts)
+	for k, v := range poolsEnv(pools, shares) {
+		w.env[k] = v
+	}
+	w.trace("pools", "pools: POOLS=%s TYPE_POOLS=%s TYPE_POOL_SHARES=%s", w.env["POOLS"], w.env["TYPE_POOLS"], w.env["TYPE_POOL_SHARES"])
+	w.check.poolsOn = true
+	w.check.poolsChanged()
+	for range w.cfg.Faults.Pools {
+		p := pools[r.IntN(len(pools))]
+		at := time.Duration(r.Int64N(int64(25 * time.Minute)))
+		d := time.Minute + time.Duration(r.Int64N(int64(9*time.Minute)))
+		n := 1 + r.IntN(p.cap+2) // lower, the same, or higher than the deployment's
+		w.sched.at(start.Add(at), func() {
+			if !w.stopped {
+				w.setPoolCap(p.name, n, d)
+			}
+		})
+	}
+}
+
+// setPoolCap sets pool's live cap to n, and removes it after d.
+func (w *World) setPoolCap(pool string, n int, d time.Duration) {
+	s := config.NewDynamoStore(w.table, "sim")
+	err := s.SetOverride(context.Background(), config.Override{Pool: pool, Limit: n})
+	w.poolOperated(fmt.Sprintf("config set pool %s --limit %d", pool, n), err)
+	w.sched.after(d, func() {
+		w.poolOperated("config reset pool "+pool, s.DeletePool(context.Background(), pool))
+	})
+}
+
+func (w *World) poolOperated(what string, err error) {
+	if err != nil {
+		w.trace("pools", "operator: %s: %v", what, err)
+	} else {
+		w.trace("pools", "operator: %s", what)
+	}
+	w.check.poolsChanged()
+}
+
+// poolsAt are the pools in force from a time: each pool's cap and member types, as the
+// functions' resolvers merge them (a pool without a cap, or without members, is absent).
+type poolsAt struct {
+	from    time.Time
+	caps    map[string]int
+	members map[string][]string
+}
+
+// poolsChanged reads every type's pools back from the world's config and records them, from now,
+// when they changed.
+func (c *checker) poolsChanged() {
+	if !c.poolsOn {
+		return
+	}
+	d, _, err := config.FromEnv(c.w.getenv)
+	if err != nil {
+		panic(fmt.Sprintf("simworld: pools: defaults: %v", err))
+	}
+	r, err := config.NewResolver(d, config.NewDynamoStore(c.w.table, "sim"), 0)
+	if err != nil {
+		panic(fmt.Sprintf("simworld: pools: resolver: %v", err))
+	}
+	all, err := r.All(context.Background())
+	if err != nil {
+		panic(fmt.Sprintf("simworld: pools: read config: %v", err))
+	}
+	p := poolsAt{from: c.w.now(), caps: map[string]int{}, members: map[string][]string{}}
+	for _, tc := range all {
+		for _, x := range tc.Pools {
+			p.caps[x.Name] = x.Cap
+			p.members[x.Name] = append(p.members[x.Name], tc.Type)
+		}
+	}
+	if n := len(c.pools); n > 0 && maps.Equal(c.pools[n-1].caps, p.caps) &&
+		maps.EqualFunc(c.pools[n-1].members, p.members, slices.Equal[[]string]) {
+		return
+	}
+	c.pools = append(c.pools, p)
+}
+
+// poolsNow are the pools in force now (zero when the world has none).
+func (c *checker) poolsNow() poolsAt {
+	if len(c.pools) == 0 {
+		return poolsAt{}
+	}
+	return c.pools[len(c.pools)-1]
+}
+
+// poolsOf are the pools typ belongs to now, sorted.
+func (c *checker) poolsOf(typ string) []string {
+	var out []string
+	for name, ms := range c.poolsNow().members {
+		if slices.Contains(ms, typ) {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// poolBound is the most executions of pool's members that may run now, as bound is a type's: the
+// highest cap in force since the configuration cache's age before since (at the latest now), and
+// the types that were its members all that while. capped is false when the pool capped nothing at
+// some time in that span (its cap removed, or no member).
+func (c *checker) poolBound(pool string, since time.Time) (limit int, members map[string]bool, capped bool) {
+	from := c.w.now()
+	if since.Before(from) {
+		from = since
+	}
+	from = from.Add(-cacheAllowance)
+	first := true
+	for i, p := range c.pools {
+		if i+1 < len(c.pools) && c.pools[i+1].from.Before(from) {
+			continue
+		}
+		n, ok := p.caps[pool]
+		if !ok {
+			return 0, nil, false
+		}
+		limit = max(limit, n)
+		in := map[string]bool{}
+		for _, m := range p.members[pool] {
+			if first || members[m] {
+				in[m] = true
+			}
+		}
+		members, first = in, false
+	}
+	return limit, members, !first
+}
+
+// checkPools checks a new execution's start against the caps of its type's pools.
+func (c *checker) checkPools(e *execution) {
+	m := e.meta
+	for _, pool := range c.poolsOf(m.Type) {
+		now := c.poolsNow().members[pool]
+		oldest := e.start
+		for _, x := range c.w.sfn.open {
+			if x.running() && slices.Contains(now, x.meta.Type) && x.start.Before(oldest) {
+				oldest = x.start
+			}
+		}
+		limit, members, capped := c.poolBound(pool, oldest)
+		if !capped {
+			continue
+		}
+		run := 0
+		var names []string
+		for _, x := range c.w.sfn.open {
+			if x.running() && members[x.meta.Type] {
+				run++
+				names = append(names, fmt.Sprintf("%s(lane %d, since %s)", x.name, x.meta.Lane, x.start.Sub(c.start).Truncate(time.Millisecond)))
+			}
+		}
+		if run > limit {
+			c.violate(KindPoolCap, m.Type+"-"+m.ID, "%d executions of pool %s (%s) run, cap %d (start of %s in lane %d): %s",
+				run, pool, strings.Join(sortedKeys(members), ", "), limit, e.name, m.Lane, strings.Join(names, " "))
+		}
+	}
+}
+
+// poolHeld says whether one of typ's pools is full now (its members run its cap or more), or its
+// pools changed within the cache's age: work conservation does not ask typ to start a job then.
+func (c *checker) poolHeld(typ string) bool {
+	pools := c.poolsOf(typ)
+	if len(pools) == 0 {
+		return false
+	}
+	now := c.poolsNow()
+	if c.w.now().Sub(now.from) <= cacheAllowance {
+		return true
+	}
+	for _, pool := range pools {
+		run := 0
+		for _, x := range c.w.sfn.open {
+			if x.running() && slices.Contains(now.members[pool], x.meta.Type) {
+				run++
+			}
+		}
+		if run >= now.caps[pool] {
+			return true
+		}
+	}
+	return false
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
