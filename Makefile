@@ -123,6 +123,10 @@ bench-keys: ## per-key limits: a noisy key beside quiet keys, keyed scheduler vs
 bench-key-rates: ## key rates: a noisy key held to its rate beside quiet keys, the real handlers in the simulated world, figures from Step Functions' start dates
 	$(GO) test -count=1 -run 'TestKeyRates$$' -v ./internal/tools/simworld
 
+.PHONY: bench-pools
+bench-pools: ## shared pools: a light type beside a heavy type's backlog in one pool, and shares 3:1, the real handlers in the simulated world
+	$(GO) test -count=1 -run 'TestPoolFairness$$' -v ./internal/tools/simworld
+
 .PHONY: bench-priority
 bench-priority: ## priorities: low jobs then high jobs, the scheduler vs a strict-priority semaphore and FIFO, and starvation, in virtual time (BENCH_FLAGS)
 	$(GO) run ./cmd/bench --priority $(BENCH_FLAGS)

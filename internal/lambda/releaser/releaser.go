@@ -227,7 +227,7 @@ func (s *Service) Free(ctx context.Context, l lease.Lease) error {
 	if err := s.Leases.Delete(ctx, l); err != nil {
 		return err
 	}
-	s.wakeFreed(ctx, s.Log.With("type", l.Type, "lane", l.Lane, "freedFor", l.JobID), l.Type)
+	s.wakeFreed(ctx, s.Log.With("type", l.Type, "lane", l.Lane, "freedFor", l.JobID), l)
 	return nil
 }
 

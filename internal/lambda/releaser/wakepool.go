@@ -3,6 +3,8 @@ package releaser
 import (
 	"cmp"
 	"context"
+	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"maps"
 	"slices"
@@ -20,14 +22,14 @@ import (
 // wakeFreed wakes the parked jobs a lane of typ freed room for: its own type's (wake), or, for a
 // type in pools, each pool's members fairly (wakePool), since the slot it freed is theirs as much
 // as its own.
-func (s *Service) wakeFreed(ctx context.Context, log *slog.Logger, typ string) {
-	cfg, err := s.Config.Get(ctx, typ)
+func (s *Service) wakeFreed(ctx context.Context, log *slog.Logger, freed lease.Lease) {
+	cfg, err := s.Config.Get(ctx, freed.Type)
 	if err != nil || !cfg.Pooled() || s.Pools == nil {
-		s.wake(ctx, log, typ)
+		s.wake(ctx, log, freed.Type)
 		return
 	}
 	for _, p := range cfg.Pools {
-		s.wakePool(ctx, log.With("pool", p.Name), p)
+		s.wakePool(ctx, log.With("pool", p.Name), p, freed.Key().String()+"/"+freed.JobID)
 	}
 }
 
@@ -42,13 +44,15 @@ type member struct {
 }
 
 // wakePool wakes parked heads of the pool's member types, one per slot free in the pool (at most
-// maxWakes), fairly: each slot goes to the member type with the fewest running jobs in the pool for
-// its share (running/share, counting those woken by this call), then to the type whose best head
-// was submitted earliest. So a type with a backlog never takes a freed slot from a type running
-// fewer for its share, and a lone type with work gets every slot its lanes can use.
+// maxWakes), fairly (nextMember): each slot goes to a member type below its fair share of the cap,
+// the share of the members with work (running or parked) in proportion to their shares, and else
+// to the member least over it. So a type with a backlog never takes a freed slot from a type under
+// its share, each member with work gets its share over time (a fractional share by turns), and a
+// lone type with work gets every slot its lanes can use. seed makes the turns (the freed lane and
+// job: any value that differs from release to release).
 //
 // A failure only delays a parked job: it looks again by itself after waitroom.ParkFor.
-func (s *Service) wakePool(ctx context.Context, log *slog.Logger, p config.Pool) {
+func (s *Service) wakePool(ctx context.Context, log *slog.Logger, p config.Pool, seed string) {
 	if s.WaitRoom == nil {
 		return
 	}
@@ -70,21 +74,18 @@ func (s *Service) wakePool(ctx context.Context, log *slog.Logger, p config.Pool)
 	running := v.Running()
 	var ms []*member
 	for _, c := range types {
-		if c.Paused() {
-			continue
+		m := &member{cfg: c, running: running[c.Type]}
+		if !c.Paused() {
+			if m.heads, err = s.pooledHeads(ctx, &leases, c); err != nil {
+				log.WarnContext(ctx, "a member's parked jobs not read; they look again within a minute", "member", c.Type, "error", err)
+			}
 		}
-		m, err := s.pooledHeads(ctx, &leases, c)
-		if err != nil {
-			log.WarnContext(ctx, "a member's parked jobs not read; they look again within a minute", "member", c.Type, "error", err)
-			continue
-		}
-		if m != nil {
-			m.running = running[c.Type]
+		if m.running > 0 || len(m.heads) > 0 {
 			ms = append(ms, m)
 		}
 	}
 	for woken, tries := 0, 0; woken < room && tries < room+3; tries++ {
-		m := nextMember(ms)
+		m := nextMember(ms, p.Cap, turn(seed, tries))
 		if m == nil {
 			return
 		}
@@ -114,22 +115,54 @@ func (s *Service) wakePool(ctx context.Context, log *slog.Logger, p config.Pool)
 	}
 }
 
-// nextMember is the member type the next free slot goes to: of those with heads left, the fewest
-// running (and woken) for its share, then the earliest-submitted head, then by type.
-func nextMember(ms []*member) *member {
+// nextMember is the member type the next free slot of a pool of cap goes to, of those with heads
+// left. A member's fair share is the cap split among the members with work (ms: running or parked)
+// in proportion to their shares, and its deficit that share less its running (and woken) jobs.
+// Members with a deficit get the slot by turns, in proportion to their weight, by u (a number in
+// [0, 1)): a share of 7.5 slots is 7 and 8 by turns, 7.5 on average. With none, the member least
+// over its share, then the earliest-submitted head, then by type.
+func nextMember(ms []*member, cap int, u float64) *member {
+	total := 0
+	for _, m := range ms {
+		total += share(m.cfg)
+	}
+	deficit := func(m *member) float64 {
+		return float64(cap*share(m.cfg))/float64(total) - float64(m.running+m.woken)
+	}
+	var under []*member
+	sum := 0.0
 	var best *member
 	for _, m := range ms {
 		if len(m.heads) == 0 {
 			continue
 		}
-		if best == nil || cmp.Or(
-			cmp.Compare((m.running+m.woken)*share(best.cfg), (best.running+best.woken)*share(m.cfg)),
-			m.heads[0].SubmittedAt.Compare(best.heads[0].SubmittedAt),
-			cmp.Compare(m.cfg.Type, best.cfg.Type)) < 0 {
+		if d := deficit(m); d > 0 {
+			under, sum = append(under, m), sum+weight(m, d)
+		}
+		if best == nil || cmp.Or(cmp.Compare(deficit(best), deficit(m)),
+			m.heads[0].SubmittedAt.Compare(best.heads[0].SubmittedAt), cmp.Compare(m.cfg.Type, best.cfg.Type)) < 0 {
 			best = m
 		}
 	}
+	for _, m := range under {
+		if u -= weight(m, deficit(m)) / sum; u < 0 {
+			return m
+		}
+	}
 	return best
+}
+
+// weight is a member's chance of a slot against the others under their shares: its deficit d, times
+// its running jobs and one. A member's jobs end in proportion to how many run, so a member running
+// more leaves the state where it holds one more slot sooner: weighed so, the turns of a fractional
+// share balance over time (3:1 in a pool of 10 is 7.5 : 2.5 on average, not 7.3 : 2.7).
+func weight(m *member, d float64) float64 { return d * float64(m.running+m.woken+1) }
+
+// turn is a number in [0, 1) drawn from seed and n: the same release makes the same turns.
+func turn(seed string, n int) float64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s#%d", seed, n)
+	return float64(h.Sum64()>>11) / (1 << 53)
 }
 
 // share is a type's share in its pools (at least 1).
@@ -141,8 +174,8 @@ func share(c config.TypeConfig) int {
 }
 
 // pooledHeads returns a member type's parked heads that could bind now, as many as it has free
-// lanes, in its own wake-up's order (nil: none).
-func (s *Service) pooledHeads(ctx context.Context, leases *cachedLeases, c config.TypeConfig) (*member, error) {
+// lanes, in its own wake-up's order.
+func (s *Service) pooledHeads(ctx context.Context, leases *cachedLeases, c config.TypeConfig) ([]waitroom.Waiter, error) {
 	ws, err := s.WaitRoom.List(ctx, c.Type)
 	if err != nil || len(ws) == 0 {
 		return nil, err
@@ -173,10 +206,7 @@ func (s *Service) pooledHeads(ctx context.Context, leases *cachedLeases, c confi
 	if len(ws) > free {
 		ws = ws[:free]
 	}
-	if len(ws) == 0 {
-		return nil, nil
-	}
-	return &member{cfg: c, heads: ws}, nil
+	return ws, nil
 }
 
 // cachedLeases reads each type's leases once per wake-up.

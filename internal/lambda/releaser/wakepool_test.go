@@ -16,8 +16,8 @@ import (
 )
 
 // A release in a pool wakes the parked heads of its member types fairly: the freed slot goes to the
-// member with the fewest running jobs in the pool for its share, whichever type freed it, and never
-// to a member with no free lane of its own.
+// member under its fair share of the pool (the cap split by the shares of the members with work),
+// whichever type freed it, and never to a member with no free lane of its own.
 func TestReleaseWakesPoolMembersFairly(t *testing.T) {
 	parked := func(typ string, submittedAgo time.Duration) waitroom.Waiter {
 		return waitroom.Waiter{Type: typ, Group: typ + "-0", MessageID: "m-" + typ, ReceiptHandle: "h-" + typ, JobID: typ + "-head",
@@ -54,11 +54,11 @@ func TestReleaseWakesPoolMembersFairly(t *testing.T) {
 			want:   []string{"h-a"},
 		},
 		{
-			name:   "equal for their shares: the oldest head; one wake-up per free slot",
+			name:   "equal for their shares, two slots free: one wake-up each",
 			limits: map[string]int{"a": 5, "b": 5},
 			leases: append(running("a", 2), running("b", 1)...),
 			parked: []waitroom.Waiter{parked("a", time.Minute), parked("b", time.Hour)},
-			want:   []string{"h-b", "h-a"},
+			want:   []string{"h-a", "h-b"},
 		},
 		{
 			name:   "a lone member with work takes the slot",
@@ -110,6 +110,7 @@ func TestReleaseWakesPoolMembersFairly(t *testing.T) {
 					got = append(got, v.ReceiptHandle)
 				}
 			}
+			slices.Sort(got)
 			if !slices.Equal(got, tt.want) {
 				t.Errorf("parked handles made visible = %v, want %v", got, tt.want)
 			}

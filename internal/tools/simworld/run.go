@@ -3,6 +3,8 @@ package simworld
 import (
 	"cmp"
 	"context"
+	"maps"
+	"slices"
 
 	"fmt"
 	"log/slog"
@@ -98,6 +100,40 @@ type Config struct {
 	Override func(*config.Override)
 	// Trace keeps a trace for failure reports.
 	Trace bool
+	// Shape, when set, is the workload instead of the drawn one (benchmarks): its types, jobs and
+	// deployment settings.
+	Shape *Shape
+}
+
+// Shape is a workload a benchmark sets: first-free step-mode types with their limits, the jobs
+// (each succeeds on its first attempt), and environment settings of the deployment (POOLS, ...).
+type Shape struct {
+	Types map[string]int // limit of each type
+	Jobs  []ShapeJob
+	Env   map[string]string
+}
+
+// ShapeJob is one job of a Shape: its type, when it is submitted after the run's start, and how
+// long its execution works.
+type ShapeJob struct {
+	Type     string
+	At       time.Duration
+	Duration time.Duration
+}
+
+// shaped is the Shape's workload, as workload draws one.
+func (w *World) shaped() []typeSpec {
+	var ts []typeSpec
+	for _, name := range slices.Sorted(maps.Keys(w.cfg.Shape.Types)) {
+		ts = append(ts, typeSpec{name: name, limit: w.cfg.Shape.Types[name], release: "step", strategy: "first-free"})
+	}
+	for i, sj := range w.cfg.Shape.Jobs {
+		j := &jobSpec{typ: sj.Type, id: fmt.Sprintf("j%05d", i), submitAt: sj.At, duration: sj.Duration}
+		j.k = jobKey(j.typ, j.key, j.id)
+		w.jobs[j.k] = j
+		w.order = append(w.order, j)
+	}
+	return ts
 }
 
 // DefaultConfig is the fixed set's shape: about 100 jobs, every fault class on.
@@ -143,6 +179,9 @@ type jobSpec struct {
 }
 
 func (w *World) workload() []typeSpec {
+	if w.cfg.Shape != nil {
+		return w.shaped()
+	}
 	r := w.rng
 	ts := []typeSpec{
 		{name: "alpha", limit: 1 + r.IntN(4), release: "step", strategy: "first-free"},
@@ -274,6 +313,13 @@ func (w *World) Run() []Violation {
 		}
 	}
 	w.setUpPools(ts, w.now())
+	if w.cfg.Shape != nil && len(w.cfg.Shape.Env) > 0 {
+		maps.Copy(w.env, w.cfg.Shape.Env)
+		if w.env["POOLS"] != "" {
+			w.check.poolsOn = true
+			w.check.poolsChanged()
+		}
+	}
 	w.genESM = &mapping{w: w, name: "router", q: w.general, size: 10, maxConc: 5, timeout: w.cfg.FunctionTimeout}
 	routers := pool[*router.Router]{build: func() *router.Router {
 		r, err := app.RouterOn(w.getenv, w.svc, w.log, app.WithMetrics(w.metrics))
