@@ -90,14 +90,16 @@ func lastStart(w *World, typ string) time.Time {
 
 // TestPoolFairness runs the real handlers in the simulated world, without faults, with two types
 // (10 lanes each) in one pool of 10, and logs the figures of the pool benchmark:
+//
 //   - light, one job per mean duration (60 s), with the pool to itself and beside heavy's backlog of
 //     1,000 jobs: a slot freed goes to the member running fewest, so light's jobs wait for the next
 //     slot to free, not behind heavy's backlog (checked: light's p99 is under a tenth of heavy's
 //     median wait, and heavy uses the slots light leaves: the pool is never idle while heavy waits);
+//
 //   - shares 3:1, both backlogged: each type's share of the pool's slot-time while both wait is
 //     within 5% of its share (checked).
 //
-//	go test ./internal/tools/simworld -run TestPoolFairness -v     (make bench-pools)
+//     go test ./internal/tools/simworld -run TestPoolFairness -v     (make bench-pools)
 func TestPoolFairness(t *testing.T) {
 	env := func(shares string) map[string]string {
 		return map[string]string{"POOLS": "psp=10", "TYPE_POOLS": "heavy=psp,light=psp", "TYPE_POOL_SHARES": shares}
