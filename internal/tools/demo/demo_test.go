@@ -24,6 +24,7 @@ func TestDemoSmallRun(t *testing.T) {
 		Malformed: true,
 		Batches:   true,
 		Seed:      7,
+		Pools:     []demo.PoolSpec{{Name: "api", Cap: 3, Members: []string{"payments", "llm"}}}, // their limits add up to 5
 	}
 	out := t.TempDir()
 	var buf bytes.Buffer
@@ -54,6 +55,14 @@ func TestDemoSmallRun(t *testing.T) {
 	for k, v := range wantRefused {
 		if rep.Refused[k] != v {
 			t.Errorf("Refused[%s] = %d, want %d (all: %v)", k, rep.Refused[k], v, rep.Refused)
+		}
+	}
+	if len(rep.Pools) != len(w.Pools) {
+		t.Errorf("pools reported = %+v, want the workload's %+v", rep.Pools, w.Pools)
+	}
+	for _, p := range rep.Pools {
+		if p.Peak < 1 || p.Peak > p.Cap {
+			t.Errorf("pool %s peak %d, want 1..%d", p.Name, p.Peak, p.Cap)
 		}
 	}
 	for _, tr := range rep.Types {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -57,6 +58,14 @@ type CallRow struct {
 	PerJob    float64 `json:"perJob"`
 }
 
+// PoolResult is one shared pool's peak: the most of its member types' executions at work at once.
+type PoolResult struct {
+	Name    string   `json:"name"`
+	Cap     int      `json:"cap"`
+	Members []string `json:"members"`
+	Peak    int      `json:"peakRunning"`
+}
+
 // CostRow is one priced item per million jobs.
 type CostRow struct {
 	Item       string  `json:"item"`
@@ -72,6 +81,7 @@ type Report struct {
 	Jobs            int            `json:"jobs"`
 	Refused         map[string]int `json:"refused"`
 	Types           []TypeResult   `json:"types"`
+	Pools           []PoolResult   `json:"pools,omitempty"`
 	Verified        int            `json:"verified"`
 	Mismatches      []string       `json:"mismatches"`
 	LimitHeld       bool           `json:"limitHeld"`
@@ -198,13 +208,26 @@ func buildReport(w Workload, jobs []Job, xs []observe.Execution, dead []DeadLett
 		}
 		r.Types = append(r.Types, tr)
 	}
+	for _, p := range w.Pools {
+		member := func(x observe.Execution) string {
+			if slices.Contains(p.Members, x.Job.Type) {
+				return p.Name
+			}
+			return ""
+		}
+		pr := PoolResult{Name: p.Name, Cap: p.Cap, Members: p.Members, Peak: observe.PeaksBy(xs, time.Now(), member)[p.Name].Max}
+		if pr.Peak > p.Cap {
+			r.LimitHeld = false
+		}
+		r.Pools = append(r.Pools, pr)
+	}
 	r.costs(s, xs, len(jobs), workTransitions)
 	r.Metrics = s.Metrics().Totals()
 	limits := map[string]int{}
 	for _, t := range w.Types {
 		limits[t.Type] = t.Limit
 	}
-	r.trouble(s.LastRuntimeStats(), longestStall(xs, limits))
+	r.trouble(s.LastRuntimeStats(), longestStall(xs, limits, w.Pools))
 	return r
 }
 
@@ -431,7 +454,10 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%.0f%%\t%.1fs\t%.1fs\t%.2fs/%.2fs\t\n", t.Type, t.Limit, t.Release, t.Peak, t.Jobs, t.Succeeded, t.Retried, t.DeadLettered, t.Executions, 100*t.Utilization, t.WaitP50, t.WaitP99, t.HandoverP50, t.HandoverP90)
 	}
 	tw.Flush()
-	fmt.Fprintln(w, "* share of the type's lanes running while some job of the type waited")
+	for _, p := range r.Pools {
+		fmt.Fprintf(w, "pool %s (%s): peak running %d, cap %d\n", p.Name, strings.Join(p.Members, "+"), p.Peak, p.Cap)
+	}
+	fmt.Fprintln(w, "* share of the type's lanes running while some job of the type waited (a pool's cap holds its members below their limits)")
 	fmt.Fprintln(w, "** from a job's work end to the type's next start, when another job of the type waited")
 	if st := r.LongestStall; st.Seconds > 0 {
 		fmt.Fprintf(w, "longest a job waited with its lane free while its type started nothing: %.1fs (%s, %.1fs-%.1fs into the run; over %v is a stall)\n", st.Seconds, st.Type, st.From, st.To, StallAfter)

@@ -85,12 +85,17 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 	}
 	params := map[string]string{"TypeLimits": w.TypeLimits(), "DefaultLimit": "0", "DefaultMaxAttempts": "3"}
+	pools := ""
+	if len(w.Pools) > 0 {
+		params["Pools"], params["TypePools"] = w.PoolCaps(), w.TypePools()
+		pools = fmt.Sprintf(", pools %s (%s)", w.PoolCaps(), w.TypePools())
+	}
 	strategy := "the default lane strategy"
 	if o.Strategy != "" {
 		params["LaneStrategy"] = o.Strategy
 		strategy = "lane strategy " + o.Strategy
 	}
-	fmt.Fprintf(o.Out, "Starting the local stack (moto%s) with limits %s, %s, release modes %s ...\n", map[bool]string{true: ", SQS on fauxqs", false: ", SQS on moto"}[o.Fauxqs], w.TypeLimits(), strategy, w.ReleaseModes())
+	fmt.Fprintf(o.Out, "Starting the local stack (moto%s) with limits %s%s, %s, release modes %s ...\n", map[bool]string{true: ", SQS on fauxqs", false: ", SQS on moto"}[o.Fauxqs], w.TypeLimits(), pools, strategy, w.ReleaseModes())
 	began := time.Now()
 	s, err := stack.Start(ctx, stack.Options{
 		Parameters: params,
@@ -144,7 +149,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	fmt.Fprintf(o.Out, "Submitted %d jobs (%d malformed) in %.1fs\n\n", len(jobs), countMalformed(jobs), time.Since(start).Seconds())
 
-	v := &liveView{out: o.Out, live: o.Live, types: w.Types}
+	v := &liveView{out: o.Out, live: o.Live, types: w.Types, pools: w.Pools}
 	leases := lease.NewStore(obs.DDB, info.Output("TableName"))
 	dlqURL := info.Output("DeadLetterQueueUrl")
 	tick := time.NewTicker(time.Second)
@@ -326,6 +331,7 @@ type liveView struct {
 	out   io.Writer
 	live  bool
 	types []TypeSpec
+	pools []PoolSpec
 	lines int
 	last  time.Time
 }
@@ -366,6 +372,14 @@ func (v *liveView) draw(st status) {
 		n := st.running[t.Type]
 		bar := strings.Repeat("█", min(n, t.Limit)) + strings.Repeat("·", max(t.Limit-n, 0))
 		fmt.Fprintf(&b, "  %-10s %2d/%-2d running  %s%s\n", t.Type, n, t.Limit, bar, v.clear())
+	}
+	for _, p := range v.pools {
+		n := 0
+		for _, m := range p.Members {
+			n += st.running[m]
+		}
+		bar := strings.Repeat("█", min(n, p.Cap)) + strings.Repeat("·", max(p.Cap-n, 0))
+		fmt.Fprintf(&b, "  pool %-5s %2d/%-2d running  %s  (%s)%s\n", p.Name, n, p.Cap, bar, strings.Join(p.Members, "+"), v.clear())
 	}
 	done := st.succeeded + st.deadLettered
 	width := 40

@@ -2,6 +2,7 @@ package demo
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -30,8 +31,9 @@ type Stall struct {
 // waited (submitted and not yet started, or between two attempts) while the lane it then ran in was
 // free, and no job of the type started. Jobs that wait because every lane is busy are the limit at
 // work, and a job bound to a busy lane while another lane is free (random binds at routing) waits by
-// the strategy's design; a type that keeps starting jobs is slow, not stalled.
-func longestStall(xs []observe.Execution, limits map[string]int) Stall {
+// the strategy's design; a type that keeps starting jobs is slow, not stalled. Nor is a type one of
+// whose pools runs its cap: its jobs wait for a slot, whatever its own lanes.
+func longestStall(xs []observe.Execution, limits map[string]int, pools []PoolSpec) Stall {
 	type span struct {
 		from, to time.Time
 		lane     int
@@ -92,13 +94,14 @@ func longestStall(xs []observe.Execution, limits map[string]int) Stall {
 					busy[r.lane] = true
 				}
 			}
-			waitsOnFreeLane := false
+			onFreeLane := false
 			for _, w := range waiting[typ] {
 				if covers(w) && !busy[w.lane] {
-					waitsOnFreeLane = true
+					onFreeLane = true
 					break
 				}
 			}
+			waitsOnFreeLane := onFreeLane && !poolFull(pools, typ, running, covers)
 			if waitsOnFreeLane {
 				if runFrom.IsZero() || started[typ][a] {
 					runFrom = a
@@ -115,6 +118,27 @@ func longestStall(xs []observe.Execution, limits map[string]int) Stall {
 }
 
 func slicesClone[T any](s []T) []T { return append([]T(nil), s...) }
+
+// poolFull reports whether a pool of typ runs its cap at the moment covers tells.
+func poolFull[S any](pools []PoolSpec, typ string, running map[string][]S, covers func(S) bool) bool {
+	for _, p := range pools {
+		if !slices.Contains(p.Members, typ) {
+			continue
+		}
+		n := 0
+		for _, m := range p.Members {
+			for _, r := range running[m] {
+				if covers(r) {
+					n++
+				}
+			}
+		}
+		if n >= p.Cap {
+			return true
+		}
+	}
+	return false
+}
 
 // trouble records what went wrong in the run that the jobs' outcomes do not show: a stall beyond
 // StallAfter, and the handlers' failed invocations (each leaves its batch invisible for the queue's

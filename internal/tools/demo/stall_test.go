@@ -32,6 +32,7 @@ func TestLongestStall(t *testing.T) {
 	tests := []struct {
 		name      string
 		give      []observe.Execution
+		noPool    bool
 		wantType  string
 		wantAbout float64 // seconds; 0: no stall at all
 	}{
@@ -82,11 +83,33 @@ func TestLongestStall(t *testing.T) {
 			},
 			wantType: "a", wantAbout: 0.5,
 		},
+		{
+			// a and c share pool p of cap 2: a's job waits with a lane free while c's two jobs
+			// hold the pool. The pool's cap at work, not a stall.
+			name: "a pool at its cap: no stall",
+			give: []observe.Execution{
+				onLane(1, exec("c", "1", 1, 0, 0.2, 30)), onLane(2, exec("c", "2", 1, 0, 0.3, 30)),
+				onLane(1, exec("a", "1", 1, 1, 30.4, 31)),
+			},
+			wantType: "c", wantAbout: 0.2,
+		},
+		{
+			name: "the same without the pool: a stall",
+			give: []observe.Execution{
+				onLane(1, exec("c", "1", 1, 0, 0.2, 30)), onLane(2, exec("c", "2", 1, 0, 0.3, 30)),
+				onLane(1, exec("a", "1", 1, 1, 30.4, 31)),
+			},
+			noPool: true, wantType: "a", wantAbout: 29.4,
+		},
 		{name: "nothing ran", give: nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := longestStall(tt.give, limits)
+			pools := []PoolSpec{{Name: "p", Cap: 2, Members: []string{"a", "c"}}}
+			if tt.noPool {
+				pools = nil
+			}
+			got := longestStall(tt.give, limits, pools)
 			if tt.wantAbout == 0 {
 				if got.Seconds != 0 {
 					t.Errorf("longestStall = %+v, want none", got)

@@ -37,6 +37,43 @@ type Workload struct {
 	// type's batch, and is counted there as refused.
 	Batches bool
 	Seed    uint64
+	// Pools are shared caps over some of the types (template parameters Pools and TypePools).
+	Pools []PoolSpec
+}
+
+// PoolSpec is a shared pool of the demo: its cap and its member types.
+type PoolSpec struct {
+	Name    string
+	Cap     int
+	Members []string
+}
+
+// PoolCaps renders the pools as the Pools template parameter ("" for none).
+func (w Workload) PoolCaps() string {
+	parts := make([]string, len(w.Pools))
+	for i, p := range w.Pools {
+		parts[i] = fmt.Sprintf("%s=%d", p.Name, p.Cap)
+	}
+	return strings.Join(parts, ",")
+}
+
+// TypePools renders each member type's pools as the TypePools template parameter ("" for none).
+func (w Workload) TypePools() string {
+	of := map[string][]string{}
+	var order []string
+	for _, p := range w.Pools {
+		for _, m := range p.Members {
+			if of[m] == nil {
+				order = append(order, m)
+			}
+			of[m] = append(of[m], p.Name)
+		}
+	}
+	parts := make([]string, len(order))
+	for i, m := range order {
+		parts[i] = m + "=" + strings.Join(of[m], "+")
+	}
+	return strings.Join(parts, ",")
 }
 
 // BatchOf is the batch of a type's jobs in the demo.
@@ -44,7 +81,8 @@ func BatchOf(typ string) string { return "demo-" + typ }
 
 // DefaultWorkload is three types with limits 2, 5 and 10, varied durations, some failures and
 // malformed jobs: about a minute of work at those limits. llm runs on the bare workflow in events
-// mode, the others on the sample workflow in step mode.
+// mode, the others on the sample workflow in step mode. reports and llm share pool api of cap 12
+// (a service both call): together they run at most 12 of their 15 lanes.
 func DefaultWorkload() Workload {
 	return Workload{
 		Types: []TypeSpec{
@@ -55,6 +93,7 @@ func DefaultWorkload() Workload {
 		Malformed: true,
 		Batches:   true,
 		Seed:      42,
+		Pools:     []PoolSpec{{Name: "api", Cap: 12, Members: []string{"reports", "llm"}}},
 	}
 }
 
