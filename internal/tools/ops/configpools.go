@@ -165,7 +165,7 @@ func (v ConfigView) writePools(w io.Writer) error {
 	}
 	for _, p := range v.Pools {
 		if p.Source == PoolCapNone {
-			fmt.Fprintf(w, "Pool %s has no cap (neither Pools nor a live cap): it caps nothing, and %s run on their own limits (sfnlimit config pool set %s --cap N gives it one).\n",
+			fmt.Fprintf(w, "Pool %s has no cap (neither Pools nor a live cap): it caps nothing, and its members (%s) run on their own limits (sfnlimit config pool set %s --cap N gives it one).\n",
 				p.Name, strings.Join(p.Members, ", "), p.Name)
 		}
 	}

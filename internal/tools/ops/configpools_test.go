@@ -229,7 +229,7 @@ func TestConfigGetPools(t *testing.T) {
 		"gpu      none  none        reports\n",
 		"llm_api  40    live        summarize\n",
 		"pay      20    deployment  reports\n",
-		"Pool gpu has no cap (neither Pools nor a live cap): it caps nothing, and reports run on their own limits",
+		"Pool gpu has no cap (neither Pools nor a live cap): it caps nothing, and its members (reports) run on their own limits",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("WriteTable() lacks %q:\n%s", want, b.String())
