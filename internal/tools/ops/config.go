@@ -207,7 +207,8 @@ type ConfigView struct {
 	// with, say, an unknown strategy), and why.
 	Ignored []string `json:"ignored,omitempty"`
 
-	at time.Time // when the view was taken: pauses are aged to it
+	at   time.Time      // when the view was taken: pauses are aged to it
+	caps map[string]int // the pools' caps in force: a type in none of them is not pooled
 }
 
 // staticStore serves a fixed set of overrides to a config.Resolver.
@@ -280,6 +281,7 @@ func (e ConfigEditor) view(ctx context.Context, ovs []config.Override) (ConfigVi
 		ovs = nil
 	}
 	live, ovs := livePoolCaps(ovs)
+	v.caps = inForce(e.Defaults.Pools, live)
 	byType := map[string]config.Override{}
 	for _, o := range ovs {
 		byType[o.Type] = o
@@ -301,7 +303,7 @@ func (e ConfigEditor) view(ctx context.Context, ovs []config.Override) (ConfigVi
 		tv.Release, tv.ReleaseSource = releaseOf(e.Defaults, ov, c.Type)
 		tv.setKeys(e.Defaults, ov, configuredStrategy(e.Defaults, ovs, c.Type))
 		tv.setFlow(e.Defaults, ov, v.at)
-		tv.setPools(e.Defaults, ov, configuredStrategy(e.Defaults, ovs, c.Type))
+		tv.setPools(e.Defaults, ov, configuredStrategy(e.Defaults, ovs, c.Type), v.caps)
 		v.Types = append(v.Types, tv)
 		seen[c.Type] = true
 	}
@@ -352,7 +354,7 @@ func (v ConfigView) typeView(typ string, d config.Defaults, ovs []config.Overrid
 	}
 	tv.setKeys(d, ov, configuredStrategy(d, ovs, typ))
 	tv.setFlow(d, ov, v.at)
-	tv.setPools(d, ov, configuredStrategy(d, ovs, typ))
+	tv.setPools(d, ov, configuredStrategy(d, ovs, typ), v.caps)
 	return tv
 }
 

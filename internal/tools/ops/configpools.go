@@ -39,9 +39,10 @@ type PoolView struct {
 }
 
 // setPools fills in a type's pools and share from the deployment's TypePools and PoolShares and its
-// live override ov (nil: none), as config.Resolver merges them; a pooled type configured random runs
-// first-free (a pool's slots are taken where jobs wait for a free lane).
-func (tv *TypeView) setPools(d config.Defaults, ov *config.Override, configured string) {
+// live override ov (nil: none), as config.Resolver merges them; a type in a pool with a cap in force
+// (caps) that is configured random runs first-free (a pool's slots are taken where jobs wait for a
+// free lane).
+func (tv *TypeView) setPools(d config.Defaults, ov *config.Override, configured string, caps map[string]int) {
 	tv.Pools, tv.PoolsSource = nil, ""
 	tv.Share, tv.ShareSource = 1, ShareDefault
 	if names := d.TypePools[tv.Type]; len(names) > 0 {
@@ -61,7 +62,8 @@ func (tv *TypeView) setPools(d config.Defaults, ov *config.Override, configured 
 			tv.Share, tv.ShareSource = ov.Share, ShareFromOverride
 		}
 	}
-	if s, err := lane.ParseStrategy(configured); err == nil && s != lane.FirstFree && len(tv.Pools) > 0 && !tv.capsKeys() && !tv.ratesKeys() {
+	pooled := slices.ContainsFunc(tv.Pools, func(p string) bool { return caps[p] > 0 })
+	if s, err := lane.ParseStrategy(configured); err == nil && s != lane.FirstFree && pooled && !tv.capsKeys() && !tv.ratesKeys() {
 		tv.Strategy, tv.StrategySource = lane.FirstFree, StrategyFromPools
 	}
 }
@@ -129,6 +131,16 @@ func poolViews(d config.Defaults, live map[string]int, types []TypeView) []PoolV
 		slices.Sort(p.Members)
 		out = append(out, *p)
 	}
+	return out
+}
+
+// inForce are the pools' caps in force: the deployment's, with live ones over them.
+func inForce(deployment, live map[string]int) map[string]int {
+	out := maps.Clone(deployment)
+	if out == nil {
+		out = map[string]int{}
+	}
+	maps.Copy(out, live)
 	return out
 }
 
@@ -365,12 +377,4 @@ func hasKey[K comparable, V any](m map[K]V, k K) bool {
 func ptrTo[T any](v T) *T { return &v }
 
 // poolCaps are the caps in force of the view's pools, by name (none for a pool without one).
-func (v ConfigView) poolCaps() map[string]int {
-	out := map[string]int{}
-	for _, p := range v.Pools {
-		if p.Cap > 0 {
-			out[p.Name] = p.Cap
-		}
-	}
-	return out
-}
+func (v ConfigView) poolCaps() map[string]int { return v.caps }

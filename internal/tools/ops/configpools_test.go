@@ -126,6 +126,12 @@ func TestConfigSetPools(t *testing.T) {
 			wantPools: "llm_api (TypePools)", wantShare: "3 (PoolShares)", wantStrat: "first-free (default)",
 		},
 		{
+			name: "a random type in a pool without a cap runs random", stored: []config.Override{{Type: "reports", Strategy: "random", Pools: []string{"gone"}}},
+			give:      Change{Type: "reports", Share: ptr(2)},
+			want:      config.Override{Type: "reports", Strategy: "random", Pools: []string{"gone"}, Share: 2},
+			wantPools: "gone (override)", wantShare: "2 (override)", wantStrat: "random (override)",
+		},
+		{
 			name: "a random type runs first-free in a pool", stored: []config.Override{{Type: "reports", Strategy: "random"}},
 			give:      Change{Type: "reports", Pools: ptr("pay")},
 			want:      config.Override{Type: "reports", Strategy: "random", Pools: []string{"pay"}},
