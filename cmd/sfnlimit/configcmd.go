@@ -35,12 +35,14 @@ ConfigCacheSeconds.
   sfnlimit config set llm --key acme --limit 20
   sfnlimit config set partner --rate 5 --burst 10
   sfnlimit config set llm --key-rate 2 --key noisy --rate 0.1
+  sfnlimit config set classify --pools llm_api+pay --share 3
+  sfnlimit config pool set llm_api --cap 40
   sfnlimit config reset payments`,
 		Args: commandArgs,
 		RunE: showHelp,
 	}
 	registerTarget(cmd, &tgt)
-	cmd.AddCommand(newConfigGet(&tgt), newConfigSet(&tgt), newConfigReset(&tgt))
+	cmd.AddCommand(newConfigGet(&tgt), newConfigSet(&tgt), newConfigReset(&tgt), newConfigPool(&tgt))
 	return cmd
 }
 
@@ -81,7 +83,12 @@ start rate and how many keys have their own; below the table, the keys with thei
 for caps). A type with key caps runs first-free whatever its strategy: a configured random shows as
 first-free (key caps); so does one with key rates: first-free (key rates). And the stored override. A
 type configured with the retired least-loaded strategy (by its live item or by LaneStrategy) is
-shown as first-free, which it runs as, and marked with a note that says so.
+shown as first-free, which it runs as, and marked with a note that says so. Once a pool exists or
+a type is in one, POOLS and SHARE columns: the type's pools ("llm_api+pay") and their source
+(override: the live item, where "none (override)" removes the type's TypePools entry; TypePools:
+the parameter), and its share in them; below the table, each pool with its cap, the cap's source
+(deployment: the Pools parameter; live: config pool set; none: no cap, the pool caps nothing) and
+its member types. A pooled type runs first-free whatever its strategy: first-free (pools).
 ` + targetHelp,
 		Example: `  sfnlimit config get
   sfnlimit config get payments --json`,
@@ -113,14 +120,14 @@ shown as first-free, which it runs as, and marked with a note that says so.
 
 func newConfigSet(tgt *target) *cobra.Command {
 	var (
-		limit, attempts, keyLimit, burst      int
-		machine, strategy, release, key, rate string
-		keyRate                               string
-		asJSON, newType                       bool
+		limit, attempts, keyLimit, burst, share int
+		machine, strategy, release, key, rate   string
+		keyRate, pools                          string
+		asJSON, newType, noPools                bool
 	)
 	cmd := &cobra.Command{
-		Use:   "set TYPE [--limit N] [--max-attempts K] [--state-machine ARN] [--strategy NAME] [--release MODE] [--key-limit N] [--key-rate R[:B]] [--key K [--limit N] [--rate R[:B]]] [--rate R [--burst B]]",
-		Short: "Set a type's live limit, attempts, state machine, lane strategy, release mode, key caps, start rate or key rates",
+		Use:   "set TYPE [--limit N] [--max-attempts K] [--state-machine ARN] [--strategy NAME] [--release MODE] [--key-limit N] [--key-rate R[:B]] [--key K [--limit N] [--rate R[:B]]] [--rate R [--burst B]] [--pools P[+P] | --no-pools] [--share N]",
+		Short: "Set a type's live limit, attempts, state machine, lane strategy, release mode, key caps, start rate, key rates or pools",
 		Long: `set writes a type's live override. Only the fields given change; the others keep their stored
 value (config reset drops the whole override). A type the stack does not know (no limit or other
 setting in its parameters, no live override) is refused as a likely typo, with the closest known
@@ -160,6 +167,13 @@ own, above or below --key-rate; with --key, --rate and --burst are the key's, no
 once. A type holds at most ` + strconv.Itoa(config.MaxKeyOverrides) + ` keys with their own rate. Key rates are live
 settings only (no parameter gives them). A key waiting for its start token holds no lane: it waits
 in its key's waiting group, so a type with key rates runs first-free, as with key caps.
+--pools P or P+Q puts the type in shared pools (at most ` + strconv.Itoa(config.MaxPoolsPerType) + `, names as a type's): its jobs start only
+when the type, the key and each pool have room. Each pool needs a cap in force (the Pools
+parameter, or sfnlimit config pool set P --cap N); a pool without one is refused, and nothing
+written. --no-pools takes the type out of every pool, also those its TypePools entry gives (the
+live item then says noPools; config reset, or --pools again, puts it back). --share N (1-` + strconv.Itoa(config.MaxShare) + `) is the
+type's share of its pools when member types contend; --share 0 removes the live share (its
+PoolShares entry, or 1, applies again). A pooled type runs first-free, as with key caps.
 Says when the change applies: within ConfigCacheSeconds, as the stack runs with it. Shows the
 effective configuration after.
 ` + targetHelp,
@@ -181,6 +195,9 @@ effective configuration after.
   sfnlimit config set llm --key acme --rate 5 --burst 10 # acme's own rate
   sfnlimit config set llm --key noisy --rate 0          # noisy follows --key-rate again
   sfnlimit config set llm --key-rate 0                  # no rate for every key
+  sfnlimit config set classify --pools llm_api+pay      # in pools llm_api and pay
+  sfnlimit config set summarize --share 3               # 3 shares of its pools when they are contended
+  sfnlimit config set reports --no-pools                # in no pool, whatever TypePools says
   sfnlimit config set reports --state-machine arn:aws:states:us-east-1:123456789012:stateMachine:reports`,
 		Args:              usageArgs(cobra.ExactArgs(1)),
 		ValidArgsFunction: completeTypeArg(tgt),
@@ -229,6 +246,13 @@ effective configuration after.
 			if cmd.Flags().Changed("release") {
 				c.Release = &release
 			}
+			if cmd.Flags().Changed("pools") {
+				c.Pools = &pools
+			}
+			c.NoPools = noPools
+			if cmd.Flags().Changed("share") {
+				c.Share = &share
+			}
 			if err := c.Validate(); err != nil {
 				return err
 			}
@@ -259,6 +283,9 @@ effective configuration after.
 	cmd.Flags().StringVar(&rate, "rate", "", "starts per second at most, like 5 or 0.5, or R:B with the burst; with --key, the key's own (0 removes the rate)")
 	cmd.Flags().IntVar(&burst, "burst", 0, "starts at once after a quiet spell (default with --rate: a second's worth, at least 1); with --key, of the key's own rate")
 	cmd.Flags().StringVar(&keyRate, "key-rate", "", "starts per second at most of any one concurrency key, R or R:B (0 removes it)")
+	cmd.Flags().StringVar(&pools, "pools", "", "shared pools the type's jobs count against, P or P+Q (each needs a cap)")
+	cmd.Flags().BoolVar(&noPools, "no-pools", false, "take the type out of every pool, also those TypePools gives")
+	cmd.Flags().IntVar(&share, "share", 0, "the type's share of its pools when member types contend, 1-"+strconv.Itoa(config.MaxShare)+" (0 removes the live share)")
 	cmd.Flags().BoolVar(&newType, "new-type", false, "TYPE is new to the stack: add it (without this flag, a type that neither the stack's parameters nor a live override name is refused as a likely typo)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd

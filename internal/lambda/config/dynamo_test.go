@@ -300,3 +300,63 @@ func TestDynamoStoreRoundTripsEveryValidKeyRate(t *testing.T) {
 		t.Errorf("ListOverrides() = %+v, %v (Validate: %v), want %+v back", got, err, verr, o)
 	}
 }
+
+// A type's pools, its leaving the deployment's pools and its share, and a pool's live cap (the item
+// POOL#{name}, not a type's), are written as the items the functions read, and read back the same;
+// DeletePool removes the pool's item only.
+func TestDynamoStoreRoundTripsPools(t *testing.T) {
+	db := &fakeDynamo{}
+	db.query = func(*dynamodb.QueryInput) (*dynamodb.QueryOutput, error) {
+		out := &dynamodb.QueryOutput{}
+		for _, p := range db.puts {
+			out.Items = append(out.Items, p.Item)
+		}
+		return out, nil
+	}
+	st := config.NewDynamoStore(db, table)
+	want := []config.Override{
+		{Type: "classify", Limit: 4, Pools: []string{"llm_api", "pay"}, Share: 3},
+		{Type: "summarize", Pools: []string{"llm_api"}},
+		{Type: "reports", NoPools: true},
+		{Type: "batch", Share: 100},
+		{Pool: "llm_api", Limit: 40},
+		{Pool: "pay", Limit: 1000},
+	}
+	for _, o := range want {
+		if err := o.Validate(); err != nil {
+			t.Fatalf("Validate(%+v) = %v", o, err)
+		}
+		if err := st.SetOverride(context.Background(), o); err != nil {
+			t.Fatalf("SetOverride(%+v) error = %v", o, err)
+		}
+	}
+	wantItems := []map[string]av{
+		{"pk": s("CONFIG"), "sk": s("TYPE#classify"), "limit": n("4"), "pools": s("llm_api+pay"), "share": n("3")},
+		{"pk": s("CONFIG"), "sk": s("TYPE#summarize"), "pools": s("llm_api")},
+		{"pk": s("CONFIG"), "sk": s("TYPE#reports"), "noPools": &types.AttributeValueMemberBOOL{Value: true}},
+		{"pk": s("CONFIG"), "sk": s("TYPE#batch"), "share": n("100")},
+		{"pk": s("CONFIG"), "sk": s("POOL#llm_api"), "limit": n("40")},
+		{"pk": s("CONFIG"), "sk": s("POOL#pay"), "limit": n("1000")},
+	}
+	for i, p := range db.puts {
+		if !reflect.DeepEqual(p.Item, wantItems[i]) {
+			t.Errorf("SetOverride(%+v) wrote %v, want %v", want[i], p.Item, wantItems[i])
+		}
+	}
+	got, err := st.ListOverrides(context.Background())
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("ListOverrides() = %+v, %v, want %+v", got, err, want)
+	}
+
+	if err := st.DeletePool(context.Background(), "llm_api"); err != nil {
+		t.Fatalf("DeletePool(llm_api) error = %v", err)
+	}
+	wantKey := map[string]av{"pk": s("CONFIG"), "sk": s("POOL#llm_api")}
+	if len(db.deletes) != 1 || aws.ToString(db.deletes[0].TableName) != table || !reflect.DeepEqual(db.deletes[0].Key, wantKey) {
+		t.Errorf("DeletePool(llm_api) made %d DeleteItem calls (%+v), want one of table %q key %v", len(db.deletes), db.deletes, table, wantKey)
+	}
+	db.delErr = errors.New("throttled")
+	if err := st.DeletePool(context.Background(), "pay"); err == nil || !strings.Contains(err.Error(), "pool pay") || !strings.Contains(err.Error(), "throttled") {
+		t.Errorf("DeletePool(pay) on a failing table = %v, want an error naming the pool and the cause", err)
+	}
+}

@@ -12,8 +12,12 @@ import (
 // maxType is the longest type name (job.ValidateType).
 var maxType = strings.Repeat("a", 40)
 
+// poolCaps is POOLS for the TYPE_POOLS examples: the code refuses a type's pool without a cap,
+// which a pattern cannot see (TestTypePoolsThePatternCannotSee).
+var poolCaps = map[string]string{"POOLS": "a=1,b=1,llm_api=50,pay=20," + maxType + "=1"}
+
 // stringAgreement lists, for each string parameter the functions read, values with whether both
-// the template and the code accept them.
+// the template and the code accept them (TYPE_POOLS is read beside poolCaps).
 var stringAgreement = []struct {
 	param, env string
 	give       string
@@ -106,6 +110,55 @@ var stringAgreement = []struct {
 	{"TypeRates", "TYPE_RATES", "llm=1, b=2", false},
 	{"TypeRates", "TYPE_RATES", "llm=1:5,llm=0.5", false},
 
+	{"Pools", "POOLS", "", true},
+	{"Pools", "POOLS", "llm_api=50,pay=20", true},
+	{"Pools", "POOLS", "a=1,b=1000," + maxType + "=999", true},
+	{"Pools", "POOLS", "b=1,ab=2", true},
+	{"Pools", "POOLS", "a=0", false},
+	{"Pools", "POOLS", "a=1001", false},
+	{"Pools", "POOLS", "a=5000", false},
+	{"Pools", "POOLS", "a=05", false},
+	{"Pools", "POOLS", "a=-1", false},
+	{"Pools", "POOLS", "my-pool=5", false},
+	{"Pools", "POOLS", maxType + "a=5", false},
+	{"Pools", "POOLS", "a=5,", false},
+	{"Pools", "POOLS", "a=5, b=6", false},
+	{"Pools", "POOLS", "a=5,a=6", false},
+	{"Pools", "POOLS", "a", false},
+
+	{"TypePools", "TYPE_POOLS", "", true},
+	{"TypePools", "TYPE_POOLS", "summarize=llm_api", true},
+	{"TypePools", "TYPE_POOLS", "summarize=llm_api,classify=llm_api+pay", true},
+	{"TypePools", "TYPE_POOLS", "x=a+b,y=b+a,z=" + maxType, true},
+	{"TypePools", "TYPE_POOLS", "x=a,y=a", true},
+	{"TypePools", "TYPE_POOLS", "x=a+b,y=b", true},
+	{"TypePools", "TYPE_POOLS", "x=a+a", false}, // a pool listed twice
+	{"TypePools", "TYPE_POOLS", "y=b,x=a+a", false},
+	{"TypePools", "TYPE_POOLS", "x=a+a,y=b", false},
+	{"TypePools", "TYPE_POOLS", "x=a+b+llm_api", false}, // more than 2 pools
+	{"TypePools", "TYPE_POOLS", "x=a+", false},
+	{"TypePools", "TYPE_POOLS", "x=+a", false},
+	{"TypePools", "TYPE_POOLS", "x=", false},
+	{"TypePools", "TYPE_POOLS", "x=a b", false},
+	{"TypePools", "TYPE_POOLS", "x=a,b", false},
+	{"TypePools", "TYPE_POOLS", "x=my-pool", false},
+	{"TypePools", "TYPE_POOLS", "x=" + maxType + "a", false},
+	{"TypePools", "TYPE_POOLS", "my-type=a", false},
+	{"TypePools", "TYPE_POOLS", "x=a,", false},
+	{"TypePools", "TYPE_POOLS", "x=a,x=b", false},
+	{"TypePools", "TYPE_POOLS", "x=a,y=b,x=a+b", false},
+
+	{"PoolShares", "TYPE_POOL_SHARES", "", true},
+	{"PoolShares", "TYPE_POOL_SHARES", "summarize=3", true},
+	{"PoolShares", "TYPE_POOL_SHARES", "a=1,b=100,c=99", true},
+	{"PoolShares", "TYPE_POOL_SHARES", "a=0", false},
+	{"PoolShares", "TYPE_POOL_SHARES", "a=101", false},
+	{"PoolShares", "TYPE_POOL_SHARES", "a=1000", false},
+	{"PoolShares", "TYPE_POOL_SHARES", "a=01", false},
+	{"PoolShares", "TYPE_POOL_SHARES", "my-type=1", false},
+	{"PoolShares", "TYPE_POOL_SHARES", "a=1,", false},
+	{"PoolShares", "TYPE_POOL_SHARES", "a=1,a=2", false},
+
 	{"ReleaseMode", "RELEASE_MODE", "step", true},
 	{"ReleaseMode", "RELEASE_MODE", "events", true},
 	{"ReleaseMode", "RELEASE_MODE", "status", false},
@@ -136,6 +189,9 @@ func TestStringParametersAgreeWithTheCode(t *testing.T) {
 			_, _, codeErr := config.FromEnv(func(k string) string {
 				if k == tt.env {
 					return tt.give
+				}
+				if tt.env == "TYPE_POOLS" {
+					return poolCaps[k]
 				}
 				return ""
 			})
@@ -168,6 +224,30 @@ func TestTypeLimitsThePatternCannotSee(t *testing.T) {
 			return ""
 		}); err == nil {
 			t.Errorf("code accepts TYPE_LIMITS=%q, want it refused at cold start", give)
+		}
+	}
+}
+
+// What a pattern cannot see: a type's pool with no cap in Pools (the pattern reads TypePools alone).
+// The template accepts it and the functions refuse it at cold start, naming the pool; the
+// docs/configuration.md says so. If the code starts accepting one, it moves to the agreement table.
+func TestTypePoolsThePatternCannotSee(t *testing.T) {
+	tpl, err := cfntemplate.Load(filepath.Join("..", "..", "..", "template.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := tpl.Parameter("TypePools")
+	for _, tt := range []struct{ pools, typePools string }{
+		{"", "summarize=llm_api"},
+		{"llm_api=50", "classify=llm_api+pay"},
+	} {
+		if err := p.Check(tt.typePools); err != nil {
+			t.Errorf("template TypePools refuses %q (%v): it can see it after all, move it to the agreement table", tt.typePools, err)
+		}
+		env := map[string]string{"POOLS": tt.pools, "TYPE_POOLS": tt.typePools}
+		_, _, err := config.FromEnv(func(k string) string { return env[k] })
+		if err == nil || !strings.Contains(err.Error(), "has no cap in POOLS") {
+			t.Errorf("code reads POOLS=%q TYPE_POOLS=%q: %v, want it refused at cold start (no cap in POOLS)", tt.pools, tt.typePools, err)
 		}
 	}
 }

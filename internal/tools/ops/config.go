@@ -27,6 +27,7 @@ type overrideStore interface {
 	ListOverrides(ctx context.Context) ([]config.Override, error)
 	SetOverride(ctx context.Context, o config.Override) error
 	DeleteOverride(ctx context.Context, typ string) error
+	DeletePool(ctx context.Context, name string) error
 }
 
 // describeStateMachineAPI checks that a state machine exists.
@@ -100,6 +101,13 @@ type TypeView struct {
 	RateSource string    `json:"rateSource"`
 	// Pause is the type's pause; nil when it is not paused.
 	Pause *PauseView `json:"pause,omitempty"`
+	// Pools are the shared pools the type is configured in, and PoolsSource where they come from:
+	// PoolsFromOverride, PoolsFromType, or "" (none anywhere). Share is its share in them, and
+	// ShareSource where that comes from: ShareFromOverride, ShareFromType or ShareDefault.
+	Pools       []string `json:"pools,omitempty"`
+	PoolsSource string   `json:"poolsSource,omitempty"`
+	Share       int      `json:"share"`
+	ShareSource string   `json:"shareSource"`
 	// Override is the live item as stored; nil when the type has none.
 	Override *OverrideView `json:"override,omitempty"`
 }
@@ -124,6 +132,11 @@ type OverrideView struct {
 	OwnKeyRates int    `json:"ownKeyRates,omitempty"`
 	// Paused says the item pauses the type (TypeView.Pause says since when and why).
 	Paused bool `json:"paused,omitempty"`
+	// Pools are the item's pools ("a+b"), NoPools says it removes the type's TypePools entry, Share
+	// is its share in them.
+	Pools   string `json:"pools,omitempty"`
+	NoPools bool   `json:"noPools,omitempty"`
+	Share   int    `json:"share,omitempty"`
 }
 
 func overrideView(o config.Override) *OverrideView {
@@ -131,6 +144,7 @@ func overrideView(o config.Override) *OverrideView {
 		Limit: o.Limit, MaxAttempts: o.MaxAttempts, StateMachineArn: o.StateMachineArn, Strategy: o.Strategy, Release: o.Release,
 		KeyLimit: o.KeyLimit, KeyCaps: len(o.KeyLimits), Rate: o.Rate.String(), NoRate: o.NoRate, Paused: o.Pause != nil,
 		KeyRate: o.KeyRate.String(), OwnKeyRates: len(o.KeyRates),
+		Pools: strings.Join(o.Pools, "+"), NoPools: o.NoPools, Share: o.Share,
 	}
 }
 
@@ -180,6 +194,8 @@ type ConfigView struct {
 	KeyLimits map[string]int `json:"keyLimits,omitempty"`
 	// Rates are the deployment's start rates per type (TypeRates).
 	Rates map[string]RateView `json:"rates,omitempty"`
+	// Pools are the shared pools: those with a cap (Pools, or a live cap) and those a type names.
+	Pools []PoolView `json:"pools,omitempty"`
 	// Lanes is what the limits add up to, counted as the limiter counts them against the quota.
 	Lanes        int     `json:"lanes"`
 	Quota        int     `json:"quota"`
@@ -191,7 +207,8 @@ type ConfigView struct {
 	// with, say, an unknown strategy), and why.
 	Ignored []string `json:"ignored,omitempty"`
 
-	at time.Time // when the view was taken: pauses are aged to it
+	at   time.Time      // when the view was taken: pauses are aged to it
+	caps map[string]int // the pools' caps in force: a type in none of them is not pooled
 }
 
 // staticStore serves a fixed set of overrides to a config.Resolver.
@@ -237,7 +254,11 @@ func (e ConfigEditor) view(ctx context.Context, ovs []config.Override) (ConfigVi
 	var valid []config.Override
 	for _, o := range ovs {
 		if err := o.Validate(); err != nil {
-			v.Ignored = append(v.Ignored, fmt.Sprintf("the live override of type %s is ignored by the functions: %v", o.Type, err))
+			what := "live override of type " + o.Type
+			if o.Pool != "" {
+				what = "live cap of pool " + o.Pool
+			}
+			v.Ignored = append(v.Ignored, fmt.Sprintf("the %s is ignored by the functions: %v", what, err))
 			continue
 		}
 		valid = append(valid, o)
@@ -259,6 +280,8 @@ func (e ConfigEditor) view(ctx context.Context, ovs []config.Override) (ConfigVi
 		}
 		ovs = nil
 	}
+	live, ovs := livePoolCaps(ovs)
+	v.caps = inForce(e.Defaults.Pools, live)
 	byType := map[string]config.Override{}
 	for _, o := range ovs {
 		byType[o.Type] = o
@@ -280,6 +303,7 @@ func (e ConfigEditor) view(ctx context.Context, ovs []config.Override) (ConfigVi
 		tv.Release, tv.ReleaseSource = releaseOf(e.Defaults, ov, c.Type)
 		tv.setKeys(e.Defaults, ov, configuredStrategy(e.Defaults, ovs, c.Type))
 		tv.setFlow(e.Defaults, ov, v.at)
+		tv.setPools(e.Defaults, ov, configuredStrategy(e.Defaults, ovs, c.Type), v.caps)
 		v.Types = append(v.Types, tv)
 		seen[c.Type] = true
 	}
@@ -291,6 +315,7 @@ func (e ConfigEditor) view(ctx context.Context, ovs []config.Override) (ConfigVi
 	}
 	sort.Slice(v.Types, func(i, j int) bool { return v.Types[i].Type < v.Types[j].Type })
 	v.Lanes = lanes(e.Defaults, ovs)
+	v.Pools = poolViews(e.Defaults, live, v.Types)
 	return v, nil
 }
 
@@ -329,6 +354,7 @@ func (v ConfigView) typeView(typ string, d config.Defaults, ovs []config.Overrid
 	}
 	tv.setKeys(d, ov, configuredStrategy(d, ovs, typ))
 	tv.setFlow(d, ov, v.at)
+	tv.setPools(d, ov, configuredStrategy(d, ovs, typ), v.caps)
 	return tv
 }
 
@@ -370,7 +396,7 @@ func lanes(d config.Defaults, ovs []config.Override) int {
 		eff[t] = n
 	}
 	for _, o := range ovs {
-		if o.Limit > 0 {
+		if o.Limit > 0 && o.Pool == "" {
 			eff[o.Type] = o.Limit
 		}
 	}
@@ -412,6 +438,11 @@ type Change struct {
 	// Burst are the type's); RemoveRate removes the key's own rate (it follows KeyRate again).
 	KeyOwnRate  *string
 	KeyOwnBurst *int
+	// Pools puts the type in these pools, "a" or "a+b" (config.ParsePoolList); NoPools in none.
+	// Share is its share in them, 0 removes the live share. Set refuses a pool with no cap.
+	Pools   *string
+	NoPools bool
+	Share   *int
 	// NewType says the type may be new to the stack (config set --new-type): without it, a change
 	// to a type that neither the deployment's parameters nor a live override name is refused, so
 	// that a typo does not create a type.
@@ -440,8 +471,11 @@ func (c Change) Validate() error {
 		return UsageError{err}
 	}
 	if c.Limit == nil && c.MaxAttempts == nil && c.StateMachineArn == nil && c.Strategy == nil && c.Release == nil && c.KeyLimit == nil && c.Key == nil && c.KeyCap == nil &&
-		c.Rate == nil && c.Burst == nil && c.KeyRate == nil && c.KeyOwnRate == nil && c.KeyOwnBurst == nil {
-		return usagef("nothing to set: give --limit, --max-attempts, --state-machine, --strategy, --release, --key-limit, --key-rate, --key with --limit or --rate, --rate or --burst")
+		c.Rate == nil && c.Burst == nil && c.KeyRate == nil && c.KeyOwnRate == nil && c.KeyOwnBurst == nil && c.Pools == nil && !c.NoPools && c.Share == nil {
+		return usagef("nothing to set: give --limit, --max-attempts, --state-machine, --strategy, --release, --key-limit, --key-rate, --key with --limit or --rate, --rate or --burst, --pools, --no-pools or --share")
+	}
+	if err := c.validatePools(); err != nil {
+		return err
 	}
 	if err := c.validateKeys(); err != nil {
 		return err
@@ -591,6 +625,10 @@ func (e ConfigEditor) Set(ctx context.Context, c Change) (SetResult, error) {
 	}
 	warnings = append(warnings, w...)
 	if w, err = c.applyKeyRates(&o); err != nil {
+		return SetResult{}, err
+	}
+	warnings = append(warnings, w...)
+	if w, err = c.applyPools(&o, e.Defaults, before.poolCaps()); err != nil {
 		return SetResult{}, err
 	}
 	warnings = append(warnings, w...)
@@ -852,6 +890,7 @@ func (e ConfigEditor) result(ctx context.Context, typ string, before ConfigView,
 	res.Warnings = append(res.Warnings, keyWarnings(res.Before, res.After)...)
 	res.Warnings = append(res.Warnings, keyRateWarnings(res.Before, res.After)...)
 	res.Warnings = append(res.Warnings, flowWarnings(res.Before, res.After)...)
+	res.Warnings = append(res.Warnings, poolWarnings(res.Before, res.After)...)
 	if a := res.After; a.RetiredStrategy != "" && a.StrategySource == "override" {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("the live override of type %s keeps lane strategy %s, which is retired: it runs as %s (config set %s --strategy %s writes that)",
 			typ, a.RetiredStrategy, a.Strategy, typ, a.Strategy))
@@ -873,9 +912,12 @@ func (v ConfigView) WriteTable(w io.Writer) error {
 	}
 	// So are the RATE, KEY RATE and PAUSED columns, once some type has a rate, rates its keys or is
 	// paused.
-	rates, keyRates, paused := v.showsRate(), v.ratesKeys(), v.showsPaused()
-	flowCols := func(rate, keyRate, pause string) string {
+	rates, keyRates, paused, pools := v.showsRate(), v.ratesKeys(), v.showsPaused(), v.showsPools()
+	flowCols := func(rate, keyRate, pause, pool, share string) string {
 		var b strings.Builder
+		if pools {
+			b.WriteString(pool + "\t" + share + "\t")
+		}
 		if rates {
 			b.WriteString(rate + "\t")
 		}
@@ -887,7 +929,7 @@ func (v ConfigView) WriteTable(w io.Writer) error {
 		}
 		return b.String()
 	}
-	fmt.Fprintf(tw, "TYPE\tLIMIT\tSOURCE\tMAX ATTEMPTS\tSTATE MACHINE\tSTRATEGY\tRELEASE\t%s%sLIVE OVERRIDE\n", keyCol(TypeView{KeyLimit: -1}), flowCols("RATE", "KEY RATE", "PAUSED"))
+	fmt.Fprintf(tw, "TYPE\tLIMIT\tSOURCE\tMAX ATTEMPTS\tSTATE MACHINE\tSTRATEGY\tRELEASE\t%s%sLIVE OVERRIDE\n", keyCol(TypeView{KeyLimit: -1}), flowCols("RATE", "KEY RATE", "PAUSED", "POOLS", "SHARE"))
 	var retired []string
 	for _, t := range v.Types {
 		limit := strconv.Itoa(t.Limit)
@@ -900,7 +942,7 @@ func (v ConfigView) WriteTable(w io.Writer) error {
 			retired = append(retired, t.Type)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s (%s)\t%s (%s)\t%s%s%s\n", t.Type, limit, t.Source, t.MaxAttempts, shortArn(t.StateMachineArn),
-			strategy, t.StrategySource, t.Release, t.ReleaseSource, keyCol(t), flowCols(t.rateText(), t.keyRateText(), t.pausedText()), t.Override.String())
+			strategy, t.StrategySource, t.Release, t.ReleaseSource, keyCol(t), flowCols(t.rateText(), t.keyRateText(), t.pausedText(), t.poolsText(), t.shareText()), t.Override.String())
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -911,6 +953,9 @@ func (v ConfigView) WriteTable(w io.Writer) error {
 	}
 	v.writeKeys(w)
 	v.writeFlow(w)
+	if err := v.writePools(w); err != nil {
+		return err
+	}
 	other := "refused (unknown_type)"
 	if v.FallbackLimit > 0 {
 		other = fmt.Sprintf("limit %d each (DefaultLimit)", v.FallbackLimit)
@@ -983,6 +1028,15 @@ func (o *OverrideView) String() string {
 	if o.Paused {
 		parts = append(parts, "paused")
 	}
+	if o.Pools != "" {
+		parts = append(parts, "pools="+o.Pools)
+	}
+	if o.NoPools {
+		parts = append(parts, "noPools")
+	}
+	if o.Share > 0 {
+		parts = append(parts, fmt.Sprintf("share=%d", o.Share))
+	}
 	if len(parts) == 0 {
 		return "(empty)"
 	}
@@ -1015,6 +1069,9 @@ func (r SetResult) WriteTable(w io.Writer) error {
 	if r.Before.ratesKeys() || r.After.ratesKeys() {
 		fmt.Fprintf(w, "key rates of type %s: every key %s -> %s; own rates %s -> %s\n", r.After.Type, r.Before.KeyRate, r.After.KeyRate,
 			keyRatesText(r.Before.KeyRates, keysListed), keyRatesText(r.After.KeyRates, keysListed))
+	}
+	if b, a := r.Before, r.After; len(b.Pools) > 0 || len(a.Pools) > 0 || a.PoolsSource == PoolsFromOverride || a.ShareSource == ShareFromOverride {
+		fmt.Fprintf(w, "pools of type %s: %s -> %s; share %d -> %d (%s)\n", a.Type, b.poolsText(), a.poolsText(), b.Share, a.Share, a.ShareSource)
 	}
 	for _, x := range r.Warnings {
 		fmt.Fprintln(w, "note:", x)

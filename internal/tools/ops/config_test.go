@@ -27,9 +27,18 @@ type memStore struct {
 func newMemStore(ovs ...config.Override) *memStore {
 	m := &memStore{items: map[string]config.Override{}}
 	for _, o := range ovs {
-		m.items[o.Type] = o
+		m.items[itemKey(o)] = o
 	}
 	return m
+}
+
+// itemKey is where an override is stored: a pool's live cap as "POOL#{name}", a type's by its name,
+// as the table keeps them apart.
+func itemKey(o config.Override) string {
+	if o.Pool != "" {
+		return "POOL#" + o.Pool
+	}
+	return o.Type
 }
 
 func (m *memStore) ListOverrides(context.Context) ([]config.Override, error) {
@@ -49,7 +58,7 @@ func (m *memStore) SetOverride(_ context.Context, o config.Override) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.writes++
-	m.items[o.Type] = o
+	m.items[itemKey(o)] = o
 	return nil
 }
 
@@ -58,6 +67,14 @@ func (m *memStore) DeleteOverride(_ context.Context, typ string) error {
 	defer m.mu.Unlock()
 	m.writes++
 	delete(m.items, typ)
+	return nil
+}
+
+func (m *memStore) DeletePool(_ context.Context, name string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.writes++
+	delete(m.items, "POOL#"+name)
 	return nil
 }
 
@@ -82,7 +99,7 @@ func TestChangeValidate(t *testing.T) {
 		{name: "all", give: Change{Type: "a_1", Limit: ptr(1), MaxAttempts: ptr(5), StateMachineArn: ptr(sampleArn)}},
 		{name: "bad type", give: Change{Type: "a-b", Limit: ptr(1)}, wantErr: "invalid_type"},
 		{name: "no type", give: Change{Limit: ptr(1)}, wantErr: "missing_type"},
-		{name: "nothing", give: Change{Type: "a"}, wantErr: "nothing to set: give --limit, --max-attempts, --state-machine, --strategy, --release, --key-limit, --key-rate, --key with --limit or --rate, --rate or --burst"},
+		{name: "nothing", give: Change{Type: "a"}, wantErr: "nothing to set: give --limit, --max-attempts, --state-machine, --strategy, --release, --key-limit, --key-rate, --key with --limit or --rate, --rate or --burst, --pools, --no-pools or --share"},
 		{name: "zero limit", give: Change{Type: "a", Limit: ptr(0)}, wantErr: "at least 1"},
 		{name: "limit at quota", give: Change{Type: "a", Limit: ptr(config.MaxInFlight)}, wantErr: "quota"},
 		{name: "zero attempts", give: Change{Type: "a", MaxAttempts: ptr(0)}, wantErr: "--max-attempts 0 must be 1-999"},

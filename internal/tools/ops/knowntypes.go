@@ -25,8 +25,16 @@ func (e ConfigEditor) knownTypes(ovs []config.Override) []string {
 	for t := range e.Defaults.Rates {
 		seen[t] = true
 	}
+	for t := range e.Defaults.TypePools {
+		seen[t] = true
+	}
+	for t := range e.Defaults.Shares {
+		seen[t] = true
+	}
 	for _, o := range ovs {
-		seen[o.Type] = true
+		if o.Pool == "" { // a pool's live cap is no type's
+			seen[o.Type] = true
+		}
 	}
 	return slices.Sorted(maps.Keys(seen))
 }
