@@ -2,9 +2,11 @@ package main
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/spf13/cobra"
 
+	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/waitroom"
 	"github.com/sfnlimit/sfnlimit/internal/tools/ops"
@@ -155,6 +157,9 @@ func typesOrPool(cmd *cobra.Command, tgt *target, args []string, pool string) ([
 			return nil, err
 		}
 		return args, nil
+	}
+	if err := config.ValidatePoolName(pool); err != nil {
+		return nil, ops.UsageError{Err: fmt.Errorf("--pool: %w", err)}
 	}
 	s, e, err := tgt.editor(cmd.Context())
 	if err != nil {
