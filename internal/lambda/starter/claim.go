@@ -25,11 +25,21 @@ import (
 const clockSkew = time.Second
 
 func (s *Starter) claimAndStart(ctx context.Context, x *msg) (verdict, error) {
+	var seen *lease.Lease
 	for round := 0; round < 3; round++ {
 		l, err := s.Leases.Get(ctx, x.key)
 		if err != nil {
 			return hold, err
 		}
+		if l == nil && seen != nil && x.ownClaim(*seen) {
+			// This message's claim, read a moment ago, is gone: a release freed it and counted its
+			// end. A workflow's release step runs before its execution ends, so the attempt may
+			// still be RUNNING now; its release's DeleteMessage had a handle this delivery's receive
+			// made stale (SQS answers OK and keeps the message). Taken up again, it is reclaimed.
+			x.freed = seen.Attempt
+			x.log.InfoContext(ctx, "this message's claim was freed by a release while this delivery looked; its attempt is reclaimed", "attempt", seen.Attempt)
+		}
+		seen = l
 		v, err := s.withLease(ctx, x, l)
 		if errors.Is(err, lease.ErrConflict) {
 			continue // someone changed the lane meanwhile: look again
@@ -304,7 +314,7 @@ func (s *Starter) claim(ctx context.Context, x *msg, prev *lease.Lease, attempt 
 		Type: x.key.Type, Lane: x.key.Lane, JobID: x.job.ID, JobKey: x.job.Key, JobSender: x.job.Sender, Batch: x.job.Batch, MessageID: x.MessageId, ReceiptHandle: x.ReceiptHandle, Receives: x.receives(),
 		Attempt: attempt, Redrive: x.job.Redrive, Status: lease.Starting, StartedAt: startedAt, SubmittedAt: x.job.SubmittedAt,
 		StateMachineArn: sm, ExecutionArn: job.ExecutionArn(sm, job.RunName(x.key.Type, x.job.Sender, x.job.Key, x.job.ID, x.job.Redrive, attempt)),
-		Reclaimed: x.leaseless || (prev != nil && prev.Reclaimed && prev.Attempt == attempt), // the attempt's, kept by its claims
+		Reclaimed: x.leaseless || x.freed == attempt || (prev != nil && prev.Reclaimed && prev.Attempt == attempt), // the attempt's, kept by its claims
 	}, prev)
 }
 
@@ -491,6 +501,13 @@ func (s *Starter) alreadyExists(ctx context.Context, x *msg, claimed lease.Lease
 	}
 	x.log.InfoContext(ctx, "execution was already running; holding the lane", "execution", name, "executionArn", arn)
 	return hold, nil
+}
+
+// ownClaim reports whether l is a lease of an attempt this message started (or is about to): a claim,
+// or one being dead-lettered, of its job, holding this message.
+func (x *msg) ownClaim(l lease.Lease) bool {
+	return (l.Status == lease.Starting || l.Status == lease.DeadLettering) && l.MessageID == x.MessageId &&
+		l.Holds(x.job.Sender, x.job.Key, x.job.ID, x.job.Redrive)
 }
 
 // sameJob reports whether an execution's job is x's run: its type, key, id and redrive generation.

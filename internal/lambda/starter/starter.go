@@ -256,6 +256,9 @@ type msg struct {
 	// (ownAttempt): one a DescribeExecution, eventually consistent, may have shown running though it
 	// had ended and been released (confirmSince looks again).
 	recovering bool
+	// freed is the attempt (0: none) of this message whose claim this delivery read and then found
+	// gone: freed by a release, which counted its end. Its claim says so (lease.Lease.Reclaimed).
+	freed int
 }
 
 // receives is the delivery's ApproximateReceiveCount (0 when SQS did not say).

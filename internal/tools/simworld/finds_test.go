@@ -527,3 +527,23 @@ func TestStaleLookAtARecoveredAttemptSeedHolds(t *testing.T) {
 		t.Errorf("seed 3949 (all) no longer recovers j053's attempt: the seed no longer runs the path")
 	}
 }
+
+// A success counted twice through a release that ran under a delivery (found at seed 212 of
+// all+pools; fixed). alpha-j056's start went through with its answer lost; its message came back
+// (receive 2) and that delivery read the claim, then took its pool slot (overPool), while the
+// workflow's release step, its execution still RUNNING, deleted the message with the claim's
+// receipt handle, gone stale, and freed the lease. The delivery's claim over it failed; it found the
+// lane free and the attempt running (ownAttempt), claimed it unmarked, and the sweep's release of it
+// once it ended counted the success again (88 published, 87 succeeded). Fixed: a delivery that read
+// its message's claim and then finds it gone marks the attempt's claim reclaimed.
+//
+//	SEED=212 TRACE=j056 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile all+pools
+func TestReleaseUnderARedeliverySeedHolds(t *testing.T) {
+	w, vs := findAt(t, 212, "all+pools")
+	if len(vs) > 0 {
+		t.Fatalf("seed 212 (all+pools): %s", w.Report(vs, 40))
+	}
+	if !traced(w, "this message's claim was freed by a release while this delivery looked", "jobId=j056") {
+		t.Errorf("seed 212 (all+pools) no longer frees j056's claim under its redelivery: the seed no longer runs the path")
+	}
+}
