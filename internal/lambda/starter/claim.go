@@ -221,8 +221,9 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 	startedAt := claimedAt
 	if l == nil && x.receives() > 1 {
 		// Received before, and no lease: this message may have run the attempt already, and the
-		// release that freed its lease counted its end (its DeleteMessage had a handle gone stale).
-		// Known before the claim, so that the claim says so even if this delivery stops after it.
+		// release that freed its lease counted its end (its DeleteMessage had a handle gone stale),
+		// perhaps while the execution still ran its release step. Known before the claim, so that
+		// the claim says so even if this delivery stops after it.
 		if x.leaseless, err = s.ranAlready(ctx, x, stateMachine, attempt); err != nil {
 			return hold, err
 		}
@@ -471,8 +472,10 @@ func (s *Starter) alreadyExists(ctx context.Context, x *msg, claimed lease.Lease
 			return hold, err
 		}
 		if last > 0 {
-			// Reclaimed as that attempt is: a running one's end is counted by its release.
+			// Reclaimed as that attempt is: a running one's end is counted by its release, unless
+			// its lease is gone too (a release step frees it before the execution ends: ranAlready).
 			_, x.leaseless = releaser.OutcomeOf(string(lastD.Status))
+			x.leaseless = x.leaseless || prev == nil
 			written, err := s.claim(ctx, x, &claimed, last, claimed.StateMachineArn, claimed.StartedAt)
 			if err != nil {
 				return hold, err
@@ -542,7 +545,10 @@ func (s *Starter) overCap(ctx context.Context, x *msg, own lease.Lease, cfg conf
 	return s.overPool(ctx, cfg, own)
 }
 
-// ranAlready reports whether this message ran the attempt in this lane and the attempt ended.
+// ranAlready reports whether this message ran (or runs) the attempt in this lane. With no lease, its
+// end was counted by the release that freed the lease: a workflow's release step frees it before the
+// execution ends. (A lease deleted by hand under a running attempt is the one case where this loses a
+// count; it never adds one.)
 func (s *Starter) ranAlready(ctx context.Context, x *msg, sm string, attempt int) (bool, error) {
 	arn := job.ExecutionArn(sm, job.RunName(x.key.Type, x.job.Sender, x.job.Key, x.job.ID, x.job.Redrive, attempt))
 	d, err := s.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: &arn})
@@ -554,6 +560,5 @@ func (s *Starter) ranAlready(ctx context.Context, x *msg, sm string, attempt int
 	}
 	var in job.ExecutionInput
 	_ = json.Unmarshal([]byte(aws.ToString(d.Input)), &in)
-	_, closed := releaser.OutcomeOf(string(d.Status))
-	return closed && in.Job.MessageID == x.MessageId && in.Job.Lane == x.key.Lane && sameJob(in.Job, x), nil
+	return in.Job.MessageID == x.MessageId && in.Job.Lane == x.key.Lane && sameJob(in.Job, x), nil
 }

@@ -148,9 +148,12 @@ func (s *Starter) ownAttempt(ctx context.Context, x *msg, l *lease.Lease, cfg co
 		x.job.Attempts = attempt
 		return hold, nil, false
 	}
-	// Ended: the release that freed its lease counted it (or it was deleted by hand). Still running:
-	// no release has counted it yet, and its own counts it.
+	// With no lease, the release that freed it counted the attempt's end, even one still running:
+	// a workflow's release step frees the lease before the execution ends (or the lease was deleted
+	// by hand, whose count alone may be lost). Under a lease, only an ended one: a running attempt's
+	// own release counts it.
 	_, x.leaseless = releaser.OutcomeOf(string(d.Status))
+	x.leaseless = x.leaseless || l == nil
 	x.recovering = true
 	claimed, err := s.claim(ctx, x, l, attempt, cfg.StateMachineArn, s.now())
 	if err != nil {
