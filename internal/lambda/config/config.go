@@ -84,7 +84,7 @@ type Defaults struct {
 	KeyLimits map[string]int
 	// Rates are the start rates of listed types (TYPE_RATES, "partner=5:10").
 	Rates map[string]Rate
-	// Pools are the shared caps by name (POOLS, "llm_api=50"), TypePools the pools of each
+	// Pools are the shared caps by name (POOL_CAPS, "llm_api=50"), TypePools the pools of each
 	// type (TYPE_POOLS, "summarize=llm_api"), Shares each type's share in its pools
 	// (TYPE_POOL_SHARES; 1 when not listed).
 	Pools     map[string]int

@@ -56,7 +56,7 @@ func validatePoolCap(name string, n int) error {
 	return nil
 }
 
-// ParsePools reads POOLS, "llm_api=50,pay=20": each pool's cap ("" is none).
+// ParsePools reads POOL_CAPS, "llm_api=50,pay=20": each pool's cap ("" is none).
 func ParsePools(s string) (map[string]int, error) {
 	out, err := ParseLimits(s)
 	if err != nil {
@@ -126,10 +126,10 @@ func (c TypeConfig) PoolNames() []string {
 func (d Defaults) validatePools() error {
 	for name, n := range d.Pools {
 		if err := ValidatePoolName(name); err != nil {
-			return fmt.Errorf("POOLS: %w", err)
+			return fmt.Errorf("POOL_CAPS: %w", err)
 		}
 		if err := validatePoolCap(name, n); err != nil {
-			return fmt.Errorf("POOLS: %w", err)
+			return fmt.Errorf("POOL_CAPS: %w", err)
 		}
 	}
 	for t, names := range d.TypePools {
@@ -138,7 +138,7 @@ func (d Defaults) validatePools() error {
 		}
 		for _, n := range names {
 			if _, ok := d.Pools[n]; !ok {
-				return fmt.Errorf("TYPE_POOLS: type %s: pool %s has no cap in POOLS", t, n)
+				return fmt.Errorf("TYPE_POOLS: type %s: pool %s has no cap in POOL_CAPS", t, n)
 			}
 		}
 	}

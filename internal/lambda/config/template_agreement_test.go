@@ -12,9 +12,9 @@ import (
 // maxType is the longest type name (job.ValidateType).
 var maxType = strings.Repeat("a", 40)
 
-// poolCaps is POOLS for the TYPE_POOLS examples: the code refuses a type's pool without a cap,
+// poolCaps is POOL_CAPS for the TYPE_POOLS examples: the code refuses a type's pool without a cap,
 // which a pattern cannot see (TestTypePoolsThePatternCannotSee).
-var poolCaps = map[string]string{"POOLS": "a=1,b=1,llm_api=50,pay=20," + maxType + "=1"}
+var poolCaps = map[string]string{"POOL_CAPS": "a=1,b=1,llm_api=50,pay=20," + maxType + "=1"}
 
 // stringAgreement lists, for each string parameter the functions read, values with whether both
 // the template and the code accept them (TYPE_POOLS is read beside poolCaps).
@@ -110,21 +110,21 @@ var stringAgreement = []struct {
 	{"TypeRates", "TYPE_RATES", "llm=1, b=2", false},
 	{"TypeRates", "TYPE_RATES", "llm=1:5,llm=0.5", false},
 
-	{"Pools", "POOLS", "", true},
-	{"Pools", "POOLS", "llm_api=50,pay=20", true},
-	{"Pools", "POOLS", "a=1,b=1000," + maxType + "=999", true},
-	{"Pools", "POOLS", "b=1,ab=2", true},
-	{"Pools", "POOLS", "a=0", false},
-	{"Pools", "POOLS", "a=1001", false},
-	{"Pools", "POOLS", "a=5000", false},
-	{"Pools", "POOLS", "a=05", false},
-	{"Pools", "POOLS", "a=-1", false},
-	{"Pools", "POOLS", "my-pool=5", false},
-	{"Pools", "POOLS", maxType + "a=5", false},
-	{"Pools", "POOLS", "a=5,", false},
-	{"Pools", "POOLS", "a=5, b=6", false},
-	{"Pools", "POOLS", "a=5,a=6", false},
-	{"Pools", "POOLS", "a", false},
+	{"Pools", "POOL_CAPS", "", true},
+	{"Pools", "POOL_CAPS", "llm_api=50,pay=20", true},
+	{"Pools", "POOL_CAPS", "a=1,b=1000," + maxType + "=999", true},
+	{"Pools", "POOL_CAPS", "b=1,ab=2", true},
+	{"Pools", "POOL_CAPS", "a=0", false},
+	{"Pools", "POOL_CAPS", "a=1001", false},
+	{"Pools", "POOL_CAPS", "a=5000", false},
+	{"Pools", "POOL_CAPS", "a=05", false},
+	{"Pools", "POOL_CAPS", "a=-1", false},
+	{"Pools", "POOL_CAPS", "my-pool=5", false},
+	{"Pools", "POOL_CAPS", maxType + "a=5", false},
+	{"Pools", "POOL_CAPS", "a=5,", false},
+	{"Pools", "POOL_CAPS", "a=5, b=6", false},
+	{"Pools", "POOL_CAPS", "a=5,a=6", false},
+	{"Pools", "POOL_CAPS", "a", false},
 
 	{"TypePools", "TYPE_POOLS", "", true},
 	{"TypePools", "TYPE_POOLS", "summarize=llm_api", true},
@@ -244,10 +244,10 @@ func TestTypePoolsThePatternCannotSee(t *testing.T) {
 		if err := p.Check(tt.typePools); err != nil {
 			t.Errorf("template TypePools refuses %q (%v): it can see it after all, move it to the agreement table", tt.typePools, err)
 		}
-		env := map[string]string{"POOLS": tt.pools, "TYPE_POOLS": tt.typePools}
+		env := map[string]string{"POOL_CAPS": tt.pools, "TYPE_POOLS": tt.typePools}
 		_, _, err := config.FromEnv(func(k string) string { return env[k] })
-		if err == nil || !strings.Contains(err.Error(), "has no cap in POOLS") {
-			t.Errorf("code reads POOLS=%q TYPE_POOLS=%q: %v, want it refused at cold start (no cap in POOLS)", tt.pools, tt.typePools, err)
+		if err == nil || !strings.Contains(err.Error(), "has no cap in POOL_CAPS") {
+			t.Errorf("code reads POOL_CAPS=%q TYPE_POOLS=%q: %v, want it refused at cold start (no cap in POOL_CAPS)", tt.pools, tt.typePools, err)
 		}
 	}
 }

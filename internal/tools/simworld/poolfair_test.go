@@ -102,7 +102,7 @@ func lastStart(w *World, typ string) time.Time {
 //     go test ./internal/tools/simworld -run TestPoolFairness -v     (make bench-pools)
 func TestPoolFairness(t *testing.T) {
 	env := func(shares string) map[string]string {
-		return map[string]string{"POOLS": "psp=10", "TYPE_POOLS": "heavy=psp,light=psp", "TYPE_POOL_SHARES": shares}
+		return map[string]string{"POOL_CAPS": "psp=10", "TYPE_POOLS": "heavy=psp,light=psp", "TYPE_POOL_SHARES": shares}
 	}
 	types := map[string]int{"heavy": 10, "light": 10}
 	const seeds = 3

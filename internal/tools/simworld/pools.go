@@ -37,7 +37,7 @@ const (
 	poolLLM = "llm"
 )
 
-// poolSpec is a pool of the deployment: its cap (POOLS) and member types (TYPE_POOLS).
+// poolSpec is a pool of the deployment: its cap (POOL_CAPS) and member types (TYPE_POOLS).
 type poolSpec struct {
 	name    string
 	cap     int
@@ -87,7 +87,7 @@ func drawPools(r *rand.Rand, ts []typeSpec) ([]poolSpec, map[string]int) {
 	return pools, shares
 }
 
-// poolsEnv writes pools and shares as POOLS, TYPE_POOLS and TYPE_POOL_SHARES.
+// poolsEnv writes pools and shares as POOL_CAPS, TYPE_POOLS and TYPE_POOL_SHARES.
 func poolsEnv(pools []poolSpec, shares map[string]int) map[string]string {
 	caps := map[string]int{}
 	of := map[string][]string{}
@@ -102,7 +102,7 @@ func poolsEnv(pools []poolSpec, shares map[string]int) map[string]string {
 		tp = append(tp, t+"="+strings.Join(ps, "+"))
 	}
 	sort.Strings(tp)
-	return map[string]string{"POOLS": config.FormatPools(caps), "TYPE_POOLS": strings.Join(tp, ","),
+	return map[string]string{"POOL_CAPS": config.FormatPools(caps), "TYPE_POOLS": strings.Join(tp, ","),
 		"TYPE_POOL_SHARES": config.FormatPools(shares)}
 }
 
@@ -117,7 +117,7 @@ func (w *World) setUpPools(ts []typeSpec, start time.Time) {
 	for k, v := range poolsEnv(pools, shares) {
 		w.env[k] = v
 	}
-	w.trace("pools", "pools: POOLS=%s TYPE_POOLS=%s TYPE_POOL_SHARES=%s", w.env["POOLS"], w.env["TYPE_POOLS"], w.env["TYPE_POOL_SHARES"])
+	w.trace("pools", "pools: POOL_CAPS=%s TYPE_POOLS=%s TYPE_POOL_SHARES=%s", w.env["POOL_CAPS"], w.env["TYPE_POOLS"], w.env["TYPE_POOL_SHARES"])
 	w.check.poolsOn = true
 	w.check.poolsChanged()
 	for range w.cfg.Faults.Pools {

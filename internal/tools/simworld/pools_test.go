@@ -154,8 +154,8 @@ func TestPoolsOffUnlessAsked(t *testing.T) {
 	for _, seed := range []uint64{1, 2, 3} {
 		off := runWorld(t, seed, "all")
 		on := runWorld(t, seed, PoolsProfile)
-		if v, ok := off.env["POOLS"]; ok || len(off.check.pools) > 0 {
-			t.Errorf("seed %d of all: POOLS=%q, %d pool records: want no pools", seed, v, len(off.check.pools))
+		if v, ok := off.env["POOL_CAPS"]; ok || len(off.check.pools) > 0 {
+			t.Errorf("seed %d of all: POOL_CAPS=%q, %d pool records: want no pools", seed, v, len(off.check.pools))
 		}
 		if len(off.order) != len(on.order) {
 			t.Fatalf("seed %d: %d jobs without pools, %d with", seed, len(off.order), len(on.order))
@@ -166,8 +166,8 @@ func TestPoolsOffUnlessAsked(t *testing.T) {
 				break
 			}
 		}
-		if on.env["POOLS"] == "" || len(on.check.pools) == 0 {
-			t.Fatalf("seed %d of %s: POOLS=%q, %d pool records: want pools", seed, PoolsProfile, on.env["POOLS"], len(on.check.pools))
+		if on.env["POOL_CAPS"] == "" || len(on.check.pools) == 0 {
+			t.Fatalf("seed %d of %s: POOL_CAPS=%q, %d pool records: want pools", seed, PoolsProfile, on.env["POOL_CAPS"], len(on.check.pools))
 		}
 		first := on.check.pools[0]
 		var caps []string
@@ -175,8 +175,8 @@ func TestPoolsOffUnlessAsked(t *testing.T) {
 			caps = append(caps, p+"="+strconv.Itoa(n))
 		}
 		sort.Strings(caps)
-		if got := strings.Join(caps, ","); got != on.env["POOLS"] {
-			t.Errorf("seed %d: the checker's first caps %s, POOLS %s", seed, got, on.env["POOLS"])
+		if got := strings.Join(caps, ","); got != on.env["POOL_CAPS"] {
+			t.Errorf("seed %d: the checker's first caps %s, POOL_CAPS %s", seed, got, on.env["POOL_CAPS"])
 		}
 		if len(on.check.pools) < 2 {
 			t.Errorf("seed %d: %d pool records: want the operator's live caps recorded too", seed, len(on.check.pools))

@@ -106,7 +106,7 @@ type Config struct {
 }
 
 // Shape is a workload a benchmark sets: first-free step-mode types with their limits, the jobs
-// (each succeeds on its first attempt), and environment settings of the deployment (POOLS, ...).
+// (each succeeds on its first attempt), and environment settings of the deployment (POOL_CAPS, ...).
 type Shape struct {
 	Types map[string]int // limit of each type
 	Jobs  []ShapeJob
@@ -315,7 +315,7 @@ func (w *World) Run() []Violation {
 	w.setUpPools(ts, w.now())
 	if w.cfg.Shape != nil && len(w.cfg.Shape.Env) > 0 {
 		maps.Copy(w.env, w.cfg.Shape.Env)
-		if w.env["POOLS"] != "" {
+		if w.env["POOL_CAPS"] != "" {
 			w.check.poolsOn = true
 			w.check.poolsChanged()
 		}
