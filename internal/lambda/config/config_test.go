@@ -173,7 +173,7 @@ func TestFromEnv(t *testing.T) {
 				"TYPE_RELEASE_MODES":   "payments=step",
 				"TYPE_KEY_LIMITS":      "payments=5",
 				"TYPE_RATES":           "payments=2.5:4,reports=1",
-				"POOL_CAPS":                "psp=20,llm=5",
+				"POOL_CAPS":            "psp=20,llm=5",
 				"TYPE_POOLS":           "payments=psp,reports=psp+llm",
 				"TYPE_POOL_SHARES":     "payments=3",
 			},
