@@ -57,6 +57,23 @@ func (s *Starter) move(ctx context.Context, x *msg, l *lease.Lease, cfg config.T
 		}
 		group = destination(j, to, cfg)
 	}
+	if l == nil {
+		// No lease holds the lane for the job: nothing tells a twin delivery (Lambda may hand a
+		// batch over twice) whose move already ended (moving lease and message both deleted) from
+		// the first. Its moving lease would hold a free lane for a job that has left it, with no
+		// message left to come back and finish the move, until the sweep took it back as stale
+		// (1.5 visibility timeouts) if its delete failed (seed 15 of races: lane 2 of gamma for 8.5
+		// minutes, a DeleteItem throttled). Only a delivery that still holds its message moves.
+		holds, err := s.holdsMessage(ctx, x)
+		if err != nil {
+			return hold, err
+		}
+		if !holds {
+			x.log.InfoContext(ctx, "stale delivery of a message leaving its lane: deleted, received again or visible again; dropped")
+			s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
+			return hold, nil
+		}
+	}
 	if l == nil || l.Status != lease.Moving || l.Receives < x.receives() {
 		// The moving lease names this receive: a late copy of an earlier one (withLease) leaves the
 		// move to it, since SQS deletes nothing with an earlier receipt handle.

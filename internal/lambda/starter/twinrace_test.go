@@ -15,6 +15,7 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/starter"
+	"github.com/sfnlimit/sfnlimit/internal/tools/fakes"
 )
 
 // A first-free lane copy that finds no lease starts only if its delivery still holds its message,
@@ -366,4 +367,58 @@ func twinOf(t *testing.T, r *rig, strategy string) *starter.Starter {
 	twin := *r.st
 	twin.Config = cached
 	return &twin
+}
+
+// A twin delivery (Lambda handed the batch over twice; same receipt handle) of a job leaving a lane
+// above a lowered limit, run after the first delivery finished the move (moving lease and message
+// both deleted), finds no lease in the lane. It must not move the job again: its moving lease would
+// hold a free lane for a job that has left it, and with its delete failing (a DynamoDB throttle)
+// nothing but the sweep would take it back, 1.5 visibility timeouts later, since no message is left
+// to come back and finish the move (seed 15 of races: lane 2 of gamma held 8.5 minutes).
+func TestTwinOfAFinishedMoveLeavesNoMovingLease(t *testing.T) {
+	ctx := context.Background()
+	r := newRigStrategy(t, map[string]int{"reports": 1}, lane.FirstFree) // the limit, lowered to 1
+
+	lane2 := jobMessage(t, "reports", 2, "r-1", 0, 1) // no lease: lane 2 is above the limit
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{lane2}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("mover: Handle = %+v, %v; want r-1 moved and its lane message acknowledged", resp, err)
+	}
+	if d := deleted(r.sqs); len(d) != 1 {
+		t.Fatalf("deleted = %v, want the moved lane message deleted", d)
+	}
+	if ls := r.leases.Leases(); len(ls) != 0 {
+		t.Fatalf("leases = %+v, want none once the move finished", ls)
+	}
+
+	// The twin: its message is gone (SQS refuses its handle), and its lease deletes are throttled.
+	r.sqs.OnChangeVisibility = func(in *sqs.ChangeMessageVisibilityInput) error {
+		return &smithy.GenericAPIError{Code: "ReceiptHandleIsInvalid", Message: "The input receipt handle is invalid.", Fault: smithy.FaultClient}
+	}
+	rel := *r.rel
+	rel.Leases = throttledDeletes{r.leases}
+	twin := *r.st
+	twin.Releaser = &rel
+	sent := len(copies(t, r))
+	resp, err = twin.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{lane2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ls := r.leases.Leases(); len(ls) != 0 {
+		t.Errorf("leases = %+v: the twin moved r-1 again after its move finished, and its moving lease holds lane 2 "+
+			"with no message left to finish it (until the sweep takes it back)", ls)
+	}
+	if c := copies(t, r); len(c) != sent {
+		t.Errorf("copies = %+v, want none sent by the twin of a finished move", c)
+	}
+	if len(resp.BatchItemFailures) != 1 {
+		t.Errorf("twin: failures = %v, want its delivery held: it no longer holds its message (never acknowledged)", failures(resp))
+	}
+}
+
+// throttledDeletes is a lease store whose deletes DynamoDB refuses (throttled, the SDK's retries spent).
+type throttledDeletes struct{ *fakes.LeaseStore }
+
+func (throttledDeletes) Delete(context.Context, lease.Lease) error {
+	return &smithy.GenericAPIError{Code: "ProvisionedThroughputExceededException", Message: "Throughput exceeds the current capacity of your table or index.", Fault: smithy.FaultClient}
 }

@@ -1,6 +1,7 @@
 package simworld
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -349,15 +350,23 @@ func TestFindsLaneHeldByAnOutage(t *testing.T) {
 // (TestMovedCopyGoesOnFromAStaleCopysLane). The fix moved seed 19564's run off the path, which is
 // rare (one seed in 20,000 of all). Later changes to the recovery paths moved every run off it:
 // none of seeds 1-1,500 of races, or 1-800 of all amplified ten times, binds a stale copy any
-// more, so the unit test is its net. The seed that found it, and the amplified seed that ran it,
-// must hold.
+// more, so the unit test is its net. The seed that found it must hold, and so must the amplified
+// seed that ran it, but for work conservation: the bound allows two crashes in a row, and at ten
+// times the kills (3% of calls) seed 371 now has more in a row (the releaser's wake-up reads its
+// type's config since pools, so later calls draw other faults): alpha's lane 3 is held 9 minutes by
+// a bound lease whose copy was killed at its first call twice running, with its waiting group's
+// invocations killed before and after, and alpha runs 3 of 4 lanes for 32m5s (bound 32m). Every
+// gap in that window is a killed invocation's visibility timeout or the sweep's take-back of a
+// lease it left, as the design has it (docs/simulation.md: at ten times some seeds break only
+// this bound).
 //
 //	SEED=19564 TRACE=j089 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile all
 func TestStaleCopySeedHolds(t *testing.T) {
 	if w, vs := findAt(t, 19564, "all"); len(vs) > 0 {
 		t.Fatalf("seed 19564 (all): %s", w.Report(vs, 40))
 	}
-	if w, vs := findAt(t, 371, "all", amplified(10)); len(vs) > 0 {
+	w, vs := findAt(t, 371, "all", amplified(10))
+	if vs = slices.DeleteFunc(vs, func(v Violation) bool { return v.Kind == KindIdle }); len(vs) > 0 {
 		t.Fatalf("seed 371 (all, amplified 10 times): %s", w.Report(vs, 40))
 	}
 }
@@ -515,17 +524,17 @@ func TestRetryAboveALoweredLimitSeedHolds(t *testing.T) {
 // before the message's next delivery, whose look at the attempt (DescribeExecution, eventually
 // consistent) still saw it running: its claim was not marked reclaimed, and its release counted
 // the success again. Fixed: a recovering claim whose execution stopped before the claim was made
-// is marked reclaimed when its look-up after the claim sees it ended.
+// is marked reclaimed when its look-up after the claim sees it ended. The seed was pinned until the
+// pools' changes moved its run off the path. Recovering an attempt whose execution stopped before
+// its claim is not rare (of seeds 1-41 of all, 2, 8 and 41 recover an attempt, and each of them
+// one that had stopped before its claim), so this holds the first seed of all that recovers an
+// attempt: every invariant, the published JobsSucceeded among them, must hold.
 //
 //	SEED=3949 TRACE=j053 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile all
 func TestStaleLookAtARecoveredAttemptSeedHolds(t *testing.T) {
-	w, vs := findAt(t, 3949, "all")
-	if len(vs) > 0 {
-		t.Fatalf("seed 3949 (all): %s", w.Report(vs, 40))
-	}
-	if !traced(w, "lane the job must leave holds an attempt of this message", "jobId=j053") {
-		t.Errorf("seed 3949 (all) no longer recovers j053's attempt: the seed no longer runs the path")
-	}
+	holdsOnPath(t, "all", 100, func(w *World) bool {
+		return traced(w, "lane the job must leave holds an attempt of this message")
+	})
 }
 
 // A success counted twice through a release that ran under a delivery (found at seed 212 of
@@ -535,15 +544,20 @@ func TestStaleLookAtARecoveredAttemptSeedHolds(t *testing.T) {
 // receipt handle, gone stale, and freed the lease. The delivery's claim over it failed; it found the
 // lane free and the attempt running (ownAttempt), claimed it unmarked, and the sweep's release of it
 // once it ended counted the success again (88 published, 87 succeeded). Fixed: a delivery that read
-// its message's claim and then finds it gone marks the attempt's claim reclaimed.
+// its message's claim and then finds it gone marks the attempt's claim reclaimed. The fix of a lease-less
+// move's twin (TestTwinOfAFinishedMoveLeavesNoMovingLease) moved seed 212's run off the path; seed
+// 321 of all+pools runs it as seed 212 did: beta-j067's start answered with its outcome unknown,
+// the workflow's release step freed the claim at 53.54 s with the execution still RUNNING (it ended
+// at 53.55 s), and the redelivery that had read the claim found it gone at 53.66 s. (Seeds 240,
+// 265, 271 and 329 also log the path; seeds 1-329 of all+pools keep every invariant.)
 //
-//	SEED=212 TRACE=j056 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile all+pools
+//	SEED=321 TRACE=j067 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile all+pools
 func TestReleaseUnderARedeliverySeedHolds(t *testing.T) {
-	w, vs := findAt(t, 212, "all+pools")
+	w, vs := findAt(t, 321, "all+pools")
 	if len(vs) > 0 {
-		t.Fatalf("seed 212 (all+pools): %s", w.Report(vs, 40))
+		t.Fatalf("seed 321 (all+pools): %s", w.Report(vs, 40))
 	}
-	if !traced(w, "this message's claim was freed by a release while this delivery looked", "jobId=j056") {
-		t.Errorf("seed 212 (all+pools) no longer frees j056's claim under its redelivery: the seed no longer runs the path")
+	if !traced(w, "this message's claim was freed by a release while this delivery looked", "jobId=j067") {
+		t.Errorf("seed 321 (all+pools) no longer frees j067's claim under its redelivery: the seed no longer runs the path")
 	}
 }
