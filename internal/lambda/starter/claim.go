@@ -151,6 +151,18 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 		}
 		cfg = *resumed
 	}
+	if l != nil && l.Status == lease.Bound && cfg.Pooled() && !boundUnder(*l, cfg) {
+		// The job's first start, bound under higher pool caps (or before its type joined a pool):
+		// a lowered cap holds from this start, as from a retry's, and the job takes the slot of a
+		// new pool here, or waits in its waiting group with its attempts.
+		why, err := s.overPool(ctx, cfg, *l)
+		if err != nil {
+			return hold, err
+		}
+		if why != "" {
+			return s.move(ctx, x, l, cfg, why)
+		}
+	}
 	if l != nil && (l.Status == lease.Retrying || l.Status == lease.Starting) && (cfg.CapsKeys() || cfg.Strategy == lane.FirstFree) {
 		// A retry is a new start, and so is a claim whose start never went through: each counts
 		// its key, and under first-free its type's jobs (those above a lowered limit too), like
