@@ -523,7 +523,7 @@ func resolveTemplate(t *testing.T, params map[string]string) map[string]cfntempl
 // files that read the functions' environment.
 func envNamesInSource(t *testing.T) []string {
 	t.Helper()
-	lit := regexp.MustCompile(`"([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)"`)
+	lit := regexp.MustCompile(`"([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*)"`) // POOLS too
 	seen := map[string]bool{}
 	for _, f := range []string{"app.go", filepath.Join(repoRelDir, "internal", "lambda", "config", "env.go")} {
 		b, err := os.ReadFile(f)

@@ -88,6 +88,9 @@ type Lease struct {
 	// for a start token), is due back: until then the lease is not stale however long ago it was
 	// written (Stale).
 	HeldUntil time.Time `dynamodbav:"heldUntil,omitempty"`
+	// PoolCaps are the caps of the pools a bound lease's bind took slots of, "a=50,b=20": its claim
+	// looks at its pools again only when one is lower now, or new.
+	PoolCaps string `dynamodbav:"poolCaps,omitempty"`
 	// MovedTo is a moving lease's destination: the message group its job's copy is sent to, which
 	// a delivery finishing the move sends to again (SQS deduplicates a copy within its group).
 	MovedTo string `dynamodbav:"movedTo,omitempty"`

@@ -40,9 +40,13 @@ func HolderOf(l lease.Lease) Holder {
 	return Holder{Type: l.Type, Lane: l.Lane, JobID: l.JobID, Key: l.JobKey, Sender: l.JobSender, Redrive: l.Redrive}
 }
 
-// heldBy reports whether lease l holds the slot of h.
+// heldBy reports whether lease l holds the slot of h. A moving lease holds none: its job runs no
+// execution in the lane and never starts from it (it binds again elsewhere, with a slot of its own).
+// Nor does one being dead-lettered: its job ended for good and never starts again. Either may
+// outlive its job by the sweep's stale limit (a move's delete failed, a release stopped).
 func (h Holder) heldBy(l lease.Lease) bool {
-	return l.Type == h.Type && l.Lane == h.Lane && l.Holds(h.Sender, h.Key, h.JobID, h.Redrive)
+	return l.Type == h.Type && l.Lane == h.Lane && l.Status != lease.Moving && l.Status != lease.DeadLettering &&
+		l.Holds(h.Sender, h.Key, h.JobID, h.Redrive)
 }
 
 // Slot is one slot of a pool as stored: its number, its last holder and the token of the write

@@ -29,6 +29,18 @@ func bound(typ string, ln int, id string) lease.Lease {
 	return lease.Lease{Type: typ, Lane: ln, JobID: id, Status: lease.Bound}
 }
 
+// moving is the lease of a job leaving its lane (to wait, or for another lane): no execution runs
+// in it, and the job binds again elsewhere, taking a slot of its own.
+func moving(typ string, ln int, id string) lease.Lease {
+	return lease.Lease{Type: typ, Lane: ln, JobID: id, Status: lease.Moving}
+}
+
+// deadLettering is the lease of a job whose last attempt ended for good: it never starts again, and
+// the lease may wait for the sweep's takeover of its dead letter.
+func deadLettering(typ string, ln int, id string) lease.Lease {
+	return lease.Lease{Type: typ, Lane: ln, JobID: id, Status: lease.DeadLettering}
+}
+
 func TestLook(t *testing.T) {
 	ctx := context.Background()
 	tests := []struct {
@@ -46,6 +58,10 @@ func TestLook(t *testing.T) {
 			leases: leasesOf{bound("b", 1, "j2")}, wantLive: 1, wantFree: []int{1}},
 		{name: "a slot whose lane holds another job is free", cap: 2, holders: []lease.Lease{bound("a", 1, "j1"), bound("b", 1, "j2")},
 			leases: leasesOf{bound("a", 1, "j9"), bound("b", 1, "j2")}, wantLive: 1, wantFree: []int{1}},
+		{name: "a slot whose job is moving out of its lane is free", cap: 2, holders: []lease.Lease{bound("a", 1, "j1"), bound("b", 1, "j2")},
+			leases: leasesOf{moving("a", 1, "j1"), bound("b", 1, "j2")}, wantLive: 1, wantFree: []int{1}},
+		{name: "a slot whose job ended for good and is being dead-lettered is free", cap: 2, holders: []lease.Lease{bound("a", 1, "j1"), bound("b", 1, "j2")},
+			leases: leasesOf{deadLettering("a", 1, "j1"), bound("b", 1, "j2")}, wantLive: 1, wantFree: []int{1}},
 		{name: "full", cap: 2, holders: []lease.Lease{bound("a", 1, "j1"), bound("a", 2, "j2")},
 			leases: leasesOf{bound("a", 1, "j1"), bound("a", 2, "j2")}, wantLive: 2},
 		{name: "cap lowered under live slots: none offered", cap: 2, holders: []lease.Lease{bound("a", 1, "j1"), bound("a", 2, "j2"), bound("a", 3, "j3")},

@@ -72,6 +72,7 @@ func (s *Service) wakePool(ctx context.Context, log *slog.Logger, p config.Pool,
 		return
 	}
 	running := v.Running()
+	full := map[string]bool{} // the members' other pools, by whether they run their caps
 	var ms []*member
 	for _, c := range types {
 		m := &member{cfg: c, running: running[c.Type]}
@@ -83,6 +84,11 @@ func (s *Service) wakePool(ctx context.Context, log *slog.Logger, p config.Pool,
 		if m.running > 0 || len(m.heads) > 0 {
 			ms = append(ms, m)
 		}
+		// Its heads waiting at another pool still full have work all the same (the shares are
+		// split as before), but no use for this slot.
+		m.heads = slices.DeleteFunc(m.heads, func(w waitroom.Waiter) bool {
+			return s.atOtherFullPool(ctx, &leases, c, p.Name, w, full)
+		})
 	}
 	for woken, tries := 0, 0; woken < room && tries < room+3; tries++ {
 		m := nextMember(ms, p.Cap, turn(seed, tries))
@@ -207,6 +213,26 @@ func (s *Service) pooledHeads(ctx context.Context, leases *cachedLeases, c confi
 		ws = ws[:free]
 	}
 	return ws, nil
+}
+
+// atOtherFullPool reports whether head w of member c waits at another of c's pools than this one,
+// still at its cap: woken for this pool's slot it would only park again, while the slot waits for a
+// member that could use it (that pool's releases wake it). full caches each pool's answer.
+func (s *Service) atOtherFullPool(ctx context.Context, leases *cachedLeases, c config.TypeConfig, this string, w waitroom.Waiter, full map[string]bool) bool {
+	if w.AtPool == "" || w.AtPool == this {
+		return false
+	}
+	i := slices.IndexFunc(c.Pools, func(p config.Pool) bool { return p.Name == w.AtPool })
+	if i < 0 {
+		return false // no longer its pool, or without a cap
+	}
+	f, ok := full[w.AtPool]
+	if !ok {
+		v, err := pool.Look(ctx, s.Pools, leases, w.AtPool, c.Pools[i].Cap)
+		f = err == nil && v.Room() == 0
+		full[w.AtPool] = f
+	}
+	return f
 }
 
 // cachedLeases reads each type's leases once per wake-up.

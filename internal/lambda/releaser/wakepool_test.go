@@ -117,3 +117,56 @@ func TestReleaseWakesPoolMembersFairly(t *testing.T) {
 		})
 	}
 }
+
+// A member in two pools whose head waits at the other one, still full, would only park again: a
+// release in this pool wakes a member that can use the freed slot instead (else the slot waits for
+// that member's head to look again by itself, a minute later, at every release).
+func TestReleaseInAPoolPassesOverAHeadWaitingAtItsOtherFullPool(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t)
+	res, err := config.NewResolver(config.Defaults{
+		Limits: map[string]int{"c": 5, "d": 5, "e": 5}, DefaultMaxAttempts: 3, StateMachineArn: smArn,
+		Pools:     map[string]int{"psp": 2, "llm": 1},
+		TypePools: map[string][]string{"c": {"psp", "llm"}, "d": {"psp"}, "e": {"llm"}},
+	}, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := fakes.NewDynamoDB("table")
+	room, slots := waitroom.NewStore(db, "table"), pool.NewStore(db, "table")
+	r.svc.Config, r.svc.WaitRoom, r.svc.Pools = res, room, slots
+	for _, w := range []waitroom.Waiter{
+		{Type: "c", Group: "c-0", MessageID: "m-c", ReceiptHandle: "h-c", JobID: "c-head", AtPool: "llm", SubmittedAt: t0.Add(-time.Hour), ParkedAt: t0},
+		{Type: "d", Group: "d-0", MessageID: "m-d", ReceiptHandle: "h-d", JobID: "d-head", AtPool: "psp", SubmittedAt: t0.Add(-time.Minute), ParkedAt: t0},
+	} {
+		if err := room.Park(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range []struct {
+		pool string
+		n    int
+		l    lease.Lease
+	}{
+		{"psp", 1, held("d", 1, "d-1", 1, lease.Starting)},
+		{"psp", 2, held("d", 2, "d-2", 1, lease.Starting)},
+		{"llm", 1, held("e", 1, "e-1", 1, lease.Starting)},
+	} {
+		r.leases.Set(s.l)
+		if _, err := slots.Take(ctx, s.pool, s.n, pool.HolderOf(s.l), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := r.svc.Release(ctx, req("d", 1, "d-1", 1, releaser.Succeeded, "", "")); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, v := range r.sqs.VisibilityChanges() {
+		if v.Timeout == 0 {
+			got = append(got, v.ReceiptHandle)
+		}
+	}
+	if !slices.Equal(got, []string{"h-d"}) {
+		t.Errorf("parked handles made visible = %v, want [h-d]: c's head waits for pool llm, still full", got)
+	}
+}

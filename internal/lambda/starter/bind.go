@@ -346,7 +346,7 @@ func (s *Starter) bindFree(ctx context.Context, x *msg, cfg config.TypeConfig, l
 		}
 		b, err := s.Leases.Put(ctx, lease.Lease{
 			Type: x.key.Type, Lane: ln, JobID: x.job.ID, JobKey: x.job.Key, JobSender: x.job.Sender, Batch: x.job.Batch, Redrive: x.job.Redrive, MessageID: x.MessageId,
-			Attempt: x.job.Attempts, Status: lease.Bound, StartedAt: s.now(), SubmittedAt: x.job.SubmittedAt,
+			Attempt: x.job.Attempts, Status: lease.Bound, StartedAt: s.now(), SubmittedAt: x.job.SubmittedAt, PoolCaps: poolCaps(cfg),
 		}, nil)
 		if errors.Is(err, lease.ErrConflict) {
 			continue // taken since the leases were read

@@ -126,6 +126,14 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 		}
 		notStartedClaim = true
 	}
+	if cfg.Paused() && cfg.Pooled() && l != nil && (l.Status == lease.Retrying || notStartedClaim) {
+		// In a pool, a retry (or a start never made) parked in its lane for the pause would keep
+		// its pools' slots from their other members all that while (a type paused because its
+		// attempts fail would hold every slot its failed attempts had): it gives them back with
+		// its lane and waits in its waiting group, with its attempts, as one over a pool's cap
+		// does. A bound job keeps its place in line: only binds under way at the pause are bound.
+		return s.move(ctx, x, l, cfg, "type paused: the job gives back its lane and pool slots and waits in its waiting group")
+	}
 	if cfg.Paused() && (l == nil || l.Status == lease.Bound || l.Status == lease.Retrying || notStartedClaim) {
 		// No new start while the type is paused. The job keeps its place: parked in its lane (a
 		// bound lane stays bound to it, a retry keeps its lease, a claim that never started keeps
@@ -142,6 +150,18 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 			return v, err
 		}
 		cfg = *resumed
+	}
+	if l != nil && l.Status == lease.Bound && cfg.Pooled() && !boundUnder(*l, cfg) {
+		// The job's first start, bound under higher pool caps (or before its type joined a pool):
+		// a lowered cap holds from this start, as from a retry's, and the job takes the slot of a
+		// new pool here, or waits in its waiting group with its attempts.
+		why, err := s.overPool(ctx, cfg, *l)
+		if err != nil {
+			return hold, err
+		}
+		if why != "" {
+			return s.move(ctx, x, l, cfg, why)
+		}
 	}
 	if l != nil && (l.Status == lease.Retrying || l.Status == lease.Starting) && (cfg.CapsKeys() || cfg.Strategy == lane.FirstFree) {
 		// A retry is a new start, and so is a claim whose start never went through: each counts

@@ -147,3 +147,27 @@ func (s *Starter) heldSlots(ctx context.Context, x *msg, cfg config.TypeConfig, 
 	}
 	return full == "", nil
 }
+
+// poolCaps are the caps of cfg's pools, "a=50,b=20" ("": none), as a bound lease records them.
+func poolCaps(cfg config.TypeConfig) string {
+	caps := map[string]int{}
+	for _, p := range cfg.Pools {
+		caps[p.Name] = p.Cap
+	}
+	return config.FormatPools(caps)
+}
+
+// boundUnder reports whether b, a bound lease, took its slots under caps no lower than cfg's, in
+// every pool of cfg: its claim may then start with them as they are.
+func boundUnder(b lease.Lease, cfg config.TypeConfig) bool {
+	caps, err := config.ParseLimits(b.PoolCaps)
+	if err != nil {
+		return false
+	}
+	for _, p := range cfg.Pools {
+		if c, ok := caps[p.Name]; !ok || p.Cap < c {
+			return false
+		}
+	}
+	return true
+}

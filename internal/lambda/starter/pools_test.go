@@ -205,3 +205,72 @@ func TestRetryOfAJobBoundBeforeItsTypeJoinedAPoolTakesASlot(t *testing.T) {
 		}
 	}
 }
+
+// A pooled type's retry that comes back while its type is paused gives back its lane and its pool
+// slot and waits in its waiting group, with the attempts it made: held in its lane for the pause (a
+// retry is not running), it would keep the slot from the pool's other members for the whole pause,
+// and a type paused because its attempts fail would hold every slot its failed attempts had.
+func TestPausedRetryGivesBackItsPoolSlot(t *testing.T) {
+	ctx := context.Background()
+	r, slots := newPoolRig(t)
+	withLiveConfig(t, r, &liveConfig{list: []config.Override{paused("a")}}, config.Defaults{
+		Limits: map[string]int{"a": 3, "b": 3}, DefaultMaxAttempts: 3, StateMachineArn: smArn,
+		Pools: map[string]int{"psp": 1}, TypePools: map[string][]string{"a": {"psp"}, "b": {"psp"}},
+	})
+	retrying := leaseOf("a", 1, "a-1", 1, lease.Retrying, 1)
+	r.leases.Set(retrying)
+	if _, err := slots.Take(ctx, "psp", 1, pool.HolderOf(retrying), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "a", 1, "a-1", 1, 2)}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := startNames(r.sfn); len(got) != 0 {
+		t.Fatalf("starts = %v, want none while a is paused", got)
+	}
+	if cs := copies(t, r); len(cs) != 1 || cs[0].group != job.WaitingGroupID("a", 0) || cs[0].attempt != 1 {
+		t.Errorf("copies = %+v, want a-1 sent to its waiting group with its 1 attempt", cs)
+	}
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{waiting(t, "b", "b-1", 1)}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Errorf("b-1 = %+v, %v; want it bound to the slot the paused retry gave back", resp, err)
+	}
+}
+
+// A bound job's copy that claims its lane after its pool's cap was lowered under the jobs holding
+// its slots starts no execution: the lowered cap holds from this, the job's first start, and the
+// job waits in its waiting group. Bound under the cap in force, it starts with the slot it took.
+func TestBoundJobWaitsWhenItsPoolsCapWasLoweredBeforeItsStart(t *testing.T) {
+	for _, lowered := range []bool{false, true} {
+		ctx := context.Background()
+		r, slots := newPoolRig(t)
+		running, bound := leaseOf("a", 1, "a-1", 1, lease.Starting, 1), boundLease("b", 1, "b-1")
+		bound.PoolCaps = "psp=2"
+		for i, l := range []lease.Lease{running, bound} {
+			r.leases.Set(l)
+			if _, err := slots.Take(ctx, "psp", i+1, pool.HolderOf(l), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if lowered {
+			res, err := config.NewResolver(config.Defaults{
+				Limits: map[string]int{"a": 3, "b": 3}, DefaultMaxAttempts: 3, StateMachineArn: smArn,
+				Pools: map[string]int{"psp": 1}, TypePools: map[string][]string{"a": {"psp"}, "b": {"psp"}},
+			}, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.st.Config = res
+		}
+		if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "b", 1, "b-1", 0, 1)}}); err != nil {
+			t.Fatal(err)
+		}
+		starts := startNames(r.sfn)
+		if lowered && (len(starts) != 0 || len(copies(t, r)) != 1 || copies(t, r)[0].group != job.WaitingGroupID("b", 0)) {
+			t.Errorf("cap lowered: starts %v, copies %+v; want none started, b-1 back in its waiting group", starts, copies(t, r))
+		}
+		if !lowered && len(starts) != 1 {
+			t.Errorf("cap as bound: starts %v, want b-1's attempt 1", starts)
+		}
+	}
+}
