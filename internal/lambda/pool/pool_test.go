@@ -3,6 +3,7 @@ package pool_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -89,7 +90,7 @@ func TestLook(t *testing.T) {
 					t.Errorf("slot %d offered with prev %v: a slot ever taken is taken over its last write", c.N, c.Prev)
 				}
 			}
-			if len(v.Live) != tt.wantLive || !equal(free, tt.wantFree) {
+			if len(v.Live) != tt.wantLive || !slices.Equal(free, tt.wantFree) {
 				t.Errorf("live %d, free %v; want live %d, free %v", len(v.Live), free, tt.wantLive, tt.wantFree)
 			}
 			if v.Room() != max(tt.cap-tt.wantLive, 0) {
@@ -97,18 +98,6 @@ func TestLook(t *testing.T) {
 			}
 		})
 	}
-}
-
-func equal(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // Of two takes of one slot read alike, one wins: never two holders counted on one slot.

@@ -64,30 +64,40 @@ func (s *Service) wake(ctx context.Context, log *slog.Logger, typ string) {
 			return
 		}
 		tries++
-		ok, err := s.WaitRoom.Claim(ctx, w)
-		if err != nil {
-			log.WarnContext(ctx, "parked job not taken; it looks again within a minute", "parkedJobId", w.JobID, "error", err)
+		ok, stop := s.wakeHead(ctx, log, w)
+		if stop {
 			return
 		}
-		if !ok {
-			continue // taken by another release, or parked again by its group
-		}
-		_, err = s.Queue.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
-			QueueUrl: &s.QueueURL, ReceiptHandle: &w.ReceiptHandle, VisibilityTimeout: 0,
-		})
-		if err == nil {
+		if ok {
 			woken++
 			log.InfoContext(ctx, "woke a parked job for a free lane", "parkedJobId", w.JobID, "key", w.Key, "group", w.Group,
 				"parkedMs", s.now().Sub(w.ParkedAt).Milliseconds())
 			s.Metrics.Add(typ, metrics.JobsWoken, 1)
-			continue
 		}
-		if !IsStaleHandle(err) {
-			log.WarnContext(ctx, "parked job not woken; it looks again within a minute", "parkedJobId", w.JobID, "error", err)
-			return
-		}
-		// Its message was received again (it is being bound, or parked anew): the next one.
 	}
+}
+
+// wakeHead takes parked head w's record and makes its message visible: woken says it did. Taken
+// by another release or parked again by its group, or its message received again (it is being
+// bound, or parked anew), w is not woken, and the caller goes on to the next; stop says a call
+// failed, and the wake-up ends (a parked job looks again by itself after waitroom.ParkFor).
+func (s *Service) wakeHead(ctx context.Context, log *slog.Logger, w waitroom.Waiter) (woken, stop bool) {
+	ok, err := s.WaitRoom.Claim(ctx, w)
+	if err != nil {
+		log.WarnContext(ctx, "parked job not taken; it looks again within a minute", "parkedJobId", w.JobID, "error", err)
+		return false, true
+	}
+	if !ok {
+		return false, false
+	}
+	_, err = s.Queue.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
+		QueueUrl: &s.QueueURL, ReceiptHandle: &w.ReceiptHandle, VisibilityTimeout: 0,
+	})
+	if err != nil && !IsStaleHandle(err) {
+		log.WarnContext(ctx, "parked job not woken; it looks again within a minute", "parkedJobId", w.JobID, "error", err)
+		return false, true
+	}
+	return err == nil, false
 }
 
 // wakeOrder returns the parked groups in the order they get free lanes, and how many to wake.

@@ -9,8 +9,6 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
@@ -97,22 +95,11 @@ func (s *Service) wakePool(ctx context.Context, log *slog.Logger, p config.Pool,
 		}
 		w := m.heads[0]
 		m.heads = m.heads[1:]
-		ok, err := s.WaitRoom.Claim(ctx, w)
-		if err != nil {
-			log.WarnContext(ctx, "parked job not taken; it looks again within a minute", "parkedJobId", w.JobID, "error", err)
+		ok, stop := s.wakeHead(ctx, log, w)
+		if stop {
 			return
 		}
-		if !ok {
-			continue // taken by another release, or parked again by its group
-		}
-		_, err = s.Queue.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
-			QueueUrl: &s.QueueURL, ReceiptHandle: &w.ReceiptHandle, VisibilityTimeout: 0,
-		})
-		if err != nil && !IsStaleHandle(err) {
-			log.WarnContext(ctx, "parked job not woken; it looks again within a minute", "parkedJobId", w.JobID, "error", err)
-			return
-		}
-		if err == nil {
+		if ok {
 			woken++
 			m.woken++
 			log.InfoContext(ctx, "woke a parked job for a free pool slot", "parkedJobId", w.JobID, "member", w.Type, "key", w.Key, "group", w.Group)

@@ -44,11 +44,10 @@ func (s *Starter) takeSlots(ctx context.Context, cfg config.TypeConfig, b lease.
 	h := pool.HolderOf(b)
 	for i, p := range cfg.Pools {
 		v := views[i]
-		if _, ok := v.Holds(b); ok {
+		if sl, ok := v.Holds(b); ok {
 			// A slot of an earlier lease of this job in this lane, seen live now that this lease
 			// holds it: it is taken over (a write on the token read), so a bind that judged it free
 			// before this lease was written cannot take it from under this one.
-			sl, _ := v.Holds(b)
 			if _, err := s.Pools.Take(ctx, p.Name, sl.N, h, &sl); err == nil {
 				continue
 			} else if !errors.Is(err, pool.ErrTaken) {
