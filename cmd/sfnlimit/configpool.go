@@ -38,8 +38,10 @@ func newConfigPoolSet(tgt *target) *cobra.Command {
 		Short: "Set a pool's live cap, over the Pools parameter's",
 		Long: `set writes the live cap of pool NAME (1-40 characters of A-Z a-z 0-9 _, as a type's name): at most
 N (1-` + strconv.Itoa(config.MaxPoolCap) + `) jobs of all its member types run at once. It replaces the pool's Pools entry,
-if any, until config pool unset. The functions pick it up within ConfigCacheSeconds. A pool no type
-is in caps nothing until one joins it (config set TYPE --pools NAME); set says so.
+if any, until config pool unset. The functions pick it up within ConfigCacheSeconds; a raise wakes
+the pool's waiting jobs at once, one per slot it adds, fairly across its members (if that fails,
+set says so and exits 1, and the releaser's sweep wakes them within a minute). A pool no type is in
+caps nothing until one joins it (config set TYPE --pools NAME); set says so.
 ` + targetHelp,
 		Example: `  sfnlimit config pool set llm_api --cap 40
   sfnlimit config pool set pay --cap 20 --json`,
@@ -56,11 +58,21 @@ is in caps nothing until one joins it (config set TYPE --pools NAME); set says s
 			if err != nil {
 				return err
 			}
-			res, err := e.SetPool(ctx, args[0], capN)
+			w, err := s.waker(ctx)
 			if err != nil {
 				return s.explain(err)
 			}
-			return print(cmd.OutOrStdout(), asJSON, res, res.WriteTable)
+			res, err := e.SetPool(ctx, args[0], capN, w)
+			if err != nil && res.After.Name == "" {
+				return s.explain(err) // nothing done
+			}
+			if perr := print(cmd.OutOrStdout(), asJSON, res, res.WriteTable); perr != nil {
+				return perr
+			}
+			if err != nil {
+				return s.explain(err)
+			}
+			return nil
 		},
 	}
 	cmd.Flags().IntVar(&capN, "cap", 0, "jobs of all the pool's member types running at once, 1-"+strconv.Itoa(config.MaxPoolCap))
@@ -75,6 +87,7 @@ func newConfigPoolUnset(tgt *target) *cobra.Command {
 		Short: "Remove a pool's live cap, so the Pools parameter's applies again",
 		Long: `unset deletes the live cap of pool NAME. Its Pools entry applies again within ConfigCacheSeconds;
 a pool without one caps nothing, and its member types run on their own limits (unset says so).
+When that leaves the pool more room, its waiting jobs are woken at once, as by set.
 ` + targetHelp,
 		Example: `  sfnlimit config pool unset llm_api`,
 		Args:    usageArgs(cobra.ExactArgs(1)),
@@ -87,11 +100,21 @@ a pool without one caps nothing, and its member types run on their own limits (u
 			if err != nil {
 				return err
 			}
-			res, err := e.UnsetPool(ctx, args[0])
+			w, err := s.waker(ctx)
 			if err != nil {
 				return s.explain(err)
 			}
-			return print(cmd.OutOrStdout(), asJSON, res, res.WriteTable)
+			res, err := e.UnsetPool(ctx, args[0], w)
+			if err != nil && res.After.Name == "" {
+				return s.explain(err) // nothing done
+			}
+			if perr := print(cmd.OutOrStdout(), asJSON, res, res.WriteTable); perr != nil {
+				return perr
+			}
+			if err != nil {
+				return s.explain(err)
+			}
+			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -8,6 +9,7 @@ import (
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/pool"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/waitroom"
 	"github.com/sfnlimit/sfnlimit/internal/tools/ops"
 	"github.com/sfnlimit/sfnlimit/internal/tools/resources"
@@ -117,12 +119,10 @@ earlier, interrupted resume left parked.
 			if err != nil {
 				return err
 			}
-			outs, err := s.t.Outputs(ctx, resources.LanesQueueURL, resources.TableName)
+			w, err := s.waker(ctx)
 			if err != nil {
 				return s.explain(err)
 			}
-			w := ops.PausedWaker{Queue: s.sqs, QueueURL: outs[resources.LanesQueueURL], WaitRoom: waitroom.NewStore(s.ddb, outs[resources.TableName]),
-				Leases: lease.NewStore(s.ddb, outs[resources.TableName])}
 			for _, typ := range types {
 				res, err := e.Resume(ctx, typ, w)
 				if err != nil && res.Type == "" {
@@ -170,4 +170,16 @@ func typesOrPool(cmd *cobra.Command, tgt *target, args []string, pool string) ([
 		return nil, s.explain(err)
 	}
 	return types, nil
+}
+
+// waker wakes parked jobs on the stack's lanes queue and table, as the releaser does (resume, and a
+// raised pool cap).
+func (s *session) waker(ctx context.Context) (ops.Waker, error) {
+	outs, err := s.t.Outputs(ctx, resources.LanesQueueURL, resources.TableName)
+	if err != nil {
+		return ops.Waker{}, err
+	}
+	table := outs[resources.TableName]
+	return ops.Waker{Queue: s.sqs, QueueURL: outs[resources.LanesQueueURL], WaitRoom: waitroom.NewStore(s.ddb, table),
+		Leases: lease.NewStore(s.ddb, table), Pools: pool.NewStore(s.ddb, table)}, nil
 }

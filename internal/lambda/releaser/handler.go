@@ -254,6 +254,9 @@ func (h *Handler) Sweep(ctx context.Context) (Response, error) {
 	wg.Wait()
 	h.cleanLegacy(ctx, all)
 	h.wakeResumed(ctx)
+	if cs, err := h.Service.Config.All(ctx); err == nil {
+		h.Service.sweepPools(ctx, cs)
+	}
 	h.announceBatches(ctx)
 	h.Log.InfoContext(ctx, "sweep done", "leases", len(all), "checked", len(due), "released", swept, "boundTakenBack", freed)
 	return Response{Swept: swept + freed, Checked: len(due)}, errors.Join(listErr, firstErr)
@@ -304,7 +307,6 @@ func (h *Handler) cleanLegacy(ctx context.Context, all []lease.Lease) {
 		types[l.Type] = true
 	}
 	if cs, err := h.Service.Config.All(ctx); err == nil {
-		h.Service.poolGauges(ctx, cs)
 		for _, c := range cs {
 			types[c.Type] = true
 		}

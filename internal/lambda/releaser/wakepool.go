@@ -19,7 +19,7 @@ import (
 
 // wakeFreed wakes the parked jobs a lane of typ freed room for: its own type's (wake), or, for a
 // type in pools, each pool's members fairly (wakePool), since the slot it freed is theirs as much
-// as its own.
+// as its own. A failure only delays a parked job: it looks again by itself after waitroom.ParkFor.
 func (s *Service) wakeFreed(ctx context.Context, log *slog.Logger, freed lease.Lease) {
 	cfg, err := s.Config.Get(ctx, freed.Type)
 	if err != nil || !cfg.Pooled() || s.Pools == nil {
@@ -27,8 +27,28 @@ func (s *Service) wakeFreed(ctx context.Context, log *slog.Logger, freed lease.L
 		return
 	}
 	for _, p := range cfg.Pools {
-		s.wakePool(ctx, log.With("pool", p.Name), p, freed.Key().String()+"/"+freed.JobID)
+		plog := log.With("pool", p.Name)
+		if _, err := s.wakePool(ctx, plog, p, freed.Key().String()+"/"+freed.JobID); err != nil {
+			plog.WarnContext(ctx, "pool's parked jobs not woken; a parked job looks again within a minute", "error", err)
+		}
 	}
+}
+
+// WakePool wakes parked jobs of pool name's member types for the pool's free slots, fairly, as a
+// release in the pool does, and returns how many it woke. `sfnlimit config pool set` calls it
+// when it raises a cap, and every sweep for each pool with room (a cap raised by a deployment, or
+// a wake-up cut short), so a raised cap starts waiting jobs at once rather than after their park.
+// A pool without a cap in force, or without members, wakes nobody.
+func (s *Service) WakePool(ctx context.Context, name string) (int, error) {
+	if s.WaitRoom == nil || s.Pools == nil {
+		return 0, nil
+	}
+	types, err := s.Config.Members(ctx, name)
+	if err != nil || len(types) == 0 {
+		return 0, err
+	}
+	i := slices.IndexFunc(types[0].Pools, func(p config.Pool) bool { return p.Name == name })
+	return s.wakePool(ctx, s.Log.With("pool", name), types[0].Pools[i], "wake/"+name+"/"+s.now().String())
 }
 
 // member is one type of a pool as a wake-up sees it: its parked heads that could bind (a free lane,
@@ -47,27 +67,24 @@ type member struct {
 // to the member least over it. So a type with a backlog never takes a freed slot from a type under
 // its share, each member with work gets its share over time (a fractional share by turns), and a
 // lone type with work gets every slot its lanes can use. seed makes the turns (the freed lane and
-// job: any value that differs from release to release).
-//
-// A failure only delays a parked job: it looks again by itself after waitroom.ParkFor.
-func (s *Service) wakePool(ctx context.Context, log *slog.Logger, p config.Pool, seed string) {
+// job: any value that differs from release to release). It returns how many it woke; an error
+// says where it stopped (a parked job looks again by itself after waitroom.ParkFor).
+func (s *Service) wakePool(ctx context.Context, log *slog.Logger, p config.Pool, seed string) (int, error) {
 	if s.WaitRoom == nil {
-		return
+		return 0, nil
 	}
 	types, err := s.Config.Members(ctx, p.Name)
 	if err != nil {
-		log.WarnContext(ctx, "pool's members not read; a parked job looks again within a minute", "error", err)
-		return
+		return 0, fmt.Errorf("read pool %s's members: %w", p.Name, err)
 	}
 	leases := cachedLeases{s: s.Leases, by: map[string][]lease.Lease{}}
 	v, err := pool.Look(ctx, s.Pools, &leases, p.Name, p.Cap)
 	if err != nil {
-		log.WarnContext(ctx, "pool's slots not read; a parked job looks again within a minute", "error", err)
-		return
+		return 0, fmt.Errorf("read pool %s's slots: %w", p.Name, err)
 	}
 	room := min(v.Room(), maxWakes)
 	if room == 0 {
-		return
+		return 0, nil
 	}
 	running := v.Running()
 	full := map[string]bool{} // the members' other pools, by whether they run their caps
@@ -88,16 +105,17 @@ func (s *Service) wakePool(ctx context.Context, log *slog.Logger, p config.Pool,
 			return s.atOtherFullPool(ctx, &leases, c, p.Name, w, full)
 		})
 	}
-	for woken, tries := 0, 0; woken < room && tries < room+3; tries++ {
+	woken := 0
+	for tries := 0; woken < room && tries < room+3; tries++ {
 		m := nextMember(ms, p.Cap, turn(seed, tries))
 		if m == nil {
-			return
+			break
 		}
 		w := m.heads[0]
 		m.heads = m.heads[1:]
 		ok, stop := s.wakeHead(ctx, log, w)
 		if stop {
-			return
+			return woken, fmt.Errorf("wake parked job %s of pool %s", w.JobID, p.Name)
 		}
 		if ok {
 			woken++
@@ -106,6 +124,7 @@ func (s *Service) wakePool(ctx context.Context, log *slog.Logger, p config.Pool,
 			s.Metrics.Add(w.Type, metrics.JobsWoken, 1)
 		}
 	}
+	return woken, nil
 }
 
 // nextMember is the member type the next free slot of a pool of cap goes to, of those with heads
@@ -240,25 +259,36 @@ func (c *cachedLeases) ListType(ctx context.Context, typ string) ([]lease.Lease,
 	return ls, nil
 }
 
-// poolGauges records each pool's running jobs (its live slots) and their share of its cap.
-func (s *Service) poolGauges(ctx context.Context, cs []config.TypeConfig) {
+// sweepPools records each pool's running jobs (its live slots) and their share of its cap, and
+// wakes parked jobs for the room a pool has (WakePool): a cap raised by a deployment, or a wake-up
+// that failed, starts waiting jobs within a sweep rather than after their park.
+func (s *Service) sweepPools(ctx context.Context, cs []config.TypeConfig) {
 	if s.Pools == nil {
 		return
 	}
-	caps := map[string]int{}
+	caps := map[string]config.Pool{}
 	for _, c := range cs {
 		for _, p := range c.Pools {
-			caps[p.Name] = p.Cap
+			caps[p.Name] = p
 		}
 	}
 	leases := cachedLeases{s: s.Leases, by: map[string][]lease.Lease{}}
 	for _, name := range slices.Sorted(maps.Keys(caps)) {
-		v, err := pool.Look(ctx, s.Pools, &leases, name, caps[name])
+		log := s.Log.With("pool", name)
+		v, err := pool.Look(ctx, s.Pools, &leases, name, caps[name].Cap)
 		if err != nil {
-			s.Log.WarnContext(ctx, "pool's slots not read for its gauges", "pool", name, "error", err)
+			log.WarnContext(ctx, "pool's slots not read for its gauges", "error", err)
 			continue
 		}
 		s.Metrics.ObservePool(name, metrics.PoolRunning, float64(len(v.Live)))
 		s.Metrics.ObservePool(name, metrics.PoolOccupancy, 100*float64(len(v.Live))/float64(v.Cap))
+		if v.Room() == 0 {
+			continue
+		}
+		if n, err := s.wakePool(ctx, log, caps[name], "sweep/"+name+"/"+s.now().String()); err != nil {
+			log.WarnContext(ctx, "sweep: pool's parked jobs not woken; the next sweep tries again", "woken", n, "error", err)
+		} else if n > 0 {
+			log.InfoContext(ctx, "sweep woke parked jobs for a pool's free slots", "woken", n)
+		}
 	}
 }

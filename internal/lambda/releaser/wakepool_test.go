@@ -170,3 +170,70 @@ func TestReleaseInAPoolPassesOverAHeadWaitingAtItsOtherFullPool(t *testing.T) {
 		t.Errorf("parked handles made visible = %v, want [h-d]: c's head waits for pool llm, still full", got)
 	}
 }
+
+// A raised cap starts waiting jobs at once: WakePool (what `sfnlimit config pool set` calls after a
+// raise) and every sweep wake one parked head per slot the pool has free, fairly, and nobody while
+// the pool is full. Without them the heads parked at the pool waited out their park (a minute)
+// beside the free slots.
+func TestRaisedPoolCapWakesParkedMembers(t *testing.T) {
+	tests := []struct {
+		name  string
+		cap   int // in force after the raise; slots 1-3 are held (a, a, b)
+		sweep bool
+		want  []string
+	}{
+		{name: "pool set: one head per free slot", cap: 5, want: []string{"h-a", "h-b"}},
+		{name: "pool set: one free slot goes to the member under its share", cap: 4, want: []string{"h-b"}},
+		{name: "pool set: a full pool wakes nobody", cap: 3},
+		{name: "sweep: one head per free slot", cap: 5, sweep: true, want: []string{"h-a", "h-b"}},
+		{name: "sweep: a full pool wakes nobody", cap: 3, sweep: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			r := newRig(t)
+			res, err := config.NewResolver(config.Defaults{
+				Limits: map[string]int{"a": 5, "b": 5}, DefaultMaxAttempts: 3, StateMachineArn: smArn,
+				Pools: map[string]int{"psp": tt.cap}, TypePools: map[string][]string{"a": {"psp"}, "b": {"psp"}},
+			}, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			db := fakes.NewDynamoDB("table")
+			room, slots := waitroom.NewStore(db, "table"), pool.NewStore(db, "table")
+			r.svc.Config, r.svc.WaitRoom, r.svc.Pools = res, room, slots
+			for _, typ := range []string{"a", "b"} {
+				if err := room.Park(ctx, waitroom.Waiter{Type: typ, Group: typ + "-0", MessageID: "m-" + typ, ReceiptHandle: "h-" + typ,
+					JobID: typ + "-head", AtPool: "psp", SubmittedAt: t0.Add(-time.Minute), ParkedAt: t0}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i, l := range []lease.Lease{held("a", 1, "a-1", 1, lease.Starting), held("a", 2, "a-2", 1, lease.Starting), held("b", 1, "b-1", 1, lease.Starting)} {
+				l.UpdatedAt = t0 // recent: the sweep leaves them to their own releases
+				r.leases.Set(l)
+				r.sfn.Put(execution(l.Type, l.Lane, l.JobID, l.Attempt, `{}`, "RUNNING", "", ""))
+				if _, err := slots.Take(ctx, "psp", i+1, pool.HolderOf(l), nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tt.sweep {
+				if _, err := r.h.Handle(ctx, fixture(t, "scheduled_event.json")); err != nil {
+					t.Fatalf("sweep: %v", err)
+				}
+			} else {
+				n, err := r.svc.WakePool(ctx, "psp")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n != len(tt.want) {
+					t.Errorf("WakePool = %d woken, want %d", n, len(tt.want))
+				}
+			}
+			got := visibleHandles(r.sqs)
+			slices.Sort(got)
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("parked handles made visible = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -84,6 +85,15 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 	}
 	for look := range 2 {
 		b, atCap, wait, err := s.bindFree(ctx, x, cfg, leases)
+		if atCap.pool != "" && look == 0 && err == nil && x.receives() > 1 {
+			// A head woken (or looking again) finds its pool full: it reads the config past the
+			// cache before it parks, so a cap raised a moment ago (config pool set wakes the
+			// pool's heads at once) counts now rather than after the cache.
+			if now, ferr := s.fresh(ctx, x.key.Type); ferr == nil && !slices.Equal(now.Pools, cfg.Pools) {
+				cfg = now
+				b, atCap, wait, err = s.bindFree(ctx, x, cfg, leases)
+			}
+		}
 		if atCap.pool != "" {
 			w.AtPool = atCap.pool
 		}

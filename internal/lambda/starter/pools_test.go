@@ -3,6 +3,7 @@ package starter_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -271,6 +272,47 @@ func TestBoundJobWaitsWhenItsPoolsCapWasLoweredBeforeItsStart(t *testing.T) {
 		}
 		if !lowered && len(starts) != 1 {
 			t.Errorf("cap as bound: starts %v, want b-1's attempt 1", starts)
+		}
+	}
+}
+
+// A raised pool cap counts for a head woken for it at once, though the starter's config is cached:
+// a woken head (a later delivery) that finds its pool full reads the config past the cache before
+// it parks again. A head's first delivery parks on the cached cap (no read per arrival).
+func TestWokenHeadBindsUnderAPoolCapRaisedSinceTheCache(t *testing.T) {
+	ctx := context.Background()
+	r, _ := newPoolRig(t)
+	db := fakes.NewDynamoDB("table")
+	store := config.NewDynamoStore(db, "table")
+	res, err := config.NewResolver(config.Defaults{
+		Limits: map[string]int{"a": 3, "b": 3}, DefaultMaxAttempts: 3, StateMachineArn: smArn,
+		Pools: map[string]int{"psp": 2}, TypePools: map[string][]string{"a": {"psp"}, "b": {"psp"}},
+	}, store, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.st.Config, r.rel.Config = res, res
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{waiting(t, "a", "a-1", 1), waiting(t, "a", "a-2", 1)}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("a's batch = %+v, %v; want both bound", resp, err)
+	}
+	if err := store.SetOverride(ctx, config.Override{Pool: "psp", Limit: 3}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		id       string
+		receives int
+		bound    bool
+	}{
+		{id: "b-1", receives: 1, bound: false}, // first delivery: the cached cap, 2, is full
+		{id: "b-1", receives: 2, bound: true},  // woken by the raise: the cap read afresh, 3
+	} {
+		resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{waiting(t, "b", tt.id, tt.receives)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bound := len(resp.BatchItemFailures) == 0; bound != tt.bound {
+			t.Errorf("%s, delivery %d: bound = %v, want %v", tt.id, tt.receives, bound, tt.bound)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package ops
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -251,6 +252,11 @@ type PoolResult struct {
 	AppliesWithinSeconds *float64 `json:"appliesWithinSeconds,omitempty"`
 	// Unchanged says nothing was written.
 	Unchanged bool `json:"unchanged,omitempty"`
+	// Woken counts the waiting groups a raise woke at once (their first jobs bind to the room it
+	// made; those behind them follow in their groups' order).
+	Woken int `json:"woken"`
+	// WakeError says why they were not all woken (the releaser's sweep wakes them).
+	WakeError string `json:"wakeError,omitempty"`
 }
 
 // findPool returns pool name's view, or one with no cap and no members.
@@ -279,7 +285,10 @@ func ValidatePoolArg(name string, cap *int) error {
 }
 
 // SetPool writes a pool's live cap (the CONFIG item POOL#{name}), over the deployment's.
-func (e ConfigEditor) SetPool(ctx context.Context, name string, cap int) (PoolResult, error) {
+//
+// A raise wakes the pool's parked jobs at once, one per slot it freed, fairly, with w (a zero w
+// wakes nobody: the releaser's sweep wakes them within a minute).
+func (e ConfigEditor) SetPool(ctx context.Context, name string, cap int, w Waker) (PoolResult, error) {
 	if err := ValidatePoolArg(name, &cap); err != nil {
 		return PoolResult{}, err
 	}
@@ -303,12 +312,16 @@ func (e ConfigEditor) SetPool(ctx context.Context, name string, cap int) (PoolRe
 	}
 	res, err := e.poolResult(ctx, name, before, nil)
 	res.AppliesWithinSeconds = ptrTo(e.CacheAge.Seconds())
-	return res, err
+	if err != nil {
+		return res, err
+	}
+	return res, e.wakePool(ctx, w, &res, append(withoutPool(ovs, name), o))
 }
 
 // UnsetPool removes a pool's live cap: the deployment's (Pools) applies again, or, without one, the
 // pool caps nothing and its members run on their own limits.
-func (e ConfigEditor) UnsetPool(ctx context.Context, name string) (PoolResult, error) {
+// Like SetPool, it wakes the pool's parked jobs with w when the pool has more room.
+func (e ConfigEditor) UnsetPool(ctx context.Context, name string, w Waker) (PoolResult, error) {
 	if err := ValidatePoolArg(name, nil); err != nil {
 		return PoolResult{}, err
 	}
@@ -334,7 +347,45 @@ func (e ConfigEditor) UnsetPool(ctx context.Context, name string) (PoolResult, e
 	}
 	res, err := e.poolResult(ctx, name, before, warnings)
 	res.AppliesWithinSeconds = ptrTo(e.CacheAge.Seconds())
-	return res, err
+	if err != nil {
+		return res, err
+	}
+	return res, e.wakePool(ctx, w, &res, withoutPool(ovs, name))
+}
+
+// wakePool wakes, after a change that left pool res.After.Name more room (a raised cap, or no cap
+// any more), its parked jobs at once with w, judging them by ovs, the overrides as written: fairly
+// for the pool's free slots (releaser.Service.WakePool), or, without a cap, each former member's
+// parked groups for its free lanes (WakeResumed). A failure is returned with the result: the
+// releaser's sweep wakes them within a minute.
+func (e ConfigEditor) wakePool(ctx context.Context, w Waker, res *PoolResult, ovs []config.Override) error {
+	before, after := res.Before, res.After
+	if w.Queue == nil || w.Pools == nil || before.Cap == 0 || (after.Cap != 0 && after.Cap <= before.Cap) {
+		return nil
+	}
+	svc, err := w.service(e, ovs)
+	if err != nil {
+		return err
+	}
+	if after.Cap > 0 {
+		res.Woken, err = svc.WakePool(ctx, after.Name)
+	} else {
+		for _, typ := range before.Members {
+			n, werr := svc.WakeResumed(ctx, typ)
+			res.Woken += n
+			err = errors.Join(err, werr)
+		}
+	}
+	if err != nil {
+		res.WakeError = err.Error()
+		return fmt.Errorf("pool %s has more room, but waking its waiting jobs stopped after %d: %w; the releaser's sweep wakes the others within a minute", after.Name, res.Woken, err)
+	}
+	return nil
+}
+
+// withoutPool is ovs without pool name's live cap.
+func withoutPool(ovs []config.Override, name string) []config.Override {
+	return slices.DeleteFunc(slices.Clone(ovs), func(o config.Override) bool { return o.Pool == name })
 }
 
 func (e ConfigEditor) poolResult(ctx context.Context, name string, before ConfigView, warnings []string) (PoolResult, error) {
@@ -361,6 +412,9 @@ func (r PoolResult) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "pool %s: cap %s (%s) -> %s (%s)\n", r.After.Name, limitText(r.Before.Cap), r.Before.Source, limitText(r.After.Cap), r.After.Source)
 	if s := r.AppliesWithinSeconds; s != nil {
 		fmt.Fprintf(w, "the change applies %s\n", appliesText(time.Duration(*s*float64(time.Second))))
+	}
+	if r.Woken > 0 {
+		fmt.Fprintf(w, "woke %d waiting groups at once for the room it made\n", r.Woken)
 	}
 	for _, x := range r.Warnings {
 		fmt.Fprintln(w, "note:", x)

@@ -11,6 +11,10 @@ import (
 	"time"
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/pool"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/waitroom"
+	"github.com/sfnlimit/sfnlimit/internal/tools/fakes"
 )
 
 // poolDefaults is a deployment with pools: llm_api=50 and pay=20 (Pools), summarize in llm_api and
@@ -333,9 +337,9 @@ func TestConfigPoolSetUnset(t *testing.T) {
 				err error
 			)
 			if tt.unset {
-				res, err = e.UnsetPool(ctx, tt.pool)
+				res, err = e.UnsetPool(ctx, tt.pool, Waker{})
 			} else {
-				res, err = e.SetPool(ctx, tt.pool, tt.cap)
+				res, err = e.SetPool(ctx, tt.pool, tt.cap, Waker{})
 			}
 			if tt.wantErr != "" {
 				var ue UsageError
@@ -368,6 +372,72 @@ func TestConfigPoolSetUnset(t *testing.T) {
 			}
 			if want := fmt.Sprintf("pool %s: cap ", tt.pool); !strings.HasPrefix(b.String(), want) || !strings.Contains(b.String(), "POOL ") {
 				t.Errorf("WriteTable() = %q, want it to start with %q and list the pools", b.String(), want)
+			}
+		})
+	}
+}
+
+// A change that gives a pool more room wakes its parked jobs at once, one per slot it adds (or,
+// with no cap left, each former member's parked groups for its free lanes); a lower cap wakes
+// nobody. Pool pay: classify's job c-1 runs and holds slot 1, its waiting group's head parks at
+// the pool.
+func TestConfigPoolRaiseWakesParkedJobs(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name      string
+		stored    []config.Override
+		unset     bool
+		cap       int
+		wantWoken int
+	}{
+		{name: "set: raised from 1 to 2", stored: []config.Override{{Pool: "pay", Limit: 1}}, cap: 2, wantWoken: 1},
+		{name: "set: raised, the deployment's 20 to 30", cap: 30, wantWoken: 1},
+		{name: "set: lowered", cap: 1},
+		{name: "unset: the deployment's 20 over a live 1", stored: []config.Override{{Pool: "pay", Limit: 1}}, unset: true, wantWoken: 1},
+		{name: "unset: no cap left", stored: []config.Override{{Pool: "pay", Limit: 1}, {Type: "classify", Pools: []string{"pay"}}},
+			unset: true, wantWoken: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := poolDefaults()
+			if tt.unset && len(tt.stored) > 1 {
+				delete(d.Pools, "pay") // pay is a live-only pool: unset leaves it no cap
+				d.TypePools["classify"] = []string{"llm_api"}
+			}
+			db := fakes.NewDynamoDB("table")
+			leases, slots, room := lease.NewStore(db, "table"), pool.NewStore(db, "table"), waitroom.NewStore(db, "table")
+			c1 := lease.Lease{Type: "classify", Lane: 1, JobID: "c-1", Status: lease.Starting, Attempt: 1, ReceiptHandle: "h-c-1"}
+			c1, err := leases.Put(ctx, c1, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := slots.Take(ctx, "pay", 1, pool.HolderOf(c1), nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := room.Park(ctx, waitroom.Waiter{Type: "classify", Group: "classify-0", MessageID: "m-c-2", ReceiptHandle: "h-c-2",
+				JobID: "c-2", AtPool: "pay", SubmittedAt: time.Now(), ParkedAt: time.Now()}); err != nil {
+				t.Fatal(err)
+			}
+			q := &fakes.SQS{}
+			w := Waker{Queue: q, QueueURL: "lanes", WaitRoom: room, Leases: leases, Pools: slots}
+			e := ConfigEditor{Store: newMemStore(tt.stored...), Defaults: d, CacheAge: time.Second}
+			var res PoolResult
+			if tt.unset {
+				res, err = e.UnsetPool(ctx, "pay", w)
+			} else {
+				res, err = e.SetPool(ctx, "pay", tt.cap, w)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var woken []string
+			for _, v := range q.VisibilityChanges() {
+				if v.Timeout == 0 {
+					woken = append(woken, v.ReceiptHandle)
+				}
+			}
+			if res.Woken != tt.wantWoken || len(woken) != tt.wantWoken || tt.wantWoken > 0 && woken[0] != "h-c-2" {
+				t.Errorf("woken %d (%v), want %d (c-2's head)", res.Woken, woken, tt.wantWoken)
 			}
 		})
 	}

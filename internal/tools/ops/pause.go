@@ -13,6 +13,7 @@ import (
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/pool"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/releaser"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/waitroom"
 )
@@ -140,18 +141,43 @@ type parkedClaimer interface {
 	Claim(ctx context.Context, w waitroom.Waiter) (bool, error)
 }
 
-// PausedWaker wakes the waiting groups parked while a type was paused, as the releaser does
-// (releaser.Service.WakeResumed): on the lanes queue and the wait room of the limiter's table.
-type PausedWaker struct {
+// Waker wakes parked waiting groups as the releaser does (releaser.Service.WakeResumed for a resume,
+// WakePool for a raised pool cap), on the lanes queue and the wait room of the limiter's table. A
+// zero Waker wakes nobody.
+type Waker struct {
 	Queue    laneQueueAPI
 	QueueURL string
 	WaitRoom parkedClaimer
 	// Leases are the type's lane leases: groups parked for a lane are woken as many as the lanes
 	// free (nil: only the groups parked by the pause).
 	Leases *lease.Store
+	// Pools are the pools' slots: a raised cap wakes as many groups as it freed slots (nil: none
+	// woken by a pool change).
+	Pools pool.SlotReader
 	// PriorityAging orders the groups woken (config.DefaultPriorityAging when 0; the starter binds
 	// them in the order it receives them anyway).
 	PriorityAging time.Duration
+}
+
+// service is the releaser's wake-up on w, judging types by the overrides ovs (as just written: the
+// table's config Query is eventually consistent, and a read that still saw the old value would wake
+// nobody).
+func (w Waker) service(e ConfigEditor, ovs []config.Override) (*releaser.Service, error) {
+	cfg, err := config.NewResolver(e.Defaults, staticStore(ovs), 0)
+	if err != nil {
+		return nil, err
+	}
+	svc := &releaser.Service{
+		Queue: w.Queue, QueueURL: w.QueueURL, WaitRoom: w.WaitRoom, Config: cfg, PriorityAging: w.PriorityAging,
+		Now: e.Now, Log: slog.New(slog.DiscardHandler),
+	}
+	if w.Leases != nil {
+		svc.Leases = w.Leases
+	}
+	if w.Pools != nil {
+		svc.Pools = w.Pools
+	}
+	return svc, nil
 }
 
 // ResumeResult is what a resume did.
@@ -173,7 +199,7 @@ type ResumeResult struct {
 // earlier pause are woken: a resume cut short is finished by running it again. A wake-up that
 // fails after the pause is lifted is returned as an error with the result: the releaser's sweep
 // wakes those groups within a minute.
-func (e ConfigEditor) Resume(ctx context.Context, typ string, w PausedWaker) (ResumeResult, error) {
+func (e ConfigEditor) Resume(ctx context.Context, typ string, w Waker) (ResumeResult, error) {
 	if err := ValidateTypeArg(typ); err != nil {
 		return ResumeResult{}, err
 	}
@@ -201,18 +227,12 @@ func (e ConfigEditor) Resume(ctx context.Context, typ string, w PausedWaker) (Re
 			return ResumeResult{}, err
 		}
 	}
-	// The wake-up judges the type by the overrides as just written, not read back: the table's
-	// config Query is eventually consistent, and a read that still saw the pause would wake nobody.
-	cfg, err := config.NewResolver(e.Defaults, staticStore(next), 0)
+	if w.Queue == nil {
+		return res, nil
+	}
+	svc, err := w.service(e, next)
 	if err != nil {
 		return res, err
-	}
-	svc := &releaser.Service{
-		Queue: w.Queue, QueueURL: w.QueueURL, WaitRoom: w.WaitRoom, Config: cfg, PriorityAging: w.PriorityAging,
-		Now: e.Now, Log: slog.New(slog.DiscardHandler),
-	}
-	if w.Leases != nil {
-		svc.Leases = w.Leases
 	}
 	res.Woken, err = svc.WakeResumed(ctx, typ)
 	if err != nil {

@@ -214,7 +214,7 @@ func TestResume(t *testing.T) {
 				d.Limits["llm"] = 4
 			}
 			e := ConfigEditor{Store: store, Defaults: d, CacheAge: 30 * time.Second, Now: func() time.Time { return now }}
-			res, err := e.Resume(context.Background(), "llm", PausedWaker{Queue: q, QueueURL: "lanes", WaitRoom: room})
+			res, err := e.Resume(context.Background(), "llm", Waker{Queue: q, QueueURL: "lanes", WaitRoom: room})
 			if tt.wantErr != "" {
 				var ue UsageError
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || errors.As(err, &ue) != tt.wantUsage {
@@ -321,7 +321,7 @@ func TestResumeWakesTheParkedMessage(t *testing.T) {
 		t.Fatalf("parked heads received before the resume: %v", again)
 	}
 	store := newMemStore(config.Override{Type: "llm", Limit: 2, Pause: &config.Pause{Reason: "test", Since: now.Add(-time.Minute)}})
-	res, err := ConfigEditor{Store: store, Defaults: defaults()}.Resume(ctx, "llm", PausedWaker{Queue: c, QueueURL: url, WaitRoom: room})
+	res, err := ConfigEditor{Store: store, Defaults: defaults()}.Resume(ctx, "llm", Waker{Queue: c, QueueURL: url, WaitRoom: room})
 	if err != nil {
 		t.Fatal(err)
 	}

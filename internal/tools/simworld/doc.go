@@ -72,7 +72,7 @@
 //   - Operators change limits at random times through config.DynamoStore, as `config set` does,
 //     and take the other actions of operator.go through the command line's own code
 //     (internal/tools/ops), and open some batches before their jobs are sent, as `batch open` does:
-//     ConfigEditor.Pause, Resume (with the ops.PausedWaker `sfnlimit
+//     ConfigEditor.Pause, Resume (with the ops.Waker `sfnlimit
 //     resume` builds), Set (--rate, --key-limit, --key), Reset, and DLQ.Redrive; StopExecution
 //     ends an execution ABORTED without its Release step (sfn.go). These calls are not faulted
 //     and take no virtual time. SQS's ReceiveMessage and DeleteMessageBatch (sqsops.go) serve

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
+	poolslots "github.com/sfnlimit/sfnlimit/internal/lambda/pool"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/waitroom"
 	"github.com/sfnlimit/sfnlimit/internal/tools/ops"
 )
@@ -18,7 +19,7 @@ import (
 // (internal/tools/ops), built as cmd/sfnlimit builds it, on the world's table and queues:
 //
 //   - pause TYPE, then resume TYPE 1-15 minutes later (ops.ConfigEditor.Pause and Resume, the
-//     resume waking the groups parked by the pause with an ops.PausedWaker, as `sfnlimit resume`);
+//     resume waking the groups parked by the pause with an ops.Waker, as `sfnlimit resume`);
 //   - config set TYPE --rate R, cleared with --rate 0 1-10 minutes later (ConfigEditor.Set);
 //   - config set beta --key-limit N, or --key K --limit N, or their removal (ConfigEditor.Set);
 //   - config set beta --key-rate R, or --key K --rate R, removed 1-10 minutes later;
@@ -95,7 +96,7 @@ func (w *World) editor() (ops.ConfigEditor, error) {
 	if err != nil {
 		return ops.ConfigEditor{}, fmt.Errorf("operator: defaults: %w", err)
 	}
-	return ops.ConfigEditor{Store: config.NewDynamoStore(w.table, "sim"), Defaults: d, CacheAge: age}, nil
+	return ops.ConfigEditor{Store: config.NewDynamoStore(w.table, "sim"), Defaults: d, CacheAge: age, Now: w.now}, nil
 }
 
 // operated records what an operator's command did, and has the checker read the type's live
@@ -131,10 +132,14 @@ func (w *World) resume(ctx context.Context, typ string) {
 		w.operated(typ, "resume", err)
 		return
 	}
-	waker := ops.PausedWaker{Queue: sqsClient{w}, QueueURL: w.lanes.url, WaitRoom: waitroom.NewStore(w.table, "sim"),
-		Leases: lease.NewStore(w.table, "sim")}
-	res, err := e.Resume(ctx, typ, waker)
+	res, err := e.Resume(ctx, typ, w.waker())
 	w.operated(typ, fmt.Sprintf("resume %s (woke %d groups)", typ, res.Woken), err)
+}
+
+// waker wakes parked jobs on the world's lanes queue and table, as cmd/sfnlimit's does.
+func (w *World) waker() ops.Waker {
+	return ops.Waker{Queue: sqsClient{w}, QueueURL: w.lanes.url, WaitRoom: waitroom.NewStore(w.table, "sim"),
+		Leases: lease.NewStore(w.table, "sim"), Pools: poolslots.NewStore(w.table, "sim")}
 }
 
 // rates are the start rates an operator sets (per second, ":" burst), slow enough to hold jobs

@@ -17,9 +17,9 @@ import (
 // types in pool psp, whose cap is below the sum of its members' limits so that they contend for
 // it, and one of them (and at times another type) in pool llm too: one type counts against two
 // pools. Some types get a share of 2-3 in their pools (TYPE_POOL_SHARES). An operator changes a
-// pool's live cap Faults.Pools times (a CONFIG item POOL#name written through the world's
-// config.DynamoStore, as a pool's `config set` would), lower or higher than the deployment's,
-// and removes it 1-10 minutes later, so the deployment's cap applies again.
+// pool's live cap Faults.Pools times, lower or higher than the deployment's,
+// and removes it 1-10 minutes later, so the deployment's cap applies again (ConfigEditor.SetPool and
+// UnsetPool, as `sfnlimit config pool set` and `unset` run them, waking parked jobs after a raise).
 //
 // The pools are drawn from a stream of their own: a seed's workload, faults and other actions
 // are those of the same seed without pools. Without pools nothing is drawn from it.
@@ -133,13 +133,19 @@ func (w *World) setUpPools(ts []typeSpec, start time.Time) {
 	}
 }
 
-// setPoolCap sets pool's live cap to n, and removes it after d.
+// setPoolCap sets pool's live cap to n (`sfnlimit config pool set`, whose raise wakes the pool's
+// parked jobs at once with the resume's waker), and removes it after d (`config pool unset`).
 func (w *World) setPoolCap(pool string, n int, d time.Duration) {
-	s := config.NewDynamoStore(w.table, "sim")
-	err := s.SetOverride(context.Background(), config.Override{Pool: pool, Limit: n})
-	w.poolOperated(fmt.Sprintf("config set pool %s --limit %d", pool, n), err)
+	e, err := w.editor()
+	if err != nil {
+		w.poolOperated("config pool set "+pool, err)
+		return
+	}
+	res, err := e.SetPool(context.Background(), pool, n, w.waker())
+	w.poolOperated(fmt.Sprintf("config pool set %s --cap %d (woke %d groups)", pool, n, res.Woken), err)
 	w.sched.after(d, func() {
-		w.poolOperated("config reset pool "+pool, s.DeletePool(context.Background(), pool))
+		res, err := e.UnsetPool(context.Background(), pool, w.waker())
+		w.poolOperated(fmt.Sprintf("config pool unset %s (woke %d groups)", pool, res.Woken), err)
 	})
 }
 
