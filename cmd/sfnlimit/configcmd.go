@@ -337,6 +337,21 @@ nothing and exits 2.
 }
 
 // print writes v as indented JSON, or with its table writer.
+// printDone prints what a command did (done: it did something) and then its error, explained: a
+// change written whose follow-up failed (a wake-up) is shown before the command exits 1.
+func (s *session) printDone(w io.Writer, asJSON bool, done bool, v any, table func(io.Writer) error, err error) error {
+	if err != nil && !done {
+		return s.explain(err) // nothing done
+	}
+	if perr := print(w, asJSON, v, table); perr != nil {
+		return perr
+	}
+	if err != nil {
+		return s.explain(err)
+	}
+	return nil
+}
+
 func print(w io.Writer, asJSON bool, v any, table func(io.Writer) error) error {
 	if asJSON {
 		enc := json.NewEncoder(w)

@@ -63,16 +63,7 @@ caps nothing until one joins it (config set TYPE --pools NAME); set says so.
 				return s.explain(err)
 			}
 			res, err := e.SetPool(ctx, args[0], capN, w)
-			if err != nil && res.After.Name == "" {
-				return s.explain(err) // nothing done
-			}
-			if perr := print(cmd.OutOrStdout(), asJSON, res, res.WriteTable); perr != nil {
-				return perr
-			}
-			if err != nil {
-				return s.explain(err)
-			}
-			return nil
+			return s.printDone(cmd.OutOrStdout(), asJSON, res.After.Name != "", res, res.WriteTable, err)
 		},
 	}
 	cmd.Flags().IntVar(&capN, "cap", 0, "jobs of all the pool's member types running at once, 1-"+strconv.Itoa(config.MaxPoolCap))
@@ -105,16 +96,7 @@ When that leaves the pool more room, its waiting jobs are woken at once, as by s
 				return s.explain(err)
 			}
 			res, err := e.UnsetPool(ctx, args[0], w)
-			if err != nil && res.After.Name == "" {
-				return s.explain(err) // nothing done
-			}
-			if perr := print(cmd.OutOrStdout(), asJSON, res, res.WriteTable); perr != nil {
-				return perr
-			}
-			if err != nil {
-				return s.explain(err)
-			}
-			return nil
+			return s.printDone(cmd.OutOrStdout(), asJSON, res.After.Name != "", res, res.WriteTable, err)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")

@@ -125,14 +125,8 @@ earlier, interrupted resume left parked.
 			}
 			for _, typ := range types {
 				res, err := e.Resume(ctx, typ, w)
-				if err != nil && res.Type == "" {
-					return s.explain(err) // nothing done
-				}
-				if perr := print(cmd.OutOrStdout(), asJSON, res, res.WriteTable); perr != nil {
-					return perr
-				}
-				if err != nil {
-					return s.explain(err)
+				if err := s.printDone(cmd.OutOrStdout(), asJSON, res.Type != "", res, res.WriteTable, err); err != nil {
+					return err
 				}
 			}
 			return nil
