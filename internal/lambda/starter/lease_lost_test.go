@@ -611,7 +611,7 @@ func TestEndedAttemptWithoutItsLeaseIsNotCountedTwice(t *testing.T) {
 // takes the attempt back (ownAttempt) holds it in its lane and its release frees the lane. It is
 // marked Reclaimed: a lease gone under a running attempt is most often one a workflow's release
 // step freed before its execution ended, which counted it
-// (TestAttemptReleasedBeforeItsRedeliveryLooksIsNotCountedTwice), and the two cannot be told apart,
+// (TestAttemptReleasedAroundItsRedeliveryIsNotCountedTwice), and the two cannot be told apart,
 // so this success goes uncounted rather than another be counted twice (docs/operations.md).
 func TestRunningAttemptTakenBackAboveALoweredLimitIsReleasedOnce(t *testing.T) {
 	const self = "msg-r-1001"
@@ -726,118 +726,81 @@ func TestEndedAttemptWithoutItsLeaseIsNotDeadLetteredTwice(t *testing.T) {
 // A job's workflow runs its release step before it ends: the release counts the success and frees
 // the lease while the execution is still RUNNING. When the job's message came back meanwhile (its
 // claim outlived the visibility timeout, or its start's answer was lost), that release deleted it
-// with the receipt handle its lease held, gone stale (SQS answers OK and keeps the message), and the
-// new delivery, which read the claim just before, finds the lane free when it writes its own. It
-// goes on from the attempt it finds running, but must claim it Reclaimed: its release counted it, so
-// the release that frees the lane again (the sweep, once the execution has closed) counts nothing
-// (seed 212 of the simulation's all+pools: 88 successes published for 87).
-func TestAttemptReleasedUnderItsRedeliveryIsNotCountedTwice(t *testing.T) {
-	tests := []struct {
+// with the receipt handle its lease held, gone stale (SQS answers OK and keeps the message). Either
+// the new delivery read the claim just before and finds the lane free when it writes its own
+// (under), or it finds no lease and its own attempt running (before its first look). It goes on
+// from the attempt it finds running, but claims it reclaimed: its release counted it (a lease with
+// no release behind it is one deleted by hand, whose count alone may be lost), so the release that
+// frees the lane again (the sweep, once the execution has closed) counts nothing (seed 212 of the
+// simulation's all+pools: 88 successes published for 87).
+func TestAttemptReleasedAroundItsRedeliveryIsNotCountedTwice(t *testing.T) {
+	type rigCase struct {
 		name, typ, id string
 		rig           func(t *testing.T) *rig
-	}{
+	}
+	rigs := []rigCase{
 		{name: "its own lane", typ: "reports", id: "r-1001", rig: func(t *testing.T) *rig { return newRig(t, nil) }},
 		{name: "a pooled type (ownAttempt)", typ: "a", id: "a-1", rig: func(t *testing.T) *rig { r, _ := newPoolRig(t); return r }},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			ctx := context.Background()
-			r := tt.rig(t)
-			published := metrics.NewCollector()
-			r.rel.Metrics = metrics.New(published, "test")
-			self := "msg-" + tt.id
-			key := lease.Key{Type: tt.typ, Lane: 1}
-			arn := execArn(tt.typ, tt.id, 1)
-			e := startedBy(t, execution(tt.typ, 1, tt.id, 1, sfntypes.ExecutionStatusRunning, "", ""), self)
-			e.StartDate = t0.Add(-20 * time.Minute)
-			r.sfn.Put(e)
-			r.leases.Set(leaseOf(tt.typ, 1, tt.id, 1, lease.Starting, 1))
-			released := false
-			r.leases.BeforePut = func(next lease.Lease, prev *lease.Lease) error {
-				if released || prev == nil || next.Type != tt.typ {
-					return nil
+	for _, under := range []bool{true, false} {
+		for _, tt := range rigs {
+			when := "before its redelivery looks"
+			if under {
+				when = "under its redelivery"
+			}
+			t.Run(when+"/"+tt.name, func(t *testing.T) {
+				ctx := context.Background()
+				r := tt.rig(t)
+				published := metrics.NewCollector()
+				r.rel.Metrics = metrics.New(published, "test")
+				self := "msg-" + tt.id
+				key := lease.Key{Type: tt.typ, Lane: 1}
+				arn := execArn(tt.typ, tt.id, 1)
+				e := startedBy(t, execution(tt.typ, 1, tt.id, 1, sfntypes.ExecutionStatusRunning, "", ""), self)
+				e.StartDate = t0.Add(-20 * time.Minute)
+				r.sfn.Put(e)
+				r.leases.Set(leaseOf(tt.typ, 1, tt.id, 1, lease.Starting, 1))
+				release := func() {
+					res, err := r.rel.Release(ctx, releaser.Request{Key: key, JobID: tt.id, Attempt: 1, Outcome: releaser.Succeeded, Source: "workflow", ExecutionArn: arn, MessageID: self})
+					if err != nil || res != releaser.Deleted {
+						t.Errorf("workflow's release = %v, %v; want deleted", res, err)
+					}
 				}
-				released = true // the workflow's release step, between the delivery's read and its claim
-				res, err := r.rel.Release(ctx, releaser.Request{Key: key, JobID: tt.id, Attempt: 1, Outcome: releaser.Succeeded, Source: "workflow", ExecutionArn: arn, MessageID: self})
-				if err != nil || res != releaser.Deleted {
-					t.Errorf("workflow's release = %v, %v; want deleted", res, err)
+				released := false
+				if under {
+					r.leases.BeforePut = func(next lease.Lease, prev *lease.Lease) error {
+						if released || prev == nil || next.Type != tt.typ {
+							return nil
+						}
+						released = true // the workflow's release step, between the delivery's read and its claim
+						release()
+						return nil
+					}
+				} else {
+					release()
 				}
-				return nil
-			}
-			if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, tt.typ, 1, tt.id, 0, 2)}}); err != nil {
-				t.Fatal(err)
-			}
-			if !released {
-				t.Fatal("the delivery wrote no claim over the lease it read")
-			}
-			if !r.sfn.Close(arn, sfntypes.ExecutionStatusSucceeded, "", "") {
-				t.Fatalf("no execution %s", arn)
-			}
-			if _, err := r.rel.Release(ctx, releaser.Request{Key: key, JobID: tt.id, Attempt: 1, Outcome: releaser.Succeeded, Source: "sweep", ExecutionArn: arn}); err != nil {
-				t.Fatal(err)
-			}
-			if err := r.rel.Metrics.Flush(); err != nil {
-				t.Fatal(err)
-			}
-			if got := published.Sum("", metrics.JobsSucceeded); got != 1 {
-				t.Errorf("JobsSucceeded = %v, want 1 (one job succeeded once)", got)
-			}
-			if l, ok := r.leases.Lease(key); ok {
-				t.Errorf("job ended, yet its lane keeps lease %+v", l)
-			}
-		})
-	}
-}
-
-// The same, with the release before the redelivery's first look: a workflow's release step frees
-// the lease and counts the success while its execution is still RUNNING (the step runs before the
-// execution ends), and its DeleteMessage had a handle the redelivery's receive made stale. The
-// delivery finds no lease and its own attempt running: it takes the attempt back as reclaimed (a
-// lease with no release behind it is one deleted by hand, whose count alone may be lost), and the
-// attempt's end, released again by the sweep, is not counted a second time.
-func TestAttemptReleasedBeforeItsRedeliveryLooksIsNotCountedTwice(t *testing.T) {
-	tests := []struct {
-		name, typ, id string
-		rig           func(t *testing.T) *rig
-	}{
-		{name: "its own lane", typ: "reports", id: "r-1001", rig: func(t *testing.T) *rig { return newRig(t, nil) }},
-		{name: "a pooled type (ownAttempt)", typ: "a", id: "a-1", rig: func(t *testing.T) *rig { r, _ := newPoolRig(t); return r }},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			ctx := context.Background()
-			r := tt.rig(t)
-			published := metrics.NewCollector()
-			r.rel.Metrics = metrics.New(published, "test")
-			self := "msg-" + tt.id
-			key := lease.Key{Type: tt.typ, Lane: 1}
-			arn := execArn(tt.typ, tt.id, 1)
-			e := startedBy(t, execution(tt.typ, 1, tt.id, 1, sfntypes.ExecutionStatusRunning, "", ""), self)
-			e.StartDate = t0.Add(-20 * time.Minute)
-			r.sfn.Put(e)
-			r.leases.Set(leaseOf(tt.typ, 1, tt.id, 1, lease.Starting, 1))
-			res, err := r.rel.Release(ctx, releaser.Request{Key: key, JobID: tt.id, Attempt: 1, Outcome: releaser.Succeeded, Source: "workflow", ExecutionArn: arn, MessageID: self})
-			if err != nil || res != releaser.Deleted {
-				t.Fatalf("workflow's release = %v, %v; want deleted", res, err)
-			}
-			if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, tt.typ, 1, tt.id, 0, 2)}}); err != nil {
-				t.Fatal(err)
-			}
-			if !r.sfn.Close(arn, sfntypes.ExecutionStatusSucceeded, "", "") {
-				t.Fatalf("no execution %s", arn)
-			}
-			if _, err := r.rel.Release(ctx, releaser.Request{Key: key, JobID: tt.id, Attempt: 1, Outcome: releaser.Succeeded, Source: "sweep", ExecutionArn: arn}); err != nil {
-				t.Fatal(err)
-			}
-			if err := r.rel.Metrics.Flush(); err != nil {
-				t.Fatal(err)
-			}
-			if got := published.Sum("", metrics.JobsSucceeded); got != 1 {
-				t.Errorf("JobsSucceeded = %v, want 1 (one job succeeded once)", got)
-			}
-			if l, ok := r.leases.Lease(key); ok {
-				t.Errorf("job ended, yet its lane keeps lease %+v", l)
-			}
-		})
+				if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, tt.typ, 1, tt.id, 0, 2)}}); err != nil {
+					t.Fatal(err)
+				}
+				if under && !released {
+					t.Fatal("the delivery wrote no claim over the lease it read")
+				}
+				if !r.sfn.Close(arn, sfntypes.ExecutionStatusSucceeded, "", "") {
+					t.Fatalf("no execution %s", arn)
+				}
+				if _, err := r.rel.Release(ctx, releaser.Request{Key: key, JobID: tt.id, Attempt: 1, Outcome: releaser.Succeeded, Source: "sweep", ExecutionArn: arn}); err != nil {
+					t.Fatal(err)
+				}
+				if err := r.rel.Metrics.Flush(); err != nil {
+					t.Fatal(err)
+				}
+				if got := published.Sum("", metrics.JobsSucceeded); got != 1 {
+					t.Errorf("JobsSucceeded = %v, want 1 (one job succeeded once)", got)
+				}
+				if l, ok := r.leases.Lease(key); ok {
+					t.Errorf("job ended, yet its lane keeps lease %+v", l)
+				}
+			})
+		}
 	}
 }
