@@ -363,8 +363,7 @@ func (s *Starter) bindFree(ctx context.Context, x *msg, cfg config.TypeConfig, l
 			return nil, full{}, 0, err // the lease is this message's: its next delivery takes its slots
 		}
 		if at != "" {
-			s.refundTokens(ctx, x, cfg, true)
-			return nil, full{pool: at}, 0, nil
+			return nil, full{pool: at}, 0, nil // its tokens went back with its lease (releaser.Service.Free)
 		}
 		return &b, full{}, 0, nil
 	}
