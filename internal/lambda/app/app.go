@@ -306,7 +306,7 @@ func releaserWith(env Env, c Services, res *config.Resolver, log *slog.Logger, r
 		Leases: leases, Queue: c.SQS, QueueURL: fifo, SFN: c.SFN, Config: res,
 		DLQ:      batchend.DeadLetters{Next: deadletter.New(c.SQS, dlq), Tracker: batches},
 		WaitRoom: waitroom.NewStore(c.DDB, table), Log: log, Metrics: rec, PriorityAging: aging, Batches: batches,
-		Pools: pool.NewStore(c.DDB, table),
+		Pools: pool.NewStore(c.DDB, table), Rates: ratelimit.New(c.DDB, table),
 	}
 	vis, err := env.seconds("FIFO_VISIBILITY_TIMEOUT", 900)
 	if err != nil {

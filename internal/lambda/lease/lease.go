@@ -91,6 +91,12 @@ type Lease struct {
 	// PoolCaps are the caps of the pools a bound lease's bind took slots of, "a=50,b=20": its claim
 	// looks at its pools again only when one is lower now, or new.
 	PoolCaps string `dynamodbav:"poolCaps,omitempty"`
+	// KeyToken and TypeToken are the start tokens a bound lease's bind took for its job: its key's
+	// and its type's (each only when it had a rate then). No start has used them while the lease is
+	// bound (the copy's claim replaces it), so the one delete of a bound lease gives them back
+	// (releaser.Service.Free); a claim does not carry them.
+	KeyToken  bool `dynamodbav:"keyToken,omitempty"`
+	TypeToken bool `dynamodbav:"typeToken,omitempty"`
 	// MovedTo is a moving lease's destination: the message group its job's copy is sent to, which
 	// a delivery finishing the move sends to again (SQS deduplicates a copy within its group).
 	MovedTo string `dynamodbav:"movedTo,omitempty"`

@@ -333,6 +333,9 @@ func (h *Handler) cleanLegacy(ctx context.Context, all []lease.Lease) {
 // its attempts in Step Functions) or bound again (and waits again, carrying them).
 func (h *Handler) takeBack(ctx context.Context, l lease.Lease) bool {
 	log := h.Log.With("jobId", l.JobID, "type", l.Type, "lane", l.Lane, "status", l.Status)
+	if l.KeyToken || l.TypeToken {
+		log = log.With("keyToken", l.KeyToken, "typeToken", l.TypeToken) // given back (refundBind)
+	}
 	if err := h.Service.Free(ctx, l); err != nil {
 		log.WarnContext(ctx, "sweep: stale lease not taken back", "error", err)
 		return false

@@ -136,6 +136,9 @@ type Service struct {
 	// Batches records a succeeded job in its batch (nil: not tracked). Dead letters are recorded
 	// by the DLQ sender (batchend.DeadLetters).
 	Batches batchEnder
+	// Rates takes back the start tokens of a bound lease freed before its copy claimed it (nil:
+	// none; refund.go).
+	Rates tokenRefunder
 }
 
 // batchEnder records a job's end in its batch (internal/lambda/batchend).
@@ -220,14 +223,17 @@ func (s *Service) dropDuplicate(ctx context.Context, log *slog.Logger, l lease.L
 	return Deleted, nil
 }
 
-// Free deletes a lease whose job ended or is gone, and wakes the oldest parked waiting group of its
-// type for the lane: the one way a lane is given back, whoever gives it (a release, the sweep taking a
-// stale lease back, the starter dropping a claim or dead-lettering a job it refused).
+// Free deletes a lease whose job ended or is gone, gives back the start tokens of a bound lease's
+// bind (refundBind), and wakes the oldest parked waiting group of its type for the lane: the one way
+// a lane is given back, whoever gives it (a release, the sweep taking a stale lease back, the starter
+// dropping a claim or dead-lettering a job it refused).
 func (s *Service) Free(ctx context.Context, l lease.Lease) error {
 	if err := s.Leases.Delete(ctx, l); err != nil {
 		return err
 	}
-	s.wakeFreed(ctx, s.Log.With("type", l.Type, "lane", l.Lane, "freedFor", l.JobID), l)
+	log := s.Log.With("type", l.Type, "lane", l.Lane, "freedFor", l.JobID)
+	s.refundBind(ctx, log, l)
+	s.wakeFreed(ctx, log, l)
 	return nil
 }
 

@@ -2,16 +2,19 @@ package releaser_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/ratelimit"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/releaser"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/waitroom"
 	"github.com/sfnlimit/sfnlimit/internal/tools/fakes"
@@ -169,6 +172,141 @@ func TestSweepTakesBackStaleLeases(t *testing.T) {
 	}
 	if v := visibleHandles(r.sqs); len(v) != 4 {
 		t.Errorf("made visible = %q, want a parked group woken per lane taken back", v)
+	}
+}
+
+// lostRefundAnswer applies the first refund written to a rate bucket and loses its answer: the SDK
+// sends it again, and that retry fails its condition against the first.
+type lostRefundAnswer struct {
+	*fakes.DynamoDB
+	lost bool
+}
+
+func (d *lostRefundAnswer) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	if _, refund := in.Item["refundId"]; refund && !d.lost {
+		d.lost = true
+		if _, err := d.DynamoDB.PutItem(ctx, in, opts...); err != nil {
+			return nil, err
+		}
+	}
+	return d.DynamoDB.PutItem(ctx, in, opts...)
+}
+
+// A bound lease is replaced by its copy's claim, so one the sweep takes back was never claimed and
+// no start used the tokens its bind took: the take-back gives back those the lease records (its
+// key's, its type's), once. Two sweeps that read the same lease delete it once, and only the one
+// that deleted it gives them back; a take-back applied but answered as failed (the SDK's retry finds
+// the lane free, a conflict) gives nothing (a token lost: the rate is not reached for a moment,
+// never exceeded); a refund answered as failed is found by its mark, not made twice. A copy that
+// claims the lease before the take-back keeps the tokens (its start uses them), and one that comes
+// after it finds the lease gone (and takes tokens of its own). A bound lease that records no
+// tokens (its bind found no rate, or it was written before leases recorded them) gives back none.
+func TestSweepTakingBackABindGivesItsTokensBackOnce(t *testing.T) {
+	slow := config.Rate{PerSecond: 0.001, Burst: 3}
+	rate := ratelimit.Rate{PerSecond: slow.PerSecond, Burst: slow.Burst}
+	both := func(l *lease.Lease) { l.KeyToken, l.TypeToken = true, true }
+	for _, tt := range []struct {
+		name string
+		took func(l *lease.Lease)
+		// race runs before the first sweep's delete of the bound lease, with a second sweep.
+		race                func(t *testing.T, r *rig, l lease.Lease, again *releaser.Handler)
+		lostRefund          bool
+		wantKey, wantType   int // tokens left in the buckets of burst 3: 1, and 2 with the bind's given back
+		wantLease           *wantLease
+		copyClaimsAfterward bool
+	}{
+		{name: "taken back once", took: both, wantKey: 2, wantType: 2},
+		{name: "taken back by two sweeps that read it", took: both, wantKey: 2, wantType: 2,
+			race: func(t *testing.T, r *rig, _ lease.Lease, again *releaser.Handler) {
+				if _, err := again.Sweep(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}},
+		{name: "taken back, its answer lost", took: both, wantKey: 1, wantType: 1,
+			race: func(t *testing.T, r *rig, l lease.Lease, _ *releaser.Handler) { r.leases.Remove(l.Key()) }},
+		{name: "taken back, the refund's answer lost", took: both, lostRefund: true, wantKey: 2, wantType: 2},
+		{name: "claimed by its copy before the take-back", took: both, wantKey: 1, wantType: 1,
+			wantLease: &wantLease{JobID: "a-1", Status: lease.Starting, Attempt: 1, Arn: execArn("llm", "a-1", 1)},
+			race: func(t *testing.T, r *rig, l lease.Lease, _ *releaser.Handler) {
+				r.leases.Update(l.Key(), func(c *lease.Lease) {
+					c.Status, c.Attempt, c.ExecutionArn, c.KeyToken, c.TypeToken = lease.Starting, 1, execArn("llm", "a-1", 1), false, false
+				})
+				r.sfn.Put(execution("llm", 2, "a-1", 1, `{}`, "RUNNING", "", ""))
+			}},
+		{name: "its copy coming after the take-back", took: both, wantKey: 2, wantType: 2, copyClaimsAfterward: true},
+		{name: "a bind that took its key's token only", took: func(l *lease.Lease) { l.KeyToken = true }, wantKey: 2, wantType: 1},
+		{name: "a bound lease that records no tokens", took: func(*lease.Lease) {}, wantKey: 1, wantType: 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			r := newRig(t)
+			res, err := config.NewResolver(config.Defaults{
+				Limits: map[string]int{"llm": 4}, DefaultMaxAttempts: 3, StateMachineArn: smArn, Rates: map[string]config.Rate{"llm": slow},
+			}, overrides{{Type: "llm", KeyRate: slow}}, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.svc.Config = res
+			db := &lostRefundAnswer{DynamoDB: fakes.NewDynamoDB("table"), lost: !tt.lostRefund}
+			buckets := ratelimit.New(db, "table")
+			buckets.Now = r.clock.Now
+			r.svc.Rates = buckets
+			r.h.StaleAfter = 20 * time.Minute
+			// A start's tokens and the bind's: two of the key's, two of the type's (a refund made
+			// twice would show, below the burst).
+			for range 2 {
+				if w, err := buckets.TakeKey(ctx, "llm", "acme", rate); err != nil || w != 0 {
+					t.Fatalf("take the key's token = %v, %v", w, err)
+				}
+				if w, err := buckets.Take(ctx, "llm", rate); err != nil || w != 0 {
+					t.Fatalf("take the type's token = %v, %v", w, err)
+				}
+			}
+			b := held("llm", 2, "a-1", 0, lease.Bound)
+			b.JobKey, b.ReceiptHandle, b.UpdatedAt = "acme", "", t0.Add(-21*time.Minute)
+			tt.took(&b)
+			b = r.leases.Set(b)
+			if tt.race != nil {
+				again := *r.h
+				raced := false
+				r.leases.BeforeDelete = func(prev lease.Lease) error {
+					if raced {
+						return nil
+					}
+					raced = true
+					tt.race(t, r, prev, &again)
+					return nil
+				}
+			}
+			if _, err := r.h.Sweep(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r.h.Sweep(ctx); err != nil { // a later sweep finds nothing more to give back
+				t.Fatal(err)
+			}
+			checkLease(t, r.leases, b.Key(), tt.wantLease)
+			if tt.copyClaimsAfterward {
+				claim := b
+				claim.Status, claim.Attempt = lease.Starting, 1
+				if _, err := r.leases.Put(ctx, claim, &b); !errors.Is(err, lease.ErrConflict) {
+					t.Errorf("the copy's claim of the bound lease after the take-back = %v, want a conflict (it finds the lane free and takes its own tokens)", err)
+				}
+			}
+			left := func(take func() (time.Duration, error)) int {
+				n := 0
+				for ; n < 5; n++ {
+					if w, err := take(); err != nil || w != 0 {
+						break
+					}
+				}
+				return n
+			}
+			gotKey := left(func() (time.Duration, error) { return buckets.TakeKey(ctx, "llm", "acme", rate) })
+			gotType := left(func() (time.Duration, error) { return buckets.Take(ctx, "llm", rate) })
+			if gotKey != tt.wantKey || gotType != tt.wantType {
+				t.Errorf("tokens left: key %d, type %d; want key %d, type %d", gotKey, gotType, tt.wantKey, tt.wantType)
+			}
+		})
 	}
 }
 

@@ -339,6 +339,7 @@ func (s *Starter) bindFree(ctx context.Context, x *msg, cfg config.TypeConfig, l
 		}
 	}
 	tokens := len(taken) < cfg.Limit+above
+	keyToken, typeToken := false, false // taken, for the lease to record (lease.Lease.KeyToken)
 	var views []pool.View
 	if tokens {
 		// A lane is free: the pools must have room too, before any token goes.
@@ -349,6 +350,8 @@ func (s *Starter) bindFree(ctx context.Context, x *msg, cfg config.TypeConfig, l
 		if wait, err := s.takeToken(ctx, x, cfg); err != nil || wait > 0 {
 			return nil, full{}, wait, err
 		}
+		keyToken = s.Rates != nil && cfg.KeyRateOf(x.job.Key).IsSet()
+		typeToken = s.Rates != nil && cfg.Rate.IsSet()
 	}
 	for _, ln := range lane.Spread(x.job, cfg.Limit) {
 		if taken[ln] || (above > 0 && !allowed[ln]) {
@@ -357,6 +360,7 @@ func (s *Starter) bindFree(ctx context.Context, x *msg, cfg config.TypeConfig, l
 		b, err := s.Leases.Put(ctx, lease.Lease{
 			Type: x.key.Type, Lane: ln, JobID: x.job.ID, JobKey: x.job.Key, JobSender: x.job.Sender, Batch: x.job.Batch, Redrive: x.job.Redrive, MessageID: x.MessageId,
 			Attempt: x.job.Attempts, Status: lease.Bound, StartedAt: s.now(), SubmittedAt: x.job.SubmittedAt, PoolCaps: poolCaps(cfg),
+			KeyToken: keyToken, TypeToken: typeToken,
 		}, nil)
 		if errors.Is(err, lease.ErrConflict) {
 			continue // taken since the leases were read
@@ -369,8 +373,7 @@ func (s *Starter) bindFree(ctx context.Context, x *msg, cfg config.TypeConfig, l
 			return nil, full{}, 0, err // the lease is this message's: its next delivery takes its slots
 		}
 		if at != "" {
-			s.refundTokens(ctx, x, cfg, true)
-			return nil, full{pool: at}, 0, nil
+			return nil, full{pool: at}, 0, nil // its tokens went back with its lease (releaser.Service.Free)
 		}
 		return &b, full{}, 0, nil
 	}

@@ -311,7 +311,7 @@ func newKeyRateRig(t *testing.T, o config.Override) *rig {
 	r := newRigStrategy(t, map[string]int{"llm": 4}, lane.FirstFree)
 	buckets := ratelimit.New(fakes.NewDynamoDB("table"), "table")
 	buckets.Now = r.clock.Now
-	r.st.Rates = buckets
+	r.st.Rates, r.rel.Rates = buckets, buckets
 	o.Type = "llm"
 	withLiveConfig(t, r, &liveConfig{list: []config.Override{o}}, config.Defaults{Limits: map[string]int{"llm": 4}, DefaultMaxAttempts: 3, StateMachineArn: smArn})
 	return r
@@ -746,5 +746,36 @@ func TestLeaselessJobOfAKeyOutOfTokensDoesNotBlockAFreeLane(t *testing.T) {
 	}
 	if quietIn2 && !moved {
 		t.Errorf("q-1 bound to lane 2, whose group n-1 holds for its key's token (decisions %+v): q-1's copy waits behind it a minute, lane 2 idle; want n-1 moved to llm#noisy", decisions(r.sqs))
+	}
+}
+
+// A bound lease records the start tokens its bind took (its key's, its type's: each only with a
+// rate), so that whoever deletes it before its copy claims it gives back those, and no other.
+func TestBoundLeaseRecordsTheTokensItsBindTook(t *testing.T) {
+	r1 := config.Rate{PerSecond: 1, Burst: 2}
+	for _, tt := range []struct {
+		name              string
+		o                 config.Override
+		wantKey, wantType bool
+	}{
+		{"no rate", config.Override{}, false, false},
+		{"key rate", config.Override{KeyRate: r1}, true, false},
+		{"another key's rate", config.Override{KeyRates: map[string]config.Rate{"other": r1}}, false, false},
+		{"type rate", config.Override{Rate: r1}, false, true},
+		{"both", config.Override{KeyRates: map[string]config.Rate{"acme": r1}, Rate: r1}, true, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newKeyRateRig(t, tt.o)
+			if _, err := r.st.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{keyed(t, "llm#acme", "acme", "a-1", 1)}}); err != nil {
+				t.Fatal(err)
+			}
+			ls := r.leases.Leases()
+			if len(ls) != 1 || ls[0].Status != lease.Bound {
+				t.Fatalf("leases = %+v, want a-1 bound", ls)
+			}
+			if ls[0].KeyToken != tt.wantKey || ls[0].TypeToken != tt.wantType {
+				t.Errorf("bound lease records key token %v, type token %v; want %v, %v", ls[0].KeyToken, ls[0].TypeToken, tt.wantKey, tt.wantType)
+			}
+		})
 	}
 }

@@ -107,9 +107,9 @@ func (s *Starter) overPool(ctx context.Context, cfg config.TypeConfig, own lease
 	return "", nil
 }
 
-// bindSlots takes b's pool slots; with a pool full, it deletes b (the lane goes back: no copy was
-// sent) and returns the pool's name. An error leaves b for the waiting message's next delivery,
-// which finds it its own and takes its slots before sending its copy (held).
+// bindSlots takes b's pool slots; with a pool full, it frees b (the lane goes back, and the tokens
+// its bind took: no copy was sent) and returns the pool's name. An error leaves b for the waiting
+// message's next delivery, which finds it its own and takes its slots before sending its copy (held).
 func (s *Starter) bindSlots(ctx context.Context, x *msg, cfg config.TypeConfig, b lease.Lease, views []pool.View) (full string, err error) {
 	if !cfg.Pooled() {
 		return "", nil
@@ -118,7 +118,7 @@ func (s *Starter) bindSlots(ctx context.Context, x *msg, cfg config.TypeConfig, 
 	if err != nil || full == "" {
 		return full, err
 	}
-	if err := s.Leases.Delete(ctx, b); err != nil && !errors.Is(err, lease.ErrConflict) {
+	if err := s.freeLane(ctx, b); err != nil && !errors.Is(err, lease.ErrConflict) {
 		return "", fmt.Errorf("give back lane %d bound while pool %s filled: %w", b.Lane, full, err)
 	}
 	x.log.InfoContext(ctx, "pool filled while the job was bound; lane given back", "pool", full, "toLane", b.Lane)

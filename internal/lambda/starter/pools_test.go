@@ -11,6 +11,7 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/pool"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/ratelimit"
 	"github.com/sfnlimit/sfnlimit/internal/tools/fakes"
 )
 
@@ -314,5 +315,48 @@ func TestWokenHeadBindsUnderAPoolCapRaisedSinceTheCache(t *testing.T) {
 		if bound := len(resp.BatchItemFailures) == 0; bound != tt.bound {
 			t.Errorf("%s, delivery %d: bound = %v, want %v", tt.id, tt.receives, bound, tt.bound)
 		}
+	}
+}
+
+// A bound lease given back because its pool filled before its copy went was never claimed: the
+// start tokens its bind took go back with it (releaser.Service.Free). Here its waiting message's
+// next delivery finds the pool full; the bind's own look gives its lease back the same way
+// (bindSlots).
+func TestBoundLeaseGivenBackAtAFullPoolGivesBackItsTokens(t *testing.T) {
+	ctx := context.Background()
+	r, _ := newPoolRig(t)
+	rate := config.Rate{PerSecond: 0.001, Burst: 2}
+	res, err := config.NewResolver(config.Defaults{
+		Limits: map[string]int{"a": 3, "b": 3}, DefaultMaxAttempts: 3, StateMachineArn: smArn, Rates: map[string]config.Rate{"b": rate},
+		Pools: map[string]int{"psp": 2}, TypePools: map[string][]string{"a": {"psp"}, "b": {"psp"}},
+	}, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buckets := ratelimit.New(fakes.NewDynamoDB("table"), "table")
+	buckets.Now = r.clock.Now
+	r.st.Config, r.rel.Config, r.st.Rates, r.rel.Rates = res, res, buckets, buckets
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{waiting(t, "a", "a-1", 1), waiting(t, "a", "a-2", 1)}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("a's batch = %+v, %v; want the pool filled", resp, err)
+	}
+	br := ratelimit.Rate{PerSecond: rate.PerSecond, Burst: rate.Burst}
+	for range 2 { // a start's token, and the bind's
+		if w, err := buckets.Take(ctx, "b", br); err != nil || w != 0 {
+			t.Fatalf("take b's token = %v, %v", w, err)
+		}
+	}
+	m := waiting(t, "b", "b-1", 1)
+	if _, err := r.leases.Put(ctx, lease.Lease{Type: "b", Lane: 1, JobID: "b-1", MessageID: m.MessageId, Status: lease.Bound, StartedAt: t0, TypeToken: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{waiting(t, "b", "b-1", 2)}}); err != nil {
+		t.Fatal(err)
+	}
+	if ls, _ := r.leases.ListType(ctx, "b"); len(ls) != 0 {
+		t.Fatalf("b's leases = %+v, want the bound lease given back at the full pool", ls)
+	}
+	if w, err := buckets.Take(ctx, "b", br); err != nil || w != 0 {
+		t.Errorf("b's next token = %v, %v; want the bind's given back", w, err)
 	}
 }

@@ -147,3 +147,18 @@ func percentile(ds []time.Duration, p float64) string {
 	slices.Sort(s)
 	return s[min(len(s)-1, int(p*float64(len(s))))].Truncate(time.Second).String()
 }
+
+// A bound lease taken back by the sweep was never claimed, and gives back the start tokens its bind
+// took (releaser.Service.Free, TestSweepTakingBackABindGivesItsTokensBackOnce). At seed 16 of races
+// (the checked-in code of its day), beta-j083's copy, bound to lane 1 with a token of key k2 (its
+// key's rate set by the operator), sat untouched past StaleAfter (killed deliveries); the sweep took
+// the lease back and gave the token back. This holds the first seed of races that takes back a
+// bound lease recording tokens: every invariant, the key's rate among them, must hold.
+//
+//	SEED=16 TRACE=j083 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile races
+func TestBindTakenBackGivesItsTokensBackSeedHolds(t *testing.T) {
+	holdsOnPath(t, "races", 200, func(w *World) bool {
+		return traced(w, "sweep took back a lane", "status=bound", "Token=true") &&
+			traced(w, "gave back the start tokens of a bind never claimed")
+	})
+}
