@@ -150,6 +150,8 @@ type View struct {
 	// may go for, with the slot as read (nil: never taken).
 	Live []Slot
 	Free []Candidate
+	// stored are the slots read, by number.
+	stored map[int]*Slot
 }
 
 // Candidate is a slot a take may go for: Prev is the slot as read (nil: never taken).
@@ -178,6 +180,9 @@ func (v View) Holds(l lease.Lease) (Slot, bool) {
 	return Slot{}, false
 }
 
+// Stored is slot n as read (nil: never taken), live or not: a take over it is conditional on it.
+func (v View) Stored(n int) *Slot { return v.stored[n] }
+
 // Room reports how many more jobs the pool may start (0: at or over its cap).
 func (v View) Room() int { return max(v.Cap-len(v.Live), 0) }
 
@@ -205,8 +210,8 @@ func Look(ctx context.Context, s SlotReader, leases LeaseLister, name string, ca
 		}
 		byType[t] = ls
 	}
-	v := View{Name: name, Cap: cap}
 	stored := map[int]*Slot{}
+	v := View{Name: name, Cap: cap, stored: stored}
 	above := 0
 	for i, sl := range slots {
 		stored[sl.N] = &slots[i]

@@ -252,6 +252,9 @@ func (h *Handler) Sweep(ctx context.Context) (Response, error) {
 		}(l)
 	}
 	wg.Wait()
+	if cs, err := h.Service.Config.All(ctx); err == nil {
+		h.Service.adoptRunning(ctx, all, cs, now(), h.SweepMinAge)
+	}
 	h.cleanLegacy(ctx, all)
 	h.wakeResumed(ctx)
 	if cs, err := h.Service.Config.All(ctx); err == nil {

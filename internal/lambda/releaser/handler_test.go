@@ -4,14 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"sync"
 	"testing"
 	"time"
 
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
+	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/deadletter"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/pool"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/releaser"
 	"github.com/sfnlimit/sfnlimit/internal/tools/fakes"
 )
@@ -549,5 +552,73 @@ func TestWorkflowReleaseOfTheLeasesExecution(t *testing.T) {
 				t.Fatalf("Handle(release again) = %+v, %v; want %s", again, err, releaser.Noop)
 			}
 		})
+	}
+}
+
+// Jobs already running when their type joins a pool hold no slot of it: the sweep adopts them,
+// each into the lowest free slot, or into one above the cap when none is free, so the pool reads
+// as full until enough of them end; a slot above the cap is never offered as room. Bound leases
+// (their claim takes a slot before the start) and leases that run nothing (moving) are left alone.
+func TestHandlerSweepAdoptsJobsRunningWhenTheirTypeJoinedAPool(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t)
+	res, err := config.NewResolver(config.Defaults{
+		Limits: map[string]int{"a": 5, "b": 5}, DefaultMaxAttempts: 3, StateMachineArn: smArn,
+		Pools: map[string]int{"psp": 2}, TypePools: map[string][]string{"a": {"psp"}, "b": {"psp"}},
+	}, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slots := pool.NewStore(fakes.NewDynamoDB("table"), "table")
+	r.svc.Config, r.svc.Pools = res, slots
+	b1 := held("b", 1, "b-1", 1, lease.Starting)
+	r.leases.Set(b1)
+	if _, err := slots.Take(ctx, "psp", 1, pool.HolderOf(b1), nil); err != nil {
+		t.Fatal(err)
+	}
+	// a joined the pool while these ran or waited to run again.
+	a1, a2, a3 := held("a", 1, "a-1", 1, lease.Starting), held("a", 2, "a-2", 1, lease.Starting), held("a", 3, "a-3", 1, lease.Retrying)
+	bound, moving := held("a", 4, "a-4", 0, lease.Bound), held("a", 5, "a-5", 1, lease.Moving)
+	for _, l := range []lease.Lease{a1, a2, a3, bound, moving} {
+		r.leases.Set(l)
+	}
+	for _, l := range []lease.Lease{b1, a1, a2} {
+		r.sfn.Put(execution(l.Type, l.Lane, l.JobID, l.Attempt, `{}`, "RUNNING", "", ""))
+	}
+	look := func() pool.View {
+		t.Helper()
+		v, err := pool.Look(ctx, slots, r.leases, "psp", 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	for range 2 { // a second sweep adopts nothing more
+		if _, err := r.h.Sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+		v := look()
+		got := map[string]int{}
+		for _, sl := range v.Live {
+			got[sl.Holder.JobID] = sl.N
+		}
+		want := map[string]int{"b-1": 1, "a-1": 2, "a-2": 3, "a-3": 4}
+		if !maps.Equal(got, want) {
+			t.Fatalf("live slots (job: slot) = %v, want %v: the running and retrying jobs adopted, the lowest free slot first, then above the cap", got, want)
+		}
+		if len(v.Free) != 0 || v.Room() != 0 {
+			t.Fatalf("free = %+v, room %d; want none: the pool runs over its cap", v.Free, v.Room())
+		}
+	}
+	// b-1 ends: slot 1 is free, but the pool still runs 3 jobs, over its cap of 2.
+	r.leases.Remove(b1.Key())
+	if v := look(); len(v.Free) != 0 || v.Room() != 0 {
+		t.Fatalf("after b-1 ended: free = %+v, room %d; want none (3 adopted jobs run, cap 2)", v.Free, v.Room())
+	}
+	// a-1 and a-3 end: one job runs, in slot 3 above the cap, and the lowest free slot is offered.
+	r.leases.Remove(a1.Key())
+	r.leases.Remove(a3.Key())
+	if v := look(); len(v.Free) != 1 || v.Free[0].N != 1 || v.Room() != 1 {
+		t.Fatalf("after a-1 and a-3 ended: free = %+v, room %d; want slot 1 alone (a-2 runs in slot 3)", v.Free, v.Room())
 	}
 }

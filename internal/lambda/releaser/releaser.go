@@ -23,7 +23,6 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
-	"github.com/sfnlimit/sfnlimit/internal/lambda/pool"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/waitroom"
 )
 
@@ -122,8 +121,9 @@ type Service struct {
 	// lane wakes the oldest.
 	WaitRoom parkedJobs
 	// Pools reads the slots of shared pools: a release of a pooled type's job frees its slots (by
-	// deleting its lease) and wakes the pool's members fairly (wakePool).
-	Pools pool.SlotReader
+	// deleting its lease) and wakes the pool's members fairly (wakePool); the sweep gives a slot to
+	// a running job that holds none (adoptRunning).
+	Pools slotTaker
 	Log   *slog.Logger
 	// Now is the clock leases are judged by (time.Now when nil).
 	Now func() time.Time

@@ -380,7 +380,7 @@ func (s *Starter) bindFree(ctx context.Context, x *msg, cfg config.TypeConfig, l
 	if tokens {
 		// Every lane it saw free was taken since (the batch's view of the leases is older than its
 		// binds): no start, so its tokens go back, for the job's next look or another's.
-		s.refundTokens(ctx, x, cfg, true)
+		s.refundTokens(ctx, x, cfg, true, true)
 	}
 	return nil, full{}, 0, nil
 }

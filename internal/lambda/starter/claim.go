@@ -126,18 +126,18 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 		}
 		notStartedClaim = true
 	}
-	if cfg.Paused() && cfg.Pooled() && l != nil && (l.Status == lease.Retrying || notStartedClaim) {
-		// In a pool, a retry (or a start never made) parked in its lane for the pause would keep
-		// its pools' slots from their other members all that while (a type paused because its
-		// attempts fail would hold every slot its failed attempts had): it gives them back with
-		// its lane and waits in its waiting group, with its attempts, as one over a pool's cap
-		// does. A bound job keeps its place in line: only binds under way at the pause are bound.
+	if cfg.Paused() && cfg.Pooled() && l != nil && (l.Status == lease.Bound || l.Status == lease.Retrying || notStartedClaim) {
+		// In a pool, a job parked in its lane for the pause (bound, a retry, a start never made)
+		// would keep its pools' slots from their other members all that while (a type paused
+		// because its attempts fail would hold every slot its failed attempts had): it gives them
+		// back with its lane and waits in its waiting group, with its attempts, as one over a
+		// pool's cap does. A bound job's bind took its start tokens: the move gives them back.
 		return s.move(ctx, x, l, cfg, "type paused: the job gives back its lane and pool slots and waits in its waiting group")
 	}
 	if cfg.Paused() && (l == nil || l.Status == lease.Bound || l.Status == lease.Retrying || notStartedClaim) {
-		// No new start while the type is paused. The job keeps its place: parked in its lane (a
-		// bound lane stays bound to it, a retry keeps its lease, a claim that never started keeps
-		// its attempt), for the resume to wake.
+		// No new start while the type is paused. Outside a pool the job keeps its place: parked in
+		// its lane (a bound lane stays bound to it, a retry keeps its lease, a claim that never
+		// started keeps its attempt), for the resume to wake.
 		if l != nil {
 			held, err := s.holdLease(ctx, x, *l, PausedParkFor)
 			if err != nil {
@@ -221,7 +221,7 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 		// job's bind took them (bindFree); its key's was taken above.
 		wait, err := s.takeTypeToken(ctx, x, cfg)
 		if err != nil || wait > 0 {
-			s.refundTokens(ctx, x, cfg, false) // the key's, taken above: the job comes back for both
+			s.refundTokens(ctx, x, cfg, true, false) // the key's, taken above: the job comes back for both
 		}
 		if err != nil {
 			return hold, err

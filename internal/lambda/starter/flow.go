@@ -146,19 +146,19 @@ func (s *Starter) takeToken(ctx context.Context, x *msg, cfg config.TypeConfig) 
 	}
 	wait, err := s.takeTypeToken(ctx, x, cfg)
 	if err != nil || wait > 0 {
-		s.refundTokens(ctx, x, cfg, false) // the key's goes back: the job comes back for both
+		s.refundTokens(ctx, x, cfg, true, false) // the key's goes back: the job comes back for both
 	}
 	return wait, err
 }
 
-// refundTokens gives back the key's token taken for a start that is not made now, and the type's
-// too when withType says it was taken. A refund that fails loses the token: the rate is then not
+// refundTokens gives back the tokens taken for a start that is not made now: the key's when withKey
+// (and the key has a rate), the type's when withType. A refund that fails loses the token: the rate is then not
 // reached for a moment, never exceeded.
-func (s *Starter) refundTokens(ctx context.Context, x *msg, cfg config.TypeConfig, withType bool) {
+func (s *Starter) refundTokens(ctx context.Context, x *msg, cfg config.TypeConfig, withKey, withType bool) {
 	if s.Rates == nil {
 		return
 	}
-	if r := cfg.KeyRateOf(x.job.Key); r.IsSet() {
+	if r := cfg.KeyRateOf(x.job.Key); withKey && r.IsSet() {
 		if err := s.Rates.RefundKey(ctx, x.key.Type, x.job.Key, ratelimit.Rate{PerSecond: r.PerSecond, Burst: r.Burst}); err != nil {
 			x.log.WarnContext(ctx, "key's start token not given back", "error", err)
 		}

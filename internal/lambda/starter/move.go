@@ -89,6 +89,12 @@ func (s *Starter) move(ctx context.Context, x *msg, l *lease.Lease, cfg config.T
 		if err != nil {
 			return hold, err // changed meanwhile (read it again) or not written (try again shortly)
 		}
+		if l != nil && l.Status == lease.Bound {
+			// The tokens its bind took (the lease records which), for a start this lane never
+			// makes, go back, once (the moving lease's write is conditional on the bound lease),
+			// and the job takes them again when it binds.
+			s.refundTokens(ctx, x, cfg, l.KeyToken, l.TypeToken)
+		}
 		l = &written
 	}
 	if _, err := s.sendToGroup(ctx, x, j, to, group); err != nil {

@@ -360,3 +360,56 @@ func TestBoundLeaseGivenBackAtAFullPoolGivesBackItsTokens(t *testing.T) {
 		t.Errorf("b's next token = %v, %v; want the bind's given back", w, err)
 	}
 }
+
+// A bound job's copy that reaches its lane while its pooled type is paused gives back its lane and
+// its pool slot and waits in its waiting group, as a paused retry does: parked in its lane for the
+// pause, it would keep its slot from the pool's other members all that while. The start tokens its
+// bind took go back with it (it binds again, and takes them then), so the move spends none.
+func TestPausedBoundJobGivesBackItsPoolSlotAndTokens(t *testing.T) {
+	ctx := context.Background()
+	r, slots := newPoolRig(t)
+	buckets := ratelimit.New(fakes.NewDynamoDB("table"), "table")
+	buckets.Now = r.clock.Now
+	r.st.Rates = buckets
+	rate := config.Rate{PerSecond: 0.001, Burst: 1}
+	withLiveConfig(t, r, &liveConfig{list: []config.Override{{Type: "a", Rate: rate, Pause: &config.Pause{Reason: "INC-42", Since: t0.Add(-time.Minute)}}}},
+		config.Defaults{
+			Limits: map[string]int{"a": 3, "b": 3}, DefaultMaxAttempts: 3, StateMachineArn: smArn,
+			Pools: map[string]int{"psp": 1}, TypePools: map[string][]string{"a": {"psp"}, "b": {"psp"}},
+		})
+	bound := boundLease("a", 1, "a-1")
+	bound.PoolCaps, bound.TypeToken = "psp=1", true
+	r.leases.Set(bound)
+	if _, err := slots.Take(ctx, "psp", 1, pool.HolderOf(bound), nil); err != nil {
+		t.Fatal(err)
+	}
+	// The bind took the type's one token.
+	if wait, err := buckets.Take(ctx, "a", ratelimit.Rate{PerSecond: rate.PerSecond, Burst: rate.Burst}); err != nil || wait != 0 {
+		t.Fatalf("the bind's token: wait %v, %v", wait, err)
+	}
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "a", 1, "a-1", 0, 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := startNames(r.sfn); len(got) != 0 {
+		t.Fatalf("starts = %v, want none while a is paused", got)
+	}
+	if cs := copies(t, r); len(cs) != 1 || cs[0].group != job.WaitingGroupID("a", 0) || cs[0].attempt != 0 {
+		t.Errorf("copies = %+v, want a-1 sent to its waiting group with no attempt made", cs)
+	}
+	if l, ok := r.leases.Lease(bound.Key()); ok {
+		t.Errorf("lane 1 of a holds %+v, want it given back", l)
+	}
+	v, err := pool.Look(ctx, slots, r.leases, "psp", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Live) != 0 || len(v.Free) != 1 {
+		t.Errorf("pool psp: live %+v, free %+v; want the slot free for b", v.Live, v.Free)
+	}
+	if wait, err := buckets.Take(ctx, "a", ratelimit.Rate{PerSecond: rate.PerSecond, Burst: rate.Burst}); err != nil || wait != 0 {
+		t.Errorf("a's token after the move: wait %v, %v; want it back (the job takes it again when it binds)", wait, err)
+	}
+	if wait, err := buckets.Take(ctx, "a", ratelimit.Rate{PerSecond: rate.PerSecond, Burst: rate.Burst}); err != nil || wait == 0 {
+		t.Errorf("a second token: wait %v, %v; want none: the move gave back one token, once", wait, err)
+	}
+}

@@ -153,7 +153,7 @@ type Waker struct {
 	Leases *lease.Store
 	// Pools are the pools' slots: a raised cap wakes as many groups as it freed slots (nil: none
 	// woken by a pool change).
-	Pools pool.SlotReader
+	Pools *pool.Store
 	// PriorityAging orders the groups woken (config.DefaultPriorityAging when 0; the starter binds
 	// them in the order it receives them anyway).
 	PriorityAging time.Duration

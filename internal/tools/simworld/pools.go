@@ -11,22 +11,25 @@ import (
 	"time"
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
+	"github.com/sfnlimit/sfnlimit/internal/tools/ops"
 )
 
 // Shared pools (Faults.Pools). With pools on, the deployment puts two or three of the world's
 // types in pool psp, whose cap is below the sum of its members' limits so that they contend for
 // it, and one of them (and at times another type) in pool llm too: one type counts against two
 // pools. Some types get a share of 2-3 in their pools (TYPE_POOL_SHARES). An operator changes a
-// pool's live cap Faults.Pools times, lower or higher than the deployment's,
-// and removes it 1-10 minutes later, so the deployment's cap applies again (ConfigEditor.SetPool and
-// UnsetPool, as `sfnlimit config pool set` and `unset` run them, waking parked jobs after a raise).
+// pool's live cap Faults.Pools times, lower or higher than the deployment's, and removes it 1-10
+// minutes later, so the deployment's cap applies again (ConfigEditor.SetPool and UnsetPool, as
+// `sfnlimit config pool set` and `unset` run them, waking parked jobs after a raise). Once a run a
+// type joins psp under its running jobs, or leaves it and joins again (rejoin).
 //
 // The pools are drawn from a stream of their own: a seed's workload, faults and other actions
 // are those of the same seed without pools. Without pools nothing is drawn from it.
 //
 // The checker (KindPoolCap) reads each pool's cap and members back from the world's config at
 // every change, through a config.Resolver as the functions build theirs, and checks at every
-// start that the running executions of a pool's member types are at most its cap.
+// start that the running executions of a pool's member types are at most its cap (a type that
+// joined counts once the sweep has had time to give its running jobs slots: joinGrace).
 
 // KindPoolCap: the running executions of a pool's member types exceed its cap.
 const KindPoolCap = "pool cap exceeded"
@@ -131,6 +134,49 @@ func (w *World) setUpPools(ts []typeSpec, start time.Time) {
 			}
 		})
 	}
+	// Once a run, a type joins psp under its running jobs (or leaves it and joins again), through
+	// `config set TYPE --pools`: until the sweep gives them slots they hold none.
+	t := ts[r.IntN(len(ts))].name
+	at := time.Duration(r.Int64N(int64(25 * time.Minute)))
+	d := time.Minute + time.Duration(r.Int64N(int64(9*time.Minute)))
+	w.sched.at(start.Add(at), func() {
+		if !w.stopped {
+			w.rejoin(pools, t, d)
+		}
+	})
+}
+
+// rejoin puts typ in pool psp and takes it out after d, or, when the deployment has it there,
+// takes it out and puts it back after d; its other pool stays as it is.
+func (w *World) rejoin(pools []poolSpec, typ string, d time.Duration) {
+	var in, out []string
+	for _, p := range pools {
+		if p.name == poolPSP || slices.Contains(p.members, typ) {
+			in = append(in, p.name)
+		}
+		if p.name != poolPSP && slices.Contains(p.members, typ) {
+			out = append(out, p.name)
+		}
+	}
+	first, then := in, out
+	for _, p := range pools {
+		if p.name == poolPSP && slices.Contains(p.members, typ) {
+			first, then = out, in
+		}
+	}
+	w.setPools(typ, first)
+	w.sched.after(d, func() { w.setPools(typ, then) })
+}
+
+// setPools is `config set TYPE --pools a+b`, or `--no-pools` for none.
+func (w *World) setPools(typ string, ps []string) {
+	c := ops.Change{Type: typ, NoPools: len(ps) == 0}
+	what := "config set " + typ + " --no-pools"
+	if len(ps) > 0 {
+		list := strings.Join(ps, "+")
+		c.Pools, what = &list, "config set "+typ+" --pools "+list
+	}
+	w.set(context.Background(), c, what)
 }
 
 // setPoolCap sets pool's live cap to n (`sfnlimit config pool set`, whose raise wakes the pool's
@@ -218,15 +264,28 @@ func (c *checker) poolsOf(typ string) []string {
 	return out
 }
 
+// joinGrace is how long a type that joined a pool may run jobs that hold no slot of it, started
+// before its functions saw it join: until the sweep gives them slots (releaser's adoptRunning),
+// which skips a lease changed within its minimum age (60 s here), at a sweep every SweepEvery,
+// with room for one sweep that failed (killed, throttled).
+func (c *checker) joinGrace() time.Duration { return time.Minute + 2*c.w.cfg.SweepEvery }
+
 // poolBound is the most executions of pool's members that may run now, as bound is a type's: the
 // highest cap in force since the configuration cache's age before since (at the latest now), and
-// the types that were its members all that while. capped is false when the pool capped nothing at
-// some time in that span (its cap removed, or no member).
+// the types that were its members all that while, or at least for the cache's age and joinGrace
+// (the sweep has given their running jobs slots by then). capped is false when the pool capped
+// nothing at some time in that span (its cap removed, or no member).
 func (c *checker) poolBound(pool string, since time.Time) (limit int, members map[string]bool, capped bool) {
-	from := c.w.now()
+	now := c.w.now()
+	from := now
 	if since.Before(from) {
 		from = since
 	}
+	joined := from
+	if g := now.Add(-c.joinGrace()); g.After(joined) {
+		joined = g
+	}
+	joined = joined.Add(-cacheAllowance)
 	from = from.Add(-cacheAllowance)
 	first := true
 	for i, p := range c.pools {
@@ -238,15 +297,19 @@ func (c *checker) poolBound(pool string, since time.Time) (limit int, members ma
 			return 0, nil, false
 		}
 		limit = max(limit, n)
+		if i+1 < len(c.pools) && c.pools[i+1].from.Before(joined) {
+			capped = true
+			continue // membership before the join grace does not matter
+		}
 		in := map[string]bool{}
 		for _, m := range p.members[pool] {
 			if first || members[m] {
 				in[m] = true
 			}
 		}
-		members, first = in, false
+		members, first, capped = in, false, true
 	}
-	return limit, members, !first
+	return limit, members, capped
 }
 
 // checkPools checks a new execution's start against the caps of its type's pools.
