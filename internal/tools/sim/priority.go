@@ -36,9 +36,10 @@ import (
 // level; within keys holding equally many, the one parked earliest goes first.)
 //
 // The rate. A type may have a rate R starts per second with a burst B: a token bucket of capacity B,
-// refilled at R per second, full at the first arrival. A job needs a lane and a token to start. It
-// is bound to its lane first, by the rule above; if no token is left it holds the lane until the next
-// token is due and starts then. Bound jobs take the tokens in the order they were bound.
+// refilled at R per second, full at the first arrival. A job needs a lane and a token to start, and
+// takes both at once: while the bucket holds no token, waiting jobs stay in their groups holding no
+// lane, and when the next token is due the free lane and the token go to the group ranked first then,
+// by the rule above. An arrival that finds its group empty, a lane free and a token starts at once.
 
 // Priorities: a job's priority is 1..9, higher first.
 const (
@@ -173,21 +174,17 @@ func PriorityOrders() []PriorityOrder {
 	return []PriorityOrder{PriorityAgingOrder, StrictPriorityOrder, SubmissionOrder}
 }
 
-// FlowResult is what happened in one RunPriority run. Result.Starts is when each job started (when
-// its token was due), Result.Lanes the lane it was bound to; Result.Backlogged is the time within the
-// window during which a job had arrived and not started, Result.Busy the lane-time spent running jobs
-// during it.
+// FlowResult is what happened in one RunPriority run. Result.Starts is when each job started,
+// Result.Lanes the lane it was bound to; Result.Backlogged is the time within the window during which
+// a job had arrived and not started, Result.Busy the lane-time spent running jobs during it.
 type FlowResult struct {
 	Result
 	Order PriorityOrder
-	// Binds is when each job was bound to its lane: its start, or earlier when it then waited for a
-	// token holding the lane.
+	// Binds is when each job was bound to its lane: its start, as a job takes its lane and its token
+	// at once.
 	Binds []float64
-	// MaxHeld is the most lanes held at once, by running jobs and by bound jobs waiting for a token.
+	// MaxHeld is the most lanes held at once.
 	MaxHeld int
-	// TokenWait is the lane-time, within the window, that bound jobs held their lanes waiting for a
-	// token.
-	TokenWait float64
 }
 
 // RunPriority runs w through a type with flow settings l, serving its waiting jobs in order o; l's
@@ -195,8 +192,9 @@ type FlowResult struct {
 // are semaphores.
 //
 // At one instant, ends come first and all of them free their lanes before any is handed out; then
-// the starts of bound jobs whose token is due; then arrivals, one at a time in submission order (an
-// arrival that finds a lane free and its group empty takes the lane, whatever its priority).
+// the token that is due, if the waiting jobs wait for one; then arrivals, one at a time in submission
+// order (an arrival that finds a lane free, a token and its group empty takes the lane, whatever its
+// priority).
 func RunPriority(ctx context.Context, w PriorityWorkload, l FlowLimits, o PriorityOrder, win Window) (FlowResult, error) {
 	if err := l.validate(); err != nil {
 		return FlowResult{}, fmt.Errorf("run %s: %w", w.Name, err)
@@ -258,16 +256,14 @@ func RunPriority(ctx context.Context, w PriorityWorkload, l FlowLimits, o Priori
 		parked   []int32                   // the groups with jobs waiting
 		free     = make([]int32, l.Limit)  // the free lanes, as a stack
 		ends     endHeap                   // job ends, with the job
-		due      endHeap                   // bound jobs' token times, with the job
 		started  = make([]bool, jobs)
-		held     int // lanes held: running and bound jobs
-		running  int
-		bound    int // bound jobs waiting for a token
-		waiting  int // jobs arrived and not started (queued or bound)
+		running  int // lanes held, each by a running job
+		waiting  int // jobs arrived and not started
 		now      = w.Arrivals[0]
 		lastEnd  = now
-		level    = l.Burst // the bucket's tokens at last; below 0, tokens promised to bound jobs
+		level    = l.Burst // the bucket's tokens at last
 		last     = now
+		tokenAt  = math.Inf(1) // when the token that waiting jobs wait for is due
 	)
 	for k := range free {
 		free[k] = int32(l.Limit - k) // lane 1 on top
@@ -278,44 +274,39 @@ func RunPriority(ctx context.Context, w PriorityWorkload, l FlowLimits, o Priori
 		if d <= 0 {
 			return
 		}
-		res.TokenWait += d * float64(bound)
 		if waiting > 0 {
 			res.Backlogged += d
 			res.Busy += d * float64(running)
 		}
 	}
-	start := func(i int) error {
+	// token says the bucket holds a token now, refilling it to now.
+	token := func() bool {
+		if l.Rate == 0 {
+			return true
+		}
+		level = math.Min(l.Burst, level+l.Rate*(now-last))
+		last = now
+		return level >= 1
+	}
+	// bind gives job i a free lane and a token (token said there is one): it starts now.
+	bind := func(i int) error {
 		if started[i] {
 			return fmt.Errorf("run %s: job %d started twice", w.Name, i)
 		}
 		started[i] = true
-		res.Starts[i] = now
-		waiting--
-		running++
-		end := now + w.Durations[i]
-		lastEnd = math.Max(lastEnd, end)
-		ends.push(end, i)
-		return nil
-	}
-	// bind gives job i a free lane and its token: it starts now, or when its token is due.
-	bind := func(i int) error {
-		res.Binds[i] = now
+		res.Binds[i], res.Starts[i] = now, now
 		res.Lanes[i] = int(free[len(free)-1])
 		free = free[:len(free)-1]
 		gheld[groupOf[i]]++
-		held++
-		res.MaxHeld = max(res.MaxHeld, held)
-		if l.Rate == 0 {
-			return start(i)
+		waiting--
+		running++
+		res.MaxHeld = max(res.MaxHeld, running)
+		if l.Rate > 0 {
+			level--
 		}
-		level = math.Min(l.Burst, level+l.Rate*(now-last))
-		last = now
-		level--
-		if level >= 0 {
-			return start(i)
-		}
-		bound++
-		due.push(now-level/l.Rate, i) // when the bucket has refilled the tokens promised so far
+		end := now + w.Durations[i]
+		lastEnd = math.Max(lastEnd, end)
+		ends.push(end, i)
 		return nil
 	}
 	rank := func(g int32) int {
@@ -338,8 +329,9 @@ func RunPriority(ctx context.Context, w PriorityWorkload, l FlowLimits, o Priori
 		}
 		return a < b // the key name's order
 	}
-	// dispatch hands the free lanes to the eligible waiting groups, one job at a time: each bind
-	// changes its group's head, so the ranks are taken afresh.
+	// dispatch hands the free lanes and the tokens to the eligible waiting groups, one job at a time:
+	// each bind changes its group's head, so the ranks are taken afresh. With a lane free and a group
+	// eligible but no token, it sets when the next token is due, and the groups wait for it.
 	dispatch := func() error {
 		for len(free) > 0 {
 			best := -1
@@ -349,6 +341,10 @@ func RunPriority(ctx context.Context, w PriorityWorkload, l FlowLimits, o Priori
 				}
 			}
 			if best < 0 {
+				return nil
+			}
+			if !token() {
+				tokenAt = now + (1-level)/l.Rate
 				return nil
 			}
 			g := parked[best]
@@ -364,7 +360,7 @@ func RunPriority(ctx context.Context, w PriorityWorkload, l FlowLimits, o Priori
 		}
 		return nil
 	}
-	for next, events := 0, 0; next < jobs || ends.len()+due.len() > 0; events++ {
+	for next, events := 0, 0; next < jobs || ends.len() > 0 || !math.IsInf(tokenAt, 1); events++ {
 		if events&0xfff == 0 {
 			if err := ctx.Err(); err != nil {
 				return FlowResult{}, fmt.Errorf("run %s: %w", w.Name, err)
@@ -375,24 +371,24 @@ func RunPriority(ctx context.Context, w PriorityWorkload, l FlowLimits, o Priori
 			arrival = w.Arrivals[next]
 		}
 		switch {
-		case ends.len() > 0 && ends.top() <= min(arrival, top(&due)):
+		case ends.len() > 0 && ends.top() <= min(arrival, tokenAt):
 			t := ends.top()
 			advance(t)
 			for ends.len() > 0 && ends.top() == t {
 				_, i := ends.pop()
 				free = append(free, int32(res.Lanes[i]))
 				gheld[groupOf[i]]--
-				held--
 				running--
 			}
 			if err := dispatch(); err != nil {
 				return FlowResult{}, err
 			}
-		case due.len() > 0 && due.top() <= arrival:
-			t, i := due.pop()
-			advance(t)
-			bound--
-			if err := start(i); err != nil {
+		case tokenAt <= arrival:
+			advance(tokenAt)
+			tokenAt = math.Inf(1)
+			token()
+			level = math.Max(level, 1) // due now: the refill's rounding must not put it off
+			if err := dispatch(); err != nil {
 				return FlowResult{}, err
 			}
 		default:
@@ -401,7 +397,7 @@ func RunPriority(ctx context.Context, w PriorityWorkload, l FlowLimits, o Priori
 			advance(arrival)
 			waiting++
 			g := groupOf[i]
-			if qs[g].len() == 0 && len(free) > 0 && gheld[g] < gcap[g] {
+			if qs[g].len() == 0 && len(free) > 0 && gheld[g] < gcap[g] && token() {
 				if err := bind(i); err != nil {
 					return FlowResult{}, err
 				}
@@ -412,6 +408,12 @@ func RunPriority(ctx context.Context, w PriorityWorkload, l FlowLimits, o Priori
 				parkedAt[g] = now
 			}
 			qs[g].push(i)
+			if len(free) > 0 && math.IsInf(tokenAt, 1) {
+				// A lane is free and no token is left: the job waits for the next one.
+				if err := dispatch(); err != nil {
+					return FlowResult{}, err
+				}
+			}
 		}
 	}
 	if waiting > 0 {

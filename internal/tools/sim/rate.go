@@ -121,10 +121,9 @@ type RateFigures struct {
 	SustainedMax float64 `json:"sustainedMax"`
 	// MaxWindowStarts is the most starts in any one-second window of any run.
 	MaxWindowStarts int `json:"maxWindowStarts"`
-	// Utilization is the lanes running jobs while jobs waited, and TokenWait the lanes held by bound
-	// jobs waiting for a token then, pooled over runs.
+	// Utilization is the share of the lanes running jobs while jobs waited, pooled over runs; the rest
+	// were free, as a job waiting for a token holds no lane.
 	Utilization float64       `json:"utilization"`
-	TokenWait   float64       `json:"tokenWait"`
 	Makespan    float64       `json:"makespan"` // mean over runs, seconds
 	Wait        PriorityWaits `json:"wait"`
 }
@@ -136,7 +135,7 @@ func RunRateScenario(ctx context.Context, c RateScenario, seed uint64) (RateFigu
 	}
 	out := RateFigures{Scenario: c, Seed: seed, SustainedMin: math.Inf(1)}
 	var waits []float64
-	var backlogged, busy, tokenWait float64
+	var backlogged, busy float64
 	for r := range c.Runs {
 		w := c.Workload(seed, r)
 		res, err := RunPriority(ctx, w, c.Limits(), PriorityAgingOrder, Always)
@@ -154,14 +153,12 @@ func RunRateScenario(ctx context.Context, c RateScenario, seed uint64) (RateFigu
 		out.Makespan += res.Makespan / float64(c.Runs)
 		backlogged += res.Backlogged
 		busy += res.Busy
-		tokenWait += res.TokenWait
 		for i := range w.Len() {
 			waits = append(waits, res.Wait(w.Workload, i))
 		}
 	}
 	if backlogged > 0 {
 		out.Utilization = busy / (backlogged * float64(c.Limit))
-		out.TokenWait = tokenWait / (backlogged * float64(c.Limit))
 	}
 	out.Wait = priorityWaits(waits)
 	return out, nil
