@@ -143,6 +143,12 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 			if err != nil {
 				return hold, err
 			}
+			if l.KeyToken || l.TypeToken {
+				// A bound job keeps its place, not its bind's tokens (the hold's write cleared
+				// them): it takes new ones when it starts, as a retry does, so it cannot start at
+				// the resume beside the jobs that take the tokens refilled during the pause.
+				s.refundTokens(ctx, x, cfg, l.KeyToken, l.TypeToken)
+			}
 			l = &held
 		}
 		resumed, v, err := s.parkInLane(ctx, x)
@@ -196,9 +202,10 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 		return s.move(ctx, x, l, cfg, "job not bound in a type that caps keys; job moved to its key's group")
 	}
 
-	if l == nil || l.Status == lease.Retrying {
+	if l == nil || l.Status == lease.Retrying || (l.Status == lease.Bound && !l.KeyToken) {
 		// A retry is a new start, and so is a job in a lane it was not bound to: each takes its
-		// key's token here (no bind took one for it). A key waiting for its token holds no lane:
+		// key's token here (no bind took one for it), as does a bound job whose lease holds none
+		// (given back while it was parked for a pause, or a rate set since its bind). A key waiting for its token holds no lane:
 		// the job waits in its key's group (key rates run first-free), with its attempts. (Left in
 		// the lane's group with no lease, it would hold back the copy of a job bound to the lane.)
 		wait, err := s.takeKeyToken(ctx, x, cfg)
@@ -216,9 +223,9 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 			return s.move(ctx, x, l, cfg, "its key's start rate: the job waits for its key's token in its key's group")
 		}
 	}
-	if l == nil || l.Status == lease.Retrying {
+	if l == nil || l.Status == lease.Retrying || (l.Status == lease.Bound && !l.TypeToken) {
 		// A new attempt starts only with its start tokens; waiting for one uses no attempt. A bound
-		// job's bind took them (bindFree); its key's was taken above.
+		// job's bind took them (bindFree), as its lease records; its key's was taken above.
 		wait, err := s.takeTypeToken(ctx, x, cfg)
 		if err != nil || wait > 0 {
 			s.refundTokens(ctx, x, cfg, true, false) // the key's, taken above: the job comes back for both

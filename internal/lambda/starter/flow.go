@@ -127,6 +127,9 @@ func (s *Starter) parkInLane(ctx context.Context, x *msg) (resumed *config.TypeC
 func (s *Starter) holdLease(ctx context.Context, x *msg, l lease.Lease, d time.Duration) (lease.Lease, error) {
 	next := l
 	next.HeldUntil = s.now().Add(d)
+	// A bound lease held gives up the tokens its bind took (the caller gives them back): it takes
+	// new ones at its start (claim.go).
+	next.KeyToken, next.TypeToken = false, false
 	written, err := s.Leases.Put(ctx, next, &l)
 	if err != nil {
 		return l, fmt.Errorf("hold lane %s for the job while it waits: %w", x.key, err)

@@ -236,6 +236,49 @@ func TestPauseKeepsABoundJobsPlaceInLine(t *testing.T) {
 	}
 }
 
+// A bound job parked in its lane for a pause keeps its place in line, but not the start tokens its
+// bind took: they go back as it parks (once, with the park's write of its lease), and it takes
+// tokens again when it starts after the resume. Kept through the pause, they would let it start
+// at the resume beside the jobs that took the tokens refilled meanwhile, over the type's rate.
+func TestPausedBoundJobKeepsItsPlaceButNotItsTokens(t *testing.T) {
+	ctx := context.Background()
+	r := newRigStrategy(t, nil, lane.FirstFree)
+	buckets := ratelimit.New(fakes.NewDynamoDB("table"), "table")
+	buckets.Now = r.clock.Now
+	r.st.Rates = buckets
+	rate := config.Rate{PerSecond: 0.001, Burst: 1}
+	br := ratelimit.Rate{PerSecond: rate.PerSecond, Burst: rate.Burst}
+	store := &liveConfig{list: []config.Override{{Type: "reports", Rate: rate, Pause: paused("reports").Pause}}}
+	withLiveConfig(t, r, store, reportsDefaults)
+	bound := boundLease("reports", 1, "r-1")
+	bound.TypeToken = true
+	r.leases.Set(bound)
+	if wait, err := buckets.Take(ctx, "reports", br); err != nil || wait != 0 { // the bind's token
+		t.Fatalf("the bind's token: wait %v, %v", wait, err)
+	}
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 1, "r-1", 0, 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	l, ok := r.leases.Lease(bound.Key())
+	if !ok || l.Status != lease.Bound || l.TypeToken {
+		t.Fatalf("lane 1 holds %+v (%v) while paused; want r-1 still bound to it, its token given back", l, ok)
+	}
+	if wait, err := buckets.Take(ctx, "reports", br); err != nil || wait != 0 { // taken by another start
+		t.Fatalf("the token given back: wait %v, %v; want it there", wait, err)
+	}
+	store.set(config.Override{Type: "reports", Rate: rate})
+	r.clock.Advance(2 * time.Minute) // resumed, and the cache read again
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 1, "r-1", 0, 2)}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := startNames(r.sfn); len(got) != 0 {
+		t.Errorf("starts = %v after the resume, want none: the type's one token was taken, the next is due in minutes", got)
+	}
+	if l, ok := r.leases.Lease(bound.Key()); !ok || l.JobID != "r-1" {
+		t.Errorf("lane 1 holds %+v (%v); want r-1 still there, waiting for its token", l, ok)
+	}
+}
+
 // sweepAfter runs the sweep (the releaser's, on the rig's fakes) once the clock has moved on by d.
 func sweepAfter(t *testing.T, r *rig, d time.Duration, staleAfter time.Duration) {
 	t.Helper()

@@ -372,7 +372,7 @@ func TestKeyRateHoldsTheKeyInItsGroupNotInALane(t *testing.T) {
 }
 
 // A retry is a new start, and takes a token of its key in its lane (no bind took one for it); a
-// bound job's copy does not take a second one.
+// bound job's copy whose lease records its bind's token does not take a second one.
 func TestKeyRateCountsRetriesNotBoundCopies(t *testing.T) {
 	ctx := context.Background()
 	r := newKeyRateRig(t, config.Override{KeyRate: config.Rate{PerSecond: 1.0 / 60, Burst: 1}})
@@ -387,7 +387,7 @@ func TestKeyRateCountsRetriesNotBoundCopies(t *testing.T) {
 		t.Fatalf("starts = %v, want a-1's retry with acme's one token", got)
 	}
 	bound := boundLease("llm", 3, "a-2")
-	bound.JobKey = "acme"
+	bound.JobKey, bound.KeyToken = "acme", true // its bind took the key's token
 	r.leases.Set(bound)
 	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{keyed(t, job.GroupID("llm", 3), "acme", "a-2", 1)}}); err != nil {
 		t.Fatal(err)
