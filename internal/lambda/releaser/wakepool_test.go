@@ -15,6 +15,24 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/tools/fakes"
 )
 
+// newPoolRig is a rig whose types a and b (limits) share pool psp of cap, with shares, a wait room
+// and the pool's slots.
+func newPoolRig(t *testing.T, limits map[string]int, cap int, shares map[string]int) (*rig, *waitroom.Store, *pool.Store) {
+	t.Helper()
+	r := newRig(t)
+	res, err := config.NewResolver(config.Defaults{
+		Limits: limits, DefaultMaxAttempts: 3, StateMachineArn: smArn, Pools: map[string]int{"psp": cap},
+		TypePools: map[string][]string{"a": {"psp"}, "b": {"psp"}}, Shares: shares,
+	}, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := fakes.NewDynamoDB("table")
+	room, slots := waitroom.NewStore(db, "table"), pool.NewStore(db, "table")
+	r.svc.Config, r.svc.WaitRoom, r.svc.Pools = res, room, slots
+	return r, room, slots
+}
+
 // A release in a pool wakes the parked heads of its member types fairly: the freed slot goes to the
 // member under its fair share of the pool (the cap split by the shares of the members with work),
 // whichever type freed it, and never to a member with no free lane of its own.
@@ -78,17 +96,7 @@ func TestReleaseWakesPoolMembersFairly(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
-			r := newRig(t)
-			res, err := config.NewResolver(config.Defaults{
-				Limits: tt.limits, DefaultMaxAttempts: 3, StateMachineArn: smArn, Pools: map[string]int{"psp": 4},
-				TypePools: map[string][]string{"a": {"psp"}, "b": {"psp"}}, Shares: tt.shares,
-			}, nil, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			db := fakes.NewDynamoDB("table")
-			room, slots := waitroom.NewStore(db, "table"), pool.NewStore(db, "table")
-			r.svc.Config, r.svc.WaitRoom, r.svc.Pools = res, room, slots
+			r, room, slots := newPoolRig(t, tt.limits, 4, tt.shares)
 			for _, w := range tt.parked {
 				if err := room.Park(ctx, w); err != nil {
 					t.Fatal(err)
@@ -191,17 +199,7 @@ func TestRaisedPoolCapWakesParkedMembers(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
-			r := newRig(t)
-			res, err := config.NewResolver(config.Defaults{
-				Limits: map[string]int{"a": 5, "b": 5}, DefaultMaxAttempts: 3, StateMachineArn: smArn,
-				Pools: map[string]int{"psp": tt.cap}, TypePools: map[string][]string{"a": {"psp"}, "b": {"psp"}},
-			}, nil, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			db := fakes.NewDynamoDB("table")
-			room, slots := waitroom.NewStore(db, "table"), pool.NewStore(db, "table")
-			r.svc.Config, r.svc.WaitRoom, r.svc.Pools = res, room, slots
+			r, room, slots := newPoolRig(t, map[string]int{"a": 5, "b": 5}, tt.cap, nil)
 			for _, typ := range []string{"a", "b"} {
 				if err := room.Park(ctx, waitroom.Waiter{Type: typ, Group: typ + "-0", MessageID: "m-" + typ, ReceiptHandle: "h-" + typ,
 					JobID: typ + "-head", AtPool: "psp", SubmittedAt: t0.Add(-time.Minute), ParkedAt: t0}); err != nil {
