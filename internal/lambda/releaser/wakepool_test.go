@@ -15,15 +15,13 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/tools/fakes"
 )
 
-// newPoolRig is a rig whose types a and b (limits) share pool psp of cap, with shares, a wait room
-// and the pool's slots.
-func newPoolRig(t *testing.T, limits map[string]int, cap int, shares map[string]int) (*rig, *waitroom.Store, *pool.Store) {
+// newPoolRig is a rig whose config is d (with 3 attempts and the sample machine), with a wait room
+// and pool slots.
+func newPoolRig(t *testing.T, d config.Defaults) (*rig, *waitroom.Store, *pool.Store) {
 	t.Helper()
 	r := newRig(t)
-	res, err := config.NewResolver(config.Defaults{
-		Limits: limits, DefaultMaxAttempts: 3, StateMachineArn: smArn, Pools: map[string]int{"psp": cap},
-		TypePools: map[string][]string{"a": {"psp"}, "b": {"psp"}}, Shares: shares,
-	}, nil, 0)
+	d.DefaultMaxAttempts, d.StateMachineArn = 3, smArn
+	res, err := config.NewResolver(d, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,6 +29,11 @@ func newPoolRig(t *testing.T, limits map[string]int, cap int, shares map[string]
 	room, slots := waitroom.NewStore(db, "table"), pool.NewStore(db, "table")
 	r.svc.Config, r.svc.WaitRoom, r.svc.Pools = res, room, slots
 	return r, room, slots
+}
+
+// psp is pool psp of cap n shared by types a and b.
+func psp(limits map[string]int, n int, shares map[string]int) config.Defaults {
+	return config.Defaults{Limits: limits, Pools: map[string]int{"psp": n}, TypePools: map[string][]string{"a": {"psp"}, "b": {"psp"}}, Shares: shares}
 }
 
 // A release in a pool wakes the parked heads of its member types fairly: the freed slot goes to the
@@ -96,7 +99,7 @@ func TestReleaseWakesPoolMembersFairly(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
-			r, room, slots := newPoolRig(t, tt.limits, 4, tt.shares)
+			r, room, slots := newPoolRig(t, psp(tt.limits, 4, tt.shares))
 			for _, w := range tt.parked {
 				if err := room.Park(ctx, w); err != nil {
 					t.Fatal(err)
@@ -131,18 +134,10 @@ func TestReleaseWakesPoolMembersFairly(t *testing.T) {
 // that member's head to look again by itself, a minute later, at every release).
 func TestReleaseInAPoolPassesOverAHeadWaitingAtItsOtherFullPool(t *testing.T) {
 	ctx := context.Background()
-	r := newRig(t)
-	res, err := config.NewResolver(config.Defaults{
-		Limits: map[string]int{"c": 5, "d": 5, "e": 5}, DefaultMaxAttempts: 3, StateMachineArn: smArn,
-		Pools:     map[string]int{"psp": 2, "llm": 1},
+	r, room, slots := newPoolRig(t, config.Defaults{
+		Limits: map[string]int{"c": 5, "d": 5, "e": 5}, Pools: map[string]int{"psp": 2, "llm": 1},
 		TypePools: map[string][]string{"c": {"psp", "llm"}, "d": {"psp"}, "e": {"llm"}},
-	}, nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := fakes.NewDynamoDB("table")
-	room, slots := waitroom.NewStore(db, "table"), pool.NewStore(db, "table")
-	r.svc.Config, r.svc.WaitRoom, r.svc.Pools = res, room, slots
+	})
 	for _, w := range []waitroom.Waiter{
 		{Type: "c", Group: "c-0", MessageID: "m-c", ReceiptHandle: "h-c", JobID: "c-head", AtPool: "llm", SubmittedAt: t0.Add(-time.Hour), ParkedAt: t0},
 		{Type: "d", Group: "d-0", MessageID: "m-d", ReceiptHandle: "h-d", JobID: "d-head", AtPool: "psp", SubmittedAt: t0.Add(-time.Minute), ParkedAt: t0},
@@ -199,7 +194,7 @@ func TestRaisedPoolCapWakesParkedMembers(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
-			r, room, slots := newPoolRig(t, map[string]int{"a": 5, "b": 5}, tt.cap, nil)
+			r, room, slots := newPoolRig(t, psp(map[string]int{"a": 5, "b": 5}, tt.cap, nil))
 			for _, typ := range []string{"a", "b"} {
 				if err := room.Park(ctx, waitroom.Waiter{Type: typ, Group: typ + "-0", MessageID: "m-" + typ, ReceiptHandle: "h-" + typ,
 					JobID: typ + "-head", AtPool: "psp", SubmittedAt: t0.Add(-time.Minute), ParkedAt: t0}); err != nil {
