@@ -150,6 +150,9 @@ type View struct {
 	// may go for, with the slot as read (nil: never taken).
 	Live []Slot
 	Free []Candidate
+	// Unslotted are the claims of the member types looked at that hold no slot of the pool: jobs
+	// that ran when their type joined it (the sweep gives them slots). They count as live.
+	Unslotted []lease.Lease
 	// stored are the slots read, by number.
 	stored map[int]*Slot
 }
@@ -184,7 +187,7 @@ func (v View) Holds(l lease.Lease) (Slot, bool) {
 func (v View) Stored(n int) *Slot { return v.stored[n] }
 
 // Room reports how many more jobs the pool may start (0: at or over its cap).
-func (v View) Room() int { return max(v.Cap-len(v.Live), 0) }
+func (v View) Room() int { return max(v.Cap-len(v.Live)-len(v.Unslotted), 0) }
 
 // Look reads pool name (cap slots) and the leases of the types its slots name, in that order: a
 // slot is written after its holder's lease, so a holder whose lease is missing from leases read
@@ -192,8 +195,10 @@ func (v View) Room() int { return max(v.Cap-len(v.Live), 0) }
 // read before the slots may miss a lease written since).
 //
 // With live slots above a lowered cap, only the lowest free slots that leave room for them are
-// offered, so two takes reading the same slots cannot both take the last place.
-func Look(ctx context.Context, s SlotReader, leases LeaseLister, name string, cap int) (View, error) {
+// offered, so two takes reading the same slots cannot both take the last place. The claims of
+// members (the pool's member types) that hold no slot count the same way: a type that joined the
+// pool under running jobs cannot let the pool start its whole cap beside them.
+func Look(ctx context.Context, s SlotReader, leases LeaseLister, name string, cap int, members ...string) (View, error) {
 	slots, err := s.Slots(ctx, name)
 	if err != nil {
 		return View{}, err
@@ -226,13 +231,26 @@ func Look(ctx context.Context, s SlotReader, leases LeaseLister, name string, ca
 	for _, sl := range v.Live {
 		liveAt[sl.N] = true
 	}
+	for _, t := range members {
+		ls, ok := byType[t]
+		if !ok {
+			if ls, err = leases.ListType(ctx, t); err != nil {
+				return View{}, fmt.Errorf("read leases of %s, a member of pool %s: %w", t, name, err)
+			}
+		}
+		for _, l := range ls {
+			if _, slotted := v.Holds(l); !slotted && l.Status == lease.Starting {
+				v.Unslotted = append(v.Unslotted, l)
+			}
+		}
+	}
 	free := 0
 	for n := 1; n <= cap; n++ {
 		if !liveAt[n] {
 			free++
 		}
 	}
-	for n := 1; n <= cap && len(v.Free) < free-above; n++ {
+	for n := 1; n <= cap && len(v.Free) < free-above-len(v.Unslotted); n++ {
 		if !liveAt[n] {
 			v.Free = append(v.Free, Candidate{N: n, Prev: stored[n]})
 		}

@@ -30,6 +30,16 @@ func bound(typ string, ln int, id string) lease.Lease {
 	return lease.Lease{Type: typ, Lane: ln, JobID: id, Status: lease.Bound}
 }
 
+// claim is the lease of a job whose execution runs (or is starting) in its lane.
+func claim(typ string, ln int, id string) lease.Lease {
+	return lease.Lease{Type: typ, Lane: ln, JobID: id, Status: lease.Starting}
+}
+
+// retrying is the lease of a job whose attempt failed and waits to start again in its lane.
+func retrying(typ string, ln int, id string) lease.Lease {
+	return lease.Lease{Type: typ, Lane: ln, JobID: id, Status: lease.Retrying}
+}
+
 // moving is the lease of a job leaving its lane (to wait, or for another lane): no execution runs
 // in it, and the job binds again elsewhere, taking a slot of its own.
 func moving(typ string, ln int, id string) lease.Lease {
@@ -49,7 +59,8 @@ func TestLook(t *testing.T) {
 		cap      int
 		holders  []lease.Lease // slot n+1 taken by holders[n]
 		leases   leasesOf      // the leases when the pool is looked at
-		wantLive int
+		members  []string      // the pool's member types, whose claims without a slot count
+		wantLive int           // live slots, and claims without one
 		wantFree []int
 	}{
 		{name: "empty", cap: 3, wantFree: []int{1, 2, 3}},
@@ -70,6 +81,15 @@ func TestLook(t *testing.T) {
 		{name: "cap lowered: the lowest free slot left after those above it", cap: 3,
 			holders: []lease.Lease{bound("a", 1, "j1"), bound("a", 2, "j2"), bound("a", 3, "j3"), bound("a", 4, "j4")},
 			leases:  leasesOf{bound("a", 4, "j4")}, wantLive: 1, wantFree: []int{1, 2}},
+		{name: "a member's claim without a slot (it ran when its type joined) counts", cap: 3, holders: []lease.Lease{bound("a", 1, "j1")},
+			leases: leasesOf{bound("a", 1, "j1"), claim("b", 1, "j2")}, members: []string{"a", "b"}, wantLive: 2, wantFree: []int{2}},
+		{name: "claims without slots fill the pool", cap: 2, holders: []lease.Lease{bound("a", 1, "j1")},
+			leases: leasesOf{bound("a", 1, "j1"), claim("b", 1, "j2"), claim("b", 2, "j3")}, members: []string{"a", "b"}, wantLive: 3},
+		{name: "a bound lease without its slot yet (a bind under way) does not count", cap: 2, holders: []lease.Lease{bound("a", 1, "j1")},
+			leases: leasesOf{bound("a", 1, "j1"), bound("b", 1, "j2")}, members: []string{"a", "b"}, wantLive: 1, wantFree: []int{2}},
+		{name: "a retry (nothing runs) or a type not a member does not count", cap: 2, holders: []lease.Lease{bound("a", 1, "j1")},
+			leases:  leasesOf{bound("a", 1, "j1"), retrying("b", 1, "j2"), claim("c", 1, "j3")},
+			members: []string{"a", "b"}, wantLive: 1, wantFree: []int{2}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -79,7 +99,7 @@ func TestLook(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			v, err := pool.Look(ctx, s, tt.leases, "psp", tt.cap)
+			v, err := pool.Look(ctx, s, tt.leases, "psp", tt.cap, tt.members...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -90,8 +110,8 @@ func TestLook(t *testing.T) {
 					t.Errorf("slot %d offered with prev %v: a slot ever taken is taken over its last write", c.N, c.Prev)
 				}
 			}
-			if len(v.Live) != tt.wantLive || !slices.Equal(free, tt.wantFree) {
-				t.Errorf("live %d, free %v; want live %d, free %v", len(v.Live), free, tt.wantLive, tt.wantFree)
+			if len(v.Live)+len(v.Unslotted) != tt.wantLive || !slices.Equal(free, tt.wantFree) {
+				t.Errorf("live %d (and %d claims without a slot), free %v; want live %d, free %v", len(v.Live), len(v.Unslotted), free, tt.wantLive, tt.wantFree)
 			}
 			if v.Room() != max(tt.cap-tt.wantLive, 0) {
 				t.Errorf("Room = %d, want %d", v.Room(), max(tt.cap-tt.wantLive, 0))

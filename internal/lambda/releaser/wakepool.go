@@ -77,8 +77,12 @@ func (s *Service) wakePool(ctx context.Context, log *slog.Logger, p config.Pool,
 	if err != nil {
 		return 0, fmt.Errorf("read pool %s's members: %w", p.Name, err)
 	}
+	names := make([]string, len(types))
+	for i, c := range types {
+		names[i] = c.Type
+	}
 	leases := cachedLeases{s: s.Leases, by: map[string][]lease.Lease{}}
-	v, err := pool.Look(ctx, s.Pools, &leases, p.Name, p.Cap)
+	v, err := pool.Look(ctx, s.Pools, &leases, p.Name, p.Cap, names...)
 	if err != nil {
 		return 0, fmt.Errorf("read pool %s's slots: %w", p.Name, err)
 	}
@@ -267,21 +271,24 @@ func (s *Service) sweepPools(ctx context.Context, cs []config.TypeConfig) {
 		return
 	}
 	caps := map[string]config.Pool{}
+	members := map[string][]string{}
 	for _, c := range cs {
 		for _, p := range c.Pools {
 			caps[p.Name] = p
+			members[p.Name] = append(members[p.Name], c.Type)
 		}
 	}
 	leases := cachedLeases{s: s.Leases, by: map[string][]lease.Lease{}}
 	for _, name := range slices.Sorted(maps.Keys(caps)) {
 		log := s.Log.With("pool", name)
-		v, err := pool.Look(ctx, s.Pools, &leases, name, caps[name].Cap)
+		v, err := pool.Look(ctx, s.Pools, &leases, name, caps[name].Cap, members[name]...)
 		if err != nil {
 			log.WarnContext(ctx, "pool's slots not read for its gauges", "error", err)
 			continue
 		}
-		s.Metrics.ObservePool(name, metrics.PoolRunning, float64(len(v.Live)))
-		s.Metrics.ObservePool(name, metrics.PoolOccupancy, 100*float64(len(v.Live))/float64(v.Cap))
+		running := len(v.Live) + len(v.Unslotted)
+		s.Metrics.ObservePool(name, metrics.PoolRunning, float64(running))
+		s.Metrics.ObservePool(name, metrics.PoolOccupancy, 100*float64(running)/float64(v.Cap))
 		if v.Room() == 0 {
 			continue
 		}

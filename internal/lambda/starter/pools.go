@@ -25,7 +25,7 @@ func (s *Starter) lookPools(ctx context.Context, cfg config.TypeConfig) (views [
 		return nil, "", errors.New("the starter has no pool store, and its type is in a pool")
 	}
 	for _, p := range cfg.Pools {
-		v, err := pool.Look(ctx, s.Pools, s.Leases, p.Name, p.Cap)
+		v, err := s.look(ctx, p)
 		if err != nil {
 			return nil, "", err
 		}
@@ -35,6 +35,26 @@ func (s *Starter) lookPools(ctx context.Context, cfg config.TypeConfig) (views [
 		views = append(views, v)
 	}
 	return views, "", nil
+}
+
+// memberLister lists a pool's member types (config.Resolver).
+type memberLister interface {
+	Members(ctx context.Context, pool string) ([]config.TypeConfig, error)
+}
+
+// look reads pool p with the claims of its member types that hold no slot counted (pool.Look).
+func (s *Starter) look(ctx context.Context, p config.Pool) (pool.View, error) {
+	var members []string
+	if m, ok := s.Config.(memberLister); ok {
+		cs, err := m.Members(ctx, p.Name)
+		if err != nil {
+			return pool.View{}, fmt.Errorf("read pool %s's members: %w", p.Name, err)
+		}
+		for _, c := range cs {
+			members = append(members, c.Type)
+		}
+	}
+	return pool.Look(ctx, s.Pools, s.Leases, p.Name, p.Cap, members...)
 }
 
 // takeSlots takes a slot of each of the type's pools for b, the bound lease just written (a slot is
@@ -57,7 +77,7 @@ func (s *Starter) takeSlots(ctx context.Context, cfg config.TypeConfig, b lease.
 		took := false
 		for look := 0; look < 2 && !took; look++ {
 			if look == 1 {
-				if v, err = pool.Look(ctx, s.Pools, s.Leases, p.Name, p.Cap); err != nil {
+				if v, err = s.look(ctx, p); err != nil {
 					return "", err
 				}
 			}
@@ -86,12 +106,12 @@ func (s *Starter) takeSlots(ctx context.Context, cfg config.TypeConfig, b lease.
 // which it then takes here).
 func (s *Starter) overPool(ctx context.Context, cfg config.TypeConfig, own lease.Lease) (string, error) {
 	for _, p := range cfg.Pools {
-		v, err := pool.Look(ctx, s.Pools, s.Leases, p.Name, p.Cap)
+		v, err := s.look(ctx, p)
 		if err != nil {
 			return "", err
 		}
 		if _, ok := v.Holds(own); ok {
-			if len(v.Live)-1 >= p.Cap {
+			if len(v.Live)+len(v.Unslotted)-1 >= p.Cap {
 				return fmt.Sprintf("pool %s at its cap, lowered since the job's last attempt; the job waits in its waiting group", p.Name), nil
 			}
 			continue
@@ -134,7 +154,7 @@ func (s *Starter) heldSlots(ctx context.Context, x *msg, cfg config.TypeConfig, 
 	}
 	views := make([]pool.View, 0, len(cfg.Pools))
 	for _, p := range cfg.Pools {
-		v, err := pool.Look(ctx, s.Pools, s.Leases, p.Name, p.Cap)
+		v, err := s.look(ctx, p)
 		if err != nil {
 			return false, err
 		}
