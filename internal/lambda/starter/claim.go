@@ -228,7 +228,7 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 		// job's bind took them (bindFree), as its lease records; its key's was taken above.
 		wait, err := s.takeTypeToken(ctx, x, cfg)
 		if err != nil || wait > 0 {
-			s.refundTokens(ctx, x, cfg, true, false) // the key's, taken above: the job comes back for both
+			s.refundTokens(ctx, x, cfg, l == nil || l.Status != lease.Bound || !l.KeyToken, false) // the key's, if taken above: the job comes back for both
 		}
 		if err != nil {
 			return hold, err

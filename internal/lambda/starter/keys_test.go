@@ -779,3 +779,34 @@ func TestBoundLeaseRecordsTheTokensItsBindTook(t *testing.T) {
 		})
 	}
 }
+
+// A bound copy whose lease records its key's token (its bind took it) but not its type's (the
+// type's rate was set after the bind, or the bind's config cache had none) waits for the type's
+// token at its claim. It must not give back the key's token its bind took: its lease still
+// records it, so its start after the wait takes no key token, and the key starts once more than
+// its rate allows (and a sweep freeing the lease meanwhile would give it back a second time).
+func TestBoundCopyWaitingForTheTypesTokenKeepsItsBindsKeyToken(t *testing.T) {
+	ctx := context.Background()
+	slow := config.Rate{PerSecond: 1.0 / 600, Burst: 1}
+	r := newKeyRateRig(t, config.Override{KeyRate: slow, Rate: slow})
+	kr := ratelimit.Rate{PerSecond: slow.PerSecond, Burst: slow.Burst}
+	if w, err := r.st.Rates.TakeKey(ctx, "llm", "acme", kr); err != nil || w != 0 { // the bind's key token
+		t.Fatalf("the bind's key token: wait %v, %v", w, err)
+	}
+	if w, err := r.st.Rates.Take(ctx, "llm", kr); err != nil || w != 0 { // the type's token, spent by another job
+		t.Fatalf("the type's token: wait %v, %v", w, err)
+	}
+	bound := boundLease("llm", 1, "a-1")
+	bound.JobKey, bound.KeyToken = "acme", true // bound before the type had a rate
+	r.leases.Set(bound)
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{keyed(t, job.GroupID("llm", 1), "acme", "a-1", 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := startNames(r.sfn); len(got) != 0 {
+		t.Fatalf("starts = %v, want none: the type has no token", got)
+	}
+	l, ok := r.leases.Lease(bound.Key())
+	if w, err := r.st.Rates.TakeKey(ctx, "llm", "acme", kr); err != nil || w == 0 {
+		t.Errorf("acme's bucket gave a token (wait %v, %v) while a-1's lease (%+v, %v) still records its bind's: the key's token was given back and stays counted as spent", w, err, l, ok)
+	}
+}

@@ -413,3 +413,31 @@ func TestPausedBoundJobGivesBackItsPoolSlotAndTokens(t *testing.T) {
 		t.Errorf("a second token: wait %v, %v; want none: the move gave back one token, once", wait, err)
 	}
 }
+
+// A job bound (with a slot within the cap) before the sweep gave a slot above the cap to a job of a
+// type that joined the pool under it (releaser's adoptRunning) must not start while the pool runs
+// its cap without it: its copy waits, as a retry's does (overPool). Started, the pool runs over its
+// cap for as long as the two run (simworld seed 20747 of all+pools: psp, cap 1, runs 2).
+func TestBoundJobDoesNotStartBesideAJobAdoptedAboveThePoolCap(t *testing.T) {
+	ctx := context.Background()
+	r, slots := newPoolRig(t) // psp: cap 2
+	running := leaseOf("a", 1, "a-1", 1, lease.Starting, 1)
+	bound := boundLease("a", 2, "a-2")
+	bound.PoolCaps = "psp=2"
+	adopted := leaseOf("b", 1, "b-1", 1, lease.Starting, 1) // ran when b joined psp
+	for _, tt := range []struct {
+		l lease.Lease
+		n int
+	}{{running, 1}, {bound, 2}, {adopted, 3}} { // slot 3: above the cap, the sweep's adoption
+		r.leases.Set(tt.l)
+		if _, err := slots.Take(ctx, "psp", tt.n, pool.HolderOf(tt.l), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "a", 2, "a-2", 0, 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	if starts := startNames(r.sfn); len(starts) != 0 {
+		t.Errorf("starts = %v; want none: psp runs a-1 and b-1 at its cap of 2", starts)
+	}
+}
