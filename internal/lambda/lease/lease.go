@@ -91,6 +91,9 @@ type Lease struct {
 	// PoolCaps are the caps of the pools a bound lease's bind took slots of, "a=50,b=20": its claim
 	// looks at its pools again only when one is lower now, or new.
 	PoolCaps string `dynamodbav:"poolCaps,omitempty"`
+	// PoolMembers are the member types of those pools at the bind, "a=x+y,b=y": its claim looks at
+	// its pools again when a type joined one since (its running jobs count toward the cap).
+	PoolMembers string `dynamodbav:"poolMembers,omitempty"`
 	// KeyToken and TypeToken are the start tokens a bound lease's bind took for its job: its key's
 	// and its type's (each only when it had a rate then). No start has used them while the lease is
 	// bound (the copy's claim replaces it), so the one delete of a bound lease gives them back

@@ -353,6 +353,10 @@ func (s *Starter) bindFree(ctx context.Context, x *msg, cfg config.TypeConfig, l
 		keyToken = s.Rates != nil && cfg.KeyRateOf(x.job.Key).IsSet()
 		typeToken = s.Rates != nil && cfg.Rate.IsSet()
 	}
+	members, err := s.poolMembers(ctx, cfg)
+	if err != nil {
+		return nil, full{}, 0, err
+	}
 	for _, ln := range lane.Spread(x.job, cfg.Limit) {
 		if taken[ln] || (above > 0 && !allowed[ln]) {
 			continue
@@ -360,7 +364,7 @@ func (s *Starter) bindFree(ctx context.Context, x *msg, cfg config.TypeConfig, l
 		b, err := s.Leases.Put(ctx, lease.Lease{
 			Type: x.key.Type, Lane: ln, JobID: x.job.ID, JobKey: x.job.Key, JobSender: x.job.Sender, Batch: x.job.Batch, Redrive: x.job.Redrive, MessageID: x.MessageId,
 			Attempt: x.job.Attempts, Status: lease.Bound, StartedAt: s.now(), SubmittedAt: x.job.SubmittedAt, PoolCaps: poolCaps(cfg),
-			KeyToken: keyToken, TypeToken: typeToken,
+			PoolMembers: members, KeyToken: keyToken, TypeToken: typeToken,
 		}, nil)
 		if errors.Is(err, lease.ErrConflict) {
 			continue // taken since the leases were read

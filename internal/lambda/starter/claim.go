@@ -139,7 +139,7 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 		// its lane (a bound lane stays bound to it, a retry keeps its lease, a claim that never
 		// started keeps its attempt), for the resume to wake.
 		if l != nil {
-			held, err := s.holdLease(ctx, x, *l, PausedParkFor)
+			held, err := s.holdLease(ctx, x, *l, PausedParkFor, true)
 			if err != nil {
 				return hold, err
 			}
@@ -157,11 +157,20 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 		}
 		cfg = *resumed
 	}
-	if l != nil && l.Status == lease.Bound && cfg.Pooled() && !boundUnder(*l, cfg) {
-		// The job's first start, bound under higher pool caps (or before its type joined a pool):
-		// a lowered cap holds from this start, as from a retry's, and the job takes the slot of a
-		// new pool here, or waits in its waiting group with its attempts.
-		why, err := s.overPool(ctx, cfg, *l)
+	if l != nil && l.Status == lease.Bound && cfg.Pooled() {
+		// The job's first start, bound under higher pool caps, or before its type joined a pool,
+		// or before another type joined one of them (its running jobs hold no slot until the
+		// sweep gives them one, and count): a lowered cap holds from this start, as from a
+		// retry's, and the job takes the slot of a new pool here, or waits in its waiting group
+		// with its attempts.
+		members, err := s.poolMembers(ctx, cfg)
+		if err != nil {
+			return hold, err
+		}
+		why := ""
+		if !boundUnder(*l, cfg, members) {
+			why, err = s.overPool(ctx, cfg, *l)
+		}
 		if err != nil {
 			return hold, err
 		}
@@ -235,7 +244,7 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 		}
 		if wait > 0 {
 			if l != nil && s.StaleAfter > 0 && l.Idle(s.now())+wait > s.StaleAfter/2 {
-				if _, err := s.holdLease(ctx, x, *l, wait); err != nil {
+				if _, err := s.holdLease(ctx, x, *l, wait, false); err != nil {
 					return hold, err
 				}
 			}

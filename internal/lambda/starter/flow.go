@@ -124,12 +124,15 @@ func (s *Starter) parkInLane(ctx context.Context, x *msg) (resumed *config.TypeC
 // meanwhile. A lease taken back while its job waits would let the binder fill the job's key to its
 // cap, and the job's next delivery would then start one more (issue 22, defect 2). One write per
 // wait, and none for the many short waits that end well before the lease could go stale.
-func (s *Starter) holdLease(ctx context.Context, x *msg, l lease.Lease, d time.Duration) (lease.Lease, error) {
+//
+// With giveUpTokens, a bound lease gives up the tokens its bind took (the caller gives them back):
+// it takes new ones at its start (claim.go).
+func (s *Starter) holdLease(ctx context.Context, x *msg, l lease.Lease, d time.Duration, giveUpTokens bool) (lease.Lease, error) {
 	next := l
 	next.HeldUntil = s.now().Add(d)
-	// A bound lease held gives up the tokens its bind took (the caller gives them back): it takes
-	// new ones at its start (claim.go).
-	next.KeyToken, next.TypeToken = false, false
+	if giveUpTokens {
+		next.KeyToken, next.TypeToken = false, false
+	}
 	written, err := s.Leases.Put(ctx, next, &l)
 	if err != nil {
 		return l, fmt.Errorf("hold lane %s for the job while it waits: %w", x.key, err)

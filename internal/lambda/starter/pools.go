@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
@@ -44,17 +46,44 @@ type memberLister interface {
 
 // look reads pool p with the claims of its member types that hold no slot counted (pool.Look).
 func (s *Starter) look(ctx context.Context, p config.Pool) (pool.View, error) {
-	var members []string
-	if m, ok := s.Config.(memberLister); ok {
-		cs, err := m.Members(ctx, p.Name)
-		if err != nil {
-			return pool.View{}, fmt.Errorf("read pool %s's members: %w", p.Name, err)
-		}
-		for _, c := range cs {
-			members = append(members, c.Type)
-		}
+	members, err := s.members(ctx, p.Name)
+	if err != nil {
+		return pool.View{}, err
 	}
 	return pool.Look(ctx, s.Pools, s.Leases, p.Name, p.Cap, members...)
+}
+
+// members are pool name's member types, sorted (none when the config cannot list them).
+func (s *Starter) members(ctx context.Context, name string) ([]string, error) {
+	m, ok := s.Config.(memberLister)
+	if !ok {
+		return nil, nil
+	}
+	cs, err := m.Members(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("read pool %s's members: %w", name, err)
+	}
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = c.Type
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// poolMembers are the member types of cfg's pools, "a=x+y,b=y" ("": none), as a bound lease
+// records them.
+func (s *Starter) poolMembers(ctx context.Context, cfg config.TypeConfig) (string, error) {
+	var parts []string
+	for _, p := range cfg.Pools {
+		ms, err := s.members(ctx, p.Name)
+		if err != nil {
+			return "", err
+		}
+		parts = append(parts, p.Name+"="+strings.Join(ms, "+"))
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ","), nil
 }
 
 // takeSlots takes a slot of each of the type's pools for b, the bound lease just written (a slot is
@@ -177,10 +206,11 @@ func poolCaps(cfg config.TypeConfig) string {
 }
 
 // boundUnder reports whether b, a bound lease, took its slots under caps no lower than cfg's, in
-// every pool of cfg: its claim may then start with them as they are.
-func boundUnder(b lease.Lease, cfg config.TypeConfig) bool {
+// every pool of cfg, and the same members (members: poolMembers now): its claim may then start
+// with them as they are. A type that joined a pool since may run jobs that hold no slot of it.
+func boundUnder(b lease.Lease, cfg config.TypeConfig, members string) bool {
 	caps, err := config.ParseLimits(b.PoolCaps)
-	if err != nil {
+	if err != nil || b.PoolMembers != members {
 		return false
 	}
 	for _, p := range cfg.Pools {

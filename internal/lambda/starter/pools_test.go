@@ -414,30 +414,50 @@ func TestPausedBoundJobGivesBackItsPoolSlotAndTokens(t *testing.T) {
 	}
 }
 
-// A job bound (with a slot within the cap) before the sweep gave a slot above the cap to a job of a
-// type that joined the pool under it (releaser's adoptRunning) must not start while the pool runs
-// its cap without it: its copy waits, as a retry's does (overPool). Started, the pool runs over its
-// cap for as long as the two run (simworld seed 20747 of all+pools: psp, cap 1, runs 2).
-func TestBoundJobDoesNotStartBesideAJobAdoptedAboveThePoolCap(t *testing.T) {
-	ctx := context.Background()
-	r, slots := newPoolRig(t) // psp: cap 2
-	running := leaseOf("a", 1, "a-1", 1, lease.Starting, 1)
-	bound := boundLease("a", 2, "a-2")
-	bound.PoolCaps = "psp=2"
-	adopted := leaseOf("b", 1, "b-1", 1, lease.Starting, 1) // ran when b joined psp
+// A job bound (with a slot within the cap) before another type joined its pool under running jobs
+// must not start while the pool runs its cap without it: the joined type's running job counts,
+// whether the sweep gave it a slot above the cap (releaser's adoptRunning) or not yet. Its copy
+// waits, as a retry's does (overPool). Started, the pool runs over its cap for as long as the two
+// run (simworld seed 20747 of all+pools: psp, cap 1, ran 2). With the members as at the bind, and
+// room, it starts.
+func TestBoundJobDoesNotStartBesideAJobOfATypeThatJoinedItsPool(t *testing.T) {
 	for _, tt := range []struct {
-		l lease.Lease
-		n int
-	}{{running, 1}, {bound, 2}, {adopted, 3}} { // slot 3: above the cap, the sweep's adoption
-		r.leases.Set(tt.l)
-		if _, err := slots.Take(ctx, "psp", tt.n, pool.HolderOf(tt.l), nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "a", 2, "a-2", 0, 1)}}); err != nil {
-		t.Fatal(err)
-	}
-	if starts := startNames(r.sfn); len(starts) != 0 {
-		t.Errorf("starts = %v; want none: psp runs a-1 and b-1 at its cap of 2", starts)
+		name       string
+		boundUnder string // the pool's members at the bind
+		adopted    bool   // b-1 holds slot 3, above the cap
+		b1         bool   // b-1 runs at all
+		wantStart  bool
+	}{
+		{name: "b joined; b-1 adopted above the cap", boundUnder: "psp=a", adopted: true, b1: true},
+		{name: "b joined; b-1 holds no slot yet", boundUnder: "psp=a", b1: true},
+		{name: "members as at the bind, room left", boundUnder: "psp=a+b", wantStart: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			r, slots := newPoolRig(t) // psp: cap 2, members a and b
+			running := leaseOf("a", 1, "a-1", 1, lease.Starting, 1)
+			bound := boundLease("a", 2, "a-2")
+			bound.PoolCaps, bound.PoolMembers = "psp=2", tt.boundUnder
+			holders := []lease.Lease{running, bound}
+			if tt.b1 {
+				b1 := leaseOf("b", 1, "b-1", 1, lease.Starting, 1) // ran when b joined psp
+				r.leases.Set(b1)
+				if tt.adopted {
+					holders = append(holders, b1)
+				}
+			}
+			for i, l := range holders {
+				r.leases.Set(l)
+				if _, err := slots.Take(ctx, "psp", i+1, pool.HolderOf(l), nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "a", 2, "a-2", 0, 1)}}); err != nil {
+				t.Fatal(err)
+			}
+			if started := len(startNames(r.sfn)) == 1; started != tt.wantStart {
+				t.Errorf("a-2 started = %v, want %v (psp: cap 2, a-1 running, b-1 running %v)", started, tt.wantStart, tt.b1)
+			}
+		})
 	}
 }
