@@ -461,3 +461,30 @@ func TestBoundJobDoesNotStartBesideAJobOfATypeThatJoinedItsPool(t *testing.T) {
 		})
 	}
 }
+
+// A claim whose start never went through (refused for now), of a type that joined its pool since
+// the claim, holds no slot: its redelivery takes the pool's last place for itself (overPool). Its
+// own claim is one of the pool's unslotted claims (pool.View.Unslotted) but must not count against
+// itself, or it gives up its lane with the pool's place free.
+func TestUnstartedClaimOfATypeThatJoinedItsPoolTakesItsLastPlace(t *testing.T) {
+	ctx := context.Background()
+	r, slots := newPoolRig(t) // psp: cap 2, members a and b
+	running := leaseOf("a", 1, "a-1", 1, lease.Starting, 1)
+	r.leases.Set(running)
+	if _, err := slots.Take(ctx, "psp", 1, pool.HolderOf(running), nil); err != nil {
+		t.Fatal(err)
+	}
+	claim := leaseOf("b", 1, "b-1", 1, lease.Starting, 1) // claimed before b joined psp; never started
+	r.leases.Set(claim)
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "b", 1, "b-1", 0, 2)}}); err != nil {
+		t.Fatal(err)
+	}
+	v, err := pool.Look(ctx, slots, r.leases, "psp", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, holds := v.Holds(claim)
+	if starts := startNames(r.sfn); len(starts) != 1 || !holds {
+		t.Errorf("starts %v, b-1 holds a slot %v, copies %d; want b-1 started in psp's last place (a-1 alone runs in it)", starts, holds, len(copies(t, r)))
+	}
+}
