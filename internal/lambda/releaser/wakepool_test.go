@@ -230,3 +230,41 @@ func TestRaisedPoolCapWakesParkedMembers(t *testing.T) {
 		})
 	}
 }
+
+// A head waiting at its other pool that a member's claim holding no slot fills (a type that joined
+// it under running jobs: pool.View.Unslotted) would only park again, as at a pool full of live
+// slots: a release in this pool wakes a member that can use the freed slot instead.
+func TestReleaseInAPoolPassesOverAHeadWaitingAtItsOtherPoolFullOfUnslottedClaims(t *testing.T) {
+	ctx := context.Background()
+	r, room, slots := newPoolRig(t, config.Defaults{
+		Limits: map[string]int{"c": 5, "d": 5, "e": 5}, Pools: map[string]int{"psp": 2, "llm": 1},
+		TypePools: map[string][]string{"c": {"psp", "llm"}, "d": {"psp"}, "e": {"llm"}},
+	})
+	for _, w := range []waitroom.Waiter{
+		{Type: "c", Group: "c-0", MessageID: "m-c", ReceiptHandle: "h-c", JobID: "c-head", AtPool: "llm", SubmittedAt: t0.Add(-time.Hour), ParkedAt: t0},
+		{Type: "d", Group: "d-0", MessageID: "m-d", ReceiptHandle: "h-d", JobID: "d-head", AtPool: "psp", SubmittedAt: t0.Add(-time.Minute), ParkedAt: t0},
+	} {
+		if err := room.Park(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, l := range []lease.Lease{held("d", 1, "d-1", 1, lease.Starting), held("d", 2, "d-2", 1, lease.Starting)} {
+		r.leases.Set(l)
+		if _, err := slots.Take(ctx, "psp", i+1, pool.HolderOf(l), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.leases.Set(held("e", 1, "e-1", 1, lease.Starting)) // ran when e joined llm: no slot yet
+	if _, err := r.svc.Release(ctx, req("d", 1, "d-1", 1, releaser.Succeeded, "", "")); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, v := range r.sqs.VisibilityChanges() {
+		if v.Timeout == 0 {
+			got = append(got, v.ReceiptHandle)
+		}
+	}
+	if !slices.Equal(got, []string{"h-d"}) {
+		t.Errorf("parked handles made visible = %v, want [h-d]: c's head waits for pool llm, full with e-1's claim", got)
+	}
+}
