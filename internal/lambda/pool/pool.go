@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"time"
 
@@ -217,19 +218,11 @@ func Look(ctx context.Context, s SlotReader, leases LeaseLister, name string, ca
 	}
 	stored := map[int]*Slot{}
 	v := View{Name: name, Cap: cap, stored: stored}
-	above := 0
 	for i, sl := range slots {
 		stored[sl.N] = &slots[i]
 		if held(sl, byType[sl.Holder.Type]) {
 			v.Live = append(v.Live, sl)
-			if sl.N > cap {
-				above++
-			}
 		}
-	}
-	liveAt := map[int]bool{}
-	for _, sl := range v.Live {
-		liveAt[sl.N] = true
 	}
 	for _, t := range members {
 		ls, ok := byType[t]
@@ -244,18 +237,41 @@ func Look(ctx context.Context, s SlotReader, leases LeaseLister, name string, ca
 			}
 		}
 	}
+	v.offer()
+	return v, nil
+}
+
+// offer sets the free slots a take may go for: the lowest free slots of 1..Cap that leave room for
+// the live slots above the cap and the claims without a slot.
+func (v *View) offer() {
+	liveAt, above := map[int]bool{}, 0
+	for _, sl := range v.Live {
+		liveAt[sl.N] = true
+		if sl.N > v.Cap {
+			above++
+		}
+	}
 	free := 0
-	for n := 1; n <= cap; n++ {
+	for n := 1; n <= v.Cap; n++ {
 		if !liveAt[n] {
 			free++
 		}
 	}
-	for n := 1; n <= cap && len(v.Free) < free-above-len(v.Unslotted); n++ {
+	v.Free = nil
+	for n := 1; n <= v.Cap && len(v.Free) < free-above-len(v.Unslotted); n++ {
 		if !liveAt[n] {
-			v.Free = append(v.Free, Candidate{N: n, Prev: stored[n]})
+			v.Free = append(v.Free, Candidate{N: n, Prev: v.stored[n]})
 		}
 	}
-	return v, nil
+}
+
+// Without is v without l among the claims that hold no slot: a look on behalf of l's own job does
+// not count it against itself.
+func (v View) Without(l lease.Lease) View {
+	h := HolderOf(l)
+	v.Unslotted = slices.DeleteFunc(slices.Clone(v.Unslotted), func(u lease.Lease) bool { return HolderOf(u) == h })
+	v.offer()
+	return v
 }
 
 // SlotReader reads a pool's slots.

@@ -238,8 +238,16 @@ func (s *Service) atOtherFullPool(ctx context.Context, leases *cachedLeases, c c
 	}
 	f, ok := full[w.AtPool]
 	if !ok {
-		v, err := pool.Look(ctx, s.Pools, leases, w.AtPool, c.Pools[i].Cap)
-		f = err == nil && v.Room() == 0
+		var names []string
+		ms, err := s.Config.Members(ctx, w.AtPool)
+		for _, m := range ms {
+			names = append(names, m.Type)
+		}
+		if err == nil {
+			var v pool.View
+			v, err = pool.Look(ctx, s.Pools, leases, w.AtPool, c.Pools[i].Cap, names...)
+			f = err == nil && v.Room() == 0
+		}
 		full[w.AtPool] = f
 	}
 	return f

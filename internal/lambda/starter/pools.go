@@ -109,6 +109,8 @@ func (s *Starter) takeSlots(ctx context.Context, cfg config.TypeConfig, b lease.
 				if v, err = s.look(ctx, p); err != nil {
 					return "", err
 				}
+				v = v.Without(b) // b's own claim (a retry's or an unstarted one's) counts for none
+
 			}
 			for _, c := range v.Free {
 				_, err := s.Pools.Take(ctx, p.Name, c.N, h, c.Prev)
@@ -145,7 +147,7 @@ func (s *Starter) overPool(ctx context.Context, cfg config.TypeConfig, own lease
 			}
 			continue
 		}
-		full, err := s.takeSlots(ctx, config.TypeConfig{Pools: []config.Pool{p}}, own, []pool.View{v})
+		full, err := s.takeSlots(ctx, config.TypeConfig{Pools: []config.Pool{p}}, own, []pool.View{v.Without(own)})
 		if err != nil {
 			return "", err
 		}
