@@ -131,46 +131,59 @@ func TestReleaseWakesPoolMembersFairly(t *testing.T) {
 
 // A member in two pools whose head waits at the other one, still full, would only park again: a
 // release in this pool wakes a member that can use the freed slot instead (else the slot waits for
-// that member's head to look again by itself, a minute later, at every release).
+// that member's head to look again by itself, a minute later, at every release). The other pool is
+// full as much with a member's claim that holds no slot (a type that joined it under running jobs:
+// pool.View.Unslotted) as with a live slot.
 func TestReleaseInAPoolPassesOverAHeadWaitingAtItsOtherFullPool(t *testing.T) {
-	ctx := context.Background()
-	r, room, slots := newPoolRig(t, config.Defaults{
-		Limits: map[string]int{"c": 5, "d": 5, "e": 5}, Pools: map[string]int{"psp": 2, "llm": 1},
-		TypePools: map[string][]string{"c": {"psp", "llm"}, "d": {"psp"}, "e": {"llm"}},
-	})
-	for _, w := range []waitroom.Waiter{
-		{Type: "c", Group: "c-0", MessageID: "m-c", ReceiptHandle: "h-c", JobID: "c-head", AtPool: "llm", SubmittedAt: t0.Add(-time.Hour), ParkedAt: t0},
-		{Type: "d", Group: "d-0", MessageID: "m-d", ReceiptHandle: "h-d", JobID: "d-head", AtPool: "psp", SubmittedAt: t0.Add(-time.Minute), ParkedAt: t0},
-	} {
-		if err := room.Park(ctx, w); err != nil {
-			t.Fatal(err)
+	for _, unslotted := range []bool{false, true} {
+		name := "llm full with a live slot"
+		if unslotted {
+			name = "llm full with a claim that holds no slot"
 		}
-	}
-	for _, s := range []struct {
-		pool string
-		n    int
-		l    lease.Lease
-	}{
-		{"psp", 1, held("d", 1, "d-1", 1, lease.Starting)},
-		{"psp", 2, held("d", 2, "d-2", 1, lease.Starting)},
-		{"llm", 1, held("e", 1, "e-1", 1, lease.Starting)},
-	} {
-		r.leases.Set(s.l)
-		if _, err := slots.Take(ctx, s.pool, s.n, pool.HolderOf(s.l), nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := r.svc.Release(ctx, req("d", 1, "d-1", 1, releaser.Succeeded, "", "")); err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, v := range r.sqs.VisibilityChanges() {
-		if v.Timeout == 0 {
-			got = append(got, v.ReceiptHandle)
-		}
-	}
-	if !slices.Equal(got, []string{"h-d"}) {
-		t.Errorf("parked handles made visible = %v, want [h-d]: c's head waits for pool llm, still full", got)
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			r, room, slots := newPoolRig(t, config.Defaults{
+				Limits: map[string]int{"c": 5, "d": 5, "e": 5}, Pools: map[string]int{"psp": 2, "llm": 1},
+				TypePools: map[string][]string{"c": {"psp", "llm"}, "d": {"psp"}, "e": {"llm"}},
+			})
+			for _, w := range []waitroom.Waiter{
+				{Type: "c", Group: "c-0", MessageID: "m-c", ReceiptHandle: "h-c", JobID: "c-head", AtPool: "llm", SubmittedAt: t0.Add(-time.Hour), ParkedAt: t0},
+				{Type: "d", Group: "d-0", MessageID: "m-d", ReceiptHandle: "h-d", JobID: "d-head", AtPool: "psp", SubmittedAt: t0.Add(-time.Minute), ParkedAt: t0},
+			} {
+				if err := room.Park(ctx, w); err != nil {
+					t.Fatal(err)
+				}
+			}
+			type slotOf struct {
+				pool string
+				n    int
+				l    lease.Lease
+			}
+			e1 := held("e", 1, "e-1", 1, lease.Starting)
+			r.leases.Set(e1) // without a slot: ran when e joined llm
+			taken := []slotOf{{"psp", 1, held("d", 1, "d-1", 1, lease.Starting)}, {"psp", 2, held("d", 2, "d-2", 1, lease.Starting)}}
+			if !unslotted {
+				taken = append(taken, slotOf{"llm", 1, e1})
+			}
+			for _, s := range taken {
+				r.leases.Set(s.l)
+				if _, err := slots.Take(ctx, s.pool, s.n, pool.HolderOf(s.l), nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := r.svc.Release(ctx, req("d", 1, "d-1", 1, releaser.Succeeded, "", "")); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, v := range r.sqs.VisibilityChanges() {
+				if v.Timeout == 0 {
+					got = append(got, v.ReceiptHandle)
+				}
+			}
+			if !slices.Equal(got, []string{"h-d"}) {
+				t.Errorf("parked handles made visible = %v, want [h-d]: c's head waits for pool llm, still full", got)
+			}
+		})
 	}
 }
 
@@ -231,40 +244,3 @@ func TestRaisedPoolCapWakesParkedMembers(t *testing.T) {
 	}
 }
 
-// A head waiting at its other pool that a member's claim holding no slot fills (a type that joined
-// it under running jobs: pool.View.Unslotted) would only park again, as at a pool full of live
-// slots: a release in this pool wakes a member that can use the freed slot instead.
-func TestReleaseInAPoolPassesOverAHeadWaitingAtItsOtherPoolFullOfUnslottedClaims(t *testing.T) {
-	ctx := context.Background()
-	r, room, slots := newPoolRig(t, config.Defaults{
-		Limits: map[string]int{"c": 5, "d": 5, "e": 5}, Pools: map[string]int{"psp": 2, "llm": 1},
-		TypePools: map[string][]string{"c": {"psp", "llm"}, "d": {"psp"}, "e": {"llm"}},
-	})
-	for _, w := range []waitroom.Waiter{
-		{Type: "c", Group: "c-0", MessageID: "m-c", ReceiptHandle: "h-c", JobID: "c-head", AtPool: "llm", SubmittedAt: t0.Add(-time.Hour), ParkedAt: t0},
-		{Type: "d", Group: "d-0", MessageID: "m-d", ReceiptHandle: "h-d", JobID: "d-head", AtPool: "psp", SubmittedAt: t0.Add(-time.Minute), ParkedAt: t0},
-	} {
-		if err := room.Park(ctx, w); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i, l := range []lease.Lease{held("d", 1, "d-1", 1, lease.Starting), held("d", 2, "d-2", 1, lease.Starting)} {
-		r.leases.Set(l)
-		if _, err := slots.Take(ctx, "psp", i+1, pool.HolderOf(l), nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	r.leases.Set(held("e", 1, "e-1", 1, lease.Starting)) // ran when e joined llm: no slot yet
-	if _, err := r.svc.Release(ctx, req("d", 1, "d-1", 1, releaser.Succeeded, "", "")); err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, v := range r.sqs.VisibilityChanges() {
-		if v.Timeout == 0 {
-			got = append(got, v.ReceiptHandle)
-		}
-	}
-	if !slices.Equal(got, []string{"h-d"}) {
-		t.Errorf("parked handles made visible = %v, want [h-d]: c's head waits for pool llm, full with e-1's claim", got)
-	}
-}
