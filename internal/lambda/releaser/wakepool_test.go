@@ -243,4 +243,3 @@ func TestRaisedPoolCapWakesParkedMembers(t *testing.T) {
 		})
 	}
 }
-
