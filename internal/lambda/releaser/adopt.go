@@ -32,14 +32,7 @@ func (s *Service) adoptRunning(ctx context.Context, all []lease.Lease, cs []conf
 	if s.Pools == nil {
 		return
 	}
-	pools := map[string]config.Pool{}
-	members := map[string][]string{}
-	for _, c := range cs {
-		for _, p := range c.Pools {
-			pools[p.Name] = p
-			members[p.Name] = append(members[p.Name], c.Type)
-		}
-	}
+	pools, members := poolsOf(cs)
 	for _, name := range slices.Sorted(maps.Keys(pools)) {
 		due := false
 		for _, l := range all {
@@ -49,6 +42,19 @@ func (s *Service) adoptRunning(ctx context.Context, all []lease.Lease, cs []conf
 			s.adoptInto(ctx, pools[name], members[name], now, minAge)
 		}
 	}
+}
+
+// poolsOf returns the pools of the types cs (each with its cap in force) and each pool's member types.
+func poolsOf(cs []config.TypeConfig) (map[string]config.Pool, map[string][]string) {
+	pools := map[string]config.Pool{}
+	members := map[string][]string{}
+	for _, c := range cs {
+		for _, p := range c.Pools {
+			pools[p.Name] = p
+			members[p.Name] = append(members[p.Name], c.Type)
+		}
+	}
+	return pools, members
 }
 
 // adoptable reports whether l runs, or may start, an execution in its lane, and has not changed

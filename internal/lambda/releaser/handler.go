@@ -252,12 +252,13 @@ func (h *Handler) Sweep(ctx context.Context) (Response, error) {
 		}(l)
 	}
 	wg.Wait()
-	if cs, err := h.Service.Config.All(ctx); err == nil {
+	cs, cfgErr := h.Service.Config.All(ctx)
+	if cfgErr == nil {
 		h.Service.adoptRunning(ctx, all, cs, now(), h.SweepMinAge)
 	}
 	h.cleanLegacy(ctx, all)
 	h.wakeResumed(ctx)
-	if cs, err := h.Service.Config.All(ctx); err == nil {
+	if cfgErr == nil {
 		h.Service.sweepPools(ctx, cs)
 	}
 	h.announceBatches(ctx)

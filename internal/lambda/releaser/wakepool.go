@@ -278,14 +278,7 @@ func (s *Service) sweepPools(ctx context.Context, cs []config.TypeConfig) {
 	if s.Pools == nil {
 		return
 	}
-	caps := map[string]config.Pool{}
-	members := map[string][]string{}
-	for _, c := range cs {
-		for _, p := range c.Pools {
-			caps[p.Name] = p
-			members[p.Name] = append(members[p.Name], c.Type)
-		}
-	}
+	caps, members := poolsOf(cs)
 	leases := cachedLeases{s: s.Leases, by: map[string][]lease.Lease{}}
 	for _, name := range slices.Sorted(maps.Keys(caps)) {
 		log := s.Log.With("pool", name)
