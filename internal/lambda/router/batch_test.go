@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -399,6 +400,15 @@ func TestRouterBadBatchSizeIsNotCountedInAnotherSendersBatch(t *testing.T) {
 		if e.Reason != string(job.ReasonBatchNotOwned) || e.Batch != "" {
 			t.Errorf("dead letter of %s: reason %q, batch %q; want %s, no batch", e.JobID, e.Reason, e.Batch, job.ReasonBatchNotOwned)
 		}
+	}
+	// Nor does a size out of the contract open a batch, even at the delivery that looks again.
+	late := msg(3, fmt.Sprintf(`{"type":"payments","id":"m-3","batch":"fresh","batchSize":%d,"input":{}}`, job.MaxBatchSize+1))
+	late.Attributes["ApproximateReceiveCount"] = strconv.Itoa(router.BatchWaitReceives)
+	if _, err := r.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{late}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ledger.Show(ctx, "fresh", false); err == nil {
+		t.Errorf("batch fresh was opened by a job whose batchSize is out of the contract")
 	}
 	up, _, err := ledger.Show(ctx, "up", false)
 	if err != nil {
