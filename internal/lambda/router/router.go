@@ -370,7 +370,7 @@ func (r *Router) check(ctx context.Context, m events.SQSMessage) (*routed, error
 		return x, err
 	}
 	if cfg.Source == config.SourceFallback && r.Unlisted != nil {
-		err := r.Unlisted.Take(ctx, j.Type, x.sender)
+		err := r.Unlisted.Take(ctx, j.Type, shareOf(x.sender))
 		if errors.Is(err, unlisted.ErrFull) {
 			return x, &job.Error{Reason: job.ReasonUnlistedTypes, Detail: fmt.Sprintf(
 				"type %s has no limit of its own and runs on the default limit, and as many other such types "+
