@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -361,6 +362,60 @@ func TestRouterBatchNotOpenRefusalIsNotCountedInAnotherSendersBatch(t *testing.T
 	}
 	if up.Recorded != 0 || up.Closed || len(b.events) != 0 {
 		t.Errorf("%s's batch up after %s's refused job: recorded %d, closed %v, %d events; want 0, open, none",
+			owner, mallory, up.Recorded, up.Closed, len(b.events))
+	}
+}
+
+// A job naming another sender's batch with a batchSize out of the contract (below 0, above
+// job.MaxBatchSize) is refused invalid_batch. The router skipped the batch's owner check for it (a
+// size out of the contract opens nothing), yet its dead letter named the batch and was counted
+// there as refused: any producer could fill another's batch with junk and close it early (a false
+// Batch Completed while the owner's jobs still run). Its batch id is valid, so the owner is
+// checked as for any other refusal: another sender's is batch_not_owned, never counted.
+func TestRouterBadBatchSizeIsNotCountedInAnotherSendersBatch(t *testing.T) {
+	ctx := context.Background()
+	ledger := batch.New(fakes.NewDynamoDB("t"), "t")
+	b := &bus{}
+	tracker := batchend.New(ledger, b, "s", slog.New(slog.DiscardHandler))
+	sender, dlq := &fakeSender{}, &fakeDLQ{}
+	r := newRouter(&fakeConfig{limits: limits}, sender, nil, nil)
+	r.DLQ = batchend.DeadLetters{Next: dlq, Tracker: tracker}
+	r.Batches = tracker
+	const owner, mallory = "AIDAOWNER", "AROAMALLORY:tenant-b"
+	if err := ledger.OpenBy(ctx, "up", 2, owner, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	msg := func(n int, body string) events.SQSMessage {
+		return events.SQSMessage{MessageId: fmt.Sprintf("f0000000-0000-4000-8000-%012d", n), Body: body, Attributes: map[string]string{
+			"ApproximateReceiveCount": "1", "SentTimestamp": "1709978500000", "SenderId": mallory}}
+	}
+	recs := []events.SQSMessage{
+		msg(1, `{"type":"payments","id":"m-1","batch":"up","batchSize":-1,"input":{}}`),
+		msg(2, fmt.Sprintf(`{"type":"payments","id":"m-2","batch":"up","batchSize":%d,"input":{}}`, job.MaxBatchSize+1)),
+	}
+	if _, err := r.Handle(ctx, events.SQSEvent{Records: recs}); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range dlq.sent {
+		if e.Reason != string(job.ReasonBatchNotOwned) || e.Batch != "" {
+			t.Errorf("dead letter of %s: reason %q, batch %q; want %s, no batch", e.JobID, e.Reason, e.Batch, job.ReasonBatchNotOwned)
+		}
+	}
+	// Nor does a size out of the contract open a batch, even at the delivery that looks again.
+	late := msg(3, fmt.Sprintf(`{"type":"payments","id":"m-3","batch":"fresh","batchSize":%d,"input":{}}`, job.MaxBatchSize+1))
+	late.Attributes["ApproximateReceiveCount"] = strconv.Itoa(router.BatchWaitReceives)
+	if _, err := r.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{late}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ledger.Show(ctx, "fresh", false); err == nil {
+		t.Errorf("batch fresh was opened by a job whose batchSize is out of the contract")
+	}
+	up, _, err := ledger.Show(ctx, "up", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if up.Recorded != 0 || up.Closed || len(b.events) != 0 {
+		t.Errorf("%s's batch up after %s's jobs with bad sizes: recorded %d, closed %v, %d events; want 0, open, none",
 			owner, mallory, up.Recorded, up.Closed, len(b.events))
 	}
 }

@@ -124,12 +124,13 @@ func (r *Router) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 		x, err := r.check(ctx, m)
 		if err == nil || job.ReasonOf(err) != "" {
 			// A refused job is counted in its batch too, which must be open for it.
-			berr := r.admitBatch(ctx, m, x.j, x.sender)
+			bj := batchJob(x.j)
+			berr := r.admitBatch(ctx, m, bj, x.sender)
 			if job.ReasonOf(berr) == job.ReasonBatchNotOpen {
 				// The check found no owner: the batch may have been opened since, by anyone, and
 				// a refusal recorded there would count in it whoever sent it. Look again: the
 				// batch counts the job only once it is seen open and its sender's.
-				switch again := r.Batches.Admit(ctx, x.j, x.sender); {
+				switch again := r.Batches.Admit(ctx, bj, x.sender); {
 				case again == nil:
 					berr = nil // opened meanwhile by its sender
 				case job.ReasonOf(again) != "":
@@ -320,7 +321,7 @@ func heldAttributes(x *routed) map[string]types.MessageAttributeValue {
 // job.Reason refuses the job; any other asks for the job again later.
 func (r *Router) admitBatch(ctx context.Context, m events.SQSMessage, j job.Job, sender string) error {
 	if r.Batches == nil || j.Batch == "" || job.ValidateBatch(j.Batch, j.BatchSize) != nil {
-		return nil // no batch, or one the refusal names invalid: not counted
+		return nil // no batch, or a batch id the refusal names invalid: not counted
 	}
 	err := r.Batches.Admit(ctx, j, sender)
 	if errors.Is(err, batch.ErrNotOpen) {
@@ -330,6 +331,16 @@ func (r *Router) admitBatch(ctx context.Context, m events.SQSMessage, j job.Job,
 		}
 	}
 	return err
+}
+
+// batchJob is j as its batch is admitted: a batchSize out of the contract opens nothing, but a
+// refusal that names a valid batch id is counted there (reject), so the batch is still checked for
+// its owner, as for any other refusal: another sender's is batch_not_owned and never counted.
+func batchJob(j job.Job) job.Job {
+	if job.ValidateBatch(j.Batch, 0) == nil && job.ValidateBatch(j.Batch, j.BatchSize) != nil {
+		j.BatchSize = 0
+	}
+	return j
 }
 
 // receives is the message's ApproximateReceiveCount (1 when unknown).
@@ -359,7 +370,7 @@ func (r *Router) check(ctx context.Context, m events.SQSMessage) (*routed, error
 		return x, err
 	}
 	if cfg.Source == config.SourceFallback && r.Unlisted != nil {
-		err := r.Unlisted.Take(ctx, j.Type, x.sender)
+		err := r.Unlisted.Take(ctx, j.Type, shareOf(x.sender))
 		if errors.Is(err, unlisted.ErrFull) {
 			return x, &job.Error{Reason: job.ReasonUnlistedTypes, Detail: fmt.Sprintf(
 				"type %s has no limit of its own and runs on the default limit, and as many other such types "+

@@ -562,3 +562,32 @@ func TestUnlistedTypesOfOneSenderDoNotRefuseAnothers(t *testing.T) {
 		}
 	}
 }
+
+// A federated user's principal is its whole id, "{account}:{name}" (batch.Principal), and the name
+// is whatever the IAM user that called sts:GetFederationToken chose: one producer with that right
+// is as many principals as it likes, each with its own share of the unlisted types' slots, and
+// together they held every slot, refusing every other producer's unlisted types for two weeks.
+// The federated users of one account share one share.
+func TestUnlistedTypesOfFederatedUsersShareOneShare(t *testing.T) {
+	ctx := context.Background()
+	lanes, dlq := &fakeSender{}, &fakeDLQ{}
+	r := newRouter(&fakeConfig{limits: map[string]int{"payments": 3}, fallback: 2}, lanes, dlq, nil)
+	r.Unlisted = &unlisted.Slots{DB: fakes.NewDynamoDB("t"), Table: "t", Limit: 4}
+	from := func(m events.SQSMessage, sender string) events.SQSMessage {
+		m.Attributes["SenderId"] = sender
+		return m
+	}
+	ev := events.SQSEvent{Records: []events.SQSMessage{
+		from(sqsJob("junk1", "j1"), "123456789012:m1"), from(sqsJob("junk2", "j2"), "123456789012:m1"),
+		from(sqsJob("junk3", "j3"), "123456789012:m2"), from(sqsJob("junk4", "j4"), "123456789012:m2"),
+		from(sqsJob("reports2", "r1"), "AROAACME:api"),
+	}}
+	if resp, err := r.Handle(ctx, ev); err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("Handle() = %+v, %v; want no failures", resp, err)
+	}
+	for _, e := range dlq.sent {
+		if e.JobID == "r1" {
+			t.Errorf("acme's job of its unlisted type refused as %s: one account's federated users' invented types hold every slot", e.Reason)
+		}
+	}
+}

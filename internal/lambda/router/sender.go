@@ -59,3 +59,15 @@ func sentAt(m events.SQSMessage) time.Time {
 	}
 	return time.Now().UTC()
 }
+
+// shareOf is whose share of a shared resource (the unlisted types' slots) a principal's jobs take:
+// the principal, except for a federated user ("{account}:{name}", batch.Principal), whose name is
+// chosen by whoever called sts:GetFederationToken, so that one producer with that right could be
+// any number of principals: the federated users of an account (and its root user) share its one
+// share. A job's identity and its batches stay the principal's own.
+func shareOf(principal string) string {
+	if account, _, federated := strings.Cut(principal, ":"); federated && len(account) == 12 && strings.Trim(account, "0123456789") == "" {
+		return account
+	}
+	return principal
+}

@@ -433,6 +433,13 @@ func (d DLQ) refusal(ctx context.Context, m DeadLetter) error {
 		return &job.Error{Reason: job.ReasonBatchNotOwned, Detail: fmt.Sprintf(
 			"a job of batch %s that SQS moved here from the general queue, sent by %s: only its sender may redrive it", j.Batch, dash(m.sender))}
 	}
+	if p := job.SenderPrincipal(m.Sender); !m.movedBySQS && m.Source == "router" && p != "" && j.Batch != "" && p != d.Caller {
+		// A router refusal names its batch as its sender sent it, perhaps before the batch was
+		// open (not counted there): sent again by the caller, the router admits it as the
+		// caller's job, counted in the caller's batch of that id, or refused batch_not_owned.
+		return &job.Error{Reason: job.ReasonBatchNotOwned, Detail: fmt.Sprintf(
+			"a job of batch %s the router refused (%s), sent by %s: only its sender may redrive it", j.Batch, dash(m.Reason), p)}
+	}
 	if err == nil && d.CheckType != nil {
 		err = d.CheckType(ctx, j.Type)
 	}

@@ -663,3 +663,44 @@ func TestWriteDeadLettersTellsSendersApart(t *testing.T) {
 		}
 	}
 }
+
+// routerDeadLetter is a dead letter the router sent (its SenderId the router's role) for a job of
+// sender naming batch "up", refused for reason.
+func routerDeadLetter(id, reason, sender, body string) types.Message {
+	return types.Message{
+		MessageId: aws.String(id), ReceiptHandle: aws.String("r"), Body: aws.String(body),
+		Attributes: map[string]string{"SenderId": "AROAROUTER:sfnlimit-Router", "SentTimestamp": "1709978500000", "ApproximateReceiveCount": "1"},
+		MessageAttributes: map[string]types.MessageAttributeValue{
+			deadletter.AttrReason: strAttr(reason), deadletter.AttrSource: strAttr("router"), deadletter.AttrType: strAttr("payments"),
+			deadletter.AttrSender: strAttr(sender), deadletter.AttrBatch: strAttr("up"),
+		},
+	}
+}
+
+// A job the router refused before its batch was open (batch_not_open after its third delivery, or
+// any other reason while the batch was not open: not counted there) names a batch its sender never
+// owned. `dlq redrive` sent it back on its sender's behalf, as the caller's job ("{caller}>{sender}"),
+// and the router admits a job to a batch by its principal, the caller's: a batch the caller opened
+// since (`submit --batch`, a predictable id) counted another producer's jobs as its own, and could
+// close early on them. Another producer's refusal that names a batch is redriven only by its own
+// sender, as a message SQS moved here is; redriven by anyone else it would at best be refused again
+// as batch_not_owned, its first reason lost.
+func TestDLQRedriveLeavesRouterRefusedBatchJobsOfOtherSenders(t *testing.T) {
+	for _, m := range []types.Message{
+		routerDeadLetter("r-1", string(job.ReasonBatchNotOpen), "AROAMALLORY", `{"type":"payments","id":"m-1","batch":"up","input":{}}`),
+		routerDeadLetter("r-2", string(job.ReasonUnknownType), "AROAMALLORY", `{"type":"payments","id":"m-2","batch":"up","redrive":1,"input":{}}`),
+	} {
+		if err := (DLQ{Caller: "AIDAOPS", Router: "AROAROUTER"}).refusal(t.Context(), decode(m, "AROAROUTER")); err == nil {
+			t.Errorf("refusal of %s, another sender's router-refused batch job = nil, want it left (redriven it would count as the caller's)", aws.ToString(m.MessageId))
+		}
+	}
+	// Its own sender may redrive it, and a job it sent on another's behalf.
+	for _, m := range []types.Message{
+		routerDeadLetter("r-3", string(job.ReasonBatchNotOpen), "AROAOWNER", `{"type":"payments","id":"o-1","batch":"up","input":{}}`),
+		routerDeadLetter("r-4", string(job.ReasonUnknownType), "AROAOWNER>AIDACUSTOMER", `{"type":"payments","id":"o-2","batch":"up","input":{}}`),
+	} {
+		if err := (DLQ{Caller: "AROAOWNER", Router: "AROAROUTER"}).refusal(t.Context(), decode(m, "AROAROUTER")); err != nil {
+			t.Errorf("refusal of %s, the caller's own router-refused batch job = %v, want none", aws.ToString(m.MessageId), err)
+		}
+	}
+}
