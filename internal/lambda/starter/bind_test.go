@@ -1342,3 +1342,67 @@ func TestMovedCopyWaitingOutAStaleCopyThatStartsOnANewStateMachine(t *testing.T)
 		t.Errorf("executions = %d, want 2 (attempt 1 on the old state machine, attempt 2 on the new): the job ran again after it succeeded", n)
 	}
 }
+
+// A copy sent to a lane by an earlier bind of its job can come back (a twin delivery, Lambda handing
+// a batch over twice) after its own move deleted it and a later bind of the job's moved copy wrote
+// a bound lease in the same lane. Claiming that lease, the stale copy would start the job with no
+// message left for a retry, and the later bind's copy, finding the attempt running, would take the
+// lane over under its own message id: the release would then drop it as a duplicate's claim and
+// count the job's end nowhere (simulation seed 20857 of all+pools, at the commit before this fix: a
+// batch that never closed). A lane copy that is not the bound lease's own (its deduplication id
+// names another bind) claims it only while its delivery still holds its message.
+func TestStaleCopyOfAnEarlierBindDoesNotClaimALaterBind(t *testing.T) {
+	for _, tt := range []struct {
+		name        string
+		earlierBind bool // the copy names another bind than the lease's
+		deleted     bool // its message is gone (ReceiptHandleIsInvalid)
+		wantStart   bool
+		wantChecks  int // ChangeMessageVisibility calls before the start
+	}{
+		{"the bound lease's own copy", false, false, true, 0},
+		{"an earlier bind's copy whose move deleted it", true, true, false, 1},
+		{"an earlier bind's copy still held", true, false, true, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			r := newRigStrategy(t, nil, lane.FirstFree)
+			later := boundLease("reports", 2, "r-1")
+			later.MessageID = "msg-w-later"
+			if _, err := r.leases.Put(ctx, later, nil); err != nil {
+				t.Fatal(err)
+			}
+			checks := 0
+			r.sqs.OnChangeVisibility = func(in *sqs.ChangeMessageVisibilityInput) error {
+				if len(startNames(r.sfn)) == 0 {
+					checks++
+				}
+				if tt.deleted {
+					return &smithy.GenericAPIError{Code: "ReceiptHandleIsInvalid", Message: "The input receipt handle is invalid.", Fault: smithy.FaultClient}
+				}
+				return nil
+			}
+			m := jobMessage(t, "reports", 2, "r-1", 0, 1)
+			from, stamp := later.MessageID, later.StartedAt.UnixNano()
+			if tt.earlierBind {
+				from, stamp = "msg-w-earlier", later.StartedAt.Add(-time.Hour).UnixNano()
+			}
+			m.Attributes["MessageDeduplicationId"] = job.BoundDedupID("reports", "", "", "r-1", 0, 2, from, stamp)
+			if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{m}}); err != nil {
+				t.Fatal(err)
+			}
+			starts := startNames(r.sfn)
+			if got := len(starts) == 1; got != tt.wantStart {
+				t.Errorf("starts = %v, want started: %v", starts, tt.wantStart)
+			}
+			if checks != tt.wantChecks {
+				t.Errorf("%d checks that the delivery holds its message before the start, want %d (one call, only for a copy of another bind)", checks, tt.wantChecks)
+			}
+			if !tt.wantStart {
+				ls := r.leases.Leases()
+				if len(ls) != 1 || ls[0].Status != lease.Bound || ls[0].MessageID != later.MessageID {
+					t.Errorf("leases = %+v, want the later bind's bound lease left for its own copy", ls)
+				}
+			}
+		})
+	}
+}

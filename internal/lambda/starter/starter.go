@@ -267,6 +267,12 @@ func (x *msg) receives() int {
 	return n
 }
 
+// copyOf reports whether this delivery is the copy that the bind which wrote bound lease l sent to
+// its lane: its deduplication id names the bind's message and time (job.BoundDedupID).
+func (x *msg) copyOf(l lease.Lease) bool {
+	return x.Attributes["MessageDeduplicationId"] == job.BoundDedupID(x.job.Type, x.job.Sender, x.job.Key, x.job.ID, x.job.Redrive, l.Lane, l.MessageID, l.StartedAt.UnixNano())
+}
+
 func (s *Starter) process(ctx context.Context, m events.SQSMessage) verdict {
 	return s.processIn(ctx, m, &leaseView{})
 }
