@@ -281,6 +281,21 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 		if x.leaseless, err = s.ranAlready(ctx, x, stateMachine, attempt); err != nil {
 			return hold, err
 		}
+		if x.leaseless {
+			// ...or a twin of a delivery that has since moved the job on, its count in the moved
+			// copy, and deleted this message. Its claim, checked only once written, would be left
+			// naming a message that is gone if its drop then failed, and the moved copy would take
+			// it for the job's run and drop itself. So this rare path checks first.
+			current, err := s.holdsMessageFor(ctx, x, s.visibilitySeconds())
+			if err != nil {
+				return hold, err
+			}
+			if !current {
+				x.log.InfoContext(ctx, "stale delivery of a message gone since its attempt ran; dropped before any claim", "attempt", attempt)
+				s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
+				return hold, nil
+			}
+		}
 	}
 	fresh := l // the lease the claim goes on from: none for a lane bound to this job
 	switch {

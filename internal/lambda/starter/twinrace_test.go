@@ -2,6 +2,7 @@ package starter_test
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 	"testing"
 
@@ -421,4 +422,50 @@ type throttledDeletes struct{ *fakes.LeaseStore }
 
 func (throttledDeletes) Delete(context.Context, lease.Lease) error {
 	return &smithy.GenericAPIError{Code: "ProvisionedThroughputExceededException", Message: "Throughput exceeds the current capacity of your table or index.", Fault: smithy.FaultClient}
+}
+
+// A twin of a delivery that ran attempt 1 (failed, retried in its lane) and then moved the job to its
+// waiting group (its limit lowered, the job's count carried in the moved copy) comes after the move
+// deleted its message and the lane's lease. It finds no lease, and attempt 1 run by this very
+// message: its claim would be a reclaim of an attempt it takes for ended and counted. Its check that
+// it still holds its message comes after that claim; if the drop of the claim then fails (a
+// throttled DeleteItem), the claim stays, names a message that is gone, and the moved copy, finding
+// the job's lane claimed by a copy whose attempt that copy's message ran, drops itself: the job is
+// lost (simulation seed 211 of races). A delivery that would reclaim an attempt checks that it holds
+// its message before it writes anything.
+func TestTwinReclaimingAfterTheMoveWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	r := newRigStrategy(t, nil, lane.FirstFree)
+	r.sfn.Put(execution("reports", 2, "r-1", 1, "FAILED", "JobFailed", "boom"))
+	r.sqs.OnChangeVisibility = func(in *sqs.ChangeMessageVisibilityInput) error {
+		return &smithy.GenericAPIError{Code: "ReceiptHandleIsInvalid", Message: "The receipt handle has expired.", Fault: smithy.FaultClient}
+	}
+	twin := jobMessage(t, "reports", 2, "r-1", 0, 3)
+	twin.MessageId = startedByMessage(t, r, "r-1", 1)
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{twin}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, writes, _ := r.leases.Counts(); writes != 0 {
+		t.Errorf("%d lease writes by a delivery whose message is gone, want none: a claim whose drop fails would be left naming it (leases %+v)", writes, r.leases.Leases())
+	}
+	if starts := startNames(r.sfn); len(starts) != 0 {
+		t.Errorf("starts = %v, want none", starts)
+	}
+}
+
+// startedByMessage is the message id in the input of job id's attempt's execution (in r's fake Step
+// Functions): the message that ran it.
+func startedByMessage(t *testing.T, r *rig, id string, attempt int) string {
+	t.Helper()
+	for _, e := range r.sfn.Executions() {
+		if e.Name == execName("reports", id, attempt) {
+			var in job.ExecutionInput
+			if err := json.Unmarshal([]byte(e.Input), &in); err != nil {
+				t.Fatal(err)
+			}
+			return in.Job.MessageID
+		}
+	}
+	t.Fatalf("no execution of %s attempt %d", id, attempt)
+	return ""
 }
