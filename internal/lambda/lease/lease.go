@@ -91,6 +91,9 @@ type Lease struct {
 	// PoolCaps are the caps of the pools a bound lease's bind took slots of, "a=50,b=20": its claim
 	// looks at its pools again only when one is lower now, or new.
 	PoolCaps string `dynamodbav:"poolCaps,omitempty"`
+	// KeyCap is the cap of its job's key a bound lease's bind counted the key under (0: none, or a
+	// bind that did not record it): its claim counts the key again under a lower cap.
+	KeyCap int `dynamodbav:"keyCap,omitempty"`
 	// PoolMembers are the member types of those pools at the bind, "a=x+y,b=y": its claim looks at
 	// its pools again when a type joined one since (its running jobs count toward the cap).
 	PoolMembers string `dynamodbav:"poolMembers,omitempty"`

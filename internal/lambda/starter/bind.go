@@ -364,7 +364,7 @@ func (s *Starter) bindFree(ctx context.Context, x *msg, cfg config.TypeConfig, l
 		b, err := s.Leases.Put(ctx, lease.Lease{
 			Type: x.key.Type, Lane: ln, JobID: x.job.ID, JobKey: x.job.Key, JobSender: x.job.Sender, Batch: x.job.Batch, Redrive: x.job.Redrive, MessageID: x.MessageId,
 			Attempt: x.job.Attempts, Status: lease.Bound, StartedAt: s.now(), SubmittedAt: x.job.SubmittedAt, PoolCaps: poolCaps(cfg),
-			PoolMembers: members, KeyToken: keyToken, TypeToken: typeToken,
+			PoolMembers: members, KeyToken: keyToken, TypeToken: typeToken, KeyCap: keyCapOf(cfg, x.job.Key),
 		}, nil)
 		if errors.Is(err, lease.ErrConflict) {
 			continue // taken since the leases were read
@@ -387,6 +387,14 @@ func (s *Starter) bindFree(ctx context.Context, x *msg, cfg config.TypeConfig, l
 		s.refundTokens(ctx, x, cfg, true, true)
 	}
 	return nil, full{}, 0, nil
+}
+
+// keyCapOf is the cap a bind counts key's jobs under (0: the type caps no key).
+func keyCapOf(cfg config.TypeConfig, key string) int {
+	if !cfg.CapsKeys() {
+		return 0
+	}
+	return cfg.KeyCap(key)
 }
 
 // full says what a bind found with no room: the job's key (at its cap), or a pool (by name).

@@ -260,6 +260,56 @@ func TestRetryWaitsWhenItsKeysCapWasLowered(t *testing.T) {
 	}
 }
 
+// A job bound under a key cap of 2 whose cap is lowered to 1 before its copy's claim (a limit lowered
+// under the key cap, a `config set --key-limit`): its first start is a new execution of its key, as a
+// retry is, and the cap in force holds from it. Found by the simulation (seed 237 of races: two jobs
+// of key k2 bound in one batch under cap 2, their copies' claims delayed 5 minutes by a killed
+// delivery, then both started under cap 1). The bind records the cap it counted under; a claim under
+// a lower cap counts its key again, and over it the job waits in its key's group.
+func TestBoundJobWaitsWhenItsKeysCapWasLoweredSinceItsBind(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		boundCap  int // the cap the bind recorded (0: a bind that recorded none)
+		wantMoved bool
+	}{
+		{name: "bound under cap 2, cap now 1", boundCap: 2, wantMoved: true},
+		{name: "bound without a recorded cap", boundCap: 0, wantMoved: true},
+		{name: "bound under the cap in force", boundCap: 1, wantMoved: false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			r := newKeyRigCapped(t, 1)
+			if tt.wantMoved || tt.boundCap == 1 {
+				running := leaseOf("llm", 1, "a-1", 1, lease.Starting, 1)
+				running.JobKey = "acme"
+				r.leases.Set(running)
+			}
+			b := leaseOf("llm", 2, "a-2", 0, lease.Bound, 1)
+			b.JobKey, b.KeyCap = "acme", tt.boundCap
+			r.leases.Set(b)
+			m := keyed(t, job.GroupID("llm", 2), "acme", "a-2", 1)
+			m.Attributes["MessageDeduplicationId"] = job.BoundDedupID("llm", "", "acme", "a-2", 0, 2, b.MessageID, b.StartedAt.UnixNano())
+			if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{m}}); err != nil {
+				t.Fatal(err)
+			}
+			starts := startNames(r.sfn)
+			if tt.wantMoved {
+				if len(starts) != 0 {
+					t.Errorf("starts = %v, want none: acme runs its cap of 1 already", starts)
+				}
+				if cs := copies(t, r); len(cs) != 1 || cs[0].group != "llm#acme" {
+					t.Errorf("copies = %+v, want a-2 sent back to llm#acme", cs)
+				}
+				return
+			}
+			// Bound under the cap in force: its bind counted the key, and the claim trusts it.
+			if len(starts) != 1 {
+				t.Errorf("starts = %v, want a-2 started", starts)
+			}
+		})
+	}
+}
+
 // The same for a claim whose start never went through (its invocation killed after the claim's
 // write): its next delivery would start the attempt, a new execution of its key, so it counts the
 // key too. A claim whose execution runs is left to run (found by the simulation's long run, seed
