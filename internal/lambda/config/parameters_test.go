@@ -169,28 +169,178 @@ func TestNumberParametersAgreeWithTheCode(t *testing.T) {
 }
 
 // What the Number type cannot refuse: a fraction. AllowedPattern applies to String and
-// CommaDelimitedList parameters only (CloudFormation, "Parameters" syntax), so the template accepts
-// 1.5 and the functions refuse it at cold start, naming the variable; docs/configuration.md says so.
-// If the template learns to refuse one, it moves to TestNumberParametersAgreeWithTheCode.
+// CommaDelimitedList parameters only, MinValue and MaxValue to Number ones (CloudFormation,
+// "Parameters" syntax), and no rule function tests a number or a substring (Fn::Contains matches
+// whole list members), so a parameter keeps its bounds only as a Number, and the template accepts
+// 1.5. What reads it must refuse it, and docs/configuration.md says who does:
+//   - a variable of the functions: they refuse it at cold start, naming the variable;
+//   - a property that takes a whole number (wholeNumberProperties): AWS refuses it during the
+//     deploy, which then rolls back;
+//   - an alarm's threshold (a double): AWS takes it, and it means what it says.
+//
+// Every Number parameter is one of the three, and every use of one no function reads is in its
+// list. If the template learns to refuse a fraction, the parameter moves to
+// TestNumberParametersAgreeWithTheCode.
 func TestFractionsTheNumberTypeCannotRefuse(t *testing.T) {
 	tpl, err := cfntemplate.Load(templatePath)
 	if err != nil {
 		t.Fatal(err)
 	}
+	readBy := map[string]string{} // parameter -> variable
 	for env, name := range envParameters(t, tpl) {
-		p, _ := tpl.Parameter(name)
-		n, ok := config.Numbers[env]
-		if p.Type != "Number" || !ok {
+		readBy[name] = env
+	}
+	uses := numberUses(t, tpl)
+	doc := fractionBullet(t)
+	for _, p := range tpl.Parameters() {
+		if p.Type != "Number" {
 			continue
 		}
-		give := strconv.Itoa(n.Min) + ".5"
-		if err := p.Check(give); err != nil {
-			t.Errorf("template %s refuses %q (%v): move it to the agreement test", name, give, err)
+		give := "1.5"
+		if p.MinValue != nil {
+			give = strconv.FormatFloat(*p.MinValue, 'f', -1, 64) + ".5"
 		}
-		if _, err := n.Parse(give); err == nil {
-			t.Errorf("code accepts %s=%q, want it refused at cold start", env, give)
+		if err := p.Check(give); err != nil {
+			t.Errorf("template %s refuses %q (%v): move it to the agreement test", p.Name, give, err)
+		}
+		whole, wholeOK := wholeNumberProperties[p.Name]
+		double, doubleOK := doubleProperties[p.Name]
+		switch env, read := readBy[p.Name]; {
+		case read:
+			if _, err := config.Numbers[env].Parse(give); err == nil {
+				t.Errorf("code accepts %s=%q, want it refused at cold start", env, give)
+			}
+			continue
+		case wholeOK:
+			if !equalSets(uses[p.Name], whole) {
+				t.Errorf("%s is used by %v, wholeNumberProperties lists %v: check what each use takes", p.Name, uses[p.Name], whole)
+			}
+			if !strings.Contains(doc, "`"+p.Name+"`") {
+				t.Errorf("docs/configuration.md does not name %s among the fractions AWS refuses mid-deploy:\n%s", p.Name, doc)
+			}
+		case doubleOK:
+			if !equalSets(uses[p.Name], double) {
+				t.Errorf("%s is used by %v, doubleProperties lists %v: check what each use takes", p.Name, uses[p.Name], double)
+			}
+		default:
+			t.Errorf("Number parameter %s is neither read by a function nor listed by what AWS property it sets: a fraction reaches it unchecked", p.Name)
 		}
 	}
+}
+
+// wholeNumberProperties are the Number parameters no function reads whose every use takes a whole
+// number (the template keys under which the parameter is used): AWS refuses a fraction there.
+var wholeNumberProperties = map[string][]string{
+	// The sample workflows' TimeoutSeconds, a positive integer in the Amazon States Language.
+	"ExecutionTimeoutSeconds": {"TimeoutSecondsMember"},
+	// AWS::Lambda::Function ReservedConcurrentExecutions (Integer); the condition that sets it.
+	"ReleaserReservedConcurrency": {"HasReleaserReservedConcurrency", "ReservedConcurrentExecutions"},
+	// AWS::CloudWatch::Alarm EvaluationPeriods and DatapointsToAlarm (Integer).
+	"StalledMinutes": {"DatapointsToAlarm", "EvaluationPeriods"},
+	// The event source mapping's ScalingConfig MaximumConcurrency (Integer).
+	"StarterMaxConcurrency": {"MaximumConcurrency"},
+}
+
+// doubleProperties are the Number parameters no function reads that set an alarm's Threshold
+// (Double): a fraction is a threshold like any other.
+var doubleProperties = map[string][]string{
+	"FailedExecutionsThreshold":   {"Threshold"},
+	"GeneralQueueAgeAlarmSeconds": {"Threshold"},
+	"LanesQueueAgeAlarmSeconds":   {"Threshold"},
+	"PauseAlarmSeconds":           {"Threshold"},
+}
+
+// numberUses maps each Number parameter to the template keys under which it is used: the nearest
+// mapping key above each !Ref of it or ${Name} in a !Sub, outside the Parameters section.
+func numberUses(t *testing.T, tpl *cfntemplate.Template) map[string][]string {
+	t.Helper()
+	data, err := os.ReadFile(templatePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		t.Fatal(err)
+	}
+	numbers := map[string]bool{}
+	for _, p := range tpl.Parameters() {
+		if p.Type == "Number" {
+			numbers[p.Name] = true
+		}
+	}
+	seen := map[string]map[string]bool{}
+	add := func(param, key string) {
+		if seen[param] == nil {
+			seen[param] = map[string]bool{}
+		}
+		seen[param][key] = true
+	}
+	var walk func(n *yaml.Node, key string)
+	walk = func(n *yaml.Node, key string) {
+		if n.Kind == yaml.ScalarNode {
+			switch {
+			case n.Tag == "!Ref" && numbers[n.Value]:
+				add(n.Value, key)
+			case n.Tag == "!Sub":
+				for name := range numbers {
+					if strings.Contains(n.Value, "${"+name+"}") {
+						add(name, key)
+					}
+				}
+			}
+			return
+		}
+		if n.Kind == yaml.MappingNode {
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k := n.Content[i].Value
+				if key == "" && k == "Parameters" {
+					continue
+				}
+				walk(n.Content[i+1], k)
+			}
+			return
+		}
+		for _, c := range n.Content {
+			walk(c, key)
+		}
+	}
+	walk(&root, "")
+	out := map[string][]string{}
+	for p, keys := range seen {
+		for k := range keys {
+			out[p] = append(out[p], k)
+		}
+		slices.Sort(out[p])
+	}
+	return out
+}
+
+func equalSets(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}
+
+// fractionBullet is the item of docs/configuration.md that says who refuses a fraction in a
+// whole-number parameter.
+func fractionBullet(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "configuration.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const start = "- a fraction in a whole-number parameter"
+	text := string(data)
+	i := strings.Index(text, start)
+	if i < 0 {
+		t.Fatalf("docs/configuration.md has no item %q", start)
+	}
+	end := strings.Index(text[i:], "\n\n")
+	if end < 0 {
+		end = len(text) - i
+	}
+	return text[i : i+end]
 }
 
 // The parameters no function reads refuse, before any resource is touched, what AWS would refuse

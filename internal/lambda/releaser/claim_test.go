@@ -13,6 +13,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 
+	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/deadletter"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
@@ -124,6 +125,67 @@ func gauges(t *testing.T, emf []byte) map[string]map[string]float64 {
 		}
 	}
 	return out
+}
+
+// Each sweep reports how long each paused type has been paused (PausedSeconds), per type and in
+// total over types: the paused alarm reads the total's maximum, and the stalled alarm is held quiet
+// by it while a pause keeps jobs waiting on purpose. A type that is not paused reports nothing.
+func TestSweepReportsHowLongEachPausedTypeHasBeenPaused(t *testing.T) {
+	r := newRig(t)
+	res, err := config.NewResolver(config.Defaults{
+		Limits: map[string]int{"reports": 3, "payments": 50}, DefaultMaxAttempts: 3, StateMachineArn: smArn,
+	}, overrides{{Type: "reports", Pause: &config.Pause{Reason: "INC-7", Since: t0.Add(-10 * time.Minute)}}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.svc.Config = res
+	var emf bytes.Buffer
+	r.svc.Metrics = metrics.New(&emf, "sfnlimit")
+	if _, err := r.h.Handle(context.Background(), fixture(t, "scheduled_event.json")); err != nil {
+		t.Fatalf("Handle(scheduled event) = %v", err)
+	}
+	got := map[string][]any{} // Type -> samples
+	sc := bufio.NewScanner(bytes.NewReader(emf.Bytes()))
+	for sc.Scan() {
+		var line struct {
+			Type   string
+			Paused []any `json:"PausedSeconds"`
+			AWS    struct {
+				CloudWatchMetrics []struct {
+					Namespace  string
+					Dimensions [][]string
+					Metrics    []struct{ Name, Unit string }
+				}
+			} `json:"_aws"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+			t.Fatalf("EMF line %s: %v", sc.Text(), err)
+		}
+		if line.Paused == nil {
+			continue
+		}
+		got[line.Type] = append(got[line.Type], line.Paused...)
+		if len(line.AWS.CloudWatchMetrics) != 1 {
+			t.Fatalf("EMF line %s: want one metric directive", sc.Text())
+		}
+		d := line.AWS.CloudWatchMetrics[0]
+		if want := [][]string{{"Type"}, {}}; d.Namespace != "sfnlimit" || len(d.Dimensions) != 2 ||
+			!equal(d.Dimensions[0], want[0]) || len(d.Dimensions[1]) != 0 {
+			t.Errorf("PausedSeconds directive = %+v, want namespace sfnlimit, dimensions [Type] and [] (the alarms read the total)", d)
+		}
+		if len(d.Metrics) != 1 || d.Metrics[0].Name != metrics.PausedSeconds || d.Metrics[0].Unit != "Seconds" {
+			t.Errorf("PausedSeconds metrics = %+v, want PausedSeconds in Seconds", d.Metrics)
+		}
+	}
+	if v := got["reports"]; len(v) != 1 || v[0] != float64(600) {
+		t.Errorf("reports PausedSeconds = %v, want one sample of 600 (paused ten minutes)", v)
+	}
+	if v, ok := got["payments"]; ok {
+		t.Errorf("payments PausedSeconds = %v, want none: it is not paused", v)
+	}
+	if len(got) != 1 {
+		t.Errorf("PausedSeconds reported for %v, want reports only", got)
+	}
 }
 
 // A claim is released exactly as a running lease is, whatever the outcome.

@@ -621,12 +621,14 @@ func (r RedriveResult) WriteTable(w io.Writer) error {
 // dash is a field of a dead letter as printed for people: "-" when empty, quoted with its control
 // characters escaped when it has any. The fields come from producers (a refused job's id and type)
 // and workflows (error, cause): a newline, tab or terminal escape in them must not forge rows or
-// columns, nor reach the terminal.
+// columns, nor reach the terminal. A field with a space at either end (spaces alone print as
+// nothing) or two spaces in a row (a column's edge) is quoted too.
 func dash(s string) string {
 	if s == "" {
 		return "-"
 	}
-	if strings.IndexFunc(s, func(r rune) bool { return !unicode.IsGraphic(r) || (unicode.IsSpace(r) && r != ' ') }) >= 0 {
+	if strings.IndexFunc(s, func(r rune) bool { return !unicode.IsGraphic(r) || (unicode.IsSpace(r) && r != ' ') }) >= 0 ||
+		strings.HasPrefix(s, " ") || strings.HasSuffix(s, " ") || strings.Contains(s, "  ") {
 		return strconv.QuoteToGraphic(s)
 	}
 	return s

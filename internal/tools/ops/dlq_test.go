@@ -509,12 +509,21 @@ func TestDeadLetterFieldsAreEscaped(t *testing.T) {
 	forged := DeadLetter{MessageID: "m-1", Reason: "invalid_id", Type: "payments", Source: "router",
 		JobID: "x\n1s      attempts_exhausted  payments  victim-7\t3", Error: "boom\x1b[2J", SentAt: now.Add(-time.Second)}
 	plain := DeadLetter{MessageID: "m-2", Reason: "attempts_exhausted", Type: "payments", JobID: "order-1", Attempt: 3, Source: "releaser", SentAt: now.Add(-time.Minute)}
+	// Spaces alone print nothing but widen a column, and a run of them inside a field reads as a
+	// column's edge: such a field is quoted too.
+	blank := DeadLetter{MessageID: "m-3", Reason: "invalid_id", Type: "payments", Source: "router",
+		JobID: "   ", Error: "  ", SentAt: now.Add(-time.Second)}
+	spaced := DeadLetter{MessageID: "m-4", Reason: "invalid_id", Type: "payments", Source: "router",
+		JobID: "y  releaser", SentAt: now.Add(-time.Second)}
 	var list bytes.Buffer
-	if err := WriteDeadLetters(&list, []DeadLetter{forged, plain}, 2, now); err != nil {
+	if err := WriteDeadLetters(&list, []DeadLetter{forged, plain, blank, spaced}, 4, now); err != nil {
 		t.Fatal(err)
 	}
+	if !strings.Contains(list.String(), `"  "`+"\n") {
+		t.Errorf("dlq list does not show an error of spaces alone quoted:\n%s", list.String())
+	}
 	var redrive bytes.Buffer
-	if err := (RedriveResult{Redriven: 2, Moved: []DeadLetter{forged, plain}}).WriteTable(&redrive); err != nil {
+	if err := (RedriveResult{Redriven: 4, Moved: []DeadLetter{forged, plain, blank, spaced}}).WriteTable(&redrive); err != nil {
 		t.Fatal(err)
 	}
 	for name, out := range map[string]string{"dlq list": list.String(), "dlq redrive": redrive.String()} {
@@ -526,6 +535,12 @@ func TestDeadLetterFieldsAreEscaped(t *testing.T) {
 		}
 		if !strings.Contains(out, "order-1") {
 			t.Errorf("%s lost the plain row:\n%s", name, out)
+		}
+		if !strings.Contains(out, `"   "`) {
+			t.Errorf("%s does not show an id of spaces alone quoted:\n%s", name, out)
+		}
+		if !strings.Contains(out, `"y  releaser"`) {
+			t.Errorf("%s does not show an id with a run of spaces quoted:\n%s", name, out)
 		}
 		for _, line := range strings.Split(out, "\n") {
 			if strings.Contains(line, "victim-7") && !strings.Contains(line, "m-1") && !strings.Contains(line, "invalid_id") {
