@@ -556,3 +556,37 @@ func TestReleaseUnderARedeliverySeedHolds(t *testing.T) {
 		return traced(w, "this message's claim was freed by a release while this delivery looked")
 	})
 }
+
+// A batch that never closed (found by the survey of all+pools at seed 20857, on the code before the
+// fix): gamma-j068's lane copy, its start killed and its lease taken back by the sweep, was moved to
+// its waiting group by one delivery, which deleted the message; the moved copy bound lane 1 again,
+// and a twin of the moving delivery claimed that later bind's lease and started the job. The later
+// bind's copy found the attempt running and took the lane over under its own message id; the
+// execution's release, naming the twin's message, dropped that claim as a duplicate's, and the
+// job's success was counted nowhere (had the attempt failed, nothing would have retried it). A copy
+// of an earlier bind claims a bound lease only while its delivery still holds its message
+// (TestStaleCopyOfAnEarlierBindDoesNotClaimALaterBind). Later changes moved seed 20857 off the path;
+// profile races reaches it within its first seeds, each keeping every invariant.
+//
+//	SEED=20857 TRACE=j068 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile all+pools
+func TestStaleCopyOfAnEarlierBindSeedHolds(t *testing.T) {
+	holdsOnPath(t, "races", 400, func(w *World) bool {
+		return traced(w, "stale copy of an earlier bind, its message gone")
+	})
+}
+
+// A job lost (found at seed 211 of races by the search for the path above): gamma-j022's attempt 2
+// failed in lane 2 under a lowered limit, and its delivery moved the job, with its count, to its
+// waiting group, deleting its message and lease. A twin of that delivery found no lease and attempt
+// 1 run by its message, claimed it back (a reclaim), found its message gone, and could not drop the
+// claim (a throttled DeleteItem). The moved copy took that claim for the job's run and dropped
+// itself; the sweep retried attempt 1 through a message that no longer existed. A delivery that
+// would reclaim an attempt checks that it holds its message before its claim
+// (TestTwinReclaimingAfterTheMoveWritesNothing).
+//
+//	SEED=211 TRACE=j022 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile races
+func TestTwinReclaimingAfterAMoveSeedHolds(t *testing.T) {
+	holdsOnPath(t, "races", 400, func(w *World) bool {
+		return traced(w, "stale delivery of a message gone since its attempt ran")
+	})
+}
