@@ -37,14 +37,7 @@ var resourceOnly = map[string]string{
 // a parameter to that parameter.
 func envParameters(t *testing.T, tpl *cfntemplate.Template) map[string]string {
 	t.Helper()
-	data, err := os.ReadFile(templatePath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
-		t.Fatal(err)
-	}
+	root := templateRoot(t)
 	out := map[string]string{}
 	var walk func(n *yaml.Node, underVariables bool)
 	walk = func(n *yaml.Node, underVariables bool) {
@@ -254,14 +247,7 @@ var doubleProperties = map[string][]string{
 // mapping key above each !Ref of it or ${Name} in a !Sub, outside the Parameters section.
 func numberUses(t *testing.T, tpl *cfntemplate.Template) map[string][]string {
 	t.Helper()
-	data, err := os.ReadFile(templatePath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
-		t.Fatal(err)
-	}
+	root := templateRoot(t)
 	numbers := map[string]bool{}
 	for _, p := range tpl.Parameters() {
 		if p.Type == "Number" {
@@ -397,4 +383,18 @@ func TestResourceParametersRefuseWhatAWSRefuses(t *testing.T) {
 	if !slices.ContainsFunc(tpl.Rules(), func(r cfntemplate.Rule) bool { return r.Name == "ExtraStateMachineArnsWellFormed" }) {
 		t.Errorf("template has no rule ExtraStateMachineArnsWellFormed")
 	}
+}
+
+// templateRoot is template.yaml's YAML tree, its tags (!Ref, !Sub) kept.
+func templateRoot(t *testing.T) yaml.Node {
+	t.Helper()
+	data, err := os.ReadFile(templatePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		t.Fatal(err)
+	}
+	return root
 }

@@ -39,13 +39,8 @@ func (b *bus) PutEvents(_ context.Context, in *eventbridge.PutEventsInput, _ ...
 func TestRouterBatches(t *testing.T) {
 	ctx := context.Background()
 	ev := loadEvent(t, "sqs-batches.json")
-	ledger := batch.New(fakes.NewDynamoDB("t"), "t")
-	b := &bus{}
-	tracker := batchend.New(ledger, b, "s", slog.New(slog.DiscardHandler))
-	sender, dlq := &fakeSender{}, &fakeDLQ{}
-	r := newRouter(&fakeConfig{limits: limits}, sender, nil, nil)
-	r.DLQ = batchend.DeadLetters{Next: dlq, Tracker: tracker}
-	r.Batches = tracker
+	g := newBatchRig()
+	ledger, b, sender, dlq, r := g.ledger, g.bus, g.sender, g.dlq, g.r
 
 	resp, err := r.Handle(ctx, ev)
 	if err != nil {
@@ -115,13 +110,8 @@ func TestRouterBatches(t *testing.T) {
 // refused one and q-1, which has not ended) closes while q-1 still runs.
 func TestRedrivenRefusalWithoutIDIsCountedOnce(t *testing.T) {
 	ctx := context.Background()
-	ledger := batch.New(fakes.NewDynamoDB("t"), "t")
-	b := &bus{}
-	tracker := batchend.New(ledger, b, "s", slog.New(slog.DiscardHandler))
-	dlq := &fakeDLQ{}
-	r := newRouter(&fakeConfig{limits: limits}, &fakeSender{}, nil, nil)
-	r.DLQ = batchend.DeadLetters{Next: dlq, Tracker: tracker}
-	r.Batches = tracker
+	g := newBatchRig()
+	ledger, b, dlq, r := g.ledger, g.bus, g.dlq, g.r
 	msg := func(id, body string) events.SQSMessage {
 		return events.SQSMessage{MessageId: id, Body: body, Attributes: map[string]string{"ApproximateReceiveCount": "1", "SentTimestamp": "1709978500000"}}
 	}
@@ -156,13 +146,8 @@ func TestRedrivenRefusalWithoutIDIsCountedOnce(t *testing.T) {
 // batch, here nobody, and refuses it batch_not_open at its third delivery, uncounted.
 func TestRefusedForItsTypeOpensItsBatch(t *testing.T) {
 	ctx := context.Background()
-	ledger := batch.New(fakes.NewDynamoDB("t"), "t")
-	b := &bus{}
-	tracker := batchend.New(ledger, b, "s", slog.New(slog.DiscardHandler))
-	dlq := &fakeDLQ{}
-	r := newRouter(&fakeConfig{limits: limits}, &fakeSender{}, nil, nil)
-	r.DLQ = batchend.DeadLetters{Next: dlq, Tracker: tracker}
-	r.Batches = tracker
+	g := newBatchRig()
+	ledger, b, dlq, r := g.ledger, g.bus, g.dlq, g.r
 	m := events.SQSMessage{MessageId: "c0000000-0000-4000-8000-000000000009", Body: `{"type":"bad-type","id":"t-1","batch":"one","batchSize":1,"input":{}}`,
 		Attributes: map[string]string{"ApproximateReceiveCount": "1", "SentTimestamp": "1709978500000"}}
 	resp, err := r.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{m}})
@@ -240,13 +225,8 @@ func TestRefusalClosingABatchWhileEventBridgeIsDown(t *testing.T) {
 // only: a producer naming the owner in that attribute is still itself.
 func TestRouterBatchBelongsToItsOpener(t *testing.T) {
 	ctx := context.Background()
-	ledger := batch.New(fakes.NewDynamoDB("t"), "t")
-	b := &bus{}
-	tracker := batchend.New(ledger, b, "s", slog.New(slog.DiscardHandler))
-	sender, dlq := &fakeSender{}, &fakeDLQ{}
-	r := newRouter(&fakeConfig{limits: limits}, sender, nil, nil)
-	r.DLQ = batchend.DeadLetters{Next: dlq, Tracker: tracker}
-	r.Batches = tracker
+	g := newBatchRig()
+	ledger, b, sender, dlq, r := g.ledger, g.bus, g.sender, g.dlq, g.r
 	r.Self = "AROAROUTER"
 	const owner, mallory = "AIDAOWNER", "AROAMALLORY:tenant-b"
 	n := 0
@@ -343,12 +323,8 @@ func (o openAfterCheck) Admit(ctx context.Context, j job.Job, sender string) err
 // Completed) before the owner's one job ran. A refusal is counted only in its sender's batch.
 func TestRouterBatchNotOpenRefusalIsNotCountedInAnotherSendersBatch(t *testing.T) {
 	ctx := context.Background()
-	ledger := batch.New(fakes.NewDynamoDB("t"), "t")
-	b := &bus{}
-	tracker := batchend.New(ledger, b, "s", slog.New(slog.DiscardHandler))
-	sender, dlq := &fakeSender{}, &fakeDLQ{}
-	r := newRouter(&fakeConfig{limits: limits}, sender, nil, nil)
-	r.DLQ = batchend.DeadLetters{Next: dlq, Tracker: tracker}
+	g := newBatchRig()
+	ledger, b, tracker, r := g.ledger, g.bus, g.tracker, g.r
 	const owner, mallory = "AIDAOWNER", "AROAMALLORY:tenant-b"
 	r.Batches = openAfterCheck{Tracker: tracker, ledger: ledger, owner: owner}
 	m := events.SQSMessage{MessageId: "e0000000-0000-4000-8000-000000000001", Body: `{"type":"payments","id":"m-1","batch":"up","input":{}}`,
@@ -374,13 +350,8 @@ func TestRouterBatchNotOpenRefusalIsNotCountedInAnotherSendersBatch(t *testing.T
 // checked as for any other refusal: another sender's is batch_not_owned, never counted.
 func TestRouterBadBatchSizeIsNotCountedInAnotherSendersBatch(t *testing.T) {
 	ctx := context.Background()
-	ledger := batch.New(fakes.NewDynamoDB("t"), "t")
-	b := &bus{}
-	tracker := batchend.New(ledger, b, "s", slog.New(slog.DiscardHandler))
-	sender, dlq := &fakeSender{}, &fakeDLQ{}
-	r := newRouter(&fakeConfig{limits: limits}, sender, nil, nil)
-	r.DLQ = batchend.DeadLetters{Next: dlq, Tracker: tracker}
-	r.Batches = tracker
+	g := newBatchRig()
+	ledger, b, dlq, r := g.ledger, g.bus, g.dlq, g.r
 	const owner, mallory = "AIDAOWNER", "AROAMALLORY:tenant-b"
 	if err := ledger.OpenBy(ctx, "up", 2, owner, time.Now()); err != nil {
 		t.Fatal(err)
@@ -418,4 +389,24 @@ func TestRouterBadBatchSizeIsNotCountedInAnotherSendersBatch(t *testing.T) {
 		t.Errorf("%s's batch up after %s's jobs with bad sizes: recorded %d, closed %v, %d events; want 0, open, none",
 			owner, mallory, up.Recorded, up.Closed, len(b.events))
 	}
+}
+
+// batchRig is a router whose jobs' batches are tracked in a ledger on a fake table, with the
+// completion events on bus, its lanes copies in sender and its dead letters in dlq.
+type batchRig struct {
+	r       *router.Router
+	ledger  *batch.Ledger
+	bus     *bus
+	tracker *batchend.Tracker
+	sender  *fakeSender
+	dlq     *fakeDLQ
+}
+
+func newBatchRig() batchRig {
+	g := batchRig{ledger: batch.New(fakes.NewDynamoDB("t"), "t"), bus: &bus{}, sender: &fakeSender{}, dlq: &fakeDLQ{}}
+	g.tracker = batchend.New(g.ledger, g.bus, "s", slog.New(slog.DiscardHandler))
+	g.r = newRouter(&fakeConfig{limits: limits}, g.sender, nil, nil)
+	g.r.DLQ = batchend.DeadLetters{Next: g.dlq, Tracker: g.tracker}
+	g.r.Batches = g.tracker
+	return g
 }
