@@ -2,14 +2,9 @@ package starter
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sfn"
-	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
@@ -288,9 +283,16 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 		// Received before, and no lease: this message may have run the attempt already, and the
 		// release that freed its lease counted its end (its DeleteMessage had a handle gone stale),
 		// perhaps while the execution still ran its release step. Known before the claim, so that
-		// the claim says so even if this delivery stops after it.
-		if x.leaseless, err = s.ranAlready(ctx, x, stateMachine, attempt); err != nil {
+		// the claim says so even if this delivery stops after it. Its retries in the lane ran
+		// later attempts that its body does not count (a retry writes only the lease): the one to
+		// claim back is the last it ran, whose end the release counted, not the first, whose
+		// failure a release would act on again.
+		last, _, err := s.lastOwnAttempt(ctx, x, stateMachine, attempt)
+		if err != nil {
 			return hold, err
+		}
+		if x.leaseless = last > 0; x.leaseless {
+			attempt = last
 		}
 		if x.leaseless {
 			// ...or a twin of a delivery that has since moved the job on, its count in the moved
@@ -444,22 +446,4 @@ func (s *Starter) countOthers(ctx context.Context, x *msg, own lease.Lease) (n, 
 		}
 	}
 	return n, others, nil
-}
-
-// ranAlready reports whether this message ran (or runs) the attempt in this lane. With no lease, its
-// end was counted by the release that freed the lease: a workflow's release step frees it before the
-// execution ends. (A lease deleted by hand under a running attempt is the one case where this loses a
-// count; it never adds one.)
-func (s *Starter) ranAlready(ctx context.Context, x *msg, sm string, attempt int) (bool, error) {
-	arn := job.ExecutionArn(sm, job.RunName(x.key.Type, x.job.Sender, x.job.Key, x.job.ID, x.job.Redrive, attempt))
-	d, err := s.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: &arn})
-	if isErr[*sfntypes.ExecutionDoesNotExist](err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("describe execution %s this message may have run: %w", arn, err)
-	}
-	var in job.ExecutionInput
-	_ = json.Unmarshal([]byte(aws.ToString(d.Input)), &in)
-	return in.Job.MessageID == x.MessageId && in.Job.Lane == x.key.Lane && sameJob(in.Job, x), nil
 }

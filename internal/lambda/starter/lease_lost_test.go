@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go"
@@ -802,5 +803,74 @@ func TestAttemptReleasedAroundItsRedeliveryIsNotCountedTwice(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// The same with a retry between: the job's message ran attempt 1 (failed) and, retried in its lane,
+// attempt 2 (succeeded), and the release of attempt 2 deleted the message with a receipt handle a
+// later receive had replaced (SQS answers OK and keeps the message). Its body still counts no
+// attempt (a retry in place writes only the lease, which the release freed), so a look at attempt 1
+// alone took the message for attempt 1's, failed: its retry started attempt 2 again, found it
+// SUCCEEDED, and counted the job's success a second time (simulation seed 41 of
+// actions+skew+kill+events). The message's last attempt, the one to finish, is the last that it ran.
+func TestLaterAttemptWithoutItsLeaseIsNotCountedTwice(t *testing.T) {
+	r := newRig(t, nil)
+	published := metrics.NewCollector()
+	r.rel.Metrics = metrics.New(published, "test")
+	if deliver(t, r, 1) {
+		t.Fatal("first delivery acknowledged; want it held")
+	}
+	if !r.sfn.Close(execArn("reports", "r-1001", 1), sfntypes.ExecutionStatusFailed, "JobFailed", "boom") {
+		t.Fatal("no attempt 1")
+	}
+	res, err := r.rel.Release(context.Background(), releaser.Request{Key: reports1, JobID: "r-1001", Attempt: 1, Outcome: releaser.Failed, Source: "workflow"})
+	if err != nil || res != releaser.Retried {
+		t.Fatalf("release of attempt 1 = %v, %v; want retried", res, err)
+	}
+	if deliver(t, r, 2) { // the retry starts attempt 2 in the lane
+		t.Fatal("the retry's delivery was acknowledged; want it held")
+	}
+	if !r.sfn.Close(execArn("reports", "r-1001", 2), sfntypes.ExecutionStatusSucceeded, "", "") {
+		t.Fatal("no attempt 2")
+	}
+	res, err = r.rel.Release(context.Background(), releaser.Request{Key: reports1, JobID: "r-1001", Attempt: 2, Outcome: releaser.Succeeded, Source: "workflow"})
+	if err != nil || res != releaser.Deleted {
+		t.Fatalf("release of attempt 2 = %v, %v; want deleted", res, err)
+	}
+	// The message comes back; its delivery claims the job's attempt back and stops before its start
+	// (a throttled StartExecution, then the invocation's end), and the sweep releases the claim by
+	// the state of the execution it names.
+	r.sfn.OnStart = func(*sfn.StartExecutionInput) error {
+		return fakes.APIError("ThrottlingException", "Rate exceeded")
+	}
+	if deliver(t, r, 3) {
+		t.Fatal("a delivery whose start was refused was acknowledged")
+	}
+	r.sfn.OnStart = nil
+	l, ok := r.leases.Lease(reports1)
+	if !ok {
+		t.Fatal("no claim left by the refused start")
+	}
+	e, _ := r.sfn.Execution(l.ExecutionArn)
+	outcome := releaser.Failed
+	if e.Status == sfntypes.ExecutionStatusSucceeded {
+		outcome = releaser.Succeeded
+	}
+	if _, err := r.rel.Release(context.Background(), releaser.Request{Key: reports1, JobID: "r-1001", Attempt: l.Attempt, Outcome: outcome, Source: "sweep", ExecutionArn: l.ExecutionArn}); err != nil {
+		t.Fatal(err)
+	}
+	for receive := 4; receive <= 6 && !deliver(t, r, receive); receive++ {
+	}
+	if err := r.rel.Metrics.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := published.Sum("", metrics.JobsSucceeded); got != 1 {
+		t.Errorf("JobsSucceeded = %v, want 1 (one job succeeded once)", got)
+	}
+	if n := len(r.sfn.Executions()); n != 2 {
+		t.Errorf("%d executions, want 2", n)
+	}
+	if l, ok := r.leases.Lease(reports1); ok {
+		t.Errorf("job ended, yet its lane keeps lease %+v", l)
 	}
 }

@@ -2,7 +2,6 @@ package starter_test
 
 import (
 	"context"
-	"encoding/json"
 	"sync"
 	"testing"
 
@@ -436,12 +435,11 @@ func (throttledDeletes) Delete(context.Context, lease.Lease) error {
 func TestTwinReclaimingAfterTheMoveWritesNothing(t *testing.T) {
 	ctx := context.Background()
 	r := newRigStrategy(t, nil, lane.FirstFree)
-	r.sfn.Put(execution("reports", 2, "r-1", 1, "FAILED", "JobFailed", "boom"))
+	r.sfn.Put(startedBy(t, execution("reports", 2, "r-1", 1, "FAILED", "JobFailed", "boom"), "msg-r-1"))
 	r.sqs.OnChangeVisibility = func(in *sqs.ChangeMessageVisibilityInput) error {
 		return &smithy.GenericAPIError{Code: "ReceiptHandleIsInvalid", Message: "The receipt handle has expired.", Fault: smithy.FaultClient}
 	}
-	twin := jobMessage(t, "reports", 2, "r-1", 0, 3)
-	twin.MessageId = startedByMessage(t, r, "r-1", 1)
+	twin := jobMessage(t, "reports", 2, "r-1", 0, 3) // message msg-r-1, which ran attempt 1
 	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{twin}}); err != nil {
 		t.Fatal(err)
 	}
@@ -451,21 +449,4 @@ func TestTwinReclaimingAfterTheMoveWritesNothing(t *testing.T) {
 	if starts := startNames(r.sfn); len(starts) != 0 {
 		t.Errorf("starts = %v, want none", starts)
 	}
-}
-
-// startedByMessage is the message id in the input of job id's attempt's execution (in r's fake Step
-// Functions): the message that ran it.
-func startedByMessage(t *testing.T, r *rig, id string, attempt int) string {
-	t.Helper()
-	for _, e := range r.sfn.Executions() {
-		if e.Name == execName("reports", id, attempt) {
-			var in job.ExecutionInput
-			if err := json.Unmarshal([]byte(e.Input), &in); err != nil {
-				t.Fatal(err)
-			}
-			return in.Job.MessageID
-		}
-	}
-	t.Fatalf("no execution of %s attempt %d", id, attempt)
-	return ""
 }
