@@ -184,6 +184,23 @@ func (v View) Holds(l lease.Lease) (Slot, bool) {
 	return Slot{}, false
 }
 
+// Named is the lowest slot as read, live or not, that names l's job in l's lane. A slot freed by an
+// earlier lease of that job in that lane (a bind given back, a lease taken back) is live again once
+// l is written, whatever slot l takes: so l's bind takes that one over, on its token, and no other,
+// or the one job counts twice in the pool for as long as it runs.
+func (v View) Named(l lease.Lease) (Slot, bool) {
+	h, n := HolderOf(l), 0
+	for _, sl := range v.stored {
+		if sl.Holder == h && (n == 0 || sl.N < n) {
+			n = sl.N
+		}
+	}
+	if n == 0 {
+		return Slot{}, false
+	}
+	return *v.stored[n], true
+}
+
 // Stored is slot n as read (nil: never taken), live or not: a take over it is conditional on it.
 func (v View) Stored(n int) *Slot { return v.stored[n] }
 

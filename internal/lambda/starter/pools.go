@@ -93,11 +93,17 @@ func (s *Starter) takeSlots(ctx context.Context, cfg config.TypeConfig, b lease.
 	h := pool.HolderOf(b)
 	for i, p := range cfg.Pools {
 		v := views[i]
-		if sl, ok := v.Holds(b); ok {
-			// A slot of an earlier lease of this job in this lane, seen live now that this lease
-			// holds it: it is taken over (a write on the token read), so a bind that judged it free
-			// before this lease was written cannot take it from under this one.
+		if sl, ok := v.Named(b); ok {
+			// A slot of an earlier lease of this job in this lane, live now that this lease holds
+			// it (read before or after this lease was written): it is taken over (a write on the
+			// token read), so a bind that judged it free before this lease was written cannot take
+			// it from under this one, and this job takes no second slot beside it. Taken since, it
+			// names another job, and this one takes a free slot.
 			if _, err := s.Pools.Take(ctx, p.Name, sl.N, h, &sl); err == nil {
+				if _, live := v.Holds(b); !live {
+					s.Log.InfoContext(ctx, "took over the pool slot an earlier lease of this job in this lane named; the job counts once",
+						"jobId", b.JobID, "type", b.Type, "key", b.JobKey, "toLane", b.Lane, "pool", p.Name, "slot", sl.N)
+				}
 				continue
 			} else if !errors.Is(err, pool.ErrTaken) {
 				return "", err

@@ -488,3 +488,36 @@ func TestUnstartedClaimOfATypeThatJoinedItsPoolTakesItsLastPlace(t *testing.T) {
 		t.Errorf("starts %v, b-1 holds a slot %v, copies %d; want b-1 started in psp's last place (a-1 alone runs in it)", starts, holds, len(copies(t, r)))
 	}
 }
+
+// A job's bind given back (its other pool filled, or its lease taken back) leaves a slot naming the
+// job in its lane. Bound again in that lane, its new lease makes that slot live again: the bind
+// takes it over (on its token) rather than a second slot, or the one job counts twice in the pool
+// for as long as it runs, idling the pool's other members (simworld seed 21106 of all+pools: psp,
+// cap 2, held by one beta job in both slots for 30 minutes while alpha's lane stood idle).
+func TestRebindInTheSameLaneTakesOverTheSlotNamingItsJob(t *testing.T) {
+	ctx := context.Background()
+	r, slots := newPoolRig(t) // psp: cap 2, members a and b
+	const ln = 3              // b-1's first lane (lane.Hashed)
+	ghost := pool.HolderOf(boundLease("b", ln, "b-1"))
+	if _, err := slots.Take(ctx, "psp", 2, ghost, nil); err != nil { // its lease given back since
+		t.Fatal(err)
+	}
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{waiting(t, "b", "b-1", 2)}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("b-1's bind = %+v, %v; want it bound", resp, err)
+	}
+	if l, ok := r.leases.Lease(boundLease("b", ln, "b-1").Key()); !ok || l.JobID != "b-1" {
+		t.Fatalf("lane %d of b holds %+v, want b-1 bound there again", ln, l)
+	}
+	v, err := pool.Look(ctx, slots, r.leases, "psp", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Live) != 1 || len(v.Free) != 1 {
+		t.Errorf("pool psp: live %+v, free %+v; want b-1 in one slot and one free", v.Live, v.Free)
+	}
+	resp, err = r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{waiting(t, "a", "a-1", 1)}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Errorf("a-1's bind = %+v, %v; want it bound in psp's second place (b-1 alone runs in the pool)", resp, err)
+	}
+}

@@ -590,3 +590,20 @@ func TestTwinReclaimingAfterAMoveSeedHolds(t *testing.T) {
 		return traced(w, "stale delivery of a message gone since its attempt ran")
 	})
 }
+
+// A job counted twice in its pool (found at seed 21106 of all+pools; fixed): beta-j055's bind in
+// lane 1 took slot 2 of psp (cap 2), found pool llm full and gave its lane back, leaving slot 2
+// naming j055 in lane 1. Bound in lane 1 again 20 seconds later, it took slot 1, the lowest free, and
+// its new lease made slot 2 live again: the one job held both slots for the 30 minutes it ran (three
+// attempts), and alpha, psp's other member, parked at the pool's cap with its one lane idle for 32
+// minutes. A bind takes over the slot naming its job in its lane instead of a second one
+// (TestRebindInTheSameLaneTakesOverTheSlotNamingItsJob). The path is common (seed 2 of all+pools
+// runs it, seed 21106 three times); this holds the first seed that runs it, each seed before it
+// keeping every invariant.
+//
+//	SEED=21106 TRACE=j055 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile all+pools
+func TestJobCountedTwiceInItsPoolSeedHolds(t *testing.T) {
+	holdsOnPath(t, "all+pools", 100, func(w *World) bool {
+		return traced(w, "took over the pool slot an earlier lease of this job in this lane named")
+	})
+}
