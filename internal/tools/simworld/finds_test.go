@@ -614,4 +614,3 @@ func TestStaleCopyOfAnEarlierBindSeedHolds(t *testing.T) {
 		return traced(w, "stale copy of an earlier bind, its message gone")
 	})
 }
-
