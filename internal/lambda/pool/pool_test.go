@@ -90,6 +90,13 @@ func TestLook(t *testing.T) {
 		{name: "a retry (nothing runs) or a type not a member does not count", cap: 2, holders: []lease.Lease{bound("a", 1, "j1")},
 			leases:  leasesOf{bound("a", 1, "j1"), retrying("b", 1, "j2"), claim("c", 1, "j3")},
 			members: []string{"a", "b"}, wantLive: 1, wantFree: []int{2}},
+		// Type b left the pool with a job running, which failed and waits to start again: its slot
+		// (taken when the cap was higher) counts no more, or a look by a member finds the pool
+		// full while its members run less than its cap, for as long as that job is retried.
+		{name: "a slot held by a type no longer a member is free", cap: 2,
+			holders: []lease.Lease{claim("a", 1, "j1"), claim("b", 4, "j2"), retrying("b", 2, "j3")},
+			leases:  leasesOf{claim("a", 1, "j1"), claim("b", 4, "j2"), retrying("b", 2, "j3")},
+			members: []string{"a", "g"}, wantLive: 1, wantFree: []int{2}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
