@@ -154,6 +154,9 @@ type View struct {
 	// Unslotted are the claims of the member types looked at that hold no slot of the pool: jobs
 	// that ran when their type joined it (the sweep gives them slots). They count as live.
 	Unslotted []lease.Lease
+	// Left are the slots still held by jobs of types that left the pool (not among the members
+	// looked at). They count for nothing: Free may offer them.
+	Left []Slot
 	// stored are the slots read, by number.
 	stored map[int]*Slot
 }
@@ -215,7 +218,10 @@ func (v View) Room() int { return max(v.Cap-len(v.Live)-len(v.Unslotted), 0) }
 // With live slots above a lowered cap, only the lowest free slots that leave room for them are
 // offered, so two takes reading the same slots cannot both take the last place. The claims of
 // members (the pool's member types) that hold no slot count the same way: a type that joined the
-// pool under running jobs cannot let the pool start its whole cap beside them.
+// pool under running jobs cannot let the pool start its whole cap beside them. A slot whose holder's
+// type is not among members (when they are given) is free: a type that left the pool takes its jobs
+// out of it, running or retrying, or the pool would read full under its members for as long as those
+// jobs run and are retried.
 func Look(ctx context.Context, s SlotReader, leases LeaseLister, name string, cap int, members ...string) (View, error) {
 	slots, err := s.Slots(ctx, name)
 	if err != nil {
@@ -228,6 +234,9 @@ func Look(ctx context.Context, s SlotReader, leases LeaseLister, name string, ca
 			continue
 		}
 		ls, err := leases.ListType(ctx, t)
+		if err != nil && !counts(t, members) {
+			continue // its slots count for nothing: only View.Left misses them
+		}
 		if err != nil {
 			return View{}, fmt.Errorf("read leases of %s, a holder of pool %s: %w", t, name, err)
 		}
@@ -237,8 +246,12 @@ func Look(ctx context.Context, s SlotReader, leases LeaseLister, name string, ca
 	v := View{Name: name, Cap: cap, stored: stored}
 	for i, sl := range slots {
 		stored[sl.N] = &slots[i]
-		if held(sl, byType[sl.Holder.Type]) {
+		switch {
+		case !held(sl, byType[sl.Holder.Type]):
+		case counts(sl.Holder.Type, members):
 			v.Live = append(v.Live, sl)
+		default: // its type left the pool: its jobs count no more, as a joining type's count at once
+			v.Left = append(v.Left, sl)
 		}
 	}
 	for _, t := range members {
@@ -256,6 +269,12 @@ func Look(ctx context.Context, s SlotReader, leases LeaseLister, name string, ca
 	}
 	v.offer()
 	return v, nil
+}
+
+// counts reports whether the slots of type t count in a pool of members (any type, when none are
+// given: a reader that cannot list them counts every holder).
+func counts(t string, members []string) bool {
+	return len(members) == 0 || slices.Contains(members, t)
 }
 
 // offer sets the free slots a take may go for: the lowest free slots of 1..Cap that leave room for

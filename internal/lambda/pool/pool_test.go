@@ -62,6 +62,7 @@ func TestLook(t *testing.T) {
 		members  []string      // the pool's member types, whose claims without a slot count
 		wantLive int           // live slots, and claims without one
 		wantFree []int
+		wantLeft int // slots still held by jobs of types not among members
 	}{
 		{name: "empty", cap: 3, wantFree: []int{1, 2, 3}},
 		{name: "held slots are live", cap: 3, holders: []lease.Lease{bound("a", 1, "j1"), bound("b", 1, "j2")},
@@ -96,7 +97,7 @@ func TestLook(t *testing.T) {
 		{name: "a slot held by a type no longer a member is free", cap: 2,
 			holders: []lease.Lease{claim("a", 1, "j1"), claim("b", 4, "j2"), retrying("b", 2, "j3")},
 			leases:  leasesOf{claim("a", 1, "j1"), claim("b", 4, "j2"), retrying("b", 2, "j3")},
-			members: []string{"a", "g"}, wantLive: 1, wantFree: []int{2}},
+			members: []string{"a", "g"}, wantLive: 1, wantFree: []int{2}, wantLeft: 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -119,6 +120,9 @@ func TestLook(t *testing.T) {
 			}
 			if len(v.Live)+len(v.Unslotted) != tt.wantLive || !slices.Equal(free, tt.wantFree) {
 				t.Errorf("live %d (and %d claims without a slot), free %v; want live %d, free %v", len(v.Live), len(v.Unslotted), free, tt.wantLive, tt.wantFree)
+			}
+			if len(v.Left) != tt.wantLeft {
+				t.Errorf("%d slots held by types not in the pool, want %d", len(v.Left), tt.wantLeft)
 			}
 			if v.Room() != max(tt.cap-tt.wantLive, 0) {
 				t.Errorf("Room = %d, want %d", v.Room(), max(tt.cap-tt.wantLive, 0))

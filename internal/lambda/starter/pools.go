@@ -127,6 +127,11 @@ func (s *Starter) takeSlots(ctx context.Context, cfg config.TypeConfig, b lease.
 					return "", err
 				}
 				took = true
+				if len(v.Left) > 0 {
+					s.Log.InfoContext(ctx, "took a pool slot beside a job of a type that left the pool; that job counts in the pool no more",
+						"jobId", b.JobID, "type", b.Type, "toLane", b.Lane, "pool", p.Name, "slot", c.N,
+						"leftType", v.Left[0].Holder.Type, "leftJobId", v.Left[0].Holder.JobID, "leftSlot", v.Left[0].N)
+				}
 				break
 			}
 		}
