@@ -614,3 +614,19 @@ func TestStaleCopyOfAnEarlierBindSeedHolds(t *testing.T) {
 		return traced(w, "stale copy of an earlier bind, its message gone")
 	})
 }
+
+// A pool held full by a type that left it (found at seed 22342 of all+pools; fixed): beta joined psp
+// with beta-j048 running, and the sweep gave it slot 4 (psp's cap was 4). Beta left psp, psp's cap
+// went back to the deployment's 2, and j048 failed, waited while beta was paused, and ran twice
+// more: its lease held slot 4 all the while, so psp read full under cap 2 with its members, alpha
+// and gamma, running one job, and alpha parked at the pool's cap with its 5 lanes idle for 32
+// minutes. A slot held by a type not among the pool's members is free (pool.Look; TestLook's "a
+// slot held by a type no longer a member is free"). The path is common (seed 2 of all+pools runs
+// it); this holds the first seed that runs it, each seed before it keeping every invariant.
+//
+//	SEED=22342 TRACE=j035 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile all+pools
+func TestPoolHeldByATypeThatLeftItSeedHolds(t *testing.T) {
+	holdsOnPath(t, "all+pools", 100, func(w *World) bool {
+		return traced(w, "took a pool slot beside a job of a type that left the pool")
+	})
+}
