@@ -195,16 +195,20 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 			return s.move(ctx, x, l, cfg, why)
 		}
 	}
-	if l != nil && l.Status == lease.Bound && cfg.CapsKeys() && (l.KeyCap == 0 || cfg.KeyCap(x.job.Key) < l.KeyCap) {
-		// The job's first start, bound under a higher cap of its key (or before its type capped
-		// keys, or by a bind that did not record the cap): a lowered cap holds from this start, as
-		// from a retry's, and over it the job waits in its key's group with its attempts.
-		n, _, err := s.countOthers(ctx, x, *l)
+	if keyLower, limitLower := loweredSinceBind(l, cfg, x.job.Key); keyLower || limitLower {
+		// The job's first start, bound under a higher cap of its key or limit of its type (or
+		// before its type capped keys, or by a bind that did not record them): a lowered cap
+		// holds from this start, as from a retry's, the jobs still running above a lowered limit
+		// counted, and over it the job waits in its waiting group with its attempts.
+		n, others, err := s.countOthers(ctx, x, *l)
 		if err != nil {
 			return hold, err
 		}
-		if n >= cfg.KeyCap(x.job.Key) {
+		switch {
+		case keyLower && n >= cfg.KeyCap(x.job.Key):
 			return s.move(ctx, x, l, cfg, "key at its cap, lowered since the job's bind; the job waits in its key's group")
+		case limitLower && others >= cfg.Limit:
+			return s.move(ctx, x, l, cfg, "type at its limit, lowered since the job's bind; the job waits in its waiting group")
 		}
 	}
 	if l != nil && (l.Status == lease.Retrying || l.Status == lease.Starting) && (cfg.CapsKeys() || cfg.Strategy == lane.FirstFree) {
@@ -427,6 +431,17 @@ func (s *Starter) overCap(ctx context.Context, x *msg, own lease.Lease, cfg conf
 		return "type at its limit, lowered since the job's last attempt; the job waits in its waiting group", nil
 	}
 	return s.overPool(ctx, cfg, own)
+}
+
+// loweredSinceBind reports, for a bound lease b, whether its bind counted its key under a higher cap
+// than cfg's, and whether (first-free) it counted its type under a higher limit; a bind that did not
+// record one counts as higher.
+func loweredSinceBind(b *lease.Lease, cfg config.TypeConfig, key string) (keyLower, limitLower bool) {
+	if b == nil || b.Status != lease.Bound {
+		return false, false
+	}
+	return cfg.CapsKeys() && (b.KeyCap == 0 || cfg.KeyCap(key) < b.KeyCap),
+		cfg.Strategy == lane.FirstFree && (b.TypeLimit == 0 || cfg.Limit < b.TypeLimit)
 }
 
 // countOthers counts the leases of x's type in other lanes than own's: of x's key (n), and all.
