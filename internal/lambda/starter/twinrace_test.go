@@ -469,3 +469,51 @@ func startedByMessage(t *testing.T, r *rig, id string, attempt int) string {
 	t.Fatalf("no execution of %s attempt %d", id, attempt)
 	return ""
 }
+
+// The same stale copy as in TestStaleCopyOfAnEarlierBindDoesNotClaimALaterBind, come back a little
+// later: the later bind's copy has already claimed the lane and started the job. A copy of an earlier
+// bind (a twin delivery, after its own move deleted it and the moved copy was bound to the same lane
+// again) finds that claim, of another message of its job, and writes its own over it: its message id
+// and a receipt handle gone stale. The attempt's release, whose execution names the later copy, then
+// takes the lane's claim for a duplicate's and drops it, counting the job's end nowhere (the outcome
+// of seed 20857, reached through a claim rather than a bound lease). A delivery that would claim a
+// lease another message of its job holds checks first that it still holds its message.
+func TestStaleCopyDoesNotTakeOverAnotherMessagesClaim(t *testing.T) {
+	for _, st := range []lease.Status{lease.Starting, lease.Retrying} {
+		t.Run(string(st), func(t *testing.T) {
+			ctx := context.Background()
+			r := newRigStrategy(t, nil, lane.FirstFree)
+			later := leaseOf("reports", 2, "r-1", 1, st, 1)
+			later.MessageID, later.ReceiptHandle = "msg-copy-later", "AQEB-later-receive-1"
+			r.leases.Set(later)
+			e := execution("reports", 2, "r-1", 1, "RUNNING", "", "")
+			if st == lease.Retrying {
+				e.Status = "FAILED"
+			}
+			var in job.ExecutionInput
+			if err := json.Unmarshal([]byte(e.Input), &in); err != nil {
+				t.Fatal(err)
+			}
+			in.Job.MessageID = later.MessageID
+			e.Input = string(in.MustJSON())
+			r.sfn.Put(e)
+			r.sqs.OnChangeVisibility = func(in *sqs.ChangeMessageVisibilityInput) error {
+				if aws.ToString(in.ReceiptHandle) == later.ReceiptHandle {
+					return nil
+				}
+				return &smithy.GenericAPIError{Code: "ReceiptHandleIsInvalid", Message: "The input receipt handle is invalid.", Fault: smithy.FaultClient}
+			}
+			stale := jobMessage(t, "reports", 2, "r-1", 0, 1) // msg-r-1: the earlier bind's copy, deleted by its move
+			if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{stale}}); err != nil {
+				t.Fatal(err)
+			}
+			l, ok := r.leases.Lease(later.Key())
+			if !ok || l.MessageID != later.MessageID || l.ReceiptHandle != later.ReceiptHandle || l.Status != st {
+				t.Errorf("lane 2 holds %+v, want the later copy's %s lease as it was", l, st)
+			}
+			if starts := startNames(r.sfn); len(starts) != 0 {
+				t.Errorf("starts = %v, want none by a delivery whose message is gone (no message left for the attempt's retry)", starts)
+			}
+		})
+	}
+}
