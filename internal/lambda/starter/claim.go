@@ -61,20 +61,22 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 			"receives", x.receives(), "leaseReceives", l.Receives)
 		return hold, nil
 	}
-	if l != nil && l.Status == lease.Bound && !x.copyOf(*l) {
+	if l != nil && ((l.Status == lease.Bound && !x.copyOf(*l)) || ((l.Status == lease.Starting || l.Status == lease.Retrying) && l.MessageID != x.MessageId)) {
 		// A copy an earlier bind of the job sent here (a twin delivery, Lambda handing a batch over
 		// twice), back after its own move deleted it and a later bind of the moved copy wrote this
-		// lease: claimed, the job would run with no message left for a retry, and the later bind's
-		// copy would take the running attempt over under its own message id, which its release
-		// drops as a duplicate's claim, counting the job's end nowhere. Such a copy claims only while
-		// its delivery still holds its message (a copy of a stale waiting message bound again,
-		// Starter.behindCopy). One call, only off the common path.
+		// lease, or after that bind's copy claimed it: claimed, the job would run with no message
+		// left for a retry, and the later bind's copy would take the running attempt over under its
+		// own message id (or, over its claim, its release would take this copy's for a duplicate's);
+		// either way the release drops the lane's claim as a duplicate's, counting the job's end
+		// nowhere. A delivery that would claim a lease its message did not write claims only while
+		// it still holds its message (a copy of a stale waiting message bound again,
+		// Starter.behindCopy, or a duplicate of the job). One call, only off the common path.
 		current, err := s.holdsMessageFor(ctx, x, s.visibilitySeconds())
 		if err != nil {
 			return hold, err
 		}
 		if !current {
-			x.log.InfoContext(ctx, "stale copy of an earlier bind, its message gone; the lane's bound lease is left to its own copy", "boundFrom", l.MessageID)
+			x.log.InfoContext(ctx, "stale copy of the job, its message gone; the lane's lease is left to the message that wrote it", "status", l.Status, "leaseMessageId", l.MessageID)
 			s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
 			return hold, nil
 		}
