@@ -312,6 +312,15 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 				s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
 				return hold, nil
 			}
+			// The claim names the last attempt this message ran (a job retried in place: its body
+			// counts none of them), not the first: left by a delivery that stops after it, a claim
+			// of an earlier, failed attempt would be retried by the sweep, and the later attempt
+			// claimed then as a retry, its end counted a second time.
+			last, _, err := s.lastOwnAttempt(ctx, x, stateMachine, attempt+1)
+			if err != nil {
+				return hold, err
+			}
+			attempt = max(attempt, last)
 		}
 	}
 	fresh := l // the lease the claim goes on from: none for a lane bound to this job
