@@ -590,3 +590,18 @@ func TestTwinReclaimingAfterAMoveSeedHolds(t *testing.T) {
 		return traced(w, "stale delivery of a message gone since its attempt ran")
 	})
 }
+
+// A job's success counted twice (found at seed 41 of actions+skew+kill+events once 3cf08f6's check
+// moved a kill onto the path): gamma-j041, a random type's job retried in place (attempt 1 FAILED,
+// attempt 2 SUCCEEDED), outlived its lease, freed by the sweep with a receipt handle gone stale. Its
+// message's next delivery reclaimed from the attempt its body names, 1, and was killed after that
+// claim; the sweep retried the FAILED attempt 1, and the next delivery claimed attempt 2 as a retry,
+// whose release counted the success again (JobsSucceeded 96 published, 95 jobs succeeded). A
+// reclaim claims the last attempt its message ran (TestReclaimClaimsTheLastAttemptItsMessageRan).
+//
+//	SEED=41 TRACE=j041 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile actions+skew+kill+events
+func TestReclaimOfTheLastAttemptSeedHolds(t *testing.T) {
+	if w, vs := findAt(t, 41, "actions+skew+kill+events"); len(vs) > 0 {
+		t.Fatalf("seed 41 (actions+skew+kill+events): %s", w.Report(vs, 40))
+	}
+}
