@@ -76,7 +76,11 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 			return hold, err
 		}
 		if !current {
-			x.log.InfoContext(ctx, "stale copy of the job, its message gone; the lane's lease is left to the message that wrote it", "status", l.Status, "leaseMessageId", l.MessageID)
+			why := "stale copy of an earlier bind, its message gone; the lane's bound lease is left to its own copy"
+			if l.Status != lease.Bound {
+				why = "stale copy of the job, its message gone; the lane's claim is left to the message that wrote it"
+			}
+			x.log.InfoContext(ctx, why, "status", l.Status, "leaseMessageId", l.MessageID)
 			s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
 			return hold, nil
 		}
