@@ -94,6 +94,9 @@ type Lease struct {
 	// KeyCap is the cap of its job's key a bound lease's bind counted the key under (0: none, or a
 	// bind that did not record it): its claim counts the key again under a lower cap.
 	KeyCap int `dynamodbav:"keyCap,omitempty"`
+	// TypeLimit is the limit of its type a first-free bound lease's bind counted the type's leases
+	// under (0: a bind that did not record it): its claim counts them again under a lower limit.
+	TypeLimit int `dynamodbav:"typeLimit,omitempty"`
 	// PoolMembers are the member types of those pools at the bind, "a=x+y,b=y": its claim looks at
 	// its pools again when a type joined one since (its running jobs count toward the cap).
 	PoolMembers string `dynamodbav:"poolMembers,omitempty"`

@@ -1406,3 +1406,62 @@ func TestStaleCopyOfAnEarlierBindDoesNotClaimALaterBind(t *testing.T) {
 		})
 	}
 }
+
+// A job bound under a higher limit whose type's limit is lowered before its copy claims the lane: its
+// first start is a new execution of its type, as a retry's is, and the jobs still running above the
+// lowered limit count, as a bind counts them (TestRetryCountsJobsAboveALoweredLimit). Bound beside
+// three jobs running in lanes 4-6 under a limit of 6, then the limit lowered to 3: started, the type
+// would run 4. The hole the key's cap had (TestBoundJobWaitsWhenItsKeysCapWasLoweredSinceItsBind), for
+// the type's limit.
+func TestBoundJobWaitsWhenItsTypesLimitWasLoweredSinceItsBind(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		lowerTo   int // the limit goes from 6 to this between the bind and the claim (0: unchanged)
+		wantMoved bool
+	}{
+		{name: "lowered to 3: three others run", lowerTo: 3, wantMoved: true},
+		{name: "lowered to 4: room for one more", lowerTo: 4},
+		{name: "limit unchanged", lowerTo: 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			r := newRigStrategy(t, map[string]int{"reports": 6}, lane.FirstFree)
+			for _, ln := range []int{4, 5, 6} { // the bind takes one of lanes 1-3
+				r.leases.Set(leaseOf("reports", ln, fmt.Sprintf("run-%d", ln), 1, lease.Starting, 1))
+			}
+			if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{waiting(t, "reports", "r-1", 1)}}); err != nil {
+				t.Fatal(err)
+			}
+			cs := copies(t, r)
+			if len(cs) != 1 || cs[0].lane == job.WaitingLane {
+				t.Fatalf("copies = %+v, want r-1 bound to a lane", cs)
+			}
+			if tt.lowerTo > 0 {
+				res, err := config.NewResolver(config.Defaults{Limits: map[string]int{"reports": tt.lowerTo}, DefaultMaxAttempts: 3, StateMachineArn: smArn, Strategy: lane.FirstFree}, nil, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				r.st.Config, r.rel.Config = res, res
+			}
+			m := jobMessage(t, "reports", cs[0].lane, "r-1", 0, 1)
+			m.MessageId = "msg-copy-r-1"
+			m.Attributes["MessageDeduplicationId"] = cs[0].dedup
+			if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{m}}); err != nil {
+				t.Fatal(err)
+			}
+			starts := startNames(r.sfn)
+			if !tt.wantMoved {
+				if len(starts) != 1 {
+					t.Errorf("starts = %v, want r-1 started", starts)
+				}
+				return
+			}
+			if len(starts) != 0 {
+				t.Errorf("starts = %v, want none: reports runs 3 jobs, limit %d", starts, tt.lowerTo)
+			}
+			if cs := copies(t, r); len(cs) != 2 || cs[1].lane != job.WaitingLane {
+				t.Errorf("copies = %+v, want r-1 sent back to its waiting group", cs)
+			}
+		})
+	}
+}

@@ -56,20 +56,26 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 			"receives", x.receives(), "leaseReceives", l.Receives)
 		return hold, nil
 	}
-	if l != nil && l.Status == lease.Bound && !x.copyOf(*l) {
+	if l != nil && ((l.Status == lease.Bound && !x.copyOf(*l)) || ((l.Status == lease.Starting || l.Status == lease.Retrying) && l.MessageID != x.MessageId)) {
 		// A copy an earlier bind of the job sent here (a twin delivery, Lambda handing a batch over
 		// twice), back after its own move deleted it and a later bind of the moved copy wrote this
-		// lease: claimed, the job would run with no message left for a retry, and the later bind's
-		// copy would take the running attempt over under its own message id, which its release
-		// drops as a duplicate's claim, counting the job's end nowhere. Such a copy claims only while
-		// its delivery still holds its message (a copy of a stale waiting message bound again,
-		// Starter.behindCopy). One call, only off the common path.
+		// lease, or after that bind's copy claimed it: claimed, the job would run with no message
+		// left for a retry, and the later bind's copy would take the running attempt over under its
+		// own message id (or, over its claim, its release would take this copy's for a duplicate's);
+		// either way the release drops the lane's claim as a duplicate's, counting the job's end
+		// nowhere. A delivery that would claim a lease its message did not write claims only while
+		// it still holds its message (a copy of a stale waiting message bound again,
+		// Starter.behindCopy, or a duplicate of the job). One call, only off the common path.
 		current, err := s.holdsMessageFor(ctx, x, s.visibilitySeconds())
 		if err != nil {
 			return hold, err
 		}
 		if !current {
-			x.log.InfoContext(ctx, "stale copy of an earlier bind, its message gone; the lane's bound lease is left to its own copy", "boundFrom", l.MessageID)
+			why := "stale copy of an earlier bind, its message gone; the lane's bound lease is left to its own copy"
+			if l.Status != lease.Bound {
+				why = "stale copy of the job, its message gone; the lane's claim is left to the message that wrote it"
+			}
+			x.log.InfoContext(ctx, why, "status", l.Status, "leaseMessageId", l.MessageID)
 			s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
 			return hold, nil
 		}
@@ -190,16 +196,20 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 			return s.move(ctx, x, l, cfg, why)
 		}
 	}
-	if l != nil && l.Status == lease.Bound && cfg.CapsKeys() && (l.KeyCap == 0 || cfg.KeyCap(x.job.Key) < l.KeyCap) {
-		// The job's first start, bound under a higher cap of its key (or before its type capped
-		// keys, or by a bind that did not record the cap): a lowered cap holds from this start, as
-		// from a retry's, and over it the job waits in its key's group with its attempts.
-		n, _, err := s.countOthers(ctx, x, *l)
+	if keyLower, limitLower := loweredSinceBind(l, cfg, x.job.Key); keyLower || limitLower {
+		// The job's first start, bound under a higher cap of its key or limit of its type (or
+		// before its type capped keys, or by a bind that did not record them): a lowered cap
+		// holds from this start, as from a retry's, the jobs still running above a lowered limit
+		// counted, and over it the job waits in its waiting group with its attempts.
+		n, others, err := s.countOthers(ctx, x, *l)
 		if err != nil {
 			return hold, err
 		}
-		if n >= cfg.KeyCap(x.job.Key) {
+		switch {
+		case keyLower && n >= cfg.KeyCap(x.job.Key):
 			return s.move(ctx, x, l, cfg, "key at its cap, lowered since the job's bind; the job waits in its key's group")
+		case limitLower && others >= cfg.Limit:
+			return s.move(ctx, x, l, cfg, "type at its limit, lowered since the job's bind; the job waits in its waiting group")
 		}
 	}
 	if l != nil && (l.Status == lease.Retrying || l.Status == lease.Starting) && (cfg.CapsKeys() || cfg.Strategy == lane.FirstFree) {
@@ -429,6 +439,17 @@ func (s *Starter) overCap(ctx context.Context, x *msg, own lease.Lease, cfg conf
 		return "type at its limit, lowered since the job's last attempt; the job waits in its waiting group", nil
 	}
 	return s.overPool(ctx, cfg, own)
+}
+
+// loweredSinceBind reports, for a bound lease b, whether its bind counted its key under a higher cap
+// than cfg's, and whether (first-free) it counted its type under a higher limit; a bind that did not
+// record one counts as higher.
+func loweredSinceBind(b *lease.Lease, cfg config.TypeConfig, key string) (keyLower, limitLower bool) {
+	if b == nil || b.Status != lease.Bound {
+		return false, false
+	}
+	return cfg.CapsKeys() && (b.KeyCap == 0 || cfg.KeyCap(key) < b.KeyCap),
+		cfg.Strategy == lane.FirstFree && (b.TypeLimit == 0 || cfg.Limit < b.TypeLimit)
 }
 
 // countOthers counts the leases of x's type in other lanes than own's: of x's key (n), and all.

@@ -860,3 +860,43 @@ func TestBoundCopyWaitingForTheTypesTokenKeepsItsBindsKeyToken(t *testing.T) {
 		t.Errorf("acme's bucket gave a token (wait %v, %v) while a-1's lease (%+v, %v) still records its bind's: the key's token was given back and stays counted as spent", w, err, l, ok)
 	}
 }
+
+// Two jobs of a key bound under a cap of 2 whose cap is lowered to 1 before their copies claim: each
+// counts the other's lease, so both may go back to the key's group at once (never both start). They
+// do not go round forever: the key's one binder binds one of them under the cap in force, which its
+// lease records, so its claim starts it without counting again, and the other waits at the key's cap.
+func TestTwoJobsBoundOverALoweredKeyCapDoNotBothMoveForever(t *testing.T) {
+	ctx := context.Background()
+	r := newKeyRigCapped(t, 1)
+	var ev events.SQSEvent
+	for i, id := range []string{"a-1", "a-2"} {
+		b := leaseOf("llm", i+1, id, 0, lease.Bound, 1)
+		b.JobKey, b.KeyCap, b.TypeLimit = "acme", 2, 4
+		r.leases.Set(b)
+		m := keyed(t, job.GroupID("llm", i+1), "acme", id, 1)
+		m.Attributes["MessageDeduplicationId"] = job.BoundDedupID("llm", "", "acme", id, 0, i+1, b.MessageID, b.StartedAt.UnixNano())
+		ev.Records = append(ev.Records, m)
+	}
+	seen := 0
+	for round := 0; round < 6 && len(ev.Records) > 0; round++ {
+		if _, err := r.st.Handle(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(startNames(r.sfn)); n > 1 {
+			t.Fatalf("round %d: starts = %v, want at most one: acme's cap is 1", round, startNames(r.sfn))
+		}
+		ev = events.SQSEvent{}
+		cs := copies(t, r)
+		for i, c := range cs[seen:] {
+			m := keyed(t, c.group, "acme", c.id, 1)
+			m.MessageId = fmt.Sprintf("msg-%s-copy-%d", c.id, seen+i)
+			m.Attributes["MessageDeduplicationId"] = c.dedup
+			ev.Records = append(ev.Records, m)
+		}
+		seen = len(cs)
+		r.clock.Advance(time.Second)
+	}
+	if starts := startNames(r.sfn); len(starts) != 1 {
+		t.Errorf("starts = %v, want one of a-1 and a-2 started once the key's binder bound it under cap 1", starts)
+	}
+}

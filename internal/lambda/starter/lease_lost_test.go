@@ -650,7 +650,7 @@ func TestRunningAttemptTakenBackAboveALoweredLimitIsReleasedOnce(t *testing.T) {
 
 // An operator deletes the lease of a job whose attempt 2 runs (attempt 1 failed), as
 // docs/operations.md advises for a stuck lane. The message's next delivery finds attempt 1 ended
-// (ranAlready: leaseless) and goes on from the last of its attempts, attempt 2, still running, which
+// (a reclaim: leaseless) and goes on from the last of its attempts, attempt 2, still running, which
 // its release then frees. Its claim is marked Reclaimed, as any attempt found running with no lease
 // (TestRunningAttemptTakenBackAboveALoweredLimitIsReleasedOnce says why): its success goes
 // uncounted rather than risk counting another twice.
@@ -691,7 +691,7 @@ func TestRunningLaterAttemptOfALeaselessMessageIsReleasedOnce(t *testing.T) {
 // The dead-letter twin of TestEndedAttemptWithoutItsLeaseIsNotCountedTwice: a release dead-letters
 // the job (its execution aborted) and deletes its message with a receipt handle a later receive
 // had replaced (SQS answers OK and keeps the message), then frees the lease. The message's next
-// delivery finds the attempt ended with no lease (ranAlready: the claim is Reclaimed) and releases
+// delivery finds the attempt ended with no lease (a reclaim: the claim is Reclaimed) and releases
 // it again. Its dead letter is sent again, the same (dead letters are at least once: had the lease
 // been deleted by hand, this would be the job's only one, and a redrive of the two runs the job's
 // next generation once), but JobsDeadLettered counts the job once, as its success would be.

@@ -170,7 +170,7 @@ func (s *Starter) alreadyExists(ctx context.Context, x *msg, claimed lease.Lease
 		}
 		if last > 0 {
 			// Reclaimed as that attempt is: a running one's end is counted by its release, unless
-			// its lease is gone too (a release step frees it before the execution ends: ranAlready).
+			// its lease is gone too (a release step frees it before the execution ends: a reclaim).
 			_, x.leaseless = releaser.OutcomeOf(string(lastD.Status))
 			x.leaseless = x.leaseless || prev == nil
 			written, err := s.claim(ctx, x, &claimed, last, claimed.StateMachineArn, claimed.StartedAt)

@@ -2,11 +2,13 @@ package starter_test
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go"
 
@@ -448,5 +450,91 @@ func TestTwinReclaimingAfterTheMoveWritesNothing(t *testing.T) {
 	}
 	if starts := startNames(r.sfn); len(starts) != 0 {
 		t.Errorf("starts = %v, want none", starts)
+	}
+}
+
+// The same stale copy as in TestStaleCopyOfAnEarlierBindDoesNotClaimALaterBind, come back a little
+// later: the later bind's copy has already claimed the lane and started the job. A copy of an earlier
+// bind (a twin delivery, after its own move deleted it and the moved copy was bound to the same lane
+// again) finds that claim, of another message of its job, and writes its own over it: its message id
+// and a receipt handle gone stale. The attempt's release, whose execution names the later copy, then
+// takes the lane's claim for a duplicate's and drops it, counting the job's end nowhere (the outcome
+// of seed 20857, reached through a claim rather than a bound lease). A delivery that would claim a
+// lease another message of its job holds checks first that it still holds its message.
+func TestStaleCopyDoesNotTakeOverAnotherMessagesClaim(t *testing.T) {
+	for _, st := range []lease.Status{lease.Starting, lease.Retrying} {
+		t.Run(string(st), func(t *testing.T) {
+			ctx := context.Background()
+			r := newRigStrategy(t, nil, lane.FirstFree)
+			later := leaseOf("reports", 2, "r-1", 1, st, 1)
+			later.MessageID, later.ReceiptHandle = "msg-copy-later", "AQEB-later-receive-1"
+			r.leases.Set(later)
+			e := execution("reports", 2, "r-1", 1, "RUNNING", "", "")
+			if st == lease.Retrying {
+				e.Status = "FAILED"
+			}
+			var in job.ExecutionInput
+			if err := json.Unmarshal([]byte(e.Input), &in); err != nil {
+				t.Fatal(err)
+			}
+			in.Job.MessageID = later.MessageID
+			e.Input = string(in.MustJSON())
+			r.sfn.Put(e)
+			r.sqs.OnChangeVisibility = func(in *sqs.ChangeMessageVisibilityInput) error {
+				if aws.ToString(in.ReceiptHandle) == later.ReceiptHandle {
+					return nil
+				}
+				return &smithy.GenericAPIError{Code: "ReceiptHandleIsInvalid", Message: "The input receipt handle is invalid.", Fault: smithy.FaultClient}
+			}
+			stale := jobMessage(t, "reports", 2, "r-1", 0, 1) // msg-r-1: the earlier bind's copy, deleted by its move
+			if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{stale}}); err != nil {
+				t.Fatal(err)
+			}
+			l, ok := r.leases.Lease(later.Key())
+			if !ok || l.MessageID != later.MessageID || l.ReceiptHandle != later.ReceiptHandle || l.Status != st {
+				t.Errorf("lane 2 holds %+v, want the later copy's %s lease as it was", l, st)
+			}
+			if starts := startNames(r.sfn); len(starts) != 0 {
+				t.Errorf("starts = %v, want none by a delivery whose message is gone (no message left for the attempt's retry)", starts)
+			}
+		})
+	}
+}
+
+// A message that ran attempts 1 and 2 in its lane (a random type's job retried in place: its body
+// still counts none) comes back after the release of attempt 2 freed its lease with a receipt handle
+// gone stale. Its delivery reclaims from the attempt its body names, 1, and goes on to its last own
+// attempt only after the claim is written: stopped between (killed, or a call refused), it leaves a
+// claim of attempt 1, whose execution FAILED, and the sweep retries it; the next delivery then claims
+// attempt 2 as a retry (not a reclaim), and its release counts the job's success a second time, or,
+// with attempt 1 its last allowed, the job is dead-lettered after it succeeded (seed 41 of
+// actions+skew+kill+events: JobsSucceeded 96 published, 95 jobs succeeded). A reclaim claims the last
+// attempt its message ran.
+func TestReclaimClaimsTheLastAttemptItsMessageRan(t *testing.T) {
+	ctx := context.Background()
+	r := newRigStrategy(t, nil, lane.Random)
+	for a, st := range map[int]string{1: "FAILED", 2: "SUCCEEDED"} {
+		e := execution("reports", 1, "r-1", a, "", "", "")
+		e.Status = sfntypes.ExecutionStatus(st)
+		var in job.ExecutionInput
+		if err := json.Unmarshal([]byte(e.Input), &in); err != nil {
+			t.Fatal(err)
+		}
+		in.Job.MessageID = "msg-r-1"
+		e.Input = string(in.MustJSON())
+		r.sfn.Put(e)
+	}
+	checks := 0
+	r.sqs.OnChangeVisibility = func(*sqs.ChangeMessageVisibilityInput) error {
+		if checks++; checks > 1 { // the delivery stops after its claim
+			return &smithy.GenericAPIError{Code: "ThrottlingException", Message: "Rate exceeded", Fault: smithy.FaultClient}
+		}
+		return nil
+	}
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{jobMessage(t, "reports", 1, "r-1", 0, 3)}}); err != nil {
+		t.Fatal(err)
+	}
+	if l, ok := r.leases.Lease(lease.Key{Type: "reports", Lane: 1}); ok && (l.Attempt != 2 || !l.Reclaimed) {
+		t.Errorf("lane 1 holds a claim of attempt %d (reclaimed %v), want attempt 2, the last its message ran, reclaimed: attempt 1 FAILED, and the sweep would retry it", l.Attempt, l.Reclaimed)
 	}
 }
