@@ -84,7 +84,7 @@ node_modules/.package-lock.json: package.json $(wildcard package-lock.json)
 # on a busy machine). UNIT_TIMEOUT bounds each package but ./tests/; E2E_TIMEOUT the end-to-end
 # suite, about 4.5 minutes on a quiet 2-core machine and several times that on a busy one.
 # GOTEST_FLAGS adds go test flags to both steps (for example -p 1 or -run).
-UNIT_TIMEOUT ?= 20m
+UNIT_TIMEOUT ?= 30m
 E2E_TIMEOUT  ?= 45m
 GOTEST_FLAGS ?=
 
@@ -97,7 +97,7 @@ test: tools ## test-unit, then test-sim, then test-e2e, then lint
 # test-unit runs the simulation under the race detector on a smaller seed set (the detector slows
 # it about four times); test-sim runs the full fixed set without it.
 test-sim: ## the deterministic fault simulation's fixed seed set (500 seeds) without the race detector
-	$(GO) test -count=1 -timeout 10m $(GOTEST_FLAGS) ./internal/tools/simworld
+	$(GO) test -count=1 -timeout 15m $(GOTEST_FLAGS) ./internal/tools/simworld
 
 # The packages run as go test runs them (as many at once as there are CPUs). The end-to-end suite
 # is a step of its own, so that its stacks (two at a time on 2 cores) never share the machine with
