@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sfnlimit/sfnlimit/internal/tools/local/stack"
+
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 )
@@ -15,13 +17,13 @@ import (
 // Scenario 16: the lanes queue's backlog stays bounded. SQS FIFO looks only at a queue's first
 // 120,000 messages for groups to serve, so the router holds jobs back in the general queue once
 // the lanes queue holds MaxLanesBacklog waiting messages (here 6) beyond its lanes' (2), sending
-// them back delayed BacklogHoldSeconds. 40 jobs for 2 lanes: the lanes queue never holds much more
+// them back delayed BacklogHoldSeconds. 80 jobs for 2 lanes: the lanes queue never holds much more
 // than the bound (one batch of ten per reading of its depth, a bound job's copy), every job still
 // runs once, with the submission time of its first send, and every invariant of the suite holds.
 func TestLanesBacklogBounded(t *testing.T) {
 	forBackends(t, sqsFacing, func(t *testing.T, b backend) {
 		ctx := t.Context()
-		const bound, jobs = 6, 40
+		const bound, jobs = 6, 80
 		r := newRig(t, rigOptions{backend: b, params: map[string]string{
 			"TypeLimits": "b=2", "MaxLanesBacklog": strconv.Itoa(bound), "BacklogHoldSeconds": "2",
 		}})
@@ -59,10 +61,11 @@ func TestLanesBacklogBounded(t *testing.T) {
 		if held == 0 {
 			t.Errorf("no job was held back, want the router to hold jobs once the lanes queue held %d", bound)
 		}
-		// Without the bound all 40 would be in the lanes queue at once. With it (6 waiting on top of
-		// the 2 lanes), each reading of the depth lets at most one batch (10) past it, and a bind
-		// adds its copy for a moment.
-		if limit := bound + 2 + 10 + 4; deepest > limit {
+		// Without the bound all 80 would be in the lanes queue at once. With it (6 waiting on top of
+		// the 2 lanes), each router invocation's reading of the depth lets at most one batch (10)
+		// past it, and the invocations that run at once may each read it before another's batch
+		// lands; a bind adds its copy for a moment.
+		if limit := bound + 2 + stack.PollerConcurrency*10 + 4; deepest > limit {
 			t.Errorf("the lanes queue held %d messages, want at most %d (bound %d)", deepest, limit, bound)
 		}
 		// A held job keeps its first submission time: every one was sent before submit returned.

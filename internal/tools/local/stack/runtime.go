@@ -14,6 +14,10 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/tools/local/eventbus"
 )
 
+// PollerConcurrency is how many invocations each event source mapping of the local stack runs at
+// once, as Lambda's pollers do for a standard queue (several batches in flight).
+const PollerConcurrency = 5
+
 // Runtime plays Lambda and EventBridge for the template's functions.
 type Runtime struct {
 	cancel  context.CancelFunc
@@ -162,7 +166,7 @@ func (s *Stack) startEvents(ctx context.Context, rt *Runtime, cfg cfntemplate.Fu
 		}
 		p := &esm.Poller{
 			Client: pollClients.SQS, QueueURL: url, QueueARN: arn, Region: Region,
-			BatchSize: int32(max(e.BatchSize, 1)), Concurrency: 5, Timeout: time.Duration(max(cfg.Timeout, 3)) * time.Second,
+			BatchSize: int32(max(e.BatchSize, 1)), Concurrency: PollerConcurrency, Timeout: time.Duration(max(cfg.Timeout, 3)) * time.Second,
 			Handler: sqsH, Log: s.log.With("poller", kind),
 			Wait: 2 * time.Second, Idle: 0,
 		}
