@@ -303,8 +303,6 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 		}
 		if x.leaseless = last > 0; x.leaseless {
 			attempt = last
-		}
-		if x.leaseless {
 			// ...or a twin of a delivery that has since moved the job on, its count in the moved
 			// copy, and deleted this message. Its claim, checked only once written, would be left
 			// naming a message that is gone if its drop then failed, and the moved copy would take
