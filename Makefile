@@ -127,6 +127,10 @@ bench-key-rates: ## key rates: a noisy key held to its rate beside quiet keys, t
 bench-pools: ## shared pools: a light type beside a heavy type's backlog in one pool, and shares 3:1, the real handlers in the simulated world
 	$(GO) test -count=1 -run 'TestPoolFairness$$' -v ./internal/tools/simworld
 
+.PHONY: bench-scale
+bench-scale: ## scale: issue 26's shapes at AWS's latencies and quotas, divided by SCALE (default 100), the real handlers in the simulated world (docs/scale.md)
+	$(GO) test -count=1 -timeout 30m -run 'TestScale$$' -v ./internal/tools/simworld -args -scale $(or $(SCALE),100)
+
 .PHONY: bench-priority
 bench-priority: ## priorities: low jobs then high jobs, the scheduler vs a strict-priority semaphore and FIFO, and starvation, in virtual time (BENCH_FLAGS)
 	$(GO) run ./cmd/bench --priority $(BENCH_FLAGS)

@@ -232,7 +232,7 @@ func (c *checker) tick() {
 	sort.Strings(types)
 	for _, t := range types {
 		cur := c.current(t)
-		if c.flowHeld(t) || c.poolHeld(t) {
+		if c.flowHeld(t) || c.poolHeld(t) || c.quotaHeld() {
 			c.holdIdle(t, cur.limit)
 			continue
 		}

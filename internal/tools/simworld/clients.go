@@ -336,6 +336,7 @@ func (d ddbClient) PutItem(ctx context.Context, in *dynamodb.PutItemInput, _ ...
 	if err != nil {
 		return nil, err
 	}
+	d.w.meterWrite(c, 1, k)
 	return write(c, d.w, k, func() (*dynamodb.PutItemOutput, error) {
 		out, err := d.t.PutItem(ctx, in)
 		d.w.trace(k, "ddb.put %s cond=%q -> %s", k, aws.ToString(in.ConditionExpression), errCode(err))
@@ -353,6 +354,7 @@ func (d ddbClient) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput,
 	if err != nil {
 		return nil, err
 	}
+	d.w.meterWrite(c, 1, k)
 	return write(c, d.w, k, func() (*dynamodb.DeleteItemOutput, error) {
 		out, err := d.t.DeleteItem(ctx, in)
 		d.w.trace(k, "ddb.delete %s cond=%q -> %s", k, aws.ToString(in.ConditionExpression), errCode(err))
@@ -371,6 +373,22 @@ func (d ddbClient) TransactWriteItems(ctx context.Context, in *dynamodb.Transact
 	c, err := d.w.gate(ctx, "ddb.TransactWriteItems", key.String())
 	if err != nil {
 		return nil, err
+	}
+	if d.w.aws != nil {
+		var keys []string
+		for _, it := range in.TransactItems {
+			switch {
+			case it.Put != nil:
+				keys = append(keys, keyString(it.Put.Item))
+			case it.Update != nil:
+				keys = append(keys, keyString(it.Update.Key))
+			case it.Delete != nil:
+				keys = append(keys, keyString(it.Delete.Key))
+			case it.ConditionCheck != nil:
+				keys = append(keys, keyString(it.ConditionCheck.Key))
+			}
+		}
+		d.w.meterWrite(c, 2, keys...)
 	}
 	if c.fault == faultConflict {
 		reasons := make([]ddbtypes.CancellationReason, len(in.TransactItems))

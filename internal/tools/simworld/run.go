@@ -100,6 +100,11 @@ type Config struct {
 	Override func(*config.Override)
 	// Trace keeps a trace for failure reports.
 	Trace bool
+	// AWS, when set, gives the services AWS's own latencies and quotas (awsmodel.go); nil is the
+	// default world, whose draws the fixed seeds and the finds pin.
+	AWS *AWSModel
+	// StarterConcurrency is the lanes event source's MaximumConcurrency (0: 5).
+	StarterConcurrency int
 	// Shape, when set, is the workload instead of the drawn one (benchmarks): its types, jobs and
 	// deployment settings.
 	Shape *Shape
@@ -109,14 +114,17 @@ type Config struct {
 // (each succeeds on its first attempt), and environment settings of the deployment (POOL_CAPS, ...).
 type Shape struct {
 	Types map[string]int // limit of each type
-	Jobs  []ShapeJob
-	Env   map[string]string
+	// KeyLimits caps each key of a type (TYPE_KEY_LIMITS; none: keys uncapped).
+	KeyLimits map[string]int
+	Jobs      []ShapeJob
+	Env       map[string]string
 }
 
 // ShapeJob is one job of a Shape: its type, when it is submitted after the run's start, and how
 // long its execution works.
 type ShapeJob struct {
 	Type     string
+	Key      string
 	At       time.Duration
 	Duration time.Duration
 }
@@ -125,10 +133,10 @@ type ShapeJob struct {
 func (w *World) shaped() []typeSpec {
 	var ts []typeSpec
 	for _, name := range slices.Sorted(maps.Keys(w.cfg.Shape.Types)) {
-		ts = append(ts, typeSpec{name: name, limit: w.cfg.Shape.Types[name], release: "step", strategy: "first-free"})
+		ts = append(ts, typeSpec{name: name, limit: w.cfg.Shape.Types[name], keyLimit: w.cfg.Shape.KeyLimits[name], release: "step", strategy: "first-free"})
 	}
 	for i, sj := range w.cfg.Shape.Jobs {
-		j := &jobSpec{typ: sj.Type, id: fmt.Sprintf("j%05d", i), submitAt: sj.At, duration: sj.Duration}
+		j := &jobSpec{typ: sj.Type, key: sj.Key, id: fmt.Sprintf("j%05d", i), submitAt: sj.At, duration: sj.Duration}
 		j.k = jobKey(j.typ, j.key, j.id)
 		w.jobs[j.k] = j
 		w.order = append(w.order, j)
@@ -262,6 +270,9 @@ func New(seed uint64, cfg Config) *World {
 	w.sfn = &sfnService{w: w, execs: map[string]*execution{}}
 	w.svc = app.Services{SQS: sqsClient{w}, SFN: sfnClient{w}, DDB: ddbClient{w: w, t: w.table}, Events: eventsClient{w}}
 	w.check = newChecker(w)
+	if cfg.AWS != nil {
+		w.aws = newAWSState(*cfg.AWS)
+	}
 	return w
 }
 
@@ -339,7 +350,7 @@ func (w *World) Run() []Violation {
 		r := routers.get()
 		return r.Handle, func() { routers.put(r) }
 	}
-	w.lanesESM = &mapping{w: w, name: "starter", q: w.lanes, size: 10, maxConc: 5, timeout: w.cfg.FunctionTimeout}
+	w.lanesESM = &mapping{w: w, name: "starter", q: w.lanes, size: 10, maxConc: cmp.Or(w.cfg.StarterConcurrency, 5), timeout: w.cfg.FunctionTimeout}
 	starters := pool[*starter.Starter]{build: func() *starter.Starter {
 		s, err := app.StarterOn(w.getenv, w.svc, w.log, app.WithMetrics(w.metrics))
 		if err != nil {

@@ -119,11 +119,14 @@ func (q *queue) receive(n int) []*msg {
 	live := q.live()
 	if q.fifo {
 		busy := map[string]bool{}
+		hidden := 0
 		for _, m := range live {
 			if !m.visible(now) {
 				busy[m.group] = true
+				hidden++
 			}
 		}
+
 		taken := map[string]bool{}
 		var order []string
 		for _, m := range live {
@@ -140,6 +143,10 @@ func (q *queue) receive(n int) []*msg {
 			if len(out) < n && q.take(m, now) {
 				out = append(out, m)
 			}
+		}
+		if a := q.w.aws; a != nil && q == q.w.lanes {
+			a.PeakInFlight = max(a.PeakInFlight, hidden+len(out))
+			a.PeakGroups = max(a.PeakGroups, len(busy)+len(order))
 		}
 		return out
 	}

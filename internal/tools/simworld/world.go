@@ -74,6 +74,8 @@ type World struct {
 	traceMu   sync.Mutex
 	traceLog  []traceLine
 	check     *checker
+	// aws is the AWS model's state (nil: the default world, Config.AWS).
+	aws *awsState
 	// Stats of the run.
 	Stats Stats
 }
@@ -155,6 +157,10 @@ func (w *World) decide(c *call) {
 			c.fault = faultStale
 		}
 	}
+	if w.aws != nil && c.fault == faultNone && w.aws.throttled(c.op, w.now()) {
+		c.fault = faultThrottle
+		w.trace(c.key, "aws model: %s throttled by its token bucket", c.op)
+	}
 	if c.fault != faultNone {
 		w.Stats.Faults++
 	}
@@ -175,7 +181,13 @@ func (w *World) admit(calls []*call) {
 			fmt.Fprintf(w.debug, "%s %s %s %s\n", w.now().Sub(epoch), c.proc.name, c.op, c.key)
 		}
 		w.decide(c)
-		lat := w.latency()
+		var lat time.Duration
+		if w.aws != nil {
+			lat = w.awsLatency(c.op)
+			w.meterSQS(c)
+		} else {
+			lat = w.latency()
+		}
 		if f := w.cfg.Faults.Slow; f > 0 && w.rng.Float64() < f {
 			lat += 500*time.Millisecond + time.Duration(w.rng.Int64N(int64(4500*time.Millisecond)))
 		}
@@ -291,6 +303,12 @@ func (m *mapping) poll() {
 			break
 		}
 		m.active++
+		if a := m.w.aws; a != nil {
+			a.sqsCall(m.w.now(), m.q.name, "sqs.ReceiveMessage", len(msgs))
+			if m == m.w.lanesESM {
+				a.PeakStarters = max(a.PeakStarters, m.active)
+			}
+		}
 		m.invoke(msgs, true)
 	}
 	if next := m.q.nextVisible(); !next.IsZero() {
@@ -327,6 +345,9 @@ func (m *mapping) invoke(msgs []*msg, counted bool) {
 				}
 			}
 			m.w.sched.after(m.w.latency(), func() {
+				if a := m.w.aws; a != nil && len(ev.Records) > len(failed) {
+					a.sqsCall(m.w.now(), m.q.name, "sqs.DeleteMessageBatch", len(ev.Records)-len(failed))
+				}
 				for _, r := range ev.Records {
 					if !failed[r.MessageId] {
 						m.q.remove(handles[r.MessageId])

@@ -1,0 +1,280 @@
+package simworld
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// AWSModel is AWS's own latencies and quotas (docs/scale.md has each figure with its source).
+// Without it (Config.AWS nil) a call takes one 2-40 ms draw whatever it is, and nothing is
+// throttled but by the seeded faults: the fixed seed set and every pinned seed draw as they do.
+//
+// Quotas are divided by Scale, so that a benchmark scaled down by that factor (limits and jobs
+// divided by it) meets them at the same ratios: Scale 10 gives StartExecution a bucket of 130 and
+// a refill of 30 a second. Durations are not scaled.
+type AWSModel struct {
+	// Scale divides every quota below (1: AWS's own figures).
+	Scale float64
+	// Enforce turns the Step Functions token buckets on: a call finding its bucket empty answers
+	// ThrottlingException. Without it they are only counted.
+	Enforce bool
+}
+
+// opLatency is one operation's round trip from Lambda: log-normal through its p50 and p99.
+type opLatency struct{ p50, p99 float64 } // milliseconds
+
+// awsLatencies are the per-operation figures of docs/scale.md ("Latencies").
+var awsLatencies = map[string]opLatency{
+	"ddb.PutItem":                      {7.6, 16},
+	"ddb.DeleteItem":                   {7.6, 16},
+	"ddb.TransactWriteItems":           {25, 93},
+	"ddb.GetItem":                      {5, 12},
+	"ddb.Query":                        {6, 15},
+	"ddb.Scan":                         {10, 40},
+	"sqs.SendMessage":                  {12, 40},
+	"sqs.SendMessageBatch":             {15, 50},
+	"sqs.DeleteMessage":                {10, 35},
+	"sqs.DeleteMessageBatch":           {12, 40},
+	"sqs.ChangeMessageVisibility":      {10, 35},
+	"sqs.ChangeMessageVisibilityBatch": {12, 40},
+	"sqs.GetQueueAttributes":           {8, 30},
+	"sqs.ReceiveMessage":               {15, 50},
+	"sfn.StartExecution":               {30, 100},
+	"sfn.DescribeExecution":            {20, 60},
+	"sfn.ListExecutions":               {40, 150},
+	"events.PutEvents":                 {20, 80},
+}
+
+// z99 is the standard normal's 99th percentile.
+const z99 = 2.3263
+
+// awsLatency draws op's round trip.
+func (w *World) awsLatency(op string) time.Duration {
+	l, ok := awsLatencies[op]
+	if !ok {
+		l = opLatency{10, 40}
+	}
+	mu, sigma := math.Log(l.p50), (math.Log(l.p99)-math.Log(l.p50))/z99
+	ms := math.Exp(mu + sigma*w.rng.NormFloat64())
+	return time.Duration(min(ms, 2000) * float64(time.Millisecond))
+}
+
+// bucket is a token bucket, as Step Functions throttles its API actions.
+type bucket struct {
+	burst, refill float64
+	tokens        float64
+	at            time.Time
+	// Lowest is the fewest tokens left after a take; Refused counts the calls it throttled.
+	Lowest  float64
+	Taken   int
+	Refused int
+	// LastRefused is when it last refused a call.
+	LastRefused time.Time
+}
+
+func newBucket(burst, refill float64) *bucket {
+	return &bucket{burst: burst, refill: refill, tokens: burst, Lowest: burst}
+}
+
+// take takes a token at now; false when there is none.
+func (b *bucket) take(now time.Time) bool {
+	if !b.at.IsZero() {
+		b.tokens = min(b.burst, b.tokens+now.Sub(b.at).Seconds()*b.refill)
+	}
+	b.at = now
+	if b.tokens < 1 {
+		b.Refused++
+		b.LastRefused = now
+		return false
+	}
+	b.tokens--
+	b.Taken++
+	b.Lowest = min(b.Lowest, b.tokens)
+	return true
+}
+
+// meter counts per whole virtual second, per key, and keeps each key's busiest second.
+type meter struct {
+	sec   int64
+	cur   map[string]float64
+	peak  map[string]float64
+	total map[string]float64
+}
+
+func newMeter() *meter {
+	return &meter{sec: -1, cur: map[string]float64{}, peak: map[string]float64{}, total: map[string]float64{}}
+}
+
+func (m *meter) add(now time.Time, key string, n float64) {
+	s := now.Unix()
+	if s != m.sec {
+		m.fold()
+		m.sec = s
+	}
+	m.cur[key] += n
+	m.total[key] += n
+}
+
+func (m *meter) fold() {
+	for k, v := range m.cur {
+		m.peak[k] = max(m.peak[k], v)
+	}
+	clear(m.cur)
+}
+
+// top is the key with the busiest second, and that second's count.
+func (m *meter) top(prefix string) (string, float64) {
+	m.fold()
+	best, n := "", 0.0
+	for _, k := range slices.Sorted(maps.Keys(m.peak)) {
+		if strings.HasPrefix(k, prefix) && m.peak[k] > n {
+			best, n = k, m.peak[k]
+		}
+	}
+	return best, n
+}
+
+// awsState is what the AWS model counts during a run.
+type awsState struct {
+	model                 AWSModel
+	start, describe, list *bucket
+	calls                 *meter // API calls per second, per "queue action"
+	msgs                  *meter // messages per second per "queue action"
+	wcu                   *meter // write units per second per partition key
+	WCU                   float64
+	// span is the time from the first start to the last (the benchmark sets it), over which
+	// Quotas gives the hottest key's mean write units a second.
+	span                     time.Duration
+	PeakInFlight             int // lanes queue messages in flight at once
+	PeakStarters, PeakGroups int // concurrent starter invocations; message groups with a message in flight
+}
+
+func newAWSState(m AWSModel) *awsState {
+	s := max(m.Scale, 1)
+	m.Scale = s
+	return &awsState{
+		model:    m,
+		start:    newBucket(1300/s, 300/s),
+		describe: newBucket(300/s, 15/s),
+		list:     newBucket(200/s, 5/s),
+		calls:    newMeter(), msgs: newMeter(), wcu: newMeter(),
+	}
+}
+
+// throttled takes a token for a Step Functions call; true when the model refuses it.
+func (a *awsState) throttled(op string, now time.Time) bool {
+	var b *bucket
+	switch op {
+	case "sfn.StartExecution":
+		b = a.start
+	case "sfn.DescribeExecution":
+		b = a.describe
+	case "sfn.ListExecutions":
+		b = a.list
+	default:
+		return false
+	}
+	return !b.take(now) && a.model.Enforce
+}
+
+// sqsCall counts one SQS call on queue q carrying n messages.
+func (a *awsState) sqsCall(now time.Time, q, action string, n int) {
+	a.calls.add(now, q+" "+action, 1)
+	if n > 0 {
+		a.msgs.add(now, q+" "+action, float64(n))
+	}
+}
+
+// write counts units write units on partition key pk (an item of up to 1 KB is one unit; a
+// transaction's items two each).
+func (a *awsState) write(now time.Time, pk string, units float64) {
+	a.WCU += units
+	a.wcu.add(now, pk, units)
+}
+
+// Quota is one quota's use in a run: its peak against its bound (both at the run's scale).
+type Quota struct {
+	Name     string
+	Peak     float64
+	Bound    float64
+	Enforced bool
+	Note     string
+}
+
+// Quotas reports each modelled quota's peak use in the run (nil without the AWS model).
+func (w *World) Quotas() []Quota {
+	a := w.aws
+	if a == nil {
+		return nil
+	}
+	s := a.model.Scale
+	bucketUse := func(b *bucket) float64 { return b.burst - b.Lowest }
+	out := []Quota{
+		{Name: "sfn StartExecution bucket (tokens used of the burst)", Peak: bucketUse(a.start), Bound: a.start.burst, Enforced: a.model.Enforce,
+			Note: fmt.Sprintf("%d refused", a.start.Refused)},
+		{Name: "sfn DescribeExecution bucket", Peak: bucketUse(a.describe), Bound: a.describe.burst, Enforced: a.model.Enforce, Note: fmt.Sprintf("%d refused", a.describe.Refused)},
+		{Name: "sfn ListExecutions bucket", Peak: bucketUse(a.list), Bound: a.list.burst, Enforced: a.model.Enforce, Note: fmt.Sprintf("%d refused", a.list.Refused)},
+	}
+	k, n := a.calls.top("lanes.fifo ")
+	out = append(out, Quota{Name: "sqs FIFO calls/s per action, high-throughput mode", Peak: n, Bound: 70000 / s,
+		Note: fmt.Sprintf("%s; %.0f%% of the 300/s without high-throughput mode", k, 100*n/(300/s))})
+	out = append(out, Quota{Name: "sqs FIFO in flight", Peak: float64(a.PeakInFlight), Bound: 120000 / s})
+	k, n = a.wcu.top("")
+	mean := 0.0
+	if a.span > 0 {
+		mean = a.wcu.total[k] / a.span.Seconds()
+	}
+	out = append(out, Quota{Name: "ddb WCU/s on one partition key (busiest second)", Peak: n, Bound: 1000 / s,
+		Note: fmt.Sprintf("%s; %.1f/s over the starts' span", k, mean)})
+	out = append(out, Quota{Name: "starter invocations at once (MaximumConcurrency)", Peak: float64(a.PeakStarters), Bound: float64(w.lanesESM.maxConc), Enforced: true,
+		Note: fmt.Sprintf("%d message groups in flight at most", a.PeakGroups)})
+	return out
+}
+
+// meterSQS counts an SQS call a handler makes (its queue is its key's first word).
+func (w *World) meterSQS(c *call) {
+	if !strings.HasPrefix(c.op, "sqs.") {
+		return
+	}
+	url, rest, _ := strings.Cut(c.key, " ")
+	name := url[strings.LastIndex(url, "/")+1:]
+	n := 0
+	switch c.op {
+	case "sqs.SendMessage":
+		n = 1
+	case "sqs.SendMessageBatch", "sqs.ChangeMessageVisibilityBatch", "sqs.DeleteMessageBatch":
+		n = strings.Count(rest, " ") + 1
+	}
+	w.aws.sqsCall(w.now(), name, c.op, n)
+}
+
+// meterWrite counts a DynamoDB write's units on each item's partition key (keys: "pk|sk" each);
+// a write applied twice (its answer lost, the SDK's retry) counts twice.
+func (w *World) meterWrite(c *call, units float64, keys ...string) {
+	if w.aws == nil || c.proc == nil || c.fault == faultThrottle {
+		return
+	}
+	if c.fault == faultAmbiguous {
+		units *= 2
+	}
+	for _, k := range keys {
+		pk, _, _ := strings.Cut(k, "|")
+		w.aws.write(w.now(), pk, units)
+	}
+}
+
+// quotaHold is how long after the StartExecution bucket last refused a start work conservation
+// holds every type as held back: the starter puts a throttled job back for a retry pause
+// (START_RETRY_SECONDS, doubling), and the bucket is the account's, so any type's jobs may wait
+// for tokens. It is the AWS quota doing what a start rate does.
+const quotaHold = time.Minute
+
+// quotaHeld says whether the AWS model's StartExecution bucket refused a start lately (quotaHold).
+func (c *checker) quotaHeld() bool {
+	a := c.w.aws
+	return a != nil && a.model.Enforce && !a.start.LastRefused.IsZero() && c.w.now().Sub(a.start.LastRefused) < quotaHold
+}
