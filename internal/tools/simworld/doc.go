@@ -29,6 +29,16 @@
 // router invocations at once, any number of releasers), which is where the races between
 // functions are.
 //
+// # The AWS model (awsmodel.go; opt-in)
+//
+// Config.AWS gives each call AWS's own latency (log-normal per operation through its p50 and p99,
+// docs/scale.md) instead of the 2-40 ms draw, enforces Step Functions' token buckets
+// (StartExecution, DescribeExecution, ListExecutions: ThrottlingException when empty) and counts
+// the quotas it does not enforce: SQS FIFO calls a second per action, messages in flight, DynamoDB
+// write units a second per partition key. Quotas are divided by AWSModel.Scale, for shapes scaled
+// down by the same factor (TestScale, make bench-scale). Without it nothing of the model draws
+// from the seed, so the fixed seed set and the finds replay as they are.
+//
 // # The simulated services, and the AWS rule each follows
 //
 //   - SQS (sqs.go). Standard queues (general, dead-letter) hand out visible messages in an order
@@ -176,6 +186,9 @@
 //     (2 x (2.5 visibility timeouts + a sweep)). A type paused or with a start rate (and for the
 //     cache's age after) is exempt: both hold its jobs back by design; the clock starts again at
 //     the resume, so a resume that wakes nobody is found.
+//     With the AWS model enforcing Step Functions' quotas, every type is exempt while
+//     StartExecution's token bucket refuses starts and for a minute after (quotaHold): the
+//     account's quota holds jobs back as a start rate does.
 //   - batches (batches.go), from the ledger's items in the table, the bus's accepted events, the
 //     executions and the dead letters: a batch's close, once written, never changes (checked
 //     after every write); at quiescence every batch is closed, its shards' counts equal its jobs'

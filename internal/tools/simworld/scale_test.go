@@ -1,6 +1,7 @@
 package simworld
 
 import (
+	"cmp"
 	"container/heap"
 	"flag"
 	"fmt"
@@ -125,11 +126,10 @@ func scaleReport(out *strings.Builder, name string, batches, f float64, s *Shape
 	var first, last time.Time
 	var waitsAll, ideal []time.Duration
 	starts := 0
-	for typ, limit := range s.Types {
-		ws := waits(w, typ)
-		waitsAll = append(waitsAll, ws...)
-		ideal = append(ideal, idealWaits(s, typ, limit, f)...)
+	for typ := range s.Types {
+		waitsAll = append(waitsAll, waits(w, typ)...)
 	}
+	ideal = idealWaits(s, f)
 	for _, e := range w.sfn.order {
 		if e.meta.Attempt != 1 || e.spec == nil {
 			continue
@@ -153,42 +153,50 @@ func scaleReport(out *strings.Builder, name string, batches, f float64, s *Shape
 		rate, f, rate*f, pct(waitsAll, 0.5).Round(10*time.Millisecond), pct(waitsAll, 0.99).Round(10*time.Millisecond), pct(ideal, 0.99).Round(10*time.Millisecond))
 	fmt.Fprintf(out, "  AWS calls per job %.1f; DynamoDB write units per job %.1f\n", float64(w.Stats.Calls)/float64(jobs), w.aws.WCU/float64(jobs))
 	tw := tabwriter.NewWriter(out, 0, 0, 1, ' ', 0)
-	fmt.Fprintln(tw, "  quota\tpeak\tbound\tuse\tenforced\t")
-	firstName, firstUse := "", 0.0
+	fmt.Fprintln(tw, "  quota\tpeak\tbound\tuse\t\t")
+	var binding, saturated []string
 	for _, q := range w.Quotas() {
 		use := q.Peak / q.Bound
-		fmt.Fprintf(tw, "  %s\t%.0f\t%.0f\t%.0f%%\t%v\t%s\n", q.Name, q.Peak, q.Bound, 100*use, q.Enforced, q.Note)
-		if use > firstUse {
-			firstName, firstUse = q.Name, use
+		how := "counted"
+		if q.Enforced {
+			how = fmt.Sprintf("enforced, %d refused", q.Refused)
+		}
+		fmt.Fprintf(tw, "  %s\t%.1f\t%.0f\t%.0f%%\t%s\t%s\n", q.Name, q.Peak, q.Bound, 100*use, how, q.Note)
+		switch {
+		case q.Refused > 0:
+			binding = append(binding, fmt.Sprintf("%s (%d calls refused)", q.Name, q.Refused))
+		case use >= 1 && !q.Enforced:
+			saturated = append(saturated, fmt.Sprintf("%s (%.0f%%, not enforced: AWS would refuse past it)", q.Name, 100*use))
 		}
 	}
 	tw.Flush()
-	fmt.Fprintf(out, "  closest to saturation: %s (%.0f%%)\n", firstName, 100*firstUse)
+	fmt.Fprintf(out, "  binding (an enforced quota that refused calls): %s\n", cmp.Or(strings.Join(binding, "; "), "none"))
+	fmt.Fprintf(out, "  saturated, counted only: %s\n", cmp.Or(strings.Join(saturated, "; "), "none"))
 }
 
-// idealWaits are the waits of typ's jobs under a perfect FIFO semaphore of limit slots, granting
-// at once, under the StartExecution bucket at factor f (key caps ignored, and the bucket taken as
-// typ's alone: with many types the ideal is per type).
-func idealWaits(s *Shape, typ string, limit int, f float64) []time.Duration {
+// idealWaits are the waits of s's jobs under a perfect FIFO semaphore per type, of its limit,
+// granting at once in arrival order, under the account's StartExecution bucket at factor f (key
+// caps ignored).
+func idealWaits(s *Shape, f float64) []time.Duration {
 	b := newBucket(1300/f, 300/f)
-	var js []ShapeJob
-	for _, j := range s.Jobs {
-		if j.Type == typ {
-			js = append(js, j)
-		}
-	}
+	js := slices.Clone(s.Jobs)
 	slices.SortStableFunc(js, func(a, b ShapeJob) int { return int(a.At - b.At) })
-	ends := &durHeap{}
+	ends := map[string]*durHeap{}
 	var out []time.Duration
 	for _, j := range js {
+		h := ends[j.Type]
+		if h == nil {
+			h = &durHeap{}
+			ends[j.Type] = h
+		}
 		start := j.At
-		if ends.Len() >= limit {
-			start = max(start, heap.Pop(ends).(time.Duration))
+		if h.Len() >= s.Types[j.Type] {
+			start = max(start, heap.Pop(h).(time.Duration))
 		}
 		for !b.take(epoch.Add(start)) {
 			start += time.Duration(float64(time.Second) / b.refill)
 		}
-		heap.Push(ends, start+j.Duration)
+		heap.Push(h, start+j.Duration)
 		out = append(out, start-j.At)
 	}
 	return out
