@@ -128,7 +128,7 @@ bench-pools: ## shared pools: a light type beside a heavy type's backlog in one 
 	$(GO) test -count=1 -run 'TestPoolFairness$$' -v ./internal/tools/simworld
 
 .PHONY: bench-scale
-bench-scale: ## scale: issue 26's shapes at AWS's latencies and quotas, divided by SCALE (default 100), the real handlers in the simulated world (docs/scale.md)
+bench-scale: ## scale: one type, 1,000 types, 100,000 keys at AWS's latencies and quotas, divided by SCALE (default 100), the real handlers in the simulated world (docs/scale.md)
 	$(GO) test -count=1 -timeout 30m -run 'TestScale$$' -v ./internal/tools/simworld -args -scale $(or $(SCALE),100)
 
 .PHONY: bench-priority
