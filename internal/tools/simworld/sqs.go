@@ -126,7 +126,6 @@ func (q *queue) receive(n int) []*msg {
 				hidden++
 			}
 		}
-
 		taken := map[string]bool{}
 		var order []string
 		for _, m := range live {
