@@ -40,3 +40,55 @@ func TestBoundKeepsTheLimitARunningExecutionStartedUnder(t *testing.T) {
 		})
 	}
 }
+
+// The work-conservation bound in a run with kills: two crashes' worth (2 x (2.5 visibility
+// timeouts + a sweep) past the 5 minutes) at least, and past that the time the kills of the type's
+// own work hold it, each a visibility timeout from its kill (its batch in flight), overlapping
+// ones once. At seed 980 of `races` the deliveries of gamma's waiting group were killed at every
+// visibility timeout from 10m49s to 40m57s (seven in a row) while gamma idled 32m5s, over the
+// constant bound of 32 minutes; at seed 1101 six from 24m51s.
+func TestIdleBoundFollowsTheKillsOfTheTypesWork(t *testing.T) {
+	const v = 5 * time.Minute // DefaultConfig's visibility timeout, a sweep a minute
+	floor := 5*time.Minute + 2*(v*5/2+time.Minute)
+	every := func(from time.Duration, n int) []time.Duration {
+		var ks []time.Duration
+		for i := range n {
+			ks = append(ks, from+time.Duration(i)*v)
+		}
+		return ks
+	}
+	tests := []struct {
+		name  string
+		kills []time.Duration // after the idle interval's start, of gamma's work
+		other []time.Duration // of alpha's work
+		idle  time.Duration
+		want  time.Duration
+	}{
+		{name: "no kills: two crashes' worth", idle: 40 * time.Minute, want: floor},
+		{name: "two kills at once hold one visibility timeout, under the floor", kills: []time.Duration{time.Minute, time.Minute}, idle: 40 * time.Minute, want: floor},
+		{name: "seven in a row, one each visibility timeout (seed 980)", kills: every(54*time.Second, 7), idle: 32*time.Minute + 5*time.Second, want: 5*time.Minute + 31*time.Minute + 11*time.Second},
+		{name: "kills of another type's work count for nothing", other: every(54*time.Second, 7), idle: 32*time.Minute + 5*time.Second, want: floor},
+		{name: "a kill before the interval counts for what is left of its hold", kills: append([]time.Duration{-2 * time.Minute}, every(3*time.Minute, 7)...), idle: 40 * time.Minute, want: 5*time.Minute + 38*time.Minute},
+		{name: "a hold past now counts up to now", kills: every(0, 8), idle: 36 * time.Minute, want: 5*time.Minute + 36*time.Minute},
+		{name: "gaps between holds count for nothing (a lost wake-up between kills, seed 21106 of all+pools)", kills: []time.Duration{-7 * time.Second, 9 * time.Minute, 14 * time.Minute, 19 * time.Minute, 31 * time.Minute}, idle: 32*time.Minute + 5*time.Second, want: floor},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				cfg := DefaultConfig()
+				cfg.Faults.Kill = 0.01
+				c := New(1, cfg).check
+				since := time.Now()
+				for _, k := range tt.kills {
+					c.kills["gamma"] = append(c.kills["gamma"], since.Add(k))
+				}
+				for _, k := range tt.other {
+					c.kills["alpha"] = append(c.kills["alpha"], since.Add(k))
+				}
+				if got := c.idleBound("gamma", since, since.Add(tt.idle)); got != tt.want {
+					t.Errorf("bound = %s, want %s", got, tt.want)
+				}
+			})
+		})
+	}
+}

@@ -183,7 +183,13 @@
 //     limit) for longer than the bound while one of its jobs that may run (not running, its key
 //     under its cap) waits; for a random type, per lane, while a job waits in that lane's group.
 //     The bound is 5 minutes without kills; with kills it allows two crashes in a row
-//     (2 x (2.5 visibility timeouts + a sweep)). A type paused or with a start rate (and for the
+//     (2 x (2.5 visibility timeouts + a sweep)) at least, and past that follows the kills that
+//     hit the type's own work in the idle interval (an invocation whose batch held one of its
+//     messages, or that released one of its executions): 5 minutes plus the time their holds
+//     cover, each a visibility timeout from its kill (its batch in flight, its FIFO groups
+//     blocked), overlapping ones counted once. A lost wake-up between kills still counts: the
+//     minutes its group's live deliveries park cover nothing (seeds 21106 and 22342 of all+pools
+//     are caught with their fixes reverted). A type paused or with a start rate (and for the
 //     cache's age after) is exempt: both hold its jobs back by design; the clock starts again at
 //     the resume, so a resume that wakes nobody is found.
 //     With the AWS model enforcing Step Functions' quotas, every type is exempt while

@@ -52,6 +52,9 @@ type proc struct {
 	cancel context.CancelFunc
 	dead   bool
 	done   bool
+	// types are the workload types whose work the invocation carries (the messages of its batch,
+	// the execution it releases; none for the sweep): a kill delays their work (checker.killed).
+	types []string
 	// onDone runs in the world when the handler returns (not when it was killed).
 	onDone func(resp any, err error)
 }

@@ -149,7 +149,7 @@ func (s *sfnService) releaseStep(e *execution, raw []byte, try int, fail bool) {
 	if e.status != sfntypes.ExecutionStatusRunning {
 		return
 	}
-	s.w.invokeReleaser("release-step", raw, func(err error) {
+	s.w.invokeReleaser("release-step", e.meta.Type, raw, func(err error) {
 		if e.status != sfntypes.ExecutionStatusRunning {
 			return
 		}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -208,12 +209,12 @@ func (w *World) admit(calls []*call) {
 // onEnd gets the handler's answer, or errKilled when the invocation was killed or timed out.
 // onExit runs in the world when the goroutine has returned, killed or not (the container is free
 // again).
-func (w *World) spawn(name string, timeout time.Duration, fn func(ctx context.Context) (any, error), onEnd func(any, error), onExit func()) {
+func (w *World) spawn(name string, types []string, timeout time.Duration, fn func(ctx context.Context) (any, error), onEnd func(any, error), onExit func()) {
 	w.nprocs++
 	w.live++
 	w.Stats.Invocations++
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	p := &proc{id: w.nprocs, name: name + "#" + strconv.Itoa(w.nprocs), cancel: cancel, onDone: onEnd}
+	p := &proc{id: w.nprocs, name: name + "#" + strconv.Itoa(w.nprocs), cancel: cancel, onDone: onEnd, types: types}
 	ctx = context.WithValue(ctx, procKey{}, p)
 	p.ctx = ctx
 	w.sched.after(timeout, func() {
@@ -247,6 +248,7 @@ func (w *World) killProc(p *proc) {
 		return
 	}
 	p.dead = true
+	w.check.killed(p.types)
 	p.cancel()
 	p.onDone(nil, errKilled)
 }
@@ -331,7 +333,7 @@ func (m *mapping) invoke(msgs []*msg, counted bool) {
 		again = time.Duration(m.w.rng.Int64N(int64(2 * time.Second)))
 	}
 	h, put := m.handler()
-	m.w.spawn(m.name, m.timeout, func(ctx context.Context) (any, error) {
+	m.w.spawn(m.name, typesOf(msgs), m.timeout, func(ctx context.Context) (any, error) {
 		return h(ctx, ev)
 	}, func(resp any, err error) {
 		if counted {
@@ -365,13 +367,42 @@ func (m *mapping) invoke(msgs []*msg, counted bool) {
 	}
 }
 
+// typesOf is the workload types of a batch's messages: a lanes message's group names its type,
+// a general queue message's body does.
+func typesOf(msgs []*msg) []string {
+	var types []string
+	seen := map[string]bool{}
+	for _, m := range msgs {
+		t := typeOfGroup(m.group)
+		if m.group == "" {
+			var b struct {
+				Type string `json:"type"`
+			}
+			if json.Unmarshal([]byte(m.body), &b) != nil {
+				continue
+			}
+			t = b.Type
+		}
+		if t != "" && !seen[t] {
+			seen[t] = true
+			types = append(types, t)
+		}
+	}
+	sort.Strings(types)
+	return types
+}
+
 // ---- the releaser's three callers ----
 
 // invokeReleaser runs the releaser on raw in a container of its own (Lambda gives each concurrent
 // invocation its own).
-func (w *World) invokeReleaser(source string, raw []byte, done func(error)) {
+func (w *World) invokeReleaser(source, typ string, raw []byte, done func(error)) {
 	h := w.releaser()
-	w.spawn("releaser-"+source, w.cfg.ReleaserTimeout, func(ctx context.Context) (any, error) {
+	var types []string
+	if typ != "" {
+		types = []string{typ}
+	}
+	w.spawn("releaser-"+source, types, w.cfg.ReleaserTimeout, func(ctx context.Context) (any, error) {
 		resp, err := h.Handle(ctx, raw)
 		return resp, err
 	}, func(_ any, err error) {
@@ -420,7 +451,7 @@ func (w *World) statusEvent(e *execution) {
 		if w.rng.Float64() < f.EventDelay {
 			delay += time.Duration(w.rng.Int64N(int64(30 * time.Second)))
 		}
-		w.sched.after(delay, func() { w.asyncInvoke("status-event", raw, 0) })
+		w.sched.after(delay, func() { w.asyncInvoke("status-event", e.meta.Type, raw, 0) })
 	}
 }
 
@@ -433,10 +464,10 @@ func strPtr(s string) *string {
 
 // asyncInvoke is Lambda's asynchronous invocation: on error it retries twice, after about one
 // and two minutes.
-func (w *World) asyncInvoke(source string, raw []byte, try int) {
-	w.invokeReleaser(source, raw, func(err error) {
+func (w *World) asyncInvoke(source, typ string, raw []byte, try int) {
+	w.invokeReleaser(source, typ, raw, func(err error) {
 		if err != nil && try < 2 {
-			w.sched.after(time.Duration(try+1)*time.Minute, func() { w.asyncInvoke(source, raw, try+1) })
+			w.sched.after(time.Duration(try+1)*time.Minute, func() { w.asyncInvoke(source, typ, raw, try+1) })
 		}
 	})
 }
@@ -446,7 +477,7 @@ func (w *World) sweepEvery() {
 		return
 	}
 	raw := []byte(`{"source":"aws.events","detail-type":"Scheduled Event","detail":{}}`)
-	w.invokeReleaser("sweep", raw, func(error) {})
+	w.invokeReleaser("sweep", "", raw, func(error) {})
 	w.sched.after(w.cfg.SweepEvery, w.sweepEvery)
 }
 
