@@ -647,3 +647,20 @@ func TestReclaimOfTheLastAttemptSeedHolds(t *testing.T) {
 		t.Fatalf("seed 41 (actions+skew+kill+events): %s", w.Report(vs, 40))
 	}
 }
+
+// A type idle 32 minutes while its jobs waited (found at seeds 30369 and 30413 of races): a resume
+// woke the head of alpha's waiting group, which, its config still cached as paused, parked again
+// (invisible for PausedParkFor, 15 minutes), then read the config past the cache, found alpha
+// resumed and bound. Its invocation was killed later in the batch, and the head, never deleted,
+// held its group for 15 minutes rather than the queue's visibility timeout, twice in a row. A head
+// that finds its type resumed after its park gives its message the queue's visibility timeout back
+// (TestResumeDuringTheParkGivesTheMessageItsVisibilityBack).
+//
+//	SEED=30369 TRACE=j005 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile races
+func TestResumedHeadSeedsHold(t *testing.T) {
+	for _, seed := range []uint64{30369, 30413} {
+		if w, vs := findAt(t, seed, "races"); len(vs) > 0 {
+			t.Errorf("seed %d (races): %s", seed, w.Report(vs, 40))
+		}
+	}
+}
