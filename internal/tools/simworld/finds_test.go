@@ -664,3 +664,18 @@ func TestResumedHeadSeedsHold(t *testing.T) {
 		}
 	}
 }
+
+// A job lost (found at seed 30550 of races): the bind of beta-j040's waiting message wrote lane 4's
+// bound lease, answered as failed, and a twin delivery of that message, its view read before,
+// bound lane 5 and acknowledged the message, so lane 4's copy never went. Attempt 1 failed in lane
+// 5 and the job moved to its key's group (a cap lowered); there the moved copy found lane 4 bound
+// to the stale bind, handed it its count and went. The job lived only in that lease, which the
+// sweep took back: never retried nor dead-lettered. The moved copy now sends the bind's copy again,
+// under the bind's deduplication id (TestMovedCopyGoesOnFromAStaleCopysLane).
+//
+//	SEED=30550 TRACE=j040 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile races
+func TestStaleBindWithoutItsCopySeedHolds(t *testing.T) {
+	if w, vs := findAt(t, 30550, "races"); len(vs) > 0 {
+		t.Fatalf("seed 30550 (races): %s", w.Report(vs, 40))
+	}
+}
