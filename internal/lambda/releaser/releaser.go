@@ -257,7 +257,10 @@ func (s *Service) releaseLease(ctx context.Context, log *slog.Logger, req Reques
 			return Noop, nil // a failure of this attempt was already acted on
 		}
 		// Counted in its batch before its message goes: a crash between leaves the lease for the
-		// next release, which the batch takes for a duplicate.
+		// next release, which the batch takes for a duplicate. Once the message is gone, a later
+		// copy of the job in the lane is delivered and may take the running attempt over, and the
+		// next release drops its claim as a duplicate's (dropDuplicate), counting nothing: the
+		// count must already be made.
 		if err := s.BatchEnded(ctx, l, batch.Succeeded); err != nil {
 			return "", err
 		}

@@ -257,12 +257,17 @@ func (s *Starter) behindCopy(ctx context.Context, x *msg, own lease.Lease) (verd
 	if own.Status == lease.Bound {
 		next := own
 		next.Attempt = x.job.Attempts
-		if _, err := s.Leases.Put(ctx, next, &own); err != nil {
+		written, err := s.Leases.Put(ctx, next, &own)
+		if err != nil {
 			return hold, fmt.Errorf("hand this copy's attempts to the stale copy's bound lease: %w", err)
 		}
 		log.WarnContext(ctx, "the job's lane is bound to a stale copy of it; its lease now counts this copy's attempts, and this copy is dropped")
 		s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
-		return ack, nil
+		// The bind's copy may never have gone: its lease write answered as failed, and a twin
+		// delivery of its waiting message bound another lane and acknowledged it (seed 30550 of
+		// races: the job then lived only in this lease, which the sweep took back). It goes from
+		// here, under the bind's deduplication id: SQS drops it if it went.
+		return s.sendBound(ctx, x, written)
 	}
 	d, err := s.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: &own.ExecutionArn})
 	if err != nil && !isErr[*sfntypes.ExecutionDoesNotExist](err) {
@@ -405,15 +410,15 @@ type full struct {
 }
 
 // sendBound sends the waiting job to the lane of bound, the lease its bind wrote, and acknowledges the
-// waiting message. The copy's deduplication id names the waiting message and the bind, so a send
-// retried for the same bound lease is dropped by SQS, and the copy of a later bind is not.
+// waiting message. The copy's deduplication id names the bind (its waiting message and time), so a
+// send retried for the same bound lease is dropped by SQS, and the copy of a later bind is not.
 func (s *Starter) sendBound(ctx context.Context, x *msg, bound lease.Lease) (verdict, error) {
 	j, to := x.job, bound.Lane
 	body, err := json.Marshal(j)
 	if err != nil {
 		return hold, fmt.Errorf("encode job: %w", err)
 	}
-	dedup := job.BoundDedupID(j.Type, j.Sender, j.Key, j.ID, j.Redrive, to, x.MessageId, bound.StartedAt.UnixNano())
+	dedup := job.BoundDedupID(j.Type, j.Sender, j.Key, j.ID, j.Redrive, to, bound.MessageID, bound.StartedAt.UnixNano())
 	if _, err := s.Queue.SendMessage(ctx, &sqs.SendMessageInput{
 		QueueUrl: &s.QueueURL, MessageBody: aws.String(string(body)),
 		MessageGroupId: aws.String(job.GroupID(j.Type, to)), MessageDeduplicationId: &dedup,

@@ -96,6 +96,10 @@ func (s *Starter) parkPaused(ctx context.Context, x *msg, w waitroom.Waiter) (v 
 	if err := s.WaitRoom.Unpark(ctx, w); err != nil {
 		x.log.WarnContext(ctx, "parked record not removed; the sweep wakes this group for nothing", "error", err)
 	}
+	// Resumed: the job goes on now, and its message gets the queue's visibility timeout back. Left
+	// invisible for PausedParkFor, it would hold its group that long if this invocation stopped
+	// before acknowledging it (killed at its timeout, or a call failing after the bind).
+	s.setVisibility(ctx, x.SQSMessage, s.visibilitySeconds())
 	return hold, false, &cfg, nil
 }
 

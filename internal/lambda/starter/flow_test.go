@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/smithy-go"
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
@@ -113,6 +115,47 @@ func TestResumeDuringTheParkBinds(t *testing.T) {
 	}
 	if ws, _ := r.room.List(ctx, "reports"); len(ws) != 0 {
 		t.Errorf("parked = %+v, want no record left", ws)
+	}
+}
+
+// The same resume, with the delivery stopping after it (the bind's copy not sent: SQS failing, or the
+// invocation killed): its message comes back after the queue's visibility timeout, not after the
+// pause's PausedParkFor, which its park had set. Left invisible that long, it would hold its waiting
+// group, and every job queued behind it, for 15 minutes with the type's lanes free (seeds 30369 and
+// 30413 of races: a type running none of its lanes for 32 minutes while its jobs waited).
+func TestResumeDuringTheParkGivesTheMessageItsVisibilityBack(t *testing.T) {
+	ctx := context.Background()
+	r := newRigStrategy(t, nil, lane.FirstFree)
+	store := &liveConfig{list: []config.Override{paused("reports")}}
+	store.onList = func(reads int) {
+		if reads == 2 { // the read past the cache, after the park record was written
+			store.list = nil
+		}
+	}
+	withLiveConfig(t, r, store, reportsDefaults)
+	r.st.Visibility = 5 * time.Minute // the queue's visibility timeout, shorter than the pause's park
+	// The invocation is killed at the bind's send: no call it makes after that goes through.
+	killed := &smithy.GenericAPIError{Code: "Killed", Message: "the invocation timed out", Fault: smithy.FaultServer}
+	dead := false
+	r.sqs.OnSend = func(*sqs.SendMessageInput) error { dead = true; return killed }
+	r.sqs.OnChangeVisibility = func(*sqs.ChangeMessageVisibilityInput) error {
+		if dead {
+			return killed
+		}
+		return nil
+	}
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{waiting(t, "reports", "w-1", 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	var last *fakes.VisibilityChange
+	for _, v := range r.sqs.VisibilityChanges() {
+		if v.Err == nil && v.ReceiptHandle == handle("w-1", 1) {
+			last = &v
+		}
+	}
+	if last == nil || last.Timeout != 300 {
+		t.Errorf("w-1's last visibility change = %+v, want its message back after the queue's visibility timeout (300 s), not the pause's park (%d s)",
+			last, int32(starter.PausedParkFor.Seconds()))
 	}
 }
 

@@ -12,10 +12,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go"
 
+	"github.com/sfnlimit/sfnlimit/internal/lambda/batch"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/batchend"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/releaser"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/starter"
 	"github.com/sfnlimit/sfnlimit/internal/tools/fakes"
 )
@@ -536,5 +539,78 @@ func TestReclaimClaimsTheLastAttemptItsMessageRan(t *testing.T) {
 	}
 	if l, ok := r.leases.Lease(lease.Key{Type: "reports", Lane: 1}); ok && (l.Attempt != 2 || !l.Reclaimed) {
 		t.Errorf("lane 1 holds a claim of attempt %d (reclaimed %v), want attempt 2, the last its message ran, reclaimed: attempt 1 FAILED, and the sweep would retry it", l.Attempt, l.Reclaimed)
+	}
+}
+
+// Two live messages of one job in one lane (a later bind's or move's copy behind the copy that runs
+// the job) are never in flight together: FIFO hands out the later one only once the earlier one is
+// deleted. So a later copy that holds its message takes over a claim of another message only after
+// that message's release deleted it, and the attempt's own release, whose execution names the
+// earlier message, then drops the later copy's claim as a duplicate's without counting the job's
+// end. That is sound only because a release counts the end before it deletes the message. Here the
+// workflow's Release step deletes the earlier copy and stops (SQS applied the delete and answered
+// with an error); the later copy, its message now the group's head, takes the running attempt over;
+// the status event, naming the earlier copy, drops it. The job's success is counted once, and its
+// batch closes.
+func TestLaterCopyTakingOverARunningAttemptAfterItsReleaseKeepsTheCount(t *testing.T) {
+	ctx := context.Background()
+	r := newRigStrategy(t, nil, lane.FirstFree)
+	ledger := batch.New(fakes.NewDynamoDB("t"), "t")
+	r.rel.Batches = batchend.New(ledger, nopBus{}, "s", fakes.Logger(t))
+	if err := ledger.Open(ctx, "up", 1, t0); err != nil {
+		t.Fatal(err)
+	}
+	j := job.Job{Type: "reports", ID: "r-1", Batch: "up", Input: json.RawMessage(`{}`), SubmittedAt: submitted}
+	in := j.ExecutionInput(2, 1)
+	in.Job.MessageID = "msg-copy-earlier"
+	arn := execArn("reports", "r-1", 1)
+	r.sfn.Put(fakes.Execution{StateMachineArn: smArn, Name: execName("reports", "r-1", 1), Status: sfntypes.ExecutionStatusRunning, Input: string(in.MustJSON())})
+	earlier := leaseOf("reports", 2, "r-1", 1, lease.Starting, 1)
+	earlier.MessageID, earlier.ReceiptHandle, earlier.Batch = "msg-copy-earlier", "AQEB-earlier-receive-1", "up"
+	r.leases.Set(earlier)
+
+	// The Release step runs before the execution ends: its DeleteMessage is applied, and answered
+	// with a server error, and the step stops there (Step Functions retries it later).
+	r.sqs.OnDelete = func(in *sqs.DeleteMessageInput) error {
+		if aws.ToString(in.ReceiptHandle) == earlier.ReceiptHandle {
+			return &smithy.GenericAPIError{Code: "InternalError", Message: "We encountered an internal error.", Fault: smithy.FaultServer}
+		}
+		return nil
+	}
+	step := releaser.Request{Key: earlier.Key(), JobID: "r-1", Attempt: 1, Outcome: releaser.Succeeded, Source: "workflow", ExecutionArn: arn, MessageID: "msg-copy-earlier"}
+	if _, err := r.rel.Release(ctx, step); err == nil {
+		t.Fatal("Release step: want its error (the delete's answer lost)")
+	}
+
+	// The earlier copy is gone, so the later one is delivered; it holds its message.
+	body, _ := json.Marshal(j)
+	later := message(t, job.GroupID("reports", 2), "r-1", string(body), 1)
+	later.MessageId = "msg-copy-later"
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{later}}); err != nil {
+		t.Fatal(err)
+	}
+	if l, ok := r.leases.Lease(earlier.Key()); !ok || l.MessageID != later.MessageId || l.Attempt != 1 {
+		t.Fatalf("lane 2 holds %+v (found %v), want the later copy's claim of the running attempt 1", l, ok)
+	}
+
+	// The execution ends; its status event (and the Release step's retry) name the earlier copy.
+	r.sfn.Close(arn, sfntypes.ExecutionStatusSucceeded, "", "")
+	event := step
+	event.Source = "status-event"
+	for _, req := range []releaser.Request{event, step} {
+		if _, err := r.rel.Release(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ls := r.leases.Leases(); len(ls) != 0 {
+		t.Errorf("leases = %+v, want lane 2 free", ls)
+	}
+	sum, _, err := ledger.Show(ctx, "up", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Recorded != 1 || sum.Counts[batch.Succeeded] != 1 || !sum.Closed {
+		t.Errorf("batch up: %d recorded (%d succeeded), closed %v; want r-1's success counted once and the batch closed: "+
+			"the release that dropped the later copy's claim took the count for its message's, which was never made", sum.Recorded, sum.Counts[batch.Succeeded], sum.Closed)
 	}
 }

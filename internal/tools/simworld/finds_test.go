@@ -655,7 +655,7 @@ func TestReclaimOfTheLastAttemptSeedHolds(t *testing.T) {
 // batch in flight, and SQS hands out no later message of a FIFO group while one is in flight, so
 // gamma ran fewer jobs than its limit of 5 for 32m5s while j005 waited behind the group's head,
 // over a bound that allowed two crashes. 1101 is the same with six kills from 24m51s. The
-// checker's bound now follows the kills of the type's own work (TestIdleBoundFollowsTheKillsOfTheTypesWork);
+// checker's bound follows the kills of the type's own work (TestIdleBoundFollowsTheKillsOfTheTypesWork);
 // this holds both seeds to every invariant.
 //
 //	SEED=980 TRACE=gamma-0 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile races
@@ -664,5 +664,37 @@ func TestKilledWaitingGroupSeedsHold(t *testing.T) {
 		if w, vs := findAt(t, seed, "races"); len(vs) > 0 {
 			t.Errorf("seed %d of races: %s", seed, w.Report(vs, 40))
 		}
+	}
+}
+
+// A type idle 32 minutes while its jobs waited (found at seeds 30369 and 30413 of races): a resume
+// woke the head of alpha's waiting group, which, its config still cached as paused, parked again
+// (invisible for PausedParkFor, 15 minutes), then read the config past the cache, found alpha
+// resumed and bound. Its invocation was killed later in the batch, and the head, never deleted,
+// held its group for 15 minutes rather than the queue's visibility timeout, twice in a row. A head
+// that finds its type resumed after its park gives its message the queue's visibility timeout back
+// (TestResumeDuringTheParkGivesTheMessageItsVisibilityBack).
+//
+//	SEED=30369 TRACE=j005 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile races
+func TestResumedHeadSeedsHold(t *testing.T) {
+	for _, seed := range []uint64{30369, 30413} {
+		if w, vs := findAt(t, seed, "races"); len(vs) > 0 {
+			t.Errorf("seed %d (races): %s", seed, w.Report(vs, 40))
+		}
+	}
+}
+
+// A job lost (found at seed 30550 of races): the bind of beta-j040's waiting message wrote lane 4's
+// bound lease, answered as failed, and a twin delivery of that message, its view read before,
+// bound lane 5 and acknowledged the message, so lane 4's copy never went. Attempt 1 failed in lane
+// 5 and the job moved to its key's group (a cap lowered); there the moved copy found lane 4 bound
+// to the stale bind, handed it its count and went. The job lived only in that lease, which the
+// sweep took back: never retried nor dead-lettered. The moved copy now sends the bind's copy again,
+// under the bind's deduplication id (TestMovedCopyGoesOnFromAStaleCopysLane).
+//
+//	SEED=30550 TRACE=j040 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile races
+func TestStaleBindWithoutItsCopySeedHolds(t *testing.T) {
+	if w, vs := findAt(t, 30550, "races"); len(vs) > 0 {
+		t.Fatalf("seed 30550 (races): %s", w.Report(vs, 40))
 	}
 }
