@@ -214,10 +214,9 @@ type awsState struct {
 	PeakStarters, PeakGroups int // concurrent starter invocations; message groups with a message in flight
 	// reads and writes are each partition key's buckets (Enforce); refused counts, per "read pk"
 	// or "write pk", the calls answered with a throttle after the SDK's last attempt, and
-	// retried the attempts refused that the SDK retried.
-	reads, writes map[string]*bucket
-	refused       map[string]int
-	retried       int
+	// retried, per "read" or "write", the attempts refused that the SDK retried.
+	reads, writes    map[string]*bucket
+	refused, retried map[string]int
 }
 
 func newAWSState(m AWSModel) *awsState {
@@ -229,7 +228,7 @@ func newAWSState(m AWSModel) *awsState {
 		describe: newBucket(300/s, 15/s),
 		list:     newBucket(200/s, 5/s),
 		calls:    newMeter(), msgs: newMeter(), wcu: newMeter(), rcu: newMeter(),
-		reads: map[string]*bucket{}, writes: map[string]*bucket{}, refused: map[string]int{},
+		reads: map[string]*bucket{}, writes: map[string]*bucket{}, refused: map[string]int{}, retried: map[string]int{},
 	}
 }
 
@@ -272,7 +271,8 @@ func (w *World) partitionRetry(c *call) bool {
 	}
 	c.attempts++
 	if c.attempts < sdkMaxAttempts {
-		a.retried++
+		kind, _, _ := strings.Cut(short, " ")
+		a.retried[kind]++
 		d := time.Duration(w.rng.Float64()*float64(time.Second<<c.attempts)) + w.awsLatency(c.op)
 		w.trace(c.key, "aws model: %s refused on %s, attempt %d; the SDK retries in %s", c.op, short, c.attempts, d)
 		w.sched.afterCall(d, func() { w.let(c) })
@@ -367,9 +367,7 @@ func (w *World) Quotas() []Quota {
 		if refused > 0 {
 			note += fmt.Sprintf("; most refused: %s, %d", strings.TrimPrefix(worst, p.kind+" "), a.refused[worst])
 		}
-		if p.kind == "write" {
-			note += fmt.Sprintf("; %d attempts refused and retried by the SDK (reads and writes)", a.retried)
-		}
+		note += fmt.Sprintf("; %d attempts refused and retried by the SDK", a.retried[p.kind])
 		out = append(out, Quota{Name: fmt.Sprintf("ddb %s units/s on the hottest partition key (mean over the starts' span)", p.kind),
 			Peak: mean, Bound: p.per / s, Enforced: a.model.Enforce, Refused: refused, Note: note})
 	}
