@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // AWSModel is AWS's own latencies and quotas (docs/scale.md has each figure with its source).
@@ -19,9 +21,42 @@ import (
 type AWSModel struct {
 	// Scale divides every quota below (1: AWS's own figures).
 	Scale float64
-	// Enforce turns the Step Functions token buckets on: a call finding its bucket empty answers
-	// ThrottlingException. Without it they are only counted.
+	// Enforce turns the quotas' buckets on: a Step Functions call finding its bucket empty answers
+	// ThrottlingException; a DynamoDB call finding its partition key's bucket short is retried as
+	// the SDK retries a throttle (partitionRetry), and answers ProvisionedThroughputExceededException
+	// when its last attempt is refused too. Without it they are only counted.
 	Enforce bool
+}
+
+// The SDK's standard retryer (aws/retry: DefaultMaxAttempts, and ExponentialJitterBackoff's delay
+// before retry k, uniform in [0, 2^k) seconds) as the handlers' clients use it: app.Lambda loads
+// the default config, which sets no retryer of its own.
+const sdkMaxAttempts = 3
+
+// DynamoDB's per-partition throughput (docs/scale.md, "Quotas"): each partition key's reads and
+// writes are throttled independently, and burst capacity does not lift them, so a key's bucket
+// holds one second of its throughput.
+const (
+	partitionWriteUnits = 1000.0 // write units a second per partition key
+	partitionReadUnits  = 3000.0 // read units a second per partition key
+)
+
+// units is what one DynamoDB call consumes in the AWS model: n units on each of its partition
+// keys, of read or of write capacity.
+type units struct {
+	read bool
+	n    float64
+	pks  []string
+}
+
+// partitionKeys are the partition keys of items keyed "pk|sk".
+func partitionKeys(keys ...string) []string {
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		pk, _, _ := strings.Cut(k, "|")
+		out = append(out, pk)
+	}
+	return out
 }
 
 // opLatency is one operation's round trip from Lambda: log-normal through its p50 and p99.
@@ -82,21 +117,32 @@ func newBucket(burst, refill float64) *bucket {
 
 // take takes a token at now; false when there is none.
 func (b *bucket) take(now time.Time) bool {
+	if !b.has(now, 1) {
+		b.Refused++
+		b.LastRefused = now
+		return false
+	}
+	b.spend(1)
+	return true
+}
+
+// has refills b to now and says whether it can take n: it holds n, or, for a request larger than
+// the burst, a full burst (the request then leaves b in debt, which the refill repays).
+func (b *bucket) has(now time.Time, n float64) bool {
 	if b.at.IsZero() || now.After(b.at) {
 		if !b.at.IsZero() {
 			b.tokens = min(b.burst, b.tokens+now.Sub(b.at).Seconds()*b.refill)
 		}
 		b.at = now
 	}
-	if b.tokens < 1 {
-		b.Refused++
-		b.LastRefused = now
-		return false
-	}
-	b.tokens--
+	return b.tokens >= min(n, b.burst)
+}
+
+// spend takes n tokens that has allowed.
+func (b *bucket) spend(n float64) {
+	b.tokens -= n
 	b.Taken++
 	b.Lowest = min(b.Lowest, b.tokens)
-	return true
 }
 
 // meter counts per whole virtual second, per key, and keeps each key's busiest second.
@@ -159,12 +205,18 @@ type awsState struct {
 	calls                 *meter // API calls per second, per "queue action"
 	msgs                  *meter // messages per second per "queue action"
 	wcu                   *meter // write units per second per partition key
+	rcu                   *meter // read units per second per partition key
 	WCU                   float64
 	// span is the time from the first start to the last (the benchmark sets it), over which
 	// Quotas gives the hottest key's mean write units a second.
 	span                     time.Duration
 	PeakInFlight             int // lanes queue messages in flight at once
 	PeakStarters, PeakGroups int // concurrent starter invocations; message groups with a message in flight
+	// reads and writes are each partition key's buckets (Enforce); refused counts, per "read pk"
+	// or "write pk", the calls answered with a throttle after the SDK's last attempt, and
+	// retried, per "read" or "write", the attempts refused that the SDK retried.
+	reads, writes    map[string]*bucket
+	refused, retried map[string]int
 }
 
 func newAWSState(m AWSModel) *awsState {
@@ -175,8 +227,62 @@ func newAWSState(m AWSModel) *awsState {
 		start:    newBucket(1300/s, 300/s),
 		describe: newBucket(300/s, 15/s),
 		list:     newBucket(200/s, 5/s),
-		calls:    newMeter(), msgs: newMeter(), wcu: newMeter(),
+		calls:    newMeter(), msgs: newMeter(), wcu: newMeter(), rcu: newMeter(),
+		reads: map[string]*bucket{}, writes: map[string]*bucket{}, refused: map[string]int{}, retried: map[string]int{},
 	}
+}
+
+// partitionTake takes u's units from each of its partition keys' buckets at now, all or none;
+// it answers the first key short of them ("" when taken).
+func (a *awsState) partitionTake(now time.Time, u *units) string {
+	buckets, per, kind := a.writes, partitionWriteUnits, "write "
+	if u.read {
+		buckets, per, kind = a.reads, partitionReadUnits, "read "
+	}
+	bs := make([]*bucket, len(u.pks))
+	for i, pk := range u.pks {
+		b := buckets[pk]
+		if b == nil {
+			b = newBucket(per/a.model.Scale, per/a.model.Scale)
+			buckets[pk] = b
+		}
+		if !b.has(now, u.n) {
+			return kind + pk
+		}
+		bs[i] = b
+	}
+	for _, b := range bs {
+		b.spend(u.n)
+	}
+	return ""
+}
+
+// partitionRetry applies the partition buckets to a DynamoDB call as it takes effect: a call they
+// refuse is sent again after the SDK's backoff and a new round trip (true: the call is not let
+// through yet), and after the SDK's last attempt answers a throttle, as the throttle fault does.
+func (w *World) partitionRetry(c *call) bool {
+	a, u := w.aws, c.units
+	if u == nil || !a.model.Enforce || c.fault != faultNone {
+		return false
+	}
+	short := a.partitionTake(w.now(), u)
+	if short == "" {
+		return false
+	}
+	c.attempts++
+	if c.attempts < sdkMaxAttempts {
+		kind, _, _ := strings.Cut(short, " ")
+		a.retried[kind]++
+		d := time.Duration(w.rng.Float64()*float64(time.Second<<c.attempts)) + w.awsLatency(c.op)
+		w.trace(c.key, "aws model: %s refused on %s, attempt %d; the SDK retries in %s", c.op, short, c.attempts, d)
+		w.sched.afterCall(d, func() { w.let(c) })
+		return true
+	}
+	a.refused[short]++
+	c.fault = faultThrottle
+	w.Stats.Faults++
+	w.trace(c.key, "aws model: %s refused on %s after %d attempts: throttled", c.op, short, c.attempts)
+	return false
 }
 
 // throttled takes a token for a Step Functions call; true when the model refuses it.
@@ -238,13 +344,33 @@ func (w *World) Quotas() []Quota {
 	out = append(out, Quota{Name: "sqs FIFO calls/s per action, high-throughput mode", Peak: n, Bound: 70000 / s,
 		Note: fmt.Sprintf("%s; %.0f%% of the 300/s without high-throughput mode", k, 100*n/(300/s))})
 	out = append(out, Quota{Name: "sqs FIFO in flight", Peak: float64(a.PeakInFlight), Bound: 120000 / s})
-	k, n = a.wcu.hottest()
-	mean := 0.0
-	if a.span > 0 {
-		mean = a.wcu.total[k] / a.span.Seconds()
+	for _, p := range []struct {
+		kind string
+		m    *meter
+		per  float64
+	}{{"write", a.wcu, partitionWriteUnits}, {"read", a.rcu, partitionReadUnits}} {
+		k, n := p.m.hottest()
+		mean := 0.0
+		if a.span > 0 {
+			mean = p.m.total[k] / a.span.Seconds()
+		}
+		refused, worst := 0, ""
+		for _, key := range slices.Sorted(maps.Keys(a.refused)) {
+			if strings.HasPrefix(key, p.kind+" ") {
+				refused += a.refused[key]
+				if worst == "" || a.refused[key] > a.refused[worst] {
+					worst = key
+				}
+			}
+		}
+		note := fmt.Sprintf("%s; its busiest second %.0f", k, n)
+		if refused > 0 {
+			note += fmt.Sprintf("; most refused: %s, %d", strings.TrimPrefix(worst, p.kind+" "), a.refused[worst])
+		}
+		note += fmt.Sprintf("; %d attempts refused and retried by the SDK", a.retried[p.kind])
+		out = append(out, Quota{Name: fmt.Sprintf("ddb %s units/s on the hottest partition key (mean over the starts' span)", p.kind),
+			Peak: mean, Bound: p.per / s, Enforced: a.model.Enforce, Refused: refused, Note: note})
 	}
-	out = append(out, Quota{Name: "ddb WCU/s on the hottest partition key (mean over the starts' span)", Peak: mean, Bound: 1000 / s,
-		Note: fmt.Sprintf("%s; its busiest second %.0f", k, n)})
 	out = append(out, Quota{Name: "starter invocations at once (MaximumConcurrency)", Peak: float64(a.PeakStarters), Bound: float64(w.lanesESM.maxConc), Enforced: true,
 		Note: fmt.Sprintf("%d message groups in flight at most", a.PeakGroups)})
 	return out
@@ -280,6 +406,66 @@ func (w *World) meterWrite(c *call, units float64, keys ...string) {
 		pk, _, _ := strings.Cut(k, "|")
 		w.aws.write(w.now(), pk, units)
 	}
+}
+
+// meterRead counts a DynamoDB read's units on its partition keys (Query and GetItem: one unit,
+// a strongly consistent read of up to 4 KB; Scan is the operator's, not metered).
+func (w *World) meterRead(c *call) {
+	if w.aws == nil || c.proc == nil || c.fault == faultThrottle || c.units == nil {
+		return
+	}
+	for _, pk := range c.units.pks {
+		w.aws.rcu.add(w.now(), pk, c.units.n)
+	}
+}
+
+// queryUnits charges a Query page's units past the one its admission took: the page's items'
+// size in 4 KB units, as DynamoDB charges a strongly consistent query, to the partition key's
+// bucket (left in debt when short: the read is done) and its meter.
+func (w *World) queryUnits(c *call, items []map[string]ddbtypes.AttributeValue) {
+	if w.aws == nil || c.proc == nil || c.units == nil {
+		return
+	}
+	size := 0
+	for _, it := range items {
+		size += itemSize(it)
+	}
+	extra := math.Ceil(float64(size)/4096) - 1
+	if extra <= 0 {
+		return
+	}
+	pk := c.units.pks[0]
+	if b := w.aws.reads[pk]; b != nil && w.aws.model.Enforce {
+		b.has(w.now(), 0)
+		b.tokens -= extra
+		b.Lowest = min(b.Lowest, b.tokens)
+	}
+	w.aws.rcu.add(w.now(), pk, extra)
+}
+
+// itemSize is an item's size as DynamoDB counts it, about: names and values' bytes.
+func itemSize(item map[string]ddbtypes.AttributeValue) int {
+	n := 0
+	for k, v := range item {
+		n += len(k)
+		switch v := v.(type) {
+		case *ddbtypes.AttributeValueMemberS:
+			n += len(v.Value)
+		case *ddbtypes.AttributeValueMemberN:
+			n += len(v.Value)
+		case *ddbtypes.AttributeValueMemberB:
+			n += len(v.Value)
+		case *ddbtypes.AttributeValueMemberL:
+			for _, x := range v.Value {
+				n += itemSize(map[string]ddbtypes.AttributeValue{"": x}) + 1
+			}
+		case *ddbtypes.AttributeValueMemberM:
+			n += itemSize(v.Value)
+		default:
+			n++
+		}
+	}
+	return n
 }
 
 // quotaHold is how long after the StartExecution bucket last refused a start work conservation

@@ -41,3 +41,52 @@ func TestBucketBurstThenRefill(t *testing.T) {
 		})
 	}
 }
+
+// DynamoDB throttles each partition key at 1,000 write units and 3,000 read units a second, reads
+// and writes apart, with no burst past one second's units; a transaction takes its units from
+// every key it writes, or from none.
+func TestPartitionBuckets(t *testing.T) {
+	w := func(n float64, pks ...string) *units { return &units{n: n, pks: pks} }
+	r := func(n float64, pks ...string) *units { return &units{read: true, n: n, pks: pks} }
+	type req struct {
+		at time.Duration
+		u  *units
+	}
+	cases := []struct {
+		name string
+		reqs []req
+		want []string // per request, the key refused ("" taken)
+	}{
+		{"a second's write units, then refused",
+			[]req{{0, w(6, "A")}, {0, w(4, "A")}, {0, w(1, "A")}},
+			[]string{"", "", "write A"}},
+		{"refilled after a tenth of a second by a tenth",
+			[]req{{0, w(10, "A")}, {100 * time.Millisecond, w(1, "A")}, {100 * time.Millisecond, w(1, "A")}},
+			[]string{"", "", "write A"}},
+		{"no burst past one second after a quiet minute",
+			[]req{{0, w(1, "A")}, {time.Minute, w(10, "A")}, {time.Minute, w(1, "A")}},
+			[]string{"", "", "write A"}},
+		{"keys apart",
+			[]req{{0, w(10, "A")}, {0, w(10, "B")}, {0, w(1, "A")}},
+			[]string{"", "", "write A"}},
+		{"a transaction refused on one key takes nothing from the other",
+			[]req{{0, w(10, "B")}, {0, w(2, "A", "B")}, {0, w(10, "A")}},
+			[]string{"", "write B", ""}},
+		{"reads apart from writes, three times as many",
+			[]req{{0, w(10, "A")}, {0, r(30, "A")}, {0, r(1, "A")}, {0, w(1, "A")}},
+			[]string{"", "", "read A", "write A"}},
+		{"a request above the burst passes on a full bucket and leaves it in debt",
+			[]req{{0, w(15, "A")}, {400 * time.Millisecond, w(1, "A")}, {600 * time.Millisecond, w(1, "A")}},
+			[]string{"", "write A", ""}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a := newAWSState(AWSModel{Scale: 100, Enforce: true}) // 10 write, 30 read units a second
+			for i, q := range c.reqs {
+				if got := a.partitionTake(epoch.Add(q.at), q.u); got != c.want[i] {
+					t.Errorf("request %d at %s: refused on %q, want %q", i, q.at, got, c.want[i])
+				}
+			}
+		})
+	}
+}

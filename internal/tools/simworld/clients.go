@@ -22,6 +22,12 @@ func apiError(code, msg string) error { return fakes.APIError(code, msg) }
 // world's decisions) or errKilled. Calls made outside any invocation (the world's own: operator
 // actions, checks) pass at once.
 func (w *World) gate(ctx context.Context, op, key string) (*call, error) {
+	return w.gateUnits(ctx, op, key, nil)
+}
+
+// gateUnits is gate for a DynamoDB call that consumes u on its partition keys (nil without the
+// AWS model).
+func (w *World) gateUnits(ctx context.Context, op, key string, u *units) (*call, error) {
 	p := procOf(ctx)
 	if p == nil {
 		return &call{}, nil
@@ -29,7 +35,7 @@ func (w *World) gate(ctx context.Context, op, key string) (*call, error) {
 	if p.dead {
 		return nil, errKilled
 	}
-	c := &call{proc: p, op: op, key: key, ready: make(chan struct{})}
+	c := &call{proc: p, op: op, key: key, ready: make(chan struct{}), units: u}
 	w.sched.enter(c)
 	if c.kill == killBefore {
 		return nil, errKilled
@@ -247,8 +253,13 @@ func exprValues(v map[string]ddbtypes.AttributeValue) string {
 	return b.String()
 }
 
-func (d ddbClient) read(ctx context.Context, op, key string) (*call, error) {
-	c, err := d.w.gate(ctx, op, key)
+// read gates a read of partition key pk ("": not metered).
+func (d ddbClient) read(ctx context.Context, op, key, pk string) (*call, error) {
+	var u *units
+	if d.w.aws != nil && pk != "" {
+		u = &units{read: true, n: 1, pks: []string{pk}}
+	}
+	c, err := d.w.gateUnits(ctx, op, key, u)
 	if err != nil {
 		return nil, err
 	}
@@ -256,7 +267,16 @@ func (d ddbClient) read(ctx context.Context, op, key string) (*call, error) {
 		d.w.trace(key, "ddb.throttled %s %s", op, key)
 		return c, &ddbtypes.ProvisionedThroughputExceededException{Message: aws.String("Throughput exceeds the current capacity of your table or index (simulated, after the SDK's retries)")}
 	}
+	d.w.meterRead(c)
 	return c, nil
+}
+
+// writeUnits is a write's units (n on each item, keyed "pk|sk") in the AWS model; nil without it.
+func (w *World) writeUnits(n float64, keys ...string) *units {
+	if w.aws == nil {
+		return nil
+	}
+	return &units{n: n, pks: partitionKeys(keys...)}
 }
 
 // write applies do once, or per the call's fault.
@@ -299,7 +319,8 @@ func errCode(err error) string {
 
 func (d ddbClient) GetItem(ctx context.Context, in *dynamodb.GetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
 	k := keyString(in.Key)
-	c, err := d.read(ctx, "ddb.GetItem", k)
+	pk, _, _ := strings.Cut(k, "|")
+	c, err := d.read(ctx, "ddb.GetItem", k, pk)
 	if err != nil {
 		return nil, err
 	}
@@ -313,16 +334,23 @@ func (d ddbClient) GetItem(ctx context.Context, in *dynamodb.GetItemInput, _ ...
 }
 
 func (d ddbClient) Query(ctx context.Context, in *dynamodb.QueryInput, _ ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	c, err := d.read(ctx, "ddb.Query", exprValues(in.ExpressionAttributeValues)+keyString(in.ExclusiveStartKey))
+	pk := ""
+	if v, ok := in.ExpressionAttributeValues[":pk"].(*ddbtypes.AttributeValueMemberS); ok {
+		pk = v.Value
+	}
+	c, err := d.read(ctx, "ddb.Query", exprValues(in.ExpressionAttributeValues)+keyString(in.ExclusiveStartKey), pk)
 	if err != nil {
 		return nil, err
 	}
 	out, err := d.t.Query(ctx, in)
+	if err == nil {
+		d.w.queryUnits(c, out.Items)
+	}
 	return after(c, out, err)
 }
 
 func (d ddbClient) Scan(ctx context.Context, in *dynamodb.ScanInput, _ ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
-	c, err := d.read(ctx, "ddb.Scan", exprValues(in.ExpressionAttributeValues)+keyString(in.ExclusiveStartKey))
+	c, err := d.read(ctx, "ddb.Scan", exprValues(in.ExpressionAttributeValues)+keyString(in.ExclusiveStartKey), "")
 	if err != nil {
 		return nil, err
 	}
@@ -332,7 +360,7 @@ func (d ddbClient) Scan(ctx context.Context, in *dynamodb.ScanInput, _ ...func(*
 
 func (d ddbClient) PutItem(ctx context.Context, in *dynamodb.PutItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
 	k := keyString(in.Item)
-	c, err := d.w.gate(ctx, "ddb.PutItem", k+" "+aws.ToString(in.ConditionExpression))
+	c, err := d.w.gateUnits(ctx, "ddb.PutItem", k+" "+aws.ToString(in.ConditionExpression), d.w.writeUnits(1, k))
 	if err != nil {
 		return nil, err
 	}
@@ -350,7 +378,7 @@ func (d ddbClient) PutItem(ctx context.Context, in *dynamodb.PutItemInput, _ ...
 
 func (d ddbClient) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
 	k := keyString(in.Key)
-	c, err := d.w.gate(ctx, "ddb.DeleteItem", k+" "+aws.ToString(in.ConditionExpression))
+	c, err := d.w.gateUnits(ctx, "ddb.DeleteItem", k+" "+aws.ToString(in.ConditionExpression), d.w.writeUnits(1, k))
 	if err != nil {
 		return nil, err
 	}
@@ -370,12 +398,8 @@ func (d ddbClient) TransactWriteItems(ctx context.Context, in *dynamodb.Transact
 			key.WriteString(keyString(it.Put.Item) + " ")
 		}
 	}
-	c, err := d.w.gate(ctx, "ddb.TransactWriteItems", key.String())
-	if err != nil {
-		return nil, err
-	}
+	var keys []string
 	if d.w.aws != nil {
-		var keys []string
 		for _, it := range in.TransactItems {
 			switch {
 			case it.Put != nil:
@@ -388,6 +412,12 @@ func (d ddbClient) TransactWriteItems(ctx context.Context, in *dynamodb.Transact
 				keys = append(keys, keyString(it.ConditionCheck.Key))
 			}
 		}
+	}
+	c, err := d.w.gateUnits(ctx, "ddb.TransactWriteItems", key.String(), d.w.writeUnits(2, keys...))
+	if err != nil {
+		return nil, err
+	}
+	if d.w.aws != nil {
 		d.w.meterWrite(c, 2, keys...)
 	}
 	if c.fault == faultConflict {

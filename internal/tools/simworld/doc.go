@@ -33,9 +33,12 @@
 //
 // Config.AWS gives each call AWS's own latency (log-normal per operation through its p50 and p99,
 // docs/scale.md) instead of the 2-40 ms draw, enforces Step Functions' token buckets
-// (StartExecution, DescribeExecution, ListExecutions: ThrottlingException when empty) and counts
-// the quotas it does not enforce: SQS FIFO calls a second per action, messages in flight, DynamoDB
-// write units a second per partition key. Quotas are divided by AWSModel.Scale, for shapes scaled
+// (StartExecution, DescribeExecution, ListExecutions: ThrottlingException when empty) and
+// DynamoDB's per-partition-key throughput (1,000 write and 3,000 read units a second: a call
+// refused is retried as the SDK retries a throttle, and its third refusal answers
+// ProvisionedThroughputExceededException, as the throttle fault does), and counts the quotas it
+// does not enforce: SQS FIFO calls a second per action, messages in flight. Quotas are divided by
+// AWSModel.Scale, for shapes scaled
 // down by the same factor (TestScale, make bench-scale). Without it nothing of the model draws
 // from the seed, so the fixed seed set and the finds replay as they are.
 //

@@ -86,6 +86,10 @@ type call struct {
 	fault fault
 	// onFire runs in the world as the call is let through (a handler's return).
 	onFire func()
+	// units is what a DynamoDB call consumes on its partition keys in the AWS model (nil without
+	// it); attempts counts the SDK's attempts the model's partition buckets refused.
+	units    *units
+	attempts int
 }
 
 // sched runs the world: one goroutine (the bubble's root) that alone decides what happens next.

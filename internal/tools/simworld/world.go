@@ -192,17 +192,24 @@ func (w *World) admit(calls []*call) {
 		if f := w.cfg.Faults.Slow; f > 0 && w.rng.Float64() < f {
 			lat += 500*time.Millisecond + time.Duration(w.rng.Int64N(int64(4500*time.Millisecond)))
 		}
-		w.sched.afterCall(lat, func() {
-			if c.proc.dead {
-				c.kill = killBefore
-			} else if c.kill != noKill {
-				w.Stats.Kills++
-				w.trace(c.key, "kill %s at %s (%s)", c.proc.name, c.op, map[kill]string{killBefore: "before", killAfter: "after"}[c.kill])
-				w.killProc(c.proc)
-			}
-			close(c.ready)
-		})
+		w.sched.afterCall(lat, func() { w.let(c) })
 	}
+}
+
+// let lets a call through at the end of its latency, unless the AWS model's partition buckets
+// refuse it and the SDK retries it (partitionRetry).
+func (w *World) let(c *call) {
+	if w.aws != nil && !c.proc.dead && c.kill != killBefore && w.partitionRetry(c) {
+		return
+	}
+	if c.proc.dead {
+		c.kill = killBefore
+	} else if c.kill != noKill {
+		w.Stats.Kills++
+		w.trace(c.key, "kill %s at %s (%s)", c.proc.name, c.op, map[kill]string{killBefore: "before", killAfter: "after"}[c.kill])
+		w.killProc(c.proc)
+	}
+	close(c.ready)
 }
 
 // spawn runs fn as one invocation of a function in its own goroutine, with the function's timeout.
