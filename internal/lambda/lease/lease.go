@@ -68,6 +68,10 @@ type Lease struct {
 	Batch         string `dynamodbav:"batch,omitempty"`
 	MessageID     string `dynamodbav:"messageId"`
 	ReceiptHandle string `dynamodbav:"receiptHandle"`
+	// HandedBy is, on a bound lease, the waiting message that handed it its count (a newer copy of
+	// the job finding its lane bound to a stale one): that message sends the bind's copy, and its
+	// next delivery sends it again if it stopped before the send.
+	HandedBy string `dynamodbav:"handedBy,omitempty"`
 	// ExecutionArn is the attempt's execution, written with the claim (before StartExecution is
 	// called): the name is deterministic, so every reader (release, sweep, dead letter) can find the
 	// execution even when the start was never confirmed.

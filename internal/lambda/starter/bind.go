@@ -208,10 +208,11 @@ func (v *leaseView) bound(typ string, ln int, key string) {
 
 // held handles a waiting message whose job already holds a lane (own is its lease).
 func (s *Starter) held(ctx context.Context, x *msg, own lease.Lease, cfg config.TypeConfig) (verdict, error) {
-	if own.Status == lease.Bound && own.MessageID == x.MessageId {
-		// This message's bind wrote the lease, and its copy may not have gone (the send failed, or
-		// the invocation stopped): the copy goes again, and SQS drops it if the first went. In a
-		// pool, only with its slots: the bind may have stopped before it took them.
+	if own.Status == lease.Bound && (own.MessageID == x.MessageId || (own.HandedBy != "" && own.HandedBy == x.MessageId)) {
+		// This message's bind wrote the lease, or this message handed it its count (behindCopy),
+		// and the bind's copy may not have gone (the send failed, or the invocation stopped): the
+		// copy goes again, and SQS drops it if the first went. In a pool, only with its slots: the
+		// bind may have stopped before it took them.
 		if ok, err := s.heldSlots(ctx, x, cfg, own); err != nil || !ok {
 			if err != nil {
 				return hold, err
@@ -221,7 +222,7 @@ func (s *Starter) held(ctx context.Context, x *msg, own lease.Lease, cfg config.
 		return s.sendBound(ctx, x, own)
 	}
 	if behind(own, x.job.Attempts) {
-		return s.behindCopy(ctx, x, own)
+		return s.behindCopy(ctx, x, own, cfg)
 	}
 	// The job is in a lane already (another message of it was bound, or its copy runs): this
 	// message is a copy of it.
@@ -252,11 +253,11 @@ func behind(own lease.Lease, attempts int) bool {
 //   - a claim whose execution this claim started holds the job's run: this message goes;
 //   - a claim of an attempt another message ran finds it so and drops itself: this message waits
 //     for the lane to free, and binds then.
-func (s *Starter) behindCopy(ctx context.Context, x *msg, own lease.Lease) (verdict, error) {
+func (s *Starter) behindCopy(ctx context.Context, x *msg, own lease.Lease, cfg config.TypeConfig) (verdict, error) {
 	log := x.log.With("heldLane", own.Lane, "status", own.Status, "leaseAttempt", own.Attempt, "attempts", x.job.Attempts)
 	if own.Status == lease.Bound {
 		next := own
-		next.Attempt = x.job.Attempts
+		next.Attempt, next.HandedBy = x.job.Attempts, x.MessageId
 		written, err := s.Leases.Put(ctx, next, &own)
 		if err != nil {
 			return hold, fmt.Errorf("hand this copy's attempts to the stale copy's bound lease: %w", err)
@@ -266,8 +267,11 @@ func (s *Starter) behindCopy(ctx context.Context, x *msg, own lease.Lease) (verd
 		// The bind's copy may never have gone: its lease write answered as failed, and a twin
 		// delivery of its waiting message bound another lane and acknowledged it (seed 30550 of
 		// races: the job then lived only in this lease, which the sweep took back). It goes from
-		// here, under the bind's deduplication id: SQS drops it if it went.
-		return s.sendBound(ctx, x, written)
+		// here, under the bind's deduplication id (SQS drops it if it went), as from the bind's own
+		// message: with the lease's pool slots (that bind may have stopped before it took them),
+		// and again from this message's next delivery if this one stops before the send (the
+		// lease names it: HandedBy).
+		return s.held(ctx, x, written, cfg)
 	}
 	d, err := s.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: &own.ExecutionArn})
 	if err != nil && !isErr[*sfntypes.ExecutionDoesNotExist](err) {

@@ -290,6 +290,50 @@ func TestMovedCopyGoesOnFromAStaleCopysLane(t *testing.T) {
 	}
 }
 
+// A moved copy that handed its count to a stale bind's lease and then stopped before the bind's copy
+// went (the send failed, or the invocation was killed after the lease write) is delivered again: the
+// lease now counts its attempts, so it is no longer behind, yet the bind's copy may still never have
+// gone. Dropped as a copy of a job that holds a lane, it would leave the job only in the lease, for
+// the sweep to take back (the job lost, as at seed 30550 of races). Its next delivery sends the
+// bind's copy again, under the bind's deduplication id, with its count.
+func TestMovedCopyThatHandedItsCountSendsTheBindsCopyWhenDeliveredAgain(t *testing.T) {
+	ctx := context.Background()
+	r := newRigStrategy(t, nil, lane.FirstFree)
+	stale := leaseOf("reports", 2, "w-1", 0, lease.Bound, 1)
+	stale.MessageID = "stale-copy"
+	r.leases.Set(stale)
+	failing := true
+	r.sqs.OnSend = func(*sqs.SendMessageInput) error {
+		if failing {
+			return errors.New("send failed")
+		}
+		return nil
+	}
+	body := jobBody("reports", "w-1", 1)
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{message(t, job.WaitingGroupID("reports", 0), "w-1", body, 1)}})
+	if err != nil || len(resp.BatchItemFailures) != 1 {
+		t.Fatalf("Handle = %+v, %v; want the moved copy kept after its send failed", resp, err)
+	}
+	if l, _ := r.leases.Lease(lease.Key{Type: "reports", Lane: 2}); l.Status != lease.Bound || l.Attempt != 1 {
+		t.Fatalf("lease = %+v, want lane 2 bound with the moved copy's 1 attempt", l)
+	}
+	failing = false
+	resp, err = r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{message(t, job.WaitingGroupID("reports", 0), "w-1", body, 2)}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("Handle = %+v, %v; want the moved copy gone once the bind's copy went", resp, err)
+	}
+	dedup := job.BoundDedupID("reports", "", "", "w-1", 0, 2, stale.MessageID, stale.StartedAt.UnixNano())
+	var sent []fakes.SentMessage
+	for _, m := range r.sqs.Sent(lanesURL) {
+		if m.Err == nil {
+			sent = append(sent, m)
+		}
+	}
+	if len(sent) != 1 || sent[0].MessageGroupID != job.GroupID("reports", 2) || sent[0].MessageDeduplicationID != dedup || sent[0].Body != body {
+		t.Errorf("sent = %+v, want the bind's copy sent to lane 2 once, with the moved copy's body, deduplication id %s", sent, dedup)
+	}
+}
+
 // A release that frees a lane between the binder's look and its parking is not missed: the message
 // is made invisible before its group's record is written, then the binder looks again, binds, and
 // takes its record back.

@@ -125,6 +125,55 @@ func TestBoundLeaseTakesItsPoolSlotBeforeItsCopyGoes(t *testing.T) {
 	}
 }
 
+// A moved copy that finds its job's lane bound to a stale bind, and sends that bind's copy with its
+// count (Starter.behindCopy), sends it as the bind's own message would: with the lease's pool slot,
+// which that bind may have stopped before taking (its lease write answered as failed). Sent without
+// it, the copy would claim and start over its pool's cap. With the pool full, the lane goes back and
+// the moved copy looks again later.
+func TestMovedCopyTakesAStaleBindsPoolSlotBeforeItsCopyGoes(t *testing.T) {
+	for _, full := range []bool{false, true} {
+		ctx := context.Background()
+		r, slots := newPoolRig(t)
+		if full {
+			resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{waiting(t, "a", "a-1", 1), waiting(t, "a", "a-2", 1)}})
+			if err != nil || len(resp.BatchItemFailures) != 0 {
+				t.Fatalf("a's batch = %+v, %v", resp, err)
+			}
+		}
+		if _, err := r.leases.Put(ctx, lease.Lease{Type: "b", Lane: 1, JobID: "b-1", MessageID: "stale-copy", Status: lease.Bound, StartedAt: t0}, nil); err != nil {
+			t.Fatal(err)
+		}
+		sent := len(r.sqs.Sent(lanesURL))
+		moved := message(t, job.WaitingGroupID("b", 0), "b-1", jobBody("b", "b-1", 1), 1)
+		resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{moved}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ss, err := slots.Slots(ctx, "psp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ofB := 0
+		for _, sl := range ss {
+			if sl.Holder.Type == "b" {
+				ofB++
+			}
+		}
+		ls, _ := r.leases.ListType(ctx, "b")
+		if full {
+			if len(resp.BatchItemFailures) != 1 || len(r.sqs.Sent(lanesURL)) != sent || len(ls) != 0 || ofB != 0 {
+				t.Errorf("pool full: failures %v, copies sent %d, b's leases %+v, b's slots %d; want the moved copy back, no copy, no lease, no slot",
+					resp.BatchItemFailures, len(r.sqs.Sent(lanesURL))-sent, ls, ofB)
+			}
+			continue
+		}
+		if len(resp.BatchItemFailures) != 0 || len(r.sqs.Sent(lanesURL)) != sent+1 || len(ls) != 1 || ls[0].Attempt != 1 || ofB != 1 {
+			t.Errorf("pool with room: failures %v, copies sent %d, b's leases %+v, b's slots %d; want the bind's copy sent with one slot taken and the moved copy's count",
+				resp.BatchItemFailures, len(r.sqs.Sent(lanesURL))-sent, ls, ofB)
+		}
+	}
+}
+
 // A retry is a new start: with its pool's cap lowered under the jobs holding its slots, the job
 // waits in its waiting group with the attempts it made; a job of a type that joined the pool after
 // its bind takes a slot before it starts again, or waits when there is none.
