@@ -93,7 +93,18 @@ func (s *Starter) takeSlots(ctx context.Context, cfg config.TypeConfig, b lease.
 	h := pool.HolderOf(b)
 	for i, p := range cfg.Pools {
 		v := views[i]
-		if sl, ok := v.Named(b); ok {
+		if sl, ok := v.Named(b); ok && !offered(v, b, sl.N) {
+			// Above the places the look offers (written under a higher cap, or while slots below
+			// it were live): taken over, it would let this job start beside a bind that read the
+			// pool before this lease was written and took the last offered place. It names nobody
+			// from here (a write on its token: taken since, it names another job), and this job
+			// takes an offered slot below.
+			if _, err := s.Pools.Take(ctx, p.Name, sl.N, pool.Holder{}, &sl); err != nil && !errors.Is(err, pool.ErrTaken) {
+				return "", err
+			}
+			s.Log.InfoContext(ctx, "the pool slot an earlier lease of this job in this lane named lies above the places offered; it names nobody, and the job takes an offered one",
+				"jobId", b.JobID, "type", b.Type, "key", b.JobKey, "toLane", b.Lane, "pool", p.Name, "slot", sl.N)
+		} else if ok {
 			// A slot of an earlier lease of this job in this lane, live now that this lease holds
 			// it (read before or after this lease was written): it is taken over (a write on the
 			// token read), so a bind that judged it free before this lease was written cannot take
@@ -140,6 +151,15 @@ func (s *Starter) takeSlots(ctx context.Context, cfg config.TypeConfig, b lease.
 		}
 	}
 	return "", nil
+}
+
+// offered reports whether slot n, named by b's job in b's lane, is a place v lets b's bind take:
+// one of the free slots it offers, or one v read live with b's lease (a bind cut short, again).
+func offered(v pool.View, b lease.Lease, n int) bool {
+	if sl, live := v.Holds(b); live && sl.N == n {
+		return true
+	}
+	return slices.ContainsFunc(v.Free, func(c pool.Candidate) bool { return c.N == n })
 }
 
 // overPool says why the job of own, a lease that binders counted, may not start again in its lane

@@ -2,6 +2,7 @@ package starter_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -568,5 +569,51 @@ func TestRebindInTheSameLaneTakesOverTheSlotNamingItsJob(t *testing.T) {
 	resp, err = r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{waiting(t, "a", "a-1", 1)}})
 	if err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Errorf("a-1's bind = %+v, %v; want it bound in psp's second place (b-1 alone runs in the pool)", resp, err)
+	}
+}
+
+// A rebind in the same lane whose job's earlier slot lies above the pool's cap (written under a
+// higher cap, or while slots below it were live) does not take that slot over: Look offers only the
+// lowest free slots that leave room, so that two binds reading the same slots go for the same
+// place, and a take above them lets both start (seeds 40023, 40060 and 40076 of all+pools: 3 jobs
+// in a pool of 2, 2 in a pool of 1). The rebind names nobody in that slot, on its token, and takes
+// an offered one: a bind that read the pool before it, and goes for the same place, loses it.
+func TestRebindDoesNotTakeOverASlotAboveTheCap(t *testing.T) {
+	ctx := context.Background()
+	r, slots := newPoolRig(t) // psp: cap 2, members a and b
+	const ln = 3              // b-1's first lane (lane.Hashed)
+	ghost := pool.HolderOf(boundLease("b", ln, "b-1"))
+	if _, err := slots.Take(ctx, "psp", 3, ghost, nil); err != nil { // taken under a cap of 3, its lease given back since
+		t.Fatal(err)
+	}
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{waiting(t, "a", "a-1", 1)}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("a-1's bind = %+v, %v; want it bound", resp, err)
+	}
+	before, err := pool.Look(ctx, slots, r.leases, "psp", 2) // another binder's look, before b-1's bind
+	if err != nil || len(before.Free) != 1 || before.Free[0].N != 2 {
+		t.Fatalf("psp before b-1's bind: free %+v, %v; want slot 2 offered", before.Free, err)
+	}
+	resp, err = r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{waiting(t, "b", "b-1", 2)}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("b-1's bind = %+v, %v; want it bound in psp's last place", resp, err)
+	}
+	other := boundLease("a", 2, "a-2")
+	if _, err := r.leases.Put(ctx, other, nil); err != nil {
+		t.Fatal(err)
+	}
+	c := before.Free[0]
+	if _, err := slots.Take(ctx, "psp", c.N, pool.HolderOf(other), c.Prev); !errors.Is(err, pool.ErrTaken) {
+		t.Errorf("the other binder's take of slot %d, as it read it before b-1's bind: %v; want ErrTaken (b-1 took that place)", c.N, err)
+	}
+	v, err := pool.Look(ctx, slots, r.leases, "psp", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Live) > 2 {
+		t.Errorf("psp live %+v: %d jobs in a pool of 2", v.Live, len(v.Live))
+	}
+	if sl, ok := v.Holds(boundLease("b", ln, "b-1")); !ok || sl.N > 2 {
+		t.Errorf("b-1 holds slot %+v (held %v); want a slot within the cap of 2", sl, ok)
 	}
 }

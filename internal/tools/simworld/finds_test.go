@@ -698,3 +698,23 @@ func TestStaleBindWithoutItsCopySeedHolds(t *testing.T) {
 		t.Fatalf("seed 30550 (races): %s", w.Report(vs, 40))
 	}
 }
+
+// A pool over its cap (found at seeds 40023, 40060 and 40076 of all+pools: 3 jobs in a pool of 2,
+// 2 in a pool of 1): a job bound again in the lane of a bind given back took over the slot that
+// bind had named, above the places the pool's look offered (written under a higher cap), while a
+// bind that had read the pool before took the last offered place. A rebind takes over only an
+// offered slot; one above them names nobody, and the job takes an offered one
+// (TestRebindDoesNotTakeOverASlotAboveTheCap). The three seeds keep every invariant, and 40023
+// still runs the path.
+//
+//	SEED=40076 TRACE=llm go test ./internal/tools/simworld -run TestOneSeed -v -args -profile all+pools
+func TestRebindAboveThePoolCapSeedsHold(t *testing.T) {
+	for _, seed := range []uint64{40060, 40076} {
+		if w, vs := findAt(t, seed, "all+pools"); len(vs) > 0 {
+			t.Errorf("seed %d of all+pools: %s", seed, w.Report(vs, 40))
+		}
+	}
+	holdsOnPathFrom(t, "all+pools", 40023, 40023, func(w *World) bool {
+		return traced(w, "lies above the places offered; it names nobody")
+	})
+}
