@@ -310,6 +310,18 @@ func (v View) Without(l lease.Lease) View {
 	return v
 }
 
+// Unheld is v as read before l was written: l's live slots free (offered as read, when the lowest
+// free slots leave room for them). A bind's look after its lease counts the slots it finds naming
+// the lease's job as the lease's, whether its bind took them or an earlier lease of that job in
+// that lane did; judged by Unheld, the bind keeps only a place a bind that read before its lease
+// would go for too.
+func (v View) Unheld(l lease.Lease) View {
+	h := HolderOf(l)
+	v.Live = slices.DeleteFunc(slices.Clone(v.Live), func(sl Slot) bool { return sl.Holder == h })
+	v.offer()
+	return v
+}
+
 // SlotReader reads a pool's slots.
 type SlotReader interface {
 	Slots(ctx context.Context, name string) ([]Slot, error)

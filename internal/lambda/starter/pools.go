@@ -99,7 +99,9 @@ func (s *Starter) takeSlots(ctx context.Context, cfg config.TypeConfig, b lease.
 			// pool before this lease was written and took the last offered place. It names nobody
 			// from here (a write on its token: taken since, it names another job), and this job
 			// takes an offered slot below.
-			if _, err := s.Pools.Take(ctx, p.Name, sl.N, pool.Holder{}, &sl); err != nil && !errors.Is(err, pool.ErrTaken) {
+			if _, err := s.Pools.Take(ctx, p.Name, sl.N, pool.Holder{}, &sl); err == nil {
+				v = v.Unheld(b) // read live with b's lease (a look after it), that slot is free now
+			} else if !errors.Is(err, pool.ErrTaken) {
 				return "", err
 			}
 			s.Log.InfoContext(ctx, "the pool slot an earlier lease of this job in this lane named lies above the places offered; it names nobody, and the job takes an offered one",
@@ -154,12 +156,11 @@ func (s *Starter) takeSlots(ctx context.Context, cfg config.TypeConfig, b lease.
 }
 
 // offered reports whether slot n, named by b's job in b's lane, is a place v lets b's bind take:
-// one of the free slots it offers, or one v read live with b's lease (a bind cut short, again).
+// one of the free slots it offers, with b's slots free (pool.View.Unheld). A look after b's lease
+// reads live both the slot b's bind took (a bind cut short, again) and one an earlier lease of the
+// job left; it cannot tell them apart, and takes over neither above the places offered.
 func offered(v pool.View, b lease.Lease, n int) bool {
-	if sl, live := v.Holds(b); live && sl.N == n {
-		return true
-	}
-	return slices.ContainsFunc(v.Free, func(c pool.Candidate) bool { return c.N == n })
+	return slices.ContainsFunc(v.Unheld(b).Free, func(c pool.Candidate) bool { return c.N == n })
 }
 
 // overPool says why the job of own, a lease that binders counted, may not start again in its lane

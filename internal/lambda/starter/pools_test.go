@@ -617,3 +617,54 @@ func TestRebindDoesNotTakeOverASlotAboveTheCap(t *testing.T) {
 		t.Errorf("b-1 holds slot %+v (held %v); want a slot within the cap of 2", sl, ok)
 	}
 }
+
+// A rebind that wrote its lease and stopped before its job's earlier slot, above the offered
+// places, named nobody: that slot is live for the lease, and the waiting message's next delivery
+// must not take it over as the bind's own (it read the pool after the lease, so a bind that read it
+// before, and goes for the last offered place, counts on that slot as free). The delivery judges
+// the slot as if the lease held none, names nobody in it, and takes an offered place or gives the
+// lane back.
+func TestRebindStoppedBeforeItsSlotAboveTheCapNamedNobodyDoesNotTakeItOver(t *testing.T) {
+	ctx := context.Background()
+	r, slots := newPoolRig(t) // psp: cap 2, members a and b
+	const ln = 3              // b-1's first lane (lane.Hashed)
+	ghost := pool.HolderOf(boundLease("b", ln, "b-1"))
+	if _, err := slots.Take(ctx, "psp", 3, ghost, nil); err != nil { // taken under a cap of 3, its lease given back since
+		t.Fatal(err)
+	}
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{waiting(t, "a", "a-1", 1)}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("a-1's bind = %+v, %v; want it bound", resp, err)
+	}
+	before, err := pool.Look(ctx, slots, r.leases, "psp", 2) // another binder's look, before b-1's bind
+	if err != nil || len(before.Free) != 1 || before.Free[0].N != 2 {
+		t.Fatalf("psp before b-1's bind: free %+v, %v; want slot 2 offered", before.Free, err)
+	}
+	m := waiting(t, "b", "b-1", 1)
+	b := boundLease("b", ln, "b-1")
+	b.MessageID = m.MessageId
+	if _, err := r.leases.Put(ctx, b, nil); err != nil { // b-1's bind stops after its lease
+		t.Fatal(err)
+	}
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{waiting(t, "b", "b-1", 2)}}); err != nil {
+		t.Fatal(err)
+	}
+	other := boundLease("a", 2, "a-2")
+	if _, err := r.leases.Put(ctx, other, nil); err != nil {
+		t.Fatal(err)
+	}
+	c := before.Free[0]
+	if _, err := slots.Take(ctx, "psp", c.N, pool.HolderOf(other), c.Prev); err != nil && !errors.Is(err, pool.ErrTaken) {
+		t.Fatal(err)
+	}
+	v, err := pool.Look(ctx, slots, r.leases, "psp", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Live) > 2 {
+		t.Errorf("psp live %+v: %d jobs in a pool of 2", v.Live, len(v.Live))
+	}
+	if sl, ok := v.Holds(b); ok && sl.N > 2 {
+		t.Errorf("b-1 holds slot %+v; want none, or one within the cap of 2", sl)
+	}
+}
