@@ -93,11 +93,10 @@ func TestPausedTypeParksItsWaitingJobs(t *testing.T) {
 	}
 }
 
-// A resume that lands between the starter's cached read and its park shows in the read past the
-// cache after parking: the job binds at once and its record goes (else it would wait out
-// PausedParkFor, since the resume found no record to wake).
-func TestResumeDuringTheParkBinds(t *testing.T) {
-	ctx := context.Background()
+// resumedDuringThePark is a rig whose type reports is paused in the starter's cached read and
+// resumed in its read past the cache, made after the park record was written.
+func resumedDuringThePark(t *testing.T) *rig {
+	t.Helper()
 	r := newRigStrategy(t, nil, lane.FirstFree)
 	store := &liveConfig{list: []config.Override{paused("reports")}}
 	store.onList = func(reads int) {
@@ -106,6 +105,15 @@ func TestResumeDuringTheParkBinds(t *testing.T) {
 		}
 	}
 	withLiveConfig(t, r, store, reportsDefaults)
+	return r
+}
+
+// A resume that lands between the starter's cached read and its park shows in the read past the
+// cache after parking: the job binds at once and its record goes (else it would wait out
+// PausedParkFor, since the resume found no record to wake).
+func TestResumeDuringTheParkBinds(t *testing.T) {
+	ctx := context.Background()
+	r := resumedDuringThePark(t)
 	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{waiting(t, "reports", "w-1", 1)}})
 	if err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("Handle = %+v, %v; want w-1 bound and acknowledged", resp, err)
@@ -125,14 +133,7 @@ func TestResumeDuringTheParkBinds(t *testing.T) {
 // 30413 of races: a type running none of its lanes for 32 minutes while its jobs waited).
 func TestResumeDuringTheParkGivesTheMessageItsVisibilityBack(t *testing.T) {
 	ctx := context.Background()
-	r := newRigStrategy(t, nil, lane.FirstFree)
-	store := &liveConfig{list: []config.Override{paused("reports")}}
-	store.onList = func(reads int) {
-		if reads == 2 { // the read past the cache, after the park record was written
-			store.list = nil
-		}
-	}
-	withLiveConfig(t, r, store, reportsDefaults)
+	r := resumedDuringThePark(t)
 	r.st.Visibility = 5 * time.Minute // the queue's visibility timeout, shorter than the pause's park
 	// The invocation is killed at the bind's send: no call it makes after that goes through.
 	killed := &smithy.GenericAPIError{Code: "Killed", Message: "the invocation timed out", Fault: smithy.FaultServer}
