@@ -87,10 +87,7 @@ func TestBoundLeaseTakesItsPoolSlotBeforeItsCopyGoes(t *testing.T) {
 		ctx := context.Background()
 		r, slots := newPoolRig(t)
 		if full {
-			resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{waiting(t, "a", "a-1", 1), waiting(t, "a", "a-2", 1)}})
-			if err != nil || len(resp.BatchItemFailures) != 0 {
-				t.Fatalf("a's batch = %+v, %v", resp, err)
-			}
+			fillPool(ctx, t, r)
 		}
 		m := waiting(t, "b", "b-1", 1)
 		if _, err := r.leases.Put(ctx, lease.Lease{Type: "b", Lane: 1, JobID: "b-1", MessageID: m.MessageId, Status: lease.Bound, StartedAt: t0}, nil); err != nil {
@@ -127,10 +124,7 @@ func TestMovedCopyTakesAStaleBindsPoolSlotBeforeItsCopyGoes(t *testing.T) {
 		ctx := context.Background()
 		r, slots := newPoolRig(t)
 		if full {
-			resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{waiting(t, "a", "a-1", 1), waiting(t, "a", "a-2", 1)}})
-			if err != nil || len(resp.BatchItemFailures) != 0 {
-				t.Fatalf("a's batch = %+v, %v", resp, err)
-			}
+			fillPool(ctx, t, r)
 		}
 		if _, err := r.leases.Put(ctx, lease.Lease{Type: "b", Lane: 1, JobID: "b-1", MessageID: "stale-copy", Status: lease.Bound, StartedAt: t0}, nil); err != nil {
 			t.Fatal(err)
@@ -610,6 +604,15 @@ func TestRebindDoesNotTakeOverASlotAboveTheCap(t *testing.T) {
 		if sl, ok := v.Holds(b); (ok || !cutShort) && (!ok || sl.N > 2) {
 			t.Errorf("cut short %v: b-1 holds slot %+v (held %v); want a slot within the cap of 2 (or, cut short, none)", cutShort, sl, ok)
 		}
+	}
+}
+
+// fillPool binds a-1 and a-2, which run pool psp's cap of 2.
+func fillPool(ctx context.Context, t *testing.T, r *rig) {
+	t.Helper()
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{waiting(t, "a", "a-1", 1), waiting(t, "a", "a-2", 1)}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("a's batch = %+v, %v", resp, err)
 	}
 }
 

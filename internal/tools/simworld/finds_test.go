@@ -64,6 +64,16 @@ func holdsOnPathFrom(t *testing.T, profile string, from, max uint64, path func(w
 // noBatches runs the world as it was before batches were modelled, for a seed found then.
 func noBatches(c *Config) { c.BatchShare = 0 }
 
+// holdAt runs each of seeds of profile and reports every invariant it breaks.
+func holdAt(t *testing.T, profile string, seeds ...uint64) {
+	t.Helper()
+	for _, seed := range seeds {
+		if w, vs := findAt(t, seed, profile); len(vs) > 0 {
+			t.Errorf("seed %d of %s: %s", seed, profile, w.Report(vs, 40))
+		}
+	}
+}
+
 func traced(w *World, parts ...string) bool {
 	for _, l := range w.traceLog {
 		ok := true
@@ -660,11 +670,7 @@ func TestReclaimOfTheLastAttemptSeedHolds(t *testing.T) {
 //
 //	SEED=980 TRACE=gamma-0 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile races
 func TestKilledWaitingGroupSeedsHold(t *testing.T) {
-	for _, seed := range []uint64{980, 1101} {
-		if w, vs := findAt(t, seed, "races"); len(vs) > 0 {
-			t.Errorf("seed %d of races: %s", seed, w.Report(vs, 40))
-		}
-	}
+	holdAt(t, "races", 980, 1101)
 }
 
 // A type idle 32 minutes while its jobs waited (found at seeds 30369 and 30413 of races): a resume
@@ -677,11 +683,7 @@ func TestKilledWaitingGroupSeedsHold(t *testing.T) {
 //
 //	SEED=30369 TRACE=j005 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile races
 func TestResumedHeadSeedsHold(t *testing.T) {
-	for _, seed := range []uint64{30369, 30413} {
-		if w, vs := findAt(t, seed, "races"); len(vs) > 0 {
-			t.Errorf("seed %d (races): %s", seed, w.Report(vs, 40))
-		}
-	}
+	holdAt(t, "races", 30369, 30413)
 }
 
 // A job lost (found at seed 30550 of races): the bind of beta-j040's waiting message wrote lane 4's
@@ -694,9 +696,7 @@ func TestResumedHeadSeedsHold(t *testing.T) {
 //
 //	SEED=30550 TRACE=j040 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile races
 func TestStaleBindWithoutItsCopySeedHolds(t *testing.T) {
-	if w, vs := findAt(t, 30550, "races"); len(vs) > 0 {
-		t.Fatalf("seed 30550 (races): %s", w.Report(vs, 40))
-	}
+	holdAt(t, "races", 30550)
 }
 
 // A pool over its cap (found at seeds 40023, 40060 and 40076 of all+pools: 3 jobs in a pool of 2,
@@ -709,11 +709,7 @@ func TestStaleBindWithoutItsCopySeedHolds(t *testing.T) {
 //
 //	SEED=40076 TRACE=llm go test ./internal/tools/simworld -run TestOneSeed -v -args -profile all+pools
 func TestRebindAboveThePoolCapSeedsHold(t *testing.T) {
-	for _, seed := range []uint64{40060, 40076} {
-		if w, vs := findAt(t, seed, "all+pools"); len(vs) > 0 {
-			t.Errorf("seed %d of all+pools: %s", seed, w.Report(vs, 40))
-		}
-	}
+	holdAt(t, "all+pools", 40060, 40076)
 	holdsOnPathFrom(t, "all+pools", 40023, 40023, func(w *World) bool {
 		return traced(w, "lies above the places offered; it names nobody")
 	})
