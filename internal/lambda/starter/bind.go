@@ -114,6 +114,12 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 		}
 		w.AtKeyCap = atCap.key
 		if b != nil {
+			if stale, err := s.staleBinder(ctx, x, cfg, *b); err != nil || stale {
+				if stale {
+					parked = true // a record under its message id is the group's head's: leave it
+				}
+				return hold, err
+			}
 			x.view.bound(x.key.Type, b.Lane, x.job.Key)
 			if look == 1 {
 				if err := s.WaitRoom.Unpark(ctx, w); err != nil {
@@ -177,6 +183,28 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 	}
 	s.Metrics.Add(x.key.Type, metrics.JobsParked, 1)
 	return hold, nil
+}
+
+// staleBinder reports whether this delivery bound b without holding its waiting message, and then
+// gives b's lane back. A key's count is exact only while its group's head is its one binder, and a
+// stale delivery (Lambda may hand a batch over twice) is not that head once an earlier delivery
+// acknowledged the message: the next head, received since, may be counting the key beside it. The
+// check follows the write, so a head received after the message's delete reads b. Only a type that
+// caps keys pays the call: lanes and pool slots are taken by conditional writes, exact whoever binds.
+func (s *Starter) staleBinder(ctx context.Context, x *msg, cfg config.TypeConfig, b lease.Lease) (bool, error) {
+	if !cfg.CapsKeys() {
+		return false, nil
+	}
+	current, err := s.holdsMessageFor(ctx, x, s.visibilitySeconds())
+	if err != nil || current {
+		return false, err // on an error, b is this message's: its next delivery finds it its own (held)
+	}
+	if err := s.freeLane(ctx, b); err != nil && !errors.Is(err, lease.ErrConflict) {
+		return true, fmt.Errorf("give back lane %d bound by a stale delivery: %w", b.Lane, err)
+	}
+	x.log.InfoContext(ctx, "stale delivery of a waiting message; lane it bound given back", "toLane", b.Lane)
+	s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
+	return true, nil
 }
 
 // leaseView is a type's leases as a waiting group's batch read them: one Query serves the batch's

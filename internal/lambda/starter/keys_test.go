@@ -9,6 +9,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/smithy-go"
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
@@ -115,6 +117,45 @@ func TestBindStopsAtTheKeyCap(t *testing.T) {
 	}
 	if got, want := failures(resp), sorted("msg-a-4"); !equal(got, want) {
 		t.Errorf("batch item failures = %v, want %v (a-3 bound, a-4 at the cap again)", got, want)
+	}
+}
+
+// A stale delivery of a waiting message (Lambda handed its batch over twice, and the first delivery
+// bound the job and acknowledged the message) is not its key's binder: the group's next head is. If
+// the twin binds, the two count the key at once, each without the other's lease: with the head
+// binding between the twin's read of the leases and its write, a key capped at 1 runs two jobs
+// (seed 40034 of races). The twin's bind holds only while its delivery still holds its message.
+func TestStaleDeliveryOfAWaitingMessageDoesNotBindBesideItsGroupsHead(t *testing.T) {
+	ctx := context.Background()
+	r := newKeyRigCapped(t, 1)
+	twin := keyed(t, "llm#acme", "acme", "a-1", 1)
+	r.sqs.OnChangeVisibility = func(in *sqs.ChangeMessageVisibilityInput) error {
+		if *in.ReceiptHandle == twin.ReceiptHandle {
+			return &smithy.GenericAPIError{Code: "ReceiptHandleIsInvalid", Message: "The input receipt handle is invalid.", Fault: smithy.FaultClient}
+		}
+		return nil
+	}
+	head := *r.st
+	stale := *r.st
+	stale.Leases = &racingLeases{LeaseStore: r.leases, take: func() {
+		// The group's next head, received once a-1's message was deleted, binds after the twin's read.
+		if resp, err := head.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{keyed(t, "llm#acme", "acme", "a-2", 1)}}); err != nil || len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("head's batch = %+v, %v; want a-2 bound", resp, err)
+		}
+	}}
+	resp, err := stale.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{twin}})
+	if err != nil || !equal(failures(resp), []string{"msg-a-1"}) {
+		t.Fatalf("twin's batch = %+v, %v; want the stale delivery held, never acknowledged", resp, err)
+	}
+	ls, err := r.leases.ListType(ctx, "llm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ls) != 1 || ls[0].JobID != "a-2" {
+		t.Errorf("leases = %+v, want a-2's alone: acme's cap is 1 and a-1's twin is not its group's binder", ls)
+	}
+	if c := copies(t, r); len(c) != 1 || c[0].id != "a-2" {
+		t.Errorf("copies = %+v, want a-2's alone", c)
 	}
 }
 

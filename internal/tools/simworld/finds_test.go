@@ -714,3 +714,18 @@ func TestRebindAboveThePoolCapSeedsHold(t *testing.T) {
 		return traced(w, "lies above the places offered; it names nobody")
 	})
 }
+
+// A key over its cap (found at seed 40034 of races: 2 executions of beta's key k3, cap 1): the bind
+// of beta-j001's waiting message took lane 4 and acknowledged the message, and a twin delivery of
+// it, whose read showed no lease of k3, bound lane 1 while the group's next head, j020, bound lane 2
+// from the same count. A bind of a type that caps keys holds only while its delivery still holds its
+// message (TestStaleDeliveryOfAWaitingMessageDoesNotBindBesideItsGroupsHead); a stale one gives its
+// lane back. The check's call moved seed 40034 off the path; the search finds one that runs it.
+//
+//	SEED=40034 TRACE=j001 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile races
+func TestStaleBinderBesideItsGroupsHeadSeedHolds(t *testing.T) {
+	holdAt(t, "races", 40034)
+	holdsOnPath(t, "races", 100, func(w *World) bool {
+		return traced(w, "stale delivery of a waiting message; lane it bound given back")
+	})
+}
