@@ -307,14 +307,8 @@ func (s *Starter) withLease(ctx context.Context, x *msg, l *lease.Lease) (verdic
 			// copy, and deleted this message. Its claim, checked only once written, would be left
 			// naming a message that is gone if its drop then failed, and the moved copy would take
 			// it for the job's run and drop itself. So this rare path checks first.
-			current, err := s.holdsMessageFor(ctx, x, s.visibilitySeconds())
-			if err != nil {
+			if gone, err := s.goneSinceItRan(ctx, x, attempt, "no lease in its own lane"); err != nil || gone {
 				return hold, err
-			}
-			if !current {
-				x.log.InfoContext(ctx, "stale delivery of a message gone since its attempt ran; dropped before any claim", "attempt", attempt)
-				s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
-				return hold, nil
 			}
 		}
 	}

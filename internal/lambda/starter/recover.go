@@ -152,6 +152,16 @@ func (s *Starter) ownAttempt(ctx context.Context, x *msg, l *lease.Lease, cfg co
 	// a workflow's release step frees the lease before the execution ends (or the lease was deleted
 	// by hand, whose count alone may be lost). Under a lease, only an ended one: a running attempt's
 	// own release counts it.
+	if l == nil {
+		// No lease tells this delivery from a twin of one that has since moved the job on (its count
+		// in the moved copy) and deleted this message, its attempt still running (a workflow's release
+		// step frees the lease first) or read so. Its claim would name a message that is gone, and
+		// the moved copy, finding the job's lane claimed, would drop itself: the job lost. So it
+		// checks before it writes (seed 411 of races).
+		if gone, err := s.goneSinceItRan(ctx, x, attempt, "a lane the job must leave"); err != nil || gone {
+			return hold, err, true
+		}
+	}
 	_, x.leaseless = releaser.OutcomeOf(string(d.Status))
 	x.leaseless = x.leaseless || l == nil
 	x.recovering = true
@@ -161,6 +171,20 @@ func (s *Starter) ownAttempt(ctx context.Context, x *msg, l *lease.Lease, cfg co
 	}
 	x.log.InfoContext(ctx, "lane the job must leave holds an attempt of this message; going on from it", "attempt", attempt)
 	return s.confirm(ctx, x, claimed)
+}
+
+// goneSinceItRan reports whether this delivery no longer holds its message, before it claims back
+// attempt, an attempt its message ran: a twin (Lambda may hand a batch over twice) of a delivery that
+// has since moved the job on and deleted the message. Such a delivery is dropped (held, writing
+// nothing); found says what it found, for the log.
+func (s *Starter) goneSinceItRan(ctx context.Context, x *msg, attempt int, found string) (bool, error) {
+	current, err := s.holdsMessageFor(ctx, x, s.visibilitySeconds())
+	if err != nil || current {
+		return false, err
+	}
+	x.log.InfoContext(ctx, "stale delivery of a message gone since its attempt ran; dropped before any claim", "attempt", attempt, "found", found)
+	s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
+	return true, nil
 }
 
 // redelivered handles a message that came back while its execution runs (it outlived the

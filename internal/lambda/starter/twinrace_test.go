@@ -456,6 +456,56 @@ func TestTwinReclaimingAfterTheMoveWritesNothing(t *testing.T) {
 	}
 }
 
+// The same twin on the path of a job that must leave its lane (above a lowered limit, or not bound
+// in a type that caps keys), whose attempt still runs: the workflow's release step freed its lease
+// and made its message visible, the next delivery moved the job to its waiting group (copy sent,
+// message and lease deleted), and the execution had not yet ended (or a stale read of it said
+// RUNNING). The twin of that delivery finds no lease and a running attempt of its message, and
+// claims it back to go on from it. Its claim names a message that is gone: held as a running job's,
+// it takes the job's end for its own, retries into a deleted message, and the moved copy, finding
+// the job's lane claimed, drops itself. The job is lost (simulation seed 411 of races). A delivery
+// with no lease checks that it holds its message before it claims an attempt back.
+func TestTwinOfAMoveFindingItsAttemptRunningWritesNothing(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		rig  func(t *testing.T) *rig
+		msg  func(t *testing.T) events.SQSMessage
+	}{
+		{"above a lowered limit", func(t *testing.T) *rig { return newRigStrategy(t, map[string]int{"reports": 1}, lane.FirstFree) },
+			func(t *testing.T) events.SQSMessage { return jobMessage(t, "reports", 2, "r-1", 0, 2) }},
+		{"not bound in a type that caps keys", func(t *testing.T) *rig { return newKeyRigCapped(t, 1) },
+			func(t *testing.T) events.SQSMessage { return keyed(t, job.GroupID("llm", 2), "acme", "a-1", 2) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			r := tt.rig(t)
+			twin := tt.msg(t)
+			var j job.Job
+			if err := json.Unmarshal([]byte(twin.Body), &j); err != nil {
+				t.Fatal(err)
+			}
+			run := execution(j.Type, 2, j.ID, 1, "RUNNING", "", "")
+			if j.Key != "" {
+				run = keyedExecution(j.Type, 2, j.Key, j.ID, 1, "RUNNING")
+			}
+			r.sfn.Put(startedBy(t, run, twin.MessageId))
+			r.sqs.OnChangeVisibility = func(in *sqs.ChangeMessageVisibilityInput) error {
+				return &smithy.GenericAPIError{Code: "ReceiptHandleIsInvalid", Message: "The receipt handle has expired.", Fault: smithy.FaultClient}
+			}
+			resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{twin}})
+			if err != nil || len(resp.BatchItemFailures) != 1 {
+				t.Fatalf("Handle = %+v, %v; want the stale delivery held, never acknowledged", resp, err)
+			}
+			if ls := r.leases.Leases(); len(ls) != 0 {
+				t.Errorf("leases = %+v, want none: a claim naming a deleted message would make the moved copy drop itself", ls)
+			}
+			if c := copies(t, r); len(c) != 0 {
+				t.Errorf("copies = %+v, want none: the delivery that moved the job sent its copy", c)
+			}
+		})
+	}
+}
+
 // The same stale copy as in TestStaleCopyOfAnEarlierBindDoesNotClaimALaterBind, come back a little
 // later: the later bind's copy has already claimed the lane and started the job. A copy of an earlier
 // bind (a twin delivery, after its own move deleted it and the moved copy was bound to the same lane

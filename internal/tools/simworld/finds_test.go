@@ -729,3 +729,18 @@ func TestStaleBinderBesideItsGroupsHeadSeedHolds(t *testing.T) {
 		return traced(w, "stale delivery of a waiting message; lane it bound given back")
 	})
 }
+
+// A job lost (found at seed 411 of races): beta-j017's attempt 1 failed in lane 1 after beta's limit
+// was lowered; the delivery that came back for the retry moved the job to its key's group (copy
+// sent, message and lease deleted), and a twin of that delivery, finding no lease and attempt 1 of
+// its message still running by a stale read, claimed the attempt back. The claim named a deleted
+// message: the attempt's end was released into it, and the moved copy, finding the job's lane
+// claimed, dropped itself. A delivery with no lease that would claim back an attempt its message
+// ran checks first that it holds its message (TestTwinOfAMoveFindingItsAttemptRunningWritesNothing).
+//
+//	SEED=411 TRACE=j017 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile races
+func TestTwinOfAMoveFindingItsAttemptRunningSeedHolds(t *testing.T) {
+	holdsOnPathFrom(t, "races", 411, 411, func(w *World) bool {
+		return traced(w, "dropped before any claim", "found=a lane the job must leave")
+	})
+}
