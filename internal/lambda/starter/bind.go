@@ -252,6 +252,14 @@ func (s *Starter) held(ctx context.Context, x *msg, own lease.Lease, cfg config.
 	if behind(own, x.job.Attempts) {
 		return s.behindCopy(ctx, x, own, cfg)
 	}
+	if own.Status == lease.Bound {
+		// Another message's bind, its copy not claimed yet: that bind may still give the lane back
+		// (a stale delivery's, whose message is gone, or one whose pool filled). Dropped now, this
+		// message would leave the job nowhere; it waits for the claim (then it is a copy of the
+		// job) or the give-back (then it binds).
+		x.log.InfoContext(ctx, "the job is bound by another message, its copy not claimed yet; looking again shortly", "heldLane", own.Lane)
+		return s.backoff(ctx, x.SQSMessage), nil
+	}
 	// The job is in a lane already (another message of it was bound, or its copy runs): this
 	// message is a copy of it.
 	x.log.WarnContext(ctx, "duplicate job: it already holds a lane; dropping this copy", "heldLane", own.Lane, "status", own.Status)

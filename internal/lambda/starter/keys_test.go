@@ -159,6 +159,45 @@ func TestStaleDeliveryOfAWaitingMessageDoesNotBindBesideItsGroupsHead(t *testing
 	}
 }
 
+// A stale delivery's bound lease is not the job's run until its check passes: it may be given back.
+// Another message of the job waiting in its key's group (its copy moved back to wait, say) that reads
+// that lease meanwhile must not drop itself as a duplicate, or the job is lost when the lease goes:
+// its first message acknowledged long ago, the other acknowledged, no lease and no copy left.
+func TestMessageOfAJobBoundByAStaleDeliveryIsNotDroppedBeforeTheGiveBack(t *testing.T) {
+	ctx := context.Background()
+	r := newKeyRigCapped(t, 1)
+	twin := keyed(t, "llm#acme", "acme", "a-1", 1)
+	moved := keyed(t, "llm#acme", "acme", "a-1", 1)
+	moved.MessageId, moved.ReceiptHandle = "msg-a-1-moved", handle("a1moved", 1)
+	head := *r.st
+	var headResp events.SQSEventResponse
+	r.sqs.OnChangeVisibility = func(in *sqs.ChangeMessageVisibilityInput) error {
+		if *in.ReceiptHandle != twin.ReceiptHandle {
+			return nil
+		}
+		// Between the twin's lease and its check, the moved copy is its group's head.
+		r.sqs.OnChangeVisibility = nil
+		var err error
+		if headResp, err = head.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{moved}}); err != nil {
+			t.Fatal(err)
+		}
+		return &smithy.GenericAPIError{Code: "ReceiptHandleIsInvalid", Message: "The input receipt handle is invalid.", Fault: smithy.FaultClient}
+	}
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{twin}})
+	if err != nil || !equal(failures(resp), []string{"msg-a-1"}) {
+		t.Fatalf("twin's batch = %+v, %v; want the stale delivery held", resp, err)
+	}
+	ls, err := r.leases.ListType(ctx, "llm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	heldOn := equal(failures(headResp), []string{"msg-a-1-moved"})
+	running := len(ls) == 1 && ls[0].JobID == "a-1" && len(copies(t, r)) == 1
+	if heldOn == running {
+		t.Errorf("moved copy held: %v; leases %+v, copies %+v: want a-1 either waiting in its moved copy or bound with its copy sent, once", heldOn, ls, copies(t, r))
+	}
+}
+
 // A default-key job that waits in one of the type's other waiting groups (routed before the type
 // had a key limit) moves to the type's first group, where one binder counts the default key.
 func TestDefaultKeyMovesToItsOneGroup(t *testing.T) {
