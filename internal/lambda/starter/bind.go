@@ -292,6 +292,19 @@ func behind(own lease.Lease, attempts int) bool {
 func (s *Starter) behindCopy(ctx context.Context, x *msg, own lease.Lease, cfg config.TypeConfig) (verdict, error) {
 	log := x.log.With("heldLane", own.Lane, "status", own.Status, "leaseAttempt", own.Attempt, "attempts", x.job.Attempts)
 	if own.Status == lease.Bound {
+		if cfg.CapsKeys() {
+			// A stale delivery's bind (Starter.staleBinder) counted its key from leases read before
+			// the group's head bound another of its jobs: over the cap, it is given back, never
+			// taken over. The copy waits for the give-back (or the claim).
+			n, _, err := s.countOthers(ctx, x, own)
+			if err != nil {
+				return hold, err
+			}
+			if n >= cfg.KeyCap(x.job.Key) {
+				log.InfoContext(ctx, "the job's lane is bound to a stale copy of it over its key's cap; waiting for it to be given back")
+				return s.backoff(ctx, x.SQSMessage), nil
+			}
+		}
 		next := own
 		next.Attempt, next.HandedBy = x.job.Attempts, x.MessageId
 		written, err := s.Leases.Put(ctx, next, &own)

@@ -198,6 +198,35 @@ func TestMessageOfAJobBoundByAStaleDeliveryIsNotDroppedBeforeTheGiveBack(t *test
 	}
 }
 
+// A moved copy (more attempts than the lease) takes over a job's bound lease and sends its copy
+// (Starter.behindCopy), as its bind would. A stale delivery's bind, counted from leases read before
+// the group's head bound another job of the key, holds one more of the key than its cap until the
+// stale delivery gives it back: taken over then, its copy would start beside the head's job. Over
+// the key's cap, the moved copy waits for the lease to be given back (or claimed) instead.
+func TestMovedCopyDoesNotTakeOverAStaleBindOverItsKeysCap(t *testing.T) {
+	ctx := context.Background()
+	r := newKeyRigCapped(t, 1)
+	head := leaseOf("llm", 2, "a-2", 1, lease.Starting, 1)
+	head.JobKey = "acme"
+	stale := leaseOf("llm", 1, "a-1", 0, lease.Bound, 1)
+	stale.JobKey, stale.KeyCap, stale.TypeLimit = "acme", 1, 4
+	r.leases.Set(head)
+	r.leases.Set(stale)
+	b, _ := json.Marshal(job.Job{Type: "llm", ID: "a-1", Key: "acme", Attempts: 1, Input: json.RawMessage(`{}`), SubmittedAt: submitted})
+	moved := message(t, "llm#acme", "a-1", string(b), 1)
+	moved.MessageId = "msg-a-1-moved"
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{moved}})
+	if err != nil || !equal(failures(resp), []string{"msg-a-1-moved"}) {
+		t.Fatalf("Handle = %+v, %v; want the moved copy held", resp, err)
+	}
+	if c := copies(t, r); len(c) != 0 {
+		t.Errorf("copies = %+v, want none: acme runs a-2, its cap of 1", c)
+	}
+	if l, ok := r.leases.Lease(lease.Key{Type: "llm", Lane: 1}); !ok || l.Version != stale.Version {
+		t.Errorf("lane 1 = %+v, want the stale bind's lease as it was, for its delivery to give back", l)
+	}
+}
+
 // A default-key job that waits in one of the type's other waiting groups (routed before the type
 // had a key limit) moves to the type's first group, where one binder counts the default key.
 func TestDefaultKeyMovesToItsOneGroup(t *testing.T) {
