@@ -240,7 +240,19 @@ func (s *Starter) held(ctx context.Context, x *msg, own lease.Lease, cfg config.
 		// This message's bind wrote the lease, or this message handed it its count (behindCopy),
 		// and the bind's copy may not have gone (the send failed, or the invocation stopped): the
 		// copy goes again, and SQS drops it if the first went. In a pool, only with its slots: the
-		// bind may have stopped before it took them.
+		// bind may have stopped before it took them. In a type that caps keys, only from a delivery
+		// that holds its message: the lease may be a stale delivery's bind, over the key's cap until
+		// that delivery gives it back (staleBinder), and a stale delivery is not the one to send
+		// (the message's delete went with the job's copy, and a later receive sends this one).
+		if cfg.CapsKeys() {
+			if current, err := s.holdsMessageFor(ctx, x, s.visibilitySeconds()); err != nil || !current {
+				if !current && err == nil {
+					x.log.InfoContext(ctx, "stale delivery of a waiting message; its bind's copy is left to its current delivery", "heldLane", own.Lane)
+					s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
+				}
+				return hold, err
+			}
+		}
 		if ok, err := s.heldSlots(ctx, x, cfg, own); err != nil || !ok {
 			if err != nil {
 				return hold, err

@@ -227,6 +227,37 @@ func TestMovedCopyDoesNotTakeOverAStaleBindOverItsKeysCap(t *testing.T) {
 	}
 }
 
+// A delivery that finds its own message's bound lease sends that bind's copy again (its bind may have
+// stopped before the send). A stale delivery (Lambda handed the batch over three times) must not: the
+// lease may be another stale delivery's bind, counted before the group's head bound another job of
+// the key, and sent, its copy would claim it before that delivery gives it back. The message was
+// acknowledged by the delivery that sent the job's copy, or is delivered again, and that delivery
+// sends it.
+func TestStaleDeliveryDoesNotSendTheCopyOfItsMessagesBind(t *testing.T) {
+	ctx := context.Background()
+	r := newKeyRigCapped(t, 1)
+	head := leaseOf("llm", 2, "a-2", 1, lease.Starting, 1)
+	head.JobKey = "acme"
+	stale := leaseOf("llm", 1, "a-1", 0, lease.Bound, 1)
+	stale.JobKey, stale.KeyCap, stale.TypeLimit = "acme", 1, 4
+	r.leases.Set(head)
+	r.leases.Set(stale)
+	twin := keyed(t, "llm#acme", "acme", "a-1", 1)
+	r.sqs.OnChangeVisibility = func(in *sqs.ChangeMessageVisibilityInput) error {
+		if *in.ReceiptHandle == twin.ReceiptHandle {
+			return &smithy.GenericAPIError{Code: "ReceiptHandleIsInvalid", Message: "The input receipt handle is invalid.", Fault: smithy.FaultClient}
+		}
+		return nil
+	}
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{twin}})
+	if err != nil || !equal(failures(resp), []string{"msg-a-1"}) {
+		t.Fatalf("Handle = %+v, %v; want the stale delivery held", resp, err)
+	}
+	if c := copies(t, r); len(c) != 0 {
+		t.Errorf("copies = %+v, want none from a stale delivery: acme runs a-2, its cap of 1", c)
+	}
+}
+
 // A default-key job that waits in one of the type's other waiting groups (routed before the type
 // had a key limit) moves to the type's first group, where one binder counts the default key.
 func TestDefaultKeyMovesToItsOneGroup(t *testing.T) {
