@@ -240,7 +240,19 @@ func (s *Starter) held(ctx context.Context, x *msg, own lease.Lease, cfg config.
 		// This message's bind wrote the lease, or this message handed it its count (behindCopy),
 		// and the bind's copy may not have gone (the send failed, or the invocation stopped): the
 		// copy goes again, and SQS drops it if the first went. In a pool, only with its slots: the
-		// bind may have stopped before it took them.
+		// bind may have stopped before it took them. In a type that caps keys, only from a delivery
+		// that holds its message: the lease may be a stale delivery's bind, over the key's cap until
+		// that delivery gives it back (staleBinder), and a stale delivery is not the one to send
+		// (the message's delete went with the job's copy, and a later receive sends this one).
+		if cfg.CapsKeys() {
+			if current, err := s.holdsMessageFor(ctx, x, s.visibilitySeconds()); err != nil || !current {
+				if !current && err == nil {
+					x.log.InfoContext(ctx, "stale delivery of a waiting message; its bind's copy is left to its current delivery", "heldLane", own.Lane)
+					s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
+				}
+				return hold, err
+			}
+		}
 		if ok, err := s.heldSlots(ctx, x, cfg, own); err != nil || !ok {
 			if err != nil {
 				return hold, err
@@ -251,6 +263,14 @@ func (s *Starter) held(ctx context.Context, x *msg, own lease.Lease, cfg config.
 	}
 	if behind(own, x.job.Attempts) {
 		return s.behindCopy(ctx, x, own, cfg)
+	}
+	if own.Status == lease.Bound {
+		// Another message's bind, its copy not claimed yet: that bind may still give the lane back
+		// (a stale delivery's, whose message is gone, or one whose pool filled). Dropped now, this
+		// message would leave the job nowhere; it waits for the claim (then it is a copy of the
+		// job) or the give-back (then it binds).
+		x.log.InfoContext(ctx, "the job is bound by another message, its copy not claimed yet; looking again shortly", "heldLane", own.Lane)
+		return s.backoff(ctx, x.SQSMessage), nil
 	}
 	// The job is in a lane already (another message of it was bound, or its copy runs): this
 	// message is a copy of it.
@@ -284,6 +304,19 @@ func behind(own lease.Lease, attempts int) bool {
 func (s *Starter) behindCopy(ctx context.Context, x *msg, own lease.Lease, cfg config.TypeConfig) (verdict, error) {
 	log := x.log.With("heldLane", own.Lane, "status", own.Status, "leaseAttempt", own.Attempt, "attempts", x.job.Attempts)
 	if own.Status == lease.Bound {
+		if cfg.CapsKeys() {
+			// A stale delivery's bind (Starter.staleBinder) counted its key from leases read before
+			// the group's head bound another of its jobs: over the cap, it is given back, never
+			// taken over. The copy waits for the give-back (or the claim).
+			n, _, err := s.countOthers(ctx, x, own)
+			if err != nil {
+				return hold, err
+			}
+			if n >= cfg.KeyCap(x.job.Key) {
+				log.InfoContext(ctx, "the job's lane is bound to a stale copy of it over its key's cap; waiting for it to be given back")
+				return s.backoff(ctx, x.SQSMessage), nil
+			}
+		}
 		next := own
 		next.Attempt, next.HandedBy = x.job.Attempts, x.MessageId
 		written, err := s.Leases.Put(ctx, next, &own)

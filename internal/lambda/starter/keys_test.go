@@ -159,6 +159,105 @@ func TestStaleDeliveryOfAWaitingMessageDoesNotBindBesideItsGroupsHead(t *testing
 	}
 }
 
+// A stale delivery's bound lease is not the job's run until its check passes: it may be given back.
+// Another message of the job waiting in its key's group (its copy moved back to wait, say) that reads
+// that lease meanwhile must not drop itself as a duplicate, or the job is lost when the lease goes:
+// its first message acknowledged long ago, the other acknowledged, no lease and no copy left.
+func TestMessageOfAJobBoundByAStaleDeliveryIsNotDroppedBeforeTheGiveBack(t *testing.T) {
+	ctx := context.Background()
+	r := newKeyRigCapped(t, 1)
+	twin := keyed(t, "llm#acme", "acme", "a-1", 1)
+	moved := keyed(t, "llm#acme", "acme", "a-1", 1)
+	moved.MessageId, moved.ReceiptHandle = "msg-a-1-moved", handle("a1moved", 1)
+	head := *r.st
+	var headResp events.SQSEventResponse
+	r.sqs.OnChangeVisibility = func(in *sqs.ChangeMessageVisibilityInput) error {
+		if *in.ReceiptHandle != twin.ReceiptHandle {
+			return nil
+		}
+		// Between the twin's lease and its check, the moved copy is its group's head.
+		r.sqs.OnChangeVisibility = nil
+		var err error
+		if headResp, err = head.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{moved}}); err != nil {
+			t.Fatal(err)
+		}
+		return &smithy.GenericAPIError{Code: "ReceiptHandleIsInvalid", Message: "The input receipt handle is invalid.", Fault: smithy.FaultClient}
+	}
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{twin}})
+	if err != nil || !equal(failures(resp), []string{"msg-a-1"}) {
+		t.Fatalf("twin's batch = %+v, %v; want the stale delivery held", resp, err)
+	}
+	ls, err := r.leases.ListType(ctx, "llm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	heldOn := equal(failures(headResp), []string{"msg-a-1-moved"})
+	running := len(ls) == 1 && ls[0].JobID == "a-1" && len(copies(t, r)) == 1
+	if heldOn == running {
+		t.Errorf("moved copy held: %v; leases %+v, copies %+v: want a-1 either waiting in its moved copy or bound with its copy sent, once", heldOn, ls, copies(t, r))
+	}
+}
+
+// A moved copy (more attempts than the lease) takes over a job's bound lease and sends its copy
+// (Starter.behindCopy), as its bind would. A stale delivery's bind, counted from leases read before
+// the group's head bound another job of the key, holds one more of the key than its cap until the
+// stale delivery gives it back: taken over then, its copy would start beside the head's job. Over
+// the key's cap, the moved copy waits for the lease to be given back (or claimed) instead.
+func TestMovedCopyDoesNotTakeOverAStaleBindOverItsKeysCap(t *testing.T) {
+	ctx := context.Background()
+	r := newKeyRigCapped(t, 1)
+	head := leaseOf("llm", 2, "a-2", 1, lease.Starting, 1)
+	head.JobKey = "acme"
+	stale := leaseOf("llm", 1, "a-1", 0, lease.Bound, 1)
+	stale.JobKey, stale.KeyCap, stale.TypeLimit = "acme", 1, 4
+	r.leases.Set(head)
+	r.leases.Set(stale)
+	b, _ := json.Marshal(job.Job{Type: "llm", ID: "a-1", Key: "acme", Attempts: 1, Input: json.RawMessage(`{}`), SubmittedAt: submitted})
+	moved := message(t, "llm#acme", "a-1", string(b), 1)
+	moved.MessageId = "msg-a-1-moved"
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{moved}})
+	if err != nil || !equal(failures(resp), []string{"msg-a-1-moved"}) {
+		t.Fatalf("Handle = %+v, %v; want the moved copy held", resp, err)
+	}
+	if c := copies(t, r); len(c) != 0 {
+		t.Errorf("copies = %+v, want none: acme runs a-2, its cap of 1", c)
+	}
+	if l, ok := r.leases.Lease(lease.Key{Type: "llm", Lane: 1}); !ok || l.Version != stale.Version {
+		t.Errorf("lane 1 = %+v, want the stale bind's lease as it was, for its delivery to give back", l)
+	}
+}
+
+// A delivery that finds its own message's bound lease sends that bind's copy again (its bind may have
+// stopped before the send). A stale delivery (Lambda handed the batch over three times) must not: the
+// lease may be another stale delivery's bind, counted before the group's head bound another job of
+// the key, and sent, its copy would claim it before that delivery gives it back. The message was
+// acknowledged by the delivery that sent the job's copy, or is delivered again, and that delivery
+// sends it.
+func TestStaleDeliveryDoesNotSendTheCopyOfItsMessagesBind(t *testing.T) {
+	ctx := context.Background()
+	r := newKeyRigCapped(t, 1)
+	head := leaseOf("llm", 2, "a-2", 1, lease.Starting, 1)
+	head.JobKey = "acme"
+	stale := leaseOf("llm", 1, "a-1", 0, lease.Bound, 1)
+	stale.JobKey, stale.KeyCap, stale.TypeLimit = "acme", 1, 4
+	r.leases.Set(head)
+	r.leases.Set(stale)
+	twin := keyed(t, "llm#acme", "acme", "a-1", 1)
+	r.sqs.OnChangeVisibility = func(in *sqs.ChangeMessageVisibilityInput) error {
+		if *in.ReceiptHandle == twin.ReceiptHandle {
+			return &smithy.GenericAPIError{Code: "ReceiptHandleIsInvalid", Message: "The input receipt handle is invalid.", Fault: smithy.FaultClient}
+		}
+		return nil
+	}
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{twin}})
+	if err != nil || !equal(failures(resp), []string{"msg-a-1"}) {
+		t.Fatalf("Handle = %+v, %v; want the stale delivery held", resp, err)
+	}
+	if c := copies(t, r); len(c) != 0 {
+		t.Errorf("copies = %+v, want none from a stale delivery: acme runs a-2, its cap of 1", c)
+	}
+}
+
 // A default-key job that waits in one of the type's other waiting groups (routed before the type
 // had a key limit) moves to the type's first group, where one binder counts the default key.
 func TestDefaultKeyMovesToItsOneGroup(t *testing.T) {

@@ -744,3 +744,17 @@ func TestTwinOfAMoveFindingItsAttemptRunningSeedHolds(t *testing.T) {
 		return traced(w, "dropped before any claim", "found=a lane the job must leave")
 	})
 }
+
+// A job lost beside a stale bind given back (found by reading the code): a stale delivery of a
+// waiting message bound a lane, and another message of its job, its group's head, dropped itself as
+// a duplicate of a job holding a lane just before the stale bind gave the lane back. Beside another
+// message's bound lease a message now waits for the claim or the give-back
+// (TestMessageOfAJobBoundByAStaleDeliveryIsNotDroppedBeforeTheGiveBack); seed 40336 of races runs
+// that wait.
+//
+//	SEED=40336 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile races
+func TestMessageBesideAnotherMessagesBindSeedHolds(t *testing.T) {
+	holdsOnPathFrom(t, "races", 40336, 40336, func(w *World) bool {
+		return traced(w, "the job is bound by another message, its copy not claimed yet")
+	})
+}
