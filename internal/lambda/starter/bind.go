@@ -196,8 +196,17 @@ func (s *Starter) staleBinder(ctx context.Context, x *msg, cfg config.TypeConfig
 		return false, nil
 	}
 	current, err := s.holdsMessageFor(ctx, x, s.visibilitySeconds())
-	if err != nil || current {
-		return false, err // on an error, b is this message's: its next delivery finds it its own (held)
+	if current {
+		return false, nil
+	}
+	if err != nil {
+		// Unknown: a stale delivery's lease kept would count the key, and idle the lane, until the
+		// sweep took it back. No copy went, so the lane goes back either way, and a current delivery
+		// binds again when its message comes back.
+		if ferr := s.freeLane(ctx, b); ferr != nil && !errors.Is(ferr, lease.ErrConflict) {
+			return false, errors.Join(err, fmt.Errorf("give back lane %d: %w", b.Lane, ferr))
+		}
+		return false, err
 	}
 	if err := s.freeLane(ctx, b); err != nil && !errors.Is(err, lease.ErrConflict) {
 		return true, fmt.Errorf("give back lane %d bound by a stale delivery: %w", b.Lane, err)

@@ -258,6 +258,27 @@ func TestStaleDeliveryDoesNotSendTheCopyOfItsMessagesBind(t *testing.T) {
 	}
 }
 
+// A bind whose check of its message fails (a throttled ChangeMessageVisibility) cannot tell whether
+// its delivery is stale. No copy went, so it gives the lane back: kept, a stale delivery's lease
+// would count the key and idle the lane until the sweep took it back.
+func TestBindWhoseMessageCheckFailsGivesTheLaneBack(t *testing.T) {
+	ctx := context.Background()
+	r := newKeyRigCapped(t, 1)
+	r.sqs.OnChangeVisibility = func(in *sqs.ChangeMessageVisibilityInput) error {
+		return &smithy.GenericAPIError{Code: "ThrottlingException", Message: "Rate exceeded", Fault: smithy.FaultClient}
+	}
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{keyed(t, "llm#acme", "acme", "a-1", 1)}})
+	if err != nil || !equal(failures(resp), []string{"msg-a-1"}) {
+		t.Fatalf("Handle = %+v, %v; want the delivery held, to bind again", resp, err)
+	}
+	if ls := r.leases.Leases(); len(ls) != 0 {
+		t.Errorf("leases = %+v, want none: the bind sent no copy, so its lane goes back", ls)
+	}
+	if c := copies(t, r); len(c) != 0 {
+		t.Errorf("copies = %+v, want none", c)
+	}
+}
+
 // A default-key job that waits in one of the type's other waiting groups (routed before the type
 // had a key limit) moves to the type's first group, where one binder counts the default key.
 func TestDefaultKeyMovesToItsOneGroup(t *testing.T) {
