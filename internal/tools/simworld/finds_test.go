@@ -239,12 +239,13 @@ func TestRedriveGenerationSeedHolds(t *testing.T) {
 // and config set --key-limit 1). Fixed: a retry counts its key (TestRetryWaitsWhenItsKeysCapWasLowered),
 // and over the cap waits in its key's group. Later changes (batches, the starter's reviews) moved
 // every run: seed 74 no longer reaches the path, and with the fix reverted none of seeds 1-300 of
-// the profile breaks a key's cap any more; seed 98 runs the fix's path (a retry finds its key at
-// its lowered cap and waits in its key's group) and keeps every invariant.
+// the profile breaks a key's cap any more; seed 347 runs the fix's path (a retry finds its key at
+// its lowered cap and waits in its key's group) and keeps every invariant, the first of the
+// profile to since a bind checks that it holds its message.
 //
-//	SEED=98 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile actions+skew+kill+events
+//	SEED=347 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile actions+skew+kill+events
 func TestLoweredKeyCapSeedHolds(t *testing.T) {
-	holdsOnPath(t, "actions+skew+kill+events", 300, func(w *World) bool {
+	holdsOnPathFrom(t, "actions+skew+kill+events", 340, 600, func(w *World) bool {
 		return traced(w, "the job waits in its key's group")
 	})
 }
@@ -704,13 +705,13 @@ func TestStaleBindWithoutItsCopySeedHolds(t *testing.T) {
 // bind had named, above the places the pool's look offered (written under a higher cap), while a
 // bind that had read the pool before took the last offered place. A rebind takes over only an
 // offered slot; one above them names nobody, and the job takes an offered one
-// (TestRebindDoesNotTakeOverASlotAboveTheCap). The three seeds keep every invariant, and 40023
-// still runs the path.
+// (TestRebindDoesNotTakeOverASlotAboveTheCap). The three seeds keep every invariant, and 40016 runs
+// the path.
 //
 //	SEED=40076 TRACE=llm go test ./internal/tools/simworld -run TestOneSeed -v -args -profile all+pools
 func TestRebindAboveThePoolCapSeedsHold(t *testing.T) {
-	holdAt(t, "all+pools", 40060, 40076)
-	holdsOnPathFrom(t, "all+pools", 40023, 40023, func(w *World) bool {
+	holdAt(t, "all+pools", 40023, 40060, 40076)
+	holdsOnPathFrom(t, "all+pools", 40016, 40016, func(w *World) bool {
 		return traced(w, "lies above the places offered; it names nobody")
 	})
 }
