@@ -422,6 +422,13 @@ func (w *World) meterRead(c *call) {
 // queryUnits charges a Query page's units past the one its admission took: the page's items'
 // size in 4 KB units, as DynamoDB charges a strongly consistent query, to the partition key's
 // bucket (left in debt when short: the read is done) and its meter.
+//
+// The size is the one the page would have at AWS's scale, Scale times the items read: every
+// collection the handlers query grows with a shape (a type's leases with its limit, parked
+// records with its keys, a pool's slots with its cap, config items with the types), so a scaled
+// shape reads 1/Scale of the items a query would at full size. Charged as read, against quotas
+// divided by Scale, a query would cost 1/Scale of its real share of its partition key, and a
+// read-bound rate, times Scale, would be Scale times too high.
 func (w *World) queryUnits(c *call, items []map[string]ddbtypes.AttributeValue) {
 	if w.aws == nil || c.proc == nil || c.units == nil {
 		return
@@ -430,7 +437,7 @@ func (w *World) queryUnits(c *call, items []map[string]ddbtypes.AttributeValue) 
 	for _, it := range items {
 		size += itemSize(it)
 	}
-	extra := math.Ceil(float64(size)/4096) - 1
+	extra := queryReadUnits(size, w.aws.model.Scale) - 1
 	if extra <= 0 {
 		return
 	}
@@ -441,6 +448,12 @@ func (w *World) queryUnits(c *call, items []map[string]ddbtypes.AttributeValue) 
 		b.Lowest = min(b.Lowest, b.tokens)
 	}
 	w.aws.rcu.add(w.now(), pk, extra)
+}
+
+// queryReadUnits is what a strongly consistent Query page of size bytes costs at AWS's scale: one
+// read unit per 4 KB of the page as it would be there, scale times larger (at least one unit).
+func queryReadUnits(size int, scale float64) float64 {
+	return max(1, math.Ceil(float64(size)*max(scale, 1)/4096))
 }
 
 // itemSize is an item's size as DynamoDB counts it, about: names and values' bytes.

@@ -90,3 +90,27 @@ func TestPartitionBuckets(t *testing.T) {
 		})
 	}
 }
+
+// A Query's page is charged as the page the same query would read at AWS's scale: a shape divided by
+// the scale holds that many times fewer items in every collection the handlers query (a type's
+// leases, a pool's slots, parked groups), against quotas divided by the same factor.
+func TestQueryReadUnitsAtAWSScale(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		size  int
+		scale float64
+		want  float64
+	}{
+		{"an empty page costs one unit", 0, 100, 1},
+		{"4 KB at AWS's own scale is one unit", 4096, 1, 1},
+		{"just past 4 KB is two", 4097, 1, 2},
+		{"50 leases of 1 KB at scale 100 are read as 5,000", 50 * 1024, 100, 1250},
+		{"a scale below 1 counts as 1", 8192, 0, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := queryReadUnits(c.size, c.scale); got != c.want {
+				t.Errorf("queryReadUnits(%d, %v) = %v, want %v", c.size, c.scale, got, c.want)
+			}
+		})
+	}
+}
