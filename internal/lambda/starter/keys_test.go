@@ -198,13 +198,11 @@ func TestMessageOfAJobBoundByAStaleDeliveryIsNotDroppedBeforeTheGiveBack(t *test
 	}
 }
 
-// A moved copy (more attempts than the lease) takes over a job's bound lease and sends its copy
-// (Starter.behindCopy), as its bind would. A stale delivery's bind, counted from leases read before
-// the group's head bound another job of the key, holds one more of the key than its cap until the
-// stale delivery gives it back: taken over then, its copy would start beside the head's job. Over
-// the key's cap, the moved copy waits for the lease to be given back (or claimed) instead.
-func TestMovedCopyDoesNotTakeOverAStaleBindOverItsKeysCap(t *testing.T) {
-	ctx := context.Background()
+// staleBindBesideHead is a rig whose key acme (cap 1) runs a-2, claimed in lane 2 by its group's head,
+// beside a-1's lease bound in lane 1 by a stale delivery whose read came before a-2's bind; it
+// returns the rig and that bound lease.
+func staleBindBesideHead(t *testing.T) (*rig, lease.Lease) {
+	t.Helper()
 	r := newKeyRigCapped(t, 1)
 	head := leaseOf("llm", 2, "a-2", 1, lease.Starting, 1)
 	head.JobKey = "acme"
@@ -212,6 +210,17 @@ func TestMovedCopyDoesNotTakeOverAStaleBindOverItsKeysCap(t *testing.T) {
 	stale.JobKey, stale.KeyCap, stale.TypeLimit = "acme", 1, 4
 	r.leases.Set(head)
 	r.leases.Set(stale)
+	return r, stale
+}
+
+// A moved copy (more attempts than the lease) takes over a job's bound lease and sends its copy
+// (Starter.behindCopy), as its bind would. A stale delivery's bind, counted from leases read before
+// the group's head bound another job of the key, holds one more of the key than its cap until the
+// stale delivery gives it back: taken over then, its copy would start beside the head's job. Over
+// the key's cap, the moved copy waits for the lease to be given back (or claimed) instead.
+func TestMovedCopyDoesNotTakeOverAStaleBindOverItsKeysCap(t *testing.T) {
+	ctx := context.Background()
+	r, stale := staleBindBesideHead(t)
 	b, _ := json.Marshal(job.Job{Type: "llm", ID: "a-1", Key: "acme", Attempts: 1, Input: json.RawMessage(`{}`), SubmittedAt: submitted})
 	moved := message(t, "llm#acme", "a-1", string(b), 1)
 	moved.MessageId = "msg-a-1-moved"
@@ -235,13 +244,7 @@ func TestMovedCopyDoesNotTakeOverAStaleBindOverItsKeysCap(t *testing.T) {
 // sends it.
 func TestStaleDeliveryDoesNotSendTheCopyOfItsMessagesBind(t *testing.T) {
 	ctx := context.Background()
-	r := newKeyRigCapped(t, 1)
-	head := leaseOf("llm", 2, "a-2", 1, lease.Starting, 1)
-	head.JobKey = "acme"
-	stale := leaseOf("llm", 1, "a-1", 0, lease.Bound, 1)
-	stale.JobKey, stale.KeyCap, stale.TypeLimit = "acme", 1, 4
-	r.leases.Set(head)
-	r.leases.Set(stale)
+	r, _ := staleBindBesideHead(t)
 	twin := keyed(t, "llm#acme", "acme", "a-1", 1)
 	r.sqs.OnChangeVisibility = func(in *sqs.ChangeMessageVisibilityInput) error {
 		if *in.ReceiptHandle == twin.ReceiptHandle {
