@@ -21,11 +21,24 @@ import (
 type AWSModel struct {
 	// Scale divides every quota below (1: AWS's own figures).
 	Scale float64
+	// PartitionScale, when set, divides the per-partition-key quotas instead of Scale, and is what a
+	// Query's page is scaled up by (queryReadUnits). A shape that divides each type's limit and
+	// keys by Scale divides what each partition key holds and serves by it too; one that divides
+	// only how many types there are, each as on AWS, keeps its partitions at AWS's size (1).
+	PartitionScale float64
 	// Enforce turns the quotas' buckets on: a Step Functions call finding its bucket empty answers
 	// ThrottlingException; a DynamoDB call finding its partition key's bucket short is retried as
 	// the SDK retries a throttle (partitionRetry), and answers ProvisionedThroughputExceededException
 	// when its last attempt is refused too. Without it they are only counted.
 	Enforce bool
+}
+
+// partitionScale is what the per-partition-key quotas are divided by, and Query pages scaled up by.
+func (m AWSModel) partitionScale() float64 {
+	if m.PartitionScale > 0 {
+		return m.PartitionScale
+	}
+	return m.Scale
 }
 
 // The SDK's standard retryer (aws/retry: DefaultMaxAttempts, and ExponentialJitterBackoff's delay
@@ -243,7 +256,7 @@ func (a *awsState) partitionTake(now time.Time, u *units) string {
 	for i, pk := range u.pks {
 		b := buckets[pk]
 		if b == nil {
-			b = newBucket(per/a.model.Scale, per/a.model.Scale)
+			b = newBucket(per/a.model.partitionScale(), per/a.model.partitionScale())
 			buckets[pk] = b
 		}
 		if !b.has(now, u.n) {
@@ -369,7 +382,7 @@ func (w *World) Quotas() []Quota {
 		}
 		note += fmt.Sprintf("; %d attempts refused and retried by the SDK", a.retried[p.kind])
 		out = append(out, Quota{Name: fmt.Sprintf("ddb %s units/s on the hottest partition key (mean over the starts' span)", p.kind),
-			Peak: mean, Bound: p.per / s, Enforced: a.model.Enforce, Refused: refused, Note: note})
+			Peak: mean, Bound: p.per / a.model.partitionScale(), Enforced: a.model.Enforce, Refused: refused, Note: note})
 	}
 	out = append(out, Quota{Name: "starter invocations at once (MaximumConcurrency)", Peak: float64(a.PeakStarters), Bound: float64(w.lanesESM.maxConc), Enforced: true,
 		Note: fmt.Sprintf("%d message groups in flight at most", a.PeakGroups)})
@@ -423,12 +436,12 @@ func (w *World) meterRead(c *call) {
 // size in 4 KB units, as DynamoDB charges a strongly consistent query, to the partition key's
 // bucket (left in debt when short: the read is done) and its meter.
 //
-// The size is the one the page would have at AWS's scale, Scale times the items read: every
-// collection the handlers query grows with a shape (a type's leases with its limit, parked
-// records with its keys, a pool's slots with its cap, config items with the types), so a scaled
-// shape reads 1/Scale of the items a query would at full size. Charged as read, against quotas
-// divided by Scale, a query would cost 1/Scale of its real share of its partition key, and a
-// read-bound rate, times Scale, would be Scale times too high.
+// The size is the one the page would have at AWS's scale, PartitionScale times the items read:
+// what a partition key holds (a type's leases with its limit, parked records with its keys, a
+// pool's slots with its cap) shrinks with a shape that divides them, and a query reads that many
+// times fewer items than it would at full size. Charged as read, against quotas divided by the
+// same factor, a query would cost that many times less than its real share of its partition key,
+// and a read-bound rate, scaled back up, would be as many times too high.
 func (w *World) queryUnits(c *call, items []map[string]ddbtypes.AttributeValue) {
 	if w.aws == nil || c.proc == nil || c.units == nil {
 		return
@@ -437,7 +450,7 @@ func (w *World) queryUnits(c *call, items []map[string]ddbtypes.AttributeValue) 
 	for _, it := range items {
 		size += itemSize(it)
 	}
-	extra := queryReadUnits(size, w.aws.model.Scale) - 1
+	extra := queryReadUnits(size, w.aws.model.partitionScale()) - 1
 	if extra <= 0 {
 		return
 	}

@@ -18,6 +18,7 @@ import (
 var (
 	flagScale       = flag.Float64("scale", 0, "TestScale's factor: AWS's quotas and the issue's shapes divided by it (0: TestScale skips)")
 	flagScaleShapes = flag.String("shapes", "", "TestScale's shapes (comma-separated names; empty: all)")
+	flagScaleLimit  = flag.Int("limit", 5000, "TestScale's limit of one-type's and many-keys' type, at AWS's scale (before -scale divides it)")
 )
 
 // scaleDuration is each scale job's work: 15 s, so that a limit L sustains L/15 starts a second,
@@ -28,6 +29,9 @@ const scaleDuration = 15 * time.Second
 type scaleShape struct {
 	name  string
 	shape func(r *rand.Rand, f float64) *Shape
+	// perType: the shape divides each type's limit and keys by f, and so what each type's partition
+	// keys hold and serve (AWSModel.PartitionScale f); otherwise only the number of types (1).
+	perType bool
 }
 
 func scaleShapes() []scaleShape {
@@ -35,12 +39,12 @@ func scaleShapes() []scaleShape {
 	return []scaleShape{
 		{"one-type", func(r *rand.Rand, f float64) *Shape {
 			// One type, limit 5,000, a backlog of 200,000 jobs.
-			s := &Shape{Types: map[string]int{"hot": n(5000, f)}}
+			s := &Shape{Types: map[string]int{"hot": n(float64(*flagScaleLimit), f)}}
 			for range n(200000, f) {
 				s.Jobs = append(s.Jobs, ShapeJob{Type: "hot", At: time.Duration(r.Int64N(int64(time.Second))), Duration: scaleDuration})
 			}
 			return s
-		}},
+		}, true},
 		{"many-types", func(r *rand.Rand, f float64) *Shape {
 			// 1,000 types at one start a second each (Poisson), limit 30 (twice what 1/s of 15 s
 			// jobs holds), for 2 minutes.
@@ -57,17 +61,17 @@ func scaleShapes() []scaleShape {
 				}
 			}
 			return s
-		}},
+		}, false},
 		{"many-keys", func(r *rand.Rand, f float64) *Shape {
 			// One type with 100,000 keys, key cap 2, limit 5,000, a backlog of two jobs a key.
 			keys := n(100000, f)
-			s := &Shape{Types: map[string]int{"keyed": n(5000, f)}, KeyLimits: map[string]int{"keyed": 2}}
+			s := &Shape{Types: map[string]int{"keyed": n(float64(*flagScaleLimit), f)}, KeyLimits: map[string]int{"keyed": 2}}
 			for range 2 * keys {
 				k := fmt.Sprintf("k%06d", r.IntN(keys))
 				s.Jobs = append(s.Jobs, ShapeJob{Type: "keyed", Key: k, At: time.Duration(r.Int64N(int64(time.Second))), Duration: scaleDuration})
 			}
 			return s
-		}},
+		}, true},
 	}
 }
 
@@ -102,6 +106,9 @@ func TestScale(t *testing.T) {
 			cfg := DefaultConfig()
 			cfg.Faults, cfg.BatchShare, cfg.Shape, cfg.Trace = Faults{}, batches, s, false
 			cfg.AWS = &AWSModel{Scale: f, Enforce: true}
+			if !sh.perType {
+				cfg.AWS.PartitionScale = 1
+			}
 			cfg.StarterConcurrency = max(2, int(math.Round(50/f)))
 			began := time.Now()
 			var w *World
@@ -147,8 +154,8 @@ func scaleReport(out *strings.Builder, name string, batches, f float64, s *Shape
 	if span := w.aws.span.Seconds(); span > 0 {
 		rate = float64(starts) / span
 	}
-	fmt.Fprintf(out, "\n%s, batches %g: %d jobs, %s simulated (%s wall, %.1f s per 1,000 jobs)\n", name, batches, jobs,
-		w.Stats.VirtualTime.Round(time.Second), wall.Round(time.Second), wall.Seconds()*1000/float64(max(jobs, 1)))
+	fmt.Fprintf(out, "\n%s, batches %g: %d jobs, %s simulated (%s wall, %.1f s per 1,000 jobs); partition keys divided by %g\n", name, batches, jobs,
+		w.Stats.VirtualTime.Round(time.Second), wall.Round(time.Second), wall.Seconds()*1000/float64(max(jobs, 1)), w.aws.model.partitionScale())
 	fmt.Fprintf(out, "  sustained %.1f starts/s (x%g = %.0f at AWS scale); wait p50 %s p99 %s, ideal p99 %s (a semaphore of the limit under the StartExecution bucket)\n",
 		rate, f, rate*f, pct(waitsAll, 0.5).Round(10*time.Millisecond), pct(waitsAll, 0.99).Round(10*time.Millisecond), pct(ideal, 0.99).Round(10*time.Millisecond))
 	fmt.Fprintf(out, "  AWS calls per job %.1f; DynamoDB write units per job %.1f\n", float64(w.Stats.Calls)/float64(jobs), w.aws.WCU/float64(jobs))
