@@ -281,6 +281,21 @@ func (s *Starter) held(ctx context.Context, x *msg, own lease.Lease, cfg config.
 		x.log.InfoContext(ctx, "the job is bound by another message, its copy not claimed yet; looking again shortly", "heldLane", own.Lane)
 		return s.backoff(ctx, x.SQSMessage), nil
 	}
+	if own.Status == lease.Starting && own.MessageID != x.MessageId && own.ExecutionArn != "" {
+		// Another message's claim whose start is not made may be a stale delivery's (a twin of
+		// one that moved the job here, its message gone), which checks its message only once its
+		// claim is written and then drops it. Dropped now, this message, the job's only one, would
+		// leave the job nowhere: it looks again shortly, and is a copy of the job once the claim's
+		// start is made. Only off the common path: one DescribeExecution.
+		_, err := s.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: &own.ExecutionArn})
+		if isErr[*sfntypes.ExecutionDoesNotExist](err) {
+			x.log.InfoContext(ctx, "the job's lane is claimed by another message, its start not made; looking again shortly", "heldLane", own.Lane)
+			return s.backoff(ctx, x.SQSMessage), nil
+		}
+		if err != nil {
+			return hold, fmt.Errorf("describe execution %s holding the job's lane %d: %w", own.ExecutionArn, own.Lane, err)
+		}
+	}
 	// The job is in a lane already (another message of it was bound, or its copy runs): this
 	// message is a copy of it.
 	x.log.WarnContext(ctx, "duplicate job: it already holds a lane; dropping this copy", "heldLane", own.Lane, "status", own.Status)

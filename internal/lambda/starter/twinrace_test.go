@@ -664,3 +664,45 @@ func TestLaterCopyTakingOverARunningAttemptAfterItsReleaseKeepsTheCount(t *testi
 			"the release that dropped the later copy's claim took the count for its message's, which was never made", sum.Recorded, sum.Counts[batch.Succeeded], sum.Closed)
 	}
 }
+
+// A twin of a move on the path that claims after it writes: the first delivery of a message (one
+// receive: no look for an attempt it made) found its lane above the type's limit and moved the job
+// to its waiting group (copy sent, message and lease deleted); the limit was raised again, and the
+// twin of that delivery (Lambda handed the batch over twice) finds no lease in a lane now within the
+// limit and claims attempt 1, checking its message only once the claim is written. The moved copy,
+// bound in that moment, finds the job's lane claimed and drops itself as a duplicate; the twin,
+// finding its message gone, drops its claim. Nothing of the job is left.
+func TestMovedCopyBoundWhileAStaleTwinsClaimStandsIsNotDropped(t *testing.T) {
+	ctx := context.Background()
+	r := newRigStrategy(t, map[string]int{"reports": 2}, lane.FirstFree) // the limit, raised again to 2
+	twin := jobMessage(t, "reports", 2, "r-1", 0, 1)
+	moved := waiting(t, "reports", "r-1", 1)
+	moved.MessageId, moved.ReceiptHandle = "msg-moved-r-1", "AQEB-moved-r-1-receive-1"
+	var movedResp events.SQSEventResponse
+	var movedErr error
+	bound := false
+	r.sqs.OnChangeVisibility = func(in *sqs.ChangeMessageVisibilityInput) error {
+		if aws.ToString(in.ReceiptHandle) != twin.ReceiptHandle {
+			return nil
+		}
+		if !bound {
+			// The moved copy's delivery runs while the twin's claim stands.
+			bound = true
+			movedResp, movedErr = r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{moved}})
+		}
+		return &smithy.GenericAPIError{Code: "ReceiptHandleIsInvalid", Message: "The receipt handle has expired.", Fault: smithy.FaultClient}
+	}
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{twin}})
+	if err != nil || len(resp.BatchItemFailures) != 1 {
+		t.Fatalf("twin: Handle = %+v, %v; want the stale delivery held, never acknowledged", resp, err)
+	}
+	if got := startNames(r.sfn); len(got) != 0 {
+		t.Errorf("starts = %v, want none from a delivery whose message is gone", got)
+	}
+	if movedErr != nil {
+		t.Fatalf("moved copy: Handle error %v", movedErr)
+	}
+	if ls := r.leases.Leases(); len(movedResp.BatchItemFailures) == 0 && len(copies(t, r)) == 0 && len(ls) == 0 {
+		t.Errorf("the moved copy was acknowledged, no copy of the job was sent and no lease holds it: the job is lost")
+	}
+}
