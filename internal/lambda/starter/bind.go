@@ -199,17 +199,14 @@ func (s *Starter) staleBinder(ctx context.Context, x *msg, cfg config.TypeConfig
 	if current {
 		return false, nil
 	}
-	if err != nil {
-		// Unknown: a stale delivery's lease kept would count the key, and idle the lane, until the
-		// sweep took it back. No copy went, so the lane goes back either way, and a current delivery
-		// binds again when its message comes back.
-		if ferr := s.freeLane(ctx, b); ferr != nil && !errors.Is(ferr, lease.ErrConflict) {
-			return false, errors.Join(err, fmt.Errorf("give back lane %d: %w", b.Lane, ferr))
-		}
-		return false, err
+	// Stale, or unknown (err): a stale delivery's lease kept would count the key, and idle the lane,
+	// until the sweep took it back. No copy went, so the lane goes back either way, and a current
+	// delivery binds again when its message comes back.
+	if ferr := s.freeLane(ctx, b); ferr != nil && !errors.Is(ferr, lease.ErrConflict) {
+		return err == nil, errors.Join(err, fmt.Errorf("give back lane %d bound by a delivery that may be stale: %w", b.Lane, ferr))
 	}
-	if err := s.freeLane(ctx, b); err != nil && !errors.Is(err, lease.ErrConflict) {
-		return true, fmt.Errorf("give back lane %d bound by a stale delivery: %w", b.Lane, err)
+	if err != nil {
+		return false, err
 	}
 	x.log.InfoContext(ctx, "stale delivery of a waiting message; lane it bound given back", "toLane", b.Lane)
 	s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
@@ -254,11 +251,7 @@ func (s *Starter) held(ctx context.Context, x *msg, own lease.Lease, cfg config.
 		// that delivery gives it back (staleBinder), and a stale delivery is not the one to send
 		// (the message's delete went with the job's copy, and a later receive sends this one).
 		if cfg.CapsKeys() {
-			if current, err := s.holdsMessageFor(ctx, x, s.visibilitySeconds()); err != nil || !current {
-				if !current && err == nil {
-					x.log.InfoContext(ctx, "stale delivery of a waiting message; its bind's copy is left to its current delivery", "heldLane", own.Lane)
-					s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
-				}
+			if stale, err := s.droppedIfStale(ctx, x, "stale delivery of a waiting message; its bind's copy is left to its current delivery", "heldLane", own.Lane); err != nil || stale {
 				return hold, err
 			}
 		}

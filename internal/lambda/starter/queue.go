@@ -13,6 +13,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/releaser"
 )
 
@@ -80,6 +81,25 @@ func (s *Starter) holdsMessageFor(ctx context.Context, x *msg, seconds int32) (b
 		return false, nil
 	}
 	return false, fmt.Errorf("check that message %s is still this delivery's: %w", x.MessageId, err)
+}
+
+// droppedIfStale asks holdsMessage and, when this delivery no longer holds its message, logs why it
+// is dropped (held, writing nothing) and counts it as a duplicate.
+func (s *Starter) droppedIfStale(ctx context.Context, x *msg, why string, attrs ...any) (bool, error) {
+	current, err := s.holdsMessageFor(ctx, x, s.visibilitySeconds())
+	if err != nil || current {
+		return false, err
+	}
+	x.log.InfoContext(ctx, why, attrs...)
+	s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
+	return true, nil
+}
+
+// goneSinceItRan is droppedIfStale before a delivery claims back attempt, an attempt its message
+// ran: a twin (Lambda may hand a batch over twice) of a delivery that has since moved the job on and
+// deleted the message. found says what it found, for the log.
+func (s *Starter) goneSinceItRan(ctx context.Context, x *msg, attempt int, found string) (bool, error) {
+	return s.droppedIfStale(ctx, x, "stale delivery of a message gone since its attempt ran; dropped before any claim", "attempt", attempt, "found", found)
 }
 
 // visibilitySeconds is the lanes queue's visibility timeout in seconds: what a receive leaves a

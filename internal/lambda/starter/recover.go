@@ -173,20 +173,6 @@ func (s *Starter) ownAttempt(ctx context.Context, x *msg, l *lease.Lease, cfg co
 	return s.confirm(ctx, x, claimed)
 }
 
-// goneSinceItRan reports whether this delivery no longer holds its message, before it claims back
-// attempt, an attempt its message ran: a twin (Lambda may hand a batch over twice) of a delivery that
-// has since moved the job on and deleted the message. Such a delivery is dropped (held, writing
-// nothing); found says what it found, for the log.
-func (s *Starter) goneSinceItRan(ctx context.Context, x *msg, attempt int, found string) (bool, error) {
-	current, err := s.holdsMessageFor(ctx, x, s.visibilitySeconds())
-	if err != nil || current {
-		return false, err
-	}
-	x.log.InfoContext(ctx, "stale delivery of a message gone since its attempt ran; dropped before any claim", "attempt", attempt, "found", found)
-	s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
-	return true, nil
-}
-
 // redelivered handles a message that came back while its execution runs (it outlived the
 // visibility timeout) or after it ended without a release.
 func (s *Starter) redelivered(ctx context.Context, x *msg, l lease.Lease) (verdict, error) {
