@@ -257,7 +257,7 @@ func (h *Handler) Sweep(ctx context.Context) (Response, error) {
 		h.Service.adoptRunning(ctx, all, cs, now(), h.SweepMinAge)
 	}
 	h.cleanLegacy(ctx, all)
-	h.wakeResumed(ctx)
+	h.wakeResumed(ctx, all)
 	if cfgErr == nil {
 		h.Service.sweepPools(ctx, cs)
 	}
@@ -401,8 +401,11 @@ func (h *Handler) sweepOne(ctx context.Context, l lease.Lease) (bool, error) {
 }
 
 // wakeResumed wakes the groups of every type that is no longer paused but whose heads parked while
-// it was: the resume wakes them itself, and this catches a resume cut short.
-func (h *Handler) wakeResumed(ctx context.Context) {
+// it was: the resume wakes them itself, and this catches a resume cut short. It wakes parked groups
+// of every type with lanes free too (all is the sweep's read of the leases), as a release would:
+// a raised limit wakes no one by itself, nor does a release whose wake-up failed, and a parked head
+// looks again by itself only after its park (up to waitroom.MaxParkFor).
+func (h *Handler) wakeResumed(ctx context.Context, all []lease.Lease) {
 	// The types in the config and every type that has held a lease: a type limited only by
 	// DEFAULT_LIMIT whose override held nothing but the pause is in the config no more once
 	// resumed (found in review).
@@ -430,6 +433,7 @@ func (h *Handler) wakeResumed(ctx context.Context) {
 		if n > 0 {
 			h.Log.InfoContext(ctx, "sweep woke jobs parked while their type was paused", "type", typ, "woken", n)
 		}
+		h.Service.wakeFree(ctx, typ, all)
 	}
 }
 

@@ -12,6 +12,8 @@ import (
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/waitroom"
 )
@@ -35,7 +37,7 @@ const maxWakes = 10
 //     and gets every lane no other key waits for. One group is woken per free lane (the release's,
 //     and any a missed wake-up left), so a lane never stays free while an eligible key waits.
 //
-// A failure only delays a parked job: it looks again by itself after waitroom.ParkFor.
+// A failure only delays a parked job: the next sweep wakes it while its lane is free.
 func (s *Service) wake(ctx context.Context, log *slog.Logger, typ string) {
 	if s.WaitRoom == nil {
 		return
@@ -80,7 +82,7 @@ func (s *Service) wake(ctx context.Context, log *slog.Logger, typ string) {
 // wakeHead takes parked head w's record and makes its message visible: woken says it did. Taken
 // by another release or parked again by its group, or its message received again (it is being
 // bound, or parked anew), w is not woken, and the caller goes on to the next; stop says a call
-// failed, and the wake-up ends (a parked job looks again by itself after waitroom.ParkFor).
+// failed, and the wake-up ends (the next sweep wakes a parked job while a lane is free).
 func (s *Service) wakeHead(ctx context.Context, log *slog.Logger, w waitroom.Waiter) (woken, stop bool) {
 	ok, err := s.WaitRoom.Claim(ctx, w)
 	if err != nil {
@@ -181,8 +183,8 @@ func (s *Service) WakeResumed(ctx context.Context, typ string) (int, error) {
 }
 
 // WakePaused wakes only the groups of typ parked because the type was paused, unless it still is:
-// every sweep calls it, in case a resume's own wake-up was cut short (a head parked for a lane looks
-// again by itself within waitroom.ParkFor).
+// every sweep calls it, in case a resume's own wake-up was cut short (a head parked for a lane is
+// the sweep's to wake while a lane is free: wakeFree).
 func (s *Service) WakePaused(ctx context.Context, typ string) (int, error) {
 	return s.wakeAfterPause(ctx, typ, false)
 }
@@ -241,4 +243,23 @@ func (s *Service) wakeAfterPause(ctx context.Context, typ string, lanes bool) (i
 		}
 	}
 	return woken, nil
+}
+
+// wakeFree wakes parked groups of a first-free type that has lanes free, one per free lane as a
+// release does (wake), going by the sweep's read of the leases (all, of every type): a lane free
+// while a group is parked for it is a wake-up that never came.
+func (s *Service) wakeFree(ctx context.Context, typ string, all []lease.Lease) {
+	cfg, err := s.Config.Get(ctx, typ)
+	if err != nil || cfg.Strategy != lane.FirstFree || cfg.Paused() || (cfg.Pooled() && s.Pools != nil) {
+		return // a pooled type's parked jobs are woken for its pools' room (sweepPools)
+	}
+	taken := 0
+	for _, l := range all {
+		if l.Type == typ && l.Lane <= cfg.Limit {
+			taken++
+		}
+	}
+	if taken < cfg.Limit {
+		s.wake(ctx, s.Log.With("type", typ, "source", "sweep"), typ)
+	}
 }
