@@ -11,9 +11,11 @@ import (
 // copy of it ahead (its bind sends the copy before the lease can go stale). The lane and type are
 // the group's.
 type Probe struct {
-	// JobID and Version name the bound lease the sweep found stale.
-	JobID   string `json:"jobId"`
-	Version int64  `json:"version"`
+	// JobID and UpdatedAt (Unix nanoseconds) name the bound lease the sweep found stale: every
+	// write of a lease stamps its updatedAt. Not its version, which is random: a probe's body is
+	// the same in every run of the simulation's seed.
+	JobID     string `json:"jobId"`
+	UpdatedAt int64  `json:"updatedAt"`
 }
 
 type probeBody struct {
@@ -38,5 +40,5 @@ func ParseProbe(body string) (p Probe, ok bool) {
 // ProbeDedupID is the deduplication id of probe p of lane to of type typ: the sweeps that find the
 // same lease stale send one probe per deduplication interval.
 func ProbeDedupID(typ string, to int, p Probe) string {
-	return dedupID(typ, p.JobID, "~probe~"+strconv.Itoa(to)+"~"+strconv.FormatInt(p.Version, 10))
+	return dedupID(typ, p.JobID, "~probe~"+strconv.Itoa(to)+"~"+strconv.FormatInt(p.UpdatedAt, 10))
 }

@@ -22,7 +22,7 @@ type laneSender interface {
 // before it, and the starter takes the lease back only if it is still as read here. Sweeps that
 // find the same lease stale send one probe per SQS deduplication interval (5 minutes).
 func (h *Handler) probe(ctx context.Context, l lease.Lease) bool {
-	p := job.Probe{JobID: l.JobID, Version: l.Version}
+	p := job.Probe{JobID: l.JobID, UpdatedAt: l.UpdatedAt.UnixNano()}
 	_, err := h.Probes.SendMessage(ctx, &sqs.SendMessageInput{
 		QueueUrl: &h.Service.QueueURL, MessageBody: aws.String(job.ProbeBody(p)),
 		MessageGroupId: aws.String(job.GroupID(l.Type, l.Lane)), MessageDeduplicationId: aws.String(job.ProbeDedupID(l.Type, l.Lane, p)),
