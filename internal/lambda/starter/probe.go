@@ -30,6 +30,9 @@ func (s *Starter) probe(ctx context.Context, m events.SQSMessage, k lease.Key, p
 		log.InfoContext(ctx, "the probed bound lease was claimed or changed; nothing to take back")
 		return ack
 	}
+	if l.KeyToken || l.TypeToken {
+		log = log.With("keyToken", l.KeyToken, "typeToken", l.TypeToken) // given back (Releaser.Free)
+	}
 	if err := s.freeLane(ctx, *l); errors.Is(err, lease.ErrConflict) {
 		return ack // changed since the read: claimed, or taken back by another
 	} else if err != nil {
