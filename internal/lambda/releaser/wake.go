@@ -30,15 +30,19 @@ const maxWakes = 10
 //     where older heads go first, so later high-priority jobs cannot pass it for ever.
 //   - Within one effective priority, groups without keys (no parked head has a key or waits for
 //     its key's cap): the one whose head was submitted earliest, so a type's jobs start in nearly
-//     their global FIFO order.
+//     their global FIFO order; as many as the caller knows lanes free (free), so the sweep fills
+//     lanes a raised limit freed with every group parked for them, not one a minute.
 //   - Otherwise the fair rule across keys: only groups whose key is under its cap, the key with the
 //     fewest running jobs first, then the one that has waited longest for service (parked
 //     earliest). A key with a backlog so never takes a freed lane from a key with fewer running,
 //     and gets every lane no other key waits for. One group is woken per free lane (the release's,
 //     and any a missed wake-up left), so a lane never stays free while an eligible key waits.
 //
+// free is how many lanes the caller knows to be free (a release: the one it freed; the sweep: what
+// its read of the leases left), the groups woken without keys; with keys, the leases are read.
+//
 // A failure only delays a parked job: the next sweep wakes it while its lane is free.
-func (s *Service) wake(ctx context.Context, log *slog.Logger, typ string) {
+func (s *Service) wake(ctx context.Context, log *slog.Logger, typ string, free int) {
 	if s.WaitRoom == nil {
 		return
 	}
@@ -59,7 +63,7 @@ func (s *Service) wake(ctx context.Context, log *slog.Logger, typ string) {
 	if len(ws) == 0 {
 		return
 	}
-	order, n := s.wakeOrder(ctx, log, typ, ws)
+	order, n := s.wakeOrder(ctx, log, typ, ws, free)
 	woken, tries := 0, 0
 	for _, w := range order {
 		if woken == n || tries == n+3 {
@@ -102,8 +106,9 @@ func (s *Service) wakeHead(ctx context.Context, log *slog.Logger, w waitroom.Wai
 	return err == nil, false
 }
 
-// wakeOrder returns the parked groups in the order they get free lanes, and how many to wake.
-func (s *Service) wakeOrder(ctx context.Context, log *slog.Logger, typ string, ws []waitroom.Waiter) ([]waitroom.Waiter, int) {
+// wakeOrder returns the parked groups in the order they get free lanes, and how many to wake: free
+// (at least one, at most maxWakes) for groups without keys.
+func (s *Service) wakeOrder(ctx context.Context, log *slog.Logger, typ string, ws []waitroom.Waiter, free int) ([]waitroom.Waiter, int) {
 	now := s.now()
 	rank := func(w waitroom.Waiter) int { return EffectivePriority(w, now, s.PriorityAging) }
 	cfg, cfgErr := s.Config.Get(ctx, typ)
@@ -114,7 +119,7 @@ func (s *Service) wakeOrder(ctx context.Context, log *slog.Logger, typ string, w
 		slices.SortFunc(ws, func(a, b waitroom.Waiter) int {
 			return cmp.Or(cmp.Compare(rank(b), rank(a)), a.SubmittedAt.Compare(b.SubmittedAt), a.ParkedAt.Compare(b.ParkedAt), cmp.Compare(a.Group, b.Group))
 		})
-		return ws, 1
+		return ws, min(max(free, 1), maxWakes)
 	}
 	if !slices.ContainsFunc(ws, func(w waitroom.Waiter) bool { return w.Key != "" || w.AtKeyCap }) {
 		return byHead()
@@ -260,6 +265,6 @@ func (s *Service) wakeFree(ctx context.Context, typ string, all []lease.Lease) {
 		}
 	}
 	if taken < cfg.Limit {
-		s.wake(ctx, s.Log.With("type", typ, "source", "sweep"), typ)
+		s.wake(ctx, s.Log.With("type", typ, "source", "sweep"), typ, cfg.Limit-taken)
 	}
 }

@@ -696,6 +696,7 @@ func TestSweepWakesGroupsParkedWhileLanesAreFree(t *testing.T) {
 		want   string
 	}{
 		{"a lane free", 2, "[h-old]"},
+		{"two lanes free", 1, "[h-old h-new]"},
 		{"every lane taken", 3, "[]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -23,7 +23,7 @@ import (
 func (s *Service) wakeFreed(ctx context.Context, log *slog.Logger, freed lease.Lease) {
 	cfg, err := s.Config.Get(ctx, freed.Type)
 	if err != nil || !cfg.Pooled() || s.Pools == nil {
-		s.wake(ctx, log, freed.Type)
+		s.wake(ctx, log, freed.Type, 1)
 		return
 	}
 	for _, p := range cfg.Pools {
