@@ -100,10 +100,19 @@ func (s *Service) wakeHead(ctx context.Context, log *slog.Logger, w waitroom.Wai
 		QueueUrl: &s.QueueURL, ReceiptHandle: &w.ReceiptHandle, VisibilityTimeout: 0,
 	})
 	if err != nil && !IsStaleHandle(err) {
-		log.WarnContext(ctx, "parked job not woken; it looks again within a minute", "parkedJobId", w.JobID, "error", err)
+		log.WarnContext(ctx, "parked job not woken; its record is put back for the next wake-up", "parkedJobId", w.JobID, "error", err)
+		s.restore(ctx, log, w)
 		return false, true
 	}
 	return err == nil, false
+}
+
+// restore puts back the record of parked head w, claimed for a wake-up that then failed to make it
+// visible: without it nothing wakes the head before its park ends (up to waitroom.MaxParkFor).
+func (s *Service) restore(ctx context.Context, log *slog.Logger, w waitroom.Waiter) {
+	if err := s.WaitRoom.Restore(ctx, w); err != nil {
+		log.WarnContext(ctx, "parked record not put back; the job looks again after its park", "parkedJobId", w.JobID, "error", err)
+	}
 }
 
 // wakeOrder returns the parked groups in the order they get free lanes, and how many to wake: free
@@ -241,6 +250,7 @@ func (s *Service) wakeAfterPause(ctx context.Context, typ string, lanes bool) (i
 		}
 		_, err = s.Queue.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: &s.QueueURL, ReceiptHandle: &w.ReceiptHandle, VisibilityTimeout: 0})
 		if err != nil && !IsStaleHandle(err) {
+			s.restore(ctx, s.Log.With("type", typ), w)
 			return woken, fmt.Errorf("wake parked job %s of resumed type %s: %w", w.JobID, typ, err)
 		}
 		if err == nil {

@@ -731,3 +731,39 @@ func TestSweepWakesGroupsParkedWhileLanesAreFree(t *testing.T) {
 		})
 	}
 }
+
+// A release that takes a parked group's record and then fails to make its head visible leaves the
+// record as it found it: the head is still parked (for up to waitroom.MaxParkFor), and only its
+// record lets the next sweep wake it for the lane the release freed.
+func TestWakeThatFailsLeavesTheRecordForTheSweep(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t)
+	r.svc.Now = r.clock.Now
+	room := waitroom.NewStore(fakes.NewDynamoDB("table"), "table")
+	r.svc.WaitRoom = room
+	parked := waitroom.Waiter{Type: "reports", Group: "reports-0", MessageID: "m-1", ReceiptHandle: "h-1", JobID: "w-1", Receives: 3,
+		SubmittedAt: t0, ParkedAt: t0, Until: t0.Add(waitroom.MaxParkFor)}
+	if err := room.Park(ctx, parked); err != nil {
+		t.Fatal(err)
+	}
+	r.sqs.OnChangeVisibility = onceErr[*sqs.ChangeMessageVisibilityInput](fakes.APIError("RequestThrottled", "Rate exceeded"))
+	l := held("reports", 1, "r-1001", 1, lease.Starting)
+	r.leases.Set(l)
+	r.sfn.Put(execution("reports", 1, "r-1001", 1, `{}`, "SUCCEEDED", "", ""))
+	if _, err := r.svc.Release(ctx, req("reports", 1, "r-1001", 1, releaser.Succeeded, "", "")); err != nil {
+		t.Fatal(err)
+	}
+	if ws, err := room.List(ctx, "reports"); err != nil || len(ws) != 1 || ws[0].ReceiptHandle != "h-1" {
+		t.Fatalf("parked after the failed wake-up = %+v, %v; want w-1's record", ws, err)
+	}
+	if _, err := r.h.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	woken := false
+	for _, v := range r.sqs.VisibilityChanges() {
+		woken = woken || (v.ReceiptHandle == "h-1" && v.Timeout == 0 && v.Err == nil)
+	}
+	if !woken {
+		t.Errorf("visibility changes = %+v, want h-1 woken by the sweep", r.sqs.VisibilityChanges())
+	}
+}

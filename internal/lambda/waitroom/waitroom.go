@@ -118,6 +118,44 @@ var ErrGroupParked = errors.New("another message of the waiting group is parked"
 // message's, not yet due to look again (ErrGroupParked): replacing it would leave that message with
 // no record, and no release would wake it.
 func (s *Store) Park(ctx context.Context, w Waiter) error {
+	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: &s.table, Item: s.item(w),
+		// A record without untilMs was parked for ParkFor.
+		ConditionExpression: aws.String("attribute_not_exists(pk) OR messageId = :m OR untilMs < :now OR (attribute_not_exists(untilMs) AND parkedAtMs < :due)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":m":   &types.AttributeValueMemberS{Value: w.MessageID},
+			":now": &types.AttributeValueMemberN{Value: strconv.FormatInt(w.ParkedAt.UnixMilli(), 10)},
+			":due": &types.AttributeValueMemberN{Value: strconv.FormatInt(w.ParkedAt.Add(-ParkFor).UnixMilli(), 10)},
+		},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return fmt.Errorf("park waiting group %s at job %s: %w", w.Group, w.JobID, ErrGroupParked)
+	}
+	if err != nil {
+		return fmt.Errorf("park waiting group %s at job %s: %w", w.Group, w.JobID, err)
+	}
+	return nil
+}
+
+// Restore puts back record w (as List read it) that a Claim took, when the wake-up it was taken for
+// failed to make its head visible: the head is still parked, and its record is the only way a
+// release or the sweep wakes it before its park ends. A group that parked again since keeps its
+// new record. (Its untilMs is ParkFor after its park: only another message of the group, which FIFO
+// does not hand out while the head is in flight, reads it.)
+func (s *Store) Restore(ctx context.Context, w Waiter) error {
+	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: &s.table, Item: s.item(w), ConditionExpression: aws.String("attribute_not_exists(pk)"),
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if err != nil && !errors.As(err, &ccf) {
+		return fmt.Errorf("restore parked record of group %s at job %s: %w", w.Group, w.JobID, err)
+	}
+	return nil
+}
+
+// item is record w as stored.
+func (s *Store) item(w Waiter) map[string]types.AttributeValue {
 	until := w.Until
 	if until.IsZero() {
 		until = w.ParkedAt.Add(ParkFor)
@@ -148,24 +186,7 @@ func (s *Store) Park(ctx context.Context, w Waiter) error {
 	if w.Paused {
 		item["paused"] = &types.AttributeValueMemberBOOL{Value: true}
 	}
-	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: &s.table, Item: item,
-		// A record without untilMs was parked for ParkFor.
-		ConditionExpression: aws.String("attribute_not_exists(pk) OR messageId = :m OR untilMs < :now OR (attribute_not_exists(untilMs) AND parkedAtMs < :due)"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":m":   &types.AttributeValueMemberS{Value: w.MessageID},
-			":now": &types.AttributeValueMemberN{Value: strconv.FormatInt(w.ParkedAt.UnixMilli(), 10)},
-			":due": &types.AttributeValueMemberN{Value: strconv.FormatInt(w.ParkedAt.Add(-ParkFor).UnixMilli(), 10)},
-		},
-	})
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		return fmt.Errorf("park waiting group %s at job %s: %w", w.Group, w.JobID, ErrGroupParked)
-	}
-	if err != nil {
-		return fmt.Errorf("park waiting group %s at job %s: %w", w.Group, w.JobID, err)
-	}
-	return nil
+	return item
 }
 
 // Unpark removes a group's record if it was written by w's delivery of its message or an earlier one
