@@ -777,3 +777,21 @@ func TestCopyBesideAClaimWhoseStartIsNotMadeSeedHolds(t *testing.T) {
 		return traced(w, "the job's lane is claimed by another message, its start not made")
 	})
 }
+
+// A job lost to a twin delivery's release of an ended attempt: the twin found attempt 1 timed out
+// without a release, a status event's release retried it, and the other twin started attempt 2 on
+// the same message; the twin's own release found nothing to do and acknowledged the message, which
+// Lambda deleted under attempt 2. Attempt 2 timed out too, its retry had no message to come back,
+// and the sweep took the lease back: gamma/j080 never ended. A delivery whose release finds a later
+// claim on its message now leaves the message to it (TestTwinDoesNotDeleteTheMessageOfTheNextAttempt);
+// 61164 no longer runs the twin's path with the fix. Seed 2 of races runs the decision: beta/j018's
+// delivery released its timed-out attempt 2 after a status event's release had retried it and a
+// later receive of the message had claimed attempt 3.
+//
+//	SEED=61164 TRACE=j080 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile races (before the fix)
+//	SEED=2 TRACE=j018 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile races
+func TestTwinLeavesTheNextAttemptsMessageSeedHolds(t *testing.T) {
+	holdsOnPathFrom(t, "races", 2, 2, func(w *World) bool {
+		return traced(w, "the message backs a later claim of its job")
+	})
+}
