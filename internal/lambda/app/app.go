@@ -314,7 +314,7 @@ func releaserWith(env Env, c Services, res *config.Resolver, log *slog.Logger, r
 	}
 	return &releaser.Handler{
 		Service: svc, Leases: leases, SweepMinAge: minAge, SweepMaxDescribes: maxDescribes, SweepConcurrency: 8,
-		StaleAfter: staleAfter(vis), Running: c.SFN, Legacy: legacy.NewCleaner(c.DDB, table), Batches: batches, Log: log,
+		StaleAfter: staleAfter(vis), Probes: c.SQS, Running: c.SFN, Legacy: legacy.NewCleaner(c.DDB, table), Batches: batches, Log: log,
 	}, nil
 }
 

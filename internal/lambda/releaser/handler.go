@@ -74,8 +74,14 @@ type Handler struct {
 	// unconfirmed claim whose execution does not exist. Each is refreshed by every delivery of its
 	// message, which comes back within the lanes queue's visibility timeout while it exists; longer
 	// than that, the message is gone (purged, expired) and nothing else would free the lane, since
-	// first-free binds only lanes without a lease (0: never).
+	// first-free binds only lanes without a lease (0: never). A bound lease's copy is not in
+	// flight but queued, for as long as the lanes queue is behind: with Probes, the sweep takes it
+	// back only through the lane's group (probe).
 	StaleAfter time.Duration
+	// Probes sends the sweep's probes to the lanes queue (Service.QueueURL): a stale bound lease
+	// is taken back by the starter when the probe reaches it with no copy of its job queued ahead
+	// (job.Probe). Without it the sweep takes a stale bound lease back itself.
+	Probes laneSender
 	// Running lists a state machine's running executions, so that the sweep describes only the
 	// leases whose executions are not among them (nil: it describes every due lease).
 	Running runningLister
@@ -206,9 +212,15 @@ func (h *Handler) Sweep(ctx context.Context) (Response, error) {
 	now := h.now
 	h.gauges(ctx, all)
 	var due []lease.Lease
-	freed := 0
+	freed, probed := 0, 0
 	for _, l := range all {
 		if (l.Status == lease.Bound || l.Status == lease.Retrying || l.Status == lease.Moving) && l.Stale(now(), h.StaleAfter) {
+			if l.Status == lease.Bound && h.Probes != nil {
+				if h.probe(ctx, l) {
+					probed++
+				}
+				continue
+			}
 			if h.takeBack(ctx, l) {
 				freed++
 			}
@@ -257,12 +269,12 @@ func (h *Handler) Sweep(ctx context.Context) (Response, error) {
 		h.Service.adoptRunning(ctx, all, cs, now(), h.SweepMinAge)
 	}
 	h.cleanLegacy(ctx, all)
-	h.wakeResumed(ctx)
+	h.wakeResumed(ctx, all)
 	if cfgErr == nil {
 		h.Service.sweepPools(ctx, cs)
 	}
 	h.announceBatches(ctx)
-	h.Log.InfoContext(ctx, "sweep done", "leases", len(all), "checked", len(due), "released", swept, "boundTakenBack", freed)
+	h.Log.InfoContext(ctx, "sweep done", "leases", len(all), "checked", len(due), "released", swept, "boundTakenBack", freed, "boundProbed", probed)
 	return Response{Swept: swept + freed, Checked: len(due)}, errors.Join(listErr, firstErr)
 }
 
@@ -401,8 +413,11 @@ func (h *Handler) sweepOne(ctx context.Context, l lease.Lease) (bool, error) {
 }
 
 // wakeResumed wakes the groups of every type that is no longer paused but whose heads parked while
-// it was: the resume wakes them itself, and this catches a resume cut short.
-func (h *Handler) wakeResumed(ctx context.Context) {
+// it was: the resume wakes them itself, and this catches a resume cut short. It wakes parked groups
+// of every type with lanes free too (all is the sweep's read of the leases), as a release would:
+// a raised limit wakes no one by itself, nor does a release whose wake-up failed, and a parked head
+// looks again by itself only after its park (up to waitroom.MaxParkFor).
+func (h *Handler) wakeResumed(ctx context.Context, all []lease.Lease) {
 	// The types in the config and every type that has held a lease: a type limited only by
 	// DEFAULT_LIMIT whose override held nothing but the pause is in the config no more once
 	// resumed (found in review).
@@ -430,6 +445,7 @@ func (h *Handler) wakeResumed(ctx context.Context) {
 		if n > 0 {
 			h.Log.InfoContext(ctx, "sweep woke jobs parked while their type was paused", "type", typ, "woken", n)
 		}
+		h.Service.wakeFree(ctx, typ, all)
 	}
 }
 

@@ -157,10 +157,12 @@ func (s *Service) BatchEnded(ctx context.Context, l lease.Lease, outcome batch.O
 }
 
 // parkedJobs are the parked waiting groups of a type (internal/lambda/waitroom): a wake-up lists
-// them and claims the one it wakes, removing its record.
+// them and claims the one it wakes, removing its record, which it puts back if the head was not
+// made visible.
 type parkedJobs interface {
 	List(ctx context.Context, typ string) ([]waitroom.Waiter, error)
 	Claim(ctx context.Context, w waitroom.Waiter) (bool, error)
+	Restore(ctx context.Context, w waitroom.Waiter) error
 }
 
 // maxRounds bounds how often a release re-reads a lease that changed under it (the starter refreshing

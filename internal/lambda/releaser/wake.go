@@ -12,6 +12,8 @@ import (
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/waitroom"
 )
@@ -28,15 +30,19 @@ const maxWakes = 10
 //     where older heads go first, so later high-priority jobs cannot pass it for ever.
 //   - Within one effective priority, groups without keys (no parked head has a key or waits for
 //     its key's cap): the one whose head was submitted earliest, so a type's jobs start in nearly
-//     their global FIFO order.
+//     their global FIFO order; as many as the caller knows lanes free (free), so the sweep fills
+//     lanes a raised limit freed with every group parked for them, not one a minute.
 //   - Otherwise the fair rule across keys: only groups whose key is under its cap, the key with the
 //     fewest running jobs first, then the one that has waited longest for service (parked
 //     earliest). A key with a backlog so never takes a freed lane from a key with fewer running,
 //     and gets every lane no other key waits for. One group is woken per free lane (the release's,
 //     and any a missed wake-up left), so a lane never stays free while an eligible key waits.
 //
-// A failure only delays a parked job: it looks again by itself after waitroom.ParkFor.
-func (s *Service) wake(ctx context.Context, log *slog.Logger, typ string) {
+// free is how many lanes the caller knows to be free (a release: the one it freed; the sweep: what
+// its read of the leases left), the groups woken without keys; with keys, the leases are read.
+//
+// A failure only delays a parked job: the next sweep wakes it while its lane is free.
+func (s *Service) wake(ctx context.Context, log *slog.Logger, typ string, free int) {
 	if s.WaitRoom == nil {
 		return
 	}
@@ -57,7 +63,7 @@ func (s *Service) wake(ctx context.Context, log *slog.Logger, typ string) {
 	if len(ws) == 0 {
 		return
 	}
-	order, n := s.wakeOrder(ctx, log, typ, ws)
+	order, n := s.wakeOrder(ctx, log, typ, ws, free)
 	woken, tries := 0, 0
 	for _, w := range order {
 		if woken == n || tries == n+3 {
@@ -80,7 +86,7 @@ func (s *Service) wake(ctx context.Context, log *slog.Logger, typ string) {
 // wakeHead takes parked head w's record and makes its message visible: woken says it did. Taken
 // by another release or parked again by its group, or its message received again (it is being
 // bound, or parked anew), w is not woken, and the caller goes on to the next; stop says a call
-// failed, and the wake-up ends (a parked job looks again by itself after waitroom.ParkFor).
+// failed, and the wake-up ends (the next sweep wakes a parked job while a lane is free).
 func (s *Service) wakeHead(ctx context.Context, log *slog.Logger, w waitroom.Waiter) (woken, stop bool) {
 	ok, err := s.WaitRoom.Claim(ctx, w)
 	if err != nil {
@@ -94,14 +100,24 @@ func (s *Service) wakeHead(ctx context.Context, log *slog.Logger, w waitroom.Wai
 		QueueUrl: &s.QueueURL, ReceiptHandle: &w.ReceiptHandle, VisibilityTimeout: 0,
 	})
 	if err != nil && !IsStaleHandle(err) {
-		log.WarnContext(ctx, "parked job not woken; it looks again within a minute", "parkedJobId", w.JobID, "error", err)
+		log.WarnContext(ctx, "parked job not woken; its record is put back for the next wake-up", "parkedJobId", w.JobID, "error", err)
+		s.restore(ctx, log, w)
 		return false, true
 	}
 	return err == nil, false
 }
 
-// wakeOrder returns the parked groups in the order they get free lanes, and how many to wake.
-func (s *Service) wakeOrder(ctx context.Context, log *slog.Logger, typ string, ws []waitroom.Waiter) ([]waitroom.Waiter, int) {
+// restore puts back the record of parked head w, claimed for a wake-up that then failed to make it
+// visible: without it nothing wakes the head before its park ends (up to waitroom.MaxParkFor).
+func (s *Service) restore(ctx context.Context, log *slog.Logger, w waitroom.Waiter) {
+	if err := s.WaitRoom.Restore(ctx, w); err != nil {
+		log.WarnContext(ctx, "parked record not put back; the job looks again after its park", "parkedJobId", w.JobID, "error", err)
+	}
+}
+
+// wakeOrder returns the parked groups in the order they get free lanes, and how many to wake: free
+// (at least one, at most maxWakes) for groups without keys.
+func (s *Service) wakeOrder(ctx context.Context, log *slog.Logger, typ string, ws []waitroom.Waiter, free int) ([]waitroom.Waiter, int) {
 	now := s.now()
 	rank := func(w waitroom.Waiter) int { return EffectivePriority(w, now, s.PriorityAging) }
 	cfg, cfgErr := s.Config.Get(ctx, typ)
@@ -112,7 +128,7 @@ func (s *Service) wakeOrder(ctx context.Context, log *slog.Logger, typ string, w
 		slices.SortFunc(ws, func(a, b waitroom.Waiter) int {
 			return cmp.Or(cmp.Compare(rank(b), rank(a)), a.SubmittedAt.Compare(b.SubmittedAt), a.ParkedAt.Compare(b.ParkedAt), cmp.Compare(a.Group, b.Group))
 		})
-		return ws, 1
+		return ws, min(max(free, 1), maxWakes)
 	}
 	if !slices.ContainsFunc(ws, func(w waitroom.Waiter) bool { return w.Key != "" || w.AtKeyCap }) {
 		return byHead()
@@ -181,8 +197,8 @@ func (s *Service) WakeResumed(ctx context.Context, typ string) (int, error) {
 }
 
 // WakePaused wakes only the groups of typ parked because the type was paused, unless it still is:
-// every sweep calls it, in case a resume's own wake-up was cut short (a head parked for a lane looks
-// again by itself within waitroom.ParkFor).
+// every sweep calls it, in case a resume's own wake-up was cut short (a head parked for a lane is
+// the sweep's to wake while a lane is free: wakeFree).
 func (s *Service) WakePaused(ctx context.Context, typ string) (int, error) {
 	return s.wakeAfterPause(ctx, typ, false)
 }
@@ -234,6 +250,7 @@ func (s *Service) wakeAfterPause(ctx context.Context, typ string, lanes bool) (i
 		}
 		_, err = s.Queue.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: &s.QueueURL, ReceiptHandle: &w.ReceiptHandle, VisibilityTimeout: 0})
 		if err != nil && !IsStaleHandle(err) {
+			s.restore(ctx, s.Log.With("type", typ), w)
 			return woken, fmt.Errorf("wake parked job %s of resumed type %s: %w", w.JobID, typ, err)
 		}
 		if err == nil {
@@ -241,4 +258,23 @@ func (s *Service) wakeAfterPause(ctx context.Context, typ string, lanes bool) (i
 		}
 	}
 	return woken, nil
+}
+
+// wakeFree wakes parked groups of a first-free type that has lanes free, one per free lane as a
+// release does (wake), going by the sweep's read of the leases (all, of every type): a lane free
+// while a group is parked for it is a wake-up that never came.
+func (s *Service) wakeFree(ctx context.Context, typ string, all []lease.Lease) {
+	cfg, err := s.Config.Get(ctx, typ)
+	if err != nil || cfg.Strategy != lane.FirstFree || cfg.Paused() || (cfg.Pooled() && s.Pools != nil) {
+		return // a pooled type's parked jobs are woken for its pools' room (sweepPools)
+	}
+	taken := 0
+	for _, l := range all {
+		if l.Type == typ && l.Lane <= cfg.Limit {
+			taken++
+		}
+	}
+	if taken < cfg.Limit {
+		s.wake(ctx, s.Log.With("type", typ, "source", "sweep"), typ, cfg.Limit-taken)
+	}
 }

@@ -458,11 +458,15 @@ func TestReleaseOfAPausedTypeWakesNobody(t *testing.T) {
 }
 
 // Once its type is resumed, the sweep wakes every group that parked for the pause (the resume's own
-// wake-up may have been cut short), highest priority first, and leaves groups parked for a lane.
+// wake-up may have been cut short), highest priority first, and leaves groups parked for a lane
+// while every lane is taken.
 func TestSweepWakesGroupsParkedByAPause(t *testing.T) {
 	ctx := context.Background()
 	r := newRig(t)
 	r.svc.Now = r.clock.Now
+	for ln := 1; ln <= 3; ln++ {
+		r.leases.Set(held("reports", ln, fmt.Sprintf("r-%d", ln), 1, lease.Starting))
+	}
 	room := waitroom.NewStore(fakes.NewDynamoDB("table"), "table")
 	r.svc.WaitRoom = room
 	for _, w := range []waitroom.Waiter{
@@ -678,5 +682,88 @@ func TestSweepWakesResumedTypeWithTheFallbackLimit(t *testing.T) {
 	}
 	if ws, _ := room.List(ctx, "partner"); len(ws) != 0 {
 		t.Errorf("parked after the sweep = %+v, want the record claimed", ws)
+	}
+}
+
+// A lane free while a group is parked for it is a wake-up that never came: a limit raised (`config
+// set` wakes no one), or a release whose wake-up failed. Every sweep wakes such groups, one per free
+// lane as a release does, so they do not wait out their park (up to waitroom.MaxParkFor); a type
+// whose lanes are all taken keeps its parked groups.
+func TestSweepWakesGroupsParkedWhileLanesAreFree(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		leases int
+		want   string
+	}{
+		{"a lane free", 2, "[h-old]"},
+		{"two lanes free", 1, "[h-old h-new]"},
+		{"every lane taken", 3, "[]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			r := newRig(t)
+			r.svc.Now = r.clock.Now
+			room := waitroom.NewStore(fakes.NewDynamoDB("table"), "table")
+			r.svc.WaitRoom = room
+			for _, w := range []waitroom.Waiter{
+				{Type: "reports", Group: "reports-0", MessageID: "m-new", ReceiptHandle: "h-new", JobID: "w-new", SubmittedAt: t0, ParkedAt: t0},
+				{Type: "reports", Group: "reports-w1", MessageID: "m-old", ReceiptHandle: "h-old", JobID: "w-old", SubmittedAt: t0.Add(-time.Minute), ParkedAt: t0},
+			} {
+				if err := room.Park(ctx, w); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for ln := 1; ln <= tc.leases; ln++ {
+				r.leases.Set(held("reports", ln, fmt.Sprintf("r-%d", ln), 1, lease.Starting))
+			}
+			if _, err := r.h.Sweep(ctx); err != nil {
+				t.Fatal(err)
+			}
+			got := []string{}
+			for _, v := range r.sqs.VisibilityChanges() {
+				if v.Timeout == 0 {
+					got = append(got, v.ReceiptHandle)
+				}
+			}
+			if fmt.Sprint(got) != tc.want {
+				t.Errorf("woken = %v, want %s (the oldest head, one per free lane)", got, tc.want)
+			}
+		})
+	}
+}
+
+// A release that takes a parked group's record and then fails to make its head visible leaves the
+// record as it found it: the head is still parked (for up to waitroom.MaxParkFor), and only its
+// record lets the next sweep wake it for the lane the release freed.
+func TestWakeThatFailsLeavesTheRecordForTheSweep(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t)
+	r.svc.Now = r.clock.Now
+	room := waitroom.NewStore(fakes.NewDynamoDB("table"), "table")
+	r.svc.WaitRoom = room
+	parked := waitroom.Waiter{Type: "reports", Group: "reports-0", MessageID: "m-1", ReceiptHandle: "h-1", JobID: "w-1", Receives: 3,
+		SubmittedAt: t0, ParkedAt: t0, Until: t0.Add(waitroom.MaxParkFor)}
+	if err := room.Park(ctx, parked); err != nil {
+		t.Fatal(err)
+	}
+	r.sqs.OnChangeVisibility = onceErr[*sqs.ChangeMessageVisibilityInput](fakes.APIError("RequestThrottled", "Rate exceeded"))
+	l := held("reports", 1, "r-1001", 1, lease.Starting)
+	r.leases.Set(l)
+	r.sfn.Put(execution("reports", 1, "r-1001", 1, `{}`, "SUCCEEDED", "", ""))
+	if _, err := r.svc.Release(ctx, req("reports", 1, "r-1001", 1, releaser.Succeeded, "", "")); err != nil {
+		t.Fatal(err)
+	}
+	if ws, err := room.List(ctx, "reports"); err != nil || len(ws) != 1 || ws[0].ReceiptHandle != "h-1" {
+		t.Fatalf("parked after the failed wake-up = %+v, %v; want w-1's record", ws, err)
+	}
+	if _, err := r.h.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	woken := false
+	for _, v := range r.sqs.VisibilityChanges() {
+		woken = woken || (v.ReceiptHandle == "h-1" && v.Timeout == 0 && v.Err == nil)
+	}
+	if !woken {
+		t.Errorf("visibility changes = %+v, want h-1 woken by the sweep", r.sqs.VisibilityChanges())
 	}
 }

@@ -19,11 +19,11 @@ import (
 
 // wakeFreed wakes the parked jobs a lane of typ freed room for: its own type's (wake), or, for a
 // type in pools, each pool's members fairly (wakePool), since the slot it freed is theirs as much
-// as its own. A failure only delays a parked job: it looks again by itself after waitroom.ParkFor.
+// as its own. A failure only delays a parked job: the next sweep wakes it while there is room.
 func (s *Service) wakeFreed(ctx context.Context, log *slog.Logger, freed lease.Lease) {
 	cfg, err := s.Config.Get(ctx, freed.Type)
 	if err != nil || !cfg.Pooled() || s.Pools == nil {
-		s.wake(ctx, log, freed.Type)
+		s.wake(ctx, log, freed.Type, 1)
 		return
 	}
 	for _, p := range cfg.Pools {
@@ -68,7 +68,7 @@ type member struct {
 // its share, each member with work gets its share over time (a fractional share by turns), and a
 // lone type with work gets every slot its lanes can use. seed makes the turns (the freed lane and
 // job: any value that differs from release to release). It returns how many it woke; an error
-// says where it stopped (a parked job looks again by itself after waitroom.ParkFor).
+// says where it stopped (the next sweep wakes parked jobs while the pool has room).
 func (s *Service) wakePool(ctx context.Context, log *slog.Logger, p config.Pool, seed string) (int, error) {
 	if s.WaitRoom == nil {
 		return 0, nil

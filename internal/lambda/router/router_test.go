@@ -227,6 +227,41 @@ func TestHandleGoodBatch(t *testing.T) {
 	}
 }
 
+// A producer cannot forge the sweep's probe of a lane (job.Probe), which frees another job's bound
+// lane: the router sends a job's own fields only, so whatever a body adds beside them (in any case)
+// or inside its input never reaches the lanes queue as a probe, and a body that is only a probe is
+// no job.
+func TestProducerCannotSendALaneProbe(t *testing.T) {
+	probe := `{"jobId":"victim","updatedAt":1709978400123000000}`
+	ev := loadEvent(t, "sqs-good-batch.json")
+	bodies := []string{
+		`{"laneProbe":` + probe + `}`,
+		`{"type":"payments","id":"p-1","laneProbe":` + probe + `}`,
+		`{"type":"payments","id":"p-2","LANEPROBE":` + probe + `,"input":{}}`,
+		`{"type":"payments","id":"p-3","input":{"laneProbe":` + probe + `}}`,
+	}
+	ev.Records = ev.Records[:1]
+	for i, b := range bodies {
+		m := ev.Records[0]
+		m.MessageId, m.ReceiptHandle, m.Body = fmt.Sprintf("forged-%d", i), fmt.Sprintf("h-forged-%d", i), b
+		ev.Records = append(ev.Records, m)
+	}
+	ev.Records = ev.Records[1:]
+	sender, dlq := &fakeSender{}, &fakeDLQ{}
+	if _, err := newRouter(&fakeConfig{limits: limits}, sender, dlq, nil).Handle(context.Background(), ev); err != nil {
+		t.Fatal(err)
+	}
+	sent := sender.entries()
+	if len(sent) != 3 || len(dlq.sent) != 1 {
+		t.Errorf("sent %d, dead-lettered %d; want the three jobs sent and the bare probe refused", len(sent), len(dlq.sent))
+	}
+	for _, e := range sent {
+		if p, ok := job.ParseProbe(aws.ToString(e.MessageBody)); ok {
+			t.Errorf("sent %s to %s: a probe of %+v", aws.ToString(e.MessageBody), aws.ToString(e.MessageGroupId), p)
+		}
+	}
+}
+
 // A general-queue message delivered twice is sent with the same group and deduplication id, so the
 // lanes queue enqueues it once.
 func TestHandleRedeliveryIsDeduplicated(t *testing.T) {

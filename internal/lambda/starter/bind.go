@@ -132,7 +132,11 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 			// Invisible first, then the record, then look again: a release that frees a lane after
 			// this look either reads the record and wakes the message (after it was made
 			// invisible, so the wake-up is not undone) or freed the lane before the second look.
-			current, err := s.holdsMessageFor(ctx, x, int32(waitroom.ParkFor.Seconds()))
+			// A head parked before parks longer (waitroom.ParkPeriod): its looks by itself are
+			// only the safety net, and they load the type's hot partition keys.
+			park := waitroom.ParkPeriod(x.receives(), s.jitter)
+			w.Until = w.ParkedAt.Add(park)
+			current, err := s.holdsMessageFor(ctx, x, int32(park.Seconds()))
 			if err != nil {
 				return hold, fmt.Errorf("park waiting message: %w", err)
 			}

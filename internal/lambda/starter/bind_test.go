@@ -1538,3 +1538,45 @@ func TestBoundJobWaitsWhenItsTypesLimitWasLoweredSinceItsBind(t *testing.T) {
 		})
 	}
 }
+
+// A head that finds every lane taken on a later delivery (it looked again by itself, or a release
+// woke it and another binder took the lane) parks longer than on its first, up to MaxParkFor: its
+// looks are only the safety net for a missed wake-up, and each writes its group's record under the
+// type's one WAIT# key and queries its LEASE# key twice. Its record says when it looks again, so
+// another message of the group cannot replace it before then.
+func TestBindParksLongerOnLaterDeliveries(t *testing.T) {
+	for _, tc := range []struct {
+		receive  int
+		min, max time.Duration
+	}{
+		{1, waitroom.ParkFor, waitroom.ParkFor},
+		{2, 2 * waitroom.ParkFor * 3 / 4, 2 * waitroom.ParkFor},
+		{3, 4 * waitroom.ParkFor * 3 / 4, 4 * waitroom.ParkFor},
+		{9, waitroom.MaxParkFor * 3 / 4, waitroom.MaxParkFor},
+		{400, waitroom.MaxParkFor * 3 / 4, waitroom.MaxParkFor},
+	} {
+		t.Run(strconv.Itoa(tc.receive), func(t *testing.T) {
+			ctx := context.Background()
+			r := newRigStrategy(t, map[string]int{"reports": 1}, lane.FirstFree)
+			r.st.Jitter = func(n int64) int64 { return n - 1 }
+			r.leases.Set(leaseOf("reports", 1, "busy", 1, lease.Starting, 1))
+			resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{waiting(t, "reports", "w-1", tc.receive)}})
+			if err != nil || len(resp.BatchItemFailures) != 1 {
+				t.Fatalf("Handle = %+v, %v; want w-1 parked", resp, err)
+			}
+			checkVisibility(t, r.sqs, []visibility{
+				{Handle: handle("w-1", tc.receive), Min: int32(tc.min.Seconds()), Max: int32(tc.max.Seconds())},
+			})
+			park := time.Duration(decisions(r.sqs)[0].Timeout) * time.Second
+			other := waitroom.Waiter{Type: "reports", Group: job.WaitingGroupID("reports", 0), MessageID: "msg-other", ReceiptHandle: "other",
+				JobID: "other", ParkedAt: t0.Add(park - time.Second)}
+			if err := r.room.Park(ctx, other); !errors.Is(err, waitroom.ErrGroupParked) {
+				t.Errorf("another message parking over w-1's record a second before w-1 looks again = %v, want ErrGroupParked", err)
+			}
+			other.ParkedAt = t0.Add(park + time.Second)
+			if err := r.room.Park(ctx, other); err != nil {
+				t.Errorf("another message parking over w-1's record after w-1 was due = %v, want it parked", err)
+			}
+		})
+	}
+}

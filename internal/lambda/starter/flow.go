@@ -68,7 +68,7 @@ func (s *Starter) parkPaused(ctx context.Context, x *msg, w waitroom.Waiter) (v 
 		x.log.InfoContext(ctx, "stale delivery of a waiting message; not parking it")
 		return hold, true, nil, nil
 	}
-	w.Paused = true
+	w.Paused, w.Until = true, w.ParkedAt.Add(PausedParkFor)
 	if r, ok := s.Leases.(typeRegistry); ok {
 		// The sweep wakes a resumed type's parked groups if the resume's own wake-up was cut
 		// short: it must know the type even if it never held a lease (one write per container).

@@ -214,6 +214,22 @@ func (s *Starter) releaseEnded(ctx context.Context, x *msg, l lease.Lease, outco
 	if res == releaser.Retried {
 		return hold, nil // visible again already; reporting it keeps Lambda from deleting it
 	}
+	if res == releaser.Noop {
+		// Another release acted on the attempt first. If it retried it, the message is the retry's,
+		// and a twin of this delivery (same receipt handle) may have claimed the next attempt on it
+		// since: acknowledged, the message would be deleted under that attempt, which could then
+		// never be retried (seed 61164 of races). (A lease being dead-lettered is another matter:
+		// its release deletes the message, or the sweep takes it over once this one is gone.)
+		now, err := s.Leases.Get(ctx, l.Key())
+		if err != nil {
+			return hold, err
+		}
+		if now != nil && now.MessageID == x.MessageId && now.Holds(l.JobSender, l.JobKey, l.JobID, l.Redrive) &&
+			(now.Attempt > l.Attempt || (now.Attempt == l.Attempt && now.Status == lease.Retrying)) {
+			x.log.InfoContext(ctx, "the message backs a later claim of its job; leaving it to that claim", "attempt", now.Attempt, "status", now.Status)
+			return hold, nil
+		}
+	}
 	return ack, nil
 }
 

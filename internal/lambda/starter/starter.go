@@ -280,6 +280,9 @@ func (s *Starter) process(ctx context.Context, m events.SQSMessage) verdict {
 // processIn works on one message; a waiting message binds from view, the leases its batch read.
 func (s *Starter) processIn(ctx context.Context, m events.SQSMessage, view *leaseView) verdict {
 	typ, ln, gerr := job.ParseGroupID(m.Attributes["MessageGroupId"])
+	if p, ok := job.ParseProbe(m.Body); ok && gerr == nil && ln != job.WaitingLane {
+		return s.probe(ctx, m, lease.Key{Type: typ, Lane: ln}, p)
+	}
 	var j job.Job
 	jerr := json.Unmarshal([]byte(m.Body), &j)
 	badPriority := j.Priority != 0 && (j.Priority < job.MinPriority || j.Priority > job.MaxPriority)

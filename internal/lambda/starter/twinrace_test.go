@@ -706,3 +706,33 @@ func TestMovedCopyBoundWhileAStaleTwinsClaimStandsIsNotDropped(t *testing.T) {
 		t.Errorf("the moved copy was acknowledged, no copy of the job was sent and no lease holds it: the job is lost")
 	}
 }
+
+// A twin delivery (Lambda handed the batch over twice; same receipt handle) finds its attempt ended
+// without a release and releases it, while a status event's release of the same attempt retries it
+// and the other twin claims and starts the next attempt on the same message: the twin's own release
+// then finds nothing to do. The message now backs the running attempt, and acknowledging it would
+// delete it: that attempt, should it fail, would have no message to be retried from, and the job
+// would end neither way (seed 61164 of races).
+func TestTwinDoesNotDeleteTheMessageOfTheNextAttempt(t *testing.T) {
+	r := newRig(t, nil)
+	r.sfn.Put(startedBy(t, execution("reports", 1, "r-1001", 1, sfntypes.ExecutionStatusTimedOut, "States.Timeout", ""), "msg-r-1001"))
+	r.leases.Set(leaseOf("reports", 1, "r-1001", 1, lease.Starting, 1))
+	next := leaseOf("reports", 1, "r-1001", 2, lease.Starting, 2)
+	r.sfn.OnDescribe = func(arn string) error {
+		if arn == execArn("reports", "r-1001", 2) {
+			r.leases.Set(next) // the status event retried attempt 1, the other twin claimed attempt 2
+		}
+		return nil
+	}
+	if acked := deliver(t, r, 2); acked {
+		t.Errorf("twin acknowledged: the event source would delete the message attempt 2 runs on")
+	}
+	for _, d := range r.sqs.Deletes() {
+		if d.ReceiptHandle == handle("r-1001", 2) {
+			t.Errorf("deleted %+v, the message attempt 2 runs on", d)
+		}
+	}
+	if l, ok := r.leases.Lease(reports1); !ok || l.Attempt != 2 || l.Status != lease.Starting {
+		t.Errorf("lease = %+v (%v), want attempt 2's claim", l, ok)
+	}
+}

@@ -4,7 +4,8 @@
 // that frees a lane takes the group whose head was submitted earliest and makes that message visible,
 // so the starter binds it to the freed lane at once and a type's jobs start in (nearly) their global
 // FIFO order across its waiting groups. Nothing polls: a parked head is woken by a release, and looks
-// again by itself only after ParkFor, as a safety net.
+// again by itself only after its park period (ParkPeriod: ParkFor at first, longer each time it
+// parks again, at most MaxParkFor), as a safety net.
 //
 // Items live in the limiter's table: pk WAIT#{type}, sk {waiting group id}. A group has at most one
 // head in flight, so a group parked again replaces its item.
@@ -22,10 +23,34 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// ParkFor is how long a parked message stays invisible if no release wakes it: the bound on a
-// missed wake-up (a limit raised, a lane freed by a path that does not wake), at the cost of one
-// receive and one lease query per waiting group per ParkFor while all the type's lanes are busy.
+// ParkFor is how long a head parked on its first delivery stays invisible if no release wakes it.
+// A head that looks again by itself and parks again parks longer (ParkPeriod).
 const ParkFor = 60 * time.Second
+
+// MaxParkFor caps a head's park: the bound on a missed wake-up that nothing else catches (the
+// sweep wakes parked groups of a type with free lanes every run, which covers a raised limit and
+// a failed wake-up). Each look costs a write under the type's WAIT# key and two queries of its
+// LEASE# key, whose partition serves 1,000 write units a second: 100,000 parked groups looking
+// again every ParkFor would ask 1,700 a second of it for the safety net alone, and every
+// MaxParkFor about 420.
+const MaxParkFor = 4 * time.Minute
+
+// ParkPeriod is how long a head parks on its delivery with the given ApproximateReceiveCount:
+// ParkFor on the first, twice as long on each later one (a head parks again on each delivery that
+// finds nothing changed, or that a release woke and another binder beat), at most MaxParkFor; past
+// the first, less up to a quarter of it chosen by jitter (a random number in [0, n)), so that the
+// looks of groups that parked together spread out. Whole seconds, as SQS takes them.
+func ParkPeriod(receives int, jitter func(n int64) int64) time.Duration {
+	if receives <= 1 {
+		return ParkFor
+	}
+	p := MaxParkFor
+	if receives-1 < 8 && ParkFor<<(receives-1) < MaxParkFor {
+		p = ParkFor << (receives - 1)
+	}
+	secs := int64(p / time.Second)
+	return time.Duration(secs-jitter(secs/4+1)) * time.Second
+}
 
 // Waiter is a parked waiting group: the head message that parked it.
 type Waiter struct {
@@ -54,6 +79,9 @@ type Waiter struct {
 	SubmittedAt time.Time
 	// ParkedAt is when the head parked: the key that has waited longest for service.
 	ParkedAt time.Time
+	// Until is when the head looks again by itself if no release wakes it (zero: ParkFor after
+	// ParkedAt). Park writes it; List leaves it zero.
+	Until time.Time
 }
 
 func pk(typ string) string { return "WAIT#" + typ }
@@ -87,11 +115,54 @@ func (s *Store) key(typ, group string) map[string]types.AttributeValue {
 var ErrGroupParked = errors.New("another message of the waiting group is parked")
 
 // Park records a parked waiting group, replacing its earlier record unless that is another
-// message's, parked less than ParkFor ago (ErrGroupParked): replacing it would leave that message
-// with no record, and no release would wake it.
+// message's, not yet due to look again (ErrGroupParked): replacing it would leave that message with
+// no record, and no release would wake it.
 func (s *Store) Park(ctx context.Context, w Waiter) error {
+	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: &s.table, Item: s.item(w),
+		// A record without untilMs was parked for ParkFor.
+		ConditionExpression: aws.String("attribute_not_exists(pk) OR messageId = :m OR untilMs < :now OR (attribute_not_exists(untilMs) AND parkedAtMs < :due)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":m":   &types.AttributeValueMemberS{Value: w.MessageID},
+			":now": &types.AttributeValueMemberN{Value: strconv.FormatInt(w.ParkedAt.UnixMilli(), 10)},
+			":due": &types.AttributeValueMemberN{Value: strconv.FormatInt(w.ParkedAt.Add(-ParkFor).UnixMilli(), 10)},
+		},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return fmt.Errorf("park waiting group %s at job %s: %w", w.Group, w.JobID, ErrGroupParked)
+	}
+	if err != nil {
+		return fmt.Errorf("park waiting group %s at job %s: %w", w.Group, w.JobID, err)
+	}
+	return nil
+}
+
+// Restore puts back record w (as List read it) that a Claim took, when the wake-up it was taken for
+// failed to make its head visible: the head is still parked, and its record is the only way a
+// release or the sweep wakes it before its park ends. A group that parked again since keeps its
+// new record. (Its untilMs is ParkFor after its park: only another message of the group, which FIFO
+// does not hand out while the head is in flight, reads it.)
+func (s *Store) Restore(ctx context.Context, w Waiter) error {
+	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: &s.table, Item: s.item(w), ConditionExpression: aws.String("attribute_not_exists(pk)"),
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if err != nil && !errors.As(err, &ccf) {
+		return fmt.Errorf("restore parked record of group %s at job %s: %w", w.Group, w.JobID, err)
+	}
+	return nil
+}
+
+// item is record w as stored.
+func (s *Store) item(w Waiter) map[string]types.AttributeValue {
+	until := w.Until
+	if until.IsZero() {
+		until = w.ParkedAt.Add(ParkFor)
+	}
 	item := s.key(w.Type, w.Group)
 	item["parkedAtMs"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(w.ParkedAt.UnixMilli(), 10)}
+	item["untilMs"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(until.UnixMilli(), 10)}
 	item["messageId"] = &types.AttributeValueMemberS{Value: w.MessageID}
 	item["receiptHandle"] = &types.AttributeValueMemberS{Value: w.ReceiptHandle}
 	item["jobId"] = &types.AttributeValueMemberS{Value: w.JobID}
@@ -115,22 +186,7 @@ func (s *Store) Park(ctx context.Context, w Waiter) error {
 	if w.Paused {
 		item["paused"] = &types.AttributeValueMemberBOOL{Value: true}
 	}
-	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: &s.table, Item: item,
-		ConditionExpression: aws.String("attribute_not_exists(pk) OR messageId = :m OR parkedAtMs < :due"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":m":   &types.AttributeValueMemberS{Value: w.MessageID},
-			":due": &types.AttributeValueMemberN{Value: strconv.FormatInt(w.ParkedAt.Add(-ParkFor).UnixMilli(), 10)},
-		},
-	})
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		return fmt.Errorf("park waiting group %s at job %s: %w", w.Group, w.JobID, ErrGroupParked)
-	}
-	if err != nil {
-		return fmt.Errorf("park waiting group %s at job %s: %w", w.Group, w.JobID, err)
-	}
-	return nil
+	return item
 }
 
 // Unpark removes a group's record if it was written by w's delivery of its message or an earlier one

@@ -135,10 +135,12 @@ type laneQueueAPI interface {
 	ChangeMessageVisibility(context.Context, *sqs.ChangeMessageVisibilityInput, ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
 }
 
-// parkedClaimer reads and claims a type's parked waiting groups (waitroom.Store).
+// parkedClaimer reads and claims a type's parked waiting groups (waitroom.Store), and puts back a
+// record claimed for a head not made visible.
 type parkedClaimer interface {
 	List(ctx context.Context, typ string) ([]waitroom.Waiter, error)
 	Claim(ctx context.Context, w waitroom.Waiter) (bool, error)
+	Restore(ctx context.Context, w waitroom.Waiter) error
 }
 
 // Waker wakes parked waiting groups as the releaser does (releaser.Service.WakeResumed for a resume,

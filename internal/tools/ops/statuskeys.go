@@ -57,7 +57,7 @@ type KeyRunning struct {
 }
 
 // KeyWaiting is a key whose jobs wait in a parked waiting group: its head is in flight, holding
-// the group, until a release wakes it (or ParkFor passes).
+// the group, until a release or the sweep wakes it (or its park passes).
 type KeyWaiting struct {
 	Key string `json:"key"`
 	// Groups counts the key's parked groups: one for a key, several only for the default key of a

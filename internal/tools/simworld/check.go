@@ -354,7 +354,8 @@ func (c *checker) killsIn(typ string, since, now time.Time) int {
 }
 
 // idleBound is the work-conservation bound for typ over an idle interval from since to now.
-// Without crashes a lane waits at most for a parked group's ParkFor (60 s), a dead-letter back-off
+// Without crashes a lane waits at most for a parked group's park (waitroom.ParkPeriod: 60 s to 4
+// minutes; the sweep wakes parked groups while lanes are free), a dead-letter back-off
 // (120 s) or a lost status event (the sweep: its minimum age and period), plus a margin: 5
 // minutes. A crash may leave a lane to its message's visibility timeout and then to the sweep's
 // stale check (1.5 times the visibility timeout) and period; the bound allows two such crashes in

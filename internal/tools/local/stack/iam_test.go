@@ -21,6 +21,7 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/lambda/app"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/batch"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
 	"github.com/sfnlimit/sfnlimit/internal/tools/cfntemplate"
 	"github.com/sfnlimit/sfnlimit/internal/tools/emulator"
 	"github.com/sfnlimit/sfnlimit/internal/tools/fakes"
@@ -166,12 +167,26 @@ func TestEveryCallIsAllowedByItsRole(t *testing.T) {
 		}
 	}
 
+	// A bind whose copy never went, written an hour ago (above ff's limit: its jobs use its lanes):
+	// the sweep sends a probe to its lane's group (the releaser's send to the lanes queue), and the
+	// starter takes the lane back when the probe arrives.
+	stale := lease.NewStore(c.DDB, table)
+	stale.SetClock(func() time.Time { return time.Now().Add(-time.Hour) })
+	staleBind := lease.Lease{Type: "ff", Lane: 3, JobID: "stale-bind", MessageID: "gone", Status: lease.Bound, StartedAt: time.Now().Add(-time.Hour)}
+	if _, err := stale.Put(ctx, staleBind, nil); err != nil {
+		t.Fatal(err)
+	}
+
 	// 3 + 1 of rr, 3 + 1 of ff and one unlisted type's job succeed; ff/always-fails (2 attempts),
 	// the other unlisted type's job, "not json", ff/bad-key and the starter's bad message are
 	// dead-lettered; each batch sends its event.
 	waitFor(t, 4*time.Minute, "the jobs to end", func() bool {
 		ok := len(executions(t, c.SFN, sm, "", sfntypes.ExecutionStatusSucceeded))
 		return ok >= 9 && queueDepth(t, c.SQS, dlq) >= 5 && len(s.Events()) >= 3
+	})
+	waitFor(t, time.Minute, "the stale bind's lane taken back", func() bool {
+		l, err := stale.Get(ctx, staleBind.Key())
+		return err == nil && (l == nil || l.JobID != staleBind.JobID)
 	})
 	time.Sleep(3 * time.Second) // releases in progress and one more sweep
 	s.StopRuntime()
