@@ -98,13 +98,7 @@ func TestReleaseWakesTheOldestParkedJob(t *testing.T) {
 			ctx := context.Background()
 			r := newRig(t)
 			r.svc.Now = r.clock.Now // heads age by the rig's clock
-			room := waitroom.NewStore(fakes.NewDynamoDB("table"), "table")
-			r.svc.WaitRoom = room
-			for _, w := range tt.parked {
-				if err := room.Park(ctx, w); err != nil {
-					t.Fatal(err)
-				}
-			}
+			withParked(t, r, tt.parked...)
 			r.sqs.OnChangeVisibility = func(in *sqs.ChangeMessageVisibilityInput) error {
 				if tt.stale[*in.ReceiptHandle] {
 					return fakes.APIError("ReceiptHandleIsInvalid", "stale")
@@ -137,8 +131,7 @@ func TestSweepTakesBackStaleLeases(t *testing.T) {
 	ctx := context.Background()
 	r := newRig(t)
 	r.h.StaleAfter = 20 * time.Minute
-	room := waitroom.NewStore(fakes.NewDynamoDB("table"), "table")
-	r.svc.WaitRoom = room
+	room := withParked(t, r)
 	for _, g := range []string{"reports-0", "reports-w1", "reports-w2", "reports-w3"} {
 		if err := room.Park(ctx, waitroom.Waiter{Type: "reports", Group: g, MessageID: "m-" + g, ReceiptHandle: "h-" + g, JobID: g, SubmittedAt: t0}); err != nil {
 			t.Fatal(err)
@@ -395,13 +388,7 @@ func TestReleaseWakesKeysFairly(t *testing.T) {
 				t.Fatal(err)
 			}
 			r.svc.Config = res
-			room := waitroom.NewStore(fakes.NewDynamoDB("table"), "table")
-			r.svc.WaitRoom = room
-			for _, w := range tt.parked {
-				if err := room.Park(ctx, w); err != nil {
-					t.Fatal(err)
-				}
-			}
+			withParked(t, r, tt.parked...)
 			for _, l := range tt.leases {
 				r.leases.Set(l)
 			}
@@ -437,8 +424,7 @@ func TestReleaseOfAPausedTypeWakesNobody(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.svc.Config = res
-	room := waitroom.NewStore(fakes.NewDynamoDB("table"), "table")
-	r.svc.WaitRoom = room
+	room := withParked(t, r)
 	if err := room.Park(ctx, waitroom.Waiter{Type: "reports", Group: "reports-0", MessageID: "m-1", ReceiptHandle: "h-1", JobID: "w-1", SubmittedAt: t0, Paused: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -467,17 +453,11 @@ func TestSweepWakesGroupsParkedByAPause(t *testing.T) {
 	for ln := 1; ln <= 3; ln++ {
 		r.leases.Set(held("reports", ln, fmt.Sprintf("r-%d", ln), 1, lease.Starting))
 	}
-	room := waitroom.NewStore(fakes.NewDynamoDB("table"), "table")
-	r.svc.WaitRoom = room
-	for _, w := range []waitroom.Waiter{
+	room := withParked(t, r, []waitroom.Waiter{
 		{Type: "reports", Group: "reports-0", MessageID: "m-1", ReceiptHandle: "h-normal", JobID: "w-1", SubmittedAt: t0, Paused: true},
 		{Type: "reports", Group: "reports-0!9", MessageID: "m-2", ReceiptHandle: "h-high", JobID: "w-2", SubmittedAt: t0, Paused: true, Priority: 9},
 		{Type: "reports", Group: "reports-w1", MessageID: "m-3", ReceiptHandle: "h-lane", JobID: "w-3", SubmittedAt: t0},
-	} {
-		if err := room.Park(ctx, w); err != nil {
-			t.Fatal(err)
-		}
-	}
+	}...)
 	if _, err := r.h.Sweep(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -501,16 +481,10 @@ func TestReleaseSkipsAJobParkedInItsLane(t *testing.T) {
 	ctx := context.Background()
 	r := newRig(t)
 	r.svc.Now = r.clock.Now
-	room := waitroom.NewStore(fakes.NewDynamoDB("table"), "table")
-	r.svc.WaitRoom = room
-	for _, w := range []waitroom.Waiter{
+	withParked(t, r, []waitroom.Waiter{
 		{Type: "reports", Group: "reports-2", MessageID: "m-lane", ReceiptHandle: "h-lane", JobID: "w-1", SubmittedAt: t0.Add(-time.Minute), Paused: true},
 		{Type: "reports", Group: "reports-0", MessageID: "m-wait", ReceiptHandle: "h-wait", JobID: "w-2", SubmittedAt: t0},
-	} {
-		if err := room.Park(ctx, w); err != nil {
-			t.Fatal(err)
-		}
-	}
+	}...)
 	r.leases.Set(held("reports", 1, "r-1001", 1, lease.Starting))
 	if _, err := r.svc.Release(ctx, req("reports", 1, "r-1001", 1, releaser.Succeeded, "", "")); err != nil {
 		t.Fatal(err)
@@ -541,8 +515,7 @@ func TestKeyedWakeAfterALoweredLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.svc.Config = res
-	room := waitroom.NewStore(fakes.NewDynamoDB("table"), "table")
-	r.svc.WaitRoom = room
+	room := withParked(t, r)
 	if err := room.Park(ctx, waitroom.Waiter{Type: "llm", Group: "llm#qa", MessageID: "m-qa", ReceiptHandle: "h-qa", JobID: "qa-head",
 		Key: "qa", SubmittedAt: t0.Add(-time.Hour), ParkedAt: t0.Add(-time.Second)}); err != nil {
 		t.Fatal(err)
@@ -604,8 +577,7 @@ func TestResumeWakesAGroupParkedForALaneBeforeThePause(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.svc.Config = res
-	room := waitroom.NewStore(fakes.NewDynamoDB("table"), "table")
-	r.svc.WaitRoom = room
+	room := withParked(t, r)
 
 	// All three lanes run; the waiting group's head parked for a lane a moment before the pause.
 	for ln, id := range map[int]string{1: "r-1", 2: "r-2", 3: "r-3"} {
@@ -661,8 +633,7 @@ func TestSweepWakesResumedTypeWithTheFallbackLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.svc.Config = res
-	room := waitroom.NewStore(fakes.NewDynamoDB("table"), "table")
-	r.svc.WaitRoom = room
+	room := withParked(t, r)
 	// The starter registers a type whose jobs it parks for a pause (it may never have held a lease).
 	if err := r.leases.RegisterType(ctx, "partner"); err != nil {
 		t.Fatal(err)
@@ -703,16 +674,10 @@ func TestSweepWakesGroupsParkedWhileLanesAreFree(t *testing.T) {
 			ctx := context.Background()
 			r := newRig(t)
 			r.svc.Now = r.clock.Now
-			room := waitroom.NewStore(fakes.NewDynamoDB("table"), "table")
-			r.svc.WaitRoom = room
-			for _, w := range []waitroom.Waiter{
+			withParked(t, r, []waitroom.Waiter{
 				{Type: "reports", Group: "reports-0", MessageID: "m-new", ReceiptHandle: "h-new", JobID: "w-new", SubmittedAt: t0, ParkedAt: t0},
 				{Type: "reports", Group: "reports-w1", MessageID: "m-old", ReceiptHandle: "h-old", JobID: "w-old", SubmittedAt: t0.Add(-time.Minute), ParkedAt: t0},
-			} {
-				if err := room.Park(ctx, w); err != nil {
-					t.Fatal(err)
-				}
-			}
+			}...)
 			for ln := 1; ln <= tc.leases; ln++ {
 				r.leases.Set(held("reports", ln, fmt.Sprintf("r-%d", ln), 1, lease.Starting))
 			}
@@ -739,8 +704,7 @@ func TestWakeThatFailsLeavesTheRecordForTheSweep(t *testing.T) {
 	ctx := context.Background()
 	r := newRig(t)
 	r.svc.Now = r.clock.Now
-	room := waitroom.NewStore(fakes.NewDynamoDB("table"), "table")
-	r.svc.WaitRoom = room
+	room := withParked(t, r)
 	parked := waitroom.Waiter{Type: "reports", Group: "reports-0", MessageID: "m-1", ReceiptHandle: "h-1", JobID: "w-1", Receives: 3,
 		SubmittedAt: t0, ParkedAt: t0, Until: t0.Add(waitroom.MaxParkFor)}
 	if err := room.Park(ctx, parked); err != nil {
@@ -766,4 +730,17 @@ func TestWakeThatFailsLeavesTheRecordForTheSweep(t *testing.T) {
 	if !woken {
 		t.Errorf("visibility changes = %+v, want h-1 woken by the sweep", r.sqs.VisibilityChanges())
 	}
+}
+
+// withParked gives r's service a wait room with ws parked in it.
+func withParked(t *testing.T, r *rig, ws ...waitroom.Waiter) *waitroom.Store {
+	t.Helper()
+	room := waitroom.NewStore(fakes.NewDynamoDB("table"), "table")
+	r.svc.WaitRoom = room
+	for _, w := range ws {
+		if err := room.Park(context.Background(), w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return room
 }
