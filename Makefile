@@ -149,7 +149,7 @@ PROFILE ?= all
 simulate: ## the deterministic fault simulation of the real handlers over SEEDS seeds from FROM (PROFILE: fault classes, see internal/tools/simworld)
 	$(GO) test -count=1 -v -timeout 12h -run 'TestSurvey$$' ./internal/tools/simworld -args -seeds $(SEEDS) -from $(FROM) -profile $(PROFILE)
 
-# The mutation check is not part of make test: each of its 19 mutants builds the simulation and
+# The mutation check is not part of make test: each of its 23 mutants builds the simulation and
 # runs up to MUTATE_SEEDS seeds (42 minutes in all on the busy shared 2-core machine; results and
 # what each mutant not caught means: docs/simulation.md, "Mutation check").
 .PHONY: mutate
