@@ -7,6 +7,7 @@ package observe
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 )
@@ -65,7 +67,7 @@ func Collect(ctx context.Context, c sfnAPI, stateMachineArns []string) ([]Execut
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			out[i], errs[i] = describe(ctx, c, e)
+			out[i], errs[i] = describeAgainIfCutShort(ctx, c, e)
 		}()
 	}
 	wg.Wait()
@@ -76,6 +78,27 @@ func Collect(ctx context.Context, c sfnAPI, stateMachineArns []string) ([]Execut
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Start.Before(out[j].Start) })
 	return out, nil
+}
+
+// cutShortTries bounds the reads of one execution whose answer cannot be decoded.
+const cutShortTries = 4
+
+// describeAgainIfCutShort is describe, read again when an answer cannot be decoded (a body cut
+// short: moto did so once under an end-to-end run's load). The SDK retries throttles and broken
+// connections, not a reply it could not decode. Any other error is returned at once.
+func describeAgainIfCutShort(ctx context.Context, c sfnAPI, e sfntypes.ExecutionListItem) (Execution, error) {
+	for try := 1; ; try++ {
+		x, err := describe(ctx, c, e)
+		var cut *smithy.DeserializationError
+		if err == nil || !errors.As(err, &cut) || try == cutShortTries {
+			return x, err
+		}
+		select {
+		case <-ctx.Done():
+			return x, err
+		case <-time.After(time.Duration(try) * 100 * time.Millisecond):
+		}
+	}
 }
 
 func describe(ctx context.Context, c sfnAPI, e sfntypes.ExecutionListItem) (Execution, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/tools/local/observe"
@@ -182,6 +184,7 @@ type fakeSFN struct {
 	execs       []history
 	failList    bool
 	failHistory string // ARN whose history cannot be read
+	cutShort    int    // describes answered with a body cut short, as an emulator under load may
 	describes   int
 }
 
@@ -226,6 +229,10 @@ func (f *fakeSFN) DescribeExecution(_ context.Context, in *sfn.DescribeExecution
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.describes++
+	if f.cutShort > 0 {
+		f.cutShort--
+		return nil, &smithy.DeserializationError{Err: io.ErrUnexpectedEOF}
+	}
 	h, ok := f.find(aws.ToString(in.ExecutionArn))
 	if !ok {
 		return nil, errors.New("ExecutionDoesNotExist")
@@ -430,6 +437,18 @@ func TestCollectErrors(t *testing.T) {
 				t.Fatalf("Collect = %v, %v, want an error naming %s", got, err, tt.wantErr)
 			}
 		})
+	}
+}
+
+// A describe whose answer is cut short (moto answered one with a truncated body during an
+// end-to-end run under load) is read again: the measurement is of the limiter, not of one reply.
+func TestCollectReadsACutShortDescribeAgain(t *testing.T) {
+	f := &fakeSFN{cutShort: 2, execs: []history{
+		{smA, "a", sfntypes.ExecutionStatusSucceeded, input("demo", "a", 1, 1), 0, 1, []sfntypes.HistoryEvent{entered("Work", 0)}},
+	}}
+	got, err := observe.Collect(context.Background(), f, []string{smA})
+	if err != nil || len(got) != 1 || got[0].Name != "a" {
+		t.Fatalf("Collect = %v, %v, want execution a after two replies cut short", got, err)
 	}
 }
 
