@@ -157,13 +157,19 @@ func (s *Service) wakeOrder(ctx context.Context, log *slog.Logger, typ string, w
 	})
 	// Free lanes are those of 1..limit without a lease: jobs still running in lanes above a
 	// lowered limit take none of them (found in review: counting them left lanes idle).
-	taken := 0
+	return eligible, min(max(freeLanes(cfg.Limit, leases), 0), maxWakes)
+}
+
+// freeLanes is how many of lanes 1..limit hold none of leases (a type's): jobs still running in
+// lanes above a lowered limit take none of them.
+func freeLanes(limit int, leases []lease.Lease) int {
+	free := limit
 	for _, l := range leases {
-		if l.Lane <= cfg.Limit {
-			taken++
+		if l.Lane <= limit {
+			free--
 		}
 	}
-	return eligible, min(max(cfg.Limit-taken, 0), maxWakes)
+	return free
 }
 
 // EffectivePriority is the rank a release gives a parked group at now: its head's priority (the
@@ -221,12 +227,7 @@ func (s *Service) wakeAfterPause(ctx context.Context, typ string, lanes bool) (i
 		if err != nil {
 			return 0, err
 		}
-		free = cfg.Limit
-		for _, l := range leases {
-			if l.Lane <= cfg.Limit {
-				free--
-			}
-		}
+		free = freeLanes(cfg.Limit, leases)
 	}
 	now := s.now()
 	slices.SortFunc(ws, func(a, b waitroom.Waiter) int {
@@ -268,13 +269,13 @@ func (s *Service) wakeFree(ctx context.Context, typ string, all []lease.Lease) {
 	if err != nil || cfg.Strategy != lane.FirstFree || cfg.Paused() || (cfg.Pooled() && s.Pools != nil) {
 		return // a pooled type's parked jobs are woken for its pools' room (sweepPools)
 	}
-	taken := 0
+	var leases []lease.Lease
 	for _, l := range all {
-		if l.Type == typ && l.Lane <= cfg.Limit {
-			taken++
+		if l.Type == typ {
+			leases = append(leases, l)
 		}
 	}
-	if taken < cfg.Limit {
-		s.wake(ctx, s.Log.With("type", typ, "source", "sweep"), typ, cfg.Limit-taken)
+	if free := freeLanes(cfg.Limit, leases); free > 0 {
+		s.wake(ctx, s.Log.With("type", typ, "source", "sweep"), typ, free)
 	}
 }
