@@ -217,8 +217,8 @@ func TestRecordCountsEachJobOnce(t *testing.T) {
 			at      time.Duration
 			want    batch.Result
 		}{
-			{"a", 0, batch.Succeeded, 3 * time.Second, batch.Counted},
-			{"a", 0, batch.Succeeded, 4 * time.Second, batch.Duplicate},     // duplicate release
+			{"a", 0, batch.Cancelled, 3 * time.Second, batch.Counted},       // stopped by a newer job of its key
+			{"a", 0, batch.Succeeded, 4 * time.Second, batch.Duplicate},     // a contrary release
 			{"b", 0, batch.DeadLettered, 1 * time.Second, batch.Counted},    // ends first
 			{"b", 1, batch.Succeeded, 9 * time.Second, batch.Duplicate},     // redriven while open
 			{"c", 0, batch.Refused, 5 * time.Second, batch.Counted},         //
@@ -258,7 +258,7 @@ func TestRecordCountsEachJobOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := map[batch.Outcome]int{batch.Succeeded: 2, batch.DeadLettered: 2, batch.Refused: 1}
+		want := map[batch.Outcome]int{batch.Succeeded: 1, batch.DeadLettered: 2, batch.Refused: 1, batch.Cancelled: 1}
 		if fmt.Sprint(sum.Counts) != fmt.Sprint(want) || sum.Recorded != 5 {
 			t.Errorf("counts = %v (recorded %d), want %v (5)", sum.Counts, sum.Recorded, want)
 		}
@@ -282,7 +282,7 @@ func TestRecordCountsEachJobOnce(t *testing.T) {
 		for _, j := range jobs {
 			got = append(got, fmt.Sprintf("%s:%s:%d", j.ID, j.Outcome, j.Redrive))
 		}
-		if fmt.Sprint(got) != "[a:succeeded:0 b:dead_lettered:0 c:refused:0 d:dead_lettered:0 e:succeeded:0]" {
+		if fmt.Sprint(got) != "[a:cancelled:0 b:dead_lettered:0 c:refused:0 d:dead_lettered:0 e:succeeded:0]" {
 			t.Errorf("jobs = %v", got)
 		}
 	})

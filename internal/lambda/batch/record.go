@@ -144,7 +144,7 @@ func (l *Ledger) countItems(e end, sp shape, next shard) []types.TransactWriteIt
 		{Put: &types.Put{TableName: &l.table, Item: job, ConditionExpression: aws.String("attribute_not_exists(pk)")}},
 		next.put(l.table, e.batch),
 	}
-	if e.outcome != Succeeded {
+	if e.outcome.failed() {
 		items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: &l.table, Item: map[string]types.AttributeValue{
 			"pk": key["pk"], "sk": s("DEAD#" + e.job), "at": job["at"],
 		}}})

@@ -53,6 +53,9 @@ type TypeConfig struct {
 	// Pools are the shared caps the type's running jobs count against, beside its own limit
 	// (at most MaxPoolsPerType), each with the type's share.
 	Pools []Pool
+	// Overflow is the type's overflow rule (OverflowQueue, OverflowCancel; "" is OverflowQueue):
+	// what a job does when its key is at its cap.
+	Overflow string
 	// Source says where the limit came from: "override", "default" (TYPE_LIMITS) or "fallback" (DEFAULT_LIMIT).
 	Source string
 }
@@ -90,6 +93,9 @@ type Defaults struct {
 	Pools     map[string]int
 	TypePools map[string][]string
 	Shares    map[string]int
+	// Overflows are the overflow rules of listed types (TYPE_OVERFLOW, "reindex=cancel"); every
+	// other type queues (OverflowQueue).
+	Overflows map[string]string
 }
 
 // Override is a live per-type change stored in the table; zero fields leave the default in force.
@@ -121,6 +127,8 @@ type Override struct {
 	// Pool, when set, makes this the live cap (Limit) of the pool of that name, not a type's
 	// override (Type is then empty).
 	Pool string
+	// Overflow replaces the type's overflow rule when set (OverflowRules).
+	Overflow string
 }
 
 // Validate checks an override against the same rules as the defaults.
@@ -138,6 +146,11 @@ func (o Override) Validate() error {
 	}
 	if o.Release != "" {
 		if _, err := ParseReleaseMode(o.Release); err != nil {
+			return fmt.Errorf("type %s: %w", o.Type, err)
+		}
+	}
+	if o.Overflow != "" {
+		if _, err := ParseOverflow(o.Overflow); err != nil {
 			return fmt.Errorf("type %s: %w", o.Type, err)
 		}
 	}
@@ -257,6 +270,11 @@ func (d Defaults) Validate() error {
 	}
 	if _, err := ParseReleaseMode(d.Release); err != nil {
 		return fmt.Errorf("RELEASE_MODE: %w", err)
+	}
+	for t, m := range d.Overflows {
+		if _, err := ParseOverflow(m); err != nil {
+			return fmt.Errorf("TYPE_OVERFLOW: type %s: %w", t, err)
+		}
 	}
 	for t, m := range d.Releases {
 		if _, err := ParseReleaseMode(m); err != nil {
@@ -486,6 +504,7 @@ func (r *Resolver) merge(typ string, ov map[string]Override) (TypeConfig, error)
 	}
 	c.KeyLimit = d.KeyLimits[typ]
 	c.Rate = d.Rates[typ]
+	c.Overflow = d.Overflows[typ] // "" queues; checked by Validate
 	if o, ok := ov[typ]; ok {
 		if o.Limit > 0 {
 			c.Limit, c.Source = o.Limit, "override"
@@ -501,6 +520,9 @@ func (r *Resolver) merge(typ string, ov map[string]Override) (TypeConfig, error)
 		}
 		if o.Release != "" {
 			c.Release, _ = ParseReleaseMode(o.Release) // checked by Validate
+		}
+		if o.Overflow != "" {
+			c.Overflow = o.Overflow // checked by Validate
 		}
 		if o.KeyLimit > 0 {
 			c.KeyLimit = o.KeyLimit

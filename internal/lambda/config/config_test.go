@@ -155,7 +155,7 @@ func TestFromEnv(t *testing.T) {
 		{
 			name:      "nothing set",
 			give:      map[string]string{},
-			want:      config.Defaults{Limits: map[string]int{}, MaxAttempts: map[string]int{}, DefaultMaxAttempts: 3, Releases: map[string]string{}, KeyLimits: map[string]int{}, Rates: map[string]config.Rate{}, Pools: map[string]int{}, TypePools: map[string][]string{}, Shares: map[string]int{}},
+			want:      config.Defaults{Limits: map[string]int{}, MaxAttempts: map[string]int{}, DefaultMaxAttempts: 3, Releases: map[string]string{}, KeyLimits: map[string]int{}, Rates: map[string]config.Rate{}, Pools: map[string]int{}, TypePools: map[string][]string{}, Shares: map[string]int{}, Overflows: map[string]string{}},
 			wantCache: 30 * time.Second,
 		},
 		{
@@ -176,6 +176,7 @@ func TestFromEnv(t *testing.T) {
 				"POOL_CAPS":            "psp=20,llm=5",
 				"TYPE_POOLS":           "payments=psp,reports=psp+llm",
 				"TYPE_POOL_SHARES":     "payments=3",
+				"TYPE_OVERFLOW":        "payments=cancel",
 			},
 			want: config.Defaults{
 				Limits:             map[string]int{"payments": 50, "reports": 5},
@@ -192,13 +193,14 @@ func TestFromEnv(t *testing.T) {
 				Pools:              map[string]int{"psp": 20, "llm": 5},
 				TypePools:          map[string][]string{"payments": {"psp"}, "reports": {"psp", "llm"}},
 				Shares:             map[string]int{"payments": 3},
+				Overflows:          map[string]string{"payments": "cancel"},
 			},
 			wantCache: 10 * time.Second,
 		},
 		{
 			name:      "spaces around numbers",
 			give:      map[string]string{"DEFAULT_LIMIT": " 7 ", "DEFAULT_MAX_ATTEMPTS": " 2", "CONFIG_CACHE_SECONDS": "5 "},
-			want:      config.Defaults{Limits: map[string]int{}, MaxAttempts: map[string]int{}, FallbackLimit: 7, DefaultMaxAttempts: 2, Releases: map[string]string{}, KeyLimits: map[string]int{}, Rates: map[string]config.Rate{}, Pools: map[string]int{}, TypePools: map[string][]string{}, Shares: map[string]int{}},
+			want:      config.Defaults{Limits: map[string]int{}, MaxAttempts: map[string]int{}, FallbackLimit: 7, DefaultMaxAttempts: 2, Releases: map[string]string{}, KeyLimits: map[string]int{}, Rates: map[string]config.Rate{}, Pools: map[string]int{}, TypePools: map[string][]string{}, Shares: map[string]int{}, Overflows: map[string]string{}},
 			wantCache: 5 * time.Second,
 		},
 		{name: "bad TYPE_LIMITS", give: map[string]string{"TYPE_LIMITS": "payments=zero"}, wantErr: "TYPE_LIMITS"},
@@ -220,6 +222,7 @@ func TestFromEnv(t *testing.T) {
 		{name: "unknown mode in TYPE_RELEASE_MODES", give: map[string]string{"TYPE_RELEASE_MODES": "llm=event"}, wantErr: "TYPE_RELEASE_MODES"},
 		{name: "bad TYPE_KEY_LIMITS", give: map[string]string{"TYPE_KEY_LIMITS": "llm=0"}, wantErr: "TYPE_KEY_LIMITS"},
 		{name: "bad TYPE_RATES", give: map[string]string{"TYPE_RATES": "llm=0"}, wantErr: "TYPE_RATES"},
+		{name: "unknown rule in TYPE_OVERFLOW", give: map[string]string{"TYPE_OVERFLOW": "llm=drop"}, wantErr: "TYPE_OVERFLOW"},
 		{name: "sum over the quota", give: map[string]string{"TYPE_LIMITS": "a=60000,b=60000"}, wantErr: "quota"},
 	}
 	for _, tt := range tests {

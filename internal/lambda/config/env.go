@@ -9,7 +9,7 @@ import (
 
 // FromEnv reads the deployment defaults and the cache age from the function's environment
 // (TYPE_LIMITS, DEFAULT_LIMIT, UNLISTED_TYPES_LIMIT, DEFAULT_MAX_ATTEMPTS, TYPE_MAX_ATTEMPTS, STATE_MACHINE_ARN,
-// CONFIG_CACHE_SECONDS, LANE_STRATEGY, RELEASE_MODE, TYPE_RELEASE_MODES, TYPE_KEY_LIMITS, TYPE_RATES, POOL_CAPS, TYPE_POOLS,
+// CONFIG_CACHE_SECONDS, LANE_STRATEGY, RELEASE_MODE, TYPE_RELEASE_MODES, TYPE_OVERFLOW, TYPE_KEY_LIMITS, TYPE_RATES, POOL_CAPS, TYPE_POOLS,
 // TYPE_POOL_SHARES), as the template sets them.
 func FromEnv(getenv func(string) string) (Defaults, time.Duration, error) {
 	if getenv == nil {
@@ -34,6 +34,10 @@ func FromEnv(getenv func(string) string) (Defaults, time.Duration, error) {
 	releases, err := ParseReleaseModes(getenv("TYPE_RELEASE_MODES"))
 	if err != nil {
 		return Defaults{}, 0, fmt.Errorf("TYPE_RELEASE_MODES: %w", err)
+	}
+	overflows, err := ParseOverflows(getenv("TYPE_OVERFLOW"))
+	if err != nil {
+		return Defaults{}, 0, fmt.Errorf("TYPE_OVERFLOW: %w", err)
 	}
 	pools, err := ParsePools(getenv("POOL_CAPS"))
 	if err != nil {
@@ -78,6 +82,7 @@ func FromEnv(getenv func(string) string) (Defaults, time.Duration, error) {
 		Pools:              pools,
 		TypePools:          typePools,
 		Shares:             shares,
+		Overflows:          overflows,
 	}
 	if err := d.Validate(); err != nil {
 		return Defaults{}, 0, err

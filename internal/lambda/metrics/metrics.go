@@ -40,10 +40,13 @@ const (
 	JobsSucceeded     = "JobsSucceeded"
 	JobsRetried       = "JobsRetried"
 	JobsDeadLettered  = "JobsDeadLettered"
-	LeasesSwept       = "LeasesSwept"
-	RunningLeases     = "RunningLeases"
-	LaneOccupancy     = "LaneOccupancy"
-	StartLatency      = "StartLatency"
+	// JobsCancelled counts jobs whose execution a newer job of their key stopped (the overflow
+	// rule cancel), per type.
+	JobsCancelled = "JobsCancelled"
+	LeasesSwept   = "LeasesSwept"
+	RunningLeases = "RunningLeases"
+	LaneOccupancy = "LaneOccupancy"
+	StartLatency  = "StartLatency"
 	// JobsPaused counts waiting jobs parked because their type was paused.
 	JobsPaused = "JobsPaused"
 	// JobsRateLimited counts starts that waited for their type's rate.

@@ -254,7 +254,7 @@ func (s *Service) releaseLease(ctx context.Context, log *slog.Logger, req Reques
 		// other release would: every later one of an execution that ended SUCCEEDED is a success.
 		return s.deadLetter(ctx, log, req, l, dead, "", false)
 	}
-	if req.Outcome == Succeeded {
+	if ended, metric := endOf(req); ended != "" {
 		if l.Status == lease.Retrying {
 			return Noop, nil // a failure of this attempt was already acted on
 		}
@@ -263,7 +263,7 @@ func (s *Service) releaseLease(ctx context.Context, log *slog.Logger, req Reques
 		// copy of the job in the lane is delivered and may take the running attempt over, and the
 		// next release drops its claim as a duplicate's (dropDuplicate), counting nothing: the
 		// count must already be made.
-		if err := s.BatchEnded(ctx, l, batch.Succeeded); err != nil {
+		if err := s.BatchEnded(ctx, l, ended); err != nil {
 			return "", err
 		}
 		if err := s.deleteMessage(ctx, l); err != nil {
@@ -273,7 +273,10 @@ func (s *Service) releaseLease(ctx context.Context, log *slog.Logger, req Reques
 			return "", err
 		}
 		if !l.Reclaimed { // counted by the release that freed its lease before (lease.Lease.Reclaimed)
-			s.Metrics.Add(req.Key.Type, metrics.JobsSucceeded, 1)
+			s.Metrics.Add(req.Key.Type, metric, 1)
+		}
+		if ended == batch.Cancelled {
+			log.InfoContext(ctx, "job cancelled by a newer job of its key (overflow rule cancel)", "key", l.JobKey, "cause", req.Cause)
 		}
 		return Deleted, nil
 	}
@@ -329,6 +332,19 @@ func (s *Service) releaseLease(ctx context.Context, log *slog.Logger, req Reques
 		return Retried, s.makeVisible(ctx, written)
 	}
 	return s.deadLetter(ctx, log, req, written, dead, body, true)
+}
+
+// endOf says whether an attempt's outcome ends its job without a retry or a dead letter: a success,
+// or a stop by a newer job of its key (job.ErrorCancelled, the overflow rule cancel), with the
+// batch outcome and the metric it counts under; "" otherwise.
+func endOf(req Request) (batch.Outcome, string) {
+	switch {
+	case req.Outcome == Succeeded:
+		return batch.Succeeded, metrics.JobsSucceeded
+	case req.Outcome == Aborted && req.Error == job.ErrorCancelled:
+		return batch.Cancelled, metrics.JobsCancelled
+	}
+	return "", ""
 }
 
 // DeadLetterTakeover is how long a dead-lettering lease belongs to the release that wrote it: the

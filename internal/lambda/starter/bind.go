@@ -113,6 +113,9 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 			return s.waitForToken(ctx, x, cfg, wait), nil
 		}
 		w.AtKeyCap = atCap.key
+		if atCap.key && look == 0 && cfg.Cancels() {
+			s.cancelOlder(ctx, x, leases)
+		}
 		if b != nil {
 			if stale, err := s.staleBinder(ctx, x, cfg, *b); err != nil || stale {
 				if stale {

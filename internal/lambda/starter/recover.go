@@ -328,15 +328,19 @@ func (s *Starter) rewait(ctx context.Context, x *msg) (verdict, error) {
 			case !closed:
 				x.log.WarnContext(ctx, "an attempt of this message still runs in a lane bound to another job; trying again shortly", "attempt", last)
 				return s.backoff(ctx, x.SQSMessage), nil
-			case outcome == releaser.Succeeded:
-				// Its success is counted by the release (or the sweep) that ended its lease; this
+			case outcome == releaser.Succeeded || cancelled(outcome, d):
+				// Its end is counted by the release (or the sweep) that ended its lease; this
 				// is most often a stale copy of a delivery that release already acted on.
 				// No lease of it is left, so no release counts it in its batch: count it here, before
 				// its message goes (a duplicate if a release did).
-				if err := s.Releaser.BatchEnded(ctx, lease.Lease{Type: x.key.Type, JobID: j.ID, JobKey: j.Key, JobSender: j.Sender, Batch: j.Batch, Redrive: j.Redrive}, batch.Succeeded); err != nil {
+				ended := batch.Succeeded
+				if outcome != releaser.Succeeded {
+					ended = batch.Cancelled // stopped by a newer job of its key: not retried, not dead-lettered
+				}
+				if err := s.Releaser.BatchEnded(ctx, lease.Lease{Type: x.key.Type, JobID: j.ID, JobKey: j.Key, JobSender: j.Sender, Batch: j.Batch, Redrive: j.Redrive}, ended); err != nil {
 					return hold, err
 				}
-				x.log.InfoContext(ctx, "this message's last attempt succeeded; nothing left to run", "attempt", last)
+				x.log.InfoContext(ctx, "this message's last attempt ended; nothing left to run", "attempt", last, "outcome", ended)
 				return ack, nil
 			case outcome == releaser.Aborted || last >= cfg.MaxAttempts:
 				// Ended for good, and no lease is left for a release to dead-letter it: sent back

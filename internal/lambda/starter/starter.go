@@ -50,6 +50,8 @@ type leaseStore interface {
 type sfnAPI interface {
 	StartExecution(context.Context, *sfn.StartExecutionInput, ...func(*sfn.Options)) (*sfn.StartExecutionOutput, error)
 	DescribeExecution(context.Context, *sfn.DescribeExecutionInput, ...func(*sfn.Options)) (*sfn.DescribeExecutionOutput, error)
+	// StopExecution stops an older job of a key at its cap (the overflow rule cancel: cancel.go).
+	StopExecution(context.Context, *sfn.StopExecutionInput, ...func(*sfn.Options)) (*sfn.StopExecutionOutput, error)
 }
 
 type queueAPI interface {

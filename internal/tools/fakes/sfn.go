@@ -55,12 +55,15 @@ type SFN struct {
 	OnDescribe func(arn string) error
 	// OnList runs before a ListExecutions page; a non-nil error is returned.
 	OnList func(in *sfn.ListExecutionsInput) error
+	// OnStop runs before a StopExecution; a non-nil error is returned and nothing is stopped.
+	OnStop func(in *sfn.StopExecutionInput) error
 	// Now dates new executions (time.Now when nil).
 	Now func() time.Time
 
 	mu        sync.Mutex
 	execs     map[string]Execution
 	starts    []StartCall
+	stops     []sfn.StopExecutionInput
 	describes []string
 	lists     int
 }
@@ -157,6 +160,43 @@ func (f *SFN) DescribeExecution(_ context.Context, in *sfn.DescribeExecutionInpu
 		out.Cause = aws.String(e.Cause)
 	}
 	return out, nil
+}
+
+// StopExecution ends a RUNNING execution ABORTED with the call's error and cause. As on AWS, an
+// unknown ARN is *types.ExecutionDoesNotExist, and a stop of an execution already closed changes
+// nothing.
+func (f *SFN) StopExecution(_ context.Context, in *sfn.StopExecutionInput, _ ...func(*sfn.Options)) (*sfn.StopExecutionOutput, error) {
+	f.mu.Lock()
+	f.stops = append(f.stops, *in)
+	f.mu.Unlock()
+	if f.OnStop != nil {
+		if err := f.OnStop(in); err != nil {
+			return nil, err
+		}
+	}
+	arn := aws.ToString(in.ExecutionArn)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e, ok := f.execs[arn]
+	if !ok {
+		return nil, &sfntypes.ExecutionDoesNotExist{Message: aws.String("Execution Does Not Exist: '" + arn + "'")}
+	}
+	if e.Status == sfntypes.ExecutionStatusRunning {
+		e.Status, e.Error, e.Cause, e.StopDate = sfntypes.ExecutionStatusAborted, aws.ToString(in.Error), aws.ToString(in.Cause), f.now()
+		f.execs[arn] = e
+	}
+	stop := e.StopDate
+	if stop.IsZero() {
+		stop = f.now()
+	}
+	return &sfn.StopExecutionOutput{StopDate: aws.Time(stop)}, nil
+}
+
+// Stops returns the StopExecution calls made so far.
+func (f *SFN) Stops() []sfn.StopExecutionInput {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]sfn.StopExecutionInput(nil), f.stops...)
 }
 
 // Put adds or replaces an execution; an empty Arn is derived from StateMachineArn and Name.

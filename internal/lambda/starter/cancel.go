@@ -1,0 +1,64 @@
+package starter
+
+import (
+	"context"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/releaser"
+)
+
+// cancelOlder carries out the overflow rule cancel (config.OverflowCancel) for a waiting job whose
+// key is at its cap: it stops the oldest running execution of the key that was submitted before this
+// job, by the same sender, with job.ErrorCancelled. The job then parks like any job at its key's cap;
+// the stop ends that execution ABORTED, its release ends the job "cancelled" (not retried, not
+// dead-lettered) and frees its lane, and the release's wake-up brings this job back to bind.
+//
+// What it does not stop: another sender's job (a producer ends only its own), a job submitted at the
+// same time or after this one (a redelivered older job never stops a newer one), the job itself
+// (another copy of it), and a job not running: bound (no execution yet), retrying or leaving. Those
+// run their course, and a job still waiting looks again when it wakes, or after its park.
+//
+// The stop is idempotent: a look that stops an execution already stopped changes nothing. A failed
+// stop is logged and left to the job's next look: the job parks either way.
+func (s *Starter) cancelOlder(ctx context.Context, x *msg, leases []lease.Lease) {
+	var victim *lease.Lease
+	for i, l := range leases {
+		switch {
+		case l.Status != lease.Starting || l.ExecutionArn == "",
+			l.JobKey != x.job.Key || l.JobSender != x.job.Sender,
+			l.Holds(x.job.Sender, x.job.Key, x.job.ID, l.Redrive),
+			l.SubmittedAt.IsZero() || !l.SubmittedAt.Before(x.job.SubmittedAt):
+			continue
+		}
+		if victim == nil || l.SubmittedAt.Before(victim.SubmittedAt) {
+			victim = &leases[i]
+		}
+	}
+	if victim == nil {
+		return
+	}
+	log := x.log.With("cancels", victim.JobID, "cancelsLane", victim.Lane, "executionArn", victim.ExecutionArn)
+	in := &sfn.StopExecutionInput{ExecutionArn: &victim.ExecutionArn, Error: aws.String(job.ErrorCancelled), Cause: aws.String(job.CancelCause(x.job.ID))}
+	_, err := s.SFN.StopExecution(ctx, in)
+	switch {
+	case err == nil:
+		log.InfoContext(ctx, "key at its cap; stopped its oldest running job (overflow rule cancel)")
+	case isErr[*sfntypes.ExecutionDoesNotExist](err):
+		// A claim whose start is not made yet: its job is not running. It runs, and this job's next
+		// look stops it.
+		log.InfoContext(ctx, "key at its cap; its oldest job's execution is not started yet, nothing to stop")
+	default:
+		log.WarnContext(ctx, "key at its cap; stopping its oldest running job failed, the next look tries again", "error", err)
+	}
+}
+
+// cancelled says an attempt that ended with outcome (and described as d) was stopped by a newer job
+// of its key (the overflow rule cancel): its job ends "cancelled".
+func cancelled(outcome releaser.Outcome, d *sfn.DescribeExecutionOutput) bool {
+	return outcome == releaser.Aborted && d != nil && aws.ToString(d.Error) == job.ErrorCancelled
+}
