@@ -468,6 +468,21 @@ func (s sfnClient) DescribeExecution(ctx context.Context, in *sfn.DescribeExecut
 	return after(c, out, err)
 }
 
+func (s sfnClient) StopExecution(ctx context.Context, in *sfn.StopExecutionInput, _ ...func(*sfn.Options)) (*sfn.StopExecutionOutput, error) {
+	c, err := s.w.gate(ctx, "sfn.StopExecution", aws.ToString(in.ExecutionArn))
+	if err != nil {
+		return nil, err
+	}
+	if c.fault == faultThrottle {
+		return nil, apiError("ThrottlingException", "Rate exceeded (simulated)")
+	}
+	out, err := s.w.sfn.stopCall(aws.ToString(in.ExecutionArn), aws.ToString(in.Error), aws.ToString(in.Cause))
+	if c.fault == faultLost && err == nil {
+		return after(c, (*sfn.StopExecutionOutput)(nil), apiError("InternalServerError", "simulated: the stop went through, its answer was lost"))
+	}
+	return after(c, out, err)
+}
+
 func (s sfnClient) ListExecutions(ctx context.Context, in *sfn.ListExecutionsInput, _ ...func(*sfn.Options)) (*sfn.ListExecutionsOutput, error) {
 	c, err := s.w.gate(ctx, "sfn.ListExecutions", aws.ToString(in.StateMachineArn)+" "+string(in.StatusFilter)+" "+aws.ToString(in.NextToken))
 	if err != nil {

@@ -245,6 +245,18 @@ func (s *sfnService) list(in *sfn.ListExecutionsInput, stale bool) (*sfn.ListExe
 	return out, nil
 }
 
+// stopCall is a StopExecution call (the overflow rule cancel): as on AWS, a RUNNING execution
+// ends ABORTED with the call's error and cause, and its Release step never runs; one already closed
+// is left as it is; an unknown ARN is ExecutionDoesNotExist.
+func (s *sfnService) stopCall(arn, errName, cause string) (*sfn.StopExecutionOutput, error) {
+	e, ok := s.execs[arn]
+	if !ok {
+		return nil, &sfntypes.ExecutionDoesNotExist{Message: aws.String("Execution Does Not Exist: '" + arn + "'")}
+	}
+	s.close(e, sfntypes.ExecutionStatusAborted, errName, cause)
+	return &sfn.StopExecutionOutput{StopDate: aws.Time(e.stop)}, nil
+}
+
 // stop is an operator's StopExecution: the execution ends ABORTED, its Release step never runs.
 func (s *sfnService) stop(e *execution) {
 	s.close(e, sfntypes.ExecutionStatusAborted, "", "stopped by the operator")
