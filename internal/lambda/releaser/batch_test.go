@@ -9,6 +9,7 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/lambda/batch"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/batchend"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/deadletter"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/releaser"
 	"github.com/sfnlimit/sfnlimit/internal/tools/fakes"
@@ -24,7 +25,8 @@ func (f *failingEnder) Ended(context.Context, batchend.End) error {
 
 // A release records its job in the job's batch (named by the lease): a success as succeeded, an
 // exhausted job as dead-lettered with the lease's redrive generation (through the dead-letter
-// sender), and a duplicate release counts nothing more.
+// sender), a job stopped by a newer one of its key (the overflow rule cancel) as cancelled, with no
+// dead letter, and a duplicate release counts nothing more.
 func TestReleaseRecordsTheBatch(t *testing.T) {
 	ctx := context.Background()
 	r := newRig(t)
@@ -33,7 +35,7 @@ func TestReleaseRecordsTheBatch(t *testing.T) {
 	tracker := batchend.New(ledger, bus, "s", fakes.Logger(t))
 	r.svc.Batches = tracker
 	r.svc.DLQ = batchend.DeadLetters{Next: deadletter.New(r.sqs, dlqURL), Tracker: tracker}
-	if err := ledger.Open(ctx, "up", 2, t0); err != nil {
+	if err := ledger.Open(ctx, "up", 3, t0); err != nil {
 		t.Fatal(err)
 	}
 	ok := held("reports", 1, "r-1", 1, lease.Starting)
@@ -43,10 +45,15 @@ func TestReleaseRecordsTheBatch(t *testing.T) {
 	bad.Batch, bad.Redrive = "up", 2
 	r.leases.Set(bad)
 	r.sfn.Put(execution("reports", 2, "r-2", 3, `{}`, "FAILED", "JobFailed", ""))
+	gone := held("reports", 3, "r-3", 1, lease.Starting)
+	gone.Batch = "up"
+	r.leases.Set(gone)
 
 	for _, rq := range []releaser.Request{
 		req("reports", 1, "r-1", 1, releaser.Succeeded, "", ""),
 		req("reports", 1, "r-1", 1, releaser.Succeeded, "", ""), // the status event after the workflow's step
+		req("reports", 3, "r-3", 1, releaser.Aborted, job.ErrorCancelled, job.CancelCause("r-4")),
+		req("reports", 3, "r-3", 1, releaser.Aborted, job.ErrorCancelled, job.CancelCause("r-4")), // the sweep's, after the status event's
 	} {
 		if _, err := r.svc.Release(ctx, rq); err != nil {
 			t.Fatal(err)
@@ -61,8 +68,8 @@ func TestReleaseRecordsTheBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !sum.Closed || sum.Counts[batch.Succeeded] != 1 || sum.Counts[batch.DeadLettered] != 1 || bus.sent != 1 {
-		t.Errorf("batch closed %v, counts %v, %d events; want closed, 1 succeeded 1 dead-lettered, 1 event", sum.Closed, sum.Counts, bus.sent)
+	if !sum.Closed || sum.Counts[batch.Succeeded] != 1 || sum.Counts[batch.DeadLettered] != 1 || sum.Counts[batch.Cancelled] != 1 || bus.sent != 1 {
+		t.Errorf("batch closed %v, counts %v, %d events; want closed, 1 succeeded 1 dead-lettered 1 cancelled, 1 event", sum.Closed, sum.Counts, bus.sent)
 	}
 	for _, j := range jobs {
 		if j.ID == "reports/r-2" && j.Redrive != 2 {

@@ -162,6 +162,23 @@ func TestRelease(t *testing.T) {
 			wantDLQ:     []dead{{Reason: releaser.ReasonAborted, JobID: "r-1002", Attempt: "1", Body: `{"type":"reports","id":"r-1002","input":{"seconds":600},"redrive":1}`}},
 		},
 		{
+			// Stopped by a newer job of its key (the overflow rule cancel): the job ends cancelled,
+			// its lane freed like a success's, with attempts left and no dead letter.
+			name:        "aborted by the overflow rule cancel: cancelled, no dead letter",
+			lease:       ptr(held("reports", 2, "r-1002", 1, lease.Starting)),
+			exec:        ptr(execution("reports", 2, "r-1002", 1, `{"seconds":600}`, "ABORTED", job.ErrorCancelled, job.CancelCause("r-1003"))),
+			give:        req("reports", 2, "r-1002", 1, releaser.Aborted, job.ErrorCancelled, job.CancelCause("r-1003")),
+			want:        releaser.Deleted,
+			wantDeleted: []string{handle("r-1002", 2)},
+		},
+		{
+			name:      "cancel of an attempt whose failure was acted on: nothing left to do",
+			lease:     ptr(held("reports", 1, "r-1001", 1, lease.Retrying)),
+			give:      req("reports", 1, "r-1001", 1, releaser.Aborted, job.ErrorCancelled, job.CancelCause("r-1003")),
+			want:      releaser.Noop,
+			wantLease: &wantLease{JobID: "r-1001", Status: lease.Retrying, Attempt: 1, Handle: handle("r-1001", 2), Version: 4},
+		},
+		{
 			name:      "release of an older attempt",
 			lease:     ptr(held("reports", 1, "r-1001", 2, lease.Starting)),
 			give:      req("reports", 1, "r-1001", 1, releaser.Failed, "JobFailed", ""),

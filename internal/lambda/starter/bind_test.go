@@ -1280,15 +1280,18 @@ func TestBindTwinFindsTheJobBoundOnItsLookAgain(t *testing.T) {
 // A message whose own last attempt ended for good (attempts exhausted, or aborted), with no lease
 // left for a release to act on (taken back, or deleted by hand), that reaches its lane bound to
 // another job is dead-lettered, as its release would have: sent back to wait, it ran one more attempt
-// (past maxAttempts, or after the operator stopped it).
+// (past maxAttempts, or after the operator stopped it). One stopped by a newer job of its key (the
+// overflow rule cancel) ends cancelled instead: acknowledged, with no dead letter and no attempt more.
 func TestRewaitDeadLettersAJobWhoseLastAttemptEndedForGood(t *testing.T) {
 	for _, tt := range []struct {
 		name     string
 		statuses []string
-		reason   string
+		reason   string // "" no dead letter
+		lastErr  string
 	}{
-		{"attempts exhausted", []string{"FAILED", "FAILED", "FAILED"}, "attempts_exhausted"},
-		{"aborted", []string{"FAILED", "ABORTED"}, "aborted"},
+		{"attempts exhausted", []string{"FAILED", "FAILED", "FAILED"}, "attempts_exhausted", ""},
+		{"aborted", []string{"FAILED", "ABORTED"}, "aborted", ""},
+		{"cancelled by a newer job of its key", []string{"FAILED", "ABORTED"}, "", job.ErrorCancelled},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRigStrategy(t, nil, lane.FirstFree)
@@ -1296,6 +1299,9 @@ func TestRewaitDeadLettersAJobWhoseLastAttemptEndedForGood(t *testing.T) {
 			m := jobMessage(t, "reports", 2, "r-1", 0, 4)
 			for i, st := range tt.statuses {
 				x := execution("reports", 2, "r-1", i+1, sfntypes.ExecutionStatus(st), "", "")
+				if i == len(tt.statuses)-1 && tt.lastErr != "" {
+					x.Error, x.Cause = tt.lastErr, job.CancelCause("r-2")
+				}
 				x.Input = withMessageID(t, x.Input, m.MessageId)
 				r.sfn.Put(x)
 			}
@@ -1306,7 +1312,11 @@ func TestRewaitDeadLettersAJobWhoseLastAttemptEndedForGood(t *testing.T) {
 			if c := copies(t, r); len(c) != 0 {
 				t.Errorf("copies = %+v, want none: the job must not run attempt %d", c, len(tt.statuses)+1)
 			}
-			checkDLQ(t, r.sqs, []dead{{tt.reason, "r-1"}})
+			var want []dead
+			if tt.reason != "" {
+				want = []dead{{tt.reason, "r-1"}}
+			}
+			checkDLQ(t, r.sqs, want)
 			checkLeases(t, r.leases, map[lease.Key]wantLease{{Type: "reports", Lane: 2}: {JobID: "other", Status: lease.Bound}})
 		})
 	}

@@ -61,6 +61,8 @@ func TestDeletedLeaseKeepsTheJobsAttempts(t *testing.T) {
 		wantNewStart  string // the execution the job goes on with ("" for none)
 		wantDeadLeter string // the dead letter's reason ("" for none)
 		wantAcked     bool
+		// cancelled: the last attempt was stopped by a newer job of its key (the overflow rule cancel).
+		cancelled bool
 	}{
 		{name: "first attempt failed: the second runs", ended: []sfntypes.ExecutionStatus{"FAILED"}, by: self,
 			wantNewStart: execName("reports", "r-1001", 2)},
@@ -71,6 +73,8 @@ func TestDeletedLeaseKeepsTheJobsAttempts(t *testing.T) {
 		{name: "first attempt succeeded: done", ended: []sfntypes.ExecutionStatus{"SUCCEEDED"}, by: self, wantAcked: true},
 		{name: "second attempt aborted: dead-lettered", ended: []sfntypes.ExecutionStatus{"FAILED", "ABORTED"}, by: self,
 			wantDeadLeter: "aborted", wantAcked: true},
+		{name: "second attempt cancelled by a newer job of its key: done, not dead-lettered", ended: []sfntypes.ExecutionStatus{"FAILED", "ABORTED"}, by: self,
+			cancelled: true, wantAcked: true},
 		{name: "a duplicate message ran the job: this copy is dropped", ended: []sfntypes.ExecutionStatus{"SUCCEEDED"}, by: "msg-another-copy",
 			wantAcked: true},
 	}
@@ -78,7 +82,11 @@ func TestDeletedLeaseKeepsTheJobsAttempts(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRig(t, nil)
 			for i, st := range tt.ended {
-				r.sfn.Put(startedBy(t, execution("reports", 1, "r-1001", i+1, st, "JobFailed", "boom"), tt.by))
+				errName, cause := "JobFailed", "boom"
+				if tt.cancelled && i == len(tt.ended)-1 {
+					errName, cause = job.ErrorCancelled, job.CancelCause("r-1002")
+				}
+				r.sfn.Put(startedBy(t, execution("reports", 1, "r-1001", i+1, st, errName, cause), tt.by))
 			}
 			before := len(r.sfn.Executions())
 			acked := false

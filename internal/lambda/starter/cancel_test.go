@@ -1,0 +1,190 @@
+package starter_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
+	"github.com/sfnlimit/sfnlimit/internal/tools/fakes"
+)
+
+// newCancelRig is a rig whose type llm has 4 lanes, caps every key at keyCap and has the overflow
+// rule rule.
+func newCancelRig(t *testing.T, keyCap int, rule string) *rig {
+	t.Helper()
+	r := newRigStrategy(t, map[string]int{"llm": 4}, lane.FirstFree)
+	res, err := config.NewResolver(config.Defaults{
+		Limits: map[string]int{"llm": 4}, KeyLimits: map[string]int{"llm": keyCap}, DefaultMaxAttempts: 3, StateMachineArn: smArn,
+		Overflows: map[string]string{"llm": rule},
+	}, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.st.Config, r.rel.Config = res, res
+	return r
+}
+
+// holder is a job that holds a lane of llm when the waiting job looks.
+type holder struct {
+	id, key, sender string
+	lane            int
+	status          lease.Status
+	submitted       time.Duration // before the waiting job's submission
+}
+
+// put writes h's lease, and its running execution when its lease is a claim.
+func (h holder) put(t *testing.T, r *rig) string {
+	t.Helper()
+	j := job.Job{Type: "llm", ID: h.id, Key: h.key, Sender: h.sender, Input: json.RawMessage(`{}`), SubmittedAt: submitted.Add(-h.submitted)}
+	l := lease.Lease{
+		Type: "llm", Lane: h.lane, JobID: h.id, JobKey: h.key, JobSender: h.sender, MessageID: "msg-" + h.id, ReceiptHandle: handle(h.id, 1),
+		Attempt: 1, Status: h.status, StartedAt: t0.Add(-time.Minute), SubmittedAt: j.SubmittedAt,
+	}
+	arn := ""
+	if h.status == lease.Starting {
+		e := r.sfn.Put(fakes.Execution{StateMachineArn: smArn, Name: job.RunName("llm", h.sender, h.key, h.id, 0, 1), Input: string(j.ExecutionInput(h.lane, 1).MustJSON())})
+		l.ExecutionArn, arn = e.Arn, e.Arn
+	} else {
+		l.Attempt = 0 // a bound lease counts the attempts made before it
+	}
+	if _, err := r.leases.Put(context.Background(), l, nil); err != nil {
+		t.Fatal(err)
+	}
+	return arn
+}
+
+// A waiting job at its key's cap under the overflow rule cancel stops the oldest running job of its
+// key that its sender submitted before it, and only that one: never another sender's job (the general
+// queue is a boundary between tenants), a newer job, or a job not running yet. It parks either way,
+// for the stop's release to wake it.
+func TestKeyAtItsCapCancelsItsOldestRunningJob(t *testing.T) {
+	tests := []struct {
+		name    string
+		rule    string
+		keyCap  int
+		sender  string // the waiting job's
+		holders []holder
+		stopped string // the holder whose execution is stopped ("" none)
+	}{
+		{
+			name: "older running job of the key is stopped", rule: config.OverflowCancel, keyCap: 1,
+			holders: []holder{{id: "old", key: "acme", lane: 1, status: lease.Starting, submitted: time.Minute}},
+			stopped: "old",
+		},
+		{
+			name: "the oldest of two is stopped", rule: config.OverflowCancel, keyCap: 2,
+			holders: []holder{
+				{id: "older", key: "acme", lane: 1, status: lease.Starting, submitted: time.Minute},
+				{id: "oldest", key: "acme", lane: 2, status: lease.Starting, submitted: 2 * time.Minute},
+			},
+			stopped: "oldest",
+		},
+		{
+			name: "another sender's job of the key is not stopped", rule: config.OverflowCancel, keyCap: 1, sender: "tenant-b",
+			holders: []holder{{id: "old", key: "acme", sender: "tenant-a", lane: 1, status: lease.Starting, submitted: time.Minute}},
+		},
+		{
+			name: "a newer job of the key is not stopped", rule: config.OverflowCancel, keyCap: 1,
+			holders: []holder{{id: "new", key: "acme", lane: 1, status: lease.Starting, submitted: -time.Minute}},
+		},
+		{
+			name: "a job submitted at the same time is not stopped", rule: config.OverflowCancel, keyCap: 1,
+			holders: []holder{{id: "twin", key: "acme", lane: 1, status: lease.Starting}},
+		},
+		{
+			name: "a bound job is not running: nothing to stop", rule: config.OverflowCancel, keyCap: 1,
+			holders: []holder{{id: "old", key: "acme", lane: 1, status: lease.Bound, submitted: time.Minute}},
+		},
+		{
+			name: "another key's job is not stopped", rule: config.OverflowCancel, keyCap: 1,
+			holders: []holder{
+				{id: "old", key: "acme", lane: 1, status: lease.Starting, submitted: time.Minute},
+				{id: "other", key: "beta", lane: 2, status: lease.Starting, submitted: time.Hour},
+			},
+			stopped: "old",
+		},
+		{
+			name: "the rule queue stops nothing", rule: config.OverflowQueue, keyCap: 1,
+			holders: []holder{{id: "old", key: "acme", lane: 1, status: lease.Starting, submitted: time.Minute}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			r := newCancelRig(t, tt.keyCap, tt.rule)
+			arns := map[string]string{}
+			for _, h := range tt.holders {
+				arns[h.id] = h.put(t, r)
+			}
+			b, _ := json.Marshal(job.Job{Type: "llm", ID: "newest", Key: "acme", Sender: tt.sender, Input: json.RawMessage(`{}`), SubmittedAt: submitted})
+			resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{message(t, "llm#acme", "newest", string(b), 1)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := failures(resp); !equal(got, sorted("msg-newest")) {
+				t.Errorf("batch item failures = %v, want the waiting job parked at its key's cap", got)
+			}
+			stops := r.sfn.Stops()
+			if tt.stopped == "" {
+				if len(stops) != 0 {
+					t.Fatalf("StopExecution calls = %d (first %s), want none", len(stops), aws.ToString(stops[0].ExecutionArn))
+				}
+				return
+			}
+			if len(stops) != 1 || aws.ToString(stops[0].ExecutionArn) != arns[tt.stopped] {
+				t.Fatalf("StopExecution calls = %+v, want one, of %s", stops, arns[tt.stopped])
+			}
+			if e := aws.ToString(stops[0].Error); e != job.ErrorCancelled {
+				t.Errorf("stop error = %q, want %q", e, job.ErrorCancelled)
+			}
+			if c := aws.ToString(stops[0].Cause); !strings.Contains(c, "newest") {
+				t.Errorf("stop cause = %q, want it to name the newer job", c)
+			}
+			if x, _ := r.sfn.Execution(arns[tt.stopped]); x.Status != sfntypes.ExecutionStatusAborted {
+				t.Errorf("stopped execution's status = %s, want ABORTED", x.Status)
+			}
+		})
+	}
+}
+
+// A stop that fails (throttled) leaves the waiting job parked, for its next look to stop again:
+// the delivery does not fail, and the stop is tried again on the next look.
+func TestFailedCancelIsTriedAgainOnTheNextLook(t *testing.T) {
+	ctx := context.Background()
+	r := newCancelRig(t, 1, config.OverflowCancel)
+	arn := holder{id: "old", key: "acme", lane: 1, status: lease.Starting, submitted: time.Minute}.put(t, r)
+	throttled := true
+	r.sfn.OnStop = func(*sfn.StopExecutionInput) error {
+		if throttled {
+			return &sfntypes.ExecutionLimitExceeded{Message: aws.String("simulated throttle")}
+		}
+		return nil
+	}
+	b, _ := json.Marshal(job.Job{Type: "llm", ID: "newest", Key: "acme", Input: json.RawMessage(`{}`), SubmittedAt: submitted})
+	for receive := 1; receive <= 2; receive++ {
+		resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{message(t, "llm#acme", "newest", string(b), receive)}})
+		if err != nil || !equal(failures(resp), sorted("msg-newest")) {
+			t.Fatalf("delivery %d = %+v, %v; want the job parked", receive, resp, err)
+		}
+		if receive == 1 {
+			if x, _ := r.sfn.Execution(arn); x.Status != sfntypes.ExecutionStatusRunning {
+				t.Fatalf("after a throttled stop the execution is %s, want RUNNING", x.Status)
+			}
+			throttled = false
+		}
+	}
+	if x, _ := r.sfn.Execution(arn); x.Status != sfntypes.ExecutionStatusAborted || x.Error != job.ErrorCancelled {
+		t.Errorf("after the next look the execution is %s (%s), want ABORTED by the rule", x.Status, x.Error)
+	}
+}
