@@ -43,6 +43,9 @@ const (
 	// JobsCancelled counts jobs whose execution a newer job of their key stopped (the overflow
 	// rule cancel), per type.
 	JobsCancelled = "JobsCancelled"
+	// CancelsSent counts the stops a waiting job sent to an older running job of its key (the
+	// overflow rule cancel), per type.
+	CancelsSent   = "CancelsSent"
 	LeasesSwept   = "LeasesSwept"
 	RunningLeases = "RunningLeases"
 	LaneOccupancy = "LaneOccupancy"

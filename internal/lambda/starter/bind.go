@@ -113,8 +113,10 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 			return s.waitForToken(ctx, x, cfg, wait), nil
 		}
 		w.AtKeyCap = atCap.key
-		if atCap.key && look == 0 && cfg.Cancels() {
-			s.cancelOlder(ctx, x, leases)
+		if atCap.key && look == 0 && cfg.Cancels() && s.cancelOlder(ctx, x, leases) {
+			// The overflow rule cancel: an older job of its key is about to run (or its stop
+			// failed): look again shortly to stop it, rather than park for a release.
+			return s.backoff(ctx, x.SQSMessage), nil
 		}
 		if b != nil {
 			if stale, err := s.staleBinder(ctx, x, cfg, *b); err != nil || stale {

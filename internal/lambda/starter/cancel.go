@@ -9,6 +9,7 @@ import (
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/releaser"
 )
 
@@ -18,21 +19,24 @@ import (
 // the stop ends that execution ABORTED, its release ends the job "cancelled" (not retried, not
 // dead-lettered) and frees its lane, and the release's wake-up brings this job back to bind.
 //
-// What it does not stop: another sender's job (a producer ends only its own), a job submitted at the
+// What it never stops: another sender's job (a producer ends only its own), a job submitted at the
 // same time or after this one (a redelivered older job never stops a newer one), the job itself
-// (another copy of it), and a job not running: bound (no execution yet), retrying or leaving. Those
-// run their course, and a job still waiting looks again when it wakes, or after its park.
+// (another copy of it). An older job of the sender's key that holds a lane without running (bound,
+// its start not made yet, retrying) cannot be stopped yet: soon is true when there is such a job and
+// none to stop, and the caller looks again shortly rather than park for a release that may be long.
 //
 // The stop is idempotent: a look that stops an execution already stopped changes nothing. A failed
-// stop is logged and left to the job's next look: the job parks either way.
-func (s *Starter) cancelOlder(ctx context.Context, x *msg, leases []lease.Lease) {
+// stop is logged and left to the job's next look.
+func (s *Starter) cancelOlder(ctx context.Context, x *msg, leases []lease.Lease) (soon bool) {
 	var victim *lease.Lease
 	for i, l := range leases {
 		switch {
-		case l.Status != lease.Starting || l.ExecutionArn == "",
-			l.JobKey != x.job.Key || l.JobSender != x.job.Sender,
+		case l.JobKey != x.job.Key || l.JobSender != x.job.Sender,
 			l.Holds(x.job.Sender, x.job.Key, x.job.ID, l.Redrive),
 			l.SubmittedAt.IsZero() || !l.SubmittedAt.Before(x.job.SubmittedAt):
+			continue
+		case l.Status != lease.Starting || l.ExecutionArn == "":
+			soon = soon || l.Status == lease.Bound || l.Status == lease.Starting || l.Status == lease.Retrying
 			continue
 		}
 		if victim == nil || l.SubmittedAt.Before(victim.SubmittedAt) {
@@ -40,7 +44,7 @@ func (s *Starter) cancelOlder(ctx context.Context, x *msg, leases []lease.Lease)
 		}
 	}
 	if victim == nil {
-		return
+		return soon
 	}
 	log := x.log.With("cancels", victim.JobID, "cancelsLane", victim.Lane, "executionArn", victim.ExecutionArn)
 	in := &sfn.StopExecutionInput{ExecutionArn: &victim.ExecutionArn, Error: aws.String(job.ErrorCancelled), Cause: aws.String(job.CancelCause(x.job.ID))}
@@ -48,12 +52,16 @@ func (s *Starter) cancelOlder(ctx context.Context, x *msg, leases []lease.Lease)
 	switch {
 	case err == nil:
 		log.InfoContext(ctx, "key at its cap; stopped its oldest running job (overflow rule cancel)")
+		s.Metrics.Add(x.key.Type, metrics.CancelsSent, 1)
+		return false
 	case isErr[*sfntypes.ExecutionDoesNotExist](err):
-		// A claim whose start is not made yet: its job is not running. It runs, and this job's next
-		// look stops it.
-		log.InfoContext(ctx, "key at its cap; its oldest job's execution is not started yet, nothing to stop")
+		// A claim whose start is not made yet: not running yet. Its start is near (or its claim
+		// is dropped): look again shortly.
+		log.InfoContext(ctx, "key at its cap; its oldest job's execution is not started yet, looking again shortly")
+		return true
 	default:
 		log.WarnContext(ctx, "key at its cap; stopping its oldest running job failed, the next look tries again", "error", err)
+		return true
 	}
 }
 

@@ -76,6 +76,9 @@ func TestKeyAtItsCapCancelsItsOldestRunningJob(t *testing.T) {
 		sender  string // the waiting job's
 		holders []holder
 		stopped string // the holder whose execution is stopped ("" none)
+		// soon: an older job of the key holds a lane without running yet, and none runs: the job
+		// looks again shortly instead of parking, to stop it once it runs.
+		soon bool
 	}{
 		{
 			name: "older running job of the key is stopped", rule: config.OverflowCancel, keyCap: 1,
@@ -103,8 +106,13 @@ func TestKeyAtItsCapCancelsItsOldestRunningJob(t *testing.T) {
 			holders: []holder{{id: "twin", key: "acme", lane: 1, status: lease.Starting}},
 		},
 		{
-			name: "a bound job is not running: nothing to stop", rule: config.OverflowCancel, keyCap: 1,
+			name: "a bound job is not running: nothing to stop yet, looks again shortly", rule: config.OverflowCancel, keyCap: 1,
 			holders: []holder{{id: "old", key: "acme", lane: 1, status: lease.Bound, submitted: time.Minute}},
+			soon: true,
+		},
+		{
+			name: "another sender's bound job is not waited for", rule: config.OverflowCancel, keyCap: 1, sender: "tenant-b",
+			holders: []holder{{id: "old", key: "acme", sender: "tenant-a", lane: 1, status: lease.Bound, submitted: time.Minute}},
 		},
 		{
 			name: "another key's job is not stopped", rule: config.OverflowCancel, keyCap: 1,
@@ -133,7 +141,20 @@ func TestKeyAtItsCapCancelsItsOldestRunningJob(t *testing.T) {
 				t.Fatal(err)
 			}
 			if got := failures(resp); !equal(got, sorted("msg-newest")) {
-				t.Errorf("batch item failures = %v, want the waiting job parked at its key's cap", got)
+				t.Errorf("batch item failures = %v, want the waiting job held at its key's cap", got)
+			}
+			ws, err := r.room.List(ctx, "llm")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if parked := len(ws) == 1 && ws[0].AtKeyCap; parked == tt.soon {
+				t.Errorf("parked records = %+v; want parked at its key's cap %v", ws, !tt.soon)
+			}
+			if tt.soon {
+				vs := r.sqs.VisibilityChanges()
+				if len(vs) == 0 || vs[len(vs)-1].Timeout > int32(2*retryDelay/time.Second) {
+					t.Errorf("visibility changes = %+v, want the job back within %s", vs, 2*retryDelay)
+				}
 			}
 			stops := r.sfn.Stops()
 			if tt.stopped == "" {
