@@ -47,8 +47,22 @@ func (s *Starter) cancelOlder(ctx context.Context, x *msg, leases []lease.Lease)
 		return soon
 	}
 	log := x.log.With("cancels", victim.JobID, "cancelsLane", victim.Lane, "executionArn", victim.ExecutionArn)
+	// The leases were read for the whole batch, a while ago: a job whose release freed its lease
+	// since (in step mode the workflow's Release step frees it just before the execution ends)
+	// has done its work, and a stop now would end it ABORTED after it was counted a success. Its
+	// lease is read again, and a job no longer running its attempt in its lane is left alone: the
+	// look after parking reads the lanes afresh, and a release wakes the job.
+	cur, err := s.Leases.Get(ctx, victim.Key())
+	if err != nil {
+		log.WarnContext(ctx, "key at its cap; its oldest job's lease not read, the next look tries again", "error", err)
+		return true
+	}
+	if cur == nil || !cur.Holds(victim.JobSender, victim.JobKey, victim.JobID, victim.Redrive) || cur.Attempt != victim.Attempt || cur.Status != lease.Starting {
+		log.InfoContext(ctx, "key at its cap; its oldest job left its lane since the leases were read, nothing to stop")
+		return false
+	}
 	in := &sfn.StopExecutionInput{ExecutionArn: &victim.ExecutionArn, Error: aws.String(job.ErrorCancelled), Cause: aws.String(job.CancelCause(x.job.ID))}
-	_, err := s.SFN.StopExecution(ctx, in)
+	_, err = s.SFN.StopExecution(ctx, in)
 	switch {
 	case err == nil:
 		log.InfoContext(ctx, "key at its cap; stopped its oldest running job (overflow rule cancel)")

@@ -108,7 +108,7 @@ func TestKeyAtItsCapCancelsItsOldestRunningJob(t *testing.T) {
 		{
 			name: "a bound job is not running: nothing to stop yet, looks again shortly", rule: config.OverflowCancel, keyCap: 1,
 			holders: []holder{{id: "old", key: "acme", lane: 1, status: lease.Bound, submitted: time.Minute}},
-			soon: true,
+			soon:    true,
 		},
 		{
 			name: "another sender's bound job is not waited for", rule: config.OverflowCancel, keyCap: 1, sender: "tenant-b",
@@ -207,5 +207,52 @@ func TestFailedCancelIsTriedAgainOnTheNextLook(t *testing.T) {
 	}
 	if x, _ := r.sfn.Execution(arn); x.Status != sfntypes.ExecutionStatusAborted || x.Error != job.ErrorCancelled {
 		t.Errorf("after the next look the execution is %s (%s), want ABORTED by the rule", x.Status, x.Error)
+	}
+}
+
+// releasedAfterRead is a lease store whose first ListType is answered, then the lease of lane ln is
+// deleted, as the workflow's Release step frees it (step mode) while the starter holds the read.
+type releasedAfterRead struct {
+	*fakes.LeaseStore
+	lane int
+	done bool
+}
+
+func (s *releasedAfterRead) ListType(ctx context.Context, typ string) ([]lease.Lease, error) {
+	ls, err := s.LeaseStore.ListType(ctx, typ)
+	if !s.done {
+		s.done = true
+		for _, l := range ls {
+			if l.Lane == s.lane {
+				if err := s.LeaseStore.Delete(ctx, l); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	return ls, err
+}
+
+// A job whose lease was freed after the waiting job read the leases has done its work (its release
+// step freed it): it is not stopped, which would end it ABORTED after it was counted a success. The
+// waiting job binds the freed lane instead.
+func TestCancelLeavesAJobReleasedSinceTheRead(t *testing.T) {
+	ctx := context.Background()
+	r := newCancelRig(t, 1, config.OverflowCancel)
+	arn := holder{id: "old", key: "acme", lane: 1, status: lease.Starting, submitted: time.Minute}.put(t, r)
+	r.st.Leases = &releasedAfterRead{LeaseStore: r.leases, lane: 1}
+	b, _ := json.Marshal(job.Job{Type: "llm", ID: "newest", Key: "acme", Input: json.RawMessage(`{}`), SubmittedAt: submitted})
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{message(t, "llm#acme", "newest", string(b), 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stops := r.sfn.Stops(); len(stops) != 0 {
+		t.Errorf("StopExecution calls = %+v, want none: the job had released its lane", stops)
+	}
+	if x, _ := r.sfn.Execution(arn); x.Status != sfntypes.ExecutionStatusRunning {
+		t.Errorf("released job's execution is %s, want it left RUNNING to its end", x.Status)
+	}
+	if got := failures(resp); len(got) != 0 {
+		t.Errorf("batch item failures = %v, want the waiting job bound to the freed lane", got)
 	}
 }
