@@ -113,11 +113,6 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 			return s.waitForToken(ctx, x, cfg, wait), nil
 		}
 		w.AtKeyCap = atCap.key
-		if atCap.key && look == 0 && cfg.Cancels() && s.cancelOlder(ctx, x, leases) {
-			// The overflow rule cancel: an older job of its key is about to run (or its stop
-			// failed): look again shortly to stop it, rather than park for a release.
-			return s.backoff(ctx, x.SQSMessage), nil
-		}
 		if b != nil {
 			if stale, err := s.staleBinder(ctx, x, cfg, *b); err != nil || stale {
 				if stale {
@@ -125,7 +120,7 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 				}
 				return hold, err
 			}
-			x.view.bound(x.key.Type, b.Lane, x.job.Key)
+			x.view.bound(*b)
 			if look == 1 {
 				if err := s.WaitRoom.Unpark(ctx, w); err != nil {
 					x.log.WarnContext(ctx, "parked record not removed; a release may wake this group for nothing", "error", err)
@@ -154,6 +149,12 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 				x.log.InfoContext(ctx, "stale delivery of a waiting message; not parking it")
 				s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
 				return hold, nil
+			}
+			if w.AtKeyCap && cfg.Cancels() && s.cancelOlder(ctx, x, leases) {
+				// The overflow rule cancel, from the group's current head only: an older job of
+				// its key is about to run (or its stop failed), so it looks again shortly to stop
+				// it, rather than park for a release.
+				return s.backoff(ctx, x.SQSMessage), nil
 			}
 			if err := s.WaitRoom.Park(ctx, w); errors.Is(err, waitroom.ErrGroupParked) {
 				// Another message of this group is parked (a queue that hands out two messages of
@@ -245,8 +246,10 @@ func (v *leaseView) read(ctx context.Context, store leaseStore, typ string, fres
 }
 
 // bound adds the lane a bind just took, for a job of key.
-func (v *leaseView) bound(typ string, ln int, key string) {
-	v.leases = append(v.leases, lease.Lease{Type: typ, Lane: ln, JobKey: key, Status: lease.Bound})
+func (v *leaseView) bound(b lease.Lease) {
+	// Its lane and key count for the batch's next binds, its sender and submission for the cancel
+	// rule's look at its key (cancelOlder); not its job, which only this message holds.
+	v.leases = append(v.leases, lease.Lease{Type: b.Type, Lane: b.Lane, JobKey: b.JobKey, Status: lease.Bound, JobSender: b.JobSender, SubmittedAt: b.SubmittedAt})
 }
 
 // held handles a waiting message whose job already holds a lane (own is its lease).

@@ -30,6 +30,11 @@ import (
 func (s *Starter) cancelOlder(ctx context.Context, x *msg, leases []lease.Lease) (soon bool) {
 	var victim *lease.Lease
 	for i, l := range leases {
+		if l.Holds(x.job.Sender, x.job.Key, x.job.ID, x.job.Redrive) {
+			// Its own lease: a move back to this group not finished yet (a moving lease) counts the
+			// key, not an older job's. It goes soon: look again then.
+			return true
+		}
 		switch {
 		case l.JobKey != x.job.Key || l.JobSender != x.job.Sender,
 			l.Holds(x.job.Sender, x.job.Key, x.job.ID, l.Redrive),

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
@@ -254,5 +255,84 @@ func TestCancelLeavesAJobReleasedSinceTheRead(t *testing.T) {
 	}
 	if got := failures(resp); len(got) != 0 {
 		t.Errorf("batch item failures = %v, want the waiting job bound to the freed lane", got)
+	}
+}
+
+// A stale delivery of a waiting job (Lambda may hand a batch over twice; its message was received
+// again, or deleted since: the job was bound, ran and ended) stops nothing. Its job is not waiting:
+// the stop would end an older job of its key that no newer job takes the place of (a second job
+// stopped for one newer job, or one that started after the newer job ended).
+func TestStaleWaitingDeliveryCancelsNothing(t *testing.T) {
+	ctx := context.Background()
+	r := newCancelRig(t, 1, config.OverflowCancel)
+	holder{id: "old", key: "acme", lane: 1, status: lease.Starting, submitted: time.Minute}.put(t, r)
+	b, _ := json.Marshal(job.Job{Type: "llm", ID: "newest", Key: "acme", Input: json.RawMessage(`{}`), SubmittedAt: submitted})
+	stale := message(t, "llm#acme", "newest", string(b), 1)
+	r.sqs.OnChangeVisibility = func(in *sqs.ChangeMessageVisibilityInput) error {
+		if *in.ReceiptHandle == stale.ReceiptHandle {
+			return fakes.APIError("ReceiptHandleIsInvalid", "The receipt handle has expired")
+		}
+		return nil
+	}
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{stale}}); err != nil {
+		t.Fatal(err)
+	}
+	if stops := r.sfn.Stops(); len(stops) != 0 {
+		t.Errorf("StopExecution calls = %d (first %s), want none from a stale delivery", len(stops), aws.ToString(stops[0].ExecutionArn))
+	}
+}
+
+// A job moving back to its key's group (its lane above a lowered limit, a pool, a rate) leaves a
+// moving lease in its lane until its move ends, and its copy in the key's group may be delivered
+// before that. The job's own moving lease does not put its key at its cap: with one older job
+// running under a cap of two, that job is not stopped.
+func TestOwnMovingLeaseCancelsNothing(t *testing.T) {
+	ctx := context.Background()
+	r := newCancelRig(t, 2, config.OverflowCancel)
+	holder{id: "old", key: "acme", lane: 1, status: lease.Starting, submitted: time.Minute}.put(t, r)
+	if _, err := r.leases.Put(ctx, lease.Lease{
+		Type: "llm", Lane: 2, JobID: "newest", JobKey: "acme", MessageID: "msg-newest-in-lane-2", ReceiptHandle: "AQEBnewestlane2",
+		Receives: 1, Status: lease.Moving, StartedAt: t0.Add(-time.Second), SubmittedAt: submitted, MovedTo: job.KeyGroupID("llm", "acme"),
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(job.Job{Type: "llm", ID: "newest", Key: "acme", Input: json.RawMessage(`{}`), SubmittedAt: submitted})
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{message(t, "llm#acme", "newest", string(b), 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	if stops := r.sfn.Stops(); len(stops) != 0 {
+		t.Errorf("StopExecution calls = %d (first %s), want none: the key runs one job under a cap of two", len(stops), aws.ToString(stops[0].ExecutionArn))
+	}
+}
+
+// Two jobs of a key delivered in one batch, its cap 1: the first binds, and the second, newer, finds
+// its key at its cap with an older job of its sender bound and not running yet. Like any job that
+// finds so, it looks again shortly to stop that job once it runs, rather than park for a release
+// that comes only when that job ends (up to waitroom.MaxParkFor later, the rule's stop that long).
+func TestNewerJobOfOneBatchLooksAgainShortlyToCancelTheOneBoundBeforeIt(t *testing.T) {
+	ctx := context.Background()
+	r := newCancelRig(t, 1, config.OverflowCancel)
+	older, _ := json.Marshal(job.Job{Type: "llm", ID: "older", Key: "acme", Input: json.RawMessage(`{}`), SubmittedAt: submitted.Add(-time.Minute)})
+	newer, _ := json.Marshal(job.Job{Type: "llm", ID: "newer", Key: "acme", Input: json.RawMessage(`{}`), SubmittedAt: submitted})
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{
+		message(t, "llm#acme", "older", string(older), 1), message(t, "llm#acme", "newer", string(newer), 1),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := failures(resp); !equal(got, sorted("msg-newer")) {
+		t.Fatalf("batch item failures = %v, want the older job bound and the newer held", got)
+	}
+	if ws, err := r.room.List(ctx, "llm"); err != nil || len(ws) != 0 {
+		t.Errorf("parked records = %+v, %v; want none: the newer job looks again shortly", ws, err)
+	}
+	var back []fakes.VisibilityChange
+	for _, v := range r.sqs.VisibilityChanges() {
+		if v.ReceiptHandle == handle("newer", 1) {
+			back = append(back, v)
+		}
+	}
+	if len(back) == 0 || back[len(back)-1].Timeout > int32(2*retryDelay/time.Second) {
+		t.Errorf("visibility changes of the newer job = %+v, want it back within %s", back, 2*retryDelay)
 	}
 }
