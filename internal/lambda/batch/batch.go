@@ -160,6 +160,9 @@ type Recorded struct {
 	Result Result
 	// Summary is set when Result is Closed.
 	Summary *Summary
+	// Counted is the outcome the batch counts the job with: this record's, or a duplicate's first
+	// record's, which stands ("" for a job listed late, after the close).
+	Counted Outcome
 }
 
 type dynamoAPI interface {

@@ -110,13 +110,13 @@ func (l *Ledger) count(ctx context.Context, e end, sp shape) (rec Recorded, agai
 			l.markFull(e.batch, sh.k)
 		}
 		if !closes {
-			return Recorded{Result: Counted}, false, nil
+			return Recorded{Result: Counted, Counted: e.outcome}, false, nil
 		}
 		sum, err := l.summary(ctx, e.batch, false)
 		if err != nil {
-			return Recorded{Result: Closed}, false, fmt.Errorf("closed batch %s, but: %w", e.batch, err)
+			return Recorded{Result: Closed, Counted: e.outcome}, false, fmt.Errorf("closed batch %s, but: %w", e.batch, err)
 		}
-		return Recorded{Result: Closed, Summary: &sum}, false, nil
+		return Recorded{Result: Closed, Summary: &sum, Counted: e.outcome}, false, nil
 	case errors.As(err, &tc):
 		if len(tc.CancellationReasons) > 0 && aws.ToString(tc.CancellationReasons[0].Code) == "ConditionalCheckFailed" {
 			rec, err := l.duplicate(ctx, e, sp)
@@ -279,11 +279,11 @@ func (l *Ledger) duplicate(ctx context.Context, e end, sp shape) (Recorded, erro
 		if err != nil {
 			return Recorded{}, err
 		}
-		return Recorded{Result: Closed, Summary: &sum}, nil
+		return Recorded{Result: Closed, Summary: &sum, Counted: prior.Outcome}, nil
 	case m.closed() && e.redrive > prior.Redrive:
 		return l.late(ctx, e)
 	}
-	return Recorded{Result: Duplicate}, nil
+	return Recorded{Result: Duplicate, Counted: prior.Outcome}, nil
 }
 
 // afterClose answers a record when every shard is full, that is when the batch has closed.

@@ -203,16 +203,24 @@ var ErrAnnouncementPending = errors.New("batch closed; its completion event is p
 // recorded and only the event is left: a caller whose retries are bounded (the router's, by the
 // general queue's maxReceiveCount) may let the end take effect and leave the event to the sweep.
 func (t *Tracker) Ended(ctx context.Context, e End) error {
-	closed, err := t.record(ctx, e)
+	_, err := t.EndedAs(ctx, e)
+	return err
+}
+
+// EndedAs is Ended, and says which outcome the batch counts the job with: e's, or the one an earlier
+// end of the job was counted with first, which stands ("" when the job is not counted: no batch,
+// outside the contract, or late).
+func (t *Tracker) EndedAs(ctx context.Context, e End) (batch.Outcome, error) {
+	closed, counted, err := t.record(ctx, e)
 	if err != nil || closed == nil {
-		return err
+		return counted, err
 	}
 	log := t.logOf(e)
 	if err := t.announce(ctx, log, closed); err != nil {
 		log.WarnContext(ctx, "batch closed, its completion event not sent: the closing job's retry or the sweep sends it", "error", err)
-		return fmt.Errorf("%w: %w", ErrAnnouncementPending, err)
+		return counted, fmt.Errorf("%w: %w", ErrAnnouncementPending, err)
 	}
-	return nil
+	return counted, nil
 }
 
 // AnnouncePending sends the completion events of the batches that closed more than minAge ago and
@@ -254,16 +262,16 @@ func (t *Tracker) announcePending(ctx context.Context, id string) (bool, error) 
 }
 
 // record records e; it returns the batch's summary when the record closed it.
-func (t *Tracker) record(ctx context.Context, e End) (*batch.Summary, error) {
+func (t *Tracker) record(ctx context.Context, e End) (*batch.Summary, batch.Outcome, error) {
 	if t == nil || e.Batch == "" {
-		return nil, nil
+		return nil, "", nil
 	}
 	log := t.logOf(e)
 	if job.ValidateBatch(e.Batch, 0) != nil || job.ValidateID(e.ID) != nil {
 		// A refusal of a job whose own batch or id is out of the contract: the ledger's keys
 		// cannot name it, so it is not counted (its dead letter says why it was refused).
 		log.WarnContext(ctx, "job ended outside the batch contract; not counted in its batch")
-		return nil, nil
+		return nil, "", nil
 	}
 	typ := e.Type
 	if job.ValidateType(typ) != nil {
@@ -274,23 +282,23 @@ func (t *Tracker) record(ctx context.Context, e End) (*batch.Summary, error) {
 		// Only a job that bypassed the router (a lanes-queue message sent by hand) meets a batch
 		// never opened: counting it is impossible, and holding its lane for it would leak the lane.
 		log.ErrorContext(ctx, "job's batch was never opened; not counted", "error", err)
-		return nil, nil
+		return nil, "", nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("record job %s in batch %s: %w", e.ID, e.Batch, err)
+		return nil, "", fmt.Errorf("record job %s in batch %s: %w", e.ID, e.Batch, err)
 	}
 	switch rec.Result {
 	case batch.Closed:
 		if rec.Summary == nil {
-			return nil, fmt.Errorf("batch %s closed without a summary", e.Batch)
+			return nil, "", fmt.Errorf("batch %s closed without a summary", e.Batch)
 		}
-		return rec.Summary, nil
+		return rec.Summary, rec.Counted, nil
 	case batch.AfterClose:
 		log.WarnContext(ctx, "job ended after its batch closed; listed as late, not counted")
 	case batch.Duplicate:
-		log.InfoContext(ctx, "job's end was recorded already")
+		log.InfoContext(ctx, "job's end was recorded already", "counted", rec.Counted)
 	}
-	return nil, nil
+	return nil, rec.Counted, nil
 }
 
 func (t *Tracker) logOf(e End) *slog.Logger {

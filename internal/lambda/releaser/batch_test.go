@@ -18,9 +18,9 @@ import (
 // failingEnder fails every record, as a throttled table would.
 type failingEnder struct{ calls int }
 
-func (f *failingEnder) Ended(context.Context, batchend.End) error {
+func (f *failingEnder) EndedAs(context.Context, batchend.End) (batch.Outcome, error) {
 	f.calls++
-	return errors.New("ProvisionedThroughputExceeded")
+	return "", errors.New("ProvisionedThroughputExceeded")
 }
 
 // A release records its job in the job's batch (named by the lease): a success as succeeded, an
@@ -130,5 +130,67 @@ func TestSweepAnnouncesBatchesLeftPending(t *testing.T) {
 	}
 	if len(ages) != 1 || ages[0] != r.h.SweepMinAge {
 		t.Errorf("AnnouncePending called with %v, want once with SweepMinAge %s", ages, r.h.SweepMinAge)
+	}
+}
+
+// A release whose batch already counted the job otherwise, by an earlier release of the attempt that
+// stopped before it acted, ends the job as that count says: the batch and its completion event are
+// what producers read. At seed 372 of all+cancel, a workflow's Release step counted the last attempt
+// dead_lettered and failed on the completion event; a newer job's stop (the overflow rule cancel)
+// then ended the job cancelled, and the dead letter the batch listed was never sent.
+func TestReleaseEndsTheJobAsItsBatchCountedIt(t *testing.T) {
+	tests := []struct {
+		name     string
+		counted  batch.Outcome
+		give     releaser.Request
+		want     releaser.Result
+		wantDead bool
+	}{
+		{"cancel after a failure was counted: dead-lettered", batch.DeadLettered,
+			req("reports", 1, "r-1", 3, releaser.Aborted, job.ErrorCancelled, job.CancelCause("r-9")), releaser.DeadLettered, true},
+		{"success after a failed Release step was counted: dead-lettered", batch.DeadLettered,
+			req("reports", 1, "r-1", 3, releaser.Succeeded, "", ""), releaser.DeadLettered, true},
+		{"cancel after a success was counted: done, no dead letter", batch.Succeeded,
+			req("reports", 1, "r-1", 3, releaser.Aborted, job.ErrorCancelled, job.CancelCause("r-9")), releaser.Deleted, false},
+		{"cancel counted cancelled: done, no dead letter", batch.Cancelled,
+			req("reports", 1, "r-1", 3, releaser.Aborted, job.ErrorCancelled, job.CancelCause("r-9")), releaser.Deleted, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			r := newRig(t)
+			ledger := batch.New(fakes.NewDynamoDB("t"), "t")
+			tracker := batchend.New(ledger, &flakyEvents{}, "s", fakes.Logger(t))
+			r.svc.Batches = tracker
+			r.svc.DLQ = batchend.DeadLetters{Next: deadletter.New(r.sqs, dlqURL), Tracker: tracker}
+			if err := ledger.Open(ctx, "up", 2, t0); err != nil {
+				t.Fatal(err)
+			}
+			l := held("reports", 1, "r-1", 3, lease.Starting)
+			l.Batch = "up"
+			r.leases.Set(l)
+			r.sfn.Put(execution("reports", 1, "r-1", 3, `{}`, "ABORTED", "", ""))
+			// The earlier release's count, which stopped before it acted.
+			if err := tracker.Ended(ctx, batchend.End{Batch: "up", Type: "reports", ID: "r-1", Outcome: tt.counted}); err != nil {
+				t.Fatal(err)
+			}
+			got, err := r.svc.Release(ctx, tt.give)
+			if err != nil || got != tt.want {
+				t.Fatalf("Release() = %s, %v, want %s", got, err, tt.want)
+			}
+			if n := len(r.sqs.Sent(dlqURL)); (n == 1) != tt.wantDead || n > 1 {
+				t.Errorf("%d dead letters, want dead-lettered %v", n, tt.wantDead)
+			}
+			sum, _, err := ledger.Show(ctx, "up", false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sum.Recorded != 1 || sum.Counts[tt.counted] != 1 {
+				t.Errorf("batch counts %v (recorded %d), want the job counted once, %s", sum.Counts, sum.Recorded, tt.counted)
+			}
+			if _, ok := r.leases.Lease(l.Key()); ok {
+				t.Errorf("lane 1 still leased after the job ended")
+			}
+		})
 	}
 }

@@ -143,17 +143,24 @@ type Service struct {
 
 // batchEnder records a job's end in its batch (internal/lambda/batchend).
 type batchEnder interface {
-	Ended(ctx context.Context, e batchend.End) error
+	EndedAs(ctx context.Context, e batchend.End) (batch.Outcome, error)
 }
 
 // BatchEnded records in its batch the end of the job l names (type, key, id, batch, redrive): a release's,
 // or one found by someone else than a release, such as the starter acknowledging a message whose last
 // attempt succeeded after its lease was gone. A duplicate of an end already recorded changes nothing.
 func (s *Service) BatchEnded(ctx context.Context, l lease.Lease, outcome batch.Outcome) error {
+	_, err := s.batchEnded(ctx, l, outcome)
+	return err
+}
+
+// batchEnded is BatchEnded, and says which outcome the batch counts the job with ("" when it has no
+// batch): outcome, or the one an earlier end of it was counted with, which stands.
+func (s *Service) batchEnded(ctx context.Context, l lease.Lease, outcome batch.Outcome) (batch.Outcome, error) {
 	if s.Batches == nil || l.Batch == "" {
-		return nil
+		return "", nil
 	}
-	return s.Batches.Ended(ctx, batchend.End{Batch: l.Batch, Type: l.Type, Key: l.JobKey, ID: l.JobID, Redrive: l.Redrive, Outcome: outcome})
+	return s.Batches.EndedAs(ctx, batchend.End{Batch: l.Batch, Type: l.Type, Key: l.JobKey, ID: l.JobID, Redrive: l.Redrive, Outcome: outcome})
 }
 
 // parkedJobs are the parked waiting groups of a type (internal/lambda/waitroom): a wake-up lists
@@ -254,18 +261,35 @@ func (s *Service) releaseLease(ctx context.Context, log *slog.Logger, req Reques
 		// other release would: every later one of an execution that ended SUCCEEDED is a success.
 		return s.deadLetter(ctx, log, req, l, dead, "", false)
 	}
-	if ended, metric := endOf(req); ended != "" {
-		if l.Status == lease.Retrying {
-			return Noop, nil // a failure of this attempt was already acted on
-		}
+	ended, metric := endOf(req)
+	if ended != "" && l.Status == lease.Retrying {
+		return Noop, nil // a failure of this attempt was already acted on
+	}
+	if ended != "" {
 		// Counted in its batch before its message goes: a crash between leaves the lease for the
 		// next release, which the batch takes for a duplicate. Once the message is gone, a later
 		// copy of the job in the lane is delivered and may take the running attempt over, and the
 		// next release drops its claim as a duplicate's (dropDuplicate), counting nothing: the
 		// count must already be made.
-		if err := s.BatchEnded(ctx, l, ended); err != nil {
+		counted, err := s.batchEnded(ctx, l, ended)
+		if err != nil {
 			return "", err
 		}
+		// An earlier release of the attempt counted it otherwise and stopped before it acted (its
+		// completion event unsent, say): that count stands, and the job ends as it says. A
+		// workflow's Release step that decided the last attempt failed, then a newer job's stop
+		// (the overflow rule cancel) or an execution ending SUCCEEDED after its failed Release step:
+		// the job is dead-lettered, as the batch and its completion event say.
+		switch counted {
+		case batch.DeadLettered:
+			ended = ""
+		case batch.Succeeded:
+			ended, metric = counted, metrics.JobsSucceeded
+		case batch.Cancelled:
+			ended, metric = counted, metrics.JobsCancelled
+		}
+	}
+	if ended != "" {
 		if err := s.deleteMessage(ctx, l); err != nil {
 			return "", err
 		}
