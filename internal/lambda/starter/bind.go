@@ -150,7 +150,7 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 				s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
 				return hold, nil
 			}
-			if w.AtKeyCap && cfg.Cancels() && s.cancelOlder(ctx, x, leases) {
+			if w.AtKeyCap && cfg.Cancels() && s.cancelOlder(ctx, x, leases) && x.receives() <= maxQuickLooks {
 				// The overflow rule cancel, from the group's current head only: an older job of
 				// its key is about to run (or its stop failed), so it looks again shortly to stop
 				// it, rather than park for a release.

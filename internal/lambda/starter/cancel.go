@@ -2,10 +2,13 @@ package starter
 
 import (
 	"context"
+	"errors"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
@@ -78,11 +81,34 @@ func (s *Starter) cancelOlder(ctx context.Context, x *msg, leases []lease.Lease)
 		// is dropped): look again shortly.
 		log.InfoContext(ctx, "key at its cap; its oldest job's execution is not started yet, looking again shortly")
 		return true
+	case refusedStop(err):
+		// Refused as the caller's fault (AccessDenied: a role without states:StopExecution;
+		// KmsAccessDeniedException: a workflow encrypted with a key the starter may not use):
+		// every try would be refused alike, so the job parks, as under the rule queue.
+		log.ErrorContext(ctx, "key at its cap; the stop of its oldest running job was refused, the job waits for it to end", "error", err)
+		return false
 	default:
 		log.WarnContext(ctx, "key at its cap; stopping its oldest running job failed, the next look tries again", "error", err)
 		return true
 	}
 }
+
+// refusedStop says a StopExecution was refused for a reason a retry does not change: a client
+// fault other than throttling.
+func refusedStop(err error) bool {
+	var ae smithy.APIError
+	if !errors.As(err, &ae) {
+		return false
+	}
+	code := ae.ErrorCode()
+	return ae.ErrorFault() == smithy.FaultClient && code != "ThrottlingException" && !strings.HasSuffix(code, "ThrottlingException")
+}
+
+// maxQuickLooks bounds the quick looks of a job waiting for an older job of its key to run (about
+// 5-10 s each, Starter.backoff): past them, it parks like any job at its key's cap, and looks again
+// when a release wakes it or its park ends (an older job bound for long: a copy the sweep must
+// probe, a rate's token).
+const maxQuickLooks = 12
 
 // cancelled says an attempt that ended with outcome (and described as d) was stopped by a newer job
 // of its key (the overflow rule cancel): its job ends "cancelled".

@@ -189,7 +189,7 @@ func TestFailedCancelIsTriedAgainOnTheNextLook(t *testing.T) {
 	throttled := true
 	r.sfn.OnStop = func(*sfn.StopExecutionInput) error {
 		if throttled {
-			return &sfntypes.ExecutionLimitExceeded{Message: aws.String("simulated throttle")}
+			return fakes.APIError("ThrottlingException", "Rate exceeded")
 		}
 		return nil
 	}
@@ -334,5 +334,42 @@ func TestNewerJobOfOneBatchLooksAgainShortlyToCancelTheOneBoundBeforeIt(t *testi
 	}
 	if len(back) == 0 || back[len(back)-1].Timeout > int32(2*retryDelay/time.Second) {
 		t.Errorf("visibility changes of the newer job = %+v, want it back within %s", back, 2*retryDelay)
+	}
+}
+
+// A stop refused for good (a role without states:StopExecution, a workflow's KMS key the starter may
+// not use) parks the job as under the rule queue, instead of looking again every few seconds for
+// the whole run of the older job; and a job whose older job stays bound for long (a copy the sweep
+// must probe) parks after its quick looks.
+func TestCancelParksWhenItCannotStopSoon(t *testing.T) {
+	tests := []struct {
+		name    string
+		holder  holder
+		stopErr error
+		receive int
+	}{
+		{"stop refused: AccessDenied", holder{id: "old", key: "acme", lane: 1, status: lease.Starting, submitted: time.Minute},
+			fakes.APIError("AccessDeniedException", "not authorized to perform: states:StopExecution"), 1},
+		{"stop refused: the workflow's KMS key", holder{id: "old", key: "acme", lane: 1, status: lease.Starting, submitted: time.Minute},
+			fakes.APIError("KmsAccessDeniedException", "access denied to the KMS key"), 1},
+		{"older job bound past the quick looks", holder{id: "old", key: "acme", lane: 1, status: lease.Bound, submitted: time.Minute},
+			nil, 13},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			r := newCancelRig(t, 1, config.OverflowCancel)
+			tt.holder.put(t, r)
+			r.sfn.OnStop = func(*sfn.StopExecutionInput) error { return tt.stopErr }
+			b, _ := json.Marshal(job.Job{Type: "llm", ID: "newest", Key: "acme", Input: json.RawMessage(`{}`), SubmittedAt: submitted})
+			resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{message(t, "llm#acme", "newest", string(b), tt.receive)}})
+			if err != nil || !equal(failures(resp), sorted("msg-newest")) {
+				t.Fatalf("Handle = %+v, %v; want the job held", resp, err)
+			}
+			ws, err := r.room.List(ctx, "llm")
+			if err != nil || len(ws) != 1 || !ws[0].AtKeyCap {
+				t.Errorf("parked records = %+v, %v; want the job parked at its key's cap", ws, err)
+			}
+		})
 	}
 }
