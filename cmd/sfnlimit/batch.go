@@ -98,7 +98,8 @@ func newBatchShow(tgt *target) *cobra.Command {
 		Short: "Show a batch: its counts, times and failed jobs",
 		Long: `show reads batch NAME from the limiter's table: whether it is open or closed and whether its
 completion event was sent, how many of its jobs ended (recorded of expected, with a percentage)
-and how (succeeded, dead_lettered, refused), when it opened and closed and how long it took (or
+and how (succeeded, dead_lettered, refused, cancelled: stopped by a newer job of its key, not a
+failure), when it opened and closed and how long it took (or
 has been open), the jobs dead-lettered or refused ("{type}/{id}", up to 100, then where to find
 the rest), and the late jobs: ones that ended after the batch closed (a redrive, or more jobs than
 its size), not counted. --jobs lists every job's outcome, redrive and end time, and every

@@ -88,7 +88,10 @@ a type is in one, POOLS and SHARE columns: the type's pools ("llm_api+pay") and 
 (override: the live item, where "none (override)" removes the type's TypePools entry; TypePools:
 the parameter), and its share in them; below the table, each pool with its cap, the cap's source
 (deployment: the Pools parameter; live: config pool set; none: no cap, the pool caps nothing) and
-its member types. A pooled type runs first-free whatever its strategy: first-free (pools).
+its member types. A pooled type runs first-free whatever its strategy: first-free (pools). Once a
+type's overflow rule is not queue, an OVERFLOW column: the rule and its source (override: the live
+item; TypeOverflow: the parameter; default: queue); a rule that cannot act (cancel without a key
+cap) is marked "!" and explained below the table.
 ` + targetHelp,
 		Example: `  sfnlimit config get
   sfnlimit config get payments --json`,
@@ -122,12 +125,12 @@ func newConfigSet(tgt *target) *cobra.Command {
 	var (
 		limit, attempts, keyLimit, burst, share int
 		machine, strategy, release, key, rate   string
-		keyRate, pools                          string
+		keyRate, pools, overflow                string
 		asJSON, newType, noPools                bool
 	)
 	cmd := &cobra.Command{
-		Use:   "set TYPE [--limit N] [--max-attempts K] [--state-machine ARN] [--strategy NAME] [--release MODE] [--key-limit N] [--key-rate R[:B]] [--key K [--limit N] [--rate R[:B]]] [--rate R [--burst B]] [--pools P[+P] | --no-pools] [--share N]",
-		Short: "Set a type's live limit, attempts, state machine, lane strategy, release mode, key caps, start rate, key rates or pools",
+		Use:   "set TYPE [--limit N] [--max-attempts K] [--state-machine ARN] [--strategy NAME] [--release MODE] [--key-limit N] [--key-rate R[:B]] [--key K [--limit N] [--rate R[:B]]] [--rate R [--burst B]] [--pools P[+P] | --no-pools] [--share N] [--overflow RULE]",
+		Short: "Set a type's live limit, attempts, state machine, lane strategy, release mode, key caps, start rate, key rates, pools or overflow rule",
 		Long: `set writes a type's live override. Only the fields given change; the others keep their stored
 value (config reset drops the whole override). A type the stack does not know (no limit or other
 setting in its parameters, no live override) is refused as a likely typo, with the closest known
@@ -174,6 +177,12 @@ written. --no-pools takes the type out of every pool, also those its TypePools e
 live item then says noPools; config reset, or --pools again, puts it back). --share N (1-` + strconv.Itoa(config.MaxShare) + `) is the
 type's share of its pools when member types contend; --share 0 removes the live share (its
 PoolShares entry, or 1, applies again). A pooled type runs first-free, as with key caps.
+--overflow is what a job does when its key is at its cap: queue (wait its turn, the default) or
+cancel (stop the oldest running job of its key from the same sender, submitted before it; that job
+ends cancelled, not retried, not dead-lettered, and this one takes its lane). cancel needs a key
+cap (--key-limit, or keys with their own cap): without one it is refused, and nothing written; so
+is taking away the key cap a cancel rule needs. --overflow "" removes the live rule (the type's
+TypeOverflow entry, or queue, applies again).
 Says when the change applies: within ConfigCacheSeconds, as the stack runs with it. Shows the
 effective configuration after.
 ` + targetHelp,
@@ -198,6 +207,8 @@ effective configuration after.
   sfnlimit config set classify --pools llm_api+pay      # in pools llm_api and pay
   sfnlimit config set summarize --share 3               # 3 shares of its pools when they are contended
   sfnlimit config set reports --no-pools                # in no pool, whatever TypePools says
+  sfnlimit config set reindex --key-limit 1 --overflow cancel # a newer job of a key stops its running one
+  sfnlimit config set reindex --overflow ""             # the TypeOverflow entry, or queue, again
   sfnlimit config set reports --state-machine arn:aws:states:us-east-1:123456789012:stateMachine:reports`,
 		Args:              usageArgs(cobra.ExactArgs(1)),
 		ValidArgsFunction: completeTypeArg(tgt),
@@ -253,6 +264,9 @@ effective configuration after.
 			if cmd.Flags().Changed("share") {
 				c.Share = &share
 			}
+			if cmd.Flags().Changed("overflow") {
+				c.Overflow = &overflow
+			}
 			if err := c.Validate(); err != nil {
 				return err
 			}
@@ -286,6 +300,8 @@ effective configuration after.
 	cmd.Flags().StringVar(&pools, "pools", "", "shared pools the type's jobs count against, P or P+Q (each needs a cap)")
 	cmd.Flags().BoolVar(&noPools, "no-pools", false, "take the type out of every pool, also those TypePools gives")
 	cmd.Flags().IntVar(&share, "share", 0, "the type's share of its pools when member types contend, 1-"+strconv.Itoa(config.MaxShare)+" (0 removes the live share)")
+	cmd.Flags().StringVar(&overflow, "overflow", "", "what a job does when its key is at its cap: "+strings.Join(config.OverflowRules, " or ")+" (cancel needs a key cap; \"\" removes the live rule)")
+	_ = cmd.RegisterFlagCompletionFunc("overflow", cobra.FixedCompletions(config.OverflowRules, cobra.ShellCompDirectiveNoFileComp))
 	cmd.Flags().BoolVar(&newType, "new-type", false, "TYPE is new to the stack: add it (without this flag, a type that neither the stack's parameters nor a live override name is refused as a likely typo)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd

@@ -42,7 +42,8 @@ func newJobShow(tgt *target) *cobra.Command {
 and its executions, found by their deterministic names ({type}-{id}-{attempt}, and the redriven
 runs' names) with DescribeExecution: status, start and stop, error. It works out the job's state:
 bound (a first-free job bound to a lane, its execution not yet started), starting (its execution
-not found yet), running, retrying, dead-lettering (it holds a lane), succeeded, dead-lettered, or
+not found yet), running, retrying, dead-lettering (it holds a lane), succeeded, dead-lettered,
+cancelled (stopped by a newer job of its key, overflow rule cancel: the detail names that job), or
 not-started (no lease, no execution: it waits in a queue, was refused, or was never sent). Without
 --type, every type with a limit or a lease is searched. It names the job's concurrency key (from
 its lease, else its last execution's input), with the cap that key has now when the type caps

@@ -62,6 +62,8 @@ type overrideItem struct {
 	Pools   string `dynamodbav:"pools,omitempty"`
 	NoPools bool   `dynamodbav:"noPools,omitempty"`
 	Share   int    `dynamodbav:"share,omitempty"`
+	// The overflow rule (OverflowRules).
+	Overflow string `dynamodbav:"overflow,omitempty"`
 }
 
 // ListOverrides reads every live override (one Query).
@@ -104,6 +106,7 @@ func (s *DynamoStore) ListOverrides(ctx context.Context) ([]Override, error) {
 				KeyRate:         storedRate(oi.KeyRate),
 				NoPools:         oi.NoPools,
 				Share:           oi.Share,
+				Overflow:        oi.Overflow,
 			}
 			if oi.Pools != "" {
 				o.Pools = strings.Split(oi.Pools, "+")
@@ -136,7 +139,7 @@ func (s *DynamoStore) SetOverride(ctx context.Context, o Override) error {
 		PK: configPK, SK: typePrefix + o.Type, Limit: o.Limit, MaxAttempts: o.MaxAttempts, StateMachineArn: o.StateMachineArn,
 		Strategy: o.Strategy, Release: o.Release, KeyLimit: o.KeyLimit, KeyLimits: o.KeyLimits,
 		Rate: o.Rate.PerSecond, Burst: o.Rate.Burst, NoRate: o.NoRate, KeyRate: o.KeyRate.String(),
-		Pools: strings.Join(o.Pools, "+"), NoPools: o.NoPools, Share: o.Share,
+		Pools: strings.Join(o.Pools, "+"), NoPools: o.NoPools, Share: o.Share, Overflow: o.Overflow,
 	}
 	if o.Pool != "" {
 		oi = overrideItem{PK: configPK, SK: poolItemPrefix + o.Pool, Limit: o.Limit}

@@ -257,6 +257,8 @@ func TestDynamoStoreRoundTrip(t *testing.T) {
 		{Type: "partner", Rate: config.Rate{PerSecond: 2.5, Burst: 5}, Pause: &config.Pause{Reason: "partner outage INC-42", Since: time.Date(2026, 11, 25, 9, 30, 0, 123e6, time.UTC)}},
 		{Type: "quiet", NoRate: true, Pause: &config.Pause{Since: time.Date(2026, 11, 25, 9, 31, 0, 0, time.UTC)}},
 		{Type: "tenants", KeyRate: config.Rate{PerSecond: 0.5, Burst: 2}, KeyRates: map[string]config.Rate{"noisy": {PerSecond: 0.1, Burst: 1}, "premium": {PerSecond: 5, Burst: 10}}},
+		{Type: "reindex", KeyLimit: 1, Overflow: config.OverflowCancel},
+		{Type: "sync", Overflow: config.OverflowQueue},
 	}
 	for _, o := range want {
 		if err := st.SetOverride(context.Background(), o); err != nil {

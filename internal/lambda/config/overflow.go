@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
 )
 
 // Overflow rules: what happens to a job whose key is at its cap (docs/flow-control.md, "Overflow
@@ -32,8 +34,30 @@ func ParseOverflow(s string) (string, error) {
 	return "", fmt.Errorf("unknown overflow rule %q (known: %s)", s, strings.Join(OverflowRules, ", "))
 }
 
-// Cancels reports whether a job at its key's cap stops an older running job of its key.
-func (c TypeConfig) Cancels() bool { return c.Overflow == OverflowCancel }
+// Cancels reports whether a job at its key's cap stops an older running job of its key: the type's
+// rule is cancel and has what it needs (CheckOverflow). A rule that lacks it does not act: the type
+// queues.
+func (c TypeConfig) Cancels() bool { return c.Overflow == OverflowCancel && c.CheckOverflow() == nil }
+
+// CheckOverflow checks that the type's overflow rule has what it needs in the type's effective
+// configuration. It is the one check of it: the CLI refuses a change that fails it, and shows a
+// type that fails it; the functions do not act on such a rule (Cancels).
+//
+// cancel acts when a key is at its cap, so it needs a key cap (a key limit, or keys with their own
+// cap), and the first-free strategy, where the one binder of a key's waiting group counts its
+// running jobs (a type with key caps runs first-free: Resolver forces it).
+func (c TypeConfig) CheckOverflow() error {
+	if c.Overflow != OverflowCancel {
+		return nil
+	}
+	if !c.CapsKeys() {
+		return fmt.Errorf("type %s: overflow rule cancel needs a key cap (config set %s --key-limit N): it acts when a key is at its cap", c.Type, c.Type)
+	}
+	if c.Strategy != lane.FirstFree {
+		return fmt.Errorf("type %s: overflow rule cancel needs the first-free strategy (config set %s --strategy first-free): a key's cap is counted where its jobs wait for a free lane", c.Type, c.Type)
+	}
+	return nil
+}
 
 // ParseOverflows reads "reindex=cancel,sync=queue": type=rule pairs separated by commas, nothing
 // else; "" is none. It is the grammar of the template's TypeOverflow parameter.

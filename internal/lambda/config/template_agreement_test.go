@@ -86,6 +86,18 @@ var stringAgreement = []struct {
 	{"TypeReleaseModes", "TYPE_RELEASE_MODES", "llm=events, payments=step", false},
 	{"TypeReleaseModes", "TYPE_RELEASE_MODES", "llm=events,llm=step", false},
 
+	{"TypeOverflow", "TYPE_OVERFLOW", "", true},
+	{"TypeOverflow", "TYPE_OVERFLOW", "reindex=cancel", true},
+	{"TypeOverflow", "TYPE_OVERFLOW", "reindex=cancel,sync=queue", true},
+	{"TypeOverflow", "TYPE_OVERFLOW", maxType + "=cancel", true},
+	{"TypeOverflow", "TYPE_OVERFLOW", "reindex=skip", false}, // not built
+	{"TypeOverflow", "TYPE_OVERFLOW", "reindex=", false},
+	{"TypeOverflow", "TYPE_OVERFLOW", "reindex=Cancel", false},
+	{"TypeOverflow", "TYPE_OVERFLOW", "re-index=cancel", false},
+	{"TypeOverflow", "TYPE_OVERFLOW", "reindex=cancel,", false},
+	{"TypeOverflow", "TYPE_OVERFLOW", "reindex=cancel, sync=queue", false},
+	{"TypeOverflow", "TYPE_OVERFLOW", "reindex=cancel,reindex=queue", false},
+
 	{"TypeRates", "TYPE_RATES", "", true},
 	{"TypeRates", "TYPE_RATES", "partner=5:10,llm=0.5", true},
 	{"TypeRates", "TYPE_RATES", "a=0.001,b=0.01,c=0.010,d=0.1,e=9999.999,f=10000,g=10000.000", true},

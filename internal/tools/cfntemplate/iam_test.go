@@ -22,7 +22,7 @@ func TestPoliciesOfFunctionsAndStateMachine(t *testing.T) {
 	}
 	want := map[string][]string{
 		"RouterFunction":     {"RouterRole/router"},
-		"StarterFunction":    {"StarterRole/starter", "DescribeExecutionsPolicy"},
+		"StarterFunction":    {"StarterRole/starter", "DescribeExecutionsPolicy", "StopExecutionsPolicy"},
 		"ReleaserFunction":   {"ReleaserRole/releaser", "DescribeExecutionsPolicy"},
 		"SampleStateMachine": {"SampleStateMachine/LambdaInvokePolicy"},
 		"BareStateMachine":   nil, // it calls no service

@@ -100,7 +100,8 @@ type BatchView struct {
 	// Percent is Recorded of Expected, rounded down to a tenth, so an open batch never shows 100.
 	Percent float64        `json:"percent"`
 	Counts  map[string]int `json:"counts"`
-	// Failed counts the jobs dead-lettered or refused.
+	// Failed counts the jobs dead-lettered or refused; not those cancelled (stopped by a newer job
+	// of their key, the overflow rule cancel), which is not a failure.
 	Failed   int        `json:"failed"`
 	OpenedAt time.Time  `json:"openedAt"`
 	ClosedAt *time.Time `json:"closedAt,omitempty"`

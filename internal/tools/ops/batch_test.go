@@ -141,6 +141,19 @@ func TestShowBatch(t *testing.T) {
 			wantNot: []string{"dead-lettered or refused"},
 		},
 		{
+			// A job stopped by a newer job of its key (overflow rule cancel) is counted as cancelled,
+			// not as a failure: it is not on the dead-letter queue.
+			name: "cancelled", size: 3,
+			ends: map[string]ledger.Outcome{"a/1": ledger.Cancelled, "a/2": ledger.Succeeded, "a/3": ledger.DeadLettered},
+			want: []string{
+				"  succeeded      1\n",
+				"  dead_lettered  1\n",
+				"  cancelled      1\n",
+				"dead-lettered or refused: 1 (their messages are on the dead-letter queue: sfnlimit dlq list)\n  a/3\n",
+			},
+			wantNot: []string{"  a/1\n"},
+		},
+		{
 			name: "closed with no retention", size: 1,
 			ends: map[string]ledger.Outcome{"a/1": ledger.Succeeded},
 			want: []string{"  expires        never (closed with no retention)\n"},
@@ -176,8 +189,17 @@ func TestShowBatch(t *testing.T) {
 				}
 			}
 			b, err := json.Marshal(v)
-			if err != nil || !bytes.Contains(b, []byte(`"counts":{"dead_lettered":`)) {
+			if err != nil || !bytes.Contains(b, []byte(`"counts":{"cancelled":`)) || !bytes.Contains(b, []byte(`"dead_lettered":`)) {
 				t.Errorf("JSON %s, %v: want counts per outcome", b, err)
+			}
+			failed := 0
+			for _, o := range tt.ends {
+				if o == ledger.DeadLettered || o == ledger.Refused {
+					failed++
+				}
+			}
+			if v.Failed != failed {
+				t.Errorf("Failed = %d, want %d (dead-lettered or refused; not cancelled)", v.Failed, failed)
 			}
 			if hasExpiry := bytes.Contains(b, []byte(`"expiresAt":`)); hasExpiry != (tt.retention > 0) {
 				t.Errorf("JSON %s: expiresAt present %v, want %v (closed with a retention)", b, hasExpiry, tt.retention > 0)

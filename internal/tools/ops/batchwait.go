@@ -171,7 +171,8 @@ func (bw BatchWaiter) stopped(parent context.Context, id string, timeout time.Du
 }
 
 // WaitResult is the error a finished wait ends with: a BatchFailedError when the closed batch has
-// jobs dead-lettered or refused, nil when every job succeeded.
+// jobs dead-lettered or refused, nil when every job succeeded or was cancelled (stopped by a newer
+// job of its key: the overflow rule cancel, which is not a failure).
 func WaitResult(v BatchView) error {
 	if v.State == "closed" && v.Failed > 0 {
 		return BatchFailedError{Batch: v.Batch, Failed: v.Failed, Of: v.Expected}
@@ -235,8 +236,14 @@ func progressLine(v BatchView, open bool) string {
 		filled = min(barWidth*v.Recorded/v.Expected, barWidth)
 	}
 	bar := strings.Repeat("#", filled) + strings.Repeat(".", barWidth-filled)
-	return fmt.Sprintf("batch %s [%s] %d/%d (%s%%) %d succeeded, %d dead_lettered, %d refused, %s %s",
+	// cancelled (stopped by a newer job of their key) only once some are: most types have no
+	// overflow rule.
+	cancelled := ""
+	if n := v.Counts[string(ledger.Cancelled)]; n > 0 {
+		cancelled = fmt.Sprintf(", %d cancelled", n)
+	}
+	return fmt.Sprintf("batch %s [%s] %d/%d (%s%%) %d succeeded, %d dead_lettered, %d refused%s, %s %s",
 		v.Batch, bar, v.Recorded, v.Expected, trimPercent(v.Percent),
-		v.Counts[string(ledger.Succeeded)], v.Counts[string(ledger.DeadLettered)], v.Counts[string(ledger.Refused)],
+		v.Counts[string(ledger.Succeeded)], v.Counts[string(ledger.DeadLettered)], v.Counts[string(ledger.Refused)], cancelled,
 		v.State, duration(v.Seconds))
 }

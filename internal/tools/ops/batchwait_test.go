@@ -175,6 +175,19 @@ func TestBatchProgress(t *testing.T) {
 		t.Errorf("plain progress:\n%s\nwant:\n%s", out.String(), want)
 	}
 
+	// Cancelled jobs (the overflow rule cancel) are shown once there are some; a batch closed with
+	// them and no failure is a success.
+	out.Reset()
+	p = &BatchProgress{W: &out}
+	done := BatchView{Batch: "b", Expected: 4, Recorded: 4, Percent: 100, State: "closed", Seconds: 4, Counts: map[string]int{"succeeded": 3, "cancelled": 1}}
+	p.Update(done, true)
+	if want := "batch b [##############################] 4/4 (100%) 3 succeeded, 0 dead_lettered, 0 refused, 1 cancelled, closed 4s\n"; out.String() != want {
+		t.Errorf("progress with a cancelled job:\n%s\nwant:\n%s", out.String(), want)
+	}
+	if err := WaitResult(done); err != nil {
+		t.Errorf("WaitResult(3 succeeded, 1 cancelled) = %v, want nil: a cancelled job is not a failure", err)
+	}
+
 	out.Reset()
 	p = &BatchProgress{W: &out, TTY: true}
 	p.Update(BatchView{Batch: "b"}, false)

@@ -108,6 +108,12 @@ type TypeView struct {
 	PoolsSource string   `json:"poolsSource,omitempty"`
 	Share       int      `json:"share"`
 	ShareSource string   `json:"shareSource"`
+	// Overflow is the type's overflow rule (config.OverflowRules), and OverflowSource where it
+	// comes from: OverflowFromOverride, OverflowFromType or OverflowDefault. OverflowProblem says
+	// why the rule cannot act (config.TypeConfig.CheckOverflow): the type then queues.
+	Overflow        string `json:"overflow"`
+	OverflowSource  string `json:"overflowSource"`
+	OverflowProblem string `json:"overflowProblem,omitempty"`
 	// Override is the live item as stored; nil when the type has none.
 	Override *OverrideView `json:"override,omitempty"`
 }
@@ -137,6 +143,8 @@ type OverrideView struct {
 	Pools   string `json:"pools,omitempty"`
 	NoPools bool   `json:"noPools,omitempty"`
 	Share   int    `json:"share,omitempty"`
+	// Overflow is the item's overflow rule.
+	Overflow string `json:"overflow,omitempty"`
 }
 
 func overrideView(o config.Override) *OverrideView {
@@ -144,7 +152,7 @@ func overrideView(o config.Override) *OverrideView {
 		Limit: o.Limit, MaxAttempts: o.MaxAttempts, StateMachineArn: o.StateMachineArn, Strategy: o.Strategy, Release: o.Release,
 		KeyLimit: o.KeyLimit, KeyCaps: len(o.KeyLimits), Rate: o.Rate.String(), NoRate: o.NoRate, Paused: o.Pause != nil,
 		KeyRate: o.KeyRate.String(), OwnKeyRates: len(o.KeyRates),
-		Pools: strings.Join(o.Pools, "+"), NoPools: o.NoPools, Share: o.Share,
+		Pools: strings.Join(o.Pools, "+"), NoPools: o.NoPools, Share: o.Share, Overflow: o.Overflow,
 	}
 }
 
@@ -192,6 +200,8 @@ type ConfigView struct {
 	Releases map[string]string `json:"releases,omitempty"`
 	// KeyLimits are the deployment's key caps per type (TypeKeyLimits).
 	KeyLimits map[string]int `json:"keyLimits,omitempty"`
+	// Overflows are the deployment's overflow rules per type (TypeOverflow); other types queue.
+	Overflows map[string]string `json:"overflows,omitempty"`
 	// Rates are the deployment's start rates per type (TypeRates).
 	Rates map[string]RateView `json:"rates,omitempty"`
 	// Pools are the shared pools: those with a cap (Pools, or a live cap) and those a type names.
@@ -247,6 +257,9 @@ func (e ConfigEditor) view(ctx context.Context, ovs []config.Override) (ConfigVi
 	}
 	if len(e.Defaults.KeyLimits) > 0 {
 		v.KeyLimits = e.Defaults.KeyLimits
+	}
+	if len(e.Defaults.Overflows) > 0 {
+		v.Overflows = e.Defaults.Overflows
 	}
 	v.Rates = ratesOf(e.Defaults)
 	// The functions drop an override that breaks the rules on its own (config.Resolver); say so
@@ -304,6 +317,7 @@ func (e ConfigEditor) view(ctx context.Context, ovs []config.Override) (ConfigVi
 		tv.setKeys(e.Defaults, ov, configuredStrategy(e.Defaults, ovs, c.Type))
 		tv.setFlow(e.Defaults, ov, v.at)
 		tv.setPools(e.Defaults, ov, configuredStrategy(e.Defaults, ovs, c.Type), v.caps)
+		tv.setOverflow(e.Defaults, ov)
 		v.Types = append(v.Types, tv)
 		seen[c.Type] = true
 	}
@@ -355,6 +369,7 @@ func (v ConfigView) typeView(typ string, d config.Defaults, ovs []config.Overrid
 	tv.setKeys(d, ov, configuredStrategy(d, ovs, typ))
 	tv.setFlow(d, ov, v.at)
 	tv.setPools(d, ov, configuredStrategy(d, ovs, typ), v.caps)
+	tv.setOverflow(d, ov)
 	return tv
 }
 
@@ -443,6 +458,9 @@ type Change struct {
 	Pools   *string
 	NoPools bool
 	Share   *int
+	// Overflow is an overflow rule (config.OverflowRules); "" removes the live one (the type's
+	// TypeOverflow entry, or queue, applies again). Set refuses cancel for a type without a key cap.
+	Overflow *string
 	// NewType says the type may be new to the stack (config set --new-type): without it, a change
 	// to a type that neither the deployment's parameters nor a live override name is refused, so
 	// that a typo does not create a type.
@@ -471,8 +489,9 @@ func (c Change) Validate() error {
 		return UsageError{err}
 	}
 	if c.Limit == nil && c.MaxAttempts == nil && c.StateMachineArn == nil && c.Strategy == nil && c.Release == nil && c.KeyLimit == nil && c.Key == nil && c.KeyCap == nil &&
-		c.Rate == nil && c.Burst == nil && c.KeyRate == nil && c.KeyOwnRate == nil && c.KeyOwnBurst == nil && c.Pools == nil && !c.NoPools && c.Share == nil {
-		return usagef("nothing to set: give --limit, --max-attempts, --state-machine, --strategy, --release, --key-limit, --key-rate, --key with --limit or --rate, --rate or --burst, --pools, --no-pools or --share")
+		c.Rate == nil && c.Burst == nil && c.KeyRate == nil && c.KeyOwnRate == nil && c.KeyOwnBurst == nil && c.Pools == nil && !c.NoPools && c.Share == nil &&
+		c.Overflow == nil {
+		return usagef("nothing to set: give --limit, --max-attempts, --state-machine, --strategy, --release, --key-limit, --key-rate, --key with --limit or --rate, --rate or --burst, --pools, --no-pools, --share or --overflow")
 	}
 	if err := c.validatePools(); err != nil {
 		return err
@@ -493,6 +512,11 @@ func (c Change) Validate() error {
 	}
 	if c.Release != nil {
 		if _, err := parseReleaseFlag(*c.Release); err != nil {
+			return err
+		}
+	}
+	if c.Overflow != nil {
+		if _, err := parseOverflowFlag(*c.Overflow); err != nil {
 			return err
 		}
 	}
@@ -614,6 +638,9 @@ func (e ConfigEditor) Set(ctx context.Context, c Change) (SetResult, error) {
 	if c.Release != nil {
 		o.Release, _ = parseReleaseFlag(*c.Release) // checked by Validate
 	}
+	if c.Overflow != nil {
+		o.Overflow, _ = parseOverflowFlag(*c.Overflow) // checked by Validate
+	}
 	var warnings []string
 	w, err := c.applyKeys(&o)
 	if err != nil {
@@ -648,6 +675,9 @@ func (e ConfigEditor) Set(ctx context.Context, c Change) (SetResult, error) {
 		return SetResult{}, err
 	}
 	if err := e.checkKeyCaps(ctx, c, next); err != nil {
+		return SetResult{}, err
+	}
+	if err := e.checkOverflow(ctx, c, before.typeView(c.Type, e.Defaults, ovs), next); err != nil {
 		return SetResult{}, err
 	}
 	if sameOverride(o, stored) {
@@ -891,6 +921,7 @@ func (e ConfigEditor) result(ctx context.Context, typ string, before ConfigView,
 	res.Warnings = append(res.Warnings, keyRateWarnings(res.Before, res.After)...)
 	res.Warnings = append(res.Warnings, flowWarnings(res.Before, res.After)...)
 	res.Warnings = append(res.Warnings, poolWarnings(res.Before, res.After)...)
+	res.Warnings = append(res.Warnings, overflowWarnings(res.Before, res.After)...)
 	if a := res.After; a.RetiredStrategy != "" && a.StrategySource == "override" {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("the live override of type %s keeps lane strategy %s, which is retired: it runs as %s (config set %s --strategy %s writes that)",
 			typ, a.RetiredStrategy, a.Strategy, typ, a.Strategy))
@@ -912,9 +943,12 @@ func (v ConfigView) WriteTable(w io.Writer) error {
 	}
 	// So are the RATE, KEY RATE and PAUSED columns, once some type has a rate, rates its keys or is
 	// paused.
-	rates, keyRates, paused, pools := v.showsRate(), v.ratesKeys(), v.showsPaused(), v.showsPools()
-	flowCols := func(rate, keyRate, pause, pool, share string) string {
+	rates, keyRates, paused, pools, overflow := v.showsRate(), v.ratesKeys(), v.showsPaused(), v.showsPools(), v.showsOverflow()
+	flowCols := func(rate, keyRate, pause, pool, share, rule string) string {
 		var b strings.Builder
+		if overflow {
+			b.WriteString(rule + "\t")
+		}
 		if pools {
 			b.WriteString(pool + "\t" + share + "\t")
 		}
@@ -929,7 +963,7 @@ func (v ConfigView) WriteTable(w io.Writer) error {
 		}
 		return b.String()
 	}
-	fmt.Fprintf(tw, "TYPE\tLIMIT\tSOURCE\tMAX ATTEMPTS\tSTATE MACHINE\tSTRATEGY\tRELEASE\t%s%sLIVE OVERRIDE\n", keyCol(TypeView{KeyLimit: -1}), flowCols("RATE", "KEY RATE", "PAUSED", "POOLS", "SHARE"))
+	fmt.Fprintf(tw, "TYPE\tLIMIT\tSOURCE\tMAX ATTEMPTS\tSTATE MACHINE\tSTRATEGY\tRELEASE\t%s%sLIVE OVERRIDE\n", keyCol(TypeView{KeyLimit: -1}), flowCols("RATE", "KEY RATE", "PAUSED", "POOLS", "SHARE", "OVERFLOW"))
 	var retired []string
 	for _, t := range v.Types {
 		limit := strconv.Itoa(t.Limit)
@@ -942,7 +976,7 @@ func (v ConfigView) WriteTable(w io.Writer) error {
 			retired = append(retired, t.Type)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s (%s)\t%s (%s)\t%s%s%s\n", t.Type, limit, t.Source, t.MaxAttempts, shortArn(t.StateMachineArn),
-			strategy, t.StrategySource, t.Release, t.ReleaseSource, keyCol(t), flowCols(t.rateText(), t.keyRateText(), t.pausedText(), t.poolsText(), t.shareText()), t.Override.String())
+			strategy, t.StrategySource, t.Release, t.ReleaseSource, keyCol(t), flowCols(t.rateText(), t.keyRateText(), t.pausedText(), t.poolsText(), t.shareText(), t.overflowText()), t.Override.String())
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -953,6 +987,7 @@ func (v ConfigView) WriteTable(w io.Writer) error {
 	}
 	v.writeKeys(w)
 	v.writeFlow(w)
+	v.writeOverflow(w)
 	if err := v.writePools(w); err != nil {
 		return err
 	}
@@ -1037,6 +1072,9 @@ func (o *OverrideView) String() string {
 	if o.Share > 0 {
 		parts = append(parts, fmt.Sprintf("share=%d", o.Share))
 	}
+	if o.Overflow != "" {
+		parts = append(parts, "overflow="+o.Overflow)
+	}
 	if len(parts) == 0 {
 		return "(empty)"
 	}
@@ -1072,6 +1110,9 @@ func (r SetResult) WriteTable(w io.Writer) error {
 	}
 	if b, a := r.Before, r.After; len(b.Pools) > 0 || len(a.Pools) > 0 || a.PoolsSource == PoolsFromOverride || a.ShareSource == ShareFromOverride {
 		fmt.Fprintf(w, "pools of type %s: %s -> %s; share %d -> %d (%s)\n", a.Type, b.poolsText(), a.poolsText(), b.Share, a.Share, a.ShareSource)
+	}
+	if b, a := r.Before, r.After; b.Overflow != a.Overflow || a.Overflow != config.OverflowQueue || a.OverflowSource == OverflowFromOverride {
+		fmt.Fprintf(w, "overflow rule of type %s: %s -> %s (%s)\n", a.Type, b.Overflow, a.Overflow, a.OverflowSource)
 	}
 	for _, x := range r.Warnings {
 		fmt.Fprintln(w, "note:", x)

@@ -99,7 +99,7 @@ func TestChangeValidate(t *testing.T) {
 		{name: "all", give: Change{Type: "a_1", Limit: ptr(1), MaxAttempts: ptr(5), StateMachineArn: ptr(sampleArn)}},
 		{name: "bad type", give: Change{Type: "a-b", Limit: ptr(1)}, wantErr: "invalid_type"},
 		{name: "no type", give: Change{Limit: ptr(1)}, wantErr: "missing_type"},
-		{name: "nothing", give: Change{Type: "a"}, wantErr: "nothing to set: give --limit, --max-attempts, --state-machine, --strategy, --release, --key-limit, --key-rate, --key with --limit or --rate, --rate or --burst, --pools, --no-pools or --share"},
+		{name: "nothing", give: Change{Type: "a"}, wantErr: "nothing to set: give --limit, --max-attempts, --state-machine, --strategy, --release, --key-limit, --key-rate, --key with --limit or --rate, --rate or --burst, --pools, --no-pools, --share or --overflow"},
 		{name: "zero limit", give: Change{Type: "a", Limit: ptr(0)}, wantErr: "at least 1"},
 		{name: "limit at quota", give: Change{Type: "a", Limit: ptr(config.MaxInFlight)}, wantErr: "quota"},
 		{name: "zero attempts", give: Change{Type: "a", MaxAttempts: ptr(0)}, wantErr: "--max-attempts 0 must be 1-999"},

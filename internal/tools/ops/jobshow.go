@@ -66,7 +66,8 @@ type JobView struct {
 	Priority string `json:"priority,omitempty"`
 	// State is the lease's status when the job holds a lane (bound, starting, running, retrying,
 	// dead-lettering), else what its last execution says: succeeded, dead-lettered (attempts
-	// exhausted or aborted), or not-started. A claim (lease status starting) whose execution exists
+	// exhausted or aborted), cancelled (stopped by a newer job of its key: the overflow rule cancel),
+	// or not-started. A claim (lease status starting) whose execution exists
 	// is running: a confirmed start writes nothing after the claim.
 	State       string          `json:"state"`
 	Detail      string          `json:"detail"`
@@ -379,6 +380,9 @@ func (f JobFinder) summarize(v *JobView) {
 			case e.Status == string(sfntypes.ExecutionStatusRunning):
 				v.State = stateRunning
 				v.Detail = fmt.Sprintf("running attempt %d of %d on lane %d", l.Attempt, v.MaxAttempts, l.Lane)
+			case e.Status == string(sfntypes.ExecutionStatusAborted) && e.Error == job.ErrorCancelled:
+				v.State = stateRunning
+				v.Detail = fmt.Sprintf("%s; its lane %d is about to be released", cancelledText(*e), l.Lane)
 			default:
 				// Ended, and not released yet: its release (or the sweep, or its message's next
 				// delivery) frees the lane.
@@ -404,6 +408,10 @@ func (f JobFinder) summarize(v *JobView) {
 	case sfntypes.ExecutionStatusSucceeded:
 		v.State, v.Detail = "succeeded", fmt.Sprintf("attempt %d succeeded", last.Attempt)
 	case sfntypes.ExecutionStatusAborted:
+		if last.Error == job.ErrorCancelled {
+			v.State, v.Detail = stateCancelled, cancelledText(*last)
+			break
+		}
 		v.State, v.Detail = "dead-lettered", fmt.Sprintf("attempt %d was stopped (aborted); dead-lettered, not retried", last.Attempt)
 	case sfntypes.ExecutionStatusRunning:
 		v.State, v.Detail = "running", fmt.Sprintf("attempt %d is running, and no lease holds it (the sweep or the next delivery settles it)", last.Attempt)
@@ -414,6 +422,20 @@ func (f JobFinder) summarize(v *JobView) {
 			v.State, v.Detail = "failed", fmt.Sprintf("attempt %d of %d %s; no lease holds it", last.Attempt, v.MaxAttempts, strings.ToLower(last.Status))
 		}
 	}
+}
+
+// stateCancelled is the state job show gives a job whose execution a newer job of its key stopped
+// (the overflow rule cancel, job.ErrorCancelled): it ended, and is not dead-lettered.
+const stateCancelled = "cancelled"
+
+// cancelledText says that an execution was stopped by a newer job of its key, and by which (its
+// cause names it: job.CancelCause).
+func cancelledText(e ExecutionView) string {
+	cause := e.Cause
+	if cause == "" {
+		cause = "the stop gave no cause"
+	}
+	return fmt.Sprintf("attempt %d was stopped by a newer job of its key (overflow rule cancel): %s; cancelled, not retried, not dead-lettered", e.Attempt, cause)
 }
 
 // leaseExecution is the execution of the attempt the job's lease holds, nil when none was found.

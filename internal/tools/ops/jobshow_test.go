@@ -136,6 +136,40 @@ func TestJobShow(t *testing.T) {
 			},
 			wantState: "dead-lettered", wantExecs: 1, wantLane: 1,
 		},
+		{
+			name: "cancelled by a newer job of its key",
+			typ:  "payments",
+			setup: func(f *fakes.SFN, _ *fakes.LeaseStore) {
+				in := job.Job{Type: "payments", ID: "o-1", Input: []byte(`{}`), SubmittedAt: submitted}.ExecutionInput(1, 1).MustJSON()
+				f.Put(fakes.Execution{StateMachineArn: sampleArn, Name: job.RunName("payments", "", "", "o-1", 0, 1), Status: sfntypes.ExecutionStatusAborted,
+					Input: string(in), StartDate: now, Error: job.ErrorCancelled, Cause: job.CancelCause("o-2")})
+			},
+			wantState: "cancelled", wantExecs: 1, wantLane: 1,
+			wantDetail: "attempt 1 was stopped by a newer job of its key (overflow rule cancel): superseded by job o-2 of the same key (overflow rule cancel); cancelled, not retried, not dead-lettered",
+		},
+		{
+			name: "cancelled, its lane not released yet",
+			typ:  "payments",
+			setup: func(f *fakes.SFN, l *fakes.LeaseStore) {
+				in := job.Job{Type: "payments", ID: "o-1", Input: []byte(`{}`), SubmittedAt: submitted}.ExecutionInput(1, 1).MustJSON()
+				f.Put(fakes.Execution{StateMachineArn: sampleArn, Name: job.RunName("payments", "", "", "o-1", 0, 1), Status: sfntypes.ExecutionStatusAborted,
+					Input: string(in), StartDate: now, Error: job.ErrorCancelled, Cause: job.CancelCause("o-2")})
+				l.Set(lease.Lease{Type: "payments", Lane: 1, JobID: "o-1", Attempt: 1, Status: lease.Starting, StartedAt: now})
+			},
+			wantState: "running", wantExecs: 1, wantLane: 1,
+			wantDetail: "attempt 1 was stopped by a newer job of its key (overflow rule cancel): superseded by job o-2 of the same key (overflow rule cancel); cancelled, not retried, not dead-lettered; its lane 1 is about to be released",
+		},
+		{
+			// Another stop (an operator's) dead-letters the job, as before.
+			name: "aborted with another error",
+			typ:  "payments",
+			setup: func(f *fakes.SFN, _ *fakes.LeaseStore) {
+				in := job.Job{Type: "payments", ID: "o-1", Input: []byte(`{}`), SubmittedAt: submitted}.ExecutionInput(1, 1).MustJSON()
+				f.Put(fakes.Execution{StateMachineArn: sampleArn, Name: job.RunName("payments", "", "", "o-1", 0, 1), Status: sfntypes.ExecutionStatusAborted,
+					Input: string(in), StartDate: now, Error: "Operator", Cause: "stopped by hand"})
+			},
+			wantState: "dead-lettered", wantExecs: 1, wantLane: 1,
+		},
 		{name: "not found", typ: "payments", setup: func(*fakes.SFN, *fakes.LeaseStore) {}, wantState: "not-started", wantErr: ErrJobNotFound},
 		{
 			name: "any type",

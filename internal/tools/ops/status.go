@@ -77,6 +77,9 @@ type TypeStatus struct {
 	// Release is how the type's lanes are released (config.ReleaseModes; empty for a type with no
 	// limit).
 	Release string `json:"release,omitempty"`
+	// Overflow is the type's overflow rule when it is not queue and acts
+	// (config.TypeConfig.Cancels; config get says why a rule does not).
+	Overflow string `json:"overflow,omitempty"`
 	// Running counts the type's leases: every lane a job holds, whatever its state (a bound job's
 	// execution has not started yet).
 	Running int `json:"running"`
@@ -264,6 +267,9 @@ func (r StatusReader) Read(ctx context.Context) (Status, error) {
 			Rate:            rateView(c.Rate), Paused: pauseView(c.Pause, st.At),
 			KeyRate: rateView(c.KeyRate), OwnKeyRates: len(c.KeyRates),
 		}
+		if c.Cancels() {
+			byType[c.Type].Overflow = config.OverflowCancel
+		}
 		if p := byType[c.Type].Paused; p != nil {
 			for _, w := range parked[c.Type] {
 				if w.Paused {
@@ -417,6 +423,7 @@ func (s Status) WriteTableKeys(w io.Writer, keys int) error {
 	if len(retired) > 0 {
 		fmt.Fprintf(w, "* configured with a retired lane strategy, run as the one shown: %s. See sfnlimit config get.\n", strings.Join(retired, ", "))
 	}
+	writeOverflowStatus(w, s.Types)
 	for _, t := range s.Types {
 		if p := t.Paused; p != nil {
 			fmt.Fprintf(w, "Paused: %s for %s, since %s: %s. Nothing of it starts; %s parked until the resume (sfnlimit resume %s).\n",

@@ -140,7 +140,7 @@ func TestLocalDefaults(t *testing.T) {
 			}
 		})
 	}
-	for _, bad := range []map[string]string{{"NoSuchParameter": "1"}, {"TypeLimits": "a-b=1"}, {"DefaultMaxAttempts": "0"}, {"ReleaseMode": "status"}, {"TypeReleaseModes": "llm=event"}} {
+	for _, bad := range []map[string]string{{"NoSuchParameter": "1"}, {"TypeLimits": "a-b=1"}, {"DefaultMaxAttempts": "0"}, {"ReleaseMode": "status"}, {"TypeReleaseModes": "llm=event"}, {"TypeOverflow": "reindex=skip"}} {
 		tg, err := Open(ctx, Options{LocalFile: write(t, "l.json", info), Root: "../../..", Params: bad})
 		if err != nil {
 			t.Fatal(err)
@@ -180,6 +180,22 @@ func TestLocalDefaultsReleaseModes(t *testing.T) {
 				t.Errorf("Defaults() release %q %v, want %q %v", d.Release, d.Releases, tt.wantRelease, tt.wantReleases)
 			}
 		})
+	}
+}
+
+// The overflow rules reach the defaults as TYPE_OVERFLOW of the starter's environment, which the
+// template sets from TypeOverflow.
+func TestLocalDefaultsOverflows(t *testing.T) {
+	ctx := context.Background()
+	for params, want := range map[string]map[string]string{"": {}, "reindex=cancel,sync=queue": {"reindex": "cancel", "sync": "queue"}} {
+		tg, err := Open(ctx, Options{LocalFile: write(t, "l.json", info), Root: "../../..", Params: map[string]string{"TypeOverflow": params}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, _, err := tg.Defaults(ctx)
+		if err != nil || fmt.Sprint(d.Overflows) != fmt.Sprint(want) {
+			t.Errorf("Defaults() with TypeOverflow %q: overflows %v, %v; want %v", params, d.Overflows, err, want)
+		}
 	}
 }
 

@@ -111,6 +111,11 @@ func TestEveryCallIsAllowedByItsRole(t *testing.T) {
 	if err := config.NewDynamoStore(c.DDB, table).SetOverride(ctx, config.Override{Type: "rr", Limit: 2, Strategy: "random"}); err != nil {
 		t.Fatal(err)
 	}
+	// Type cc caps each key at 1 with the overflow rule cancel: a newer job of a key stops the
+	// key's running one (the starter's StopExecution).
+	if err := config.NewDynamoStore(c.DDB, table).SetOverride(ctx, config.Override{Type: "cc", Limit: 2, KeyLimit: 1, Overflow: config.OverflowCancel}); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.StartRuntime(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -151,6 +156,13 @@ func TestEveryCallIsAllowedByItsRole(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	// cc/old runs; cc/new of the same key, from the same sender, stops it.
+	b, _ := json.Marshal(map[string]any{"type": "cc", "id": "old", "key": "k", "input": map[string]any{"seconds": 120}})
+	send(string(b))
+	waitFor(t, 2*time.Minute, "a running execution of cc/old", func() bool { return len(executions(t, c.SFN, sm, "cc", sfntypes.ExecutionStatusRunning)) > 0 })
+	b, _ = json.Marshal(map[string]any{"type": "cc", "id": "new", "key": "k", "input": map[string]any{"seconds": 0}})
+	send(string(b))
+	waitFor(t, 2*time.Minute, "cc/old stopped by cc/new", func() bool { return len(executions(t, c.SFN, sm, "cc", sfntypes.ExecutionStatusAborted)) > 0 })
 	// A copy of a running job written straight into the lanes queue: the starter finds its execution.
 	waitFor(t, 2*time.Minute, "a running execution of rr/ok-0", func() bool { return len(executions(t, c.SFN, sm, "rr", sfntypes.ExecutionStatusRunning)) > 0 })
 	// rr's limit drops to 1 while a job waits in lane 2: the starter moves it (send, then delete).
