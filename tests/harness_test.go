@@ -324,27 +324,33 @@ func (r *rig) submit(ctx context.Context, jobs ...job) {
 	r.t.Helper()
 	var bodies []string
 	for _, j := range jobs {
-		m := map[string]any{"type": j.Type, "id": j.ID, "input": withCanary(j.Input)}
-		if j.Key != "" {
-			m["key"] = j.Key
-		}
-		if j.Priority != "" {
-			m["priority"] = j.Priority
-		}
-		if j.Batch != "" {
-			m["batch"] = j.Batch
-		}
-		if j.BatchSize != 0 {
-			m["batchSize"] = j.BatchSize
-		}
-		body, err := json.Marshal(m)
-		if err != nil {
-			r.t.Fatalf("encode job %s: %v", j.ID, err)
-		}
-		bodies = append(bodies, string(body))
+		bodies = append(bodies, r.body(j))
 		r.record(j.Type, j.ID, "", j.Want)
 	}
 	r.sendGeneral(ctx, bodies...)
+}
+
+// body is j's general-queue message body, as a producer writes it.
+func (r *rig) body(j job) string {
+	r.t.Helper()
+	m := map[string]any{"type": j.Type, "id": j.ID, "input": withCanary(j.Input)}
+	if j.Key != "" {
+		m["key"] = j.Key
+	}
+	if j.Priority != "" {
+		m["priority"] = j.Priority
+	}
+	if j.Batch != "" {
+		m["batch"] = j.Batch
+	}
+	if j.BatchSize != 0 {
+		m["batchSize"] = j.BatchSize
+	}
+	body, err := json.Marshal(m)
+	if err != nil {
+		r.t.Fatalf("encode job %s: %v", j.ID, err)
+	}
+	return string(body)
 }
 
 // inputCanary rides in every job's input; no log line of the limiter may ever contain it.
