@@ -5,8 +5,10 @@
 //
 //	(a) never more working executions of a type than its limit at any instant, and never two in one
 //	    lane (work intervals from Step Functions: start to entering the release state);
-//	(b) every submitted job either succeeded (an execution with its id SUCCEEDED) or was dead-lettered
-//	    with a reason, exactly one of the two, and none dead-lettered twice;
+//	(b) every submitted job either succeeded (an execution with its id SUCCEEDED), was dead-lettered
+//	    with a reason, or was cancelled by a newer job of its key (overflow rule cancel: its last
+//	    execution ABORTED with error sfnlimit.Cancelled, none after it), exactly one of the three, and
+//	    none dead-lettered twice;
 //	(c) no lease left in the table, bound or otherwise (a raw scan for pk "LEASE#...");
 //	(d) the general and lanes queues drained (visible and in-flight counts 0);
 //	(e) no park record left (a raw scan for pk "WAIT#..."), nor any lane count of the retired
@@ -146,7 +148,7 @@ type submission struct {
 	// Body is the raw message body when the job has no usable id (bad input); dead letters are
 	// matched to it by body.
 	Body string
-	// Want is "succeeded" or the reason of the dead letter the job must end with.
+	// Want is "succeeded", "cancelled" or the reason of the dead letter the job must end with.
 	Want string
 	// Copies counts how often it was sent.
 	Copies int
@@ -170,7 +172,12 @@ func (s *submission) String() string {
 	return fmt.Sprintf("raw %q", b)
 }
 
-const wantSucceeded = "succeeded"
+const (
+	wantSucceeded = "succeeded"
+	// wantCancelled: the job is stopped by a newer job of its key (overflow rule cancel) and ends
+	// there: its last execution ABORTED with error sfnlimit.Cancelled, no dead letter, no retry.
+	wantCancelled = "cancelled"
+)
 
 // deadLetter is one message taken from the dead-letter queue.
 type deadLetter struct {
@@ -277,7 +284,8 @@ type job struct {
 	Key string
 	// Priority is the job's priority as a producer gives it ("low", "high", "7"; "": none, normal).
 	Priority string
-	// Want is the outcome the job must reach: wantSucceeded (default) or a dead-letter reason.
+	// Want is the outcome the job must reach: wantSucceeded (default), wantCancelled or a
+	// dead-letter reason.
 	Want string
 	// Batch is the job's batch ("": none); BatchSize, when not 0, opens it with that many jobs.
 	Batch     string
@@ -316,27 +324,33 @@ func (r *rig) submit(ctx context.Context, jobs ...job) {
 	r.t.Helper()
 	var bodies []string
 	for _, j := range jobs {
-		m := map[string]any{"type": j.Type, "id": j.ID, "input": withCanary(j.Input)}
-		if j.Key != "" {
-			m["key"] = j.Key
-		}
-		if j.Priority != "" {
-			m["priority"] = j.Priority
-		}
-		if j.Batch != "" {
-			m["batch"] = j.Batch
-		}
-		if j.BatchSize != 0 {
-			m["batchSize"] = j.BatchSize
-		}
-		body, err := json.Marshal(m)
-		if err != nil {
-			r.t.Fatalf("encode job %s: %v", j.ID, err)
-		}
-		bodies = append(bodies, string(body))
+		bodies = append(bodies, r.body(j))
 		r.record(j.Type, j.ID, "", j.Want)
 	}
 	r.sendGeneral(ctx, bodies...)
+}
+
+// body is j's general-queue message body, as a producer writes it.
+func (r *rig) body(j job) string {
+	r.t.Helper()
+	m := map[string]any{"type": j.Type, "id": j.ID, "input": withCanary(j.Input)}
+	if j.Key != "" {
+		m["key"] = j.Key
+	}
+	if j.Priority != "" {
+		m["priority"] = j.Priority
+	}
+	if j.Batch != "" {
+		m["batch"] = j.Batch
+	}
+	if j.BatchSize != 0 {
+		m["batchSize"] = j.BatchSize
+	}
+	body, err := json.Marshal(m)
+	if err != nil {
+		r.t.Fatalf("encode job %s: %v", j.ID, err)
+	}
+	return string(body)
 }
 
 // inputCanary rides in every job's input; no log line of the limiter may ever contain it.
@@ -427,7 +441,7 @@ func (st state) String() string {
 		fmt.Fprintf(&b, " [%s %s job %s attempt %s %s]", l["pk"], l["sk"], l["jobId"], l["attempt"], l["status"])
 	}
 	if st.out != nil {
-		fmt.Fprintf(&b, "; %d jobs without an outcome (no SUCCEEDED execution, no dead letter)", len(st.pending))
+		fmt.Fprintf(&b, "; %d jobs without an outcome (no SUCCEEDED or cancelled execution, no dead letter)", len(st.pending))
 		for i, p := range st.pending {
 			if i == 15 {
 				b.WriteString(" ...")
@@ -653,13 +667,15 @@ func (r *rig) outcome(ctx context.Context) *settled {
 	return out
 }
 
-// pending lists the submissions with neither a SUCCEEDED execution nor a dead letter.
+// pending lists the submissions with neither a SUCCEEDED execution, a cancelled one, nor a dead
+// letter.
 func (r *rig) pending(out *settled) []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var p []string
 	for _, s := range r.subs {
-		if !succeeded(out.byJob[s.key()]) && len(out.dead[s.key()]) == 0 {
+		xs := out.byJob[s.key()]
+		if !succeeded(xs) && len(cancelledRuns(xs)) == 0 && len(out.dead[s.key()]) == 0 {
 			p = append(p, s.String())
 		}
 	}
@@ -673,6 +689,29 @@ func succeeded(xs []observe.Execution) bool {
 		}
 	}
 	return false
+}
+
+// cancelledRuns are the executions stopped by a newer job of their key (overflow rule cancel):
+// ABORTED with error sfnlimit.Cancelled.
+func cancelledRuns(xs []observe.Execution) []observe.Execution {
+	var out []observe.Execution
+	for _, x := range xs {
+		if x.Status == string(sfntypes.ExecutionStatusAborted) && x.Error == sfnjob.ErrorCancelled {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// ranAfter lists the executions of xs that started after x.
+func ranAfter(xs []observe.Execution, x observe.Execution) []observe.Execution {
+	var out []observe.Execution
+	for _, y := range xs {
+		if y.Arn != x.Arn && y.Start.After(x.Start) {
+			out = append(out, y)
+		}
+	}
+	return out
 }
 
 // limitFunc gives a type's limit in force over [from, to): the most executions that may work at once
@@ -712,7 +751,8 @@ func (r *rig) checkInvariants(ctx context.Context, out *settled, limit limitFunc
 		}
 	}
 
-	// (b) Each job succeeded or was dead-lettered with a reason, exactly one of the two.
+	// (b) Each job succeeded, was dead-lettered with a reason or was cancelled, exactly one of the
+	// three; a cancelled job never ran again.
 	r.mu.Lock()
 	subs := append([]*submission(nil), r.subs...)
 	r.mu.Unlock()
@@ -721,20 +761,32 @@ func (r *rig) checkInvariants(ctx context.Context, out *settled, limit limitFunc
 	for _, s := range subs {
 		k := s.key()
 		known[k] = true
-		ok, dead := succeeded(out.byJob[k]), out.dead[k]
+		ok, dead, cancels := succeeded(out.byJob[k]), out.dead[k], cancelledRuns(out.byJob[k])
+		for _, c := range cancels {
+			if after := ranAfter(out.byJob[k], c); len(after) > 0 {
+				r.t.Errorf("job %s ran again after it was cancelled (%s, cause %q): %s", s, c.Name, c.Cause, names(after))
+			}
+		}
 		switch {
+		case len(cancels) > 0 && ok:
+			r.t.Errorf("job %s both succeeded and was cancelled (%s, cause %q)", s, cancels[0].Name, cancels[0].Cause)
+		case len(cancels) > 0 && len(dead) > 0:
+			r.t.Errorf("job %s both was cancelled (%s) and dead-lettered (reason %q)", s, cancels[0].Name, dead[0].Attrs["reason"])
 		case ok && len(dead) > 0:
 			r.t.Errorf("job %s both succeeded and was dead-lettered (reason %q)", s, dead[0].Attrs["reason"])
-		case !ok && len(dead) == 0:
-			r.t.Errorf("job %s neither succeeded nor was dead-lettered; executions: %s", s, names(out.byJob[k]))
+		case !ok && len(dead) == 0 && len(cancels) == 0:
+			r.t.Errorf("job %s neither succeeded, was cancelled nor was dead-lettered; executions: %s", s, names(out.byJob[k]))
 		case len(dead) > 1:
 			r.t.Errorf("job %s was dead-lettered %d times, reasons %s", s, len(dead), reasons(dead))
 		case len(dead) == 1 && dead[0].Attrs["reason"] == "":
 			r.t.Errorf("job %s was dead-lettered without a reason (attributes %v)", s, dead[0].Attrs)
 		}
 		got := wantSucceeded
-		if !ok && len(dead) > 0 {
+		switch {
+		case !ok && len(dead) > 0:
 			got = dead[0].Attrs["reason"]
+		case !ok && len(cancels) > 0:
+			got = wantCancelled
 		}
 		counts[got]++
 		if got != s.Want {
@@ -755,7 +807,7 @@ func (r *rig) checkInvariants(ctx context.Context, out *settled, limit limitFunc
 
 	// (e) The metrics the functions published (CloudWatch embedded metric format, read back as
 	// CloudWatch would) agree with what Step Functions and the queues recorded.
-	r.checkMetrics(out, counts[wantSucceeded])
+	r.checkMetrics(out, counts[wantSucceeded], counts[wantCancelled])
 
 	// Logs name jobs and never carry their input.
 	r.logs.mu.Lock()
@@ -779,7 +831,7 @@ func (r *rig) checkInvariants(ctx context.Context, out *settled, limit limitFunc
 	}
 }
 
-func (r *rig) checkMetrics(out *settled, succeededJobs int) {
+func (r *rig) checkMetrics(out *settled, succeededJobs, cancelledJobs int) {
 	r.t.Helper()
 	m := r.s.Metrics()
 	bySource := map[string]int{}
@@ -793,6 +845,7 @@ func (r *rig) checkMetrics(out *settled, succeededJobs int) {
 		want   int
 	}{
 		{metrics.JobsSucceeded, succeededJobs},
+		{metrics.JobsCancelled, cancelledJobs},
 		{metrics.JobsDeadLettered, bySource["releaser"]},
 		{metrics.JobsRejected, bySource["router"]},
 		{metrics.JobsStarted, len(out.xs)},

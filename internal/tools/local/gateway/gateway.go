@@ -83,6 +83,8 @@ type Gateway struct {
 
 	events eventLog // events accepted from PutEvents (events.go)
 
+	stops sfnStops // StopExecution's error and cause, which moto drops (sfnstop.go)
+
 	funcsMu sync.RWMutex
 	funcs   map[string]Func
 
@@ -286,6 +288,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.service == "sqs" && req.protocol == jsonProtocol && g.dedup.serve(w, r, req.operation, up) {
+		return
+	}
+	if req.service == "states" && req.protocol == jsonProtocol && g.stops.serve(w, r, req.operation, up) {
 		return
 	}
 	up.proxy.ServeHTTP(w, r)

@@ -40,6 +40,9 @@ type Execution struct {
 	// zero while it still works.
 	WorkEnd time.Time
 	Stop    time.Time
+	// Error and Cause are what the execution failed or was stopped with ("" when none): a stop by
+	// the overflow rule cancel gives job.ErrorCancelled and a cause naming the newer job.
+	Error, Cause string
 	// Transitions counts the states the execution entered (what Step Functions bills for);
 	// ReleaseTransitions counts those that were release states (the limiter's own overhead).
 	Transitions, ReleaseTransitions int
@@ -107,7 +110,8 @@ func describe(ctx context.Context, c sfnAPI, e sfntypes.ExecutionListItem) (Exec
 	if err != nil {
 		return Execution{}, fmt.Errorf("describe %s: %w", arn, err)
 	}
-	x := Execution{Arn: arn, Name: aws.ToString(d.Name), Status: string(d.Status), Start: aws.ToTime(d.StartDate), Stop: aws.ToTime(d.StopDate)}
+	x := Execution{Arn: arn, Name: aws.ToString(d.Name), Status: string(d.Status), Start: aws.ToTime(d.StartDate), Stop: aws.ToTime(d.StopDate),
+		Error: aws.ToString(d.Error), Cause: aws.ToString(d.Cause)}
 	var in job.ExecutionInput
 	_ = json.Unmarshal([]byte(aws.ToString(d.Input)), &in)
 	x.Job = in.Job

@@ -186,6 +186,8 @@ type fakeSFN struct {
 	failHistory string // ARN whose history cannot be read
 	cutShort    int    // describes answered with a body cut short, as an emulator under load may
 	describes   int
+	// stops are the error and cause a stopped execution was given, by name.
+	stops map[string][2]string
 }
 
 func page[T any](items []T, token *string) ([]T, *string) {
@@ -244,6 +246,9 @@ func (f *fakeSFN) DescribeExecution(_ context.Context, in *sfn.DescribeExecution
 	if h.stop >= 0 {
 		out.StopDate = aws.Time(at(h.stop))
 	}
+	if why, ok := f.stops[h.name]; ok {
+		out.Error, out.Cause = aws.String(why[0]), aws.String(why[1])
+	}
 	return out, nil
 }
 
@@ -277,6 +282,7 @@ func TestCollect(t *testing.T) {
 		transitions, releaseTransitions int
 		jobType, jobID                  string
 		lane, attempt                   int
+		err, cause                      string
 	}
 	tests := []struct {
 		name string
@@ -301,11 +307,12 @@ func TestCollect(t *testing.T) {
 			want: want{status: "FAILED", start: 1, workEnd: 3, stop: 9, transitions: 3, releaseTransitions: 1, jobType: "demo", jobID: "j2", lane: 1, attempt: 2},
 		},
 		{
-			name: "aborted before any release",
+			name: "stopped by a newer job of its key",
 			give: history{smA, "aborted", sfntypes.ExecutionStatusAborted, input("pay", "j3", 3, 1), 2, 4, []sfntypes.HistoryEvent{
 				event(sfntypes.HistoryEventTypeExecutionStarted, 2), entered("Work", 2.5), event(sfntypes.HistoryEventTypeExecutionAborted, 4),
 			}},
-			want: want{status: "ABORTED", start: 2, workEnd: 4, stop: 4, transitions: 1, jobType: "pay", jobID: "j3", lane: 3, attempt: 1},
+			want: want{status: "ABORTED", start: 2, workEnd: 4, stop: 4, transitions: 1, jobType: "pay", jobID: "j3", lane: 3, attempt: 1,
+				err: job.ErrorCancelled, cause: job.CancelCause("j9")},
 		},
 		{
 			name: "timed out without a stop date (moto)",
@@ -344,7 +351,7 @@ func TestCollect(t *testing.T) {
 			want: want{status: "SUCCEEDED", start: 7, workEnd: 8, stop: 8, transitions: 1},
 		},
 	}
-	f := &fakeSFN{}
+	f := &fakeSFN{stops: map[string][2]string{"aborted": {job.ErrorCancelled, job.CancelCause("j9")}}}
 	for _, tt := range tests {
 		f.execs = append(f.execs, tt.give)
 	}
@@ -386,6 +393,9 @@ func TestCollect(t *testing.T) {
 			}
 			if e.Job.Type != w.jobType || e.Job.ID != w.jobID || e.Job.Lane != w.lane || e.Job.Attempt != w.attempt {
 				t.Errorf("Collect %s job = %+v, want type %q id %q lane %d attempt %d", tt.give.name, e.Job, w.jobType, w.jobID, w.lane, w.attempt)
+			}
+			if e.Error != w.err || e.Cause != w.cause {
+				t.Errorf("Collect %s error %q cause %q, want %q, %q", tt.give.name, e.Error, e.Cause, w.err, w.cause)
 			}
 		})
 	}
