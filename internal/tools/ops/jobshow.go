@@ -435,7 +435,7 @@ func cancelledText(e ExecutionView) string {
 	if cause == "" {
 		cause = "the stop gave no cause"
 	}
-	return fmt.Sprintf("attempt %d was stopped by a newer job of its key (overflow rule cancel): %s; cancelled, not retried, not dead-lettered", e.Attempt, cause)
+	return fmt.Sprintf("attempt %d was stopped: %s; cancelled, not retried, not dead-lettered", e.Attempt, cause)
 }
 
 // leaseExecution is the execution of the attempt the job's lease holds, nil when none was found.

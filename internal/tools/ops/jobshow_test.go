@@ -145,7 +145,7 @@ func TestJobShow(t *testing.T) {
 					Input: string(in), StartDate: now, Error: job.ErrorCancelled, Cause: job.CancelCause("o-2")})
 			},
 			wantState: "cancelled", wantExecs: 1, wantLane: 1,
-			wantDetail: "attempt 1 was stopped by a newer job of its key (overflow rule cancel): superseded by job o-2 of the same key (overflow rule cancel); cancelled, not retried, not dead-lettered",
+			wantDetail: "attempt 1 was stopped: superseded by job o-2 of the same key (overflow rule cancel); cancelled, not retried, not dead-lettered",
 		},
 		{
 			name: "cancelled, its lane not released yet",
@@ -157,7 +157,7 @@ func TestJobShow(t *testing.T) {
 				l.Set(lease.Lease{Type: "payments", Lane: 1, JobID: "o-1", Attempt: 1, Status: lease.Starting, StartedAt: now})
 			},
 			wantState: "running", wantExecs: 1, wantLane: 1,
-			wantDetail: "attempt 1 was stopped by a newer job of its key (overflow rule cancel): superseded by job o-2 of the same key (overflow rule cancel); cancelled, not retried, not dead-lettered; its lane 1 is about to be released",
+			wantDetail: "attempt 1 was stopped: superseded by job o-2 of the same key (overflow rule cancel); cancelled, not retried, not dead-lettered; its lane 1 is about to be released",
 		},
 		{
 			// Another stop (an operator's) dead-letters the job, as before.
