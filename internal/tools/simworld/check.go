@@ -15,6 +15,7 @@ import (
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/deadletter"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
 )
 
@@ -122,7 +123,12 @@ func (c *checker) bound(typ, key string, since time.Time) (int, int) {
 	return lim, keyCap
 }
 
-func (c *checker) submitted(j *jobSpec) { c.in[j.k] = true }
+func (c *checker) submitted(j *jobSpec) {
+	c.in[j.k] = true
+	if _, ok := c.ops.submitted[genKey(j.k, 0)]; !ok {
+		c.ops.submitted[genKey(j.k, 0)] = c.w.now()
+	}
+}
 
 // started checks a new execution against the limits and the executions already started.
 func (c *checker) started(e *execution) {
@@ -152,6 +158,16 @@ func (c *checker) started(e *execution) {
 			c.violate(KindRunningTwice, job, "%s started while %s runs", e.name, x.name)
 		}
 	}
+	if gk := genKey(job, m.Redrive); c.ops.provisional[gk] {
+		// A late cancel of a failed work (cancelClosed): its failed release acted first and retries it.
+		delete(c.ops.provisional, gk)
+		delete(c.ops.ended, gk)
+		delete(c.ended, job)
+		c.w.trace(job, "cancel: %s retried: its failed release acted before its late cancel's", e.name)
+	}
+	if by, ok := c.ops.cancelled[genKey(job, m.Redrive)]; ok {
+		c.violate(KindCancelledRan, job, "%s (attempt %d) started after %s%s was stopped by a newer job of its key (%s)", e.name, m.Attempt, genText(m.Redrive), by, c.ops.cancelledBy[genKey(job, m.Redrive)])
+	}
 	c.checkPaused(e)
 	c.checkPools(e)
 	c.ops.keyStarts[[2]string{m.Type, m.Key}] = append(c.ops.keyStarts[[2]string{m.Type, m.Key}], e.start)
@@ -174,8 +190,11 @@ func (c *checker) started(e *execution) {
 }
 
 func (c *checker) closed(e *execution) {
-	if e.status == sfntypes.ExecutionStatusSucceeded {
+	switch {
+	case e.status == sfntypes.ExecutionStatusSucceeded:
 		c.end(e.jk, e.meta.Redrive, "succeeded")
+	case e.status == sfntypes.ExecutionStatusAborted && e.errName == job.ErrorCancelled:
+		c.cancelClosed(e)
 	}
 }
 
@@ -212,6 +231,11 @@ func attr(m *msg, k string) string {
 // end records that generation gen of job ended (how).
 func (c *checker) end(job string, gen int, how string) {
 	gk := genKey(job, gen)
+	if c.ops.provisional[gk] && strings.HasPrefix(how, "dead-lettered (") {
+		// A late cancel of a failed work (cancelClosed): its failed release acted first.
+		delete(c.ops.provisional, gk)
+		delete(c.ops.ended, gk)
+	}
 	if prev, ok := c.ops.ended[gk]; ok {
 		c.violate(KindEndedTwice, job, "%s%s, then %s", genText(gen), prev, how)
 		return
@@ -447,6 +471,7 @@ func (c *checker) quiescence() {
 		}
 	}
 	c.checkStopped()
+	c.checkCancelled()
 	c.checkMetrics()
 	c.checkKeyRates()
 	c.checkBatches()
@@ -479,7 +504,8 @@ func (c *checker) finish() {
 // answer is lost (the release cannot tell its own delete from another's).
 func (c *checker) checkMetrics() {
 	f := c.w.cfg.Faults
-	exact := c.w.Stats.Kills == 0 && f.DDBAmbiguous == 0 && f.DDBLost == 0
+	// A job stopped by a newer one after its work ended may be counted cancelled (cancelClosed).
+	exact := c.w.Stats.Kills == 0 && f.DDBAmbiguous == 0 && f.DDBLost == 0 && len(c.ops.lateCancels) == 0
 	succeeded := 0
 	for _, how := range c.ops.ended {
 		if how == "succeeded" {

@@ -476,6 +476,7 @@ func (s sfnClient) StopExecution(ctx context.Context, in *sfn.StopExecutionInput
 	if c.fault == faultThrottle {
 		return nil, apiError("ThrottlingException", "Rate exceeded (simulated)")
 	}
+	s.w.check.cancelMade(procOf(ctx), aws.ToString(in.ExecutionArn), aws.ToString(in.Error), aws.ToString(in.Cause))
 	out, err := s.w.sfn.stopCall(aws.ToString(in.ExecutionArn), aws.ToString(in.Error), aws.ToString(in.Cause))
 	if c.fault == faultLost && err == nil {
 		return after(c, (*sfn.StopExecutionOutput)(nil), apiError("InternalServerError", "simulated: the stop went through, its answer was lost"))

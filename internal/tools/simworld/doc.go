@@ -141,6 +141,10 @@
 //   - pools (pools.go; not in "all"): shared pools over the world's types, psp with a cap below
 //     its members' limits' sum and llm sharing one type with it, some types with shares; the
 //     operator sets a pool's live cap and removes it 1-10 minutes later.
+//   - cancel (cancel.go; not in "all"): a fourth type, delta, with the overflow rule cancel
+//     (TYPE_OVERFLOW), key caps 1 and 2, and 8 bursts of 2-5 jobs of one key 1-30 s apart, one in
+//     four from another sender, two bursts in five a batch; drawn from a stream of its own and left
+//     out of the operator's draws, so that the rest of a seed is as without it ("all+cancel").
 //
 // "all" turns every class on at DefaultConfig's rates (4 actions a run). The fixed seed set
 // (TestSeeds) runs GateProfile, "all" without duplicate deliveries. Fixed defects keep their seeds
@@ -177,6 +181,12 @@
 //     not be one that ended already (unless the router refused it: it never reached a lane).
 //   - a job whose execution an operator stopped (ABORTED) ends that generation dead-lettered,
 //     with a reason.
+//   - the overflow rule cancel (cancel.go): a job whose execution was stopped with
+//     sfnlimit.Cancelled while its work ran ends that generation "cancelled", once (no dead letter,
+//     no later attempt; counted cancelled in its batch; JobsCancelled never above the jobs
+//     cancelled, equal without kills or lost DynamoDB answers); each stop is made by a starter
+//     delivered a job of the stopped job's type, key and sender, named in the cause, sent strictly
+//     after it. A stop landing in the Release step lets the job end as its work did or cancelled.
 //   - at quiescence (every job ended, then 3 visibility timeouts and 3 sweeps): no message in
 //     the general or lanes queue, no LEASE# or WAIT# item, no running execution.
 //   - the JobsSucceeded the handlers publish (their EMF lines, collected as CloudWatch would)

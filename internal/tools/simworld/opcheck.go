@@ -78,11 +78,21 @@ type opChecks struct {
 	// claimed is when a lease first claimed each execution (status starting, with the execution's
 	// ARN written before StartExecution is called), from the table's writes.
 	claimed map[string]time.Time
+	// submitted is when each generation (genKey) was sent to the general queue: by the workload,
+	// or by a redrive.
+	submitted map[string]time.Time
+	// cancelled holds the generations a newer job of their key stopped while their work ran (the
+	// overflow rule cancel, cancel.go), with the execution's name; cancelledBy the newer job's
+	// generation; lateCancels those stopped after their work ended.
+	cancelled, cancelledBy, lateCancels map[string]string
+	// provisional holds the late cancels of a failed work, ended cancelled until their job goes on.
+	provisional map[string]bool
 }
 
 func newOpChecks() opChecks {
 	return opChecks{gen: map[string]int{}, ended: map[string]string{}, redrove: map[string]bool{}, stopped: map[string]string{},
-		claimed: map[string]time.Time{}, keyStarts: map[[2]string][]time.Time{}}
+		claimed: map[string]time.Time{}, keyStarts: map[[2]string][]time.Time{}, submitted: map[string]time.Time{},
+		cancelled: map[string]string{}, cancelledBy: map[string]string{}, lateCancels: map[string]string{}, provisional: map[string]bool{}}
 }
 
 func genKey(job string, gen int) string { return fmt.Sprintf("%s~g%d", job, gen) }
@@ -240,6 +250,7 @@ func (c *checker) redriven(typ, sender, id, body, source string) {
 		c.violate(KindRedriveReused, k, "redriven as generation %d, which ended already (%s)", g, how)
 	}
 	delete(c.ops.ended, gk)
+	c.ops.submitted[gk] = c.w.now()
 	c.ops.gen[k] = g
 	delete(c.ended, k)
 	c.settleFrom = time.Time{}

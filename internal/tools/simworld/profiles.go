@@ -28,6 +28,9 @@ func Profiles() map[string]Faults {
 		"interloper": {Interlopers: 6},
 		"shared":     {SharedIDs: 0.2},
 		"pools":      {Pools: 3},
+		// A type with the overflow rule cancel and its bursts of jobs (cancel.go): combine it with
+		// the faults ("all+cancel", CancelProfile).
+		"cancel": {Cancels: 8},
 		// all with four times the kills, duplicate deliveries and limit changes: the faults whose
 		// coincidence the rarest recovery paths need (twin deliveries of a job leaving its lane,
 		// a stale copy binding again), for holds tests and the mutation check.
@@ -111,6 +114,9 @@ func without(a, b Faults) Faults {
 	if b.Pools != 0 {
 		a.Pools = 0
 	}
+	if b.Cancels != 0 {
+		a.Cancels = 0
+	}
 	z(&a.SharedIDs, b.SharedIDs)
 	a.Bus = a.Bus.without(b.Bus)
 	return a
@@ -135,6 +141,7 @@ func merge(a, b Faults) Faults {
 	a.Skew = max(a.Skew, b.Skew)
 	a.Interlopers += b.Interlopers
 	a.Pools += b.Pools
+	a.Cancels += b.Cancels
 	a.SharedIDs = max(a.SharedIDs, b.SharedIDs)
 	a.Bus = a.Bus.merge(b.Bus)
 	return a

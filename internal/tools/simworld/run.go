@@ -68,6 +68,9 @@ type Faults struct {
 	// SharedIDs: the share of keyed jobs whose producer names them as another key's job of their
 	// type was named (reuseOtherKeysID). Not a fault: a job is its type, key and id, and both must run.
 	SharedIDs float64
+	// Cancels is how many bursts of jobs of a type with the overflow rule cancel the world has
+	// (cancel.go; 0: no such type).
+	Cancels int
 }
 
 // Config is one run's shape. Seeded fields are drawn from the seed; the rest are fixed.
@@ -170,6 +173,8 @@ type typeSpec struct {
 	limit    int
 	keyLimit int
 	keys     []string
+	// keyCaps are the caps of keys with their own (the live override's KeyLimits).
+	keyCaps  map[string]int
 	release  string // step or events
 	strategy string
 }
@@ -282,8 +287,9 @@ func (w *World) Run() []Violation {
 	ts := w.workload()
 	w.batchWorkload()
 	w.interloperReuses()
+	cts := w.cancelWorkload()
 	limits, keyLimits, modes := "", "", ""
-	for _, t := range ts {
+	for _, t := range append(ts[:len(ts):len(ts)], cts...) {
 		limits += fmt.Sprintf("%s=%d,", t.name, t.limit)
 		if t.keyLimit > 0 {
 			keyLimits += fmt.Sprintf("%s=%d,", t.name, t.keyLimit)
@@ -309,8 +315,11 @@ func (w *World) Run() []Violation {
 	if w.cfg.LanesBacklog > 0 {
 		w.env["MAX_LANES_BACKLOG"], w.env["BACKLOG_HOLD_SECONDS"] = strconv.Itoa(w.cfg.LanesBacklog), "60"
 	}
-	for _, t := range ts {
-		o := config.Override{Type: t.name, Strategy: t.strategy}
+	if len(cts) > 0 {
+		w.env["TYPE_OVERFLOW"] = cancelType + "=" + config.OverflowCancel
+	}
+	for _, t := range append(ts[:len(ts):len(ts)], cts...) {
+		o := config.Override{Type: t.name, Strategy: t.strategy, KeyLimits: t.keyCaps}
 		if t.release == "events" {
 			o.StateMachineArn, o.Release = bareSM, "events"
 		}
@@ -319,7 +328,7 @@ func (w *World) Run() []Violation {
 		}
 		w.setOverride(o)
 		w.check.overrides[t.name] = o
-		if w.cfg.Override != nil {
+		if w.cfg.Override != nil || len(t.keyCaps) > 0 {
 			w.check.configChanged(t.name)
 		}
 	}

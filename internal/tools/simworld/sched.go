@@ -55,6 +55,8 @@ type proc struct {
 	// types are the workload types whose work the invocation carries (the messages of its batch,
 	// the execution it releases; none for the sweep): a kill delays their work (checker.killed).
 	types []string
+	// jobs are the generations (genKey) of the jobs of its batch's lanes messages (a starter's).
+	jobs []string
 	// onDone runs in the world when the handler returns (not when it was killed).
 	onDone func(resp any, err error)
 }

@@ -148,6 +148,13 @@ func (w *World) decide(c *call) {
 		case r < f.SFNThrottle+f.SFNLost:
 			c.fault = faultLost
 		}
+	case c.op == "sfn.StopExecution":
+		switch {
+		case r < f.SFNThrottle:
+			c.fault = faultThrottle
+		case r < f.SFNThrottle+f.SFNLost:
+			c.fault = faultLost
+		}
 	case c.op == "events.PutEvents":
 		c.fault = w.busFault(r)
 	case strings.HasPrefix(c.op, "sfn."):
@@ -216,12 +223,12 @@ func (w *World) let(c *call) {
 // onEnd gets the handler's answer, or errKilled when the invocation was killed or timed out.
 // onExit runs in the world when the goroutine has returned, killed or not (the container is free
 // again).
-func (w *World) spawn(name string, types []string, timeout time.Duration, fn func(ctx context.Context) (any, error), onEnd func(any, error), onExit func()) {
+func (w *World) spawn(name string, types []string, timeout time.Duration, fn func(ctx context.Context) (any, error), onEnd func(any, error), onExit func(), jobs ...string) {
 	w.nprocs++
 	w.live++
 	w.Stats.Invocations++
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	p := &proc{id: w.nprocs, name: name + "#" + strconv.Itoa(w.nprocs), cancel: cancel, onDone: onEnd, types: types}
+	p := &proc{id: w.nprocs, name: name + "#" + strconv.Itoa(w.nprocs), cancel: cancel, onDone: onEnd, types: types, jobs: jobs}
 	ctx = context.WithValue(ctx, procKey{}, p)
 	p.ctx = ctx
 	w.sched.after(timeout, func() {
@@ -367,11 +374,23 @@ func (m *mapping) invoke(msgs []*msg, counted bool) {
 			m.w.trace(m.name, "%s invocation failed: %v", m.name, err)
 		}
 		m.schedulePoll(m.w.now().Add(m.w.latency()))
-	}, put)
+	}, put, generationsOf(msgs)...)
 	if duplicate {
 		m.w.trace(m.name, "duplicate delivery of %d messages", len(msgs))
 		m.w.sched.after(again, func() { m.invoke(msgs, false) })
 	}
+}
+
+// generationsOf is the jobs of a batch's lanes messages, each as the generation its body carries
+// (genKey): whose starter a StopExecution is (checker.cancelMade).
+func generationsOf(msgs []*msg) []string {
+	var gens []string
+	for _, m := range msgs {
+		if m.group != "" {
+			gens = append(gens, genKey(subjectOfBody(m), bodyGeneration(m.body)))
+		}
+	}
+	return gens
 }
 
 // typesOf is the workload types of a batch's messages: a lanes message's group names its type,
