@@ -36,6 +36,22 @@ func newCancelRig(t *testing.T, keyCap int, rule string) *rig {
 	return r
 }
 
+// newest is the receive-th delivery of job "newest" of key acme, sent by sender, waiting in the key's
+// group: the job that finds its key at its cap.
+func newest(t *testing.T, sender string, receive int) events.SQSMessage {
+	t.Helper()
+	b, _ := json.Marshal(job.Job{Type: "llm", ID: "newest", Key: "acme", Sender: sender, Input: json.RawMessage(`{}`), SubmittedAt: submitted})
+	return message(t, "llm#acme", "newest", string(b), receive)
+}
+
+// noStops fails t when any StopExecution was called.
+func noStops(t *testing.T, r *rig, why string) {
+	t.Helper()
+	if stops := r.sfn.Stops(); len(stops) != 0 {
+		t.Errorf("StopExecution calls = %d (first %s), want none: %s", len(stops), aws.ToString(stops[0].ExecutionArn), why)
+	}
+}
+
 // holder is a job that holds a lane of llm when the waiting job looks.
 type holder struct {
 	id, key, sender string
@@ -136,8 +152,7 @@ func TestKeyAtItsCapCancelsItsOldestRunningJob(t *testing.T) {
 			for _, h := range tt.holders {
 				arns[h.id] = h.put(t, r)
 			}
-			b, _ := json.Marshal(job.Job{Type: "llm", ID: "newest", Key: "acme", Sender: tt.sender, Input: json.RawMessage(`{}`), SubmittedAt: submitted})
-			resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{message(t, "llm#acme", "newest", string(b), 1)}})
+			resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{newest(t, tt.sender, 1)}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -193,9 +208,8 @@ func TestFailedCancelIsTriedAgainOnTheNextLook(t *testing.T) {
 		}
 		return nil
 	}
-	b, _ := json.Marshal(job.Job{Type: "llm", ID: "newest", Key: "acme", Input: json.RawMessage(`{}`), SubmittedAt: submitted})
 	for receive := 1; receive <= 2; receive++ {
-		resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{message(t, "llm#acme", "newest", string(b), receive)}})
+		resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{newest(t, "", receive)}})
 		if err != nil || !equal(failures(resp), sorted("msg-newest")) {
 			t.Fatalf("delivery %d = %+v, %v; want the job parked", receive, resp, err)
 		}
@@ -242,14 +256,11 @@ func TestCancelLeavesAJobReleasedSinceTheRead(t *testing.T) {
 	r := newCancelRig(t, 1, config.OverflowCancel)
 	arn := holder{id: "old", key: "acme", lane: 1, status: lease.Starting, submitted: time.Minute}.put(t, r)
 	r.st.Leases = &releasedAfterRead{LeaseStore: r.leases, lane: 1}
-	b, _ := json.Marshal(job.Job{Type: "llm", ID: "newest", Key: "acme", Input: json.RawMessage(`{}`), SubmittedAt: submitted})
-	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{message(t, "llm#acme", "newest", string(b), 1)}})
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{newest(t, "", 1)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if stops := r.sfn.Stops(); len(stops) != 0 {
-		t.Errorf("StopExecution calls = %+v, want none: the job had released its lane", stops)
-	}
+	noStops(t, r, "the job had released its lane")
 	if x, _ := r.sfn.Execution(arn); x.Status != sfntypes.ExecutionStatusRunning {
 		t.Errorf("released job's execution is %s, want it left RUNNING to its end", x.Status)
 	}
@@ -266,8 +277,7 @@ func TestStaleWaitingDeliveryCancelsNothing(t *testing.T) {
 	ctx := context.Background()
 	r := newCancelRig(t, 1, config.OverflowCancel)
 	holder{id: "old", key: "acme", lane: 1, status: lease.Starting, submitted: time.Minute}.put(t, r)
-	b, _ := json.Marshal(job.Job{Type: "llm", ID: "newest", Key: "acme", Input: json.RawMessage(`{}`), SubmittedAt: submitted})
-	stale := message(t, "llm#acme", "newest", string(b), 1)
+	stale := newest(t, "", 1)
 	r.sqs.OnChangeVisibility = func(in *sqs.ChangeMessageVisibilityInput) error {
 		if *in.ReceiptHandle == stale.ReceiptHandle {
 			return fakes.APIError("ReceiptHandleIsInvalid", "The receipt handle has expired")
@@ -277,9 +287,7 @@ func TestStaleWaitingDeliveryCancelsNothing(t *testing.T) {
 	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{stale}}); err != nil {
 		t.Fatal(err)
 	}
-	if stops := r.sfn.Stops(); len(stops) != 0 {
-		t.Errorf("StopExecution calls = %d (first %s), want none from a stale delivery", len(stops), aws.ToString(stops[0].ExecutionArn))
-	}
+	noStops(t, r, "a stale delivery stops nothing")
 }
 
 // A job moving back to its key's group (its lane above a lowered limit, a pool, a rate) leaves a
@@ -296,13 +304,10 @@ func TestOwnMovingLeaseCancelsNothing(t *testing.T) {
 	}, nil); err != nil {
 		t.Fatal(err)
 	}
-	b, _ := json.Marshal(job.Job{Type: "llm", ID: "newest", Key: "acme", Input: json.RawMessage(`{}`), SubmittedAt: submitted})
-	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{message(t, "llm#acme", "newest", string(b), 1)}}); err != nil {
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{newest(t, "", 1)}}); err != nil {
 		t.Fatal(err)
 	}
-	if stops := r.sfn.Stops(); len(stops) != 0 {
-		t.Errorf("StopExecution calls = %d (first %s), want none: the key runs one job under a cap of two", len(stops), aws.ToString(stops[0].ExecutionArn))
-	}
+	noStops(t, r, "the key runs one job under a cap of two")
 }
 
 // Two jobs of a key delivered in one batch, its cap 1: the first binds, and the second, newer, finds
@@ -361,8 +366,7 @@ func TestCancelParksWhenItCannotStopSoon(t *testing.T) {
 			r := newCancelRig(t, 1, config.OverflowCancel)
 			tt.holder.put(t, r)
 			r.sfn.OnStop = func(*sfn.StopExecutionInput) error { return tt.stopErr }
-			b, _ := json.Marshal(job.Job{Type: "llm", ID: "newest", Key: "acme", Input: json.RawMessage(`{}`), SubmittedAt: submitted})
-			resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{message(t, "llm#acme", "newest", string(b), tt.receive)}})
+			resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{newest(t, "", tt.receive)}})
 			if err != nil || !equal(failures(resp), sorted("msg-newest")) {
 				t.Fatalf("Handle = %+v, %v; want the job held", resp, err)
 			}

@@ -121,13 +121,10 @@ func (d *fifoDedup) serve(w http.ResponseWriter, r *http.Request, operation stri
 	if r.Body == nil {
 		return false
 	}
-	body, err := io.ReadAll(r.Body)
-	r.Body.Close()
-	if err != nil {
-		writeJSONError(w, http.StatusBadRequest, "SerializationException", "read request body: "+err.Error(), jsonType)
+	body, ok := keepBody(w, r)
+	if !ok {
 		return true
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
 	switch operation {
 	case "SendMessage":
 		return d.sendMessage(w, r, body, up)

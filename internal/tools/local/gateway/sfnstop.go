@@ -28,13 +28,10 @@ func (s *sfnStops) serve(w http.ResponseWriter, r *http.Request, operation strin
 	if (operation != "StopExecution" && operation != "DescribeExecution") || r.Body == nil {
 		return false
 	}
-	body, err := io.ReadAll(r.Body)
-	r.Body.Close()
-	if err != nil {
-		writeJSONError(w, http.StatusBadRequest, "SerializationException", "read request body: "+err.Error(), jsonType)
+	body, ok := keepBody(w, r)
+	if !ok {
 		return true
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
 	var in struct {
 		ExecutionArn string `json:"executionArn"`
 		Error        string `json:"error"`
@@ -84,4 +81,17 @@ func (s *sfnStops) serve(w http.ResponseWriter, r *http.Request, operation strin
 	rec.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	replay(w, rec)
 	return true
+}
+
+// keepBody reads a JSON-protocol request's body and puts it back for the proxy; false when it could
+// not be read, and the client was answered so.
+func keepBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(r.Body)
+	r.Body.Close()
+	if err != nil {
+		writeJSONError(w, http.StatusBadRequest, "SerializationException", "read request body: "+err.Error(), jsonType)
+		return nil, false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return body, true
 }
