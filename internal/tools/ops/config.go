@@ -764,6 +764,10 @@ func (e ConfigEditor) Reset(ctx context.Context, typ string, force bool) (SetRes
 		if err != nil {
 			return SetResult{}, err
 		}
+		if b, a := before.typeView(typ, e.Defaults, ovs), after.typeView(typ, e.Defaults, rest); a.Overflow == config.OverflowCancel && a.OverflowProblem != "" && b.OverflowProblem == "" {
+			// The item held the key cap the deployment's cancel rule acts at: reset, the type queues.
+			warnings = append(warnings, fmt.Sprintf("%s; until then type %s queues: a job at its key's cap waits, it stops nothing", a.OverflowProblem, typ))
+		}
 		if after.typeView(typ, e.Defaults, rest).Limit == 0 {
 			waiting := e.waiting(ctx, typ)
 			if !force {

@@ -225,3 +225,31 @@ func TestStatusOverflow(t *testing.T) {
 		t.Errorf("status without rules mentions them:\n%s", b.String())
 	}
 }
+
+// config reset of a type whose TypeOverflow rule is cancel and whose key cap is the live item's takes
+// away the cap the rule needs, as config set --key-limit 0 would (refused there): it is refused
+// alike, nothing written, or at least says the rule no longer acts. Without that the result reads
+// "cancel -> cancel (TypeOverflow)" while the type queues.
+func TestConfigResetTakingAwayTheKeyCapACancelRuleNeeds(t *testing.T) {
+	ctx := context.Background()
+	d := defaults()
+	d.Overflows = map[string]string{"payments": "cancel"}
+	store := newMemStore(config.Override{Type: "payments", KeyLimit: 1})
+	e := ConfigEditor{Store: store, Defaults: d, CacheAge: time.Second}
+	if _, err := e.Set(ctx, Change{Type: "payments", KeyLimit: ptr(0)}); err == nil || !strings.Contains(err.Error(), "needs a key cap") {
+		t.Fatalf("Set(--key-limit 0) = %v, want refused: the TypeOverflow rule cancel needs the cap", err)
+	}
+	res, err := e.Reset(ctx, "payments", false)
+	if err != nil {
+		if !strings.Contains(err.Error(), "needs a key cap") || len(store.items) != 1 {
+			t.Errorf("Reset() = %v, items %v; want refused for the key cap, nothing written", err, store.items)
+		}
+		return
+	}
+	if res.After.OverflowProblem == "" {
+		t.Fatalf("after the reset the rule has no problem: %+v", res.After)
+	}
+	if w := strings.Join(res.Warnings, "\n"); !strings.Contains(w, "needs a key cap") {
+		t.Errorf("Reset() took away the key cap the TypeOverflow rule cancel needs without a word: warnings %q", res.Warnings)
+	}
+}

@@ -48,7 +48,9 @@ func (s *sfnStops) serve(w http.ResponseWriter, r *http.Request, operation strin
 		if s.stops == nil {
 			s.stops = map[string]stopReason{}
 		}
-		if _, ok := s.stops[in.ExecutionArn]; !ok && (in.Error != "" || in.Cause != "") {
+		// The first stop that succeeded decides, even with no reasons (an operator's): a later
+		// one finds the execution closed and changes nothing, on AWS.
+		if _, ok := s.stops[in.ExecutionArn]; !ok {
 			s.stops[in.ExecutionArn] = stopReason{in.Error, in.Cause}
 		}
 		s.mu.Unlock()

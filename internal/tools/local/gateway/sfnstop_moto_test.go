@@ -56,3 +56,28 @@ func TestStopExecutionKeepsErrorAndCause(t *testing.T) {
 		}
 	}
 }
+
+// An execution an operator stopped without an error or cause stays so: a later stop of the closed
+// execution (the overflow rule cancel's, with its error) changes nothing, as in Step Functions, so
+// that the release still tells the operator's stop (dead-lettered) from the rule's (cancelled).
+func TestStopExecutionOfAStoppedExecutionChangesNothing(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	ctx := context.Background()
+	sm := s.createStateMachine(t, "stops", `{"StartAt":"W","States":{"W":{"Type":"Wait","Seconds":60,"End":true}}}`)
+	arn := s.start(t, sm, "operator", `{}`)
+	time.Sleep(200 * time.Millisecond) // let the Wait state begin
+	if _, err := s.sfn.StopExecution(ctx, &sfn.StopExecutionInput{ExecutionArn: aws.String(arn)}); err != nil {
+		t.Fatalf("operator's StopExecution = %v", err)
+	}
+	if d := s.wait(t, arn); d.Status != sfntypes.ExecutionStatusAborted {
+		t.Fatalf("after the operator's stop: %s, want ABORTED", d.Status)
+	}
+	late := &sfn.StopExecutionInput{ExecutionArn: aws.String(arn), Error: aws.String("sfnlimit.Cancelled"), Cause: aws.String("superseded by job j2")}
+	if _, err := s.sfn.StopExecution(ctx, late); err != nil {
+		t.Fatalf("late StopExecution = %v", err)
+	}
+	if d := s.wait(t, arn); d.Status != sfntypes.ExecutionStatusAborted || aws.ToString(d.Error) != "" || aws.ToString(d.Cause) != "" {
+		t.Errorf("DescribeExecution = %s error %q cause %q, want ABORTED with the operator's empty error and cause", d.Status, aws.ToString(d.Error), aws.ToString(d.Cause))
+	}
+}
