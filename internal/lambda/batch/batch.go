@@ -160,8 +160,9 @@ type Recorded struct {
 	Result Result
 	// Summary is set when Result is Closed.
 	Summary *Summary
-	// Counted is the outcome the batch counts the job with: this record's, or a duplicate's first
-	// record's, which stands ("" for a job listed late, after the close).
+	// Counted is the outcome the batch counts this end of the job with: this record's, or on a
+	// duplicate of the same generation the first record's, which stands ("" for a job listed late,
+	// after the close, and for a duplicate of another generation: a redriven job ends as it ends).
 	Counted Outcome
 }
 

@@ -279,11 +279,20 @@ func (l *Ledger) duplicate(ctx context.Context, e end, sp shape) (Recorded, erro
 		if err != nil {
 			return Recorded{}, err
 		}
-		return Recorded{Result: Closed, Summary: &sum, Counted: prior.Outcome}, nil
+		return Recorded{Result: Closed, Summary: &sum, Counted: prior.countedFor(e)}, nil
 	case m.closed() && e.redrive > prior.Redrive:
 		return l.late(ctx, e)
 	}
-	return Recorded{Result: Duplicate, Counted: prior.Outcome}, nil
+	return Recorded{Result: Duplicate, Counted: prior.countedFor(e)}, nil
+}
+
+// countedFor is the outcome a job recorded as j stands for in e: j's own for the same generation; ""
+// for another (a redriven job runs again, and ends as it ends: the batch keeps its first count).
+func (j Job) countedFor(e end) Outcome {
+	if j.Redrive != e.redrive {
+		return ""
+	}
+	return j.Outcome
 }
 
 // afterClose answers a record when every shard is full, that is when the batch has closed.

@@ -142,18 +142,22 @@ func TestReleaseEndsTheJobAsItsBatchCountedIt(t *testing.T) {
 	tests := []struct {
 		name     string
 		counted  batch.Outcome
+		redriven bool // the lease is of the job's next generation (redrive 1), the count of its first
 		give     releaser.Request
 		want     releaser.Result
 		wantDead bool
 	}{
-		{"cancel after a failure was counted: dead-lettered", batch.DeadLettered,
+		{"cancel after a failure was counted: dead-lettered", batch.DeadLettered, false,
 			req("reports", 1, "r-1", 3, releaser.Aborted, job.ErrorCancelled, job.CancelCause("r-9")), releaser.DeadLettered, true},
-		{"success after a failed Release step was counted: dead-lettered", batch.DeadLettered,
+		{"success after a failed Release step was counted: dead-lettered", batch.DeadLettered, false,
 			req("reports", 1, "r-1", 3, releaser.Succeeded, "", ""), releaser.DeadLettered, true},
-		{"cancel after a success was counted: done, no dead letter", batch.Succeeded,
+		{"cancel after a success was counted: done, no dead letter", batch.Succeeded, false,
 			req("reports", 1, "r-1", 3, releaser.Aborted, job.ErrorCancelled, job.CancelCause("r-9")), releaser.Deleted, false},
-		{"cancel counted cancelled: done, no dead letter", batch.Cancelled,
+		{"cancel counted cancelled: done, no dead letter", batch.Cancelled, false,
 			req("reports", 1, "r-1", 3, releaser.Aborted, job.ErrorCancelled, job.CancelCause("r-9")), releaser.Deleted, false},
+		// A redriven job runs again and ends as it ends; its batch keeps the first generation's count.
+		{"success of a redrive after the first generation was counted dead-lettered: done", batch.DeadLettered, true,
+			req("reports", 1, "r-1", 3, releaser.Succeeded, "", ""), releaser.Deleted, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -168,6 +172,9 @@ func TestReleaseEndsTheJobAsItsBatchCountedIt(t *testing.T) {
 			}
 			l := held("reports", 1, "r-1", 3, lease.Starting)
 			l.Batch = "up"
+			if tt.redriven {
+				l.Redrive, tt.give.Redrive = 1, 1
+			}
 			r.leases.Set(l)
 			r.sfn.Put(execution("reports", 1, "r-1", 3, `{}`, "ABORTED", "", ""))
 			// The earlier release's count, which stopped before it acted.
