@@ -161,18 +161,6 @@ func TestCancelEndToEndSeedHolds(t *testing.T) {
 	})
 }
 
-// A stop that lands after the stopped execution's work ended (in its Release step, the lease the
-// starter read about to go) races that step's release. At seed 43 of all+cancel (first found in
-// the survey of the profile) d017's first attempt, whose work failed, was stopped by d018 as its
-// Release step ran slow; the ABORTED release acted first and ended it cancelled, and the failed
-// release found nothing to release: the job ends once, cancelled, and nothing retries it. The test
-// holds the first seed of the profile on that path to every invariant.
-//
-//	SEED=43 TRACE=d017 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile all+cancel
-func TestLateCancelOfAFailedWorkSeedHolds(t *testing.T) {
-	holdsOnPathFrom(t, CancelProfile, 40, 120, func(w *World) bool { return len(w.check.ops.provisional) > 0 })
-}
-
 // A batch that counted a job dead-lettered keeps it so when a newer job's stop comes after. At seed
 // 372 of all+cancel, d008's last attempt failed its work; its Release step counted it dead_lettered
 // in batch dbat02, closing the batch, and failed on the completion event (an EventBridge outage), so
