@@ -5,6 +5,7 @@
 package releaser
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -261,7 +262,7 @@ func (s *Service) releaseLease(ctx context.Context, log *slog.Logger, req Reques
 		// other release would: every later one of an execution that ended SUCCEEDED is a success.
 		return s.deadLetter(ctx, log, req, l, dead, "", false)
 	}
-	ended, metric := endOf(req)
+	ended := JobEnd(req.Outcome, req.Error)
 	if ended != "" && l.Status == lease.Retrying {
 		return Noop, nil // a failure of this attempt was already acted on
 	}
@@ -281,12 +282,10 @@ func (s *Service) releaseLease(ctx context.Context, log *slog.Logger, req Reques
 		// (the overflow rule cancel) or an execution ending SUCCEEDED after its failed Release step:
 		// the job is dead-lettered, as the batch and its completion event say.
 		switch counted {
-		case batch.DeadLettered:
-			ended = ""
-		case batch.Succeeded:
-			ended, metric = counted, metrics.JobsSucceeded
-		case batch.Cancelled:
-			ended, metric = counted, metrics.JobsCancelled
+		case "", batch.Succeeded, batch.Cancelled:
+			ended = cmp.Or(counted, ended)
+		default:
+			ended = "" // dead-lettered
 		}
 	}
 	if ended != "" {
@@ -297,7 +296,7 @@ func (s *Service) releaseLease(ctx context.Context, log *slog.Logger, req Reques
 			return "", err
 		}
 		if !l.Reclaimed { // counted by the release that freed its lease before (lease.Lease.Reclaimed)
-			s.Metrics.Add(req.Key.Type, metric, 1)
+			s.Metrics.Add(req.Key.Type, endMetric[ended], 1)
 		}
 		if ended == batch.Cancelled {
 			log.InfoContext(ctx, "job cancelled by a newer job of its key (overflow rule cancel)", "key", l.JobKey, "cause", req.Cause)
@@ -358,18 +357,21 @@ func (s *Service) releaseLease(ctx context.Context, log *slog.Logger, req Reques
 	return s.deadLetter(ctx, log, req, written, dead, body, true)
 }
 
-// endOf says whether an attempt's outcome ends its job without a retry or a dead letter: a success,
-// or a stop by a newer job of its key (job.ErrorCancelled, the overflow rule cancel), with the
-// batch outcome and the metric it counts under; "" otherwise.
-func endOf(req Request) (batch.Outcome, string) {
+// JobEnd says whether an attempt that ended with outcome and error errName ends its job without a
+// retry or a dead letter, and as what: succeeded, or cancelled when a newer job of its key stopped it
+// (job.ErrorCancelled, the overflow rule cancel); "" otherwise.
+func JobEnd(outcome Outcome, errName string) batch.Outcome {
 	switch {
-	case req.Outcome == Succeeded:
-		return batch.Succeeded, metrics.JobsSucceeded
-	case req.Outcome == Aborted && req.Error == job.ErrorCancelled:
-		return batch.Cancelled, metrics.JobsCancelled
+	case outcome == Succeeded:
+		return batch.Succeeded
+	case outcome == Aborted && errName == job.ErrorCancelled:
+		return batch.Cancelled
 	}
-	return "", ""
+	return ""
 }
+
+// endMetric is the metric each end of JobEnd counts under.
+var endMetric = map[batch.Outcome]string{batch.Succeeded: metrics.JobsSucceeded, batch.Cancelled: metrics.JobsCancelled}
 
 // DeadLetterTakeover is how long a dead-lettering lease belongs to the release that wrote it: the
 // releaser function's timeout (template.yaml, Mappings.Timeouts.ReleaserFunction), after which that

@@ -13,7 +13,6 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
-	"github.com/sfnlimit/sfnlimit/internal/lambda/releaser"
 )
 
 // cancelOlder carries out the overflow rule cancel (config.OverflowCancel) for a waiting job whose
@@ -100,8 +99,7 @@ func refusedStop(err error) bool {
 	if !errors.As(err, &ae) {
 		return false
 	}
-	code := ae.ErrorCode()
-	return ae.ErrorFault() == smithy.FaultClient && code != "ThrottlingException" && !strings.HasSuffix(code, "ThrottlingException")
+	return ae.ErrorFault() == smithy.FaultClient && !strings.HasSuffix(ae.ErrorCode(), "ThrottlingException")
 }
 
 // maxQuickLooks bounds the quick looks of a job waiting for an older job of its key to run (about
@@ -109,9 +107,3 @@ func refusedStop(err error) bool {
 // when a release wakes it or its park ends (an older job bound for long: a copy the sweep must
 // probe, a rate's token).
 const maxQuickLooks = 12
-
-// cancelled says an attempt that ended with outcome (and described as d) was stopped by a newer job
-// of its key (the overflow rule cancel): its job ends "cancelled".
-func cancelled(outcome releaser.Outcome, d *sfn.DescribeExecutionOutput) bool {
-	return outcome == releaser.Aborted && d != nil && aws.ToString(d.Error) == job.ErrorCancelled
-}

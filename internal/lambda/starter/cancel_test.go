@@ -15,7 +15,6 @@ import (
 
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
-	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
 	"github.com/sfnlimit/sfnlimit/internal/tools/fakes"
 )
@@ -24,16 +23,7 @@ import (
 // rule rule.
 func newCancelRig(t *testing.T, keyCap int, rule string) *rig {
 	t.Helper()
-	r := newRigStrategy(t, map[string]int{"llm": 4}, lane.FirstFree)
-	res, err := config.NewResolver(config.Defaults{
-		Limits: map[string]int{"llm": 4}, KeyLimits: map[string]int{"llm": keyCap}, DefaultMaxAttempts: 3, StateMachineArn: smArn,
-		Overflows: map[string]string{"llm": rule},
-	}, nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.st.Config, r.rel.Config = res, res
-	return r
+	return newKeyRigRule(t, keyCap, rule)
 }
 
 // newest is the receive-th delivery of job "newest" of key acme, sent by sender, waiting in the key's

@@ -29,9 +29,16 @@ func newKeyRig(t *testing.T) *rig {
 // newKeyRigCapped is newKeyRig with every key of llm capped at keyCap.
 func newKeyRigCapped(t *testing.T, keyCap int) *rig {
 	t.Helper()
+	return newKeyRigRule(t, keyCap, "")
+}
+
+// newKeyRigRule is newKeyRigCapped with the overflow rule rule ("" the default).
+func newKeyRigRule(t *testing.T, keyCap int, rule string) *rig {
+	t.Helper()
 	r := newRigStrategy(t, map[string]int{"llm": 4}, lane.FirstFree)
 	res, err := config.NewResolver(config.Defaults{
 		Limits: map[string]int{"llm": 4}, KeyLimits: map[string]int{"llm": keyCap}, DefaultMaxAttempts: 3, StateMachineArn: smArn,
+		Overflows: map[string]string{"llm": rule},
 	}, nil, 0)
 	if err != nil {
 		t.Fatal(err)

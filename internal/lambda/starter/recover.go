@@ -12,7 +12,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
-	"github.com/sfnlimit/sfnlimit/internal/lambda/batch"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/deadletter"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
@@ -328,15 +327,12 @@ func (s *Starter) rewait(ctx context.Context, x *msg) (verdict, error) {
 			case !closed:
 				x.log.WarnContext(ctx, "an attempt of this message still runs in a lane bound to another job; trying again shortly", "attempt", last)
 				return s.backoff(ctx, x.SQSMessage), nil
-			case outcome == releaser.Succeeded || cancelled(outcome, d):
+			case releaser.JobEnd(outcome, aws.ToString(d.Error)) != "":
 				// Its end is counted by the release (or the sweep) that ended its lease; this
 				// is most often a stale copy of a delivery that release already acted on.
 				// No lease of it is left, so no release counts it in its batch: count it here, before
 				// its message goes (a duplicate if a release did).
-				ended := batch.Succeeded
-				if outcome != releaser.Succeeded {
-					ended = batch.Cancelled // stopped by a newer job of its key: not retried, not dead-lettered
-				}
+				ended := releaser.JobEnd(outcome, aws.ToString(d.Error)) // succeeded, or cancelled by a newer job of its key
 				if err := s.Releaser.BatchEnded(ctx, lease.Lease{Type: x.key.Type, JobID: j.ID, JobKey: j.Key, JobSender: j.Sender, Batch: j.Batch, Redrive: j.Redrive}, ended); err != nil {
 					return hold, err
 				}
