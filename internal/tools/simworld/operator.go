@@ -212,7 +212,7 @@ func (w *World) redrive(ctx context.Context) {
 		w.operated("", "dlq redrive", err)
 		return
 	}
-	q := ops.DLQ{SQS: sqsClient{w}, URL: w.dlq.url, General: w.general.url, Hold: 5 * time.Minute, CheckType: ops.ResolverCheck(r)}
+	q := ops.DLQ{SQS: sqsClient{w}, URL: w.dlq.url, General: w.general.url, Hold: 5 * time.Minute, CheckType: ops.ResolverCheck(r), Caller: producerPrincipal}
 	res, err := q.Redrive(ctx, ops.Filter{}, 0, nil)
 	for _, m := range res.Moved {
 		w.check.redriven(m.Type, m.Sender, m.JobID, m.Body, m.Source)
