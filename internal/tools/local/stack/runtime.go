@@ -53,6 +53,19 @@ func (i *InvokeStats) record(d time.Duration, err error) {
 	i.mu.Unlock()
 }
 
+// invoke runs a direct invocation of handler (a workflow task, an event, a schedule's run) as
+// Lambda does: to its end or its timeout, whatever becomes of its caller. A caller gone (the
+// runtime's shutdown, a Step Functions task's connection) does not cut it short, and StopRuntime
+// waits for it, so an invocation the local stack's own teardown interrupts is never counted failed.
+func (i *InvokeStats) invoke(ctx context.Context, timeout time.Duration, handler func(context.Context) error) error {
+	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	began := time.Now()
+	err := handler(ictx)
+	i.record(time.Since(began), err)
+	return err
+}
+
 // Runtime returns the running runtime, or nil.
 func (s *Stack) Runtime() *Runtime {
 	s.mu.Lock()
@@ -122,10 +135,13 @@ func (s *Stack) StartRuntime(ctx context.Context) error {
 			}
 			stats := &InvokeStats{}
 			rt.Invokes[kind] = stats
+			timeout := time.Duration(max(cfg.Timeout, 3)) * time.Second
 			invoke := func(ctx context.Context, payload []byte) ([]byte, error) {
-				began := time.Now()
-				resp, err := h.Handle(ctx, payload)
-				stats.record(time.Since(began), err)
+				var resp any
+				err := stats.invoke(ctx, timeout, func(ctx context.Context) (err error) {
+					resp, err = h.Handle(ctx, payload)
+					return err
+				})
 				if err != nil {
 					return nil, err
 				}
