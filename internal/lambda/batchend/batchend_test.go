@@ -142,7 +142,7 @@ func TestEndedCountsOnceAndAnnouncesOnce(t *testing.T) {
 	if d.Batch != "up" || d.Stack != "stack-1" || d.Expected != 3 {
 		t.Errorf("event batch %q stack %q expected %d, want up stack-1 3", d.Batch, d.Stack, d.Expected)
 	}
-	if want := map[string]int{"succeeded": 1, "dead_lettered": 1, "refused": 1, "cancelled": 0}; !sameCounts(d.Counts, want) {
+	if want := map[string]int{"succeeded": 1, "dead_lettered": 1, "refused": 1, "cancelled": 0, "skipped": 0}; !sameCounts(d.Counts, want) {
 		t.Errorf("event counts %v, want %v", d.Counts, want)
 	}
 	if strings.Join(d.DeadLettered, ",") != "docs/b,mail/a" {

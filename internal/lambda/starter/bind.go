@@ -126,7 +126,7 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 					x.log.WarnContext(ctx, "parked record not removed; a release may wake this group for nothing", "error", err)
 				}
 			}
-			return s.sendBound(ctx, x, *b)
+			return s.sendAdmitted(ctx, x, *b, cfg)
 		}
 		if look == 0 {
 			// Invisible first, then the record, then look again: a release that frees a lane after
@@ -149,6 +149,12 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 				x.log.InfoContext(ctx, "stale delivery of a waiting message; not parking it")
 				s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
 				return hold, nil
+			}
+			if w.AtKeyCap && cfg.Skips() {
+				// The overflow rule skip, from the group's current head only.
+				if v, skipped, err := s.skipBehind(ctx, x, leases); err != nil || skipped {
+					return v, err
+				}
 			}
 			if w.AtKeyCap && cfg.Cancels() && s.cancelOlder(ctx, x, leases) && x.receives() <= maxQuickLooks {
 				// The overflow rule cancel, from the group's current head only: an older job of
@@ -273,7 +279,7 @@ func (s *Starter) held(ctx context.Context, x *msg, own lease.Lease, cfg config.
 			}
 			return s.backoff(ctx, x.SQSMessage), nil
 		}
-		return s.sendBound(ctx, x, own)
+		return s.sendAdmitted(ctx, x, own, cfg)
 	}
 	if behind(own, x.job.Attempts) {
 		return s.behindCopy(ctx, x, own, cfg)

@@ -94,6 +94,8 @@ type Starter struct {
 	Lanes lane.Chooser
 	// WaitRoom parks first-free waiting groups that find no free lane, for a release to wake.
 	WaitRoom waitRoom
+	// Fates decides whether each job of a type with the overflow rule skip runs or is skipped.
+	Fates fates
 	// RetryDelay is how long a message whose start failed stays invisible (jittered up to 2x).
 	RetryDelay time.Duration
 	// StaleAfter is how long another job's unconfirmed lease may sit untouched before the lane is

@@ -1,0 +1,112 @@
+package starter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/admission"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/batch"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
+)
+
+// fates decides, once, whether a job of a type with the overflow rule skip runs or is skipped
+// (admission.Store): whichever is written first stands.
+type fates interface {
+	Admit(ctx context.Context, j admission.Job, now time.Time) error
+	Skip(ctx context.Context, j admission.Job, behind string, now time.Time) (bool, error)
+}
+
+func submission(x *msg) admission.Job {
+	j := x.job
+	return admission.Job{Type: j.Type, Sender: j.Sender, Key: j.Key, ID: j.ID, Redrive: j.Redrive, SubmittedAt: j.SubmittedAt}
+}
+
+// skipBehind carries out the overflow rule skip (config.OverflowSkip) for a waiting job whose key is
+// at its cap: when an older job of its key from the same sender holds a lane (bound, starting or
+// retrying), the job ends "skipped". It never runs, uses no attempt and is not dead-lettered; its
+// batch counts it skipped and its message goes. A key at its cap with other senders' jobs only:
+// the job waits, as under the rule queue (one producer's jobs never end another's).
+//
+// The skip is written first (admission.Store.Skip), then counted, then the message acknowledged.
+// A job already admitted (another copy of this message bound it, or a delivery of it did before it
+// was given back) is not skipped: it waits like any job at its key's cap. A skip written whose
+// message stays (a failure after the write) ends on the message's next delivery, here or in
+// sendAdmitted, whatever its key then holds.
+func (s *Starter) skipBehind(ctx context.Context, x *msg, leases []lease.Lease) (v verdict, skipped bool, err error) {
+	var behind *lease.Lease
+	for i, l := range leases {
+		switch {
+		case l.JobKey != x.job.Key || l.JobSender != x.job.Sender,
+			l.Holds(x.job.Sender, x.job.Key, x.job.ID, l.Redrive), // the job itself, of any generation
+			l.SubmittedAt.IsZero() || !l.SubmittedAt.Before(x.job.SubmittedAt),
+			l.Status != lease.Bound && l.Status != lease.Starting && l.Status != lease.Retrying:
+			continue
+		}
+		if behind == nil || l.SubmittedAt.Before(behind.SubmittedAt) {
+			behind = &leases[i]
+		}
+	}
+	if behind == nil {
+		return hold, false, nil
+	}
+	// The leases were read for the whole batch, a while ago: the older job may have ended since. Its
+	// lease is read again, and a job no longer holding its lane skips nothing: the look after
+	// parking reads the lanes afresh.
+	cur, err := s.Leases.Get(ctx, behind.Key())
+	if err != nil {
+		return hold, false, fmt.Errorf("read the lease of lane %d, held by an older job of the key: %w", behind.Lane, err)
+	}
+	if cur == nil || !cur.Holds(behind.JobSender, behind.JobKey, behind.JobID, behind.Redrive) {
+		x.log.InfoContext(ctx, "key at its cap; its older job left its lane since the leases were read, nothing to skip behind")
+		return hold, false, nil
+	}
+	ok, err := s.Fates.Skip(ctx, submission(x), behind.JobID, s.now())
+	if err != nil {
+		return hold, false, err
+	}
+	if !ok {
+		x.log.InfoContext(ctx, "key at its cap; the job was admitted to run before, so it waits (overflow rule skip)", "behind", behind.JobID)
+		return hold, false, nil
+	}
+	v, err = s.endSkipped(ctx, x)
+	if err == nil {
+		x.log.InfoContext(ctx, "key at its cap with an older job of the sender; job skipped (overflow rule skip)", "behind", behind.JobID, "behindLane", behind.Lane)
+		s.Metrics.Add(x.key.Type, metrics.JobsSkipped, 1)
+	}
+	return v, true, err
+}
+
+// endSkipped counts a skipped job in its batch and acknowledges its message.
+func (s *Starter) endSkipped(ctx context.Context, x *msg) (verdict, error) {
+	j := x.job
+	if err := s.Releaser.BatchEnded(ctx, lease.Lease{Type: j.Type, JobID: j.ID, JobKey: j.Key, JobSender: j.Sender, Batch: j.Batch, Redrive: j.Redrive}, batch.Skipped); err != nil {
+		return hold, err
+	}
+	return ack, nil
+}
+
+// sendAdmitted sends the job of lease b, bound to a lane for it, to that lane (sendBound); for a
+// type with the overflow rule skip, only once its admission is written. A job skipped before (by
+// another copy of this message, or by a delivery of it that failed before its acknowledgement)
+// gives the lane back and ends skipped instead.
+func (s *Starter) sendAdmitted(ctx context.Context, x *msg, b lease.Lease, cfg config.TypeConfig) (verdict, error) {
+	if cfg.Overflow != config.OverflowSkip {
+		return s.sendBound(ctx, x, b)
+	}
+	err := s.Fates.Admit(ctx, submission(x), s.now())
+	if !errors.Is(err, admission.ErrSkipped) {
+		if err != nil {
+			return hold, err
+		}
+		return s.sendBound(ctx, x, b)
+	}
+	if ferr := s.freeLane(ctx, b); ferr != nil && !errors.Is(ferr, lease.ErrConflict) {
+		return hold, fmt.Errorf("give back lane %d bound for a skipped job: %w", b.Lane, ferr)
+	}
+	x.log.InfoContext(ctx, "the job was skipped before (overflow rule skip); lane given back", "toLane", b.Lane)
+	return s.endSkipped(ctx, x)
+}

@@ -1,0 +1,240 @@
+package starter_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/sfnlimit/sfnlimit/internal/lambda/admission"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/batch"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/batchend"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
+	"github.com/sfnlimit/sfnlimit/internal/tools/fakes"
+)
+
+// skipRig is a cancel rig with rule skip and a batch ledger, with batch "b" open for 1 job.
+func skipRig(t *testing.T, keyCap int, rule string) (*rig, *batch.Ledger) {
+	t.Helper()
+	r := newKeyRigRule(t, keyCap, rule)
+	ledger := batch.New(fakes.NewDynamoDB("t"), "t")
+	r.rel.Batches = batchend.New(ledger, nopBus{}, "s", fakes.Logger(t))
+	if err := ledger.Open(context.Background(), "b", 1, t0); err != nil {
+		t.Fatal(err)
+	}
+	return r, ledger
+}
+
+// newestIn is newest in batch "b".
+func newestIn(t *testing.T, sender string, receive int) events.SQSMessage {
+	t.Helper()
+	b, _ := json.Marshal(job.Job{Type: "llm", ID: "newest", Key: "acme", Sender: sender, Batch: "b", Input: json.RawMessage(`{}`), SubmittedAt: submitted})
+	return message(t, "llm#acme", "newest", string(b), receive)
+}
+
+func newestSubmission(sender string) admission.Job {
+	return admission.Job{Type: "llm", Sender: sender, Key: "acme", ID: "newest", SubmittedAt: submitted}
+}
+
+// skippedCount is how many jobs batch "b" counted skipped.
+func skippedCount(t *testing.T, l *batch.Ledger) int {
+	t.Helper()
+	sum, _, err := l.Show(context.Background(), "b", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sum.Counts[batch.Skipped]
+}
+
+// A waiting job at its key's cap under the overflow rule skip ends at once, skipped, when an older job
+// of its key from its sender holds a lane; it never goes to a lane. It waits (parks) when the key is at
+// its cap with another sender's jobs only (the general queue is a boundary between tenants), with
+// newer jobs only, or under the rule queue; and it binds when its key has room.
+func TestKeyAtItsCapSkipsBehindAnOlderJobOfItsSender(t *testing.T) {
+	tests := []struct {
+		name    string
+		rule    string
+		keyCap  int
+		sender  string // the waiting job's
+		holders []holder
+		want    string // "skipped", "parked" or "bound"
+		behind  string // the job a skipped one is skipped behind
+	}{
+		{name: "older running job of its sender", rule: config.OverflowSkip, keyCap: 1,
+			holders: []holder{{id: "old", key: "acme", lane: 1, status: lease.Starting, submitted: time.Minute}},
+			want:    "skipped", behind: "old"},
+		{name: "older job bound, about to start", rule: config.OverflowSkip, keyCap: 1,
+			holders: []holder{{id: "old", key: "acme", lane: 1, status: lease.Bound, submitted: time.Minute}},
+			want:    "skipped", behind: "old"},
+		{name: "older job waiting to retry in its lane", rule: config.OverflowSkip, keyCap: 1,
+			holders: []holder{{id: "old", key: "acme", lane: 1, status: lease.Retrying, submitted: time.Minute}},
+			want:    "skipped", behind: "old"},
+		{name: "the oldest of two named", rule: config.OverflowSkip, keyCap: 2,
+			holders: []holder{
+				{id: "older", key: "acme", lane: 1, status: lease.Starting, submitted: time.Minute},
+				{id: "oldest", key: "acme", lane: 2, status: lease.Starting, submitted: 2 * time.Minute},
+			},
+			want: "skipped", behind: "oldest"},
+		{name: "key at its cap with another sender's job and an older one of its own", rule: config.OverflowSkip, keyCap: 2, sender: "tenant-a",
+			holders: []holder{
+				{id: "theirs", key: "acme", sender: "tenant-b", lane: 1, status: lease.Starting, submitted: 2 * time.Minute},
+				{id: "mine", key: "acme", sender: "tenant-a", lane: 2, status: lease.Starting, submitted: time.Minute},
+			},
+			want: "skipped", behind: "mine"},
+		{name: "another sender's job only: waits", rule: config.OverflowSkip, keyCap: 1, sender: "tenant-b",
+			holders: []holder{{id: "old", key: "acme", sender: "tenant-a", lane: 1, status: lease.Starting, submitted: time.Minute}},
+			want:    "parked"},
+		{name: "a newer job of its sender: waits", rule: config.OverflowSkip, keyCap: 1,
+			holders: []holder{{id: "new", key: "acme", lane: 1, status: lease.Starting, submitted: -time.Minute}},
+			want:    "parked"},
+		{name: "a job submitted at the same time: waits", rule: config.OverflowSkip, keyCap: 1,
+			holders: []holder{{id: "twin", key: "acme", lane: 1, status: lease.Starting}},
+			want:    "parked"},
+		{name: "key under its cap: binds", rule: config.OverflowSkip, keyCap: 2,
+			holders: []holder{{id: "old", key: "acme", lane: 1, status: lease.Starting, submitted: time.Minute}},
+			want:    "bound"},
+		{name: "the rule queue: waits", rule: config.OverflowQueue, keyCap: 1,
+			holders: []holder{{id: "old", key: "acme", lane: 1, status: lease.Starting, submitted: time.Minute}},
+			want:    "parked"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			r, ledger := skipRig(t, tt.keyCap, tt.rule)
+			for _, h := range tt.holders {
+				h.put(t, r)
+			}
+			resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{newestIn(t, tt.sender, 1)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ws, err := r.room.List(ctx, "llm")
+			if err != nil {
+				t.Fatal(err)
+			}
+			fates, err := r.fates.Find(ctx, "llm", tt.sender, "acme", "newest")
+			if err != nil {
+				t.Fatal(err)
+			}
+			sent := r.sqs.Sent(lanesURL)
+			got := "parked"
+			switch {
+			case len(failures(resp)) == 0 && len(sent) == 1:
+				got = "bound"
+			case len(failures(resp)) == 0 && len(sent) == 0 && len(ws) == 0:
+				got = "skipped"
+			case len(failures(resp)) == 1 && len(ws) == 1 && ws[0].AtKeyCap:
+			default:
+				t.Fatalf("failures %v, lane sends %d, parked %+v: neither skipped, parked nor bound", failures(resp), len(sent), ws)
+			}
+			if got != tt.want {
+				t.Fatalf("the waiting job was %s, want %s (fates %+v)", got, tt.want, fates)
+			}
+			n := skippedCount(t, ledger)
+			if tt.want != "skipped" {
+				if n != 0 || (len(fates) == 1 && fates[0].Outcome == admission.Skipped) {
+					t.Errorf("batch counted %d skipped, fates %+v; want nothing skipped", n, fates)
+				}
+				return
+			}
+			if len(fates) != 1 || fates[0].Outcome != admission.Skipped || fates[0].Behind != tt.behind {
+				t.Errorf("fates = %+v, want skipped behind %s", fates, tt.behind)
+			}
+			if n != 1 {
+				t.Errorf("batch counted %d skipped, want 1", n)
+			}
+		})
+	}
+}
+
+// A job skipped before (by another copy of its message, or by a delivery that failed after its skip
+// was written) never runs: a later delivery that finds its key with room binds a lane, then gives it
+// back and ends the job skipped, without sending it to the lane.
+func TestSkippedJobIsNeverSentToALane(t *testing.T) {
+	ctx := context.Background()
+	r, ledger := skipRig(t, 1, config.OverflowSkip)
+	if ok, err := r.fates.Skip(ctx, newestSubmission(""), "old", t0); err != nil || !ok {
+		t.Fatalf("Skip = %v, %v", ok, err)
+	}
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{newestIn(t, "", 2)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := failures(resp); len(got) != 0 {
+		t.Errorf("batch item failures = %v, want the skipped job's message acknowledged", got)
+	}
+	if sent := r.sqs.Sent(lanesURL); len(sent) != 0 {
+		t.Errorf("lane sends = %d, want none: the job was skipped", len(sent))
+	}
+	if ls, _ := r.leases.ListType(ctx, "llm"); len(ls) != 0 {
+		t.Errorf("leases = %+v, want the lane bound for the skipped job given back", ls)
+	}
+	if n := skippedCount(t, ledger); n != 1 {
+		t.Errorf("batch counted %d skipped, want 1", n)
+	}
+}
+
+// A job admitted before (a delivery bound it, then gave its lane back) is never skipped: at its key's
+// cap it waits, like any job under the rule queue.
+func TestAdmittedJobIsNotSkipped(t *testing.T) {
+	ctx := context.Background()
+	r, ledger := skipRig(t, 1, config.OverflowSkip)
+	if err := r.fates.Admit(ctx, newestSubmission(""), t0); err != nil {
+		t.Fatal(err)
+	}
+	holder{id: "old", key: "acme", lane: 1, status: lease.Starting, submitted: time.Minute}.put(t, r)
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{newestIn(t, "", 2)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := failures(resp); !equal(got, sorted("msg-newest")) {
+		t.Errorf("batch item failures = %v, want the admitted job held at its key's cap", got)
+	}
+	if n := skippedCount(t, ledger); n != 0 {
+		t.Errorf("batch counted %d skipped, want none", n)
+	}
+}
+
+// A skip whose write fails ends nothing: the message is held for its next delivery, which skips it.
+// Its key's older job is left alone either way.
+func TestFailedSkipIsMadeOnTheNextDelivery(t *testing.T) {
+	ctx := context.Background()
+	r, ledger := skipRig(t, 1, config.OverflowSkip)
+	holder{id: "old", key: "acme", lane: 1, status: lease.Starting, submitted: time.Minute}.put(t, r)
+	db := fakes.NewDynamoDB("table")
+	failing := true
+	db.OnCall = func(op string) error {
+		if failing && op == "PutItem" {
+			return errors.New("InternalServerError: try again")
+		}
+		return nil
+	}
+	r.st.Fates = admission.NewStore(db, "table")
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{newestIn(t, "", 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := failures(resp); !equal(got, sorted("msg-newest")) {
+		t.Errorf("batch item failures = %v, want the message held", got)
+	}
+	if n := skippedCount(t, ledger); n != 0 {
+		t.Errorf("batch counted %d skipped after a failed skip, want none", n)
+	}
+	failing = false
+	resp, err = r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{newestIn(t, "", 2)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := failures(resp); len(got) != 0 {
+		t.Errorf("batch item failures = %v, want the job skipped on its next delivery", got)
+	}
+	if n := skippedCount(t, ledger); n != 1 {
+		t.Errorf("batch counted %d skipped, want 1", n)
+	}
+	noStops(t, r, "skip stops nothing")
+}
