@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
@@ -170,29 +171,24 @@ func (s *Store) Find(ctx context.Context, typ, sender, key, id string) ([]Fate, 
 	return out, nil
 }
 
+// item is a fate as stored.
+type item struct {
+	SK      string `dynamodbav:"sk"`
+	Outcome string `dynamodbav:"outcome"`
+	Behind  string `dynamodbav:"behind"`
+	At      int64  `dynamodbav:"at"`
+}
+
 func decode(typ string, it map[string]types.AttributeValue) Fate {
-	f := Fate{Job: Job{Type: typ}, Outcome: attrS(it, "outcome"), Behind: attrS(it, "behind"), At: time.UnixMilli(attrN(it, "at"))}
+	var v item
+	_ = attributevalue.UnmarshalMap(it, &v) // a field of another type is left zero
+	f := Fate{Job: Job{Type: typ}, Outcome: v.Outcome, Behind: v.Behind, At: time.UnixMilli(v.At)}
 	// sender/key/id/redrive/submitted: the sender, key and id have no "/".
-	if parts := strings.Split(attrS(it, "sk"), "/"); len(parts) == 5 {
+	if parts := strings.Split(v.SK, "/"); len(parts) == 5 {
 		f.Sender, f.Key, f.ID = parts[0], parts[1], parts[2]
 		f.Redrive, _ = strconv.Atoi(parts[3])
 		ns, _ := strconv.ParseInt(parts[4], 10, 64)
 		f.SubmittedAt = time.Unix(0, ns)
 	}
 	return f
-}
-
-func attrS(it map[string]types.AttributeValue, name string) string {
-	if v, ok := it[name].(*types.AttributeValueMemberS); ok {
-		return v.Value
-	}
-	return ""
-}
-
-func attrN(it map[string]types.AttributeValue, name string) int64 {
-	if v, ok := it[name].(*types.AttributeValueMemberN); ok {
-		n, _ := strconv.ParseInt(v.Value, 10, 64)
-		return n
-	}
-	return 0
 }

@@ -58,12 +58,10 @@ const (
 	Succeeded    Outcome = "succeeded"
 	DeadLettered Outcome = "dead_lettered"
 	Refused      Outcome = "refused"
-	// Cancelled: the job's execution was stopped by a newer job of its key (the overflow rule
-	// cancel). It is not a failure: not retried, not dead-lettered.
+	// Ends by an overflow rule, not failures: stopped by a newer job of its key (cancel), or ended
+	// without running behind an older job of its key and sender (skip).
 	Cancelled Outcome = "cancelled"
-	// Skipped: the job ended without running, its key at its cap with an older job of its sender
-	// (the overflow rule skip). It is not a failure: not dead-lettered.
-	Skipped Outcome = "skipped"
+	Skipped   Outcome = "skipped"
 )
 
 // Outcomes lists the outcomes in the order summaries show them.
@@ -71,8 +69,7 @@ var Outcomes = []Outcome{Succeeded, DeadLettered, Refused, Cancelled, Skipped}
 
 func (o Outcome) valid() bool { return slices.Contains(Outcomes, o) }
 
-// failed says the job ended in the dead-letter queue (dead-lettered or refused): the completion
-// event lists it. A cancelled or skipped job is not a failure.
+// failed says the job ended in the dead-letter queue (dead-lettered, refused): the event lists it.
 func (o Outcome) failed() bool { return o == DeadLettered || o == Refused }
 
 // Result says what a Record did.
