@@ -258,7 +258,7 @@ func TestRecordCountsEachJobOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := map[batch.Outcome]int{batch.Succeeded: 1, batch.DeadLettered: 2, batch.Refused: 1, batch.Cancelled: 1}
+		want := map[batch.Outcome]int{batch.Succeeded: 1, batch.DeadLettered: 2, batch.Refused: 1, batch.Cancelled: 1, batch.Skipped: 0}
 		if fmt.Sprint(sum.Counts) != fmt.Sprint(want) || sum.Recorded != 5 {
 			t.Errorf("counts = %v (recorded %d), want %v (5)", sum.Counts, sum.Recorded, want)
 		}
