@@ -163,6 +163,29 @@ func TestEndedCountsOnceAndAnnouncesOnce(t *testing.T) {
 	}
 }
 
+// Jobs cancelled (overflow rule cancel) or skipped (overflow rule skip) close their batch and are
+// counted in its completion event under their outcome; neither is listed as dead-lettered.
+func TestCancelledAndSkippedCountedNotFailed(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t)
+	r.open(t, "sk", 3)
+	for id, o := range map[string]batch.Outcome{"a": batch.Succeeded, "b": batch.Cancelled, "c": batch.Skipped} {
+		if err := r.tracker.Ended(ctx, batchend.End{Batch: "sk", Type: "docs", ID: id, Outcome: o}); err != nil {
+			t.Fatalf("end %s: %v", id, err)
+		}
+	}
+	ds := r.bus.details(t)
+	if len(ds) != 1 {
+		t.Fatalf("%d completion events, want 1: %+v", len(ds), ds)
+	}
+	if want := map[string]int{"succeeded": 1, "dead_lettered": 0, "refused": 0, "cancelled": 1, "skipped": 1}; !sameCounts(ds[0].Counts, want) {
+		t.Errorf("event counts %v, want %v", ds[0].Counts, want)
+	}
+	if len(ds[0].DeadLettered) != 0 {
+		t.Errorf("event dead-lettered %v, want none", ds[0].DeadLettered)
+	}
+}
+
 func sameCounts(a, b map[string]int) bool {
 	if len(a) != len(b) {
 		return false
