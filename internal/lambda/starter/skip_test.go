@@ -238,3 +238,39 @@ func TestFailedSkipIsMadeOnTheNextDelivery(t *testing.T) {
 	}
 	noStops(t, r, "skip stops nothing")
 }
+
+// Two jobs of a key delivered in one batch, its cap 1: the first binds, and the second, newer, finds
+// its key at its cap with an older job of its sender bound to a lane. It ends skipped, as it would
+// had the older one been bound by an earlier batch: it never goes to a lane, now or after the older
+// job ends.
+func TestNewerJobOfOneBatchIsSkippedBehindTheOneBoundBeforeIt(t *testing.T) {
+	ctx := context.Background()
+	r, ledger := skipRig(t, 1, config.OverflowSkip)
+	if err := ledger.Open(ctx, "b2", 2, t0); err != nil {
+		t.Fatal(err)
+	}
+	older, _ := json.Marshal(job.Job{Type: "llm", ID: "older", Key: "acme", Batch: "b2", Input: json.RawMessage(`{}`), SubmittedAt: submitted.Add(-time.Minute)})
+	newer, _ := json.Marshal(job.Job{Type: "llm", ID: "newer", Key: "acme", Batch: "b2", Input: json.RawMessage(`{}`), SubmittedAt: submitted})
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{
+		message(t, "llm#acme", "older", string(older), 1), message(t, "llm#acme", "newer", string(newer), 1),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := failures(resp); len(got) != 0 {
+		t.Errorf("batch item failures = %v, want the older job bound and the newer skipped", got)
+	}
+	if sent := r.sqs.Sent(lanesURL); len(sent) != 1 {
+		t.Errorf("lane sends = %d, want 1 (the older job)", len(sent))
+	}
+	fates, err := r.fates.Find(ctx, "llm", "", "acme", "newer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fates) != 1 || fates[0].Outcome != admission.Skipped || fates[0].Behind != "older" {
+		t.Errorf("fates of the newer job = %+v, want skipped behind older", fates)
+	}
+	if ws, err := r.room.List(ctx, "llm"); err != nil || len(ws) != 0 {
+		t.Errorf("parked records = %+v, %v; want none", ws, err)
+	}
+}
