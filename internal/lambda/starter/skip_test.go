@@ -274,3 +274,39 @@ func TestNewerJobOfOneBatchIsSkippedBehindTheOneBoundBeforeIt(t *testing.T) {
 		t.Errorf("parked records = %+v, %v; want none", ws, err)
 	}
 }
+
+// A job skipped under the rule skip, whose message outlives its skip (the invocation stopped after
+// the skip was counted, before Lambda deleted the message), never runs, whatever the type's rule is
+// when the message comes back: an operator may switch skip to queue or cancel meanwhile, or another
+// starter may still cache the old rule (a twin delivery). The batch counted it skipped, so a run
+// would go uncounted (a dead-lettered one missing from the completion event).
+func TestSkippedJobDoesNotRunAfterTheRuleChanged(t *testing.T) {
+	for _, rule := range []string{config.OverflowSkip, config.OverflowQueue, config.OverflowCancel} {
+		t.Run(rule, func(t *testing.T) {
+			ctx := context.Background()
+			r, ledger := skipRig(t, 1, rule)
+			if ok, err := r.fates.Skip(ctx, newestSubmission(""), "old", t0); err != nil || !ok {
+				t.Fatalf("Skip = %v, %v", ok, err)
+			}
+			if err := r.rel.BatchEnded(ctx, lease.Lease{Type: "llm", JobID: "newest", JobKey: "acme", Batch: "b"}, batch.Skipped); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{newestIn(t, "", 2)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sent := r.sqs.Sent(lanesURL); len(sent) != 0 {
+				t.Errorf("lane sends = %d, want none: the job was skipped and its batch counted it so", len(sent))
+			}
+			if got := failures(resp); len(got) != 0 {
+				t.Errorf("batch item failures = %v, want the skipped job's message acknowledged", got)
+			}
+			if ls, _ := r.leases.ListType(ctx, "llm"); len(ls) != 0 {
+				t.Errorf("leases = %+v, want none", ls)
+			}
+			if n := skippedCount(t, ledger); n != 1 {
+				t.Errorf("batch counted %d skipped, want 1", n)
+			}
+		})
+	}
+}
