@@ -310,3 +310,28 @@ func TestSkippedJobDoesNotRunAfterTheRuleChanged(t *testing.T) {
 		})
 	}
 }
+
+// A key whose job ended after the batch read the leases is no longer at its cap: a waiting job that
+// found it so in that read, with an older job of its sender still in a lane, is not skipped. It binds
+// the freed room (here the look after parking, which reads the leases afresh, binds it).
+func TestSkipLeavesAJobWhoseKeyHasRoomSinceTheRead(t *testing.T) {
+	ctx := context.Background()
+	r, ledger := skipRig(t, 2, config.OverflowSkip)
+	holder{id: "oldest", key: "acme", lane: 1, status: lease.Starting, submitted: 2 * time.Minute}.put(t, r)
+	holder{id: "older", key: "acme", lane: 2, status: lease.Starting, submitted: time.Minute}.put(t, r)
+	r.st.Leases = &releasedAfterRead{LeaseStore: r.leases, lane: 2} // older's release frees lane 2
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{newestIn(t, "", 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fates, err := r.fates.Find(ctx, "llm", "", "acme", "newest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := skippedCount(t, ledger); n != 0 || (len(fates) == 1 && fates[0].Outcome == admission.Skipped) {
+		t.Fatalf("batch counted %d skipped, fates %+v: the key ran 1 job of its cap of 2 when the job was skipped", n, fates)
+	}
+	if got, sent := failures(resp), r.sqs.Sent(lanesURL); len(got) != 0 || len(sent) != 1 {
+		t.Errorf("batch item failures = %v, lane sends %d; want the job bound to the room its key has", got, len(sent))
+	}
+}
