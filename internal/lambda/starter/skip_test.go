@@ -15,6 +15,7 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
 	"github.com/sfnlimit/sfnlimit/internal/tools/fakes"
 )
 
@@ -333,5 +334,31 @@ func TestSkipLeavesAJobWhoseKeyHasRoomSinceTheRead(t *testing.T) {
 	}
 	if got, sent := failures(resp), r.sqs.Sent(lanesURL); len(got) != 0 || len(sent) != 1 {
 		t.Errorf("batch item failures = %v, lane sends %d; want the job bound to the room its key has", got, len(sent))
+	}
+}
+
+// JobsSkipped counts each skipped job once, however it ends skipped: a delivery whose skip was
+// written and counted in nothing (its batch count failed) leaves the job to its next delivery, which
+// ends it skipped from a lane its key has room for by then (sendAdmitted).
+func TestSkippedJobEndedByItsNextDeliveryIsCountedInJobsSkipped(t *testing.T) {
+	ctx := context.Background()
+	r, ledger := skipRig(t, 1, config.OverflowSkip)
+	published := metrics.NewCollector()
+	r.st.Metrics = metrics.New(published, "test")
+	if ok, err := r.fates.Skip(ctx, newestSubmission(""), "old", t0); err != nil || !ok {
+		t.Fatalf("Skip = %v, %v", ok, err)
+	}
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{newestIn(t, "", 2)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := failures(resp); len(got) != 0 || skippedCount(t, ledger) != 1 {
+		t.Fatalf("batch item failures = %v, skipped count %d; want the job ended skipped", got, skippedCount(t, ledger))
+	}
+	if err := r.st.Metrics.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := published.Sum("", metrics.JobsSkipped); got != 1 {
+		t.Errorf("JobsSkipped = %v, want 1", got)
 	}
 }
