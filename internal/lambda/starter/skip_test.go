@@ -362,3 +362,29 @@ func TestSkippedJobEndedByItsNextDeliveryIsCountedInJobsSkipped(t *testing.T) {
 		t.Errorf("JobsSkipped = %v, want 1", got)
 	}
 }
+
+// A job that has run (an attempt made, then back in its key's group to wait for its retry under a
+// lowered cap) is never skipped, even with no admitted fate found: one written under the rule queue
+// is none (a type switched to skip since), and one written more than admission.Retention ago has
+// expired while its attempt ran (a Standard workflow runs up to a year). Skipped, the job would end
+// "skipped" after running, counted neither as succeeded nor dead-lettered.
+func TestJobThatRanIsNotSkipped(t *testing.T) {
+	ctx := context.Background()
+	r, ledger := skipRig(t, 1, config.OverflowSkip)
+	holder{id: "old", key: "acme", lane: 1, status: lease.Starting, submitted: time.Minute}.put(t, r)
+	b, _ := json.Marshal(job.Job{Type: "llm", ID: "newest", Key: "acme", Batch: "b", Attempts: 1, Input: json.RawMessage(`{}`), SubmittedAt: submitted})
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{message(t, "llm#acme", "newest", string(b), 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fates, err := r.fates.Find(ctx, "llm", "", "acme", "newest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := skippedCount(t, ledger); n != 0 || len(fates) != 0 {
+		t.Errorf("batch counted %d skipped, fates %+v; want the job that ran waiting for its retry", n, fates)
+	}
+	if got := failures(resp); !equal(got, sorted("msg-newest")) {
+		t.Errorf("batch item failures = %v, want the job held at its key's cap", got)
+	}
+}
