@@ -37,6 +37,9 @@ func submission(x *msg) admission.Job {
 // message stays (a failure after the write) ends on the message's next delivery, here or in
 // sendAdmitted, whatever its key then holds.
 func (s *Starter) skipBehind(ctx context.Context, x *msg, leases []lease.Lease) (v verdict, skipped bool, err error) {
+	if x.job.Attempts > 0 {
+		return hold, false, nil // it has run: admitted, whether or not its fate is still found
+	}
 	var behind *lease.Lease
 	for i, l := range leases {
 		switch {
