@@ -388,3 +388,28 @@ func TestJobThatRanIsNotSkipped(t *testing.T) {
 		t.Errorf("batch item failures = %v, want the job held at its key's cap", got)
 	}
 }
+
+// A bound lease of a job that was itself skipped (a twin delivery of its message bound a lane, and
+// gives it back once its admission fails) holds no job that will run: a newer job of its key is not
+// skipped behind it, or neither runs. (Sequence: copy A of old's message skips old and acknowledges
+// it; copy B, which read the leases after old's own older job ended, binds lane 1 for old; newest,
+// now its group's head, finds lane 1 bound to old; then B's Admit finds old skipped and frees lane 1.)
+func TestNotSkippedBehindABoundJobThatWasSkipped(t *testing.T) {
+	ctx := context.Background()
+	r, ledger := skipRig(t, 1, config.OverflowSkip)
+	holder{id: "old", key: "acme", lane: 1, status: lease.Bound, submitted: time.Minute}.put(t, r)
+	old := admission.Job{Type: "llm", Key: "acme", ID: "old", SubmittedAt: submitted.Add(-time.Minute)}
+	if ok, err := r.fates.Skip(ctx, old, "older", t0); err != nil || !ok {
+		t.Fatalf("Skip(old) = %v, %v", ok, err)
+	}
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{newestIn(t, "", 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	fates, err := r.fates.Find(ctx, "llm", "", "acme", "newest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := skippedCount(t, ledger); n != 0 || len(fates) != 0 {
+		t.Errorf("batch counted %d skipped, fates %+v; want newest waiting: old never runs", n, fates)
+	}
+}
