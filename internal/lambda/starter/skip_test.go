@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -411,5 +412,53 @@ func TestNotSkippedBehindABoundJobThatWasSkipped(t *testing.T) {
 	}
 	if n := skippedCount(t, ledger); n != 0 || len(fates) != 0 {
 		t.Errorf("batch counted %d skipped, fates %+v; want newest waiting: old never runs", n, fates)
+	}
+}
+
+// keyCapsOnly is llm's configuration with caps for listed keys only (KeyLimits), no key limit: the
+// default key, and keys not listed, have no cap of their own.
+type keyCapsOnly struct {
+	inner interface {
+		Get(ctx context.Context, typ string) (config.TypeConfig, error)
+	}
+	caps map[string]int
+}
+
+func (c keyCapsOnly) Get(ctx context.Context, typ string) (config.TypeConfig, error) {
+	cfg, err := c.inner.Get(ctx, typ)
+	cfg.KeyLimit, cfg.KeyLimits = 0, c.caps
+	return cfg, err
+}
+
+// With caps for some keys only, a job without a key (the default key) has no cap, so the rule skip
+// never acts for it (docs/flow-control.md): when its type's lanes are all taken by older jobs of its
+// sender, it waits for a lane, as under the rule queue.
+func TestSkipNeverActsForTheDefaultKeyWithoutACap(t *testing.T) {
+	ctx := context.Background()
+	r, ledger := skipRig(t, 1, config.OverflowSkip)
+	caps := keyCapsOnly{inner: r.st.Config, caps: map[string]int{"acme": 2}}
+	r.st.Config = caps
+	cfg, err := caps.Get(ctx, "llm")
+	if err != nil || !cfg.Skips() {
+		t.Fatalf("config %+v, %v: want the rule skip in force", cfg, err)
+	}
+	for ln := 1; ln <= 4; ln++ {
+		holder{id: fmt.Sprintf("old-%d", ln), key: "", lane: ln, status: lease.Starting, submitted: time.Minute}.put(t, r)
+	}
+	j := job.Job{Type: "llm", ID: "newest", Batch: "b", Input: json.RawMessage(`{}`), SubmittedAt: submitted}
+	b, _ := json.Marshal(j)
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{message(t, cfg.WaitingGroup(j), "newest", string(b), 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fates, err := r.fates.Find(ctx, "llm", "", "", "newest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := skippedCount(t, ledger); n != 0 || len(fates) != 0 {
+		t.Errorf("batch counted %d skipped, fates %+v; want the job waiting for a lane", n, fates)
+	}
+	if got := failures(resp); !equal(got, sorted("msg-newest")) {
+		t.Errorf("batch item failures = %v, want the job held", got)
 	}
 }
