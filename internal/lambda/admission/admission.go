@@ -124,16 +124,20 @@ func (s *Store) decide(ctx context.Context, f Fate) (*Fate, error) {
 	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: &s.table, Item: item,
 		// Its own fate found is a write already made (answered as failed, or by another copy of
-		// the message): kept as first written, with its first time and reason.
-		ConditionExpression:                 aws.String("attribute_not_exists(pk) OR outcome = :o"),
-		ExpressionAttributeValues:           map[string]types.AttributeValue{":o": &types.AttributeValueMemberS{Value: f.Outcome}},
+		// the message, or a later delivery's): kept as first written, with its first time and
+		// reason, and no conflict.
+		ConditionExpression:                 aws.String("attribute_not_exists(pk)"),
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	var cf *types.ConditionalCheckFailedException
 	switch {
+	case errors.As(err, &cf) && len(cf.Item) == 0:
+		return nil, fmt.Errorf("record job %s of type %s %s: its fate was written, and not returned: %w", f.ID, f.Type, f.Outcome, err)
 	case errors.As(err, &cf):
-		old := decode(f.Type, cf.Item)
-		return &old, nil
+		if old := decode(f.Type, cf.Item); old.Outcome != f.Outcome {
+			return &old, nil
+		}
+		return nil, nil
 	case err != nil:
 		return nil, fmt.Errorf("record job %s of type %s %s: %w", f.ID, f.Type, f.Outcome, err)
 	}

@@ -110,3 +110,22 @@ func TestEachSubmissionHasItsOwnFate(t *testing.T) {
 		}
 	})
 }
+
+// A fate written again later (a later delivery of a skipped job's message, its key's older job
+// another one by then) keeps its first time and reason: job show names the job it was skipped behind
+// when it was skipped, not the one a redelivery found.
+func TestFateWrittenAgainKeepsItsFirstTimeAndReason(t *testing.T) {
+	forBoth(t, func(t *testing.T, s *admission.Store) {
+		ctx := context.Background()
+		if ok, err := s.Skip(ctx, job, "j1", t0); err != nil || !ok {
+			t.Fatalf("Skip = %v, %v; want true", ok, err)
+		}
+		if ok, err := s.Skip(ctx, job, "j0", t0.Add(time.Minute)); err != nil || !ok {
+			t.Fatalf("Skip again = %v, %v; want true", ok, err)
+		}
+		fates, err := s.Find(ctx, job.Type, job.Sender, job.Key, job.ID)
+		if err != nil || len(fates) != 1 || fates[0].Behind != "j1" || !fates[0].At.Equal(t0) {
+			t.Fatalf("Find = %+v, %v; want one skipped behind j1 at %s", fates, err, t0)
+		}
+	})
+}

@@ -150,8 +150,9 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 				s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
 				return hold, nil
 			}
-			if w.AtKeyCap && cfg.Skips() {
-				// The overflow rule skip, from the group's current head only.
+			if w.AtKeyCap && cfg.Skips() && (x.job.Key != "" || cfg.KeyLimit > 0) {
+				// The overflow rule skip, from the group's current head only; never for the default
+				// key without a key limit, which has no cap (a full type is not a key at its cap).
 				if v, skipped, err := s.skipBehind(ctx, x, leases); err != nil || skipped {
 					return v, err
 				}

@@ -37,6 +37,9 @@ func submission(x *msg) admission.Job {
 // message stays (a failure after the write) ends on the message's next delivery, here or in
 // sendAdmitted, whatever its key then holds.
 func (s *Starter) skipBehind(ctx context.Context, x *msg, leases []lease.Lease) (v verdict, skipped bool, err error) {
+	if x.job.Attempts > 0 {
+		return hold, false, nil // it has run: admitted, whether or not its fate is still found
+	}
 	var behind *lease.Lease
 	for i, l := range leases {
 		switch {
@@ -75,17 +78,17 @@ func (s *Starter) skipBehind(ctx context.Context, x *msg, leases []lease.Lease) 
 	v, err = s.endSkipped(ctx, x)
 	if err == nil {
 		x.log.InfoContext(ctx, "key at its cap with an older job of the sender; job skipped (overflow rule skip)", "behind", behind.JobID, "behindLane", behind.Lane)
-		s.Metrics.Add(x.key.Type, metrics.JobsSkipped, 1)
 	}
 	return v, true, err
 }
 
-// endSkipped counts a skipped job in its batch and acknowledges its message.
+// endSkipped counts a skipped job in its batch and in JobsSkipped, and acknowledges its message.
 func (s *Starter) endSkipped(ctx context.Context, x *msg) (verdict, error) {
 	j := x.job
 	if err := s.Releaser.BatchEnded(ctx, lease.Lease{Type: j.Type, JobID: j.ID, JobKey: j.Key, JobSender: j.Sender, Batch: j.Batch, Redrive: j.Redrive}, batch.Skipped); err != nil {
 		return hold, err
 	}
+	s.Metrics.Add(x.key.Type, metrics.JobsSkipped, 1)
 	return ack, nil
 }
 

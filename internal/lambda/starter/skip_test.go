@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
+	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
 	"github.com/sfnlimit/sfnlimit/internal/tools/fakes"
 )
 
@@ -237,4 +239,226 @@ func TestFailedSkipIsMadeOnTheNextDelivery(t *testing.T) {
 		t.Errorf("batch counted %d skipped, want 1", n)
 	}
 	noStops(t, r, "skip stops nothing")
+}
+
+// Two jobs of a key delivered in one batch, its cap 1: the first binds, and the second, newer, finds
+// its key at its cap with an older job of its sender bound to a lane. It ends skipped, as it would
+// had the older one been bound by an earlier batch: it never goes to a lane, now or after the older
+// job ends.
+func TestNewerJobOfOneBatchIsSkippedBehindTheOneBoundBeforeIt(t *testing.T) {
+	ctx := context.Background()
+	r, ledger := skipRig(t, 1, config.OverflowSkip)
+	if err := ledger.Open(ctx, "b2", 2, t0); err != nil {
+		t.Fatal(err)
+	}
+	older, _ := json.Marshal(job.Job{Type: "llm", ID: "older", Key: "acme", Batch: "b2", Input: json.RawMessage(`{}`), SubmittedAt: submitted.Add(-time.Minute)})
+	newer, _ := json.Marshal(job.Job{Type: "llm", ID: "newer", Key: "acme", Batch: "b2", Input: json.RawMessage(`{}`), SubmittedAt: submitted})
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{
+		message(t, "llm#acme", "older", string(older), 1), message(t, "llm#acme", "newer", string(newer), 1),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := failures(resp); len(got) != 0 {
+		t.Errorf("batch item failures = %v, want the older job bound and the newer skipped", got)
+	}
+	if sent := r.sqs.Sent(lanesURL); len(sent) != 1 {
+		t.Errorf("lane sends = %d, want 1 (the older job)", len(sent))
+	}
+	fates, err := r.fates.Find(ctx, "llm", "", "acme", "newer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fates) != 1 || fates[0].Outcome != admission.Skipped || fates[0].Behind != "older" {
+		t.Errorf("fates of the newer job = %+v, want skipped behind older", fates)
+	}
+	if ws, err := r.room.List(ctx, "llm"); err != nil || len(ws) != 0 {
+		t.Errorf("parked records = %+v, %v; want none", ws, err)
+	}
+}
+
+// A job skipped under the rule skip, whose message outlives its skip (the invocation stopped after
+// the skip was counted, before Lambda deleted the message), never runs, whatever the type's rule is
+// when the message comes back: an operator may switch skip to queue or cancel meanwhile, or another
+// starter may still cache the old rule (a twin delivery). The batch counted it skipped, so a run
+// would go uncounted (a dead-lettered one missing from the completion event).
+func TestSkippedJobDoesNotRunAfterTheRuleChanged(t *testing.T) {
+	for _, rule := range []string{config.OverflowSkip, config.OverflowQueue, config.OverflowCancel} {
+		t.Run(rule, func(t *testing.T) {
+			ctx := context.Background()
+			r, ledger := skipRig(t, 1, rule)
+			if ok, err := r.fates.Skip(ctx, newestSubmission(""), "old", t0); err != nil || !ok {
+				t.Fatalf("Skip = %v, %v", ok, err)
+			}
+			if err := r.rel.BatchEnded(ctx, lease.Lease{Type: "llm", JobID: "newest", JobKey: "acme", Batch: "b"}, batch.Skipped); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{newestIn(t, "", 2)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sent := r.sqs.Sent(lanesURL); len(sent) != 0 {
+				t.Errorf("lane sends = %d, want none: the job was skipped and its batch counted it so", len(sent))
+			}
+			if got := failures(resp); len(got) != 0 {
+				t.Errorf("batch item failures = %v, want the skipped job's message acknowledged", got)
+			}
+			if ls, _ := r.leases.ListType(ctx, "llm"); len(ls) != 0 {
+				t.Errorf("leases = %+v, want none", ls)
+			}
+			if n := skippedCount(t, ledger); n != 1 {
+				t.Errorf("batch counted %d skipped, want 1", n)
+			}
+		})
+	}
+}
+
+// A key whose job ended after the batch read the leases is no longer at its cap: a waiting job that
+// found it so in that read, with an older job of its sender still in a lane, is not skipped. It binds
+// the freed room (here the look after parking, which reads the leases afresh, binds it).
+func TestSkipLeavesAJobWhoseKeyHasRoomSinceTheRead(t *testing.T) {
+	ctx := context.Background()
+	r, ledger := skipRig(t, 2, config.OverflowSkip)
+	holder{id: "oldest", key: "acme", lane: 1, status: lease.Starting, submitted: 2 * time.Minute}.put(t, r)
+	holder{id: "older", key: "acme", lane: 2, status: lease.Starting, submitted: time.Minute}.put(t, r)
+	r.st.Leases = &releasedAfterRead{LeaseStore: r.leases, lane: 2} // older's release frees lane 2
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{newestIn(t, "", 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fates, err := r.fates.Find(ctx, "llm", "", "acme", "newest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := skippedCount(t, ledger); n != 0 || (len(fates) == 1 && fates[0].Outcome == admission.Skipped) {
+		t.Fatalf("batch counted %d skipped, fates %+v: the key ran 1 job of its cap of 2 when the job was skipped", n, fates)
+	}
+	if got, sent := failures(resp), r.sqs.Sent(lanesURL); len(got) != 0 || len(sent) != 1 {
+		t.Errorf("batch item failures = %v, lane sends %d; want the job bound to the room its key has", got, len(sent))
+	}
+}
+
+// JobsSkipped counts each skipped job once, however it ends skipped: a delivery whose skip was
+// written and counted in nothing (its batch count failed) leaves the job to its next delivery, which
+// ends it skipped from a lane its key has room for by then (sendAdmitted).
+func TestSkippedJobEndedByItsNextDeliveryIsCountedInJobsSkipped(t *testing.T) {
+	ctx := context.Background()
+	r, ledger := skipRig(t, 1, config.OverflowSkip)
+	published := metrics.NewCollector()
+	r.st.Metrics = metrics.New(published, "test")
+	if ok, err := r.fates.Skip(ctx, newestSubmission(""), "old", t0); err != nil || !ok {
+		t.Fatalf("Skip = %v, %v", ok, err)
+	}
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{newestIn(t, "", 2)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := failures(resp); len(got) != 0 || skippedCount(t, ledger) != 1 {
+		t.Fatalf("batch item failures = %v, skipped count %d; want the job ended skipped", got, skippedCount(t, ledger))
+	}
+	if err := r.st.Metrics.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := published.Sum("", metrics.JobsSkipped); got != 1 {
+		t.Errorf("JobsSkipped = %v, want 1", got)
+	}
+}
+
+// A job that has run (an attempt made, then back in its key's group to wait for its retry under a
+// lowered cap) is never skipped, even with no admitted fate found: one written under the rule queue
+// is none (a type switched to skip since), and one written more than admission.Retention ago has
+// expired while its attempt ran (a Standard workflow runs up to a year). Skipped, the job would end
+// "skipped" after running, counted neither as succeeded nor dead-lettered.
+func TestJobThatRanIsNotSkipped(t *testing.T) {
+	ctx := context.Background()
+	r, ledger := skipRig(t, 1, config.OverflowSkip)
+	holder{id: "old", key: "acme", lane: 1, status: lease.Starting, submitted: time.Minute}.put(t, r)
+	b, _ := json.Marshal(job.Job{Type: "llm", ID: "newest", Key: "acme", Batch: "b", Attempts: 1, Input: json.RawMessage(`{}`), SubmittedAt: submitted})
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{message(t, "llm#acme", "newest", string(b), 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fates, err := r.fates.Find(ctx, "llm", "", "acme", "newest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := skippedCount(t, ledger); n != 0 || len(fates) != 0 {
+		t.Errorf("batch counted %d skipped, fates %+v; want the job that ran waiting for its retry", n, fates)
+	}
+	if got := failures(resp); !equal(got, sorted("msg-newest")) {
+		t.Errorf("batch item failures = %v, want the job held at its key's cap", got)
+	}
+}
+
+// A bound lease of a job that was itself skipped (a twin delivery of its message bound a lane, and
+// gives it back once its admission fails) holds no job that will run: a newer job of its key is not
+// skipped behind it, or neither runs. (Sequence: copy A of old's message skips old and acknowledges
+// it; copy B, which read the leases after old's own older job ended, binds lane 1 for old; newest,
+// now its group's head, finds lane 1 bound to old; then B's Admit finds old skipped and frees lane 1.)
+func TestNotSkippedBehindABoundJobThatWasSkipped(t *testing.T) {
+	ctx := context.Background()
+	r, ledger := skipRig(t, 1, config.OverflowSkip)
+	holder{id: "old", key: "acme", lane: 1, status: lease.Bound, submitted: time.Minute}.put(t, r)
+	old := admission.Job{Type: "llm", Key: "acme", ID: "old", SubmittedAt: submitted.Add(-time.Minute)}
+	if ok, err := r.fates.Skip(ctx, old, "older", t0); err != nil || !ok {
+		t.Fatalf("Skip(old) = %v, %v", ok, err)
+	}
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{newestIn(t, "", 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	fates, err := r.fates.Find(ctx, "llm", "", "acme", "newest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := skippedCount(t, ledger); n != 0 || len(fates) != 0 {
+		t.Errorf("batch counted %d skipped, fates %+v; want newest waiting: old never runs", n, fates)
+	}
+}
+
+// keyCapsOnly is llm's configuration with caps for listed keys only (KeyLimits), no key limit: the
+// default key, and keys not listed, have no cap of their own.
+type keyCapsOnly struct {
+	inner interface {
+		Get(ctx context.Context, typ string) (config.TypeConfig, error)
+	}
+	caps map[string]int
+}
+
+func (c keyCapsOnly) Get(ctx context.Context, typ string) (config.TypeConfig, error) {
+	cfg, err := c.inner.Get(ctx, typ)
+	cfg.KeyLimit, cfg.KeyLimits = 0, c.caps
+	return cfg, err
+}
+
+// With caps for some keys only, a job without a key (the default key) has no cap, so the rule skip
+// never acts for it (docs/flow-control.md): when its type's lanes are all taken by older jobs of its
+// sender, it waits for a lane, as under the rule queue.
+func TestSkipNeverActsForTheDefaultKeyWithoutACap(t *testing.T) {
+	ctx := context.Background()
+	r, ledger := skipRig(t, 1, config.OverflowSkip)
+	caps := keyCapsOnly{inner: r.st.Config, caps: map[string]int{"acme": 2}}
+	r.st.Config = caps
+	cfg, err := caps.Get(ctx, "llm")
+	if err != nil || !cfg.Skips() {
+		t.Fatalf("config %+v, %v: want the rule skip in force", cfg, err)
+	}
+	for ln := 1; ln <= 4; ln++ {
+		holder{id: fmt.Sprintf("old-%d", ln), key: "", lane: ln, status: lease.Starting, submitted: time.Minute}.put(t, r)
+	}
+	j := job.Job{Type: "llm", ID: "newest", Batch: "b", Input: json.RawMessage(`{}`), SubmittedAt: submitted}
+	b, _ := json.Marshal(j)
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{message(t, cfg.WaitingGroup(j), "newest", string(b), 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fates, err := r.fates.Find(ctx, "llm", "", "", "newest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := skippedCount(t, ledger); n != 0 || len(fates) != 0 {
+		t.Errorf("batch counted %d skipped, fates %+v; want the job waiting for a lane", n, fates)
+	}
+	if got := failures(resp); !equal(got, sorted("msg-newest")) {
+		t.Errorf("batch item failures = %v, want the job held", got)
+	}
 }
