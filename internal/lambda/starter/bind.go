@@ -153,7 +153,7 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 			if w.AtKeyCap && cfg.Skips() && (x.job.Key != "" || cfg.KeyLimit > 0) {
 				// The overflow rule skip, from the group's current head only; never for the default
 				// key without a key limit, which has no cap (a full type is not a key at its cap).
-				if v, skipped, err := s.skipBehind(ctx, x, leases); err != nil || skipped {
+				if v, skipped, err := s.skipBehind(ctx, x, cfg); err != nil || skipped {
 					return v, err
 				}
 			}

@@ -36,12 +36,22 @@ func submission(x *msg) admission.Job {
 // was given back) is not skipped: it waits like any job at its key's cap. A skip written whose
 // message stays (a failure after the write) ends on the message's next delivery, here or in
 // sendAdmitted, whatever its key then holds.
-func (s *Starter) skipBehind(ctx context.Context, x *msg, leases []lease.Lease) (v verdict, skipped bool, err error) {
+func (s *Starter) skipBehind(ctx context.Context, x *msg, cfg config.TypeConfig) (v verdict, skipped bool, err error) {
 	if x.job.Attempts > 0 {
 		return hold, false, nil // it has run: admitted, whether or not its fate is still found
 	}
+	// The batch's read of the leases is old (other jobs ended since), and holds the batch's own binds
+	// without their jobs: the key's cap and its older job are read afresh.
+	leases, err := x.view.read(ctx, s.Leases, x.key.Type, true)
+	if err != nil {
+		return hold, false, err
+	}
 	var behind *lease.Lease
+	ofKey := 0
 	for i, l := range leases {
+		if l.JobKey == x.job.Key {
+			ofKey++
+		}
 		switch {
 		case l.JobKey != x.job.Key || l.JobSender != x.job.Sender,
 			l.Holds(x.job.Sender, x.job.Key, x.job.ID, l.Redrive), // the job itself, of any generation
@@ -53,18 +63,7 @@ func (s *Starter) skipBehind(ctx context.Context, x *msg, leases []lease.Lease) 
 			behind = &leases[i]
 		}
 	}
-	if behind == nil {
-		return hold, false, nil
-	}
-	// The leases were read for the whole batch, a while ago: the older job may have ended since. Its
-	// lease is read again, and a job no longer holding its lane skips nothing: the look after
-	// parking reads the lanes afresh.
-	cur, err := s.Leases.Get(ctx, behind.Key())
-	if err != nil {
-		return hold, false, fmt.Errorf("read the lease of lane %d, held by an older job of the key: %w", behind.Lane, err)
-	}
-	if cur == nil || !cur.Holds(behind.JobSender, behind.JobKey, behind.JobID, behind.Redrive) {
-		x.log.InfoContext(ctx, "key at its cap; its older job left its lane since the leases were read, nothing to skip behind")
+	if behind == nil || ofKey < cfg.KeyCap(x.job.Key) {
 		return hold, false, nil
 	}
 	ok, err := s.Fates.Skip(ctx, submission(x), behind.JobID, s.now())
