@@ -13,6 +13,7 @@ import (
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/sfnlimit/sfnlimit/internal/lambda/admission"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
@@ -96,6 +97,12 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 		}
 		if atCap.pool != "" {
 			w.AtPool = atCap.pool
+		}
+		if errors.Is(err, admission.ErrSkipped) {
+			// Skipped by another copy of this message, or by a delivery of it that stopped before
+			// its acknowledgement: it ends so, and takes no lane.
+			x.log.InfoContext(ctx, "the job was skipped before (overflow rule skip); not binding it")
+			return s.endSkipped(ctx, x)
 		}
 		if err != nil {
 			return hold, err
@@ -462,6 +469,14 @@ func (s *Starter) bindFree(ctx context.Context, x *msg, cfg config.TypeConfig, l
 	members, err := s.poolMembers(ctx, cfg)
 	if err != nil {
 		return nil, full{}, 0, err
+	}
+	if tokens {
+		// A job of a skip type is admitted before its lease is written, so a bound lease is always
+		// an admitted job's: no newer job is skipped behind a job that is itself skipped.
+		if err := s.admit(ctx, x, cfg); err != nil {
+			s.refundTokens(ctx, x, cfg, true, true)
+			return nil, full{}, 0, err
+		}
 	}
 	for _, ln := range lane.Spread(x.job, cfg.Limit) {
 		if taken[ln] || (above > 0 && !allowed[ln]) {

@@ -18,6 +18,7 @@ import (
 type fates interface {
 	Admit(ctx context.Context, j admission.Job, now time.Time) error
 	Skip(ctx context.Context, j admission.Job, behind string, now time.Time) (bool, error)
+	Fate(ctx context.Context, j admission.Job) (string, error)
 }
 
 func submission(x *msg) admission.Job {
@@ -91,15 +92,19 @@ func (s *Starter) endSkipped(ctx context.Context, x *msg) (verdict, error) {
 	return ack, nil
 }
 
-// sendAdmitted sends the job of lease b, bound to a lane for it, to that lane (sendBound); for a
-// type with the overflow rule skip, only once its admission is written. A job skipped before (by
-// another copy of this message, or by a delivery of it that failed before its acknowledgement)
-// gives the lane back and ends skipped instead.
+// sendAdmitted sends the job of lease b, bound to a lane for it, to that lane (sendBound), unless
+// the job was skipped: then it gives the lane back and ends skipped. A type whose rule is skip
+// admits the job first (admit); a type with key caps and another rule reads the job's fate on a
+// message delivered again, since its rule may have been skip when an earlier delivery skipped the
+// job and stopped before the message went.
 func (s *Starter) sendAdmitted(ctx context.Context, x *msg, b lease.Lease, cfg config.TypeConfig) (verdict, error) {
-	if cfg.Overflow != config.OverflowSkip {
-		return s.sendBound(ctx, x, b)
+	err := s.admit(ctx, x, cfg)
+	if err == nil && !x.admitted && cfg.CapsKeys() && x.receives() > 1 {
+		var fate string
+		if fate, err = s.Fates.Fate(ctx, submission(x)); err == nil && fate == admission.Skipped {
+			err = fmt.Errorf("job %s: %w", x.job.ID, admission.ErrSkipped)
+		}
 	}
-	err := s.Fates.Admit(ctx, submission(x), s.now())
 	if !errors.Is(err, admission.ErrSkipped) {
 		if err != nil {
 			return hold, err
@@ -111,4 +116,17 @@ func (s *Starter) sendAdmitted(ctx context.Context, x *msg, b lease.Lease, cfg c
 	}
 	x.log.InfoContext(ctx, "the job was skipped before (overflow rule skip); lane given back", "toLane", b.Lane)
 	return s.endSkipped(ctx, x)
+}
+
+// admit writes the admitted fate of a job of a type whose rule is skip, once per delivery; it fails
+// with admission.ErrSkipped when the job was skipped. Other types write nothing.
+func (s *Starter) admit(ctx context.Context, x *msg, cfg config.TypeConfig) error {
+	if x.admitted || cfg.Overflow != config.OverflowSkip {
+		return nil
+	}
+	if err := s.Fates.Admit(ctx, submission(x), s.now()); err != nil {
+		return err
+	}
+	x.admitted = true
+	return nil
 }

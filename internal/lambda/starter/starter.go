@@ -263,6 +263,9 @@ type msg struct {
 	// freed is the attempt (0: none) of this message whose claim this delivery read and then found
 	// gone: freed by a release, which counted its end. Its claim says so (lease.Lease.Reclaimed).
 	freed int
+	// admitted is set once this delivery wrote (or found) the job's admitted fate (overflow rule
+	// skip): it may run.
+	admitted bool
 }
 
 // receives is the delivery's ApproximateReceiveCount (0 when SQS did not say).
