@@ -192,11 +192,12 @@ func (r *rig) overflowOf(ctx context.Context, store *config.DynamoStore, typ str
 //  2. key k-2 from two senders: t1 runs, then t2 of the same key comes from another producer. A rule
 //     acts only within one sender, so t2 is not skipped: it waits for t1 to end (the key's cap
 //     counts both senders' jobs) and succeeds;
-//  3. key k-3: e1 runs and ends; e2, sent after, runs too: a key whose job ended skips nothing.
+//  3. key k-3: e1 runs and ends; e2, sent after, runs too: a key whose job ended skips nothing;
+//  4. key k-4: a burst of three into an idle key: the first runs, the other two end skipped behind it.
 //
 // Checked from Step Functions' records and the table: every invariant of the suite (a skipped job
 // has no execution, no dead letter, one skipped fate, and JobsSkipped counts them); no key worked two
-// jobs at once; b and c were skipped behind a, and before a ended.
+// jobs at once; each skipped job was skipped behind its key's running job, before that one ended.
 func TestOverflowSkip(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -217,6 +218,15 @@ func TestOverflowSkip(t *testing.T) {
 	r.submit(ctx, job{Type: typ, ID: "a", Key: "k-1", Input: work{Seconds: longWork}})
 	r.submit(ctx, job{Type: typ, ID: "t1", Key: "k-2", Input: work{Seconds: 15}})
 	r.submit(ctx, job{Type: typ, ID: "e1", Key: "k-3", Input: work{Seconds: short}})
+	// 4. k-4: a burst into an idle key, sent milliseconds apart (often one starter batch).
+	for i, id := range []string{"f1", "f2", "f3"} {
+		j := job{Type: typ, ID: id, Key: "k-4", Input: work{Seconds: 20}, Want: wantSkipped}
+		if i == 0 {
+			j.Want = wantSucceeded
+		}
+		r.submit(ctx, j)
+		time.Sleep(20 * time.Millisecond) // strictly later: jobs sent in one millisecond are not ordered
+	}
 	r.waitFor(ctx, progressWithin, "job a to run", running("a"))
 	r.submit(ctx, job{Type: typ, ID: "b", Key: "k-1", Input: work{Seconds: short}, Want: wantSkipped},
 		job{Type: typ, ID: "c", Key: "k-1", Input: work{Seconds: short}, Want: wantSkipped})
@@ -251,8 +261,10 @@ func TestOverflowSkip(t *testing.T) {
 			continue
 		}
 		at, _ := strconv.ParseInt(it["at"], 10, 64)
-		if id := parts[2]; it["behind"] != "a" || time.UnixMilli(at).After(a.WorkEnd) {
-			t.Errorf("job %s skipped behind %q at %s, want behind a, before a ended at %s", id, it["behind"], stamp(time.UnixMilli(at)), stamp(a.WorkEnd))
+		by := map[string]observe.Execution{"b": a, "c": a, "f2": only("f1"), "f3": only("f1")}
+		id := parts[2]
+		if want, ok := by[id]; !ok || it["behind"] != want.Job.ID || time.UnixMilli(at).After(want.WorkEnd) {
+			t.Errorf("job %s skipped behind %q at %s, want behind %s, before it ended at %s", id, it["behind"], stamp(time.UnixMilli(at)), want.Job.ID, stamp(want.WorkEnd))
 		}
 	}
 	t1, t2 := only("t1"), only("t2")
@@ -262,7 +274,7 @@ func TestOverflowSkip(t *testing.T) {
 	if e1, e2 := only("e1"), only("e2"); e2.Start.Before(e1.WorkEnd) {
 		t.Errorf("e2 started at %s, before e1 ended at %s", stamp(e2.Start), stamp(e1.WorkEnd))
 	}
-	if n := r.logs.count("job skipped (overflow rule skip)"); n != 2 {
-		t.Errorf("the starter logged %d skips, want 2 (b and c)", n)
+	if n := r.logs.count("job skipped (overflow rule skip)"); n != 4 {
+		t.Errorf("the starter logged %d skips, want 4 (b, c, f2, f3)", n)
 	}
 }
