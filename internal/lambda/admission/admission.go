@@ -93,7 +93,7 @@ func sk(j Job) string {
 
 // Admit records that j may run. It fails with ErrSkipped when j was skipped: then it must not run.
 func (s *Store) Admit(ctx context.Context, j Job, now time.Time) error {
-	old, err := s.decide(ctx, Fate{Job: j, Outcome: Admitted, At: now})
+	old, _, err := s.decide(ctx, Fate{Job: j, Outcome: Admitted, At: now})
 	if err != nil {
 		return err
 	}
@@ -103,15 +103,18 @@ func (s *Store) Admit(ctx context.Context, j Job, now time.Time) error {
 	return nil
 }
 
-// Skip records that j ends without running, behind job behind of its key. It returns false when j
-// was admitted already: then it must not be skipped.
-func (s *Store) Skip(ctx context.Context, j Job, behind string, now time.Time) (bool, error) {
-	old, err := s.decide(ctx, Fate{Job: j, Outcome: Skipped, Behind: behind, At: now})
-	return old == nil, err
+// Skip records that j ends without running, behind job behind of its key. skipped is false when j
+// was admitted already: then it must not be skipped. first says this call wrote the skip (not a
+// copy of the message, or an earlier delivery; nor this call's own write answered as failed and
+// made again by the SDK, which reads as an earlier one): the one to count it.
+func (s *Store) Skip(ctx context.Context, j Job, behind string, now time.Time) (skipped, first bool, err error) {
+	old, wrote, err := s.decide(ctx, Fate{Job: j, Outcome: Skipped, Behind: behind, At: now})
+	return old == nil && err == nil, wrote, err
 }
 
-// decide writes f unless the other fate was written first, which it then returns.
-func (s *Store) decide(ctx context.Context, f Fate) (*Fate, error) {
+// decide writes f unless a fate was written first: wrote says it wrote it, and old is the other fate
+// when that one was.
+func (s *Store) decide(ctx context.Context, f Fate) (old *Fate, wrote bool, err error) {
 	item := map[string]types.AttributeValue{
 		"pk":        &types.AttributeValueMemberS{Value: pk(f.Type)},
 		"sk":        &types.AttributeValueMemberS{Value: sk(f.Job)},
@@ -122,7 +125,7 @@ func (s *Store) decide(ctx context.Context, f Fate) (*Fate, error) {
 	if f.Behind != "" {
 		item["behind"] = &types.AttributeValueMemberS{Value: f.Behind}
 	}
-	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: &s.table, Item: item,
 		// Its own fate found is a write already made (answered as failed, or by another copy of
 		// the message, or a later delivery's): kept as first written, with its first time and
@@ -133,16 +136,16 @@ func (s *Store) decide(ctx context.Context, f Fate) (*Fate, error) {
 	var cf *types.ConditionalCheckFailedException
 	switch {
 	case errors.As(err, &cf) && len(cf.Item) == 0:
-		return nil, fmt.Errorf("record job %s of type %s %s: its fate was written, and not returned: %w", f.ID, f.Type, f.Outcome, err)
+		return nil, false, fmt.Errorf("record job %s of type %s %s: its fate was written, and not returned: %w", f.ID, f.Type, f.Outcome, err)
 	case errors.As(err, &cf):
 		if old := decode(f.Type, cf.Item); old.Outcome != f.Outcome {
-			return &old, nil
+			return &old, false, nil
 		}
-		return nil, nil
+		return nil, false, nil
 	case err != nil:
-		return nil, fmt.Errorf("record job %s of type %s %s: %w", f.ID, f.Type, f.Outcome, err)
+		return nil, false, fmt.Errorf("record job %s of type %s %s: %w", f.ID, f.Type, f.Outcome, err)
 	}
-	return nil, nil
+	return nil, true, nil
 }
 
 // Fate returns what was decided for j: Admitted, Skipped, or "" when nothing was (or its record

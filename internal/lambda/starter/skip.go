@@ -17,7 +17,7 @@ import (
 // (admission.Store): whichever is written first stands.
 type fates interface {
 	Admit(ctx context.Context, j admission.Job, now time.Time) error
-	Skip(ctx context.Context, j admission.Job, behind string, now time.Time) (bool, error)
+	Skip(ctx context.Context, j admission.Job, behind string, now time.Time) (skipped, first bool, err error)
 	Fate(ctx context.Context, j admission.Job) (string, error)
 }
 
@@ -67,13 +67,19 @@ func (s *Starter) skipBehind(ctx context.Context, x *msg, cfg config.TypeConfig)
 	if behind == nil || ofKey < cfg.KeyCap(x.job.Key) {
 		return hold, false, nil
 	}
-	ok, err := s.Fates.Skip(ctx, submission(x), behind.JobID, s.now())
+	ok, first, err := s.Fates.Skip(ctx, submission(x), behind.JobID, s.now())
 	if err != nil {
 		return hold, false, err
 	}
 	if !ok {
 		x.log.InfoContext(ctx, "key at its cap; the job was admitted to run before, so it waits (overflow rule skip)", "behind", behind.JobID)
 		return hold, false, nil
+	}
+	if first {
+		// Counted by the call that wrote the skip, before anything can fail: a twin delivery, or a
+		// delivery after a failure, finds the skip written and counts nothing. A skip answered as
+		// failed and written again by the SDK is not counted.
+		s.Metrics.Add(x.key.Type, metrics.JobsSkipped, 1)
 	}
 	v, err = s.endSkipped(ctx, x)
 	if err == nil {
@@ -82,13 +88,12 @@ func (s *Starter) skipBehind(ctx context.Context, x *msg, cfg config.TypeConfig)
 	return v, true, err
 }
 
-// endSkipped counts a skipped job in its batch and in JobsSkipped, and acknowledges its message.
+// endSkipped counts a skipped job in its batch and acknowledges its message.
 func (s *Starter) endSkipped(ctx context.Context, x *msg) (verdict, error) {
 	j := x.job
 	if err := s.Releaser.BatchEnded(ctx, lease.Lease{Type: j.Type, JobID: j.ID, JobKey: j.Key, JobSender: j.Sender, Batch: j.Batch, Redrive: j.Redrive}, batch.Skipped); err != nil {
 		return hold, err
 	}
-	s.Metrics.Add(x.key.Type, metrics.JobsSkipped, 1)
 	return ack, nil
 }
 

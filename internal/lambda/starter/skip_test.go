@@ -160,7 +160,7 @@ func TestKeyAtItsCapSkipsBehindAnOlderJobOfItsSender(t *testing.T) {
 func TestSkippedJobIsNeverSentToALane(t *testing.T) {
 	ctx := context.Background()
 	r, ledger := skipRig(t, 1, config.OverflowSkip)
-	if ok, err := r.fates.Skip(ctx, newestSubmission(""), "old", t0); err != nil || !ok {
+	if ok, _, err := r.fates.Skip(ctx, newestSubmission(""), "old", t0); err != nil || !ok {
 		t.Fatalf("Skip = %v, %v", ok, err)
 	}
 	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{newestIn(t, "", 2)}})
@@ -287,7 +287,7 @@ func TestSkippedJobDoesNotRunAfterTheRuleChanged(t *testing.T) {
 		t.Run(rule, func(t *testing.T) {
 			ctx := context.Background()
 			r, ledger := skipRig(t, 1, rule)
-			if ok, err := r.fates.Skip(ctx, newestSubmission(""), "old", t0); err != nil || !ok {
+			if ok, _, err := r.fates.Skip(ctx, newestSubmission(""), "old", t0); err != nil || !ok {
 				t.Fatalf("Skip = %v, %v", ok, err)
 			}
 			if err := r.rel.BatchEnded(ctx, lease.Lease{Type: "llm", JobID: "newest", JobKey: "acme", Batch: "b"}, batch.Skipped); err != nil {
@@ -339,22 +339,45 @@ func TestSkipLeavesAJobWhoseKeyHasRoomSinceTheRead(t *testing.T) {
 }
 
 // JobsSkipped counts each skipped job once, however it ends skipped: a delivery whose skip was
-// written and counted in nothing (its batch count failed) leaves the job to its next delivery, which
-// ends it skipped from a lane its key has room for by then (sendAdmitted).
-func TestSkippedJobEndedByItsNextDeliveryIsCountedInJobsSkipped(t *testing.T) {
+// written (and counted in JobsSkipped) and whose batch count failed leaves the job to its next
+// delivery, which ends it skipped from a lane its key has room for by then, and counts it again in
+// nothing.
+func TestSkippedJobEndedByItsNextDeliveryIsCountedOnce(t *testing.T) {
 	ctx := context.Background()
-	r, ledger := skipRig(t, 1, config.OverflowSkip)
+	r := newKeyRigRule(t, 1, config.OverflowSkip)
+	db := fakes.NewDynamoDB("t")
+	ledger := batch.New(db, "t")
+	r.rel.Batches = batchend.New(ledger, nopBus{}, "s", fakes.Logger(t))
+	if err := ledger.Open(ctx, "b", 1, t0); err != nil {
+		t.Fatal(err)
+	}
 	published := metrics.NewCollector()
 	r.st.Metrics = metrics.New(published, "test")
-	if ok, err := r.fates.Skip(ctx, newestSubmission(""), "old", t0); err != nil || !ok {
-		t.Fatalf("Skip = %v, %v", ok, err)
+	holder{id: "old", key: "acme", lane: 1, status: lease.Starting, submitted: time.Minute}.put(t, r)
+	db.OnCall = func(op string) error {
+		if op == "TransactWriteItems" {
+			return errors.New("InternalServerError: try again")
+		}
+		return nil
 	}
-	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{newestIn(t, "", 2)}})
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{newestIn(t, "", 1)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := failures(resp); len(got) != 0 || skippedCount(t, ledger) != 1 {
-		t.Fatalf("batch item failures = %v, skipped count %d; want the job ended skipped", got, skippedCount(t, ledger))
+	if got := failures(resp); len(got) != 1 {
+		t.Fatalf("batch item failures = %v, want the message held: its batch count failed", got)
+	}
+	db.OnCall = nil
+	old, _ := r.leases.Lease(lease.Key{Type: "llm", Lane: 1})
+	if err := r.leases.Delete(ctx, old); err != nil { // old ended: its key has room
+		t.Fatal(err)
+	}
+	resp, err = r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{newestIn(t, "", 2)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := failures(resp); len(got) != 0 || skippedCount(t, ledger) != 1 || len(r.sqs.Sent(lanesURL)) != 0 {
+		t.Fatalf("batch item failures = %v, skipped count %d, lane sends %d; want the job ended skipped, never sent", got, skippedCount(t, ledger), len(r.sqs.Sent(lanesURL)))
 	}
 	if err := r.st.Metrics.Flush(); err != nil {
 		t.Fatal(err)
@@ -399,7 +422,7 @@ func TestTwinOfASkippedJobTakesNoLane(t *testing.T) {
 	ctx := context.Background()
 	r, ledger := skipRig(t, 1, config.OverflowSkip)
 	old := admission.Job{Type: "llm", Key: "acme", ID: "old", SubmittedAt: submitted.Add(-time.Minute)}
-	if ok, err := r.fates.Skip(ctx, old, "older", t0); err != nil || !ok {
+	if ok, _, err := r.fates.Skip(ctx, old, "older", t0); err != nil || !ok {
 		t.Fatalf("Skip(old) = %v, %v", ok, err)
 	}
 	b, _ := json.Marshal(job.Job{Type: "llm", ID: "old", Key: "acme", Batch: "b", Input: json.RawMessage(`{}`), SubmittedAt: old.SubmittedAt})
@@ -491,4 +514,28 @@ type leasePuts struct {
 func (p *leasePuts) Put(ctx context.Context, l lease.Lease, prev *lease.Lease) (lease.Lease, error) {
 	p.jobs = append(p.jobs, l.JobID)
 	return p.LeaseStore.Put(ctx, l, prev)
+}
+
+// Two copies of one delivery (Lambda may hand a batch over twice) both skip the job: JobsSkipped
+// counts it once, by the copy that wrote the skip; the batch counts it once.
+func TestTwinDeliveriesCountASkipOnce(t *testing.T) {
+	ctx := context.Background()
+	r, ledger := skipRig(t, 1, config.OverflowSkip)
+	published := metrics.NewCollector()
+	r.st.Metrics = metrics.New(published, "test")
+	holder{id: "old", key: "acme", lane: 1, status: lease.Starting, submitted: time.Minute}.put(t, r)
+	for range 2 {
+		if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{newestIn(t, "", 1)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := skippedCount(t, ledger); n != 1 {
+		t.Errorf("batch counted %d skipped, want 1", n)
+	}
+	if err := r.st.Metrics.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := published.Sum("llm", metrics.JobsSkipped); got != 1 {
+		t.Errorf("JobsSkipped = %v, want 1: one job skipped", got)
+	}
 }
