@@ -171,7 +171,7 @@ func (c *checker) started(e *execution) {
 		c.violate(KindCancelledRan, job, "%s (attempt %d) started after %s%s was stopped by a newer job of its key (%s)", e.name, m.Attempt, genText(m.Redrive), by, c.ops.cancelledBy[genKey(job, m.Redrive)])
 	}
 	if behind, ok := c.skips.skipped[genKey(job, m.Redrive)]; ok {
-		c.violate(KindSkippedRan, job, "%s (attempt %d) started after %swas skipped behind %s (overflow rule skip)", e.name, m.Attempt, genText(m.Redrive), behind)
+		c.violate(KindSkippedRan, job, "%s (attempt %d) started after its job's %sskip behind %s (overflow rule skip)", e.name, m.Attempt, genText(m.Redrive), behind)
 	}
 	c.checkPaused(e)
 	c.checkPools(e)

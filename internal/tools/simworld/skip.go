@@ -138,9 +138,9 @@ func (c *checker) fateWritten(item map[string]ddbtypes.AttributeValue) {
 	case c.w.jobs[bk] == nil:
 		c.violate(KindSkipWrongJob, k, "%sskipped behind %s: no job of its type, key %q and sender %q has that id", genText(gen), behind, key, sender)
 	case bk == k:
-		c.violate(KindSkipWrongJob, k, "%sskipped behind itself", genText(gen))
+		c.violate(KindSkipWrongJob, k, "%sskipped behind %s, its own id: a job of another sender, or itself", genText(gen), behind)
 	case !older:
-		c.violate(KindSkipWrongJob, k, "%s(submitted at %s) skipped behind %s, submitted at %s: not an older job", genText(gen),
+		c.violate(KindSkipWrongJob, k, "%ssubmitted at %s, skipped behind %s, submitted at %s: not an older job", genText(gen),
 			mine.Sub(c.start), bk, c.ops.submitted[genKey(bk, 0)].Sub(c.start))
 	case !c.skips.laned[bk]:
 		c.violate(KindSkipWrongJob, k, "%sskipped behind %s, which never held a lane", genText(gen), bk)
