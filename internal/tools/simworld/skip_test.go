@@ -236,3 +236,14 @@ func TestASkipFoundAtAdmissionGivesItsLaneBackSeedHolds(t *testing.T) {
 		return traced(w, "the job was skipped before (overflow rule skip); lane given back")
 	})
 }
+
+// Seeds that catch the rule's guards removed (docs/simulation.md, "The overflow rule skip"): with
+// skipBehind's "submitted before" check removed, seed 22 skips e004 of key k2 behind its sender's
+// newer e005 (KindSkipWrongJob); with sendAdmitted sending without its admission, seed 13 runs e016
+// after its skip (KindSkippedRan). Without the sender check, every seed from 1 breaks. On the code
+// as it is, both keep every invariant.
+//
+//	SEED=22 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile all+skip
+func TestSkipGuardsSeedsHold(t *testing.T) {
+	holdAt(t, SkipProfile, 13, 22)
+}
