@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 	"testing/synctest"
-
 )
 
 // These tests hold the simulation to what it found: each names a seed and a fault profile at
@@ -816,18 +815,5 @@ func TestJobsSkippedCountedOnceByTwinsSeedHolds(t *testing.T) {
 			}
 		}
 		return false
-	})
-}
-
-// JobsSkipped not counted for a skip found at admission (found by the skip profile's first survey,
-// fixed): a skip written whose delivery then failed (its batch record throttled) came back, its key
-// had room, and the admission found the skip: the job ended skipped, counted in its batch but not
-// in JobsSkipped (seed 23 of throttle+skip, e013: 7 published, 8 skipped). The skip is counted
-// when written now; the path is a later delivery finding the job skipped.
-//
-//	SEED=23 TRACE=e013 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile throttle+skip (before the fix)
-func TestSkipFoundAtAdmissionSeedHolds(t *testing.T) {
-	holdsOnPathFrom(t, "throttle+skip", 55, 120, func(w *World) bool {
-		return traced(w, "the job was skipped before (overflow rule skip)")
 	})
 }
