@@ -240,12 +240,13 @@ func TestASkipFoundAtAdmissionTakesNoLaneSeedHolds(t *testing.T) {
 }
 
 // Seeds that catch the rule's guards removed (docs/simulation.md, "The overflow rule skip"): with
-// skipBehind's "submitted before" check removed, seed 22 skips e004 of key k2 behind its sender's
-// newer e005 (KindSkipWrongJob); with sendAdmitted sending without its admission, seed 13 runs e016
-// after its skip (KindSkippedRan). Without the sender check, every seed from 1 breaks. On the code
-// as it is, both keep every invariant.
+// skipBehind's "submitted before" check removed, seed 6 skips e024 of key k3 behind its sender's
+// newer e003 (KindSkipWrongJob); with a job sent to its lane without its admission (neither written
+// before its lease nor read on a redelivery), seed 2 runs e009 after its skip (KindSkippedRan).
+// Without the sender check, every seed from 1 breaks. On the code as it is, both keep every
+// invariant.
 //
-//	SEED=22 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile all+skip
+//	SEED=6 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile all+skip
 func TestSkipGuardsSeedsHold(t *testing.T) {
-	holdAt(t, SkipProfile, 13, 22)
+	holdAt(t, SkipProfile, 2, 6)
 }
