@@ -240,8 +240,8 @@ func TestASkipFoundAtAdmissionTakesNoLaneSeedHolds(t *testing.T) {
 }
 
 // Seeds that catch the rule's guards removed (docs/simulation.md, "The overflow rule skip"): with
-// skipBehind's "submitted before" check removed, seed 6 skips e024 of key k3 behind its sender's
-// newer e003 (KindSkipWrongJob); with a job sent to its lane without its admission (neither written
+// skipBehind's "submitted before" check removed, seed 6 skips e024 of key k3 behind e003, not
+// submitted before it (KindSkipWrongJob); with a job sent to its lane without its admission (neither written
 // before its lease nor read on a redelivery), seed 2 runs e009 after its skip (KindSkippedRan).
 // Without the sender check, every seed from 1 breaks. On the code as it is, both keep every
 // invariant.
