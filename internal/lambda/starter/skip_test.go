@@ -539,3 +539,33 @@ func TestTwinDeliveriesCountASkipOnce(t *testing.T) {
 		t.Errorf("JobsSkipped = %v, want 1: one job skipped", got)
 	}
 }
+
+// A job skipped by a twin of its delivery (Lambda may hand a batch over twice) while this copy
+// parked, on its first receive, ends skipped on the look after parking, when a lane turns out
+// free and its admission finds the skip: the park record this copy wrote goes with it. Left, it
+// would name a message that is gone: a release would spend its wake-up on it, and the key's next
+// head could not park (waitroom.ErrGroupParked) until the record's park period ran out.
+func TestJobSkippedAfterItParkedLeavesNoParkRecord(t *testing.T) {
+	ctx := context.Background()
+	r, ledger := skipRig(t, 2, config.OverflowSkip)
+	for ln := 1; ln <= 4; ln++ {
+		holder{id: fmt.Sprintf("other-%d", ln), key: fmt.Sprintf("k%d", ln), lane: ln, status: lease.Starting, submitted: time.Minute}.put(t, r)
+	}
+	if ok, _, err := r.fates.Skip(ctx, newestSubmission(""), "old", t0); err != nil || !ok {
+		t.Fatalf("Skip = %v, %v", ok, err)
+	}
+	r.st.Leases = &releasedAfterRead{LeaseStore: r.leases, lane: 1} // lane 1 frees after the batch's read
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{newestIn(t, "", 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := failures(resp); len(got) != 0 {
+		t.Fatalf("batch item failures = %v, want the skipped job's message acknowledged", got)
+	}
+	if n := skippedCount(t, ledger); n != 1 {
+		t.Errorf("batch counted %d skipped, want 1", n)
+	}
+	if ws, err := r.room.List(ctx, "llm"); err != nil || len(ws) != 0 {
+		t.Errorf("parked records = %+v, %v; want none: the job ended skipped and its message goes", ws, err)
+	}
+}
