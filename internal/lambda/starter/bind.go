@@ -102,6 +102,13 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 			// Skipped by another copy of this message, or by a delivery of it that stopped before
 			// its acknowledgement: it ends so, and takes no lane.
 			x.log.InfoContext(ctx, "the job was skipped before (overflow rule skip); not binding it")
+			if look == 1 {
+				// Parked on the first look (the deferred unpark runs only past a first receive).
+				if err := s.WaitRoom.Unpark(ctx, w); err != nil {
+					x.log.WarnContext(ctx, "parked record not removed; a release may wake this group for nothing", "error", err)
+				}
+				parked = true // removed here; the deferred unpark has nothing left to do
+			}
 			return s.endSkipped(ctx, x)
 		}
 		if err != nil {
