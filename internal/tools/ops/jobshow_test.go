@@ -232,7 +232,7 @@ func TestJobShow(t *testing.T) {
 			fates := admission.NewStore(db, "t")
 			for _, fate := range tt.fates {
 				if fate.Outcome == admission.Skipped {
-					if ok, err := fates.Skip(context.Background(), fate.Job, fate.Behind, fate.At); err != nil || !ok {
+					if ok, _, err := fates.Skip(context.Background(), fate.Job, fate.Behind, fate.At); err != nil || !ok {
 						t.Fatalf("Skip = %v, %v", ok, err)
 					}
 				} else if err := fates.Admit(context.Background(), fate.Job, fate.At); err != nil {
