@@ -594,3 +594,28 @@ func TestFindEarlierSaysTheBatch(t *testing.T) {
 		t.Errorf("FindEarlier() = %+v, want payments/o-1 of batch nightly", found)
 	}
 }
+
+// A job skipped while its type's rule was skip stays skipped when an operator switches the rule
+// afterwards (config set sync --overflow queue): the starter still honours its fate (a key-capped
+// type reads a redelivered job's fate), so job show must still find it and say it was skipped,
+// not "job not found".
+func TestJobShowSkippedAfterTheRuleChanged(t *testing.T) {
+	ctx := context.Background()
+	submitted := time.Date(2026, 3, 1, 11, 50, 0, 0, time.UTC)
+	fates := admission.NewStore(fakes.NewDynamoDB("t"), "t")
+	f := skippedFate(0, submitted, "o-0")
+	if ok, _, err := fates.Skip(ctx, f.Job, f.Behind, f.At); err != nil || !ok {
+		t.Fatalf("Skip = %v, %v", ok, err)
+	}
+	r, err := config.NewResolver(defaults(), staticStore{{Type: "sync", Limit: 4, KeyLimit: 1, Overflow: config.OverflowQueue}}, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	views, err := JobFinder{Leases: fakes.NewLeaseStore(nil), SFN: fakes.NewSFN(nil), Admission: fates, Config: r, Defaults: defaults()}.Show(ctx, "sync", "", "o-1")
+	if err != nil {
+		t.Fatalf("Show() error = %v, want the skipped job found", err)
+	}
+	if len(views) != 1 || views[0].State != "skipped" {
+		t.Fatalf("Show() = %+v, want one view, skipped", views)
+	}
+}
