@@ -569,3 +569,30 @@ func TestJobSkippedAfterItParkedLeavesNoParkRecord(t *testing.T) {
 		t.Errorf("parked records = %+v, %v; want none: the job ended skipped and its message goes", ws, err)
 	}
 }
+
+// Twin deliveries (Lambda may hand a batch over twice) in two starters that cache the type's rule
+// on either side of a switch from skip to queue: the twin that still reads skip skips the job (its
+// key at its cap behind an older job of its sender) and its batch counts it; the twin that reads
+// queue, on the same first receive, finds the key with room (the older job ended between the two
+// reads). It must not send the skipped job to a lane: the job would run after its batch counted it
+// skipped. The fate read that guards a redelivered message is not made on a first receive, and
+// twins share it.
+func TestTwinUnderTheRuleQueueDoesNotRunAJobItsTwinSkipped(t *testing.T) {
+	ctx := context.Background()
+	r, ledger := skipRig(t, 1, config.OverflowQueue)
+	if ok, _, err := r.fates.Skip(ctx, newestSubmission(""), "old", t0); err != nil || !ok {
+		t.Fatalf("Skip = %v, %v", ok, err)
+	}
+	if err := r.rel.BatchEnded(ctx, lease.Lease{Type: "llm", JobID: "newest", JobKey: "acme", Batch: "b"}, batch.Skipped); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{newestIn(t, "", 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	if sent := r.sqs.Sent(lanesURL); len(sent) != 0 {
+		t.Errorf("lane sends = %d, want none: the job was skipped and its batch counted it so", len(sent))
+	}
+	if n := skippedCount(t, ledger); n != 1 {
+		t.Errorf("batch counted %d skipped, want 1", n)
+	}
+}
