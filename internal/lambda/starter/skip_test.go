@@ -596,3 +596,24 @@ func TestTwinUnderTheRuleQueueDoesNotRunAJobItsTwinSkipped(t *testing.T) {
 		t.Errorf("batch counted %d skipped, want 1", n)
 	}
 }
+
+// A job skipped under the rule skip whose message outlives its skip (the delivery stopped after the
+// skip was written, before its message went) never runs, so it takes no older job's place: when an
+// operator switches the type to the rule cancel meanwhile, its next delivery, at its key's cap
+// behind an older running job of its sender, must not stop that job. Stopped, the older job would
+// end "cancelled" for a job that then ends skipped: neither runs.
+func TestSkippedJobCancelsNothingAfterTheRuleChangedToCancel(t *testing.T) {
+	ctx := context.Background()
+	r, ledger := skipRig(t, 1, config.OverflowCancel)
+	holder{id: "old", key: "acme", lane: 1, status: lease.Starting, submitted: time.Minute}.put(t, r)
+	if ok, _, err := r.fates.Skip(ctx, newestSubmission(""), "old", t0); err != nil || !ok {
+		t.Fatalf("Skip = %v, %v", ok, err)
+	}
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{newestIn(t, "", 2)}}); err != nil {
+		t.Fatal(err)
+	}
+	noStops(t, r, "the waiting job was skipped: it never runs, so it takes no older job's place")
+	if n := skippedCount(t, ledger); n != 1 {
+		t.Errorf("batch counted %d skipped, want 1: the job was skipped", n)
+	}
+}
