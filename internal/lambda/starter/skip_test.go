@@ -617,3 +617,36 @@ func TestSkippedJobCancelsNothingAfterTheRuleChangedToCancel(t *testing.T) {
 		t.Errorf("batch counted %d skipped, want 1: the job was skipped", n)
 	}
 }
+
+// With caps for some keys only, a key not listed has no cap either, like the default key: when its
+// type's lanes are all taken by older jobs of its key and sender, its job waits for a lane (a full
+// type is not a key at its cap), as under the rule queue; it is not skipped.
+func TestSkipNeverActsForAKeyWithoutACap(t *testing.T) {
+	ctx := context.Background()
+	r, ledger := skipRig(t, 1, config.OverflowSkip)
+	caps := keyCapsOnly{inner: r.st.Config, caps: map[string]int{"acme": 2}}
+	r.st.Config = caps
+	cfg, err := caps.Get(ctx, "llm")
+	if err != nil || !cfg.Skips() {
+		t.Fatalf("config %+v, %v: want the rule skip in force", cfg, err)
+	}
+	for ln := 1; ln <= 4; ln++ {
+		holder{id: fmt.Sprintf("old-%d", ln), key: "zeta", lane: ln, status: lease.Starting, submitted: time.Minute}.put(t, r)
+	}
+	j := job.Job{Type: "llm", ID: "newest", Key: "zeta", Batch: "b", Input: json.RawMessage(`{}`), SubmittedAt: submitted}
+	b, _ := json.Marshal(j)
+	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{message(t, cfg.WaitingGroup(j), "newest", string(b), 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fates, err := r.fates.Find(ctx, "llm", "", "zeta", "newest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := skippedCount(t, ledger); n != 0 || len(fates) != 0 {
+		t.Errorf("batch counted %d skipped, fates %+v; want the job of a key without a cap waiting for a lane", n, fates)
+	}
+	if got := failures(resp); !equal(got, sorted("msg-newest")) {
+		t.Errorf("batch item failures = %v, want the job held", got)
+	}
+}
