@@ -164,14 +164,16 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 				s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
 				return hold, nil
 			}
-			if w.AtKeyCap && cfg.Skips() && (x.job.Key != "" || cfg.KeyLimit > 0) {
-				// The overflow rule skip, from the group's current head only; never for the default
-				// key without a key limit, which has no cap (a full type is not a key at its cap).
+			hasCap := cfg.KeyLimit > 0 || cfg.KeyLimits[x.job.Key] > 0
+			if w.AtKeyCap && hasCap && cfg.Skips() {
+				// The overflow rule skip, from the group's current head only; never for a key
+				// without a cap (the default key, or one not listed, without a key limit): a full
+				// type is not a key at its cap.
 				if v, skipped, err := s.skipBehind(ctx, x, cfg); err != nil || skipped {
 					return v, err
 				}
 			}
-			if w.AtKeyCap && cfg.Cancels() && s.cancelOlder(ctx, x, leases) && x.receives() <= maxQuickLooks {
+			if w.AtKeyCap && hasCap && cfg.Cancels() && s.cancelOlder(ctx, x, leases) && x.receives() <= maxQuickLooks {
 				// The overflow rule cancel, from the group's current head only: an older job of
 				// its key is about to run (or its stop failed), so it looks again shortly to stop
 				// it, rather than park for a release.
