@@ -650,3 +650,53 @@ func TestSkipNeverActsForAKeyWithoutACap(t *testing.T) {
 		t.Errorf("batch item failures = %v, want the job held", got)
 	}
 }
+
+// readBefore is a lease store whose first ListType answers first: the leases as they were a moment
+// before (another starter changed them just after that read).
+type readBefore struct {
+	*fakes.LeaseStore
+	first []lease.Lease
+	done  bool
+}
+
+func (s *readBefore) ListType(ctx context.Context, typ string) ([]lease.Lease, error) {
+	if !s.done {
+		s.done = true
+		return s.first, nil
+	}
+	return s.LeaseStore.ListType(ctx, typ)
+}
+
+// A job bound to a lane by a twin of its delivery that still caches the rule queue (no admission
+// written: the type was switched to skip a moment ago) holds that lane: the twin that reads skip
+// finds its key at its cap only by counting the job's own lease, and must not skip it. Skipped,
+// the job would run from the lane its twin sent it to after its batch counted it skipped.
+func TestJobHoldingALaneIsNotSkipped(t *testing.T) {
+	ctx := context.Background()
+	r, ledger := skipRig(t, 2, config.OverflowSkip)
+	holder{id: "old", key: "acme", lane: 1, status: lease.Starting, submitted: time.Minute}.put(t, r)
+	holder{id: "other", key: "k2", lane: 3, status: lease.Starting, submitted: time.Minute}.put(t, r)
+	holder{id: "other2", key: "k3", lane: 4, status: lease.Starting, submitted: time.Minute}.put(t, r)
+	// This copy's batch read the leases when old and another job of acme held two lanes.
+	first, err := r.leases.ListType(ctx, "llm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first = append(first, lease.Lease{Type: "llm", Lane: 2, JobID: "gone", JobKey: "acme", Status: lease.Starting, StartedAt: t0, SubmittedAt: submitted.Add(-2 * time.Minute)})
+	// Since, that job ended and the twin bound newest to its lane, its bound lease naming this message.
+	if _, err := r.leases.Put(ctx, lease.Lease{Type: "llm", Lane: 2, JobID: "newest", JobKey: "acme", Batch: "b", MessageID: "msg-newest",
+		Status: lease.Bound, StartedAt: t0, SubmittedAt: submitted}, nil); err != nil {
+		t.Fatal(err)
+	}
+	r.st.Leases = &readBefore{LeaseStore: r.leases, first: first}
+	if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{newestIn(t, "", 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	fates, err := r.fates.Find(ctx, "llm", "", "acme", "newest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := skippedCount(t, ledger); n != 0 || (len(fates) == 1 && fates[0].Outcome == admission.Skipped) {
+		t.Errorf("batch counted %d skipped, fates %+v; want the job that holds lane 2 not skipped", n, fates)
+	}
+}
