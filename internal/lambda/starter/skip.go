@@ -47,6 +47,9 @@ func (s *Starter) skipBehind(ctx context.Context, x *msg, cfg config.TypeConfig)
 	if err != nil {
 		return hold, false, err
 	}
+	if holding(leases, x.job) != nil {
+		return hold, false, nil // bound since the batch's read (a twin's bind): it holds a lane, and goes on from it
+	}
 	var behind *lease.Lease
 	ofKey := 0
 	for i, l := range leases {
