@@ -61,7 +61,6 @@ type Fate struct {
 var ErrSkipped = errors.New("job was skipped (overflow rule skip)")
 
 type dynamoAPI interface {
-	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
 }
@@ -146,22 +145,6 @@ func (s *Store) decide(ctx context.Context, f Fate) (old *Fate, wrote bool, err 
 		return nil, false, fmt.Errorf("record job %s of type %s %s: %w", f.ID, f.Type, f.Outcome, err)
 	}
 	return nil, true, nil
-}
-
-// Fate returns what was decided for j: Admitted, Skipped, or "" when nothing was (or its record
-// expired). The read is consistent.
-func (s *Store) Fate(ctx context.Context, j Job) (string, error) {
-	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: &s.table, ConsistentRead: aws.Bool(true),
-		Key: map[string]types.AttributeValue{
-			"pk": &types.AttributeValueMemberS{Value: pk(j.Type)},
-			"sk": &types.AttributeValueMemberS{Value: sk(j)},
-		},
-	})
-	if err != nil {
-		return "", fmt.Errorf("read the fate of job %s of type %s: %w", j.ID, j.Type, err)
-	}
-	return decode(j.Type, out.Item).Outcome, nil
 }
 
 // Find returns the fates of the job of type typ, sender, key and id, every generation and

@@ -173,6 +173,15 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 					return v, err
 				}
 			}
+			if w.AtKeyCap && hasCap && cfg.Cancels() {
+				// A job that stops another is admitted first: one skipped under an earlier rule
+				// (its message delivered again) ends so, and stops nothing.
+				if err := s.admit(ctx, x, cfg); errors.Is(err, admission.ErrSkipped) {
+					return s.endSkipped(ctx, x)
+				} else if err != nil {
+					return hold, err
+				}
+			}
 			if w.AtKeyCap && hasCap && cfg.Cancels() && s.cancelOlder(ctx, x, leases) && x.receives() <= maxQuickLooks {
 				// The overflow rule cancel, from the group's current head only: an older job of
 				// its key is about to run (or its stop failed), so it looks again shortly to stop
@@ -480,8 +489,9 @@ func (s *Starter) bindFree(ctx context.Context, x *msg, cfg config.TypeConfig, l
 		return nil, full{}, 0, err
 	}
 	if tokens {
-		// A job of a skip type is admitted before its lease is written, so a bound lease is always
-		// an admitted job's: no newer job is skipped behind a job that is itself skipped.
+		// A job of a type with key caps is admitted before its lease is written, so a bound lease
+		// is always an admitted job's: no newer job is skipped behind a job that is itself skipped,
+		// and a job skipped under the rule skip never runs under another rule set since.
 		if err := s.admit(ctx, x, cfg); err != nil {
 			s.refundTokens(ctx, x, cfg, true, true)
 			return nil, full{}, 0, err

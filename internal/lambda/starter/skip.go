@@ -18,7 +18,6 @@ import (
 type fates interface {
 	Admit(ctx context.Context, j admission.Job, now time.Time) error
 	Skip(ctx context.Context, j admission.Job, behind string, now time.Time) (skipped, first bool, err error)
-	Fate(ctx context.Context, j admission.Job) (string, error)
 }
 
 func submission(x *msg) admission.Job {
@@ -101,18 +100,11 @@ func (s *Starter) endSkipped(ctx context.Context, x *msg) (verdict, error) {
 }
 
 // sendAdmitted sends the job of lease b, bound to a lane for it, to that lane (sendBound), unless
-// the job was skipped: then it gives the lane back and ends skipped. A type whose rule is skip
-// admits the job first (admit); a type with key caps and another rule reads the job's fate on a
-// message delivered again, since its rule may have been skip when an earlier delivery skipped the
-// job and stopped before the message went.
+// the job was skipped: then it gives the lane back and ends skipped. A job of a type with key caps is
+// admitted first (admit), whatever the type's rule: it may have been skip when another copy of the
+// message, or an earlier delivery that stopped before its message went, skipped the job.
 func (s *Starter) sendAdmitted(ctx context.Context, x *msg, b lease.Lease, cfg config.TypeConfig) (verdict, error) {
 	err := s.admit(ctx, x, cfg)
-	if err == nil && !x.admitted && cfg.CapsKeys() && x.receives() > 1 {
-		var fate string
-		if fate, err = s.Fates.Fate(ctx, submission(x)); err == nil && fate == admission.Skipped {
-			err = fmt.Errorf("job %s: %w", x.job.ID, admission.ErrSkipped)
-		}
-	}
 	if !errors.Is(err, admission.ErrSkipped) {
 		if err != nil {
 			return hold, err
@@ -126,10 +118,13 @@ func (s *Starter) sendAdmitted(ctx context.Context, x *msg, b lease.Lease, cfg c
 	return s.endSkipped(ctx, x)
 }
 
-// admit writes the admitted fate of a job of a type whose rule is skip, once per delivery; it fails
-// with admission.ErrSkipped when the job was skipped. Other types write nothing.
+// admit writes the admitted fate of a job of a type with key caps (the rule skip acts only at a
+// key's cap), once per delivery; it fails with admission.ErrSkipped when the job was skipped. The
+// write is made whatever the type's rule is now: the rule may have been skip when the job was
+// skipped, and a live change reaches the functions at different times (their config caches), so a
+// twin delivery may read skip while this one reads queue. Types without key caps write nothing.
 func (s *Starter) admit(ctx context.Context, x *msg, cfg config.TypeConfig) error {
-	if x.admitted || cfg.Overflow != config.OverflowSkip {
+	if x.admitted || !cfg.CapsKeys() {
 		return nil
 	}
 	if err := s.Fates.Admit(ctx, submission(x), s.now()); err != nil {

@@ -449,10 +449,11 @@ func (f JobFinder) summarize(v *JobView) {
 const stateSkipped = "skipped"
 
 // skipped shows the job as skipped when it holds no lane, its newest fate is admission.Skipped, and
-// no execution of that fate's generation (or a later one) exists. Only a type whose overflow rule
-// is skip is asked (cfg.Overflow): any other type pays no read.
+// no execution of that fate's generation (or a later one) exists. Only a type with key caps is asked
+// (the rule skip acts at a key's cap, and its skips stand after the rule changed): any other type
+// pays no read.
 func (f JobFinder) skipped(ctx context.Context, v *JobView, cfg *config.TypeConfig, sender, key, id string) error {
-	if f.Admission == nil || cfg == nil || cfg.Overflow != config.OverflowSkip || v.Lease != nil {
+	if f.Admission == nil || cfg == nil || !cfg.CapsKeys() || v.Lease != nil {
 		return nil
 	}
 	fates, err := f.Admission.Find(ctx, v.Type, sender, key, id)
