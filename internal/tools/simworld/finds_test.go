@@ -788,9 +788,9 @@ func TestCopyBesideAClaimWhoseStartIsNotMadeSeedHolds(t *testing.T) {
 // later receive of the message had claimed attempt 3.
 //
 //	SEED=61164 TRACE=j080 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile races (before the fix)
-//	SEED=2 TRACE=j018 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile races
+//	SEED=163 go test ./internal/tools/simworld -run TestOneSeed -v -args -profile races
 func TestTwinLeavesTheNextAttemptsMessageSeedHolds(t *testing.T) {
-	holdsOnPathFrom(t, "races", 2, 2, func(w *World) bool {
+	holdsOnPathFrom(t, "races", 163, 163, func(w *World) bool {
 		return traced(w, "the message backs a later claim of its job")
 	})
 }
