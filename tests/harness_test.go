@@ -39,6 +39,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/sfnlimit/sfnlimit/internal/lambda/admission"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/app"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/batch"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
@@ -177,6 +178,9 @@ const (
 	// wantCancelled: the job is stopped by a newer job of its key (overflow rule cancel) and ends
 	// there: its last execution ABORTED with error sfnlimit.Cancelled, no dead letter, no retry.
 	wantCancelled = "cancelled"
+	// wantSkipped: the job ends without running, its key at its cap with an older job of its sender
+	// (overflow rule skip): no execution, no dead letter, its fate "skipped" in the table.
+	wantSkipped = "skipped"
 )
 
 // deadLetter is one message taken from the dead-letter queue.
@@ -402,6 +406,8 @@ type settled struct {
 	end   time.Time
 	byJob map[string][]observe.Execution // by type/id
 	dead  map[string][]deadLetter        // by submission key
+	// skipped counts the skipped fates (internal/lambda/admission) by type/id.
+	skipped map[string]int
 }
 
 // state is one look at the stack while waiting for it to settle.
@@ -648,7 +654,13 @@ func (r *rig) collect(ctx context.Context) []observe.Execution {
 // outcome gathers the executions and dead letters by submission.
 func (r *rig) outcome(ctx context.Context) *settled {
 	r.t.Helper()
-	out := &settled{xs: r.collect(ctx), end: time.Now(), byJob: map[string][]observe.Execution{}, dead: map[string][]deadLetter{}}
+	out := &settled{xs: r.collect(ctx), end: time.Now(), byJob: map[string][]observe.Execution{}, dead: map[string][]deadLetter{}, skipped: map[string]int{}}
+	for _, it := range r.scan(ctx, "ADMIT#") {
+		// sk is sender/key/id/redrive/submitted (admission.Store).
+		if parts := strings.Split(it["sk"], "/"); it["outcome"] == admission.Skipped && len(parts) == 5 {
+			out.skipped[strings.TrimPrefix(it["pk"], "ADMIT#")+"/"+parts[2]]++
+		}
+	}
 	for _, x := range out.xs {
 		k := x.Job.Type + "/" + x.Job.ID
 		out.byJob[k] = append(out.byJob[k], x)
@@ -667,15 +679,15 @@ func (r *rig) outcome(ctx context.Context) *settled {
 	return out
 }
 
-// pending lists the submissions with neither a SUCCEEDED execution, a cancelled one, nor a dead
-// letter.
+// pending lists the submissions with neither a SUCCEEDED execution, a cancelled one, a skipped
+// fate nor a dead letter.
 func (r *rig) pending(out *settled) []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var p []string
 	for _, s := range r.subs {
 		xs := out.byJob[s.key()]
-		if !succeeded(xs) && len(cancelledRuns(xs)) == 0 && len(out.dead[s.key()]) == 0 {
+		if !succeeded(xs) && len(cancelledRuns(xs)) == 0 && len(out.dead[s.key()]) == 0 && out.skipped[s.key()] == 0 {
 			p = append(p, s.String())
 		}
 	}
@@ -751,8 +763,8 @@ func (r *rig) checkInvariants(ctx context.Context, out *settled, limit limitFunc
 		}
 	}
 
-	// (b) Each job succeeded, was dead-lettered with a reason or was cancelled, exactly one of the
-	// three; a cancelled job never ran again.
+	// (b) Each job succeeded, was dead-lettered with a reason, was cancelled or was skipped, exactly
+	// one of them; a cancelled job never ran again, and a skipped job never ran.
 	r.mu.Lock()
 	subs := append([]*submission(nil), r.subs...)
 	r.mu.Unlock()
@@ -762,6 +774,16 @@ func (r *rig) checkInvariants(ctx context.Context, out *settled, limit limitFunc
 		k := s.key()
 		known[k] = true
 		ok, dead, cancels := succeeded(out.byJob[k]), out.dead[k], cancelledRuns(out.byJob[k])
+		if skips := out.skipped[k]; skips > 0 {
+			switch {
+			case skips > 1:
+				r.t.Errorf("job %s was skipped %d times", s, skips)
+			case len(out.byJob[k]) > 0:
+				r.t.Errorf("job %s was skipped and ran: %s", s, names(out.byJob[k]))
+			case len(dead) > 0:
+				r.t.Errorf("job %s was skipped and dead-lettered (reason %q)", s, dead[0].Attrs["reason"])
+			}
+		}
 		for _, c := range cancels {
 			if after := ranAfter(out.byJob[k], c); len(after) > 0 {
 				r.t.Errorf("job %s ran again after it was cancelled (%s, cause %q): %s", s, c.Name, c.Cause, names(after))
@@ -774,8 +796,8 @@ func (r *rig) checkInvariants(ctx context.Context, out *settled, limit limitFunc
 			r.t.Errorf("job %s both was cancelled (%s) and dead-lettered (reason %q)", s, cancels[0].Name, dead[0].Attrs["reason"])
 		case ok && len(dead) > 0:
 			r.t.Errorf("job %s both succeeded and was dead-lettered (reason %q)", s, dead[0].Attrs["reason"])
-		case !ok && len(dead) == 0 && len(cancels) == 0:
-			r.t.Errorf("job %s neither succeeded, was cancelled nor was dead-lettered; executions: %s", s, names(out.byJob[k]))
+		case !ok && len(dead) == 0 && len(cancels) == 0 && out.skipped[k] == 0:
+			r.t.Errorf("job %s neither succeeded, was cancelled, skipped nor dead-lettered; executions: %s", s, names(out.byJob[k]))
 		case len(dead) > 1:
 			r.t.Errorf("job %s was dead-lettered %d times, reasons %s", s, len(dead), reasons(dead))
 		case len(dead) == 1 && dead[0].Attrs["reason"] == "":
@@ -787,6 +809,8 @@ func (r *rig) checkInvariants(ctx context.Context, out *settled, limit limitFunc
 			got = dead[0].Attrs["reason"]
 		case !ok && len(cancels) > 0:
 			got = wantCancelled
+		case !ok && out.skipped[k] > 0:
+			got = wantSkipped
 		}
 		counts[got]++
 		if got != s.Want {
@@ -807,7 +831,7 @@ func (r *rig) checkInvariants(ctx context.Context, out *settled, limit limitFunc
 
 	// (e) The metrics the functions published (CloudWatch embedded metric format, read back as
 	// CloudWatch would) agree with what Step Functions and the queues recorded.
-	r.checkMetrics(out, counts[wantSucceeded], counts[wantCancelled])
+	r.checkMetrics(out, counts[wantSucceeded], counts[wantCancelled], counts[wantSkipped])
 
 	// Logs name jobs and never carry their input.
 	r.logs.mu.Lock()
@@ -831,7 +855,7 @@ func (r *rig) checkInvariants(ctx context.Context, out *settled, limit limitFunc
 	}
 }
 
-func (r *rig) checkMetrics(out *settled, succeededJobs, cancelledJobs int) {
+func (r *rig) checkMetrics(out *settled, succeededJobs, cancelledJobs, skippedJobs int) {
 	r.t.Helper()
 	m := r.s.Metrics()
 	bySource := map[string]int{}
@@ -846,6 +870,7 @@ func (r *rig) checkMetrics(out *settled, succeededJobs, cancelledJobs int) {
 	}{
 		{metrics.JobsSucceeded, succeededJobs},
 		{metrics.JobsCancelled, cancelledJobs},
+		{metrics.JobsSkipped, skippedJobs},
 		{metrics.JobsDeadLettered, bySource["releaser"]},
 		{metrics.JobsRejected, bySource["router"]},
 		{metrics.JobsStarted, len(out.xs)},

@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/sfnlimit/sfnlimit/internal/lambda/admission"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	sfnjob "github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/metrics"
@@ -181,4 +183,98 @@ func (r *rig) overflowOf(ctx context.Context, store *config.DynamoStore, typ str
 		}
 	}
 	return ""
+}
+
+// Scenario 25: the overflow rule skip (issue 25). Type os runs at most 4 jobs at once and at most 1
+// of any one key; its rule is skip, from the template (TypeOverflow). On fauxqs:
+//  1. key k-1: job a works 40 s; once it runs, jobs b and c of the same key come. Both end skipped
+//     behind a, at once, without running; a succeeds;
+//  2. key k-2 from two senders: t1 runs, then t2 of the same key comes from another producer. A rule
+//     acts only within one sender, so t2 is not skipped: it waits for t1 to end (the key's cap
+//     counts both senders' jobs) and succeeds;
+//  3. key k-3: e1 runs and ends; e2, sent after, runs too: a key whose job ended skips nothing;
+//  4. key k-4: a burst of three into an idle key: the first runs, the other two end skipped behind it.
+//
+// Checked from Step Functions' records and the table: every invariant of the suite (a skipped job
+// has no execution, no dead letter, one skipped fate, and JobsSkipped counts them); no key worked two
+// jobs at once; each skipped job was skipped behind its key's running job, before that one ended.
+func TestOverflowSkip(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	const (
+		typ      = "os"
+		longWork = 40
+		short    = 3
+		other    = "AROAOTHERPRODUCER"
+	)
+	r := newRig(t, rigOptions{backend: fauxqs, params: map[string]string{
+		"TypeLimits": typ + "=4", "TypeKeyLimits": typ + "=1", "TypeOverflow": typ + "=skip",
+	}})
+	running := func(id string) func() (bool, string) {
+		return func() (bool, string) {
+			return r.runningJob(ctx, typ, id) != "", fmt.Sprintf("job %s not running", id)
+		}
+	}
+	r.submit(ctx, job{Type: typ, ID: "a", Key: "k-1", Input: work{Seconds: longWork}})
+	r.submit(ctx, job{Type: typ, ID: "t1", Key: "k-2", Input: work{Seconds: 15}})
+	r.submit(ctx, job{Type: typ, ID: "e1", Key: "k-3", Input: work{Seconds: short}})
+	// 4. k-4: a burst into an idle key, sent milliseconds apart (often one starter batch).
+	for i, id := range []string{"f1", "f2", "f3"} {
+		j := job{Type: typ, ID: id, Key: "k-4", Input: work{Seconds: 20}, Want: wantSkipped}
+		if i == 0 {
+			j.Want = wantSucceeded
+		}
+		r.submit(ctx, j)
+		time.Sleep(20 * time.Millisecond) // strictly later: jobs sent in one millisecond are not ordered
+	}
+	r.waitFor(ctx, progressWithin, "job a to run", running("a"))
+	r.submit(ctx, job{Type: typ, ID: "b", Key: "k-1", Input: work{Seconds: short}, Want: wantSkipped},
+		job{Type: typ, ID: "c", Key: "k-1", Input: work{Seconds: short}, Want: wantSkipped})
+	r.waitFor(ctx, progressWithin, "job t1 to run", running("t1"))
+	r.submitAs(ctx, other, job{Type: typ, ID: "t2", Key: "k-2", Input: work{Seconds: short}})
+	r.waitFor(ctx, progressWithin, "job e1 to end", func() (bool, string) {
+		return succeeded(r.outcome(ctx).byJob[typ+"/e1"]), "job e1 not succeeded"
+	})
+	r.submit(ctx, job{Type: typ, ID: "e2", Key: "k-3", Input: work{Seconds: short}})
+
+	out := r.settle(ctx, settleWithin)
+	r.checkInvariants(ctx, out, nil)
+
+	for k, p := range observe.PeaksBy(out.xs, out.end, observe.TypeKey) {
+		if p.Max > 1 {
+			t.Errorf("key %s: %d jobs worked at once at %s, over its cap 1", k, p.Max, stamp(p.At))
+		}
+	}
+	only := func(id string) observe.Execution {
+		t.Helper()
+		xs := out.byJob[typ+"/"+id]
+		if len(xs) == 0 {
+			t.Fatalf("job %s has no execution", id)
+		}
+		return xs[len(xs)-1]
+	}
+	// b and c were skipped behind a, while a ran.
+	a := only("a")
+	for _, it := range r.scan(ctx, "ADMIT#"+typ) {
+		parts := strings.Split(it["sk"], "/")
+		if len(parts) != 5 || it["outcome"] != admission.Skipped {
+			continue
+		}
+		at, _ := strconv.ParseInt(it["at"], 10, 64)
+		by := map[string]observe.Execution{"b": a, "c": a, "f2": only("f1"), "f3": only("f1")}
+		id := parts[2]
+		if want, ok := by[id]; !ok || it["behind"] != want.Job.ID || time.UnixMilli(at).After(want.WorkEnd) {
+			t.Errorf("job %s skipped behind %q at %s, want behind %s, before it ended at %s", id, it["behind"], stamp(time.UnixMilli(at)), want.Job.ID, stamp(want.WorkEnd))
+		}
+	}
+	t1, t2 := only("t1"), only("t2")
+	if t2.Job.Sender != other || t2.Start.Before(t1.WorkEnd) {
+		t.Errorf("t2 (sender %q) started at %s, t1 ended at %s: want another sender's job waiting for t1, not skipped", t2.Job.Sender, stamp(t2.Start), stamp(t1.WorkEnd))
+	}
+	if e1, e2 := only("e1"), only("e2"); e2.Start.Before(e1.WorkEnd) {
+		t.Errorf("e2 started at %s, before e1 ended at %s", stamp(e2.Start), stamp(e1.WorkEnd))
+	}
+	if n := r.logs.count("job skipped (overflow rule skip)"); n != 4 {
+		t.Errorf("the starter logged %d skips, want 4 (b, c, f2, f3)", n)
+	}
 }

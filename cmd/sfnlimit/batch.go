@@ -16,8 +16,9 @@ import (
 
 // batchExitHelp is the part of the batch commands' help that gives their own exit codes.
 const batchExitHelp = `
-Waiting (batch wait, submit --wait) ends with exit 0 when every job of the batch succeeded, 3 when
-the batch closed with jobs dead-lettered or refused, 4 when --timeout passed before it closed (the
+Waiting (batch wait, submit --wait) ends with exit 0 when the batch closed with no job
+dead-lettered or refused (cancelled and skipped jobs are no failure), 3 when it closed with jobs
+dead-lettered or refused, 4 when --timeout passed before it closed (the
 batch goes on; wait again), 1 on an error, 2 on a usage error, 130 when interrupted (Ctrl-C: it
 stops waiting, the batch goes on, and it prints the command that waits again).`
 
@@ -98,9 +99,9 @@ func newBatchShow(tgt *target) *cobra.Command {
 		Short: "Show a batch: its counts, times and failed jobs",
 		Long: `show reads batch NAME from the limiter's table: whether it is open or closed and whether its
 completion event was sent, how many of its jobs ended (recorded of expected, with a percentage)
-and how (succeeded, dead_lettered, refused, cancelled: stopped by a newer job of its key, not a
-failure), when it opened and closed and how long it took (or
-has been open), the jobs dead-lettered or refused ("{type}/{id}", up to 100, then where to find
+and how (succeeded, dead_lettered, refused; cancelled: stopped by a newer job of its key; skipped:
+ended without running behind an older job of its key and sender; neither is a failure), when it
+opened and closed and how long it took (or has been open), the jobs dead-lettered or refused ("{type}/{id}", up to 100, then where to find
 the rest), and the late jobs: ones that ended after the batch closed (a redrive, or more jobs than
 its size), not counted. --jobs lists every job's outcome, redrive and end time, and every
 dead-lettered job. Exit 1 if the batch does not exist (nobody opened it).

@@ -88,7 +88,7 @@ func TestExitCodes(t *testing.T) {
 		{name: "demo on an unknown release mode", give: []string{"demo", "--release", "status"}, want: exitUsage, wantStderr: `--release: unknown release mode "status"`},
 		{name: "strategy without a value", give: []string{"config", "set", "payments", "--strategy"}, want: exitUsage, wantStderr: "flag needs an argument: --strategy"},
 		{name: "unknown release mode", give: []string{"config", "set", "payments", "--release", "event"}, want: exitUsage, wantStderr: `--release: unknown release mode "event" (known: step, events)`},
-		{name: "unknown overflow rule", give: []string{"config", "set", "payments", "--overflow", "skip"}, want: exitUsage, wantStderr: `--overflow: unknown overflow rule "skip" (known: queue, cancel)`},
+		{name: "unknown overflow rule", give: []string{"config", "set", "payments", "--overflow", "debounce"}, want: exitUsage, wantStderr: `--overflow: unknown overflow rule "debounce" (known: queue, cancel, skip)`},
 		{name: "empty release mode", give: []string{"config", "set", "payments", "--release", ""}, want: exitUsage, wantStderr: "--release needs a mode (known: step, events)"},
 		{name: "bad release beside a limit", give: []string{"config", "set", "payments", "--limit", "2", "--release", "status"}, want: exitUsage, wantStderr: `unknown release mode "status"`},
 		{name: "key without its cap", give: []string{"config", "set", "llm", "--key", "acme"}, want: exitUsage, wantStderr: "--key acme needs --limit N, the key's own cap (--limit 0 removes it)"},

@@ -90,8 +90,8 @@ the parameter), and its share in them; below the table, each pool with its cap, 
 (deployment: the Pools parameter; live: config pool set; none: no cap, the pool caps nothing) and
 its member types. A pooled type runs first-free whatever its strategy: first-free (pools). Once a
 type's overflow rule is not queue, an OVERFLOW column: the rule and its source (override: the live
-item; TypeOverflow: the parameter; default: queue); a rule that cannot act (cancel without a key
-cap) is marked "!" and explained below the table.
+item; TypeOverflow: the parameter; default: queue); a rule that cannot act (cancel or skip without a
+key cap) is marked "!" and explained below the table.
 ` + targetHelp,
 		Example: `  sfnlimit config get
   sfnlimit config get payments --json`,
@@ -177,11 +177,13 @@ written. --no-pools takes the type out of every pool, also those its TypePools e
 live item then says noPools; config reset, or --pools again, puts it back). --share N (1-` + strconv.Itoa(config.MaxShare) + `) is the
 type's share of its pools when member types contend; --share 0 removes the live share (its
 PoolShares entry, or 1, applies again). A pooled type runs first-free, as with key caps.
---overflow is what a job does when its key is at its cap: queue (wait its turn, the default) or
+--overflow is what a job does when its key is at its cap: queue (wait its turn, the default),
 cancel (stop the oldest running job of its key from the same sender, submitted before it; that job
-ends cancelled, not retried, not dead-lettered, and this one takes its lane). cancel needs a key
-cap (--key-limit, or keys with their own cap): without one it is refused, and nothing written; so
-is taking away the key cap a cancel rule needs. --overflow "" removes the live rule (the type's
+ends cancelled, not retried, not dead-lettered, and this one takes its lane) or skip (when a job of
+its key from the same sender, submitted before it, holds a lane, end at once skipped: it never
+runs, uses no attempt, and is not dead-lettered; at its cap with only other senders' jobs, it
+waits). cancel and skip need a key cap (--key-limit, or keys with their own cap): without one
+they are refused, and nothing written; so is taking away the key cap such a rule needs. --overflow "" removes the live rule (the type's
 TypeOverflow entry, or queue, applies again).
 Says when the change applies: within ConfigCacheSeconds, as the stack runs with it. Shows the
 effective configuration after.
@@ -208,6 +210,7 @@ effective configuration after.
   sfnlimit config set summarize --share 3               # 3 shares of its pools when they are contended
   sfnlimit config set reports --no-pools                # in no pool, whatever TypePools says
   sfnlimit config set reindex --key-limit 1 --overflow cancel # a newer job of a key stops its running one
+  sfnlimit config set sync --key-limit 1 --overflow skip # a job behind its sender's running one ends skipped
   sfnlimit config set reindex --overflow ""             # the TypeOverflow entry, or queue, again
   sfnlimit config set reports --state-machine arn:aws:states:us-east-1:123456789012:stateMachine:reports`,
 		Args:              usageArgs(cobra.ExactArgs(1)),
@@ -300,7 +303,7 @@ effective configuration after.
 	cmd.Flags().StringVar(&pools, "pools", "", "shared pools the type's jobs count against, P or P+Q (each needs a cap)")
 	cmd.Flags().BoolVar(&noPools, "no-pools", false, "take the type out of every pool, also those TypePools gives")
 	cmd.Flags().IntVar(&share, "share", 0, "the type's share of its pools when member types contend, 1-"+strconv.Itoa(config.MaxShare)+" (0 removes the live share)")
-	cmd.Flags().StringVar(&overflow, "overflow", "", "what a job does when its key is at its cap: "+strings.Join(config.OverflowRules, " or ")+" (cancel needs a key cap; \"\" removes the live rule)")
+	cmd.Flags().StringVar(&overflow, "overflow", "", "what a job does when its key is at its cap: "+strings.Join(config.OverflowRules, " or ")+" (cancel and skip need a key cap; \"\" removes the live rule)")
 	_ = cmd.RegisterFlagCompletionFunc("overflow", cobra.FixedCompletions(config.OverflowRules, cobra.ShellCompDirectiveNoFileComp))
 	cmd.Flags().BoolVar(&newType, "new-type", false, "TYPE is new to the stack: add it (without this flag, a type that neither the stack's parameters nor a live override name is refused as a likely typo)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sfnlimit/sfnlimit/internal/lambda/admission"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
 	"github.com/sfnlimit/sfnlimit/internal/tools/ops"
@@ -43,8 +44,10 @@ and its executions, found by their deterministic names ({type}-{id}-{attempt}, a
 runs' names) with DescribeExecution: status, start and stop, error. It works out the job's state:
 bound (a first-free job bound to a lane, its execution not yet started), starting (its execution
 not found yet), running, retrying, dead-lettering (it holds a lane), succeeded, dead-lettered,
-cancelled (stopped by a newer job of its key, overflow rule cancel: the detail names that job), or
-not-started (no lease, no execution: it waits in a queue, was refused, or was never sent). Without
+cancelled (stopped by a newer job of its key, overflow rule cancel: the detail names that job),
+skipped (ended without running, its key at its cap with an older job of its sender holding a lane,
+overflow rule skip: the detail names that job; not dead-lettered), or not-started (no lease, no
+execution: it waits in a queue, was refused, or was never sent). Without
 --type, every type with a limit or a lease is searched. It names the job's concurrency key (from
 its lease, else its last execution's input), with the cap that key has now when the type caps
 keys. A job is its type, sender, key and id: --key names a tenant's job (without it, the job of the
@@ -90,7 +93,7 @@ not found.
 			if err != nil {
 				return s.explain(err)
 			}
-			f := ops.JobFinder{Leases: lease.ReadOnly(lease.NewStore(s.ddb, table)), SFN: s.sfn, Config: r, Defaults: d}
+			f := ops.JobFinder{Leases: lease.ReadOnly(lease.NewStore(s.ddb, table)), SFN: s.sfn, Admission: admission.NewStore(s.ddb, table), Config: r, Defaults: d}
 			if sender != "" {
 				f.Senders = []string{sender}
 			} else if caller, err := s.t.Caller(ctx); err == nil {

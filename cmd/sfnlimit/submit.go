@@ -66,7 +66,7 @@ and id counts once), opens batch NAME for that many before sending anything, and
 before anything is sent; so does a batch NAME open already with another size. The same input sent
 again with the same --batch (after SQS failed some of its jobs) sizes the batch as the first time:
 its jobs found submitted before as jobs of batch NAME count, and are not sent again. --wait then waits
-until the batch closes (every job succeeded, dead-lettered or refused), drawing its progress on
+until the batch closes (every job ended: succeeded, dead-lettered, refused, cancelled or skipped), drawing its progress on
 standard error, and prints it as "sfnlimit batch show" does; --timeout bounds the wait.
 ` + targetHelp + batchExitHelp,
 		Example: `  sfnlimit submit --type payments --id order-1 --input '{"amount":42}'
@@ -77,7 +77,7 @@ standard error, and prints it as "sfnlimit batch show" does; --timeout bounds th
   generate-jobs | sfnlimit submit - --parallel 32
   sfnlimit submit jobs.jsonl --dry-run        # validate only
   sfnlimit submit nightly.jsonl --batch nightly-2026-03-01                     # one batch, sized from the file
-  sfnlimit submit nightly.jsonl --batch nightly-2026-03-01 --wait --timeout 2h # exit 0: every job succeeded
+  sfnlimit submit nightly.jsonl --batch nightly-2026-03-01 --wait --timeout 2h # exit 0: no job failed
   sfnlimit submit --local local.json --type demo --id job-1 --input '{"seconds":1}'`,
 		Args: usageArgs(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/sfnlimit/sfnlimit/internal/lambda/admission"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/batch"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/batchend"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
@@ -359,7 +360,7 @@ func StarterOn(env Env, c Services, log *slog.Logger, opts ...Option) (*starter.
 	svc := rel.Service
 	return &starter.Starter{
 		Config: res, Leases: lease.NewStore(c.DDB, table), SFN: c.SFN, Queue: c.SQS, QueueURL: svc.QueueURL,
-		DLQ: svc.DLQ, Releaser: svc, Lanes: lane.Hashed{}, WaitRoom: waitroom.NewStore(c.DDB, table), RetryDelay: retry,
+		DLQ: svc.DLQ, Releaser: svc, Lanes: lane.Hashed{}, WaitRoom: waitroom.NewStore(c.DDB, table), Fates: admission.NewStore(c.DDB, table), RetryDelay: retry,
 		StaleAfter: staleAfter(vis), Visibility: vis, HandoverWait: 500 * time.Millisecond, Concurrency: 10, Log: log, Metrics: rec,
 		Rates: ratelimit.New(c.DDB, table), Sleep: starter.SleepContext, Pools: pool.NewStore(c.DDB, table),
 	}, nil

@@ -1,6 +1,6 @@
 // Package batch is the batch ledger: it counts each job of a batch exactly once as it ends
-// (succeeded, dead-lettered, refused, or cancelled by a newer job of its key) and tells exactly one caller that the batch closed, so the
-// completion event is sent once.
+// (succeeded, dead-lettered, refused, cancelled by a newer job of its key, or skipped) and tells
+// exactly one caller that the batch closed, so the completion event is sent once.
 //
 // Exactly once: a job's record (an item keyed by its id, written only if absent) and the count it
 // adds are written in one TransactWriteItems, so a duplicate release, a redelivery or a second status
@@ -24,7 +24,7 @@
 //
 //	BATCH#{id}            META                 expected, shards, openedAt, filled, version, closedAt, closedBy, announced, claimBy, claimUntil, expiresAt
 //	BATCH#{id}            LATE#{job}#{redrive} a job that ended after the batch closed: outcome, at, expiresAt
-//	BATCH#{id}#S{k}       COUNT                n, succeeded, dead_lettered, refused, cancelled, firstMs, lastMs, version
+//	BATCH#{id}#S{k}       COUNT                n, succeeded, dead_lettered, refused, cancelled, skipped, firstMs, lastMs, version
 //	BATCH#{id}#S{home}    JOB#{job}            outcome, redrive, at, shard (where it was counted)
 //	BATCH#{id}#S{home}    DEAD#{job}           a dead-lettered or refused job, for the completion event's list
 //	BATCH#~               PENDING#{id}         a batch closed and not announced yet: batch, closedAt
@@ -58,18 +58,18 @@ const (
 	Succeeded    Outcome = "succeeded"
 	DeadLettered Outcome = "dead_lettered"
 	Refused      Outcome = "refused"
-	// Cancelled: the job's execution was stopped by a newer job of its key (the overflow rule
-	// cancel). It is not a failure: not retried, not dead-lettered.
+	// Ends by an overflow rule, not failures: stopped by a newer job of its key (cancel), or ended
+	// without running behind an older job of its key and sender (skip).
 	Cancelled Outcome = "cancelled"
+	Skipped   Outcome = "skipped"
 )
 
 // Outcomes lists the outcomes in the order summaries show them.
-var Outcomes = []Outcome{Succeeded, DeadLettered, Refused, Cancelled}
+var Outcomes = []Outcome{Succeeded, DeadLettered, Refused, Cancelled, Skipped}
 
 func (o Outcome) valid() bool { return slices.Contains(Outcomes, o) }
 
-// failed says the job ended in the dead-letter queue (dead-lettered or refused): the completion
-// event lists it. A cancelled job is not a failure.
+// failed says the job ended in the dead-letter queue (dead-lettered, refused): the event lists it.
 func (o Outcome) failed() bool { return o == DeadLettered || o == Refused }
 
 // Result says what a Record did.

@@ -438,6 +438,7 @@ func (t *Tracker) announce(ctx context.Context, log *slog.Logger, sum *batch.Sum
 	}
 	log.InfoContext(ctx, "batch completed", "expected", sum.Expected, "succeeded", sum.Counts[batch.Succeeded],
 		"deadLettered", sum.Counts[batch.DeadLettered], "refused", sum.Counts[batch.Refused],
+		"cancelled", sum.Counts[batch.Cancelled], "skipped", sum.Counts[batch.Skipped],
 		"seconds", sum.ClosedAt.Sub(sum.OpenedAt).Seconds())
 	return nil
 }

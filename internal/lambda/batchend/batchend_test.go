@@ -142,7 +142,7 @@ func TestEndedCountsOnceAndAnnouncesOnce(t *testing.T) {
 	if d.Batch != "up" || d.Stack != "stack-1" || d.Expected != 3 {
 		t.Errorf("event batch %q stack %q expected %d, want up stack-1 3", d.Batch, d.Stack, d.Expected)
 	}
-	if want := map[string]int{"succeeded": 1, "dead_lettered": 1, "refused": 1, "cancelled": 0}; !sameCounts(d.Counts, want) {
+	if want := map[string]int{"succeeded": 1, "dead_lettered": 1, "refused": 1, "cancelled": 0, "skipped": 0}; !sameCounts(d.Counts, want) {
 		t.Errorf("event counts %v, want %v", d.Counts, want)
 	}
 	if strings.Join(d.DeadLettered, ",") != "docs/b,mail/a" {
@@ -160,6 +160,29 @@ func TestEndedCountsOnceAndAnnouncesOnce(t *testing.T) {
 	}
 	if !sum.Closed || !sum.Announced {
 		t.Errorf("batch closed %v announced %v, want both", sum.Closed, sum.Announced)
+	}
+}
+
+// Jobs cancelled (overflow rule cancel) or skipped (overflow rule skip) close their batch and are
+// counted in its completion event under their outcome; neither is listed as dead-lettered.
+func TestCancelledAndSkippedCountedNotFailed(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t)
+	r.open(t, "sk", 3)
+	for id, o := range map[string]batch.Outcome{"a": batch.Succeeded, "b": batch.Cancelled, "c": batch.Skipped} {
+		if err := r.tracker.Ended(ctx, batchend.End{Batch: "sk", Type: "docs", ID: id, Outcome: o}); err != nil {
+			t.Fatalf("end %s: %v", id, err)
+		}
+	}
+	ds := r.bus.details(t)
+	if len(ds) != 1 {
+		t.Fatalf("%d completion events, want 1: %+v", len(ds), ds)
+	}
+	if want := map[string]int{"succeeded": 1, "dead_lettered": 0, "refused": 0, "cancelled": 1, "skipped": 1}; !sameCounts(ds[0].Counts, want) {
+		t.Errorf("event counts %v, want %v", ds[0].Counts, want)
+	}
+	if len(ds[0].DeadLettered) != 0 {
+		t.Errorf("event dead-lettered %v, want none", ds[0].DeadLettered)
 	}
 }
 

@@ -19,7 +19,8 @@ func TestParseOverflows(t *testing.T) {
 		{give: "", want: map[string]string{}},
 		{give: "reindex=cancel", want: map[string]string{"reindex": "cancel"}},
 		{give: "reindex=cancel,sync=queue", want: map[string]string{"reindex": "cancel", "sync": "queue"}},
-		{give: "reindex=skip", wantErr: `unknown overflow rule "skip"`},
+		{give: "reindex=cancel,sync=skip", want: map[string]string{"reindex": "cancel", "sync": "skip"}},
+		{give: "reindex=debounce", wantErr: `unknown overflow rule "debounce"`},
 		{give: "reindex=", wantErr: "no overflow rule"},
 		{give: "reindex", wantErr: "not type=rule"},
 		{give: "reindex=cancel,reindex=queue", wantErr: "listed twice"},
@@ -59,6 +60,9 @@ func TestCheckOverflow(t *testing.T) {
 			wantErr: "type r: overflow rule cancel needs a key cap (config set r --key-limit N): it acts when a key is at its cap"},
 		{name: "cancel random", give: config.TypeConfig{Type: "r", Overflow: "cancel", KeyLimit: 1, Strategy: lane.Random},
 			wantErr: "type r: overflow rule cancel needs the first-free strategy"},
+		{name: "skip with a key limit", give: config.TypeConfig{Type: "r", Overflow: "skip", KeyLimit: 1, Strategy: lane.FirstFree}},
+		{name: "skip without a key cap", give: config.TypeConfig{Type: "r", Overflow: "skip", Strategy: lane.FirstFree},
+			wantErr: "type r: overflow rule skip needs a key cap (config set r --key-limit N): it acts when a key is at its cap"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -87,8 +91,8 @@ func TestCheckOverflow(t *testing.T) {
 // whatever the configured strategy.
 func TestOverflowResolution(t *testing.T) {
 	d := config.Defaults{
-		Limits: map[string]int{"a": 2, "b": 2, "c": 2, "d": 2}, DefaultMaxAttempts: 3, Strategy: lane.Random,
-		KeyLimits: map[string]int{"a": 1, "b": 1}, Overflows: map[string]string{"a": "cancel", "b": "cancel", "d": "cancel"},
+		Limits: map[string]int{"a": 2, "b": 2, "c": 2, "d": 2, "e": 2}, DefaultMaxAttempts: 3, Strategy: lane.Random,
+		KeyLimits: map[string]int{"a": 1, "b": 1, "e": 1}, Overflows: map[string]string{"a": "cancel", "b": "cancel", "d": "cancel", "e": "skip"},
 	}
 	store := &fakeStore{list: []config.Override{{Type: "b", Overflow: "queue"}, {Type: "c", Overflow: "cancel", KeyLimit: 1}}}
 	r, err := config.NewResolver(d, store, 0)
@@ -96,12 +100,12 @@ func TestOverflowResolution(t *testing.T) {
 		t.Fatal(err)
 	}
 	for typ, want := range map[string]struct {
-		rule    string
-		cancels bool
-	}{"a": {"cancel", true}, "b": {"queue", false}, "c": {"cancel", true}, "d": {"cancel", false}} {
+		rule           string
+		cancels, skips bool
+	}{"a": {"cancel", true, false}, "b": {"queue", false, false}, "c": {"cancel", true, false}, "d": {"cancel", false, false}, "e": {"skip", false, true}} {
 		c, err := r.Get(context.Background(), typ)
-		if err != nil || c.Overflow != want.rule || c.Cancels() != want.cancels {
-			t.Errorf("Get(%s) = overflow %q, cancels %v, %v; want %q, %v", typ, c.Overflow, c.Cancels(), err, want.rule, want.cancels)
+		if err != nil || c.Overflow != want.rule || c.Cancels() != want.cancels || c.Skips() != want.skips {
+			t.Errorf("Get(%s) = overflow %q, cancels %v, skips %v, %v; want %q, %v, %v", typ, c.Overflow, c.Cancels(), c.Skips(), err, want.rule, want.cancels, want.skips)
 		}
 	}
 	if err := (config.Override{Type: "a", Overflow: "drop"}).Validate(); err == nil {

@@ -90,7 +90,8 @@ var stringAgreement = []struct {
 	{"TypeOverflow", "TYPE_OVERFLOW", "reindex=cancel", true},
 	{"TypeOverflow", "TYPE_OVERFLOW", "reindex=cancel,sync=queue", true},
 	{"TypeOverflow", "TYPE_OVERFLOW", maxType + "=cancel", true},
-	{"TypeOverflow", "TYPE_OVERFLOW", "reindex=skip", false}, // not built
+	{"TypeOverflow", "TYPE_OVERFLOW", "reindex=skip,sync=cancel", true},
+	{"TypeOverflow", "TYPE_OVERFLOW", "reindex=debounce", false}, // not built
 	{"TypeOverflow", "TYPE_OVERFLOW", "reindex=", false},
 	{"TypeOverflow", "TYPE_OVERFLOW", "reindex=Cancel", false},
 	{"TypeOverflow", "TYPE_OVERFLOW", "re-index=cancel", false},

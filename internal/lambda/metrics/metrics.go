@@ -45,7 +45,10 @@ const (
 	JobsCancelled = "JobsCancelled"
 	// CancelsSent counts the stops a waiting job sent to an older running job of its key (the
 	// overflow rule cancel), per type.
-	CancelsSent   = "CancelsSent"
+	CancelsSent = "CancelsSent"
+	// JobsSkipped counts jobs ended without running because their key was at its cap with an older
+	// job of their sender (the overflow rule skip), per type.
+	JobsSkipped   = "JobsSkipped"
 	LeasesSwept   = "LeasesSwept"
 	RunningLeases = "RunningLeases"
 	LaneOccupancy = "LaneOccupancy"

@@ -13,6 +13,7 @@ import (
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/sfnlimit/sfnlimit/internal/lambda/admission"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lane"
@@ -97,6 +98,19 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 		if atCap.pool != "" {
 			w.AtPool = atCap.pool
 		}
+		if errors.Is(err, admission.ErrSkipped) {
+			// Skipped by another copy of this message, or by a delivery of it that stopped before
+			// its acknowledgement: it ends so, and takes no lane.
+			x.log.InfoContext(ctx, "the job was skipped before (overflow rule skip); not binding it")
+			if look == 1 {
+				// Parked on the first look (the deferred unpark runs only past a first receive).
+				if err := s.WaitRoom.Unpark(ctx, w); err != nil {
+					x.log.WarnContext(ctx, "parked record not removed; a release may wake this group for nothing", "error", err)
+				}
+				parked = true // removed here; the deferred unpark has nothing left to do
+			}
+			return s.endSkipped(ctx, x)
+		}
 		if err != nil {
 			return hold, err
 		}
@@ -126,7 +140,7 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 					x.log.WarnContext(ctx, "parked record not removed; a release may wake this group for nothing", "error", err)
 				}
 			}
-			return s.sendBound(ctx, x, *b)
+			return s.sendAdmitted(ctx, x, *b, cfg)
 		}
 		if look == 0 {
 			// Invisible first, then the record, then look again: a release that frees a lane after
@@ -150,7 +164,25 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 				s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
 				return hold, nil
 			}
-			if w.AtKeyCap && cfg.Cancels() && s.cancelOlder(ctx, x, leases) && x.receives() <= maxQuickLooks {
+			hasCap := cfg.KeyLimit > 0 || cfg.KeyLimits[x.job.Key] > 0
+			if w.AtKeyCap && hasCap && cfg.Skips() {
+				// The overflow rule skip, from the group's current head only; never for a key
+				// without a cap (the default key, or one not listed, without a key limit): a full
+				// type is not a key at its cap.
+				if v, skipped, err := s.skipBehind(ctx, x, cfg); err != nil || skipped {
+					return v, err
+				}
+			}
+			if w.AtKeyCap && hasCap && cfg.Cancels() {
+				// A job that stops another is admitted first: one skipped under an earlier rule
+				// (its message delivered again) ends so, and stops nothing.
+				if err := s.admit(ctx, x, cfg); errors.Is(err, admission.ErrSkipped) {
+					return s.endSkipped(ctx, x)
+				} else if err != nil {
+					return hold, err
+				}
+			}
+			if w.AtKeyCap && hasCap && cfg.Cancels() && s.cancelOlder(ctx, x, leases) && x.receives() <= maxQuickLooks {
 				// The overflow rule cancel, from the group's current head only: an older job of
 				// its key is about to run (or its stop failed), so it looks again shortly to stop
 				// it, rather than park for a release.
@@ -273,7 +305,7 @@ func (s *Starter) held(ctx context.Context, x *msg, own lease.Lease, cfg config.
 			}
 			return s.backoff(ctx, x.SQSMessage), nil
 		}
-		return s.sendBound(ctx, x, own)
+		return s.sendAdmitted(ctx, x, own, cfg)
 	}
 	if behind(own, x.job.Attempts) {
 		return s.behindCopy(ctx, x, own, cfg)
@@ -455,6 +487,15 @@ func (s *Starter) bindFree(ctx context.Context, x *msg, cfg config.TypeConfig, l
 	members, err := s.poolMembers(ctx, cfg)
 	if err != nil {
 		return nil, full{}, 0, err
+	}
+	if tokens {
+		// A job of a type with key caps is admitted before its lease is written, so a bound lease
+		// is always an admitted job's: no newer job is skipped behind a job that is itself skipped,
+		// and a job skipped under the rule skip never runs under another rule set since.
+		if err := s.admit(ctx, x, cfg); err != nil {
+			s.refundTokens(ctx, x, cfg, true, true)
+			return nil, full{}, 0, err
+		}
 	}
 	for _, ln := range lane.Spread(x.job, cfg.Limit) {
 		if taken[ln] || (above > 0 && !allowed[ln]) {

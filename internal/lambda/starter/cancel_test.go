@@ -3,6 +3,7 @@ package starter_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -364,6 +365,34 @@ func TestCancelParksWhenItCannotStopSoon(t *testing.T) {
 			if err != nil || len(ws) != 1 || !ws[0].AtKeyCap {
 				t.Errorf("parked records = %+v, %v; want the job parked at its key's cap", ws, err)
 			}
+		})
+	}
+}
+
+// With caps for some keys only, the default key and keys not listed have no cap
+// (docs/flow-control.md: the rule never acts for them): when the type's lanes are all taken by
+// older running jobs of such a key and of the waiting job's sender, the rule cancel stops none of
+// them (a full type is not a key at its cap); the job waits for a lane, as under the rule queue.
+func TestCancelNeverActsForAKeyWithoutACap(t *testing.T) {
+	for _, key := range []string{"", "zeta"} {
+		t.Run("key "+key, func(t *testing.T) {
+			ctx := context.Background()
+			r := newCancelRig(t, 1, config.OverflowCancel)
+			caps := keyCapsOnly{inner: r.st.Config, caps: map[string]int{"acme": 2}}
+			r.st.Config = caps
+			cfg, err := caps.Get(ctx, "llm")
+			if err != nil || !cfg.Cancels() {
+				t.Fatalf("config %+v, %v: want the rule cancel in force", cfg, err)
+			}
+			for ln := 1; ln <= 4; ln++ {
+				holder{id: fmt.Sprintf("old-%d", ln), key: key, lane: ln, status: lease.Starting, submitted: time.Minute}.put(t, r)
+			}
+			j := job.Job{Type: "llm", ID: "newest", Key: key, Input: json.RawMessage(`{}`), SubmittedAt: submitted}
+			b, _ := json.Marshal(j)
+			if _, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{message(t, cfg.WaitingGroup(j), "newest", string(b), 1)}}); err != nil {
+				t.Fatal(err)
+			}
+			noStops(t, r, "the key has no cap: a full type is not a key at its cap")
 		})
 	}
 }

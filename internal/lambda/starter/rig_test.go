@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
+	"github.com/sfnlimit/sfnlimit/internal/lambda/admission"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/deadletter"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
@@ -53,6 +54,7 @@ type rig struct {
 	sqs    *fakes.SQS
 	sfn    *fakes.SFN
 	room   *waitroom.Store
+	fates  *admission.Store
 	clock  *fakes.Clock
 	rel    *releaser.Service
 }
@@ -77,13 +79,14 @@ func newRigStrategy(t *testing.T, limits map[string]int, strategy string) *rig {
 	}
 	r := &rig{leases: fakes.NewLeaseStore(clock.Now), sqs: &fakes.SQS{}, sfn: fakes.NewSFN(clock.Now), clock: clock}
 	r.room = waitroom.NewStore(fakes.NewDynamoDB("table"), "table")
+	r.fates = admission.NewStore(fakes.NewDynamoDB("table"), "table")
 	log := fakes.Logger(t)
 	dlq := deadletter.New(r.sqs, dlqURL)
 	rel := &releaser.Service{Leases: r.leases, Queue: r.sqs, QueueURL: lanesURL, SFN: r.sfn, Config: res, DLQ: dlq, WaitRoom: r.room, Log: log}
 	r.rel = rel
 	r.st = &starter.Starter{
 		Config: res, Leases: r.leases, SFN: r.sfn, Queue: r.sqs, QueueURL: lanesURL, DLQ: dlq, Releaser: rel,
-		Lanes: lane.Hashed{}, WaitRoom: r.room, RetryDelay: retryDelay, StaleAfter: staleAfter, Visibility: lanesVisibility, Concurrency: 10, Now: clock.Now, Log: log,
+		Lanes: lane.Hashed{}, WaitRoom: r.room, Fates: r.fates, RetryDelay: retryDelay, StaleAfter: staleAfter, Visibility: lanesVisibility, Concurrency: 10, Now: clock.Now, Log: log,
 	}
 	return r
 }

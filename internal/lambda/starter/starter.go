@@ -94,6 +94,8 @@ type Starter struct {
 	Lanes lane.Chooser
 	// WaitRoom parks first-free waiting groups that find no free lane, for a release to wake.
 	WaitRoom waitRoom
+	// Fates decides whether each job of a type with the overflow rule skip runs or is skipped.
+	Fates fates
 	// RetryDelay is how long a message whose start failed stays invisible (jittered up to 2x).
 	RetryDelay time.Duration
 	// StaleAfter is how long another job's unconfirmed lease may sit untouched before the lane is
@@ -261,6 +263,9 @@ type msg struct {
 	// freed is the attempt (0: none) of this message whose claim this delivery read and then found
 	// gone: freed by a release, which counted its end. Its claim says so (lease.Lease.Reclaimed).
 	freed int
+	// admitted is set once this delivery wrote (or found) the job's admitted fate (overflow rule
+	// skip): it may run.
+	admitted bool
 }
 
 // receives is the delivery's ApproximateReceiveCount (0 when SQS did not say).

@@ -101,7 +101,8 @@ type BatchView struct {
 	Percent float64        `json:"percent"`
 	Counts  map[string]int `json:"counts"`
 	// Failed counts the jobs dead-lettered or refused; not those cancelled (stopped by a newer job
-	// of their key, the overflow rule cancel), which is not a failure.
+	// of their key, the overflow rule cancel) or skipped (ended without running behind an older job
+	// of their key and sender, the overflow rule skip): neither is a failure.
 	Failed   int        `json:"failed"`
 	OpenedAt time.Time  `json:"openedAt"`
 	ClosedAt *time.Time `json:"closedAt,omitempty"`

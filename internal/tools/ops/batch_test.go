@@ -154,6 +154,18 @@ func TestShowBatch(t *testing.T) {
 			wantNot: []string{"  a/1\n"},
 		},
 		{
+			// A job that ended without running, its key at its cap with an older job of its sender
+			// (overflow rule skip), is counted as skipped, not as a failure.
+			name: "skipped", size: 3,
+			ends: map[string]ledger.Outcome{"a/1": ledger.Skipped, "a/2": ledger.Succeeded, "a/3": ledger.Cancelled},
+			want: []string{
+				"  succeeded      1\n",
+				"  cancelled      1\n",
+				"  skipped        1\n",
+			},
+			wantNot: []string{"dead-lettered or refused", "  a/1\n"},
+		},
+		{
 			name: "closed with no retention", size: 1,
 			ends: map[string]ledger.Outcome{"a/1": ledger.Succeeded},
 			want: []string{"  expires        never (closed with no retention)\n"},
@@ -199,7 +211,7 @@ func TestShowBatch(t *testing.T) {
 				}
 			}
 			if v.Failed != failed {
-				t.Errorf("Failed = %d, want %d (dead-lettered or refused; not cancelled)", v.Failed, failed)
+				t.Errorf("Failed = %d, want %d (dead-lettered or refused; not cancelled or skipped)", v.Failed, failed)
 			}
 			if hasExpiry := bytes.Contains(b, []byte(`"expiresAt":`)); hasExpiry != (tt.retention > 0) {
 				t.Errorf("JSON %s: expiresAt present %v, want %v (closed with a retention)", b, hasExpiry, tt.retention > 0)

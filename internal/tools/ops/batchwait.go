@@ -171,8 +171,9 @@ func (bw BatchWaiter) stopped(parent context.Context, id string, timeout time.Du
 }
 
 // WaitResult is the error a finished wait ends with: a BatchFailedError when the closed batch has
-// jobs dead-lettered or refused, nil when every job succeeded or was cancelled (stopped by a newer
-// job of its key: the overflow rule cancel, which is not a failure).
+// jobs dead-lettered or refused, nil when every job succeeded, was cancelled (stopped by a newer
+// job of its key: the overflow rule cancel) or skipped (ended without running: the overflow rule
+// skip); neither is a failure.
 func WaitResult(v BatchView) error {
 	if v.State == "closed" && v.Failed > 0 {
 		return BatchFailedError{Batch: v.Batch, Failed: v.Failed, Of: v.Expected}
@@ -236,11 +237,13 @@ func progressLine(v BatchView, open bool) string {
 		filled = min(barWidth*v.Recorded/v.Expected, barWidth)
 	}
 	bar := strings.Repeat("#", filled) + strings.Repeat(".", barWidth-filled)
-	// cancelled (stopped by a newer job of their key) only once some are: most types have no
-	// overflow rule.
+	// cancelled (stopped by a newer job of their key) and skipped (ended without running behind an
+	// older job of their key and sender) only once some are: most types have no overflow rule.
 	cancelled := ""
-	if n := v.Counts[string(ledger.Cancelled)]; n > 0 {
-		cancelled = fmt.Sprintf(", %d cancelled", n)
+	for _, o := range []ledger.Outcome{ledger.Cancelled, ledger.Skipped} {
+		if n := v.Counts[string(o)]; n > 0 {
+			cancelled += fmt.Sprintf(", %d %s", n, o)
+		}
 	}
 	return fmt.Sprintf("batch %s [%s] %d/%d (%s%%) %d succeeded, %d dead_lettered, %d refused%s, %s %s",
 		v.Batch, bar, v.Recorded, v.Expected, trimPercent(v.Percent),

@@ -188,6 +188,18 @@ func TestBatchProgress(t *testing.T) {
 		t.Errorf("WaitResult(3 succeeded, 1 cancelled) = %v, want nil: a cancelled job is not a failure", err)
 	}
 
+	// Skipped jobs (the overflow rule skip) likewise: shown once there are some, not a failure.
+	out.Reset()
+	p = &BatchProgress{W: &out}
+	done = BatchView{Batch: "b", Expected: 5, Recorded: 5, Percent: 100, State: "closed", Seconds: 4, Counts: map[string]int{"succeeded": 2, "cancelled": 1, "skipped": 2}}
+	p.Update(done, true)
+	if want := "batch b [##############################] 5/5 (100%) 2 succeeded, 0 dead_lettered, 0 refused, 1 cancelled, 2 skipped, closed 4s\n"; out.String() != want {
+		t.Errorf("progress with skipped jobs:\n%s\nwant:\n%s", out.String(), want)
+	}
+	if err := WaitResult(done); err != nil {
+		t.Errorf("WaitResult(2 succeeded, 1 cancelled, 2 skipped) = %v, want nil: a skipped job is not a failure", err)
+	}
+
 	out.Reset()
 	p = &BatchProgress{W: &out, TTY: true}
 	p.Update(BatchView{Batch: "b"}, false)

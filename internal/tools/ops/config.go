@@ -459,7 +459,8 @@ type Change struct {
 	NoPools bool
 	Share   *int
 	// Overflow is an overflow rule (config.OverflowRules); "" removes the live one (the type's
-	// TypeOverflow entry, or queue, applies again). Set refuses cancel for a type without a key cap.
+	// TypeOverflow entry, or queue, applies again). Set refuses cancel or skip for a type without a
+	// key cap.
 	Overflow *string
 	// NewType says the type may be new to the stack (config set --new-type): without it, a change
 	// to a type that neither the deployment's parameters nor a live override name is refused, so
@@ -764,9 +765,14 @@ func (e ConfigEditor) Reset(ctx context.Context, typ string, force bool) (SetRes
 		if err != nil {
 			return SetResult{}, err
 		}
-		if b, a := before.typeView(typ, e.Defaults, ovs), after.typeView(typ, e.Defaults, rest); a.Overflow == config.OverflowCancel && a.OverflowProblem != "" && b.OverflowProblem == "" {
-			// The item held the key cap the deployment's cancel rule acts at: reset, the type queues.
-			warnings = append(warnings, fmt.Sprintf("%s; until then type %s queues: a job at its key's cap waits, it stops nothing", a.OverflowProblem, typ))
+		if b, a := before.typeView(typ, e.Defaults, ovs), after.typeView(typ, e.Defaults, rest); (a.Overflow == config.OverflowCancel || a.Overflow == config.OverflowSkip) && a.OverflowProblem != "" && b.OverflowProblem == "" {
+			// The item held the key cap the deployment's cancel or skip rule acts at: reset, the
+			// type queues.
+			what := "it stops nothing"
+			if a.Overflow == config.OverflowSkip {
+				what = "none is skipped"
+			}
+			warnings = append(warnings, fmt.Sprintf("%s; until then type %s queues: a job at its key's cap waits, %s", a.OverflowProblem, typ, what))
 		}
 		if after.typeView(typ, e.Defaults, rest).Limit == 0 {
 			waiting := e.waiting(ctx, typ)

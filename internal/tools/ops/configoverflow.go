@@ -114,8 +114,13 @@ func (e ConfigEditor) checkOverflow(ctx context.Context, c Change, before TypeVi
 // a glance.
 func overflowWarnings(before, after TypeView) []string {
 	var out []string
-	if after.Overflow == config.OverflowCancel && before.Overflow != config.OverflowCancel && after.OverflowProblem == "" {
-		out = append(out, fmt.Sprintf("type %s: a job whose key is at its cap now stops the oldest running job of its key from the same sender (StopExecution), which ends cancelled", after.Type))
+	if after.Overflow != before.Overflow && after.OverflowProblem == "" {
+		switch after.Overflow {
+		case config.OverflowCancel:
+			out = append(out, fmt.Sprintf("type %s: a job whose key is at its cap now stops the oldest running job of its key from the same sender (StopExecution), which ends cancelled", after.Type))
+		case config.OverflowSkip:
+			out = append(out, fmt.Sprintf("type %s: a job whose key is at its cap with an older job of the same sender holding a lane now ends skipped: it never runs, and is not dead-lettered", after.Type))
+		}
 	}
 	if before.OverflowSource == OverflowFromOverride && after.OverflowSource == OverflowFromType {
 		out = append(out, fmt.Sprintf("type %s has no live overflow rule any more: its TypeOverflow entry, %s, applies again", after.Type, after.Overflow))
@@ -139,7 +144,11 @@ func overflowsByRule(types []TypeStatus) map[string][]string {
 
 // writeOverflowStatus prints, below status's table, the types with an overflow rule other than queue.
 func writeOverflowStatus(w io.Writer, types []TypeStatus) {
-	if ts := overflowsByRule(types)[config.OverflowCancel]; len(ts) > 0 {
+	by := overflowsByRule(types)
+	if ts := by[config.OverflowCancel]; len(ts) > 0 {
 		fmt.Fprintf(w, "Overflow rule cancel: %s (a job whose key is at its cap stops its key's oldest running job of the same sender; see sfnlimit config get).\n", strings.Join(ts, ", "))
+	}
+	if ts := by[config.OverflowSkip]; len(ts) > 0 {
+		fmt.Fprintf(w, "Overflow rule skip: %s (a job whose key is at its cap with an older job of the same sender holding a lane ends skipped, without running; see sfnlimit config get).\n", strings.Join(ts, ", "))
 	}
 }

@@ -11,11 +11,12 @@ import (
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 )
 
-// config set --overflow writes the override's overflow rule; cancel is refused (nothing written)
-// for a type without a key cap, and so is taking away the key cap a cancel rule needs; --overflow ""
+// config set --overflow writes the override's overflow rule; cancel or skip is refused (nothing
+// written) for a type without a key cap, and so is taking away the key cap such a rule needs; --overflow ""
 // removes the live rule, and the type's TypeOverflow entry, or queue, applies again.
 func TestConfigSetOverflow(t *testing.T) {
 	const needsCap = "type payments: overflow rule cancel needs a key cap (config set payments --key-limit N): it acts when a key is at its cap; nothing written"
+	const skipNeedsCap = "type payments: overflow rule skip needs a key cap (config set payments --key-limit N): it acts when a key is at its cap; nothing written"
 	tests := []struct {
 		name      string
 		overflows map[string]string // TypeOverflow
@@ -75,7 +76,29 @@ func TestConfigSetOverflow(t *testing.T) {
 			want:     config.Override{Type: "payments", Limit: 4},
 			wantRule: "cancel", wantSource: OverflowFromType,
 		},
-		{name: "an unknown rule", give: Change{Type: "payments", Overflow: ptr("skip")}, wantErr: `--overflow: unknown overflow rule "skip" (known: queue, cancel)`},
+		{
+			name: "skip with a key limit", give: Change{Type: "payments", KeyLimit: ptr(1), Overflow: ptr("skip")},
+			want:     config.Override{Type: "payments", KeyLimit: 1, Overflow: "skip"},
+			wantRule: "skip", wantSource: OverflowFromOverride,
+			wantWarning: "type payments: a job whose key is at its cap with an older job of the same sender holding a lane now ends skipped: it never runs, and is not dead-lettered",
+		},
+		{
+			name: "cancel to skip", stored: []config.Override{{Type: "payments", KeyLimit: 1, Overflow: "cancel"}},
+			give:     Change{Type: "payments", Overflow: ptr("skip")},
+			want:     config.Override{Type: "payments", KeyLimit: 1, Overflow: "skip"},
+			wantRule: "skip", wantSource: OverflowFromOverride, wantWarning: "now ends skipped",
+		},
+		{
+			name: "skip with the TypeKeyLimits entry", keyLimits: map[string]int{"payments": 1}, give: Change{Type: "payments", Overflow: ptr("skip")},
+			want:     config.Override{Type: "payments", Overflow: "skip"},
+			wantRule: "skip", wantSource: OverflowFromOverride,
+		},
+		{name: "skip without a key cap", give: Change{Type: "payments", Overflow: ptr("skip")}, wantErr: skipNeedsCap},
+		{
+			name: "the key cap a skip rule needs taken away", stored: []config.Override{{Type: "payments", KeyLimit: 1, Overflow: "skip"}},
+			give: Change{Type: "payments", KeyLimit: ptr(0)}, wantErr: skipNeedsCap,
+		},
+		{name: "an unknown rule", give: Change{Type: "payments", Overflow: ptr("debounce")}, wantErr: `--overflow: unknown overflow rule "debounce" (known: queue, cancel, skip)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -121,7 +144,7 @@ func TestConfigSetOverflow(t *testing.T) {
 }
 
 func TestChangeValidateOverflow(t *testing.T) {
-	for give, wantErr := range map[string]string{"cancel": "", "queue": "", "": "", "Cancel": "unknown overflow rule", "debounce": "unknown overflow rule"} {
+	for give, wantErr := range map[string]string{"cancel": "", "skip": "", "queue": "", "": "", "Cancel": "unknown overflow rule", "debounce": "unknown overflow rule"} {
 		err := Change{Type: "payments", Overflow: ptr(give)}.Validate()
 		if (err == nil) != (wantErr == "") || err != nil && !strings.Contains(err.Error(), wantErr) {
 			t.Errorf("Validate(--overflow %q) = %v, want %q", give, err, wantErr)
@@ -146,78 +169,92 @@ func TestConfigGetOverflow(t *testing.T) {
 		t.Errorf("config get without rules shows an OVERFLOW column:\n%s", b.String())
 	}
 
-	d := defaults()
-	d.Overflows = map[string]string{"reports": "cancel"}
-	e := ConfigEditor{Store: newMemStore(config.Override{Type: "payments", KeyLimit: 1, Overflow: "cancel"}), Defaults: d, CacheAge: time.Second}
-	v, err = e.Get(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	byType := map[string]TypeView{}
-	for _, tv := range v.Types {
-		byType[tv.Type] = tv
-	}
-	if p := byType["payments"]; p.Overflow != "cancel" || p.OverflowSource != OverflowFromOverride || p.OverflowProblem != "" || p.Override.Overflow != "cancel" {
-		t.Errorf("payments = %+v, want cancel (override) that acts", p)
-	}
-	if r := byType["reports"]; r.Overflow != "cancel" || r.OverflowSource != OverflowFromType || !strings.Contains(r.OverflowProblem, "needs a key cap") {
-		t.Errorf("reports = %+v, want cancel (TypeOverflow) that lacks a key cap", r)
-	}
-	b.Reset()
-	if err := v.WriteTable(&b); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{
-		"OVERFLOW", "cancel (override)", "keyLimit=1 overflow=cancel", "cancel (TypeOverflow)!",
-		"Overflow rules without an override: reports=cancel (TypeOverflow); other types queue.\n",
-		"WARNING (!): type reports: overflow rule cancel needs a key cap (config set reports --key-limit N): it acts when a key is at its cap; until then the type queues.\n",
-	} {
-		if !strings.Contains(b.String(), want) {
-			t.Errorf("config get lacks %q:\n%s", want, b.String())
-		}
-	}
-	js, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{`"overflow":"cancel","overflowSource":"override"`, `"overflows":{"reports":"cancel"}`} {
-		if !strings.Contains(string(js), want) {
-			t.Errorf("config get --json lacks %s: %s", want, js)
-		}
+	for _, rule := range []string{config.OverflowCancel, config.OverflowSkip} {
+		t.Run(rule, func(t *testing.T) {
+			d := defaults()
+			d.Overflows = map[string]string{"reports": rule}
+			e := ConfigEditor{Store: newMemStore(config.Override{Type: "payments", KeyLimit: 1, Overflow: rule}), Defaults: d, CacheAge: time.Second}
+			v, err := e.Get(ctx, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			byType := map[string]TypeView{}
+			for _, tv := range v.Types {
+				byType[tv.Type] = tv
+			}
+			if p := byType["payments"]; p.Overflow != rule || p.OverflowSource != OverflowFromOverride || p.OverflowProblem != "" || p.Override.Overflow != rule {
+				t.Errorf("payments = %+v, want %s (override) that acts", p, rule)
+			}
+			if r := byType["reports"]; r.Overflow != rule || r.OverflowSource != OverflowFromType || !strings.Contains(r.OverflowProblem, "needs a key cap") {
+				t.Errorf("reports = %+v, want %s (TypeOverflow) that lacks a key cap", r, rule)
+			}
+			var b strings.Builder
+			if err := v.WriteTable(&b); err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range []string{
+				"OVERFLOW", rule + " (override)", "keyLimit=1 overflow=" + rule, rule + " (TypeOverflow)!",
+				"Overflow rules without an override: reports=" + rule + " (TypeOverflow); other types queue.\n",
+				"WARNING (!): type reports: overflow rule " + rule + " needs a key cap (config set reports --key-limit N): it acts when a key is at its cap; until then the type queues.\n",
+			} {
+				if !strings.Contains(b.String(), want) {
+					t.Errorf("config get lacks %q:\n%s", want, b.String())
+				}
+			}
+			js, err := json.Marshal(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range []string{`"overflow":"` + rule + `","overflowSource":"override"`, `"overflows":{"reports":"` + rule + `"}`} {
+				if !strings.Contains(string(js), want) {
+					t.Errorf("config get --json lacks %s: %s", want, js)
+				}
+			}
+		})
 	}
 }
 
-// status names the types whose overflow rule is cancel and acts, below its table, and in JSON; a
-// type that queues, or whose rule lacks a key cap, keeps the output as it was.
+// status names the types whose overflow rule is cancel or skip and acts, below its table, and in
+// JSON; a type that queues, or whose rule lacks a key cap, keeps the output as it was.
 func TestStatusOverflow(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	d := defaults()
-	d.Overflows = map[string]string{"reports": "cancel"} // no key cap: the rule does not act
-	ovs := staticStore{{Type: "payments", KeyLimit: 1, Overflow: "cancel"}}
-	st, err := StatusReader{SQS: noQueues, Defaults: d, Overrides: ovs, Now: func() time.Time { return now }, Leases: leaseTable(t)}.Read(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]string{}
-	for _, ts := range st.Types {
-		got[ts.Type] = ts.Overflow
-	}
-	if want := map[string]string{"payments": "cancel", "reports": ""}; !reflect.DeepEqual(got, want) {
-		t.Errorf("status overflow = %v, want %v", got, want)
-	}
-	var b strings.Builder
-	if err := st.WriteTable(&b); err != nil {
-		t.Fatal(err)
-	}
-	if want := "Overflow rule cancel: payments (a job whose key is at its cap stops its key's oldest running job of the same sender; see sfnlimit config get).\n"; !strings.Contains(b.String(), want) {
-		t.Errorf("status lacks %q:\n%s", want, b.String())
+	for _, tt := range []struct{ rule, line string }{
+		{config.OverflowCancel, "Overflow rule cancel: payments (a job whose key is at its cap stops its key's oldest running job of the same sender; see sfnlimit config get).\n"},
+		{config.OverflowSkip, "Overflow rule skip: payments (a job whose key is at its cap with an older job of the same sender holding a lane ends skipped, without running; see sfnlimit config get).\n"},
+	} {
+		t.Run(tt.rule, func(t *testing.T) {
+			d := defaults()
+			d.Overflows = map[string]string{"reports": tt.rule} // no key cap: the rule does not act
+			ovs := staticStore{{Type: "payments", KeyLimit: 1, Overflow: tt.rule}}
+			st, err := StatusReader{SQS: noQueues, Defaults: d, Overrides: ovs, Now: func() time.Time { return now }, Leases: leaseTable(t)}.Read(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			for _, ts := range st.Types {
+				got[ts.Type] = ts.Overflow
+			}
+			if want := map[string]string{"payments": tt.rule, "reports": ""}; !reflect.DeepEqual(got, want) {
+				t.Errorf("status overflow = %v, want %v", got, want)
+			}
+			var b strings.Builder
+			if err := st.WriteTable(&b); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(b.String(), tt.line) {
+				t.Errorf("status lacks %q:\n%s", tt.line, b.String())
+			}
+			if strings.Count(b.String(), "Overflow rule") != 1 {
+				t.Errorf("status names another rule:\n%s", b.String())
+			}
+		})
 	}
 
-	st, err = StatusReader{SQS: noQueues, Defaults: defaults(), Overrides: staticStore{}, Now: func() time.Time { return now }, Leases: leaseTable(t)}.Read(context.Background())
+	st, err := StatusReader{SQS: noQueues, Defaults: defaults(), Overrides: staticStore{}, Now: func() time.Time { return now }, Leases: leaseTable(t)}.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.Reset()
+	var b strings.Builder
 	if err := st.WriteTable(&b); err != nil {
 		t.Fatal(err)
 	}
@@ -226,30 +263,34 @@ func TestStatusOverflow(t *testing.T) {
 	}
 }
 
-// config reset of a type whose TypeOverflow rule is cancel and whose key cap is the live item's takes
-// away the cap the rule needs, as config set --key-limit 0 would (refused there): it is refused
-// alike, nothing written, or at least says the rule no longer acts. Without that the result reads
-// "cancel -> cancel (TypeOverflow)" while the type queues.
+// config reset of a type whose TypeOverflow rule is cancel or skip and whose key cap is the live
+// item's takes away the cap the rule needs, as config set --key-limit 0 would (refused there): it is
+// refused alike, nothing written, or at least says the rule no longer acts. Without that the result
+// reads "cancel -> cancel (TypeOverflow)" while the type queues.
 func TestConfigResetTakingAwayTheKeyCapACancelRuleNeeds(t *testing.T) {
 	ctx := context.Background()
-	d := defaults()
-	d.Overflows = map[string]string{"payments": "cancel"}
-	store := newMemStore(config.Override{Type: "payments", KeyLimit: 1})
-	e := ConfigEditor{Store: store, Defaults: d, CacheAge: time.Second}
-	if _, err := e.Set(ctx, Change{Type: "payments", KeyLimit: ptr(0)}); err == nil || !strings.Contains(err.Error(), "needs a key cap") {
-		t.Fatalf("Set(--key-limit 0) = %v, want refused: the TypeOverflow rule cancel needs the cap", err)
-	}
-	res, err := e.Reset(ctx, "payments", false)
-	if err != nil {
-		if !strings.Contains(err.Error(), "needs a key cap") || len(store.items) != 1 {
-			t.Errorf("Reset() = %v, items %v; want refused for the key cap, nothing written", err, store.items)
-		}
-		return
-	}
-	if res.After.OverflowProblem == "" {
-		t.Fatalf("after the reset the rule has no problem: %+v", res.After)
-	}
-	if w := strings.Join(res.Warnings, "\n"); !strings.Contains(w, "needs a key cap") {
-		t.Errorf("Reset() took away the key cap the TypeOverflow rule cancel needs without a word: warnings %q", res.Warnings)
+	for _, rule := range []string{config.OverflowCancel, config.OverflowSkip} {
+		t.Run(rule, func(t *testing.T) {
+			d := defaults()
+			d.Overflows = map[string]string{"payments": rule}
+			store := newMemStore(config.Override{Type: "payments", KeyLimit: 1})
+			e := ConfigEditor{Store: store, Defaults: d, CacheAge: time.Second}
+			if _, err := e.Set(ctx, Change{Type: "payments", KeyLimit: ptr(0)}); err == nil || !strings.Contains(err.Error(), "overflow rule "+rule+" needs a key cap") {
+				t.Fatalf("Set(--key-limit 0) = %v, want refused: the TypeOverflow rule %s needs the cap", err, rule)
+			}
+			res, err := e.Reset(ctx, "payments", false)
+			if err != nil {
+				if !strings.Contains(err.Error(), "needs a key cap") || len(store.items) != 1 {
+					t.Errorf("Reset() = %v, items %v; want refused for the key cap, nothing written", err, store.items)
+				}
+				return
+			}
+			if res.After.OverflowProblem == "" {
+				t.Fatalf("after the reset the rule has no problem: %+v", res.After)
+			}
+			if w := strings.Join(res.Warnings, "\n"); !strings.Contains(w, "overflow rule "+rule+" needs a key cap") || !strings.Contains(w, "until then type payments queues") {
+				t.Errorf("Reset() took away the key cap the TypeOverflow rule %s needs without a word: warnings %q", rule, res.Warnings)
+			}
+		})
 	}
 }

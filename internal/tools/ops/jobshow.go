@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
+	"github.com/sfnlimit/sfnlimit/internal/lambda/admission"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
@@ -29,11 +30,20 @@ type describeExecutionAPI interface {
 	DescribeExecution(context.Context, *sfn.DescribeExecutionInput, ...func(*sfn.Options)) (*sfn.DescribeExecutionOutput, error)
 }
 
+// admissionReader reads the fates of a job of a type whose overflow rule is skip (admission.Store).
+type admissionReader interface {
+	Find(ctx context.Context, typ, sender, key, id string) ([]admission.Fate, error)
+}
+
 // JobFinder finds a job from its lease and its executions, which have deterministic names
 // (job.RunName), so no index of jobs is needed.
 type JobFinder struct {
 	Leases leaseReader
 	SFN    describeExecutionAPI
+	// Admission, when not nil, reads the fates of the jobs of a type whose overflow rule is skip
+	// (admission.Store), asked only for such a type's job that has no lease and no execution of its
+	// last generation: a skipped job has neither. nil: such a job shows as not-started.
+	Admission admissionReader
 	// Config resolves the effective configuration (a config.Resolver): the type's state machine
 	// and attempts, and the types to search when none is given.
 	Config   *config.Resolver
@@ -67,7 +77,8 @@ type JobView struct {
 	// State is the lease's status when the job holds a lane (bound, starting, running, retrying,
 	// dead-lettering), else what its last execution says: succeeded, dead-lettered (attempts
 	// exhausted or aborted), cancelled (stopped by a newer job of its key: the overflow rule cancel),
-	// or not-started. A claim (lease status starting) whose execution exists
+	// skipped (ended without running, its key at its cap with an older job of its sender holding a
+	// lane: the overflow rule skip; its admission record says so), or not-started. A claim (lease status starting) whose execution exists
 	// is running: a confirmed start writes nothing after the claim.
 	State       string          `json:"state"`
 	Detail      string          `json:"detail"`
@@ -188,7 +199,7 @@ func (f JobFinder) Show(ctx context.Context, typ, key, id string) ([]JobView, er
 				return nil, err
 			}
 			switch {
-			case v.Lease != nil || len(v.Executions) > 0:
+			case v.found():
 				out = append(out, v)
 			case none == nil:
 				none = &v
@@ -198,7 +209,7 @@ func (f JobFinder) Show(ctx context.Context, typ, key, id string) ([]JobView, er
 			out = append(out, *none)
 		}
 	}
-	if len(out) == 0 || (len(out) == 1 && out[0].Lease == nil && len(out[0].Executions) == 0) {
+	if len(out) == 0 || (len(out) == 1 && !out[0].found()) {
 		hint := ""
 		if key == "" {
 			hint = " (a job of a key that holds no lane: --key)"
@@ -209,6 +220,11 @@ func (f JobFinder) Show(ctx context.Context, typ, key, id string) ([]JobView, er
 		return out, fmt.Errorf("%w: no lease and no execution of job %s%s%s; it may wait in a queue, have been refused (sfnlimit dlq list --id %s), or never have been sent", ErrJobNotFound, id, ofType(typ), hint, id)
 	}
 	return out, nil
+}
+
+// found says that something of the job was found: a lease, an execution, or its skip.
+func (v JobView) found() bool {
+	return v.Lease != nil || len(v.Executions) > 0 || v.State == stateSkipped
 }
 
 // candidate is a sender and key whose job of an id is looked up.
@@ -304,6 +320,9 @@ func (f JobFinder) show(ctx context.Context, typ, sender, key, id string, leases
 		}
 	}
 	f.summarize(&v)
+	if err := f.skipped(ctx, &v, cfg, sender, key, id); err != nil {
+		return v, err
+	}
 	v.setKey(cfg)
 	if n := len(v.Executions); n > 0 {
 		v.Priority = job.PriorityName(v.Executions[n-1].Priority) // 0 (absent) reads as normal
@@ -422,6 +441,50 @@ func (f JobFinder) summarize(v *JobView) {
 			v.State, v.Detail = "failed", fmt.Sprintf("attempt %d of %d %s; no lease holds it", last.Attempt, v.MaxAttempts, strings.ToLower(last.Status))
 		}
 	}
+}
+
+// stateSkipped is the state job show gives a job of a type whose overflow rule is skip that ended
+// without running (admission.Skipped): its key was at its cap with an older job of its sender
+// holding a lane. It used no attempt, and is not dead-lettered.
+const stateSkipped = "skipped"
+
+// skipped shows the job as skipped when it holds no lane, its newest fate is admission.Skipped, and
+// no execution of that fate's generation (or a later one) exists. Only a type with key caps is asked
+// (the rule skip acts at a key's cap, and its skips stand after the rule changed): any other type
+// pays no read.
+func (f JobFinder) skipped(ctx context.Context, v *JobView, cfg *config.TypeConfig, sender, key, id string) error {
+	if f.Admission == nil || cfg == nil || !cfg.CapsKeys() || v.Lease != nil {
+		return nil
+	}
+	fates, err := f.Admission.Find(ctx, v.Type, sender, key, id)
+	if err != nil {
+		return err
+	}
+	if len(fates) == 0 {
+		return nil
+	}
+	last := fates[len(fates)-1]
+	if last.Outcome != admission.Skipped {
+		return nil
+	}
+	for _, e := range v.Executions {
+		if e.Redrive >= last.Redrive {
+			return nil // that generation ran: its executions tell
+		}
+	}
+	behind := "an older job"
+	if last.Behind != "" {
+		behind = "job " + last.Behind
+	}
+	v.State = stateSkipped
+	v.Detail = fmt.Sprintf("skipped at %s: its key was at its cap with %s of the same sender holding a lane (overflow rule skip); not run, no attempt used, not dead-lettered",
+		last.At.UTC().Format(time.RFC3339), behind)
+	v.Lane, v.Attempt, v.Redrive = 0, 0, last.Redrive
+	if v.SubmittedAt == nil && !last.SubmittedAt.IsZero() {
+		s := last.SubmittedAt.UTC()
+		v.SubmittedAt = &s
+	}
+	return nil
 }
 
 // stateCancelled is the state job show gives a job whose execution a newer job of its key stopped
@@ -565,6 +628,9 @@ func (e Earlier) Text() string {
 // it looked up, and how many jobs with an id it left unchecked. A lookup that fails is an error:
 // the caller decides whether to send anyway.
 func (f JobFinder) FindEarlier(ctx context.Context, jobs []Line) (found []Earlier, checked, unchecked int, err error) {
+	// A job skipped ended without running: sending its id again is another submission, which may
+	// run, so it is no copy, and its fate is not read.
+	f.Admission = nil
 	leases := map[string][]lease.Lease{} // by type, read once
 	for _, l := range jobs {
 		if l.ID == "" {

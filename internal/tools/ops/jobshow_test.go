@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
+	"github.com/sfnlimit/sfnlimit/internal/lambda/admission"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/config"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/job"
 	"github.com/sfnlimit/sfnlimit/internal/lambda/lease"
@@ -27,9 +28,11 @@ func TestJobShow(t *testing.T) {
 		f.Put(fakes.Execution{StateMachineArn: sm, Name: job.RunName(typ, "", "", id, redrive, attempt), Status: status, Input: string(in), StartDate: now})
 	}
 	tests := []struct {
-		name      string
-		typ       string
-		setup     func(f *fakes.SFN, l *fakes.LeaseStore)
+		name  string
+		typ   string
+		setup func(f *fakes.SFN, l *fakes.LeaseStore)
+		// fates are the job's admission records (sender "", key "", id o-1), written in order
+		fates     []admission.Fate
 		wantState string
 		wantExecs int
 		wantLane  int
@@ -170,6 +173,48 @@ func TestJobShow(t *testing.T) {
 			},
 			wantState: "dead-lettered", wantExecs: 1, wantLane: 1,
 		},
+		{
+			// Type sync's overflow rule is skip: a job it skipped has no lease and no execution.
+			name: "skipped behind an older job of its key and sender",
+			typ:  "sync", setup: func(*fakes.SFN, *fakes.LeaseStore) {},
+			fates:     []admission.Fate{skippedFate(0, submitted, "o-0")},
+			wantState: "skipped", wantExecs: 0, wantLane: 0,
+			wantDetail: "skipped at 2026-03-01T11:50:01Z: its key was at its cap with job o-0 of the same sender holding a lane (overflow rule skip); not run, no attempt used, not dead-lettered",
+		},
+		{
+			// A redrive of a dead-lettered job is a generation of its own, skipped without running.
+			name: "its redrive skipped after its first generation was dead-lettered",
+			typ:  "sync",
+			setup: func(f *fakes.SFN, _ *fakes.LeaseStore) {
+				for a := 1; a <= 3; a++ {
+					put(f, sampleArn, "sync", "o-1", 0, a, 1, sfntypes.ExecutionStatusFailed)
+				}
+			},
+			fates:     []admission.Fate{admittedFate(0, submitted), skippedFate(1, submitted.Add(time.Minute), "o-0")},
+			wantState: "skipped", wantExecs: 3, wantLane: 0,
+			wantDetail: "skipped at 2026-03-01T11:51:01Z: its key was at its cap with job o-0 of the same sender holding a lane (overflow rule skip); not run, no attempt used, not dead-lettered",
+		},
+		{
+			// A producer may send the id of a skipped job again: that submission has its own fate.
+			name: "skipped, sent again, admitted and run",
+			typ:  "sync",
+			setup: func(f *fakes.SFN, _ *fakes.LeaseStore) {
+				put(f, sampleArn, "sync", "o-1", 0, 1, 1, sfntypes.ExecutionStatusSucceeded)
+			},
+			fates:     []admission.Fate{skippedFate(0, submitted.Add(-time.Hour), "o-0"), admittedFate(0, submitted)},
+			wantState: "succeeded", wantExecs: 1, wantLane: 1,
+		},
+		{
+			name: "admitted, not started yet", typ: "sync", setup: func(*fakes.SFN, *fakes.LeaseStore) {},
+			fates:     []admission.Fate{admittedFate(0, submitted)},
+			wantState: "not-started", wantErr: ErrJobNotFound,
+		},
+		{
+			// Only a type whose rule is skip is asked: payments' record is not read.
+			name: "a type without the rule skip: no fate read", typ: "payments", setup: func(*fakes.SFN, *fakes.LeaseStore) {},
+			fates:     []admission.Fate{{Job: admission.Job{Type: "payments", ID: "o-1", SubmittedAt: submitted}, Outcome: admission.Skipped, Behind: "o-0", At: submitted}},
+			wantState: "not-started", wantErr: ErrJobNotFound,
+		},
 		{name: "not found", typ: "payments", setup: func(*fakes.SFN, *fakes.LeaseStore) {}, wantState: "not-started", wantErr: ErrJobNotFound},
 		{
 			name: "any type",
@@ -183,11 +228,32 @@ func TestJobShow(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f, l := fakes.NewSFN(nil), fakes.NewLeaseStore(nil)
 			tt.setup(f, l)
-			r, err := config.NewResolver(defaults(), staticStore{{Type: "reports", StateMachineArn: mine}}, time.Second)
+			db := fakes.NewDynamoDB("t")
+			fates := admission.NewStore(db, "t")
+			for _, fate := range tt.fates {
+				if fate.Outcome == admission.Skipped {
+					if ok, _, err := fates.Skip(context.Background(), fate.Job, fate.Behind, fate.At); err != nil || !ok {
+						t.Fatalf("Skip = %v, %v", ok, err)
+					}
+				} else if err := fates.Admit(context.Background(), fate.Job, fate.At); err != nil {
+					t.Fatal(err)
+				}
+			}
+			reads := map[bool]int{} // queries, by whether the type read was sync
+			db.OnCall = func(op string) error {
+				if op == "Query" {
+					reads[tt.typ == "sync"]++
+				}
+				return nil
+			}
+			r, err := config.NewResolver(defaults(), staticStore{{Type: "reports", StateMachineArn: mine}, {Type: "sync", Limit: 4, KeyLimit: 1, Overflow: config.OverflowSkip}}, time.Second)
 			if err != nil {
 				t.Fatal(err)
 			}
-			views, err := JobFinder{Leases: l, SFN: f, Config: r, Defaults: defaults()}.Show(context.Background(), tt.typ, "", "o-1")
+			views, err := JobFinder{Leases: l, SFN: f, Admission: fates, Config: r, Defaults: defaults()}.Show(context.Background(), tt.typ, "", "o-1")
+			if tt.typ != "" && reads[false] > 0 {
+				t.Errorf("Show() read the admission records of type %s, whose rule is not skip", tt.typ)
+			}
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("Show() error = %v, want %v", err, tt.wantErr)
 			}
@@ -210,6 +276,19 @@ func TestJobShow(t *testing.T) {
 			}
 		})
 	}
+}
+
+// skippedFate is job o-1 of type sync (sender "", key "") skipped behind job behind, a second after
+// its submission.
+func skippedFate(redrive int, submitted time.Time, behind string) admission.Fate {
+	return admission.Fate{Job: admission.Job{Type: "sync", ID: "o-1", Redrive: redrive, SubmittedAt: submitted},
+		Outcome: admission.Skipped, Behind: behind, At: submitted.Add(time.Second)}
+}
+
+// admittedFate is job o-1 of type sync admitted a second after its submission.
+func admittedFate(redrive int, submitted time.Time) admission.Fate {
+	return admission.Fate{Job: admission.Job{Type: "sync", ID: "o-1", Redrive: redrive, SubmittedAt: submitted},
+		Outcome: admission.Admitted, At: submitted.Add(time.Second)}
 }
 
 func TestExecutionArn(t *testing.T) {
@@ -513,5 +592,30 @@ func TestFindEarlierSaysTheBatch(t *testing.T) {
 	}
 	if len(found) != 1 || found[0].Batch != "nightly" {
 		t.Errorf("FindEarlier() = %+v, want payments/o-1 of batch nightly", found)
+	}
+}
+
+// A job skipped while its type's rule was skip stays skipped when an operator switches the rule
+// afterwards (config set sync --overflow queue): the starter still honours its fate (a key-capped
+// type reads a redelivered job's fate), so job show must still find it and say it was skipped,
+// not "job not found".
+func TestJobShowSkippedAfterTheRuleChanged(t *testing.T) {
+	ctx := context.Background()
+	submitted := time.Date(2026, 3, 1, 11, 50, 0, 0, time.UTC)
+	fates := admission.NewStore(fakes.NewDynamoDB("t"), "t")
+	f := skippedFate(0, submitted, "o-0")
+	if ok, _, err := fates.Skip(ctx, f.Job, f.Behind, f.At); err != nil || !ok {
+		t.Fatalf("Skip = %v, %v", ok, err)
+	}
+	r, err := config.NewResolver(defaults(), staticStore{{Type: "sync", Limit: 4, KeyLimit: 1, Overflow: config.OverflowQueue}}, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	views, err := JobFinder{Leases: fakes.NewLeaseStore(nil), SFN: fakes.NewSFN(nil), Admission: fates, Config: r, Defaults: defaults()}.Show(ctx, "sync", "", "o-1")
+	if err != nil {
+		t.Fatalf("Show() error = %v, want the skipped job found", err)
+	}
+	if len(views) != 1 || views[0].State != "skipped" {
+		t.Fatalf("Show() = %+v, want one view, skipped", views)
 	}
 }

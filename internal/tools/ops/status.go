@@ -78,7 +78,7 @@ type TypeStatus struct {
 	// limit).
 	Release string `json:"release,omitempty"`
 	// Overflow is the type's overflow rule when it is not queue and acts
-	// (config.TypeConfig.Cancels; config get says why a rule does not).
+	// (config.TypeConfig.Cancels, Skips; config get says why a rule does not).
 	Overflow string `json:"overflow,omitempty"`
 	// Running counts the type's leases: every lane a job holds, whatever its state (a bound job's
 	// execution has not started yet).
@@ -267,8 +267,11 @@ func (r StatusReader) Read(ctx context.Context) (Status, error) {
 			Rate:            rateView(c.Rate), Paused: pauseView(c.Pause, st.At),
 			KeyRate: rateView(c.KeyRate), OwnKeyRates: len(c.KeyRates),
 		}
-		if c.Cancels() {
+		switch {
+		case c.Cancels():
 			byType[c.Type].Overflow = config.OverflowCancel
+		case c.Skips():
+			byType[c.Type].Overflow = config.OverflowSkip
 		}
 		if p := byType[c.Type].Paused; p != nil {
 			for _, w := range parked[c.Type] {

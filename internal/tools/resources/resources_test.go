@@ -140,7 +140,7 @@ func TestLocalDefaults(t *testing.T) {
 			}
 		})
 	}
-	for _, bad := range []map[string]string{{"NoSuchParameter": "1"}, {"TypeLimits": "a-b=1"}, {"DefaultMaxAttempts": "0"}, {"ReleaseMode": "status"}, {"TypeReleaseModes": "llm=event"}, {"TypeOverflow": "reindex=skip"}} {
+	for _, bad := range []map[string]string{{"NoSuchParameter": "1"}, {"TypeLimits": "a-b=1"}, {"DefaultMaxAttempts": "0"}, {"ReleaseMode": "status"}, {"TypeReleaseModes": "llm=event"}, {"TypeOverflow": "reindex=debounce"}} {
 		tg, err := Open(ctx, Options{LocalFile: write(t, "l.json", info), Root: "../../..", Params: bad})
 		if err != nil {
 			t.Fatal(err)

@@ -289,16 +289,18 @@ func (w *World) outcomes(bs *batchSpec) (map[batch.Outcome]int, int) {
 	counts, unrecorded := map[batch.Outcome]int{}, 0
 	for _, j := range bs.members {
 		src, dead := source[j.k]
-		cancelled := false
+		cancelled, skipped := false, false
 		if how, from, ok := w.check.firstEnd(j.k); ok {
 			// A batch counts a job's first end: a redriven generation's end is a duplicate while
 			// the batch is open, and after it closed an end after close (docs/batches.md).
-			succeeded[j.k], cancelled = how == "succeeded", how == "cancelled"
-			dead, src = !succeeded[j.k] && !cancelled, from
+			succeeded[j.k], cancelled, skipped = how == "succeeded", how == "cancelled", how == "skipped"
+			dead, src = !succeeded[j.k] && !cancelled && !skipped, from
 		}
 		switch {
 		case cancelled:
 			counts[batch.Cancelled]++
+		case skipped:
+			counts[batch.Skipped]++
 		case succeeded[j.k]:
 			counts[batch.Succeeded]++
 		case dead && src == "router":

@@ -62,22 +62,40 @@ const (
 
 // cancelWorkload draws delta and its bursts (none unless Faults.Cancels is set) and returns delta.
 func (w *World) cancelWorkload() []typeSpec {
-	n := w.cfg.Faults.Cancels
-	if n <= 0 {
+	return w.burstWorkload(bursts{n: w.cfg.Faults.Cancels, stream: cancelStream, typ: cancelType, ids: "d", batches: "dbat", rule: "cancel"})
+}
+
+// bursts is a type with an overflow rule and its bursts of jobs per key (burstWorkload).
+type bursts struct {
+	n      int    // how many bursts
+	stream uint64 // the random stream they are drawn from
+	typ    string // the type's name
+	ids    string // prefix of the jobs' ids ({ids}000)
+	// batches prefixes the batches' ids ({batches}00); rule names the rule in traces.
+	batches, rule string
+}
+
+// burstWorkload draws b's type and its bursts from a stream of their own (none when b.n is 0):
+// first-free, a limit of 2-4, every key capped at 1 and k2 at 2, released by its Release step or
+// by status events; b.n times a key gets 2-5 jobs 1-30 s apart, each working 20 s to 4 minutes,
+// one in four from another sender (InterloperSenderID), half of those with the id of an earlier
+// producer's job of the burst, and two bursts in five a batch of the producer's jobs.
+func (w *World) burstWorkload(b bursts) []typeSpec {
+	if b.n <= 0 {
 		return nil
 	}
-	r := rand.New(rand.NewPCG(w.seed, cancelStream))
-	t := typeSpec{name: cancelType, limit: 2 + r.IntN(3), keyLimit: 1, keys: []string{"k1", "k2", "k3"},
+	r := rand.New(rand.NewPCG(w.seed, b.stream))
+	t := typeSpec{name: b.typ, limit: 2 + r.IntN(3), keyLimit: 1, keys: []string{"k1", "k2", "k3"},
 		keyCaps: map[string]int{"k2": 2}, release: []string{"step", "events"}[r.IntN(2)], strategy: "first-free"}
 	tenant := job.Sender(batch.Principal(InterloperSenderID), "")
 	seq := 0
-	for b := range n {
+	for n := range b.n {
 		key := t.keys[r.IntN(len(t.keys))]
 		at := time.Duration(r.Int64N(int64(22 * time.Minute)))
 		from := at
 		var burst, own []*jobSpec
 		for range 2 + r.IntN(4) {
-			j := &jobSpec{typ: t.name, key: key, id: fmt.Sprintf("d%03d", seq), submitAt: at}
+			j := &jobSpec{typ: t.name, key: key, id: fmt.Sprintf("%s%03d", b.ids, seq), submitAt: at}
 			seq++
 			secs := math.Exp(math.Log(20) + r.Float64()*math.Log(12)) // 20 s to 4 minutes
 			j.duration = time.Duration(secs * float64(time.Second))
@@ -94,7 +112,7 @@ func (w *World) cancelWorkload() []typeSpec {
 				}
 				j.k = jobKeyOf(j.typ, tenant, j.key, j.id)
 				if w.jobs[j.k] != nil { // its own job of that id already: one job
-					j.id = fmt.Sprintf("d%03d", seq-1)
+					j.id = fmt.Sprintf("%s%03d", b.ids, seq-1)
 					j.k = jobKeyOf(j.typ, tenant, j.key, j.id)
 				}
 			} else {
@@ -107,15 +125,15 @@ func (w *World) cancelWorkload() []typeSpec {
 			at += time.Second + time.Duration(r.Int64N(int64(29*time.Second)))
 		}
 		if len(own) > 0 && w.cfg.BatchShare > 0 && r.IntN(5) < 2 {
-			bs := &batchSpec{id: fmt.Sprintf("dbat%02d", b), members: own}
+			bs := &batchSpec{id: fmt.Sprintf("%s%02d", b.batches, n), members: own}
 			for _, j := range own {
 				w.batches.of[j.k] = bs
 			}
 			w.batches.batches = append(w.batches.batches, bs)
 		}
-		w.trace(cancelType, "cancel: burst %d of %d jobs of key %s from %s", b, len(burst), key, from)
+		w.trace(b.typ, "%s: burst %d of %d jobs of key %s from %s", b.rule, n, len(burst), key, from)
 	}
-	w.trace(cancelType, "cancel: type %s limit %d, key limit 1, k2 capped at 2, release %s", t.name, t.limit, t.release)
+	w.trace(b.typ, "%s: type %s limit %d, key limit 1, k2 capped at 2, release %s", b.rule, t.name, t.limit, t.release)
 	return []typeSpec{t}
 }
 

@@ -75,12 +75,14 @@ type checker struct {
 	// poolsOn says the world has pools, pools their history (pools.go).
 	poolsOn bool
 	pools   []poolsAt
+	// skips are the overflow rule skip's skipped jobs (skip.go).
+	skips skipChecks
 }
 
 func newChecker(w *World) *checker {
 	return &checker{w: w, every: 5 * time.Second, start: w.now(), history: map[string][]limitAt{}, overrides: map[string]config.Override{},
 		attempts: map[string]int{}, in: map[string]bool{}, ended: map[string]string{}, letters: map[string]string{}, sources: map[string]string{}, idleSince: map[string]time.Time{}, kills: map[string][]time.Time{},
-		ops: newOpChecks()}
+		ops: newOpChecks(), skips: newSkipChecks()}
 }
 
 func (c *checker) violate(kind, subject, format string, args ...any) {
@@ -167,6 +169,9 @@ func (c *checker) started(e *execution) {
 	}
 	if by, ok := c.ops.cancelled[genKey(job, m.Redrive)]; ok {
 		c.violate(KindCancelledRan, job, "%s (attempt %d) started after %s%s was stopped by a newer job of its key (%s)", e.name, m.Attempt, genText(m.Redrive), by, c.ops.cancelledBy[genKey(job, m.Redrive)])
+	}
+	if behind, ok := c.skips.skipped[genKey(job, m.Redrive)]; ok {
+		c.violate(KindSkippedRan, job, "%s (attempt %d) started after its job's %sskip behind %s (overflow rule skip)", e.name, m.Attempt, genText(m.Redrive), behind)
 	}
 	c.checkPaused(e)
 	c.checkPools(e)
@@ -467,11 +472,12 @@ func (c *checker) quiescence() {
 	}
 	for _, j := range w.order {
 		if k := j.k; c.ended[k] == "" {
-			c.violate(KindNotEnded, k, "%ssubmitted at %s, never succeeded nor dead-lettered", genText(c.ops.gen[k]), j.submitAt)
+			c.violate(KindNotEnded, k, "%ssubmitted at %s, never succeeded, dead-lettered, cancelled nor skipped", genText(c.ops.gen[k]), j.submitAt)
 		}
 	}
 	c.checkStopped()
 	c.checkCancelled()
+	c.checkSkipped()
 	c.checkMetrics()
 	c.checkKeyRates()
 	c.checkBatches()

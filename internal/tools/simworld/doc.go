@@ -145,6 +145,8 @@
 //     (TYPE_OVERFLOW), key caps 1 and 2, and 8 bursts of 2-5 jobs of one key 1-30 s apart, one in
 //     four from another sender, two bursts in five a batch; drawn from a stream of its own and left
 //     out of the operator's draws, so that the rest of a seed is as without it ("all+cancel").
+//   - skip (skip.go; not in "all"): a type echo with the overflow rule skip, drawn as delta is
+//     (burstWorkload) from a stream of its own ("all+skip").
 //
 // "all" turns every class on at DefaultConfig's rates (4 actions a run). The fixed seed set
 // (TestSeeds) runs GateProfile, "all" without duplicate deliveries. Fixed defects keep their seeds
@@ -187,6 +189,11 @@
 //     cancelled, equal without kills or lost DynamoDB answers); each stop is made by a starter
 //     delivered a job of the stopped job's type, key and sender, named in the cause, sent strictly
 //     after it. A stop landing in the Release step lets the job end as its work did or cancelled.
+//   - the overflow rule skip (skip.go): a job is skipped when its fate (an ADMIT# item, outcome
+//     skipped) is written; its generation never has an execution, before or after; the job named
+//     behind it is of its type, key and sender, submitted strictly before it, and held a lane; it
+//     ends "skipped" once (counted skipped in its batch); JobsSkipped never above the jobs skipped,
+//     equal without kills or lost DynamoDB answers.
 //   - at quiescence (every job ended, then 3 visibility timeouts and 3 sweeps): no message in
 //     the general or lanes queue, no LEASE# or WAIT# item, no running execution.
 //   - the JobsSucceeded the handlers publish (their EMF lines, collected as CloudWatch would)

@@ -175,6 +175,8 @@ func (c *checker) pausedSince(typ string) (time.Time, bool) {
 // own clock (the item's updatedAt, within a second of the world's), not when the write landed: a
 // slow call may land it seconds later, after a decision taken on a configuration still in its cache.
 func (c *checker) put(item map[string]ddbtypes.AttributeValue) {
+	c.leaseWritten(item)
+	c.fateWritten(item)
 	status, _ := item["status"].(*ddbtypes.AttributeValueMemberS)
 	arn, _ := item["executionArn"].(*ddbtypes.AttributeValueMemberS)
 	if status == nil || arn == nil || status.Value != string(lease.Starting) {

@@ -31,6 +31,9 @@ func Profiles() map[string]Faults {
 		// A type with the overflow rule cancel and its bursts of jobs (cancel.go): combine it with
 		// the faults ("all+cancel", CancelProfile).
 		"cancel": {Cancels: 8},
+		// A type with the overflow rule skip and its bursts of jobs (skip.go): "all+skip",
+		// SkipProfile.
+		"skip": {Skips: 8},
 		// all with four times the kills, duplicate deliveries and limit changes: the faults whose
 		// coincidence the rarest recovery paths need (twin deliveries of a job leaving its lane,
 		// a stale copy binding again), for holds tests and the mutation check.
@@ -117,6 +120,9 @@ func without(a, b Faults) Faults {
 	if b.Cancels != 0 {
 		a.Cancels = 0
 	}
+	if b.Skips != 0 {
+		a.Skips = 0
+	}
 	z(&a.SharedIDs, b.SharedIDs)
 	a.Bus = a.Bus.without(b.Bus)
 	return a
@@ -142,6 +148,7 @@ func merge(a, b Faults) Faults {
 	a.Interlopers += b.Interlopers
 	a.Pools += b.Pools
 	a.Cancels += b.Cancels
+	a.Skips += b.Skips
 	a.SharedIDs = max(a.SharedIDs, b.SharedIDs)
 	a.Bus = a.Bus.merge(b.Bus)
 	return a

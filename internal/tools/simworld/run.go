@@ -11,6 +11,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
@@ -71,6 +72,9 @@ type Faults struct {
 	// Cancels is how many bursts of jobs of a type with the overflow rule cancel the world has
 	// (cancel.go; 0: no such type).
 	Cancels int
+	// Skips is how many bursts of jobs of a type with the overflow rule skip the world has
+	// (skip.go; 0: no such type).
+	Skips int
 }
 
 // Config is one run's shape. Seeded fields are drawn from the seed; the rest are fixed.
@@ -287,7 +291,7 @@ func (w *World) Run() []Violation {
 	ts := w.workload()
 	w.batchWorkload()
 	w.interloperReuses()
-	cts := w.cancelWorkload()
+	cts := append(w.cancelWorkload(), w.skipWorkload()...)
 	limits, keyLimits, modes := "", "", ""
 	for _, t := range append(ts[:len(ts):len(ts)], cts...) {
 		limits += fmt.Sprintf("%s=%d,", t.name, t.limit)
@@ -315,8 +319,16 @@ func (w *World) Run() []Violation {
 	if w.cfg.LanesBacklog > 0 {
 		w.env["MAX_LANES_BACKLOG"], w.env["BACKLOG_HOLD_SECONDS"] = strconv.Itoa(w.cfg.LanesBacklog), "60"
 	}
-	if len(cts) > 0 {
-		w.env["TYPE_OVERFLOW"] = cancelType + "=" + config.OverflowCancel
+	var overflows []string
+	for _, t := range cts {
+		rule := config.OverflowCancel
+		if t.name == skipType {
+			rule = config.OverflowSkip
+		}
+		overflows = append(overflows, t.name+"="+rule)
+	}
+	if len(overflows) > 0 {
+		w.env["TYPE_OVERFLOW"] = strings.Join(overflows, ",")
 	}
 	for _, t := range append(ts[:len(ts):len(ts)], cts...) {
 		o := config.Override{Type: t.name, Strategy: t.strategy, KeyLimits: t.keyCaps}
