@@ -91,24 +91,9 @@ func TestOverflowCancel(t *testing.T) {
 	r.checkInvariants(ctx, out, nil)
 
 	// No key worked two jobs at once (doc-3 counts both senders' jobs).
-	for k, p := range observe.PeaksBy(out.xs, out.end, observe.TypeKey) {
-		if p.Max > 1 {
-			t.Errorf("key %s: %d jobs worked at once at %s, over its cap 1", k, p.Max, stamp(p.At))
-		}
-	}
-	only := func(id string) observe.Execution {
-		t.Helper()
-		xs := out.byJob[typ+"/"+id]
-		if len(xs) == 0 {
-			t.Fatalf("job %s has no execution", id)
-		}
-		return xs[len(xs)-1]
-	}
-	first := func(id string) observe.Execution {
-		t.Helper()
-		only(id)
-		return out.byJob[typ+"/"+id][0]
-	}
+	keysUnderOne(t, out)
+	only := func(id string) observe.Execution { return out.run(t, typ, id, -1) }
+	first := func(id string) observe.Execution { return out.run(t, typ, id, 0) }
 	// Each cancelled job was stopped by the newer job its cause names, which started only after it
 	// stopped; the stopped job is the first sender's own.
 	for _, c := range []struct{ victim, by string }{{"a", "b"}, {"d1", "d2"}, {"d2", "d3"}, {"d3", "d4"}} {
@@ -240,19 +225,8 @@ func TestOverflowSkip(t *testing.T) {
 	out := r.settle(ctx, settleWithin)
 	r.checkInvariants(ctx, out, nil)
 
-	for k, p := range observe.PeaksBy(out.xs, out.end, observe.TypeKey) {
-		if p.Max > 1 {
-			t.Errorf("key %s: %d jobs worked at once at %s, over its cap 1", k, p.Max, stamp(p.At))
-		}
-	}
-	only := func(id string) observe.Execution {
-		t.Helper()
-		xs := out.byJob[typ+"/"+id]
-		if len(xs) == 0 {
-			t.Fatalf("job %s has no execution", id)
-		}
-		return xs[len(xs)-1]
-	}
+	keysUnderOne(t, out)
+	only := func(id string) observe.Execution { return out.run(t, typ, id, -1) }
 	// b and c were skipped behind a, while a ran.
 	a := only("a")
 	for _, it := range r.scan(ctx, "ADMIT#"+typ) {
@@ -277,4 +251,27 @@ func TestOverflowSkip(t *testing.T) {
 	if n := r.logs.count("job skipped (overflow rule skip)"); n != 4 {
 		t.Errorf("the starter logged %d skips, want 4 (b, c, f2, f3)", n)
 	}
+}
+
+// keysUnderOne fails t when any key worked two jobs at once (both scenarios cap every key at 1).
+func keysUnderOne(t *testing.T, out *settled) {
+	t.Helper()
+	for k, p := range observe.PeaksBy(out.xs, out.end, observe.TypeKey) {
+		if p.Max > 1 {
+			t.Errorf("key %s: %d jobs worked at once at %s, over its cap 1", k, p.Max, stamp(p.At))
+		}
+	}
+}
+
+// run is job typ/id's i-th execution (-1: its last); it fails t when the job has none.
+func (out *settled) run(t *testing.T, typ, id string, i int) observe.Execution {
+	t.Helper()
+	xs := out.byJob[typ+"/"+id]
+	if len(xs) == 0 {
+		t.Fatalf("job %s has no execution", id)
+	}
+	if i < 0 {
+		i = len(xs) - 1
+	}
+	return xs[i]
 }

@@ -472,39 +472,6 @@ func (c keyCapsOnly) Get(ctx context.Context, typ string) (config.TypeConfig, er
 	return cfg, err
 }
 
-// With caps for some keys only, a job without a key (the default key) has no cap, so the rule skip
-// never acts for it (docs/flow-control.md): when its type's lanes are all taken by older jobs of its
-// sender, it waits for a lane, as under the rule queue.
-func TestSkipNeverActsForTheDefaultKeyWithoutACap(t *testing.T) {
-	ctx := context.Background()
-	r, ledger := skipRig(t, 1, config.OverflowSkip)
-	caps := keyCapsOnly{inner: r.st.Config, caps: map[string]int{"acme": 2}}
-	r.st.Config = caps
-	cfg, err := caps.Get(ctx, "llm")
-	if err != nil || !cfg.Skips() {
-		t.Fatalf("config %+v, %v: want the rule skip in force", cfg, err)
-	}
-	for ln := 1; ln <= 4; ln++ {
-		holder{id: fmt.Sprintf("old-%d", ln), key: "", lane: ln, status: lease.Starting, submitted: time.Minute}.put(t, r)
-	}
-	j := job.Job{Type: "llm", ID: "newest", Batch: "b", Input: json.RawMessage(`{}`), SubmittedAt: submitted}
-	b, _ := json.Marshal(j)
-	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{message(t, cfg.WaitingGroup(j), "newest", string(b), 1)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fates, err := r.fates.Find(ctx, "llm", "", "", "newest")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := skippedCount(t, ledger); n != 0 || len(fates) != 0 {
-		t.Errorf("batch counted %d skipped, fates %+v; want the job waiting for a lane", n, fates)
-	}
-	if got := failures(resp); !equal(got, sorted("msg-newest")) {
-		t.Errorf("batch item failures = %v, want the job held", got)
-	}
-}
-
 // leasePuts records the jobs whose leases are written.
 type leasePuts struct {
 	*fakes.LeaseStore
@@ -575,8 +542,7 @@ func TestJobSkippedAfterItParkedLeavesNoParkRecord(t *testing.T) {
 // key at its cap behind an older job of its sender) and its batch counts it; the twin that reads
 // queue, on the same first receive, finds the key with room (the older job ended between the two
 // reads). It must not send the skipped job to a lane: the job would run after its batch counted it
-// skipped. The fate read that guards a redelivered message is not made on a first receive, and
-// twins share it.
+// skipped: it is admitted first whatever its rule, and the admission finds the skip.
 func TestTwinUnderTheRuleQueueDoesNotRunAJobItsTwinSkipped(t *testing.T) {
 	ctx := context.Background()
 	r, ledger := skipRig(t, 1, config.OverflowQueue)
@@ -618,36 +584,41 @@ func TestSkippedJobCancelsNothingAfterTheRuleChangedToCancel(t *testing.T) {
 	}
 }
 
-// With caps for some keys only, a key not listed has no cap either, like the default key: when its
-// type's lanes are all taken by older jobs of its key and sender, its job waits for a lane (a full
-// type is not a key at its cap), as under the rule queue; it is not skipped.
+// With caps for some keys only, the default key (jobs without a key) and a key not listed have no
+// cap: the rule skip never acts for them (docs/flow-control.md). When their type's lanes are all
+// taken by older jobs of their key and sender, a job waits for a lane (a full type is not a key at
+// its cap), as under the rule queue; it is not skipped.
 func TestSkipNeverActsForAKeyWithoutACap(t *testing.T) {
-	ctx := context.Background()
-	r, ledger := skipRig(t, 1, config.OverflowSkip)
-	caps := keyCapsOnly{inner: r.st.Config, caps: map[string]int{"acme": 2}}
-	r.st.Config = caps
-	cfg, err := caps.Get(ctx, "llm")
-	if err != nil || !cfg.Skips() {
-		t.Fatalf("config %+v, %v: want the rule skip in force", cfg, err)
-	}
-	for ln := 1; ln <= 4; ln++ {
-		holder{id: fmt.Sprintf("old-%d", ln), key: "zeta", lane: ln, status: lease.Starting, submitted: time.Minute}.put(t, r)
-	}
-	j := job.Job{Type: "llm", ID: "newest", Key: "zeta", Batch: "b", Input: json.RawMessage(`{}`), SubmittedAt: submitted}
-	b, _ := json.Marshal(j)
-	resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{message(t, cfg.WaitingGroup(j), "newest", string(b), 1)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fates, err := r.fates.Find(ctx, "llm", "", "zeta", "newest")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := skippedCount(t, ledger); n != 0 || len(fates) != 0 {
-		t.Errorf("batch counted %d skipped, fates %+v; want the job of a key without a cap waiting for a lane", n, fates)
-	}
-	if got := failures(resp); !equal(got, sorted("msg-newest")) {
-		t.Errorf("batch item failures = %v, want the job held", got)
+	for _, key := range []string{"", "zeta"} {
+		t.Run("key "+key, func(t *testing.T) {
+			ctx := context.Background()
+			r, ledger := skipRig(t, 1, config.OverflowSkip)
+			caps := keyCapsOnly{inner: r.st.Config, caps: map[string]int{"acme": 2}}
+			r.st.Config = caps
+			cfg, err := caps.Get(ctx, "llm")
+			if err != nil || !cfg.Skips() {
+				t.Fatalf("config %+v, %v: want the rule skip in force", cfg, err)
+			}
+			for ln := 1; ln <= 4; ln++ {
+				holder{id: fmt.Sprintf("old-%d", ln), key: key, lane: ln, status: lease.Starting, submitted: time.Minute}.put(t, r)
+			}
+			j := job.Job{Type: "llm", ID: "newest", Key: key, Batch: "b", Input: json.RawMessage(`{}`), SubmittedAt: submitted}
+			b, _ := json.Marshal(j)
+			resp, err := r.st.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{message(t, cfg.WaitingGroup(j), "newest", string(b), 1)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fates, err := r.fates.Find(ctx, "llm", "", key, "newest")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := skippedCount(t, ledger); n != 0 || len(fates) != 0 {
+				t.Errorf("batch counted %d skipped, fates %+v; want the job of a key without a cap waiting for a lane", n, fates)
+			}
+			if got := failures(resp); !equal(got, sorted("msg-newest")) {
+				t.Errorf("batch item failures = %v, want the job held", got)
+			}
+		})
 	}
 }
 
