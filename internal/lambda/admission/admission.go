@@ -1,5 +1,5 @@
-// Package admission decides, once, the fate of each job of a type whose overflow rule is skip:
-// admitted (it may run) or skipped (it ends without running). Both are conditional writes of one item
+// Package admission decides, once, the fate of each job of a type with key caps, where the overflow
+// rule skip acts: admitted (it may run) or skipped (it ends without running). Both are conditional writes of one item
 // per submission of a job, and whichever is written first stands: a job the starter skipped is never
 // sent to a lane by another copy of its message (Lambda may hand a batch over twice), and a job sent
 // to a lane is never skipped afterwards.

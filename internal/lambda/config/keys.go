@@ -28,6 +28,10 @@ func (c TypeConfig) KeyCap(key string) int {
 	return c.Limit
 }
 
+// HasKeyCap reports whether key has a cap of its own or the type's key limit: otherwise its cap
+// (KeyCap) is the type's limit, and a full type is not a key at its cap.
+func (c TypeConfig) HasKeyCap(key string) bool { return c.KeyLimit > 0 || c.KeyLimits[key] > 0 }
+
 // KeyRateOf is the start rate of a key's jobs: the key's own, else the type's rate for every key
 // (not IsSet: none).
 func (c TypeConfig) KeyRateOf(key string) Rate {

@@ -164,16 +164,15 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 				s.Metrics.Add(x.key.Type, metrics.DuplicatesDropped, 1)
 				return hold, nil
 			}
-			hasCap := cfg.KeyLimit > 0 || cfg.KeyLimits[x.job.Key] > 0
-			if w.AtKeyCap && hasCap && cfg.Skips() {
-				// The overflow rule skip, from the group's current head only; never for a key
-				// without a cap (the default key, or one not listed, without a key limit): a full
-				// type is not a key at its cap.
+			// The overflow rules act from the group's current head only, and never for a key
+			// without a cap of its own (a full type is not a key at its cap).
+			atKeyCap := w.AtKeyCap && cfg.HasKeyCap(x.job.Key)
+			if atKeyCap && cfg.Skips() {
 				if v, skipped, err := s.skipBehind(ctx, x, cfg); err != nil || skipped {
 					return v, err
 				}
 			}
-			if w.AtKeyCap && hasCap && cfg.Cancels() {
+			if atKeyCap && cfg.Cancels() {
 				// A job that stops another is admitted first: one skipped under an earlier rule
 				// (its message delivered again) ends so, and stops nothing.
 				if err := s.admit(ctx, x, cfg); errors.Is(err, admission.ErrSkipped) {
@@ -181,12 +180,11 @@ func (s *Starter) bind(ctx context.Context, x *msg) (v verdict, err error) {
 				} else if err != nil {
 					return hold, err
 				}
-			}
-			if w.AtKeyCap && hasCap && cfg.Cancels() && s.cancelOlder(ctx, x, leases) && x.receives() <= maxQuickLooks {
-				// The overflow rule cancel, from the group's current head only: an older job of
-				// its key is about to run (or its stop failed), so it looks again shortly to stop
-				// it, rather than park for a release.
-				return s.backoff(ctx, x.SQSMessage), nil
+				if s.cancelOlder(ctx, x, leases) && x.receives() <= maxQuickLooks {
+					// An older job of its key is about to run (or its stop failed): it looks
+					// again shortly to stop it, rather than park for a release.
+					return s.backoff(ctx, x.SQSMessage), nil
+				}
 			}
 			if err := s.WaitRoom.Park(ctx, w); errors.Is(err, waitroom.ErrGroupParked) {
 				// Another message of this group is parked (a queue that hands out two messages of

@@ -30,7 +30,7 @@ type describeExecutionAPI interface {
 	DescribeExecution(context.Context, *sfn.DescribeExecutionInput, ...func(*sfn.Options)) (*sfn.DescribeExecutionOutput, error)
 }
 
-// admissionReader reads the fates of a job of a type whose overflow rule is skip (admission.Store).
+// admissionReader reads the fates of a job of a type with key caps (admission.Store).
 type admissionReader interface {
 	Find(ctx context.Context, typ, sender, key, id string) ([]admission.Fate, error)
 }
@@ -40,9 +40,10 @@ type admissionReader interface {
 type JobFinder struct {
 	Leases leaseReader
 	SFN    describeExecutionAPI
-	// Admission, when not nil, reads the fates of the jobs of a type whose overflow rule is skip
-	// (admission.Store), asked only for such a type's job that has no lease and no execution of its
-	// last generation: a skipped job has neither. nil: such a job shows as not-started.
+	// Admission, when not nil, reads the fates of the jobs of a type with key caps, where the
+	// overflow rule skip acts (admission.Store), asked only for such a type's job that holds no
+	// lease: a skipped job has neither a lease nor an execution. nil: such a job shows as
+	// not-started.
 	Admission admissionReader
 	// Config resolves the effective configuration (a config.Resolver): the type's state machine
 	// and attempts, and the types to search when none is given.
@@ -78,8 +79,9 @@ type JobView struct {
 	// dead-lettering), else what its last execution says: succeeded, dead-lettered (attempts
 	// exhausted or aborted), cancelled (stopped by a newer job of its key: the overflow rule cancel),
 	// skipped (ended without running, its key at its cap with an older job of its sender holding a
-	// lane: the overflow rule skip; its admission record says so), or not-started. A claim (lease status starting) whose execution exists
-	// is running: a confirmed start writes nothing after the claim.
+	// lane: the overflow rule skip; its admission record says so), or not-started. A claim (lease
+	// status starting) whose execution exists is running: a confirmed start writes nothing after
+	// the claim.
 	State       string          `json:"state"`
 	Detail      string          `json:"detail"`
 	Lane        int             `json:"lane,omitempty"`
@@ -443,9 +445,9 @@ func (f JobFinder) summarize(v *JobView) {
 	}
 }
 
-// stateSkipped is the state job show gives a job of a type whose overflow rule is skip that ended
-// without running (admission.Skipped): its key was at its cap with an older job of its sender
-// holding a lane. It used no attempt, and is not dead-lettered.
+// stateSkipped is the state job show gives a job that the overflow rule skip ended without running
+// (admission.Skipped): its key was at its cap with an older job of its sender holding a lane. It used
+// no attempt, and is not dead-lettered.
 const stateSkipped = "skipped"
 
 // skipped shows the job as skipped when it holds no lane, its newest fate is admission.Skipped, and

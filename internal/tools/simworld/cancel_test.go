@@ -115,17 +115,28 @@ func TestACancelledJobEndsCancelledOnce(t *testing.T) {
 // The rule's seeds keep every invariant, and the type with the rule draws nothing from the world's
 // other streams: a seed's other jobs are the same with it.
 func TestCancelKeepsItsInvariants(t *testing.T) {
-	f, err := Profile(CancelProfile)
+	off, on := ruleKeepsItsInvariants(t, CancelProfile, cancelType)
+	if off.env["TYPE_OVERFLOW"] != "" || on.env["TYPE_OVERFLOW"] != "delta=cancel" {
+		t.Errorf("TYPE_OVERFLOW %q without the rule, %q with; want none and delta=cancel", off.env["TYPE_OVERFLOW"], on.env["TYPE_OVERFLOW"])
+	}
+}
+
+// ruleKeepsItsInvariants runs seeds 1-8 of an overflow rule's profile, failing t on any violation,
+// and checks that the rule's type typ draws nothing from the world's other streams: seed 1's other
+// jobs are those of "all". It returns seed 1's worlds without and with the rule.
+func ruleKeepsItsInvariants(t *testing.T, profile, typ string) (off, on *World) {
+	t.Helper()
+	f, err := Profile(profile)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for s, vs := range forSeeds(t, 1, 8, f) {
-		t.Errorf("seed %d of %s: %s\nreplay: SEED=%d go test ./internal/tools/simworld -run TestOneSeed -v -args -profile %s", s, CancelProfile, vs[0], s, CancelProfile)
+		t.Errorf("seed %d of %s: %s\nreplay: SEED=%d go test ./internal/tools/simworld -run TestOneSeed -v -args -profile %s", s, profile, vs[0], s, profile)
 	}
-	off, on := runWorld(t, 1, "all"), runWorld(t, 1, CancelProfile)
+	off, on = runWorld(t, 1, "all"), runWorld(t, 1, profile)
 	var others []*jobSpec
 	for _, j := range on.order {
-		if j.typ != cancelType {
+		if j.typ != typ {
 			others = append(others, j)
 		}
 	}
@@ -138,9 +149,7 @@ func TestCancelKeepsItsInvariants(t *testing.T) {
 			break
 		}
 	}
-	if off.env["TYPE_OVERFLOW"] != "" || on.env["TYPE_OVERFLOW"] != "delta=cancel" {
-		t.Errorf("TYPE_OVERFLOW %q without the rule, %q with; want none and delta=cancel", off.env["TYPE_OVERFLOW"], on.env["TYPE_OVERFLOW"])
-	}
+	return off, on
 }
 
 // The overflow rule cancel end to end: a job of delta at its key's cap stops the oldest running

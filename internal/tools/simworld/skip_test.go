@@ -176,29 +176,7 @@ func TestJobsSkippedCountsEachSkippedJobOnce(t *testing.T) {
 // The rule's seeds keep every invariant, and the type with the rule draws nothing from the world's
 // other streams: a seed's other jobs are the same with it. With both rules on, each type has its own.
 func TestSkipKeepsItsInvariants(t *testing.T) {
-	f, err := Profile(SkipProfile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for s, vs := range forSeeds(t, 1, 8, f) {
-		t.Errorf("seed %d of %s: %s\nreplay: SEED=%d go test ./internal/tools/simworld -run TestOneSeed -v -args -profile %s", s, SkipProfile, vs[0], s, SkipProfile)
-	}
-	off, on := runWorld(t, 1, "all"), runWorld(t, 1, SkipProfile)
-	var others []*jobSpec
-	for _, j := range on.order {
-		if j.typ != skipType {
-			others = append(others, j)
-		}
-	}
-	if len(others) != len(off.order) || len(others) == len(on.order) {
-		t.Fatalf("%d jobs without the rule, %d with (%d of other types)", len(off.order), len(on.order), len(others))
-	}
-	for i, j := range off.order {
-		if k := others[i]; k.k != j.k || k.submitAt != j.submitAt || k.duration != j.duration {
-			t.Errorf("job %d is %s at %s without the rule, %s at %s with", i, j.k, j.submitAt, k.k, k.submitAt)
-			break
-		}
-	}
+	_, on := ruleKeepsItsInvariants(t, SkipProfile, skipType)
 	if got := on.env["TYPE_OVERFLOW"]; got != "echo=skip" {
 		t.Errorf("TYPE_OVERFLOW %q, want echo=skip", got)
 	}
